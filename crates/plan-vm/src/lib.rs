@@ -1,0 +1,96 @@
+//! `plan-vm`: the register VM that runs validated bytecode and suspends at every tool call.
+//!
+//! Pure library: no I/O, no clock, no tokio. A host drives it (rune-style):
+//! `run()` → `Halt::Yield(requests)` → host performs them → `resume(id, result)` for each →
+//! `run()` again, until `Halt::Done` or `Halt::Failed`.
+//!
+//! API CONTRACT (stable; implementation in progress).
+
+use plan_bytecode::Pc;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Configurable limits; each failing the run with a clear message and the seq_no.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Limits {
+    /// Maximum instructions executed (default 10,000).
+    pub max_steps: u64,
+    /// Maximum bytes held in all variables together (default 64 MiB).
+    pub max_total_bytes: u64,
+    /// Maximum bytes of any one value (default 16 MiB).
+    pub max_value_bytes: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits { max_steps: 10_000, max_total_bytes: 64 << 20, max_value_bytes: 16 << 20 }
+    }
+}
+
+/// Identifies one outstanding tool request of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CallId(pub u64);
+
+/// What the host is asked to do.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum RequestKind {
+    /// A tool call. `output_keys` is `Some(keys)` when the call has several output vars:
+    /// the output must be (or contain) a JSON object with these keys. For `llm_generate`
+    /// the host appends a response-format instruction listing them to the prompt.
+    Tool { output_keys: Option<Vec<String>> },
+    /// An LLM condition. `tool` is `"jmp_condition"`, `args` is
+    /// `{"prompt": <interpolated>, "context": <resolved or null>}`. The host appends the
+    /// `{"result": boolean, "explanation": string}` instruction and returns the raw answer.
+    Condition,
+}
+
+/// One request issued by the VM.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolRequest {
+    pub id: CallId,
+    /// Tool name (`"jmp_condition"` for conditions).
+    pub tool: String,
+    /// The instruction's own params after resolution, in source order (cassette key).
+    pub args: serde_json::Map<String, Value>,
+    pub kind: RequestKind,
+    /// Where it came from.
+    pub pc: Pc,
+    pub seq_no: Option<i64>,
+}
+
+/// A run's failure, with where it happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunError {
+    pub message: String,
+    pub pc: Option<Pc>,
+    pub seq_no: Option<i64>,
+    pub line: Option<u32>,
+}
+
+/// A finished run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Outcome {
+    pub final_answer: Value,
+    /// Every set variable at the end, in slot order.
+    pub vars: serde_json::Map<String, Value>,
+    /// Instructions executed.
+    pub steps: u64,
+}
+
+/// Why `run()` returned.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Halt {
+    /// New tool requests to perform (possibly empty if only older ones are outstanding).
+    Yield(Vec<ToolRequest>),
+    Done(Outcome),
+    Failed(RunError),
+}
+
+/// Trace event recorded when tracing is on (drained by the host with `take_events`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    Step { pc: Pc, seq_no: Option<i64>, op: String },
+    VarSet { name: String, preview: String, bytes: u64 },
+    Jump { from_seq: Option<i64>, to_seq: Option<i64>, taken: Option<bool> },
+}

@@ -1,0 +1,1 @@
+//! Facade over the pipeline crates.
