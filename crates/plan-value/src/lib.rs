@@ -1,14 +1,33 @@
 //! `plan-value`: the value semantics shared by the compiler (constant folding) and the VM.
 //!
-//! API CONTRACT (implementation in progress):
-//! - `Num` (Int(i64) | Float(f64)), `to_num(&Value) -> Option<Num>` (numbers and strings that
-//!   parse as numbers), `num_to_value`.
-//! - `unary(UnaryOp, Num)`, `binary(BinaryOp, Num, Num) -> Option<Num>`: Python numeric
-//!   rules, `None` on failure (division by zero, overflow, non-finite), never panics or hangs.
-//! - `write_interpolated(&Value, &mut String)`: strings raw, ints decimal, floats as Python
-//!   repr, everything else compact JSON.
-//! - `python_float_repr(f64) -> String`.
-//! - `value_bytes(&Value) -> u64`: the size charged against memory limits.
-//! - `extract_first_object(&str) -> Option<Map>`: first JSON object in text (```json fences,
+//! Values are `serde_json::Value` (the workspace enables `preserve_order`, so object keys
+//! keep their insertion order). This crate says what the plan language does with them:
+//!
+//! - [`num`]: `Num` (Int(i64) | Float(f64)), [`to_num`] (numbers and strings that parse as
+//!   numbers), [`num_to_value`], [`unary`]/[`binary`] with Python's numeric rules; `None`
+//!   on failure (division by zero, overflow, non-finite, complex), never panics or hangs.
+//! - [`repr`]: [`python_float_repr`], exactly Python's `repr(float)`.
+//! - [`interp`]: [`write_interpolated`] (strings raw, ints decimal, floats as Python repr,
+//!   everything else compact JSON), [`interpolated_len`] (its exact length, without
+//!   building it), [`preview`].
+//! - [`bytes`]: [`value_bytes`], the size charged against memory limits.
+//! - [`extract`]: [`extract_first_object`], the first JSON object in text (```json fences,
 //!   prose; braces inside JSON strings don't confuse it).
-//! - `preview(&Value, max_chars) -> String`.
+//! - [`condition`]: [`parse_condition_answer`], the answer shapes a condition accepts.
+//!
+//! Start reading at `num.rs`; everything is small and independent. No function here
+//! recurses on value depth except serde_json's own (de)serialization.
+
+pub mod bytes;
+pub mod condition;
+pub mod extract;
+pub mod interp;
+pub mod num;
+pub mod repr;
+
+pub use bytes::{NODE_BYTES, ValueSize, value_bytes, value_size};
+pub use condition::parse_condition_answer;
+pub use extract::extract_first_object;
+pub use interp::{interpolated, interpolated_len, json_len, preview, write_interpolated};
+pub use num::{Num, Op1, Op2, binary, num_to_value, parse_num, to_num, unary};
+pub use repr::{python_float_repr, write_python_float};
