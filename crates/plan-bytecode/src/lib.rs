@@ -1,17 +1,51 @@
 //! `plan-bytecode`: the `.pbc` instruction set, constant pool, encoder, decoder,
 //! load-time validator and disassembler.
 //!
-//! Start at `program.rs` (the data), then `encode.rs`/`decode.rs` (the file format) and
-//! `validate.rs` (which turns an untrusted `Program` into a `ValidatedProgram`, the only
-//! thing the VM accepts).
+//! Properties:
+//! - **Never trust bytes.** [`decode`] checks structure (magic, version, checksum, section
+//!   framing, tags, lengths, UTF-8) and never panics or allocates more than the input
+//!   justifies; [`validate`] checks every index and produces a [`ValidatedProgram`], the
+//!   only thing the VM accepts. [`load`] does both. Every error is a [`BytecodeError`]
+//!   carrying a byte offset when it comes from the file.
+//! - **One source of truth for opcodes.** `opcodes.rs` lists each [`Instr`] variant once;
+//!   encoder, decoder, validator and disassembler are generated from that list.
+//! - **Round trip.** `decode(&encode(p)) == Ok(p)` for every program that validates.
+//! - **Compact.** LEB128 varints and a tagged binary encoding of JSON constants; empty
+//!   tables are omitted; the debug section is optional (`planc compile --strip`).
+//!
+//! Module map, in reading order:
+//! - `program.rs`: the in-memory data (instructions and side tables).
+//! - `opcodes.rs`: the instruction table and the [`Opcode`] enum.
+//! - `encode.rs`: the file layout (documented there) and [`encode`].
+//! - `wire.rs`: varints, bounds-checked reader, constant encoding.
+//! - `decode.rs`: [`decode`]. `limits.rs`: every cap.
+//! - `validate.rs`: [`validate`] and the list of what it guarantees.
+//! - `disasm.rs`: [`disasm`].
 
+mod decode;
+mod disasm;
+mod encode;
+pub mod limits;
+mod opcodes;
 mod program;
+mod validate;
+mod wire;
 
+pub use decode::decode;
+pub use disasm::disasm;
+pub use encode::{FLAG_DEBUG, FORMAT_VERSION, HEADER_LEN, MAGIC, encode, is_pbc};
+pub use opcodes::Opcode;
 pub use program::*;
 
+// Why: the dispatch loop walks a dense `[Instr]`; growing past 16 bytes would cost cache.
 const _: () = assert!(std::mem::size_of::<Instr>() <= 16);
 
-// API CONTRACT (implementation in progress):
+/// Decodes and validates a `.pbc` file: the one call a VM front end needs.
+pub fn load(bytes: &[u8]) -> Result<ValidatedProgram, BytecodeError> {
+    validate(decode(bytes)?)
+}
+
+// API CONTRACT:
 // - `encode(&Program) -> Vec<u8>`
 // - `decode(&[u8]) -> Result<Program, BytecodeError>` (structure only)
 // - `validate(Program) -> Result<ValidatedProgram, BytecodeError>` (every index checked)
@@ -55,7 +89,10 @@ struct BytecodeErrorInner {
 impl BytecodeError {
     #[cold]
     pub fn new(offset: Option<usize>, message: impl Into<String>) -> Self {
-        BytecodeError(Box::new(BytecodeErrorInner { offset, message: message.into() }))
+        BytecodeError(Box::new(BytecodeErrorInner {
+            offset,
+            message: message.into(),
+        }))
     }
 
     pub fn offset(&self) -> Option<usize> {
@@ -64,6 +101,24 @@ impl BytecodeError {
 
     pub fn message(&self) -> &str {
         &self.0.message
+    }
+
+    /// A malformed file: what went wrong at byte `offset`.
+    #[cold]
+    pub(crate) fn at(offset: usize, message: impl Into<String>) -> Self {
+        Self::new(Some(offset), message)
+    }
+
+    /// The input ended inside `what`.
+    #[cold]
+    pub(crate) fn truncated(offset: usize, what: &str) -> Self {
+        Self::new(Some(offset), format!("truncated {what}"))
+    }
+
+    /// A validation failure (no byte offset: the program may not come from a file).
+    #[cold]
+    pub(crate) fn invalid(message: impl Into<String>) -> Self {
+        Self::new(None, message)
     }
 }
 
@@ -79,7 +134,7 @@ impl std::fmt::Display for BytecodeError {
 impl std::error::Error for BytecodeError {}
 
 /// Checks every index of `program`. The only way to build a `ValidatedProgram`.
+/// See `validate.rs` for the full list of what a `ValidatedProgram` guarantees.
 pub fn validate(program: Program) -> Result<ValidatedProgram, BytecodeError> {
-    let _ = &program;
-    unimplemented!("validate")
+    validate::validate(program)
 }

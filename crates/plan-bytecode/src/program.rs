@@ -129,7 +129,11 @@ pub enum Instr {
     /// Unconditional jump.
     Jump { target: Pc },
     /// LLM condition (`conds` index); suspends, then jumps to `if_true` or `if_false`.
-    Branch { cond: u32, if_true: Pc, if_false: Pc },
+    Branch {
+        cond: u32,
+        if_true: Pc,
+        if_false: Pc,
+    },
 }
 
 /// Per-instruction source mapping (debug section).
@@ -176,7 +180,10 @@ pub struct Program {
 impl Program {
     /// Slot of `final_answer`, if the plan mentions it.
     pub fn final_answer_slot(&self) -> Option<Slot> {
-        self.slots.iter().position(|s| s == "final_answer").map(|i| i as Slot)
+        self.slots
+            .iter()
+            .position(|s| s == "final_answer")
+            .map(|i| i as Slot)
     }
 
     /// Slot of a variable by name.
@@ -186,11 +193,19 @@ impl Program {
 
     /// `seq_no` of the plan instruction at `pc`, when debug info is present.
     pub fn seq_no_at(&self, pc: Pc) -> Option<i64> {
-        self.debug.as_ref()?.entries.get(pc as usize).map(|e| e.seq_no)
+        self.debug
+            .as_ref()?
+            .entries
+            .get(pc as usize)
+            .map(|e| e.seq_no)
     }
 
     /// Source line of the plan instruction at `pc`, when debug info is present.
     pub fn line_at(&self, pc: Pc) -> Option<u32> {
-        self.debug.as_ref()?.entries.get(pc as usize).map(|e| e.line)
+        self.debug
+            .as_ref()?
+            .entries
+            .get(pc as usize)
+            .map(|e| e.line)
     }
 }
