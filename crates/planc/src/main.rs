@@ -1,1 +1,428 @@
-fn main() {}
+//! `planc`: the plan compiler's command line.
+//!
+//! ```text
+//! planc compile PLAN [-o OUT.pbc] [--strip] [--strict] [--tools FILE.toml] [--quiet]
+//! planc check PLAN... [--format human|json] [--deny-warnings] [--strict] [--tools FILE.toml]
+//! planc disasm FILE.pbc
+//! planc explain PLAN [--dot] [--strict] [--tools FILE.toml]
+//! ```
+//!
+//! Exit codes (see [`exit`]): 0 success; 1 the plan has errors (or warnings with
+//! `--deny-warnings`); 2 usage error (bad arguments, unloadable `--tools` file, output path
+//! equal to the input); 65 malformed `.pbc` (sysexits `EX_DATAERR`, the same code `planvm`
+//! uses); 66 `.pbc` file cannot be read (`EX_NOINPUT`); 73 output cannot be written
+//! (`EX_CANTCREAT`).
+//!
+//! Module map: this file parses arguments and runs the subcommands; `render` turns
+//! diagnostics into human or JSON text; `explain` renders the dataflow list and graph;
+//! `backend` is the thin seam to the bytecode and manifest crates. Only this crate prints:
+//! the compiler returns diagnostics as data.
+
+mod backend;
+mod explain;
+mod render;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use plan_compiler::{CompileOptions, Compiled};
+use plan_syntax::{Diagnostic, LineIndex};
+use render::Counts;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Process exit codes. The 6x/7x ones follow BSD sysexits so scripts can tell "your plan
+/// is wrong" (1) from "this file is not bytecode" (65) from "the disk said no" (73).
+mod exit {
+    pub(crate) const OK: u8 = 0;
+    /// The plan has errors (or warnings under `--deny-warnings`).
+    pub(crate) const PLAN_ERRORS: u8 = 1;
+    /// Bad command line; clap uses the same code for its own errors.
+    pub(crate) const USAGE: u8 = 2;
+    /// `EX_DATAERR`: a malformed `.pbc` file.
+    pub(crate) const DATA_ERR: u8 = 65;
+    /// `EX_NOINPUT`: a `.pbc` file that cannot be read.
+    pub(crate) const NO_INPUT: u8 = 66;
+    /// `EX_SOFTWARE`: the compiler broke its own contract (no program and no error).
+    pub(crate) const SOFTWARE: u8 = 70;
+    /// `EX_CANTCREAT`: the output file cannot be written.
+    pub(crate) const CANT_CREATE: u8 = 73;
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "planc",
+    version,
+    about = "Compile LLM-written JSON plans to verified .pbc bytecode",
+    after_help = "Exit codes: 0 ok, 1 plan errors, 2 usage, 65 malformed .pbc, \
+                  66 unreadable .pbc, 73 cannot write output."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Compile a plan to bytecode (written only when there are no errors).
+    Compile(CompileArgs),
+    /// Check plans and report every diagnostic.
+    Check(CheckArgs),
+    /// Print the listing of a .pbc file (after validating it).
+    Disasm(DisasmArgs),
+    /// Show the plan's steps and their dataflow dependencies.
+    Explain(ExplainArgs),
+}
+
+/// Options that change what the compiler accepts.
+#[derive(Args, Debug)]
+struct FrontendArgs {
+    /// Treat reader repairs (fences, trailing commas, Python literals, ...) as errors.
+    #[arg(long)]
+    strict: bool,
+    /// Tool manifest adding or overriding tools (the same file planvm uses).
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct CompileArgs {
+    /// The plan (JSON, or LLM output containing it).
+    #[arg(value_name = "PLAN")]
+    plan: PathBuf,
+    /// Output file [default: PLAN with the extension replaced by .pbc].
+    #[arg(short, long, value_name = "OUT.pbc")]
+    output: Option<PathBuf>,
+    /// Drop the debug section (seq_no/line map, reasoning text).
+    #[arg(long)]
+    strip: bool,
+    /// Do not report what was written.
+    #[arg(short, long)]
+    quiet: bool,
+    #[command(flatten)]
+    frontend: FrontendArgs,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// rustc-like, with source snippets, on stderr.
+    Human,
+    /// One JSON object per diagnostic and line, on stdout.
+    Json,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// Plans to check.
+    #[arg(value_name = "PLAN", required = true)]
+    plans: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
+    /// Exit with 1 when there are warnings, too.
+    #[arg(long)]
+    deny_warnings: bool,
+    #[command(flatten)]
+    frontend: FrontendArgs,
+}
+
+#[derive(Args, Debug)]
+struct DisasmArgs {
+    /// A compiled plan.
+    #[arg(value_name = "FILE.pbc")]
+    file: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct ExplainArgs {
+    /// The plan.
+    #[arg(value_name = "PLAN")]
+    plan: PathBuf,
+    /// Print a Graphviz digraph of the dataflow instead of the list.
+    #[arg(long)]
+    dot: bool,
+    #[command(flatten)]
+    frontend: FrontendArgs,
+}
+
+fn main() -> ExitCode {
+    // NB: `Cli::parse()` would exit by itself; going through `try_parse` keeps every exit
+    // in one place. clap prints help/version with code 0 and usage errors with code 2.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::USAGE
+            } else {
+                exit::OK
+            });
+        }
+    };
+    let code = match cli.command {
+        Command::Compile(a) => cmd_compile(&a),
+        Command::Check(a) => cmd_check(&a),
+        Command::Disasm(a) => cmd_disasm(&a),
+        Command::Explain(a) => cmd_explain(&a),
+    };
+    ExitCode::from(code)
+}
+
+/// Diagnostics go to stderr, so colour depends on stderr being a terminal, and `NO_COLOR`
+/// (any non-empty value, per no-color.org) turns it off.
+fn use_color() -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
+}
+
+/// Writes to stdout. A closed pipe (`planc disasm x.pbc | head`) is not an error worth a
+/// panic, which is what `print!` would do.
+fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
+}
+
+fn err(text: &str) {
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// A plan file's text, or the diagnostic saying why there is none.
+struct Source {
+    name: String,
+    text: Result<String, Diagnostic>,
+}
+
+fn read_plan(path: &Path) -> Source {
+    let name = path.display().to_string();
+    let text = match std::fs::read(path) {
+        Err(e) => Err(Diagnostic::error(
+            render::E_READ,
+            format!("cannot read `{name}`: {e}"),
+        )),
+        Ok(bytes) => String::from_utf8(bytes).map_err(|e| {
+            Diagnostic::error(
+                render::E_READ,
+                format!(
+                    "`{name}` is not UTF-8 text (invalid byte at offset {})",
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+            .with_help("plans are JSON text; save the file as UTF-8")
+        }),
+    };
+    Source { name, text }
+}
+
+/// Compile options from the command line, or the usage error already printed.
+fn options(frontend: &FrontendArgs, strip: bool, source_name: &str) -> Result<CompileOptions, u8> {
+    let mut opts = CompileOptions {
+        strict: frontend.strict,
+        strip,
+        source_name: Some(source_name.to_owned()),
+        ..CompileOptions::default()
+    };
+    if let Some(path) = &frontend.tools {
+        match backend::load_manifest(path) {
+            Ok(m) => opts.manifest = m,
+            Err(e) => {
+                err(&format!(
+                    "error: cannot load tool manifest `{}`: {e}\n",
+                    path.display()
+                ));
+                return Err(exit::USAGE);
+            }
+        }
+    }
+    Ok(opts)
+}
+
+/// Prints diagnostics and the summary line on stderr (human format).
+fn report_human(name: &str, src: &str, diags: &[Diagnostic]) {
+    let mut text = render::render_human(name, src, diags, use_color());
+    text.push_str(&render::summary(name, Counts::of(diags)));
+    text.push('\n');
+    err(&text);
+}
+
+fn cmd_check(a: &CheckArgs) -> u8 {
+    // The manifest does not depend on the plan: load it once, and fail before any output.
+    let base = match options(&a.frontend, false, "") {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let mut failed = false;
+    for path in &a.plans {
+        let source = read_plan(path);
+        let (src, diags, index) = match source.text {
+            Ok(src) => {
+                let opts = CompileOptions {
+                    source_name: Some(source.name.clone()),
+                    ..base.clone()
+                };
+                let Compiled {
+                    diagnostics,
+                    line_index,
+                    ..
+                } = plan_compiler::compile(&src, &opts);
+                (src, diagnostics, line_index)
+            }
+            Err(d) => (String::new(), vec![d], LineIndex::new("")),
+        };
+        let counts = Counts::of(&diags);
+        failed |= counts.errors > 0 || (a.deny_warnings && counts.warnings > 0);
+        match a.format {
+            Format::Human => report_human(&source.name, &src, &diags),
+            Format::Json => out(&render::render_json(&source.name, &diags, &index)),
+        }
+    }
+    if failed { exit::PLAN_ERRORS } else { exit::OK }
+}
+
+fn cmd_compile(a: &CompileArgs) -> u8 {
+    let output = a
+        .output
+        .clone()
+        .unwrap_or_else(|| a.plan.with_extension("pbc"));
+    if output == a.plan {
+        err(&format!(
+            "error: the output path `{}` is the plan itself; choose another with -o\n",
+            output.display()
+        ));
+        return exit::USAGE;
+    }
+    let source = read_plan(&a.plan);
+    let opts = match options(&a.frontend, a.strip, &source.name) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let src = match source.text {
+        Ok(src) => src,
+        Err(d) => {
+            report_human(&source.name, "", &[d]);
+            return exit::PLAN_ERRORS;
+        }
+    };
+    let compiled = plan_compiler::compile(&src, &opts);
+    let counts = Counts::of(&compiled.diagnostics);
+    if !compiled.diagnostics.is_empty() {
+        if a.quiet {
+            err(&render::render_human(
+                &source.name,
+                &src,
+                &compiled.diagnostics,
+                use_color(),
+            ));
+        } else {
+            report_human(&source.name, &src, &compiled.diagnostics);
+        }
+    }
+    if counts.errors > 0 {
+        return exit::PLAN_ERRORS;
+    }
+    let Some(program) = compiled.program else {
+        err("error: internal compiler error: no program and no error diagnostic\n");
+        return exit::SOFTWARE;
+    };
+    let bytes = backend::encode(&program);
+    if let Err(e) = write_atomically(&output, &bytes) {
+        err(&format!(
+            "error: cannot write `{}`: {e}\n",
+            output.display()
+        ));
+        return exit::CANT_CREATE;
+    }
+    if !a.quiet {
+        err(&format!(
+            "wrote {} ({} bytes)\n",
+            output.display(),
+            bytes.len()
+        ));
+    }
+    exit::OK
+}
+
+/// Writes via a temporary file in the same directory and a rename, so an interrupted run
+/// never leaves a truncated `.pbc` where a good one was.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let file_name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the output path names no file",
+        )
+    })?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(file_name);
+    tmp_name.push(format!(".{}.tmp", std::process::id()));
+    let tmp = path.with_file_name(tmp_name);
+    let result = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, path));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn cmd_disasm(a: &DisasmArgs) -> u8 {
+    let name = a.file.display();
+    let bytes = match std::fs::read(&a.file) {
+        Ok(b) => b,
+        Err(e) => {
+            err(&format!("error: cannot read `{name}`: {e}\n"));
+            return exit::NO_INPUT;
+        }
+    };
+    match backend::load(&bytes) {
+        Ok(listing) => {
+            out(&listing);
+            exit::OK
+        }
+        Err(e) => {
+            let mut msg = format!("error: `{name}`: {e}\n");
+            if !backend::is_pbc(&bytes) {
+                msg.push_str("help: this is not a .pbc file; compile a plan with `planc compile PLAN` first\n");
+            }
+            err(&msg);
+            exit::DATA_ERR
+        }
+    }
+}
+
+fn cmd_explain(a: &ExplainArgs) -> u8 {
+    let source = read_plan(&a.plan);
+    let opts = match options(&a.frontend, false, &source.name) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let src = match source.text {
+        Ok(src) => src,
+        Err(d) => {
+            report_human(&source.name, "", &[d]);
+            return exit::PLAN_ERRORS;
+        }
+    };
+    match plan_compiler::explain(&src, &opts) {
+        Ok(steps) => {
+            out(&if a.dot {
+                explain::render_dot(&steps)
+            } else {
+                explain::render_list(&steps)
+            });
+            exit::OK
+        }
+        Err(compiled) => {
+            report_human(&source.name, &src, &compiled.diagnostics);
+            exit::PLAN_ERRORS
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
