@@ -49,7 +49,10 @@ pub struct Instruction {
 #[derive(Clone, Debug)]
 pub enum InstrKind {
     /// `reasoning`: free text, kept for `planc explain` and the debug section.
-    Reasoning { chain_of_thoughts: Option<String>, dependency_analysis: Option<String> },
+    Reasoning {
+        chain_of_thoughts: Option<String>,
+        dependency_analysis: Option<String>,
+    },
     /// Current `assign` (object of var → value) or older `assign {value, var_name}`
     /// (one pair). Values are all computed before any is stored.
     Assign { vars: Vec<(Name, Node)> },

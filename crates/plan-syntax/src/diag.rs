@@ -106,6 +106,10 @@ impl<T> Parsed<T> {
 
     /// For callers that only want a `Result`: the value when there is no error.
     pub fn into_result(self) -> Result<T, Vec<Diagnostic>> {
-        if self.has_errors() { Err(self.diagnostics) } else { Ok(self.value) }
+        if self.has_errors() {
+            Err(self.diagnostics)
+        } else {
+            Ok(self.value)
+        }
     }
 }

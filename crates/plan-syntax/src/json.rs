@@ -53,7 +53,10 @@ impl Node {
 
     /// First member named `key` of an object node.
     pub fn get(&self, key: &str) -> Option<&Node> {
-        self.as_object()?.iter().find(|m| m.key == key).map(|m| &m.value)
+        self.as_object()?
+            .iter()
+            .find(|m| m.key == key)
+            .map(|m| &m.value)
     }
 
     /// Integer value, if this is a number with no fractional part that fits `i64`.
@@ -87,9 +90,11 @@ impl Node {
             NodeKind::Number(n) => Value::Number(n.clone()),
             NodeKind::String(s) => Value::String(s.clone()),
             NodeKind::Array(a) => Value::Array(a.iter().map(Node::to_value).collect()),
-            NodeKind::Object(m) => {
-                Value::Object(m.iter().map(|m| (m.key.clone(), m.value.to_value())).collect())
-            }
+            NodeKind::Object(m) => Value::Object(
+                m.iter()
+                    .map(|m| (m.key.clone(), m.value.to_value()))
+                    .collect(),
+            ),
         }
     }
 }

@@ -10,7 +10,10 @@ pub struct Span {
 impl Span {
     pub fn new(start: usize, end: usize) -> Self {
         // NB: sources are capped well below 4 GiB by the reader (limits), so this cannot truncate.
-        Span { start: start as u32, end: end as u32 }
+        Span {
+            start: start as u32,
+            end: end as u32,
+        }
     }
 
     pub fn range(self) -> std::ops::Range<usize> {
@@ -33,7 +36,10 @@ impl LineIndex {
                 line_starts.push(i as u32 + 1);
             }
         }
-        LineIndex { line_starts, text: text.to_owned() }
+        LineIndex {
+            line_starts,
+            text: text.to_owned(),
+        }
     }
 
     /// 1-based (line, column) of byte `offset`; offsets past the end clamp to the end.

@@ -1,6 +1,17 @@
-//! Templates (`"a ${x} b"`, `"{{x}}"`) and arithmetic (`"${n} * 2 + 1"`): the types.
-//! Lexing is logos (`lexer.rs`), arithmetic parsing is the lalrpop grammar in
-//! `grammar/arith.lalrpop`.
+//! Templates (`"a ${x} b"`, `"{{x}}"`) and arithmetic (`"${n} * 2 + 1"`): the types, and
+//! `classify_string`. Lexing is logos (`lexer.rs`); arithmetic parsing (`arith.rs`) is the
+//! lalrpop grammar in `grammar/arith.lalrpop`.
+//!
+//! Reference syntax: `${name}` and `${name.key.sub}` in both dialects (name and keys are
+//! ASCII letters, digits, `_` and `-`; the name does not start with a digit, keys may, for
+//! array indices); `{{name}}` / `{{ name }}` only in the older dialect. Anything that is not
+//! a well-formed reference (`${`, `${}`, `${1x}`, `${a b}`) is literal text. There is no
+//! escape syntax: `\${x}` is a backslash followed by a reference, as in the reference VM.
+
+use logos::Logos;
+
+use crate::ast::Dialect;
+use crate::lexer::{TemplateTok, brace_refs, var_ref};
 
 /// A variable reference `${name.key.sub}` / `{{name}}` / `{"var": "name"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -56,4 +67,69 @@ pub enum Expr {
     Ref(VarRef),
     Unary(UnOp, Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
+}
+
+/// What a string value means. See the module docs for the reference syntax.
+pub(crate) fn classify_string(s: &str, dialect: Dialect) -> StringForm {
+    // Fast path: no reference can start without `$` (or `{{` in the older dialect).
+    let braces = brace_refs(dialect);
+    let b = s.as_bytes();
+    if !b
+        .iter()
+        .enumerate()
+        .any(|(i, &c)| c == b'$' || (braces && c == b'{' && b.get(i + 1) == Some(&b'{')))
+    {
+        return StringForm::Literal;
+    }
+    let mut pieces: Vec<Piece> = Vec::new();
+    // Start of the pending literal text (not yet pushed), so adjacent text merges for free.
+    let mut lit_start: Option<usize> = None;
+    let mut lex = TemplateTok::lexer(s);
+    while let Some(t) = lex.next() {
+        let span = lex.span();
+        let is_ref = match t {
+            Ok(TemplateTok::DollarRef) => true,
+            Ok(TemplateTok::BraceRef) => braces,
+            // `Text`, or (never on valid UTF-8) a lexing error: literal either way.
+            _ => false,
+        };
+        if !is_ref {
+            lit_start.get_or_insert(span.start);
+            continue;
+        }
+        if let Some(start) = lit_start.take() {
+            pieces.push(Piece::Lit(s[start..span.start].to_owned()));
+        }
+        pieces.push(Piece::Ref(var_ref(lex.slice())));
+    }
+    if let Some(start) = lit_start
+        && start < s.len()
+    {
+        pieces.push(Piece::Lit(s[start..].to_owned()));
+    }
+    match pieces.as_slice() {
+        [] | [Piece::Lit(_)] => StringForm::Literal,
+        [Piece::Ref(_)] => match pieces.pop() {
+            Some(Piece::Ref(r)) => StringForm::SingleRef(r),
+            _ => StringForm::Literal,
+        },
+        _ => StringForm::Template(pieces),
+    }
+}
+
+/// The older dialect's object reference `{"var": "name"}` (exactly one member, a string
+/// name). `raw` is the reference as compact JSON, for messages.
+pub fn object_ref(node: &crate::json::Node) -> Option<VarRef> {
+    match node.as_object()? {
+        [m] if m.key == "var" => {
+            let name = m.value.as_str()?;
+            let raw = serde_json::to_string(&node.to_value()).unwrap_or_default();
+            Some(VarRef {
+                name: name.to_owned(),
+                path: Vec::new(),
+                raw,
+            })
+        }
+        _ => None,
+    }
 }

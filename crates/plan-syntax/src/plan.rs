@@ -1,0 +1,874 @@
+//! Reader `Node` → plan AST: the structural checks (`E01xx`, `W01xx`) and dialect detection.
+//!
+//! Both dialects are read by one builder; the dialect only matters for how references are
+//! written inside strings, so it is decided at the end from the forms that were seen.
+//! Duplicate keys resolve as in Python's `json.loads` (and `Node::to_value`): the last value
+//! wins, at the position of the first (the reader already warned about them).
+
+use crate::ast::{CallForm, Dialect, InstrKind, Instruction, Name, Plan, SeqRef};
+use crate::codes;
+use crate::diag::{Diagnostic, Parsed};
+use crate::json::{Member, Node, NodeKind};
+use crate::limits;
+use crate::span::Span;
+
+/// Older-dialect types that are tool calls named by their type.
+const TOOL_TYPES: &[&str] = &[
+    "llm_generate",
+    "retrieve_knowledge_graph",
+    "retrieve_embedded_chunks",
+    "vector_search",
+];
+/// Every type the builder knows, for "did you mean" suggestions.
+const ALL_TYPES: &[&str] = &[
+    "reasoning",
+    "assign",
+    "jmp",
+    "calling",
+    "llm_generate",
+    "retrieve_knowledge_graph",
+    "retrieve_embedded_chunks",
+    "vector_search",
+    "condition",
+];
+
+pub(crate) fn parse_plan(root: &Node) -> Parsed<Option<Plan>> {
+    let mut b = Builder {
+        diags: Vec::new(),
+        older: None,
+        current: None,
+    };
+    let Some(array) = b.instruction_array(root) else {
+        return Parsed {
+            value: None,
+            diagnostics: b.diags,
+        };
+    };
+    let items = array.as_array().unwrap_or_default();
+    let instructions = items.iter().map(|n| b.instruction(n, 0)).collect();
+    let dialect = if b.older.is_some() {
+        Dialect::Older
+    } else {
+        Dialect::Current
+    };
+    if let (Some((old_span, old_what)), Some((cur_span, cur_what))) = (&b.older, &b.current) {
+        b.diags.push(
+            Diagnostic::warning(
+                codes::MIXED_DIALECT,
+                format!("plan mixes the older dialect ({old_what}) with the current one ({cur_what})"),
+            )
+            .with_span(*cur_span)
+            .with_label(*old_span, "older-dialect form")
+            .with_help(
+                "use one dialect: current plans call tools with {\"type\": \"calling\", \"parameters\": \
+                 {\"tool_name\": ..., \"tool_params\": {...}, \"output_vars\": [...]}} and branch with `jmp`",
+            ),
+        );
+    }
+    Parsed {
+        value: Some(Plan {
+            dialect,
+            instructions,
+            span: array.span,
+        }),
+        diagnostics: b.diags,
+    }
+}
+
+struct Builder {
+    diags: Vec<Diagnostic>,
+    /// First older-dialect form seen (span, description).
+    older: Option<(Span, String)>,
+    /// First current-only form seen (`jmp`, `calling`).
+    current: Option<(Span, String)>,
+}
+
+/// Members of an object with duplicates resolved as Python does: one entry per key, the
+/// last value, at the first position.
+fn dedup(members: &[Member]) -> Vec<&Member> {
+    let mut out: Vec<&Member> = Vec::with_capacity(members.len());
+    for m in members {
+        match out.iter_mut().find(|o| o.key == m.key) {
+            Some(slot) => *slot = m,
+            None => out.push(m),
+        }
+    }
+    out
+}
+
+/// The last member named `key` (the one Python and serde_json keep).
+fn get<'a>(members: &'a [Member], key: &str) -> Option<&'a Node> {
+    members
+        .iter()
+        .rev()
+        .find(|m| m.key == key)
+        .map(|m| &m.value)
+}
+
+/// Like [`get`], but JSON `null` counts as absent (`"context": null` is common).
+fn get_some<'a>(members: &'a [Member], key: &str) -> Option<&'a Node> {
+    get(members, key).filter(|n| !matches!(n.kind, NodeKind::Null))
+}
+
+/// A JSON value as display text: strings raw, anything else compact JSON.
+fn text_of(node: &Node) -> String {
+    match &node.kind {
+        NodeKind::String(s) => s.clone(),
+        _ => serde_json::to_string(&node.to_value()).unwrap_or_default(),
+    }
+}
+
+fn describe(node: &Node) -> String {
+    match &node.kind {
+        NodeKind::String(s) if s.len() <= 40 => format!("the string \"{}\"", s.escape_debug()),
+        NodeKind::Number(n) => format!("the number {n}"),
+        _ => format!("{} {}", article(node.type_name()), node.type_name()),
+    }
+}
+
+fn article(word: &str) -> &'static str {
+    if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    }
+}
+
+/// Levenshtein distance, for "did you mean" (inputs are short names; long ones are capped).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() > 64 || b.len() > 64 {
+        return usize::MAX;
+    }
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, &ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(!ca.eq_ignore_ascii_case(&cb));
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// The closest candidate within a small edit distance.
+fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    let limit = (word.len() / 3).max(2);
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+impl Builder {
+    /// The root array, or an array unwrapped from `{"plan": [...]}`.
+    fn instruction_array<'a>(&mut self, root: &'a Node) -> Option<&'a Node> {
+        match &root.kind {
+            NodeKind::Array(_) => return Some(root),
+            NodeKind::Object(members) => {
+                let looks_like_instruction =
+                    members.iter().any(|m| m.key == "seq_no" || m.key == "type");
+                let mut arrays = members
+                    .iter()
+                    .filter(|m| matches!(m.value.kind, NodeKind::Array(_)));
+                if let (Some(only), None, false) =
+                    (arrays.next(), arrays.next(), looks_like_instruction)
+                {
+                    self.diags.push(
+                        Diagnostic::warning(
+                            codes::WRAPPED_PLAN,
+                            format!("the instruction array was taken out of the object member `{}`", only.key.escape_debug()),
+                        )
+                        .with_span(only.key_span)
+                        .with_help("reply with the JSON array of instructions itself, not an object around it"),
+                    );
+                    return Some(&only.value);
+                }
+                let help = if looks_like_instruction {
+                    "this looks like a single instruction: wrap the instructions in an array, [{...}, {...}]"
+                } else {
+                    "a plan is a JSON array of instructions: [{\"seq_no\": 0, \"type\": \"reasoning\", \"parameters\": {...}}, ...]"
+                };
+                self.diags.push(
+                    Diagnostic::error(
+                        codes::NOT_ARRAY,
+                        "the plan is not an array of instructions (found an object)",
+                    )
+                    .with_span(root.span)
+                    .with_help(help),
+                );
+            }
+            _ => {
+                self.diags.push(
+                    Diagnostic::error(
+                        codes::NOT_ARRAY,
+                        format!("the plan is not an array of instructions (found {})", describe(root)),
+                    )
+                    .with_span(root.span)
+                    .with_help(
+                        "a plan is a JSON array of instructions: [{\"seq_no\": 0, \"type\": \"reasoning\", \"parameters\": {...}}, ...]",
+                    ),
+                );
+            }
+        }
+        None
+    }
+
+    fn error(
+        &mut self,
+        code: &'static str,
+        msg: String,
+        span: Span,
+        seq: Option<i64>,
+        help: impl Into<String>,
+    ) {
+        self.diags.push(
+            Diagnostic::error(code, msg)
+                .with_span(span)
+                .with_seq(seq)
+                .with_help(help),
+        );
+    }
+
+    fn warning(
+        &mut self,
+        code: &'static str,
+        msg: String,
+        span: Span,
+        seq: Option<i64>,
+        help: impl Into<String>,
+    ) {
+        self.diags.push(
+            Diagnostic::warning(code, msg)
+                .with_span(span)
+                .with_seq(seq)
+                .with_help(help),
+        );
+    }
+
+    fn saw_older(&mut self, span: Span, what: impl FnOnce() -> String) {
+        if self.older.is_none() {
+            self.older = Some((span, what()));
+        }
+    }
+
+    fn saw_current(&mut self, span: Span, what: impl FnOnce() -> String) {
+        if self.current.is_none() {
+            self.current = Some((span, what()));
+        }
+    }
+
+    fn instruction(&mut self, node: &Node, depth: usize) -> Instruction {
+        let invalid = |seq_no, seq_span, ty| Instruction {
+            seq_no,
+            seq_span,
+            ty,
+            span: node.span,
+            kind: InstrKind::Invalid,
+        };
+        let Some(members) = node.as_object() else {
+            self.error(
+                codes::NOT_OBJECT,
+                format!("an instruction must be an object, found {}", describe(node)),
+                node.span,
+                None,
+                "write each instruction as {\"seq_no\": N, \"type\": \"...\", \"parameters\": {...}}",
+            );
+            return invalid(None, node.span, None);
+        };
+
+        let (seq_no, seq_span) = match get(members, "seq_no") {
+            None => {
+                self.error(
+                    codes::MISSING_SEQ,
+                    "instruction has no `seq_no`".to_owned(),
+                    node.span,
+                    None,
+                    "add \"seq_no\": N, numbering the instructions 0, 1, 2, ... in order",
+                );
+                (None, node.span)
+            }
+            Some(v) => match v.as_i64() {
+                Some(n) => (Some(n), v.span),
+                None => {
+                    let help = match v
+                        .as_str()
+                        .map(str::trim)
+                        .and_then(|s| s.parse::<i64>().ok())
+                    {
+                        Some(n) => format!("write the number without quotes: \"seq_no\": {n}"),
+                        None => "`seq_no` is the instruction's integer position: 0, 1, 2, ..."
+                            .to_owned(),
+                    };
+                    self.error(
+                        codes::BAD_SEQ,
+                        format!("`seq_no` must be an integer, found {}", describe(v)),
+                        v.span,
+                        None,
+                        help,
+                    );
+                    (None, v.span)
+                }
+            },
+        };
+
+        for m in members {
+            if !matches!(m.key.as_str(), "seq_no" | "type" | "parameters") {
+                let help = match m.key.as_str() {
+                    "tool_name" | "tool_params" | "output_vars" | "output_var" => {
+                        format!("move `{}` inside \"parameters\": {{...}}", m.key.escape_debug())
+                    }
+                    _ => "an instruction has only `seq_no`, `type` and `parameters`; remove this member".to_owned(),
+                };
+                self.warning(
+                    codes::UNKNOWN_MEMBER,
+                    format!("instruction member `{}` is ignored", m.key.escape_debug()),
+                    m.key_span,
+                    seq_no,
+                    help,
+                );
+            }
+        }
+
+        let ty = match get(members, "type") {
+            None => {
+                self.error(
+                    codes::MISSING_TYPE,
+                    "instruction has no `type`".to_owned(),
+                    seq_span,
+                    seq_no,
+                    "add \"type\": one of \"reasoning\", \"assign\", \"jmp\", \"calling\"",
+                );
+                None
+            }
+            Some(v) => match v.as_str() {
+                Some(s) => Some(Name {
+                    text: s.to_owned(),
+                    span: v.span,
+                }),
+                None => {
+                    self.error(
+                        codes::BAD_TYPE,
+                        format!("`type` must be a string, found {}", describe(v)),
+                        v.span,
+                        seq_no,
+                        "write the type as a string: one of \"reasoning\", \"assign\", \"jmp\", \"calling\"",
+                    );
+                    None
+                }
+            },
+        };
+
+        let params = match get(members, "parameters") {
+            None => {
+                let flattened = members
+                    .iter()
+                    .any(|m| !matches!(m.key.as_str(), "seq_no" | "type"));
+                let help = if flattened {
+                    "put the instruction's fields inside \"parameters\": {...}"
+                } else {
+                    "add \"parameters\": {...} (an empty object if the instruction needs none)"
+                };
+                self.error(
+                    codes::MISSING_PARAMETERS,
+                    "instruction has no `parameters`".to_owned(),
+                    seq_span,
+                    seq_no,
+                    help,
+                );
+                None
+            }
+            Some(v) => match v.as_object() {
+                Some(p) => Some((p, v)),
+                None => {
+                    self.error(
+                        codes::BAD_PARAMETERS,
+                        format!("`parameters` must be an object, found {}", describe(v)),
+                        v.span,
+                        seq_no,
+                        "write the parameters as an object: \"parameters\": {\"name\": value, ...}",
+                    );
+                    None
+                }
+            },
+        };
+
+        let (Some(ty_name), Some((params, params_node))) = (&ty, params) else {
+            return invalid(seq_no, seq_span, ty);
+        };
+        let kind = self.kind(ty_name, params, params_node, seq_no, depth);
+        Instruction {
+            seq_no,
+            seq_span,
+            ty,
+            span: node.span,
+            kind,
+        }
+    }
+
+    fn kind(
+        &mut self,
+        ty: &Name,
+        params: &[Member],
+        params_node: &Node,
+        seq: Option<i64>,
+        depth: usize,
+    ) -> InstrKind {
+        match ty.text.as_str() {
+            "reasoning" => InstrKind::Reasoning {
+                chain_of_thoughts: get(params, "chain_of_thoughts")
+                    .or_else(|| get(params, "chain of thoughts"))
+                    .map(text_of),
+                dependency_analysis: get(params, "dependency_analysis").map(text_of),
+            },
+            "assign" => self.assign(params, params_node),
+            "jmp" => {
+                self.saw_current(ty.span, || "`jmp`".to_owned());
+                self.jmp(params, params_node, seq)
+            }
+            "calling" => {
+                self.saw_current(ty.span, || "`calling`".to_owned());
+                self.calling(params, params_node, seq, CallForm::Calling)
+            }
+            "condition" => {
+                self.saw_older(ty.span, || "`condition`".to_owned());
+                self.condition(params, seq, depth)
+            }
+            t if TOOL_TYPES.contains(&t) => {
+                if t != "vector_search" {
+                    self.saw_older(ty.span, || format!("`{t}` as an instruction type"));
+                }
+                self.tool_typed(ty, params, seq)
+            }
+            t => {
+                if get(params, "tool_name").is_some() {
+                    self.warning(
+                        codes::UNKNOWN_TYPE_CALL,
+                        format!("unknown instruction type `{}` with a `tool_name` is run as a tool call", t.escape_debug()),
+                        ty.span,
+                        seq,
+                        "use \"type\": \"calling\" for tool calls",
+                    );
+                    return self.calling(
+                        params,
+                        params_node,
+                        seq,
+                        CallForm::UnknownTypeWithToolName,
+                    );
+                }
+                let help = match suggest(t, ALL_TYPES) {
+                    Some(s) => format!(
+                        "did you mean \"{s}\"? The instruction types are \"reasoning\", \"assign\", \"jmp\" and \"calling\" \
+                         (older plans: \"llm_generate\", \"retrieve_knowledge_graph\", \"retrieve_embedded_chunks\", \"condition\")"
+                    ),
+                    None => "the instruction types are \"reasoning\", \"assign\", \"jmp\" and \"calling\"; \
+                             to call a tool write {\"type\": \"calling\", \"parameters\": {\"tool_name\": ..., \"tool_params\": {...}}}"
+                        .to_owned(),
+                };
+                self.error(
+                    codes::UNKNOWN_TYPE,
+                    format!("unknown instruction type `{}`", t.escape_debug()),
+                    ty.span,
+                    seq,
+                    help,
+                );
+                InstrKind::Invalid
+            }
+        }
+    }
+
+    fn assign(&mut self, params: &[Member], params_node: &Node) -> InstrKind {
+        let members = dedup(params);
+        // Older form: exactly `value` and `var_name`, the name a string.
+        if members.len() == 2
+            && let (Some(value), Some(var)) = (get(params, "value"), get(params, "var_name"))
+            && let Some(name) = var.as_str()
+        {
+            self.saw_older(params_node.span, || {
+                "`assign` with `value`/`var_name`".to_owned()
+            });
+            return InstrKind::Assign {
+                vars: vec![(
+                    Name {
+                        text: name.to_owned(),
+                        span: var.span,
+                    },
+                    value.clone(),
+                )],
+            };
+        }
+        InstrKind::Assign {
+            vars: members
+                .iter()
+                .map(|m| {
+                    (
+                        Name {
+                            text: m.key.clone(),
+                            span: m.key_span,
+                        },
+                        m.value.clone(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// A jump target: an integer seq_no. `None` if absent/null or invalid (reported).
+    fn target(&mut self, params: &[Member], key: &str, seq: Option<i64>) -> Option<SeqRef> {
+        let v = get_some(params, key)?;
+        if let Some(n) = v.as_i64() {
+            return Some(SeqRef {
+                seq_no: n,
+                span: v.span,
+            });
+        }
+        let help = match v
+            .as_str()
+            .map(str::trim)
+            .and_then(|s| s.parse::<i64>().ok())
+        {
+            Some(n) => format!("write the seq_no without quotes: \"{key}\": {n}"),
+            None => format!("`{key}` is the integer `seq_no` of the instruction to jump to"),
+        };
+        self.error(
+            codes::BAD_JUMP_TARGET,
+            format!(
+                "jump target `{key}` must be an integer seq_no, found {}",
+                describe(v)
+            ),
+            v.span,
+            seq,
+            help,
+        );
+        None
+    }
+
+    fn unknown_params(&mut self, params: &[Member], known: &[&str], seq: Option<i64>, what: &str) {
+        for m in params {
+            if known.contains(&m.key.as_str()) {
+                continue;
+            }
+            let help = match suggest(&m.key, known) {
+                Some(s) => format!("did you mean `{s}`? `{what}` takes {}", list(known)),
+                None => format!("`{what}` takes {}", list(known)),
+            };
+            self.warning(
+                codes::UNKNOWN_PARAMETER,
+                format!(
+                    "parameter `{}` of `{what}` is ignored",
+                    m.key.escape_debug()
+                ),
+                m.key_span,
+                seq,
+                help,
+            );
+        }
+    }
+
+    fn jmp(&mut self, params: &[Member], params_node: &Node, seq: Option<i64>) -> InstrKind {
+        const KNOWN: &[&str] = &[
+            "condition_prompt",
+            "context",
+            "jump_if_true",
+            "jump_if_false",
+            "target_seq",
+        ];
+        self.unknown_params(params, KNOWN, seq, "jmp");
+        let condition_prompt = get_some(params, "condition_prompt").cloned();
+        let context = get_some(params, "context").cloned();
+        let jump_if_true = self.target(params, "jump_if_true", seq);
+        let jump_if_false = self.target(params, "jump_if_false", seq);
+        let target_seq = self.target(params, "target_seq", seq);
+        let written = |k: &str| get_some(params, k).is_some();
+        if let Some(prompt) = &condition_prompt {
+            let missing: Vec<&str> = ["jump_if_true", "jump_if_false"]
+                .into_iter()
+                .filter(|k| !written(k))
+                .collect();
+            if !missing.is_empty() {
+                self.error(
+                    codes::MISSING_BRANCH_TARGET,
+                    format!("conditional `jmp` has no `{}`", missing.join("` and no `")),
+                    prompt.span,
+                    seq,
+                    "a conditional jmp needs both \"jump_if_true\": N and \"jump_if_false\": M (seq_no of the next step)",
+                );
+            }
+            if let Some(t) = get_some(params, "target_seq") {
+                self.warning(
+                    codes::JMP_BOTH_FORMS,
+                    "`target_seq` is ignored in a conditional `jmp`".to_owned(),
+                    t.span,
+                    seq,
+                    "use `jump_if_true`/`jump_if_false` with `condition_prompt`, or `target_seq` alone",
+                );
+            }
+        } else if !written("target_seq") {
+            let help = if written("jump_if_true") || written("jump_if_false") {
+                "add \"condition_prompt\" to decide between jump_if_true and jump_if_false, or use \"target_seq\": N to always jump"
+            } else {
+                "add \"target_seq\": N for an unconditional jump, or \"condition_prompt\" with \"jump_if_true\" and \"jump_if_false\""
+            };
+            self.error(
+                codes::JMP_WITHOUT_TARGET,
+                "`jmp` has neither `condition_prompt` nor `target_seq`".to_owned(),
+                params_node.span,
+                seq,
+                help,
+            );
+        }
+        InstrKind::Jmp {
+            condition_prompt,
+            context,
+            jump_if_true,
+            jump_if_false,
+            target_seq,
+        }
+    }
+
+    fn calling(
+        &mut self,
+        params: &[Member],
+        params_node: &Node,
+        seq: Option<i64>,
+        form: CallForm,
+    ) -> InstrKind {
+        const KNOWN: &[&str] = &["tool_name", "tool_params", "output_vars", "output_var"];
+        self.unknown_params(params, KNOWN, seq, "calling");
+        let tool = match get(params, "tool_name") {
+            Some(v) => match v.as_str() {
+                Some(s) => Some(Name {
+                    text: s.to_owned(),
+                    span: v.span,
+                }),
+                None => {
+                    self.error(
+                        codes::MISSING_TOOL_NAME,
+                        format!("`tool_name` must be a string, found {}", describe(v)),
+                        v.span,
+                        seq,
+                        "write the tool's name as a string: \"tool_name\": \"llm_generate\"",
+                    );
+                    None
+                }
+            },
+            None => {
+                self.error(
+                    codes::MISSING_TOOL_NAME,
+                    "`calling` instruction has no `tool_name`".to_owned(),
+                    params_node.span,
+                    seq,
+                    "add \"tool_name\": the tool to call, e.g. \"llm_generate\" or \"vector_search\"",
+                );
+                None
+            }
+        };
+        let call_params = match get_some(params, "tool_params") {
+            None => Vec::new(),
+            Some(v) => match v.as_object() {
+                Some(m) => dedup(m)
+                    .into_iter()
+                    .map(|m| {
+                        (
+                            Name {
+                                text: m.key.clone(),
+                                span: m.key_span,
+                            },
+                            m.value.clone(),
+                        )
+                    })
+                    .collect(),
+                None => {
+                    self.error(
+                        codes::BAD_TOOL_PARAMS,
+                        format!("`tool_params` must be an object, found {}", describe(v)),
+                        v.span,
+                        seq,
+                        "write the arguments as an object: \"tool_params\": {\"query\": \"...\"}",
+                    );
+                    Vec::new()
+                }
+            },
+        };
+        let output_vars = self.outputs(params, seq, "output_vars");
+        match tool {
+            Some(tool) => InstrKind::Call {
+                tool,
+                params: call_params,
+                output_vars,
+                form,
+            },
+            None => InstrKind::Invalid,
+        }
+    }
+
+    /// Older tool-typed instruction: the type names the tool, `output_var` the result.
+    fn tool_typed(&mut self, ty: &Name, params: &[Member], seq: Option<i64>) -> InstrKind {
+        let call_params = dedup(params)
+            .into_iter()
+            .filter(|m| m.key != "output_var" && m.key != "output_vars")
+            .map(|m| {
+                (
+                    Name {
+                        text: m.key.clone(),
+                        span: m.key_span,
+                    },
+                    m.value.clone(),
+                )
+            })
+            .collect();
+        let output_vars = self.outputs(params, seq, "output_var");
+        InstrKind::Call {
+            tool: ty.clone(),
+            params: call_params,
+            output_vars,
+            form: CallForm::ToolTyped,
+        }
+    }
+
+    /// Output variable names from `output_vars` / `output_var`, as a string or an array of
+    /// strings. `canonical` is the spelling this form documents (others get a warning).
+    fn outputs(&mut self, params: &[Member], seq: Option<i64>, canonical: &str) -> Vec<Name> {
+        let (key, v) = match (
+            get_some(params, "output_vars"),
+            get_some(params, "output_var"),
+        ) {
+            (Some(v), _) => ("output_vars", v),
+            (None, Some(v)) => ("output_var", v),
+            (None, None) => return Vec::new(),
+        };
+        let bad = |b: &mut Self, at: &Node| {
+            b.error(
+                codes::BAD_OUTPUT_VARS,
+                format!(
+                    "output variable names must be strings, found {}",
+                    describe(at)
+                ),
+                at.span,
+                seq,
+                "write \"output_vars\": [\"name\", ...] with each variable name a string",
+            );
+        };
+        match &v.kind {
+            NodeKind::String(s) => {
+                let form_ok = key == canonical && key == "output_var";
+                if !form_ok {
+                    self.warning(
+                        codes::OUTPUT_VARS_STRING,
+                        format!("`{key}` is a single string; read as one output variable"),
+                        v.span,
+                        seq,
+                        format!("write \"output_vars\": [\"{}\"]", s.escape_debug()),
+                    );
+                }
+                vec![Name {
+                    text: s.clone(),
+                    span: v.span,
+                }]
+            }
+            NodeKind::Array(items) => {
+                if key != canonical && canonical == "output_vars" {
+                    self.warning(
+                        codes::OUTPUT_VARS_STRING,
+                        "`output_var` read as `output_vars`".to_owned(),
+                        v.span,
+                        seq,
+                        "the parameter is spelled \"output_vars\"",
+                    );
+                }
+                let mut out = Vec::with_capacity(items.len());
+                for it in items {
+                    match it.as_str() {
+                        Some(s) => out.push(Name {
+                            text: s.to_owned(),
+                            span: it.span,
+                        }),
+                        None => bad(self, it),
+                    }
+                }
+                out
+            }
+            _ => {
+                bad(self, v);
+                Vec::new()
+            }
+        }
+    }
+
+    fn condition(&mut self, params: &[Member], seq: Option<i64>, depth: usize) -> InstrKind {
+        const KNOWN: &[&str] = &["prompt", "context", "true_branch", "false_branch"];
+        self.unknown_params(params, KNOWN, seq, "condition");
+        let prompt = get_some(params, "prompt").cloned();
+        let context = get_some(params, "context").cloned();
+        let true_branch = self.branch(params, "true_branch", seq, depth);
+        let false_branch = self.branch(params, "false_branch", seq, depth);
+        InstrKind::Condition {
+            prompt,
+            context,
+            true_branch,
+            false_branch,
+        }
+    }
+
+    fn branch(
+        &mut self,
+        params: &[Member],
+        key: &str,
+        seq: Option<i64>,
+        depth: usize,
+    ) -> Vec<Instruction> {
+        let Some(v) = get_some(params, key) else {
+            return Vec::new();
+        };
+        let Some(items) = v.as_array() else {
+            self.error(
+                codes::BAD_BRANCH,
+                format!("`{key}` must be an array of instructions, found {}", describe(v)),
+                v.span,
+                seq,
+                format!("write \"{key}\": [{{\"seq_no\": N, \"type\": \"...\", \"parameters\": {{...}}}}, ...]"),
+            );
+            return Vec::new();
+        };
+        if depth + 1 > limits::MAX_PLAN_DEPTH {
+            self.error(
+                codes::PLAN_TOO_DEEP,
+                format!(
+                    "`condition` branches are nested deeper than {} levels",
+                    limits::MAX_PLAN_DEPTH
+                ),
+                v.span,
+                seq,
+                "flatten the plan: use fewer nested conditions",
+            );
+            return Vec::new();
+        }
+        items
+            .iter()
+            .map(|n| self.instruction(n, depth + 1))
+            .collect()
+    }
+}
+
+fn list(items: &[&str]) -> String {
+    let quoted: Vec<String> = items.iter().map(|s| format!("`{s}`")).collect();
+    quoted.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(suggest("call", ALL_TYPES), Some("calling"));
+        assert_eq!(suggest("jump", ALL_TYPES), Some("jmp"));
+        assert_eq!(suggest("Assign", ALL_TYPES), Some("assign"));
+        assert_eq!(suggest("search_the_web_for_things", ALL_TYPES), None);
+        assert_eq!(edit_distance(&"x".repeat(100), "x"), usize::MAX);
+    }
+}

@@ -1,0 +1,1120 @@
+//! The lenient JSON reader: strict JSON plus the repairs LLM output needs, each reported as
+//! a warning (`W00xx`) with its location.
+//!
+//! Shape: [`read`] first decides *where* the JSON is (the whole input; after a `<think>`
+//! block or inside `<answer>`; inside a Markdown fence; or the first bracket in prose), then
+//! one recursive-descent [`Reader`] parses a value from that byte offset of the ORIGINAL
+//! source, so every span is an offset into what the user gave us, never into a copy.
+//!
+//! Performance: the reader scans bytes (`&[u8]`), copies a string's text only once (one
+//! `to_owned` per string without escapes), and never allocates per character. It is safe to
+//! slice `&str` at the bytes it stops on because they are all ASCII, and ASCII bytes never
+//! occur inside a multi-byte UTF-8 sequence.
+
+use crate::codes;
+use crate::diag::{Diagnostic, Parsed};
+use crate::json::{Member, Node, NodeKind};
+use crate::limits;
+use crate::span::Span;
+
+/// Reads `src` leniently. See the crate docs for the accepted forms.
+pub(crate) fn read(src: &str) -> Parsed<Option<Node>> {
+    if src.len() > limits::MAX_SOURCE_BYTES {
+        let d = Diagnostic::error(
+            codes::TOO_LARGE,
+            format!(
+                "input is {} bytes; the limit is {} bytes (16 MiB)",
+                src.len(),
+                limits::MAX_SOURCE_BYTES
+            ),
+        )
+        .with_span(Span::new(0, 0))
+        .with_help("a plan is a few kilobytes of JSON: send only the instruction array");
+        return Parsed {
+            value: None,
+            diagnostics: vec![d],
+        };
+    }
+    let mut diags = Vec::new();
+    let b = src.as_bytes();
+    let mut lo = if src.starts_with('\u{feff}') { 3 } else { 0 };
+    let mut hi = src.len();
+
+    let first = skip_plain_ws(b, lo, hi);
+    if !starts_json_document(b, first, hi) {
+        strip_wrappers(src, &mut lo, &mut hi, &mut diags);
+    }
+    let first = skip_plain_ws(b, lo, hi);
+    let value = if starts_json_document(b, first, hi) {
+        direct(src, first, hi, &mut diags)
+    } else {
+        prose(src, lo, hi, &mut diags)
+    };
+    Parsed {
+        value,
+        diagnostics: diags,
+    }
+}
+
+/// The input starts with the JSON itself (possibly after a comment): parse it, and treat
+/// anything after the value as ignored prose. No fallback to other candidates here: a
+/// broken plan must be reported as broken, not replaced by some inner object that parses.
+fn direct(src: &str, start: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option<Node> {
+    let att = attempt(src, start, hi);
+    diags.extend(att.diags);
+    let node = att.node?;
+    let after = skip_plain_ws(src.as_bytes(), att.end, hi);
+    if after < hi && !att.fatal {
+        diags.push(prose_after(src, after, hi));
+    }
+    Some(node)
+}
+
+/// The input does not start with `[`/`{`: look for a fenced block, then for the first
+/// bracket that starts a value that parses.
+fn prose(src: &str, lo: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option<Node> {
+    let b = src.as_bytes();
+    let first = skip_plain_ws(b, lo, hi);
+    if first >= hi {
+        diags.push(no_json(Span::new(first, first)));
+        return None;
+    }
+
+    // A bare scalar (`42`, `"x"`, `None`) is a JSON document too; accept it only when it is
+    // the whole input, so prose that happens to start with a digit is not misread.
+    if matches!(b[first], b'"' | b'\'' | b'-' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z') {
+        let att = attempt(src, first, hi);
+        if att.clean() && skip_plain_ws(b, att.end, hi) >= hi {
+            diags.extend(att.diags);
+            return att.node;
+        }
+    }
+
+    let mut tries = 0usize;
+    let mut committed: Option<Attempt> = None;
+
+    // Markdown fences. The value is parsed from the fence's content with no end bound at
+    // the closing fence, so a string that itself contains ``` does not cut the plan short.
+    let mut search = lo;
+    while committed.is_none() && tries < limits::MAX_CANDIDATES {
+        let Some(open) = find(b, b"```", search, hi) else {
+            break;
+        };
+        let content = fence_content_start(b, open + 3, hi);
+        let start = skip_plain_ws(b, content, hi);
+        let mut resume = content;
+        if start < hi && matches!(b[start], b'[' | b'{' | b'/') {
+            tries += 1;
+            let att = attempt(src, start, hi);
+            resume = resume.max(att.end);
+            if att.clean() {
+                let opener = Span::new(open, line_end(b, open, hi));
+                let after = skip_plain_ws(b, att.end, hi);
+                let after = if b[after..hi].starts_with(b"```") {
+                    after + 3
+                } else {
+                    after
+                };
+                let has_prose = has_text(b, lo, open) || has_text(b, after, hi);
+                let msg = if has_prose {
+                    "the JSON was taken out of a Markdown code fence; the text around it was ignored"
+                } else {
+                    "the JSON was taken out of a Markdown code fence"
+                };
+                diags.push(
+                    Diagnostic::warning(codes::CODE_FENCE, msg)
+                        .with_span(opener)
+                        .with_help("reply with only the JSON array of instructions: no ``` fence, no commentary"),
+                );
+                diags.extend(att.diags);
+                return att.node;
+            }
+            if att.committed() {
+                committed = Some(att);
+                break;
+            }
+        }
+        // Skip the closing fence of this block so it is not taken for an opener.
+        search = match find(b, b"```", resume, hi) {
+            Some(close) => close + 3,
+            None => break,
+        };
+    }
+
+    // The first bracket that starts a value that parses.
+    let mut p = lo;
+    while committed.is_none() && tries < limits::MAX_CANDIDATES {
+        let Some(q) = (p..hi).find(|&i| matches!(b[i], b'[' | b'{')) else {
+            break;
+        };
+        tries += 1;
+        let att = attempt(src, q, hi);
+        if att.clean() {
+            let before = skip_plain_ws(b, lo, q);
+            diags.push(
+                Diagnostic::warning(
+                    codes::PROSE_BEFORE,
+                    "the text before the JSON value was ignored",
+                )
+                .with_span(Span::new(before, trim_end(b, before, q)))
+                .with_help("reply with only the JSON array of instructions, without commentary"),
+            );
+            let after = skip_plain_ws(b, att.end, hi);
+            diags.extend(att.diags);
+            if after < hi {
+                diags.push(prose_after(src, after, hi));
+            }
+            return att.node;
+        }
+        if att.committed() {
+            committed = Some(att);
+            break;
+        }
+        p = q + 1;
+    }
+
+    match committed {
+        Some(att) => {
+            diags.extend(att.diags);
+            att.node
+        }
+        None => {
+            diags.push(no_json(Span::new(
+                first,
+                trim_end(b, first, line_end(b, first, hi)),
+            )));
+            None
+        }
+    }
+}
+
+#[cold]
+fn no_json(span: Span) -> Diagnostic {
+    Diagnostic::error(codes::NO_JSON, "no JSON array or object found in the input")
+        .with_span(span)
+        .with_help(
+            "reply with the plan as a JSON array of instructions, e.g. \
+             [{\"seq_no\": 0, \"type\": \"reasoning\", \"parameters\": {...}}, ...]",
+        )
+}
+
+#[cold]
+fn prose_after(src: &str, after: usize, hi: usize) -> Diagnostic {
+    Diagnostic::warning(
+        codes::PROSE_AFTER,
+        "the text after the JSON value was ignored",
+    )
+    .with_span(Span::new(after, trim_end(src.as_bytes(), after, hi)))
+    .with_help("reply with only the JSON array of instructions, without commentary after it")
+}
+
+/// `<think>…</think>` is dropped; `<answer>…</answer>` narrows the input to its content.
+fn strip_wrappers(src: &str, lo: &mut usize, hi: &mut usize, diags: &mut Vec<Diagnostic>) {
+    let b = src.as_bytes();
+    const THINK_OPEN: &[u8] = b"<think>";
+    const THINK_CLOSE: &[u8] = b"</think>";
+    if let Some(close) = find(b, THINK_CLOSE, *lo, *hi) {
+        // Some models omit the opening tag; the block then starts at the input's start.
+        let open = find(b, THINK_OPEN, *lo, close).unwrap_or(*lo);
+        let end = close + THINK_CLOSE.len();
+        diags.push(
+            Diagnostic::warning(codes::THINK_BLOCK, "the `<think>` block was removed")
+                .with_span(Span::new(open, end))
+                .with_help(
+                    "reply with only the JSON array of instructions, without the reasoning block",
+                ),
+        );
+        *lo = end;
+    } else {
+        let first = skip_plain_ws(b, *lo, *hi);
+        if b[first..*hi].starts_with(THINK_OPEN) {
+            // An unfinished reasoning block: everything is reasoning, nothing is the plan.
+            diags.push(
+                Diagnostic::warning(
+                    codes::THINK_BLOCK,
+                    "the `<think>` block was removed (it is never closed)",
+                )
+                .with_span(Span::new(first, first + THINK_OPEN.len()))
+                .with_help("close the reasoning with `</think>` and put the JSON plan after it"),
+            );
+            *lo = *hi;
+            return;
+        }
+    }
+    const ANSWER_OPEN: &[u8] = b"<answer>";
+    const ANSWER_CLOSE: &[u8] = b"</answer>";
+    if let Some(open) = find(b, ANSWER_OPEN, *lo, *hi) {
+        let content = open + ANSWER_OPEN.len();
+        let close = find(b, ANSWER_CLOSE, content, *hi);
+        let end = close.map_or(content, |c| c + ANSWER_CLOSE.len());
+        let mut d = Diagnostic::warning(
+            codes::ANSWER_WRAPPER,
+            "the JSON was taken out of an `<answer>` wrapper",
+        )
+        .with_span(Span::new(open, content))
+        .with_help("reply with only the JSON array of instructions, without `<answer>` tags");
+        if let Some(c) = close {
+            d = d.with_label(Span::new(c, end), "wrapper closed here");
+        }
+        diags.push(d);
+        *lo = content;
+        if let Some(c) = close {
+            *hi = c;
+        }
+    }
+}
+
+/// One parse of a value starting at a given offset.
+struct Attempt {
+    node: Option<Node>,
+    diags: Vec<Diagnostic>,
+    /// Offset just after the value (or where parsing stopped).
+    end: usize,
+    /// Elements and members completed: how far the parse got into something JSON-like.
+    progress: usize,
+    /// Parsing stopped at an error.
+    fatal: bool,
+}
+
+impl Attempt {
+    fn clean(&self) -> bool {
+        self.node.is_some() && !self.diags.iter().any(Diagnostic::is_error)
+    }
+
+    /// A failed attempt that still clearly was the JSON (it got past its first element, or
+    /// it failed in a way prose does not: too deep, or cut off at the end). Its errors are
+    /// reported instead of looking for another candidate.
+    fn committed(&self) -> bool {
+        self.progress > 0
+            || self
+                .diags
+                .iter()
+                .any(|d| d.code == codes::TOO_DEEP || d.code == codes::UNEXPECTED_EOF)
+    }
+}
+
+fn attempt(src: &str, start: usize, hi: usize) -> Attempt {
+    let mut r = Reader {
+        text: src,
+        b: src.as_bytes(),
+        pos: start,
+        end: hi,
+        depth: 0,
+        errors: 0,
+        progress: 0,
+        diags: Vec::new(),
+    };
+    r.skip_ws();
+    let node = r.value().ok();
+    let fatal = node.is_none();
+    if !fatal {
+        r.skip_ws();
+    }
+    Attempt {
+        node,
+        diags: r.diags,
+        end: r.pos,
+        progress: r.progress,
+        fatal,
+    }
+}
+
+/// An error has been recorded and parsing cannot go on.
+struct Stop;
+type R<T> = Result<T, Stop>;
+
+struct Reader<'a> {
+    text: &'a str,
+    b: &'a [u8],
+    pos: usize,
+    /// Exclusive bound (the end of the source, or of an `<answer>` wrapper).
+    end: usize,
+    depth: usize,
+    errors: usize,
+    progress: usize,
+    diags: Vec<Diagnostic>,
+}
+
+/// Bytes that may start a value: used to recover from a missing `,` or `:`.
+fn starts_value(c: u8) -> bool {
+    matches!(c, b'"' | b'\'' | b'{' | b'[' | b'-' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z')
+}
+
+impl Reader<'_> {
+    fn peek(&self) -> Option<u8> {
+        if self.pos < self.end {
+            Some(self.b[self.pos])
+        } else {
+            None
+        }
+    }
+
+    /// Span of the character at `pos` (empty at the end).
+    fn here(&self) -> Span {
+        Span::new(self.pos, self.char_end(self.pos))
+    }
+
+    fn char_end(&self, at: usize) -> usize {
+        if at >= self.end {
+            return at;
+        }
+        let mut e = at + 1;
+        while e < self.end && !self.text.is_char_boundary(e) {
+            e += 1;
+        }
+        e
+    }
+
+    fn found(&self) -> String {
+        match self.text.get(self.pos..self.char_end(self.pos)) {
+            Some(s) if !s.is_empty() => format!("found `{}`", s.escape_debug()),
+            _ => "found end of input".to_owned(),
+        }
+    }
+
+    fn warn(&mut self, d: Diagnostic) {
+        self.diags.push(d);
+    }
+
+    /// Records an error that parsing can continue past.
+    fn error(&mut self, d: Diagnostic) -> R<()> {
+        self.diags.push(d);
+        self.errors += 1;
+        if self.errors >= limits::MAX_READ_ERRORS {
+            Err(Stop)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Records an error that ends the parse.
+    #[cold]
+    fn fatal<T>(&mut self, d: Diagnostic) -> R<T> {
+        self.diags.push(d);
+        self.errors += 1;
+        Err(Stop)
+    }
+
+    #[cold]
+    fn eof<T>(&mut self, expected: &str, opened: Option<(Span, &str)>) -> R<T> {
+        let mut d = Diagnostic::error(
+            codes::UNEXPECTED_EOF,
+            format!("unexpected end of input: {expected}"),
+        )
+        .with_span(Span::new(self.end, self.end))
+        .with_help("the plan looks cut off: finish it and close every open string, `[` and `{`");
+        if let Some((span, what)) = opened {
+            d = d.with_label(span, what);
+        }
+        self.fatal(d)
+    }
+
+    #[cold]
+    fn unexpected<T>(&mut self, expected: &str, help: &str) -> R<T> {
+        let d = Diagnostic::error(codes::SYNTAX, format!("{expected}, {}", self.found()))
+            .with_span(self.here())
+            .with_help(help);
+        self.fatal(d)
+    }
+
+    /// Skips whitespace and comments (each comment is a repair warning).
+    fn skip_ws(&mut self) {
+        loop {
+            while self.pos < self.end && matches!(self.b[self.pos], b' ' | b'\n' | b'\r' | b'\t') {
+                self.pos += 1;
+            }
+            if self.pos + 1 >= self.end || self.b[self.pos] != b'/' {
+                return;
+            }
+            let start = self.pos;
+            match self.b[self.pos + 1] {
+                b'/' => {
+                    self.pos = line_end(self.b, start, self.end);
+                }
+                b'*' => match find(self.b, b"*/", start + 2, self.end) {
+                    Some(close) => self.pos = close + 2,
+                    None => {
+                        self.pos = self.end;
+                        self.diags.push(
+                            Diagnostic::error(codes::UNTERMINATED_COMMENT, "block comment is never closed")
+                                .with_span(Span::new(start, start + 2))
+                                .with_help("close the comment with `*/`, or better, remove comments: JSON has none"),
+                        );
+                        self.errors += 1;
+                        return;
+                    }
+                },
+                _ => return,
+            }
+            self.warn(
+                Diagnostic::warning(codes::COMMENT, "comment ignored (JSON has no comments)")
+                    .with_span(Span::new(start, trim_end(self.b, start, self.pos)))
+                    .with_help(
+                        "remove the comment; put explanations in the `reasoning` instruction",
+                    ),
+            );
+        }
+    }
+
+    fn value(&mut self) -> R<Node> {
+        let Some(c) = self.peek() else {
+            return self.eof("expected a value", None);
+        };
+        match c {
+            b'[' => self.array(),
+            b'{' => self.object(),
+            b'"' | b'\'' => {
+                let (s, span) = self.string(c)?;
+                Ok(Node { span, kind: NodeKind::String(s) })
+            }
+            b'-' | b'0'..=b'9' => self.number(),
+            b'a'..=b'z' | b'A'..=b'Z' | b'_' => self.word(),
+            _ => self.unexpected(
+                "expected a value",
+                "a value is a string in double quotes, a number, true, false, null, an array or an object",
+            ),
+        }
+    }
+
+    fn enter(&mut self, start: usize) -> R<()> {
+        self.depth += 1;
+        if self.depth > limits::MAX_NESTING {
+            return self.fatal(
+                Diagnostic::error(
+                    codes::TOO_DEEP,
+                    format!(
+                        "arrays and objects are nested deeper than {} levels",
+                        limits::MAX_NESTING
+                    ),
+                )
+                .with_span(Span::new(start, start + 1))
+                .with_help("flatten the structure: a plan needs only a few levels of nesting"),
+            );
+        }
+        Ok(())
+    }
+
+    fn array(&mut self) -> R<Node> {
+        let start = self.pos;
+        self.enter(start)?;
+        self.pos += 1;
+        let opened = Span::new(start, start + 1);
+        let mut items = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+        } else {
+            loop {
+                items.push(self.value()?);
+                self.progress += 1;
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => {
+                        let comma = self.pos;
+                        self.pos += 1;
+                        self.skip_ws();
+                        if self.peek() == Some(b']') {
+                            self.trailing_comma(comma);
+                            self.pos += 1;
+                            break;
+                        }
+                    }
+                    Some(b']') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    None => {
+                        return self.eof(
+                            "expected `,` or `]` after array element",
+                            Some((opened, "array starts here")),
+                        );
+                    }
+                    Some(c) if starts_value(c) => {
+                        // Most likely a forgotten comma: report it and read on.
+                        let d = Diagnostic::error(
+                            codes::SYNTAX,
+                            format!("expected `,` or `]` after array element, {}", self.found()),
+                        )
+                        .with_span(self.here())
+                        .with_help("separate array elements with `,`");
+                        self.error(d)?;
+                    }
+                    Some(_) => {
+                        return self.unexpected(
+                            "expected `,` or `]` after array element",
+                            "separate array elements with `,` and close the array with `]`",
+                        );
+                    }
+                }
+            }
+        }
+        self.depth -= 1;
+        Ok(Node {
+            span: Span::new(start, self.pos),
+            kind: NodeKind::Array(items),
+        })
+    }
+
+    fn object(&mut self) -> R<Node> {
+        let start = self.pos;
+        self.enter(start)?;
+        self.pos += 1;
+        let opened = Span::new(start, start + 1);
+        let mut members: Vec<Member> = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+        } else {
+            loop {
+                let (key, key_span) = match self.peek() {
+                    Some(q @ (b'"' | b'\'')) => self.string(q)?,
+                    None => {
+                        return self.eof(
+                            "expected a string key",
+                            Some((opened, "object starts here")),
+                        );
+                    }
+                    Some(_) => {
+                        return self.unexpected(
+                            "expected a string key",
+                            "object keys are strings in double quotes: {\"key\": value}",
+                        );
+                    }
+                };
+                self.skip_ws();
+                match self.peek() {
+                    Some(b':') => self.pos += 1,
+                    None => {
+                        return self.eof(
+                            "expected `:` after object key",
+                            Some((opened, "object starts here")),
+                        );
+                    }
+                    Some(c) if starts_value(c) => {
+                        let d = Diagnostic::error(
+                            codes::SYNTAX,
+                            format!("expected `:` after object key, {}", self.found()),
+                        )
+                        .with_span(self.here())
+                        .with_help("write each member as \"key\": value");
+                        self.error(d)?;
+                    }
+                    Some(_) => {
+                        return self.unexpected(
+                            "expected `:` after object key",
+                            "write each member as \"key\": value",
+                        );
+                    }
+                }
+                self.skip_ws();
+                let value = self.value()?;
+                members.push(Member {
+                    key,
+                    key_span,
+                    value,
+                });
+                self.progress += 1;
+                self.skip_ws();
+                match self.peek() {
+                    Some(b',') => {
+                        let comma = self.pos;
+                        self.pos += 1;
+                        self.skip_ws();
+                        if self.peek() == Some(b'}') {
+                            self.trailing_comma(comma);
+                            self.pos += 1;
+                            break;
+                        }
+                    }
+                    Some(b'}') => {
+                        self.pos += 1;
+                        break;
+                    }
+                    None => {
+                        return self.eof(
+                            "expected `,` or `}` after object member",
+                            Some((opened, "object starts here")),
+                        );
+                    }
+                    Some(b'"' | b'\'') => {
+                        let d = Diagnostic::error(
+                            codes::SYNTAX,
+                            format!("expected `,` or `}}` after object member, {}", self.found()),
+                        )
+                        .with_span(self.here())
+                        .with_help("separate object members with `,`");
+                        self.error(d)?;
+                    }
+                    Some(_) => {
+                        return self.unexpected(
+                            "expected `,` or `}` after object member",
+                            "separate object members with `,` and close the object with `}`",
+                        );
+                    }
+                }
+            }
+        }
+        self.depth -= 1;
+        self.check_duplicates(&members);
+        Ok(Node {
+            span: Span::new(start, self.pos),
+            kind: NodeKind::Object(members),
+        })
+    }
+
+    #[cold]
+    fn trailing_comma(&mut self, comma: usize) {
+        self.warn(
+            Diagnostic::warning(codes::TRAILING_COMMA, "trailing comma ignored")
+                .with_span(Span::new(comma, comma + 1))
+                .with_help("remove the `,` before the closing bracket"),
+        );
+    }
+
+    fn check_duplicates(&mut self, members: &[Member]) {
+        // Objects in plans are small: a quadratic scan beats hashing up to a few dozen keys.
+        let dup = |i: usize| members[..i].iter().find(|m| m.key == members[i].key);
+        if members.len() <= 32 {
+            for (i, m) in members.iter().enumerate().skip(1) {
+                if let Some(first) = dup(i) {
+                    self.duplicate(first, m);
+                }
+            }
+        } else {
+            let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+            for (i, m) in members.iter().enumerate() {
+                if let Some(&f) = seen.get(m.key.as_str()) {
+                    self.duplicate(&members[f], m);
+                } else {
+                    seen.insert(&m.key, i);
+                }
+            }
+        }
+    }
+
+    #[cold]
+    fn duplicate(&mut self, first: &Member, again: &Member) {
+        self.warn(
+            Diagnostic::warning(
+                codes::DUPLICATE_KEY,
+                format!(
+                    "duplicate key `{}`: the last value is used",
+                    again.key.escape_debug()
+                ),
+            )
+            .with_span(again.key_span)
+            .with_label(first.key_span, "first written here")
+            .with_help(format!(
+                "keep only one `{}` member",
+                again.key.escape_debug()
+            )),
+        );
+    }
+
+    /// A string in `quote`s (`"` JSON, `'` Python). Returns its value and its span.
+    fn string(&mut self, quote: u8) -> R<(String, Span)> {
+        let start = self.pos;
+        self.pos += 1;
+        let python = quote == b'\'';
+        // Allocated only when an escape forces the value to differ from the source slice.
+        let mut out: Option<String> = None;
+        let mut seg = self.pos;
+        let mut ctrl_warned = false;
+        loop {
+            while self.pos < self.end {
+                let c = self.b[self.pos];
+                if c == quote || c == b'\\' || c < 0x20 {
+                    break;
+                }
+                self.pos += 1;
+            }
+            let Some(c) = self.peek() else {
+                return self.fatal(
+                    Diagnostic::error(codes::UNTERMINATED_STRING, "string is never closed")
+                        .with_span(Span::new(start, start + 1))
+                        .with_help(format!("close the string with `{}`", quote as char)),
+                );
+            };
+            if c == quote {
+                let tail = &self.text[seg..self.pos];
+                let s = match out {
+                    None => tail.to_owned(),
+                    Some(mut o) => {
+                        o.push_str(tail);
+                        o
+                    }
+                };
+                self.pos += 1;
+                let span = Span::new(start, self.pos);
+                if python {
+                    self.warn(
+                        Diagnostic::warning(codes::SINGLE_QUOTED, "single-quoted (Python) string")
+                            .with_span(span)
+                            .with_help("JSON strings use double quotes: write \"...\" and escape inner `\"` as `\\\"`"),
+                    );
+                }
+                return Ok((s, span));
+            }
+            if c < 0x20 {
+                if !ctrl_warned {
+                    ctrl_warned = true;
+                    let what = match c {
+                        b'\n' => "a raw line break",
+                        b'\t' => "a raw tab",
+                        _ => "a raw control character",
+                    };
+                    self.warn(
+                        Diagnostic::warning(codes::CONTROL_CHAR, format!("string contains {what}"))
+                            .with_span(Span::new(self.pos, self.pos + 1))
+                            .with_help("escape control characters inside strings: write `\\n` for a line break, `\\t` for a tab"),
+                    );
+                }
+                self.pos += 1;
+                continue;
+            }
+            // A backslash escape.
+            let o = out.get_or_insert_with(String::new);
+            o.push_str(&self.text[seg..self.pos]);
+            let esc = self.pos;
+            self.pos += 1;
+            let Some(e) = self.peek() else { continue };
+            self.pos += 1;
+            let mut python_only = false;
+            let decoded: Option<char> = match e {
+                b'"' => Some('"'),
+                b'\\' => Some('\\'),
+                b'/' if !python => Some('/'),
+                b'b' => Some('\u{8}'),
+                b'f' => Some('\u{c}'),
+                b'n' => Some('\n'),
+                b'r' => Some('\r'),
+                b't' => Some('\t'),
+                b'\'' => {
+                    python_only = true;
+                    Some('\'')
+                }
+                b'u' => self.unicode_escape(esc)?,
+                b'x' => {
+                    python_only = true;
+                    self.hex(2).map(|v| char::from(v as u8))
+                }
+                b'U' => {
+                    python_only = true;
+                    self.hex(8).and_then(char::from_u32)
+                }
+                _ => None,
+            };
+            let o = out.get_or_insert_with(String::new);
+            match decoded {
+                Some(ch) => {
+                    o.push(ch);
+                    if python_only && !python {
+                        let span = Span::new(esc, self.pos);
+                        self.warn(
+                            Diagnostic::warning(codes::PYTHON_ESCAPE, "escape sequence is Python, not JSON")
+                                .with_span(span)
+                                .with_help("in JSON write `'` without a backslash, and other characters as `\\uXXXX`"),
+                        );
+                    }
+                }
+                None => {
+                    // Keep the text as written and go on: one bad escape should not hide
+                    // the rest of the plan's problems.
+                    let bad_end = self.char_end(esc + 1).max(self.pos);
+                    let bad = self.text.get(esc..bad_end).unwrap_or("\\");
+                    o.push_str(bad);
+                    self.pos = bad_end;
+                    let d = Diagnostic::error(codes::BAD_ESCAPE, format!("invalid escape `{}` in string", bad.escape_debug()))
+                        .with_span(Span::new(esc, bad_end))
+                        .with_help("valid escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX; write a literal backslash as \\\\");
+                    self.error(d)?;
+                }
+            }
+            seg = self.pos;
+        }
+    }
+
+    /// Reads `n` hex digits at `pos`; `None` (consuming nothing) if they are not there.
+    fn hex(&mut self, n: usize) -> Option<u32> {
+        let digits = self
+            .b
+            .get(self.pos..self.pos.checked_add(n)?.min(self.end))?;
+        if digits.len() != n {
+            return None;
+        }
+        let mut v: u32 = 0;
+        for &d in digits {
+            v = (v << 4) | (d as char).to_digit(16)?;
+        }
+        self.pos += n;
+        Some(v)
+    }
+
+    /// `\uXXXX` (after the `u`), combining a surrogate pair into one character. `Ok(None)`
+    /// means invalid (the caller reports it).
+    fn unicode_escape(&mut self, esc: usize) -> R<Option<char>> {
+        let Some(hi) = self.hex(4) else {
+            return Ok(None);
+        };
+        if (0xD800..0xDC00).contains(&hi) {
+            let save = self.pos;
+            if self.b.get(self.pos..self.pos + 2) == Some(b"\\u".as_slice())
+                && self.pos + 2 <= self.end
+            {
+                self.pos += 2;
+                if let Some(lo) = self.hex(4)
+                    && (0xDC00..0xE000).contains(&lo)
+                {
+                    let c = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
+                    return Ok(char::from_u32(c));
+                }
+            }
+            self.pos = save;
+            self.lone_surrogate(esc)?;
+            return Ok(Some('\u{FFFD}'));
+        }
+        if (0xDC00..0xE000).contains(&hi) {
+            self.lone_surrogate(esc)?;
+            return Ok(Some('\u{FFFD}'));
+        }
+        Ok(char::from_u32(hi))
+    }
+
+    #[cold]
+    fn lone_surrogate(&mut self, esc: usize) -> R<()> {
+        let d = Diagnostic::error(
+            codes::BAD_ESCAPE,
+            "`\\u` escape is an unpaired UTF-16 surrogate",
+        )
+        .with_span(Span::new(esc, self.pos))
+        .with_help("write the character itself, or a complete surrogate pair `\\uD83D\\uDE00`");
+        self.error(d)
+    }
+
+    fn number(&mut self) -> R<Node> {
+        let start = self.pos;
+        let negative = self.b[self.pos] == b'-';
+        if negative {
+            self.pos += 1;
+        }
+        let int_start = self.pos;
+        let digits = |r: &mut Self| {
+            let s = r.pos;
+            while r.pos < r.end && r.b[r.pos].is_ascii_digit() {
+                r.pos += 1;
+            }
+            r.pos - s
+        };
+        if digits(self) == 0 {
+            if matches!(self.peek(), Some(b'a'..=b'z' | b'A'..=b'Z')) {
+                // `-Infinity`, `-NaN`
+                let word = self.word()?;
+                return Ok(Node {
+                    span: Span::new(start, word.span.end as usize),
+                    kind: NodeKind::Null,
+                });
+            }
+            return self.unexpected(
+                "expected digits after `-`",
+                "write a number such as -1 or -0.5",
+            );
+        }
+        let mut problem: Option<&str> = None;
+        if self.b[int_start] == b'0' && self.pos - int_start > 1 {
+            problem = Some("leading zeros are not allowed in JSON numbers");
+        }
+        let mut is_float = false;
+        if self.peek() == Some(b'.') {
+            is_float = true;
+            self.pos += 1;
+            if digits(self) == 0 {
+                problem.get_or_insert("expected digits after the decimal point");
+            }
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            is_float = true;
+            self.pos += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.pos += 1;
+            }
+            if digits(self) == 0 {
+                problem.get_or_insert("expected digits in the exponent");
+            }
+        }
+        let span = Span::new(start, self.pos);
+        let text = &self.text[start..self.pos];
+        if let Some(p) = problem {
+            self.bad_number(span, format!("invalid number `{text}`: {p}"))?;
+            return Ok(Node {
+                span,
+                kind: NodeKind::Null,
+            });
+        }
+        let n = if is_float {
+            None
+        } else {
+            int_number(text, negative)
+        };
+        let n = match n {
+            Some(n) => n,
+            // Floats, and integers beyond i64/u64 (as serde_json does).
+            None => match text
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+            {
+                Some(n) => n,
+                None => {
+                    self.bad_number(span, format!("number `{text}` is out of range"))?;
+                    return Ok(Node {
+                        span,
+                        kind: NodeKind::Null,
+                    });
+                }
+            },
+        };
+        Ok(Node {
+            span,
+            kind: NodeKind::Number(n),
+        })
+    }
+
+    #[cold]
+    fn bad_number(&mut self, span: Span, msg: String) -> R<()> {
+        let d = Diagnostic::error(codes::BAD_NUMBER, msg)
+            .with_span(span)
+            .with_help(
+                "write numbers as JSON does: 10, -3, 0.5, 1e3 (no leading zeros, NaN or Infinity)",
+            );
+        self.error(d)
+    }
+
+    /// `true`, `false`, `null`, their Python spellings, or an error.
+    fn word(&mut self) -> R<Node> {
+        let start = self.pos;
+        while self.pos < self.end
+            && (self.b[self.pos].is_ascii_alphanumeric() || self.b[self.pos] == b'_')
+        {
+            self.pos += 1;
+        }
+        let span = Span::new(start, self.pos);
+        let (kind, python) = match &self.text[start..self.pos] {
+            "true" => (NodeKind::Bool(true), false),
+            "false" => (NodeKind::Bool(false), false),
+            "null" => (NodeKind::Null, false),
+            "True" => (NodeKind::Bool(true), true),
+            "False" => (NodeKind::Bool(false), true),
+            "None" => (NodeKind::Null, true),
+            w @ ("NaN" | "Infinity" | "inf" | "nan") => {
+                self.bad_number(span, format!("`{w}` is not a JSON number"))?;
+                (NodeKind::Null, false)
+            }
+            w => {
+                let w = w.to_owned();
+                self.pos = start;
+                let d = Diagnostic::error(codes::SYNTAX, format!("expected a value, found `{w}`"))
+                    .with_span(span)
+                    .with_help(
+                        "strings must be in double quotes; the literals are true, false and null",
+                    );
+                return self.fatal(d);
+            }
+        };
+        if python {
+            let json = match kind {
+                NodeKind::Bool(true) => "true",
+                NodeKind::Bool(false) => "false",
+                _ => "null",
+            };
+            self.warn(
+                Diagnostic::warning(
+                    codes::PYTHON_LITERAL,
+                    format!(
+                        "Python literal `{}` read as `{json}`",
+                        &self.text[start..self.pos]
+                    ),
+                )
+                .with_span(span)
+                .with_help(format!("write `{json}`: JSON literals are lower case")),
+            );
+        }
+        Ok(Node { span, kind })
+    }
+}
+
+/// A JSON integer literal as serde_json reads it: u64 if non-negative, i64 if negative,
+/// `-0` as the float -0.0; `None` when it does not fit (the caller makes it a float).
+fn int_number(text: &str, negative: bool) -> Option<serde_json::Number> {
+    if negative {
+        let v: i64 = text.parse().ok()?;
+        if v == 0 {
+            return serde_json::Number::from_f64(-0.0);
+        }
+        Some(v.into())
+    } else {
+        let v: u64 = text.parse().ok()?;
+        Some(v.into())
+    }
+}
+
+/// Does the document start here (a bracket, or a comment before one)?
+fn starts_json_document(b: &[u8], at: usize, hi: usize) -> bool {
+    matches!(
+        b.get(at..hi),
+        Some([b'[' | b'{', ..] | [b'/', b'/' | b'*', ..])
+    )
+}
+
+fn skip_plain_ws(b: &[u8], mut i: usize, hi: usize) -> usize {
+    while i < hi && b[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    i
+}
+
+fn trim_end(b: &[u8], lo: usize, mut hi: usize) -> usize {
+    while hi > lo && b[hi - 1].is_ascii_whitespace() {
+        hi -= 1;
+    }
+    hi
+}
+
+fn has_text(b: &[u8], lo: usize, hi: usize) -> bool {
+    skip_plain_ws(b, lo, hi) < hi
+}
+
+/// Offset of the next `\n` at or after `i` (or `hi`).
+fn line_end(b: &[u8], i: usize, hi: usize) -> usize {
+    (i..hi).find(|&j| b[j] == b'\n').unwrap_or(hi)
+}
+
+/// After a fence's ```: skip the info string (`json`, `python`, ...) up to the line end.
+fn fence_content_start(b: &[u8], i: usize, hi: usize) -> usize {
+    let mut j = i;
+    while j < hi && (b[j].is_ascii_alphanumeric() || matches!(b[j], b'_' | b'-' | b'+' | b'.')) {
+        j += 1;
+    }
+    while j < hi && matches!(b[j], b' ' | b'\t' | b'\r') {
+        j += 1;
+    }
+    if j < hi && b[j] == b'\n' { j + 1 } else { j }
+}
+
+/// First occurrence of `needle` in `b[from..to]`, as an absolute offset.
+fn find(b: &[u8], needle: &[u8], from: usize, to: usize) -> Option<usize> {
+    let hay = b.get(from..to)?;
+    let first = *needle.first()?;
+    let mut i = 0;
+    while i + needle.len() <= hay.len() {
+        // Jump to the next candidate first byte, then compare the rest.
+        match hay[i..].iter().position(|&c| c == first) {
+            Some(k) => i += k,
+            None => return None,
+        }
+        if hay.get(i..i + needle.len()) == Some(needle) {
+            return Some(from + i);
+        }
+        i += 1;
+    }
+    None
+}
