@@ -1,0 +1,519 @@
+//! Cassettes: recorded tool calls, one JSON object per line,
+//! `{"tool": NAME, "args": {...}, "output": VALUE, "latency_ms": N}`.
+//!
+//! A call is keyed by its tool name and args compared as JSON values (object key order does
+//! not matter, `1` and `1.0` differ). Entries with the same key are served in recorded order
+//! and the last one repeats once they are used up, so a loop that asks the same question
+//! three times can get three different answers and then a stable one.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::backend::Backend;
+use crate::error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
+use plan_vm::ToolRequest;
+
+/// A `latency_ms` above this is surely a typo, and would make a replay look hung.
+const MAX_LATENCY_MS: u64 = 24 * 60 * 60 * 1000;
+/// Cap on a cassette's size: it is read whole into memory.
+const MAX_CASSETTE_BYTES: u64 = 1 << 30;
+/// How much of the args an error message shows.
+const PREVIEW_CHARS: usize = 400;
+/// Edit distance is quadratic: compare at most this many chars of each side.
+const DISTANCE_CHARS: usize = 512;
+
+/// One recorded call.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CassetteEntry {
+    pub tool: String,
+    pub args: Map<String, Value>,
+    pub output: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+}
+
+/// A parsed cassette file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cassette {
+    pub entries: Vec<CassetteEntry>,
+}
+
+impl Cassette {
+    /// Reads and parses `path`; malformed lines are reported as `file:line: message`.
+    pub fn load(path: &Path) -> Result<Cassette, HostError> {
+        let shown = path.display();
+        let meta = std::fs::metadata(path).map_err(|e| {
+            HostError::new(
+                HostErrorKind::Io,
+                format!("cannot read cassette {shown}: {e}"),
+            )
+        })?;
+        if meta.len() > MAX_CASSETTE_BYTES {
+            return Err(HostError::new(
+                HostErrorKind::InvalidInput,
+                format!(
+                    "cassette {shown} is {} bytes, more than the {MAX_CASSETTE_BYTES} allowed",
+                    meta.len()
+                ),
+            ));
+        }
+        let bytes = std::fs::read(path).map_err(|e| {
+            HostError::new(
+                HostErrorKind::Io,
+                format!("cannot read cassette {shown}: {e}"),
+            )
+        })?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            HostError::new(
+                HostErrorKind::InvalidInput,
+                format!(
+                    "{shown}: cassette is not UTF-8 text (invalid byte at offset {})",
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+        })?;
+        Cassette::parse(&text, &shown.to_string())
+    }
+
+    /// Parses cassette text; `name` prefixes error locations.
+    pub fn parse(text: &str, name: &str) -> Result<Cassette, HostError> {
+        let mut entries = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() {
+                continue;
+            }
+            let entry = parse_entry(line).map_err(|msg| {
+                HostError::new(
+                    HostErrorKind::InvalidInput,
+                    format!("{name}:{}: {msg}", i + 1),
+                )
+            })?;
+            entries.push(entry);
+        }
+        Ok(Cassette { entries })
+    }
+}
+
+fn parse_entry(line: &str) -> Result<CassetteEntry, String> {
+    let v: Value = serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+    let Value::Object(mut obj) = v else {
+        return Err("expected a JSON object {\"tool\", \"args\", \"output\"}".into());
+    };
+    let tool = match obj.remove("tool") {
+        Some(Value::String(s)) if !s.is_empty() => s,
+        Some(_) => return Err("`tool` must be a non-empty string".into()),
+        None => return Err("missing `tool`".into()),
+    };
+    let args = match obj.remove("args") {
+        Some(Value::Object(m)) => m,
+        Some(_) => return Err("`args` must be a JSON object".into()),
+        None => return Err("missing `args`".into()),
+    };
+    let Some(output) = obj.remove("output") else {
+        return Err("missing `output`".into());
+    };
+    let latency_ms = match obj.remove("latency_ms") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(ms) if ms <= MAX_LATENCY_MS => Some(ms),
+            _ => {
+                return Err(format!(
+                    "`latency_ms` must be an integer from 0 to {MAX_LATENCY_MS}"
+                ));
+            }
+        },
+        Some(_) => return Err("`latency_ms` must be an integer".into()),
+    };
+    Ok(CassetteEntry {
+        tool,
+        args,
+        output,
+        latency_ms,
+    })
+}
+
+/// The args as a canonical string: object keys sorted at every level, compact.
+pub(crate) fn canonical_args(args: &Map<String, Value>) -> String {
+    fn canon(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), canon(&m[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(canon).collect()),
+            other => other.clone(),
+        }
+    }
+    canon(&Value::Object(args.clone())).to_string()
+}
+
+/// Serves calls from a cassette, with no network.
+#[derive(Debug)]
+pub struct ReplayBackend {
+    source: String,
+    entries: Vec<CassetteEntry>,
+    /// key → indices into `entries`, in recorded order.
+    by_key: HashMap<(String, String), Vec<usize>>,
+    /// key → how many times it has been served.
+    served: Mutex<HashMap<(String, String), usize>>,
+}
+
+impl ReplayBackend {
+    /// `source` names the cassette in error messages.
+    pub fn new(cassette: Cassette, source: impl Into<String>) -> Self {
+        let mut by_key: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        for (i, e) in cassette.entries.iter().enumerate() {
+            by_key
+                .entry((e.tool.clone(), canonical_args(&e.args)))
+                .or_default()
+                .push(i);
+        }
+        ReplayBackend {
+            source: source.into(),
+            entries: cassette.entries,
+            by_key,
+            served: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn load(path: &Path) -> Result<Self, HostError> {
+        Ok(ReplayBackend::new(
+            Cassette::load(path)?,
+            path.display().to_string(),
+        ))
+    }
+
+    /// The entry for this call, advancing the per-key cursor.
+    pub fn lookup(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+    ) -> Result<&CassetteEntry, ToolError> {
+        let key = (tool.to_owned(), canonical_args(args));
+        let Some(indices) = self.by_key.get(&key) else {
+            return Err(self.miss(tool, args, &key.1));
+        };
+        let n = {
+            // NB: a poisoned lock only means another call panicked mid-increment; the
+            // counter is still a valid usize, so keep serving.
+            let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
+            let n = served.entry(key).or_insert(0);
+            let cur = *n;
+            *n = n.saturating_add(1);
+            cur
+        };
+        let idx = indices.get(n).or(indices.last()).copied();
+        idx.and_then(|i| self.entries.get(i))
+            .ok_or_else(|| ToolError::new(ToolErrorKind::Replay, "internal: empty cassette key"))
+    }
+
+    #[cold]
+    fn miss(&self, tool: &str, args: &Map<String, Value>, canon: &str) -> ToolError {
+        let wanted = preview(&Value::Object(args.clone()).to_string());
+        let mut msg = format!(
+            "no entry in cassette {} for tool `{tool}` with args {wanted}",
+            self.source
+        );
+        match self.closest(tool, args, canon) {
+            Some(c) => {
+                msg.push_str(&format!(
+                    "; closest recorded args for `{tool}`: {}",
+                    preview(&Value::Object(c.clone()).to_string())
+                ));
+            }
+            None => {
+                let mut tools: Vec<&str> = self.entries.iter().map(|e| e.tool.as_str()).collect();
+                tools.sort_unstable();
+                tools.dedup();
+                if tools.is_empty() {
+                    msg.push_str("; the cassette is empty");
+                } else {
+                    msg.push_str(&format!(
+                        "; the cassette has no entries for `{tool}` (it has: {})",
+                        tools.join(", ")
+                    ));
+                }
+            }
+        }
+        ToolError::new(ToolErrorKind::Replay, msg)
+    }
+
+    /// The recorded args of `tool` most like `args`: most equal top-level (key, value) pairs,
+    /// then smallest edit distance between the canonical JSON texts.
+    fn closest(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        canon: &str,
+    ) -> Option<&Map<String, Value>> {
+        let wanted: Vec<char> = canon.chars().take(DISTANCE_CHARS).collect();
+        let mut best: Option<(usize, usize, &Map<String, Value>)> = None;
+        let mut seen = std::collections::HashSet::new();
+        for e in self.entries.iter().filter(|e| e.tool == tool) {
+            let c = canonical_args(&e.args);
+            if !seen.insert(c.clone()) {
+                continue;
+            }
+            let same = args
+                .iter()
+                .filter(|(k, v)| e.args.get(*k) == Some(v))
+                .count();
+            let have: Vec<char> = c.chars().take(DISTANCE_CHARS).collect();
+            let dist = edit_distance(&wanted, &have);
+            let better = match best {
+                None => true,
+                Some((bs, bd, _)) => same > bs || (same == bs && dist < bd),
+            };
+            if better {
+                best = Some((same, dist, &e.args));
+            }
+        }
+        best.map(|(_, _, a)| a)
+    }
+}
+
+fn edit_distance(a: &[char], b: &[char]) -> usize {
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.iter().enumerate() {
+        cur[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+/// First `PREVIEW_CHARS` chars of `s`, with an ellipsis when cut.
+pub(crate) fn preview(s: &str) -> String {
+    match s.char_indices().nth(PREVIEW_CHARS) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+impl Backend for ReplayBackend {
+    fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            let entry = self.lookup(&req.tool, &req.args)?;
+            if let Some(ms) = entry.latency_ms.filter(|&ms| ms > 0) {
+                // NB: a timer, not a blocking sleep: other calls of the same yield proceed.
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            Ok(entry.output.clone())
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("replay from {}", self.source)
+    }
+}
+
+/// Appends completed calls to a cassette file, one flushed line per call, so a run that
+/// is killed midway still leaves a valid cassette of what it did.
+#[derive(Debug)]
+pub struct Recorder {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl Recorder {
+    /// Opens `path` for appending (created if missing).
+    pub fn create(path: &Path) -> Result<Recorder, HostError> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| {
+                HostError::new(
+                    HostErrorKind::Io,
+                    format!("cannot open cassette {} for recording: {e}", path.display()),
+                )
+            })?;
+        Ok(Recorder {
+            path: path.to_owned(),
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Appends one entry. Only tool name, args and output are written: the args are the
+    /// plan's own resolved params and never carry the host's secrets.
+    pub fn record(&self, entry: &CassetteEntry) -> Result<(), ToolError> {
+        let mut line = serde_json::to_string(entry).map_err(|e| {
+            ToolError::new(
+                ToolErrorKind::Config,
+                format!("cannot encode cassette entry: {e}"),
+            )
+        })?;
+        line.push('\n');
+        let mut f = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        f.write_all(line.as_bytes())
+            .and_then(|()| f.flush())
+            .map_err(|e| {
+                ToolError::new(
+                    ToolErrorKind::Config,
+                    format!("cannot append to cassette {}: {e}", self.path.display()),
+                )
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => Map::new(),
+        }
+    }
+
+    #[test]
+    fn malformed_lines_name_file_and_line() {
+        let cases = [
+            (
+                "{\"tool\":\"t\",\"args\":{},\"output\":1}\nnot json",
+                "c.jsonl:2: not a JSON object",
+            ),
+            ("[1]", "c.jsonl:1: expected a JSON object"),
+            ("{\"args\":{},\"output\":1}", "c.jsonl:1: missing `tool`"),
+            (
+                "{\"tool\":\"t\",\"args\":[],\"output\":1}",
+                "c.jsonl:1: `args` must be a JSON object",
+            ),
+            (
+                "{\"tool\":\"t\",\"args\":{}}",
+                "c.jsonl:1: missing `output`",
+            ),
+            (
+                "\n\n{\"tool\":\"t\",\"args\":{},\"output\":1,\"latency_ms\":-3}",
+                "c.jsonl:3: `latency_ms` must be an integer",
+            ),
+        ];
+        for (text, want) in cases {
+            let err = Cassette::parse(text, "c.jsonl").unwrap_err();
+            assert_eq!(err.kind, HostErrorKind::InvalidInput);
+            assert!(
+                err.message.starts_with(want),
+                "{text:?}: got {}",
+                err.message
+            );
+        }
+    }
+
+    #[test]
+    fn key_ignores_object_key_order() {
+        let a = obj(json!({"a": 1, "b": {"x": 1, "y": 2}}));
+        let b = obj(json!({"b": {"y": 2, "x": 1}, "a": 1}));
+        assert_eq!(canonical_args(&a), canonical_args(&b));
+        let c = obj(json!({"a": 1.0, "b": {"x": 1, "y": 2}}));
+        assert_ne!(canonical_args(&a), canonical_args(&c));
+    }
+
+    #[test]
+    fn same_key_served_in_order_then_last_repeats() {
+        let text = [
+            r#"{"tool":"t","args":{"q":"x"},"output":"first"}"#,
+            r#"{"tool":"t","args":{"q":"y"},"output":"other"}"#,
+            r#"{"tool":"t","args":{"q":"x"},"output":"second"}"#,
+        ]
+        .join("\n");
+        let r = ReplayBackend::new(Cassette::parse(&text, "c").unwrap(), "c");
+        let args = obj(json!({"q": "x"}));
+        let got: Vec<Value> = (0..4)
+            .map(|_| r.lookup("t", &args).unwrap().output.clone())
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                json!("first"),
+                json!("second"),
+                json!("second"),
+                json!("second")
+            ]
+        );
+        assert_eq!(
+            r.lookup("t", &obj(json!({"q": "y"}))).unwrap().output,
+            json!("other")
+        );
+    }
+
+    #[test]
+    fn miss_shows_closest_args() {
+        let text = [
+            r#"{"tool":"vector_search","args":{"query":"TiDB features","top_k":3},"output":"a"}"#,
+            r#"{"tool":"vector_search","args":{"query":"TiKV storage","top_k":5},"output":"b"}"#,
+            r#"{"tool":"llm_generate","args":{"prompt":"p","context":null},"output":"c"}"#,
+        ]
+        .join("\n");
+        let r = ReplayBackend::new(Cassette::parse(&text, "c").unwrap(), "c.jsonl");
+        let err = r
+            .lookup(
+                "vector_search",
+                &obj(json!({"query": "TiDB feature", "top_k": 3})),
+            )
+            .unwrap_err();
+        assert_eq!(err.kind, ToolErrorKind::Replay);
+        assert_eq!(
+            err.message,
+            "no entry in cassette c.jsonl for tool `vector_search` with args {\"query\":\"TiDB feature\",\"top_k\":3}; \
+             closest recorded args for `vector_search`: {\"query\":\"TiDB features\",\"top_k\":3}"
+        );
+        let err = r
+            .lookup("retrieve_knowledge_graph", &obj(json!({"query": "x"})))
+            .unwrap_err();
+        assert!(
+            err.message.ends_with("the cassette has no entries for `retrieve_knowledge_graph` (it has: llm_generate, vector_search)"),
+            "{}",
+            err.message
+        );
+    }
+
+    #[test]
+    fn edit_distance_basics() {
+        let d = |a: &str, b: &str| {
+            edit_distance(
+                &a.chars().collect::<Vec<_>>(),
+                &b.chars().collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(d("", ""), 0);
+        assert_eq!(d("abc", ""), 3);
+        assert_eq!(d("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn recorder_appends_lines_that_parse_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rec.jsonl");
+        let rec = Recorder::create(&path).unwrap();
+        let e = CassetteEntry {
+            tool: "t".into(),
+            args: obj(json!({"b": 1, "a": null})),
+            output: json!({"k": "v"}),
+            latency_ms: Some(12),
+        };
+        rec.record(&e).unwrap();
+        rec.record(&e).unwrap();
+        let back = Cassette::load(&path).unwrap();
+        assert_eq!(back.entries, vec![e.clone(), e]);
+    }
+}

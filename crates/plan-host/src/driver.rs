@@ -1,0 +1,263 @@
+//! The driver loop (rune-style): `run()` the VM; on `Yield`, start every new request at
+//! once; as each completes, `resume` the VM with its result and `run()` again; stop on
+//! `Done`, `Failed`, or the overall deadline.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::cassette::preview;
+use crate::error::{ToolError, secs};
+use crate::host::Host;
+use crate::trace::Tracer;
+use plan_bytecode::Pc;
+use plan_vm::{CallId, Event, Halt, RunError, ToolRequest};
+
+/// How much of a call's args a `tool_call_start` trace event shows.
+const ARGS_PREVIEW_CHARS: usize = 200;
+
+/// What the driver needs from a VM. `plan_vm::Vm` implements it; tests drive the loop
+/// with scripted machines.
+pub trait Machine {
+    fn run(&mut self) -> Halt;
+    fn resume(&mut self, id: CallId, result: Result<Value, String>) -> Result<(), RunError>;
+    /// Drains recorded trace events (empty when tracing is off).
+    fn take_events(&mut self) -> Vec<Event>;
+    /// Source line of `pc`, for errors the host raises (deadline).
+    fn line_of(&self, pc: Pc) -> Option<u32> {
+        let _ = pc;
+        None
+    }
+    /// Instructions executed so far, if the machine tracks them.
+    fn steps(&self) -> Option<u64> {
+        None
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Ok,
+    Failed,
+}
+
+/// Where and why a run failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ReportError {
+    pub message: String,
+    pub seq_no: Option<i64>,
+    pub line: Option<u32>,
+}
+
+/// The result of one run, as `planvm --format json` prints it (`vars` is not printed).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    pub status: RunStatus,
+    pub final_answer: Value,
+    pub error: Option<ReportError>,
+    pub steps: u64,
+    pub tool_calls: u64,
+    pub elapsed_ms: u64,
+    /// Every variable set at the end (successful runs only).
+    #[serde(skip)]
+    pub vars: Map<String, Value>,
+}
+
+impl RunReport {
+    /// A run that failed before the VM started (bad preset variable, unservable tool).
+    pub fn failed_before_start(message: String, elapsed: Duration) -> RunReport {
+        RunReport {
+            status: RunStatus::Failed,
+            final_answer: Value::Null,
+            error: Some(ReportError {
+                message,
+                seq_no: None,
+                line: None,
+            }),
+            steps: 0,
+            tool_calls: 0,
+            elapsed_ms: millis(elapsed),
+            vars: Map::new(),
+        }
+    }
+
+    pub fn is_ok(&self) -> bool {
+        self.status == RunStatus::Ok
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+struct Completed {
+    id: CallId,
+    tool: String,
+    result: Result<Value, ToolError>,
+    took: Duration,
+}
+
+async fn perform(host: &Host, req: ToolRequest) -> Completed {
+    let start = Instant::now();
+    let result = host.call(&req).await;
+    Completed {
+        id: req.id,
+        tool: req.tool,
+        result,
+        took: start.elapsed(),
+    }
+}
+
+/// The driver loop over any `Machine`.
+pub async fn run_machine<M: Machine>(host: &Host, vm: &mut M, tracer: &mut Tracer) -> RunReport {
+    let start = Instant::now();
+    let deadline = host.options().deadline;
+    let deadline_at = deadline.and_then(|d| tokio::time::Instant::now().checked_add(d));
+    let mut inflight = FuturesUnordered::new();
+    // id → (seq_no, pc), for locating a deadline failure at the calls it interrupted.
+    let mut outstanding: BTreeMap<CallId, (Option<i64>, Pc)> = BTreeMap::new();
+    let mut tool_calls: u64 = 0;
+    let mut steps_seen: u64 = 0;
+
+    let fail = |tracer: &mut Tracer, err: ReportError, steps: u64, tool_calls: u64| {
+        let report = RunReport {
+            status: RunStatus::Failed,
+            final_answer: Value::Null,
+            error: Some(err),
+            steps,
+            tool_calls,
+            elapsed_ms: millis(start.elapsed()),
+            vars: Map::new(),
+        };
+        trace_end(tracer, &report);
+        report
+    };
+
+    loop {
+        let halt = vm.run();
+        for ev in vm.take_events() {
+            if matches!(ev, Event::Step { .. }) {
+                steps_seen += 1;
+            }
+            tracer.tagged(serde_json::to_value(&ev).unwrap_or(Value::Null));
+        }
+        let steps = vm.steps().unwrap_or(steps_seen);
+        match halt {
+            Halt::Done(outcome) => {
+                let report = RunReport {
+                    status: RunStatus::Ok,
+                    final_answer: outcome.final_answer,
+                    error: None,
+                    steps: outcome.steps,
+                    tool_calls,
+                    elapsed_ms: millis(start.elapsed()),
+                    vars: outcome.vars,
+                };
+                trace_end(tracer, &report);
+                return report;
+            }
+            Halt::Failed(e) => {
+                let err = ReportError {
+                    message: e.message,
+                    seq_no: e.seq_no,
+                    line: e.line,
+                };
+                return fail(tracer, err, steps, tool_calls);
+            }
+            Halt::Yield(reqs) => {
+                for req in reqs {
+                    tool_calls += 1;
+                    let mut f = Map::new();
+                    f.insert("call_id".into(), json!(req.id.0));
+                    f.insert("tool".into(), json!(req.tool));
+                    f.insert("seq_no".into(), json!(req.seq_no));
+                    let args = Value::Object(req.args.clone()).to_string();
+                    f.insert(
+                        "args".into(),
+                        json!(preview_chars(&args, ARGS_PREVIEW_CHARS)),
+                    );
+                    tracer.event("tool_call_start", f);
+                    outstanding.insert(req.id, (req.seq_no, req.pc));
+                    inflight.push(perform(host, req));
+                }
+            }
+        }
+
+        // NB: suspension point. Wait for the next call to finish (or the deadline).
+        let next = match deadline_at {
+            Some(at) => tokio::select! {
+                c = inflight.next() => c,
+                () = tokio::time::sleep_until(at) => {
+                    let (seq_no, line) = outstanding
+                        .values()
+                        .next()
+                        .map(|&(s, pc)| (s, vm.line_of(pc)))
+                        .unwrap_or((None, None));
+                    let msg = format!("deadline of {} s exceeded", deadline.map(secs).unwrap_or_default());
+                    let steps = vm.steps().unwrap_or(steps_seen);
+                    return fail(tracer, ReportError { message: msg, seq_no, line }, steps, tool_calls);
+                }
+            },
+            None => inflight.next().await,
+        };
+        let Some(done) = next else {
+            // The VM yielded nothing new while nothing is in flight: it would wait forever.
+            let err = ReportError {
+                message: "internal: the VM is waiting for tool results but no call is outstanding"
+                    .into(),
+                seq_no: None,
+                line: None,
+            };
+            return fail(tracer, err, vm.steps().unwrap_or(steps_seen), tool_calls);
+        };
+        outstanding.remove(&done.id);
+        let mut f = Map::new();
+        f.insert("call_id".into(), json!(done.id.0));
+        f.insert("tool".into(), json!(done.tool));
+        f.insert("duration_ms".into(), json!(millis(done.took)));
+        f.insert("ok".into(), json!(done.result.is_ok()));
+        if let Err(e) = &done.result {
+            f.insert("error".into(), json!(e.message));
+        }
+        tracer.event("tool_call_end", f);
+        if let Err(e) = vm.resume(done.id, done.result.map_err(|e| e.message)) {
+            let err = ReportError {
+                message: e.message,
+                seq_no: e.seq_no,
+                line: e.line,
+            };
+            return fail(tracer, err, vm.steps().unwrap_or(steps_seen), tool_calls);
+        }
+    }
+}
+
+fn preview_chars(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
+    }
+}
+
+fn trace_end(tracer: &mut Tracer, report: &RunReport) {
+    if let Some(e) = &report.error {
+        let mut f = Map::new();
+        f.insert("message".into(), json!(e.message));
+        f.insert("seq_no".into(), json!(e.seq_no));
+        f.insert("line".into(), json!(e.line));
+        tracer.event("error", f);
+    }
+    let mut f = Map::new();
+    f.insert("status".into(), json!(report.status));
+    f.insert("steps".into(), json!(report.steps));
+    f.insert("tool_calls".into(), json!(report.tool_calls));
+    f.insert("elapsed_ms".into(), json!(report.elapsed_ms));
+    f.insert(
+        "final_answer".into(),
+        json!(preview(&plan_value::interpolated(&report.final_answer))),
+    );
+    tracer.event("done", f);
+}

@@ -1,0 +1,401 @@
+//! `Host`: picks a backend per tool, applies the per-call timeout, and records calls.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::backend::{Backend, EnvLookup, Secret, process_env};
+use crate::cassette::{CassetteEntry, Recorder, ReplayBackend};
+use crate::error::{HostError, HostErrorKind, ToolError, ToolErrorKind, secs};
+use crate::http::HttpBackend;
+use crate::net::{Endpoint, RetryPolicy};
+use crate::openai::{OpenAiBackend, completions_url};
+use plan_manifest::{BackendConfig, Manifest};
+use plan_vm::ToolRequest;
+
+/// The tool name the VM uses for LLM conditions.
+pub const CONDITION_TOOL: &str = "jmp_condition";
+/// Per-attempt HTTP timeout when the tools file sets none: LLMs can be slow.
+const DEFAULT_OPENAI_TIMEOUT: Duration = Duration::from_secs(120);
+const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(30);
+const DEFAULT_OPENAI_CONCURRENCY: usize = 4;
+const DEFAULT_HTTP_CONCURRENCY: usize = 8;
+/// Sanity caps on tools-file numbers.
+const MAX_TRIES: u32 = 100;
+const MAX_TIMEOUT_SECS: f64 = 86_400.0;
+
+/// How a `Host` is set up. `Default` uses the process environment and no cassettes.
+#[derive(Clone)]
+pub struct HostOptions {
+    /// Serve every tool from this cassette (`--replay`).
+    pub replay: Option<PathBuf>,
+    /// Append every completed call to this cassette (`--record`).
+    pub record: Option<PathBuf>,
+    /// Limit on one tool call, retries included (`--tool-timeout`).
+    pub tool_timeout: Option<Duration>,
+    /// Limit on the whole run (`--timeout`).
+    pub deadline: Option<Duration>,
+    /// Where API keys are looked up.
+    pub env: EnvLookup,
+    /// First retry delay of network backends (doubles each retry, with jitter).
+    pub retry_base_delay: Duration,
+    /// Ceiling of one retry delay.
+    pub retry_max_delay: Duration,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        let retry = RetryPolicy::default();
+        HostOptions {
+            replay: None,
+            record: None,
+            tool_timeout: None,
+            deadline: None,
+            env: process_env(),
+            retry_base_delay: retry.base_delay,
+            retry_max_delay: retry.max_delay,
+        }
+    }
+}
+
+impl fmt::Debug for HostOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostOptions")
+            .field("replay", &self.replay)
+            .field("record", &self.record)
+            .field("tool_timeout", &self.tool_timeout)
+            .field("deadline", &self.deadline)
+            .field("retry_base_delay", &self.retry_base_delay)
+            .field("retry_max_delay", &self.retry_max_delay)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serves a run's tool requests.
+pub struct Host {
+    manifest: Manifest,
+    opts: HostOptions,
+    /// Built on first use: replay-only runs never pay for TLS setup.
+    client: OnceLock<reqwest::Client>,
+    replay: Option<Arc<ReplayBackend>>,
+    recorder: Option<Recorder>,
+    /// Backend of each tool, built on first use and shared by all its calls (so the
+    /// concurrency limit is per tool).
+    backends: Mutex<HashMap<String, Arc<dyn Backend>>>,
+    /// Cassettes named by `kind = "replay"` backends, loaded once per file.
+    cassettes: Mutex<HashMap<PathBuf, Arc<ReplayBackend>>>,
+}
+
+impl fmt::Debug for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Host")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Loads the replay cassette and opens the record file, if any. A malformed cassette
+    /// is reported here, before anything runs.
+    pub fn new(manifest: Manifest, opts: HostOptions) -> Result<Host, HostError> {
+        let replay = match &opts.replay {
+            Some(p) => Some(Arc::new(ReplayBackend::load(p)?)),
+            None => None,
+        };
+        let recorder = match &opts.record {
+            Some(p) => Some(Recorder::create(p)?),
+            None => None,
+        };
+        Ok(Host {
+            manifest,
+            opts,
+            client: OnceLock::new(),
+            replay,
+            recorder,
+            backends: Mutex::new(HashMap::new()),
+            cassettes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn options(&self) -> &HostOptions {
+        &self.opts
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Serves `tool` with `backend` instead of what the configuration says (tests, embedders).
+    pub fn set_backend(&self, tool: &str, backend: Arc<dyn Backend>) {
+        self.backends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(tool.to_owned(), backend);
+    }
+
+    /// Checks that every tool can be served (backend configured, secrets present),
+    /// reporting all problems at once.
+    pub fn prepare<'a>(&self, tools: impl IntoIterator<Item = &'a str>) -> Result<(), HostError> {
+        let mut problems = Vec::new();
+        for t in tools {
+            if let Err(e) = self.backend_for(t) {
+                problems.push(e.message);
+            }
+        }
+        if problems.is_empty() {
+            Ok(())
+        } else {
+            Err(HostError::new(HostErrorKind::Config, problems.join("\n")))
+        }
+    }
+
+    /// Performs one request: backend lookup, per-call timeout, recording.
+    pub async fn call(&self, req: &ToolRequest) -> Result<Value, ToolError> {
+        let backend = self.backend_for(&req.tool)?;
+        let start = Instant::now();
+        let fut = backend.call(req);
+        let out = match self.opts.tool_timeout {
+            Some(t) => tokio::time::timeout(t, fut).await.map_err(|_| {
+                ToolError::new(
+                    ToolErrorKind::Timeout,
+                    format!("tool `{}` timed out after {} s", req.tool, secs(t)),
+                )
+            })??,
+            None => fut.await?,
+        };
+        if let Some(rec) = &self.recorder {
+            let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+            rec.record(&CassetteEntry {
+                tool: req.tool.clone(),
+                args: req.args.clone(),
+                output: out.clone(),
+                latency_ms: Some(latency_ms),
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// The backend serving `tool`: the replay cassette if one was given, else the tool's
+    /// configured backend, else the manifest's default.
+    pub fn backend_for(&self, tool: &str) -> Result<Arc<dyn Backend>, ToolError> {
+        if let Some(b) = self
+            .backends
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(tool)
+        {
+            return Ok(b.clone());
+        }
+        if let Some(r) = &self.replay {
+            return Ok(r.clone());
+        }
+        let own = self.manifest.get(tool).and_then(|t| t.backend.as_ref());
+        let backend = match own {
+            Some(cfg) => self.build(tool, cfg)?,
+            // Conditions go to the same LLM as `llm_generate` unless configured apart;
+            // sharing the instance also shares its concurrency limit.
+            None if tool == CONDITION_TOOL
+                && self
+                    .manifest
+                    .get("llm_generate")
+                    .is_some_and(|t| t.backend.is_some()) =>
+            {
+                self.backend_for("llm_generate")?
+            }
+            None => match &self.manifest.default_backend {
+                Some(cfg) => self.build(tool, cfg)?,
+                None => {
+                    return Err(ToolError::new(
+                        ToolErrorKind::Config,
+                        format!(
+                            "no backend for tool `{tool}`: pass --replay CASSETTE, or configure a backend for it \
+                             (or a default backend) in the --tools file"
+                        ),
+                    ));
+                }
+            },
+        };
+        let mut map = self.backends.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(map.entry(tool.to_owned()).or_insert(backend).clone())
+    }
+
+    fn client(&self) -> Result<reqwest::Client, ToolError> {
+        if let Some(c) = self.client.get() {
+            return Ok(c.clone());
+        }
+        let c = reqwest::Client::builder()
+            .user_agent(concat!("planvm/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| {
+                ToolError::new(
+                    ToolErrorKind::Config,
+                    format!("cannot set up the HTTP client: {e}"),
+                )
+            })?;
+        Ok(self.client.get_or_init(|| c).clone())
+    }
+
+    fn build(&self, tool: &str, cfg: &BackendConfig) -> Result<Arc<dyn Backend>, ToolError> {
+        let config_err = |msg: String| ToolError::new(ToolErrorKind::Config, msg);
+        match cfg {
+            BackendConfig::Openai {
+                base_url,
+                model,
+                api_key_env,
+                temperature,
+                timeout_secs,
+                max_retries,
+                concurrency,
+            } => {
+                let endpoint = self.endpoint(
+                    tool,
+                    completions_url(base_url),
+                    api_key_env.as_deref(),
+                    *timeout_secs,
+                    *max_retries,
+                    *concurrency,
+                    (DEFAULT_OPENAI_TIMEOUT, DEFAULT_OPENAI_CONCURRENCY),
+                )?;
+                if let Some(t) = temperature.filter(|t| !t.is_finite()) {
+                    return Err(config_err(format!(
+                        "tool `{tool}`: temperature {t} is not a finite number"
+                    )));
+                }
+                Ok(Arc::new(OpenAiBackend {
+                    endpoint,
+                    model: model.clone(),
+                    temperature: *temperature,
+                }))
+            }
+            BackendConfig::Http {
+                url,
+                pointer,
+                api_key_env,
+                timeout_secs,
+                max_retries,
+                concurrency,
+            } => {
+                if let Some(p) = pointer
+                    .as_deref()
+                    .filter(|p| !p.is_empty() && !p.starts_with('/'))
+                {
+                    return Err(config_err(format!(
+                        "tool `{tool}`: pointer `{p}` is not a JSON pointer (it must be empty or start with `/`)"
+                    )));
+                }
+                let endpoint = self.endpoint(
+                    tool,
+                    url.clone(),
+                    api_key_env.as_deref(),
+                    *timeout_secs,
+                    *max_retries,
+                    *concurrency,
+                    (DEFAULT_HTTP_TIMEOUT, DEFAULT_HTTP_CONCURRENCY),
+                )?;
+                Ok(Arc::new(HttpBackend {
+                    endpoint,
+                    pointer: pointer.clone(),
+                }))
+            }
+            BackendConfig::Replay { cassette } => {
+                let Some(path) = cassette else {
+                    return Err(config_err(format!(
+                        "tool `{tool}` uses the replay backend but names no cassette: set `cassette` or pass --replay"
+                    )));
+                };
+                self.cassette(Path::new(path))
+                    .map(|r| r as Arc<dyn Backend>)
+            }
+        }
+    }
+
+    fn cassette(&self, path: &Path) -> Result<Arc<ReplayBackend>, ToolError> {
+        let mut map = self.cassettes.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = map.get(path) {
+            return Ok(r.clone());
+        }
+        let r = Arc::new(
+            ReplayBackend::load(path)
+                .map_err(|e| ToolError::new(ToolErrorKind::Config, e.message))?,
+        );
+        map.insert(path.to_owned(), r.clone());
+        Ok(r)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn endpoint(
+        &self,
+        tool: &str,
+        url: String,
+        api_key_env: Option<&str>,
+        timeout_secs: Option<f64>,
+        max_retries: Option<u32>,
+        concurrency: Option<usize>,
+        (default_timeout, default_concurrency): (Duration, usize),
+    ) -> Result<Endpoint, ToolError> {
+        let config_err = |msg: String| ToolError::new(ToolErrorKind::Config, msg);
+        let auth = match api_key_env {
+            None => None,
+            Some(var) => match (self.opts.env)(var).filter(|v| !v.is_empty()) {
+                Some(v) => Some(Secret::new(v)),
+                // NB: name the variable, never a value.
+                None => {
+                    return Err(config_err(format!(
+                        "environment variable {var} (the API key for tool `{tool}`) is not set"
+                    )));
+                }
+            },
+        };
+        let timeout = match timeout_secs {
+            None => default_timeout,
+            Some(s) if s > 0.0 && s <= MAX_TIMEOUT_SECS => Duration::try_from_secs_f64(s)
+                .map_err(|_| config_err(format!("tool `{tool}`: bad timeout_secs {s}")))?,
+            Some(s) => {
+                return Err(config_err(format!(
+                    "tool `{tool}`: timeout_secs must be more than 0 and at most {MAX_TIMEOUT_SECS}, not {s}"
+                )));
+            }
+        };
+        let tries = match max_retries {
+            None => RetryPolicy::default().tries,
+            Some(n) if n < MAX_TRIES => n + 1,
+            Some(n) => {
+                return Err(config_err(format!(
+                    "tool `{tool}`: max_retries {n} is too many (limit {})",
+                    MAX_TRIES - 1
+                )));
+            }
+        };
+        let permits = match concurrency {
+            None => default_concurrency,
+            Some(n) if (1..=Semaphore::MAX_PERMITS).contains(&n) => n,
+            Some(n) => {
+                return Err(config_err(format!(
+                    "tool `{tool}`: concurrency must be at least 1, not {n}"
+                )));
+            }
+        };
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(config_err(format!(
+                "tool `{tool}`: URL `{url}` must start with http:// or https://"
+            )));
+        }
+        Ok(Endpoint {
+            client: self.client()?,
+            url,
+            auth,
+            timeout: Some(timeout),
+            retry: RetryPolicy {
+                tries,
+                base_delay: self.opts.retry_base_delay,
+                max_delay: self.opts.retry_max_delay,
+            },
+            limit: Semaphore::new(permits),
+        })
+    }
+}

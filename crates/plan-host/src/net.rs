@@ -1,0 +1,261 @@
+//! HTTP machinery shared by the `openai` and `http` backends: one pooled client, retries
+//! with exponential backoff and jitter, a per-attempt timeout, a concurrency limit, and a
+//! cap on response size.
+//!
+//! Error messages are built here from the status, the URL and the innermost cause only;
+//! request headers (where the bearer key lives) are never formatted.
+
+use std::time::Duration;
+
+use rand::Rng;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::backend::Secret;
+use crate::cassette::preview;
+use crate::error::{ToolError, ToolErrorKind, secs};
+
+/// Responses larger than this are refused rather than buffered.
+const MAX_RESPONSE_BYTES: usize = 64 << 20;
+/// `Retry-After` is honoured up to this long.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// When and how often to retry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RetryPolicy {
+    /// Total attempts, including the first (≥ 1).
+    pub tries: u32,
+    /// Delay before the second attempt; doubles each time.
+    pub base_delay: Duration,
+    /// Ceiling of one delay.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            tries: 5,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(20),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Delay before attempt `attempt + 1` (attempt counts from 1): "equal jitter", i.e. a
+    /// random point in the upper half of the exponential step, so synchronized clients
+    /// spread out while the delay still grows.
+    fn delay(&self, attempt: u32) -> Duration {
+        let exp = self.base_delay.saturating_mul(
+            1u32.checked_shl(attempt.saturating_sub(1))
+                .unwrap_or(u32::MAX),
+        );
+        let full = exp.min(self.max_delay);
+        let half = full / 2;
+        let jitter_ns = u64::try_from(half.as_nanos()).unwrap_or(u64::MAX);
+        let extra = if jitter_ns == 0 {
+            0
+        } else {
+            rand::thread_rng().gen_range(0..=jitter_ns)
+        };
+        half + Duration::from_nanos(extra)
+    }
+}
+
+/// One service endpoint with its limits.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    pub(crate) client: reqwest::Client,
+    pub(crate) url: String,
+    pub(crate) auth: Option<Secret>,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) limit: Semaphore,
+}
+
+/// What one attempt produced.
+enum Attempt {
+    Done(Value),
+    /// Worth retrying; optional server-requested delay.
+    Retry(ToolError, Option<Duration>),
+    Fatal(ToolError),
+}
+
+impl Endpoint {
+    /// POSTs `body` as JSON, retrying transient failures. The response is parsed as JSON;
+    /// a body that is not JSON is returned as a string.
+    pub(crate) async fn post_json(&self, body: &Value) -> Result<Value, ToolError> {
+        let tries = self.retry.tries.max(1);
+        let mut attempt = 1;
+        loop {
+            let outcome = {
+                // NB: the permit is held for the request only, not across the backoff
+                // sleep, so a failing call does not starve the others.
+                let _permit = self.limit.acquire().await.map_err(|_| {
+                    ToolError::new(
+                        ToolErrorKind::Config,
+                        "internal: concurrency limiter closed",
+                    )
+                })?;
+                self.attempt(body).await
+            };
+            match outcome {
+                Attempt::Done(v) => return Ok(v),
+                Attempt::Fatal(e) => return Err(e),
+                Attempt::Retry(e, _) if attempt >= tries => {
+                    let kind = e.kind;
+                    let msg = if tries == 1 {
+                        e.message
+                    } else {
+                        format!("{} (gave up after {tries} attempts)", e.message)
+                    };
+                    return Err(ToolError::new(kind, msg));
+                }
+                Attempt::Retry(_, asked) => {
+                    let d = asked
+                        .map(|a| a.min(MAX_RETRY_AFTER))
+                        .unwrap_or_else(|| self.retry.delay(attempt));
+                    tokio::time::sleep(d).await;
+                    attempt += 1;
+                }
+            }
+        }
+    }
+
+    async fn attempt(&self, body: &Value) -> Attempt {
+        let mut req = self.client.post(&self.url).json(body);
+        if let Some(key) = &self.auth {
+            req = req.bearer_auth(key.expose());
+        }
+        if let Some(t) = self.timeout {
+            req = req.timeout(t);
+        }
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return self.transport_error(&e),
+        };
+        let status = resp.status();
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let bytes = match read_capped(resp).await {
+            Ok(b) => b,
+            Err(ReadError::TooLarge) => {
+                return Attempt::Fatal(ToolError::new(
+                    ToolErrorKind::BadResponse,
+                    format!(
+                        "POST {}: response larger than {MAX_RESPONSE_BYTES} bytes",
+                        self.url
+                    ),
+                ));
+            }
+            Err(ReadError::Http(e)) => return self.transport_error(&e),
+        };
+        if !status.is_success() {
+            let text = String::from_utf8_lossy(&bytes);
+            let err = ToolError::new(
+                ToolErrorKind::Transport,
+                format!("POST {}: HTTP {status}: {}", self.url, preview(text.trim())),
+            );
+            return if status.as_u16() == 429 || status.is_server_error() {
+                Attempt::Retry(err, retry_after)
+            } else {
+                Attempt::Fatal(err)
+            };
+        }
+        match serde_json::from_slice(&bytes) {
+            Ok(v) => Attempt::Done(v),
+            Err(_) => Attempt::Done(Value::String(String::from_utf8_lossy(&bytes).into_owned())),
+        }
+    }
+
+    /// A failure without a usable response. Built from the error's kind and innermost
+    /// cause, never from the request (headers), so keys cannot leak.
+    fn transport_error(&self, e: &reqwest::Error) -> Attempt {
+        if e.is_timeout() {
+            let t = self.timeout.map(secs).unwrap_or_else(|| "?".into());
+            return Attempt::Retry(
+                ToolError::new(
+                    ToolErrorKind::Timeout,
+                    format!("POST {}: timed out after {t} s", self.url),
+                ),
+                None,
+            );
+        }
+        let mut cause: &dyn std::error::Error = e;
+        while let Some(inner) = cause.source() {
+            cause = inner;
+        }
+        let what = if e.is_connect() {
+            "connection failed"
+        } else if e.is_body() || e.is_decode() {
+            "reading the response failed"
+        } else {
+            "request failed"
+        };
+        let err = ToolError::new(
+            ToolErrorKind::Transport,
+            format!("POST {}: {what}: {cause}", self.url),
+        );
+        if e.is_builder() {
+            Attempt::Fatal(err)
+        } else {
+            Attempt::Retry(err, None)
+        }
+    }
+}
+
+enum ReadError {
+    TooLarge,
+    Http(reqwest::Error),
+}
+
+async fn read_capped(mut resp: reqwest::Response) -> Result<Vec<u8>, ReadError> {
+    if resp
+        .content_length()
+        .is_some_and(|n| n > MAX_RESPONSE_BYTES as u64)
+    {
+        return Err(ReadError::TooLarge);
+    }
+    let mut buf = Vec::new();
+    while let Some(chunk) = resp.chunk().await.map_err(ReadError::Http)? {
+        if buf.len().saturating_add(chunk.len()) > MAX_RESPONSE_BYTES {
+            return Err(ReadError::TooLarge);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_stays_in_bounds() {
+        let p = RetryPolicy {
+            tries: 10,
+            base_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(1),
+        };
+        for attempt in 1..40 {
+            let full = Duration::from_millis(100)
+                .saturating_mul(1u32.checked_shl(attempt - 1).unwrap_or(u32::MAX))
+                .min(Duration::from_secs(1));
+            let d = p.delay(attempt);
+            assert!(
+                d >= full / 2 && d <= full,
+                "attempt {attempt}: {d:?} vs {full:?}"
+            );
+        }
+        let zero = RetryPolicy {
+            tries: 3,
+            base_delay: Duration::ZERO,
+            max_delay: Duration::ZERO,
+        };
+        assert_eq!(zero.delay(5), Duration::ZERO);
+    }
+}

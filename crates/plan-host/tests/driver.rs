@@ -1,0 +1,273 @@
+//! The driver loop, with scripted machines standing in for the VM: concurrency of one
+//! yield's calls, tool errors fed back, the overall deadline, and trace content.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use plan_host::{Host, HostOptions, Machine, RunStatus, Tracer, run_machine};
+use plan_manifest::Manifest;
+use plan_vm::{CallId, Event, Halt, Outcome, RunError, ToolRequest};
+use serde_json::{Value, json};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+/// Issues all its requests in the first yield, then finishes with the outputs joined by
+/// `+`, or fails with the first tool error (as the VM does).
+struct Script {
+    requests: Vec<ToolRequest>,
+    started: bool,
+    results: BTreeMap<CallId, Result<Value, String>>,
+}
+
+impl Script {
+    fn new(requests: Vec<ToolRequest>) -> Self {
+        Script {
+            requests,
+            started: false,
+            results: BTreeMap::new(),
+        }
+    }
+}
+
+impl Machine for Script {
+    fn run(&mut self) -> Halt {
+        if !self.started {
+            self.started = true;
+            return Halt::Yield(self.requests.clone());
+        }
+        if self.results.len() < self.requests.len() {
+            return Halt::Yield(vec![]);
+        }
+        let mut parts = Vec::new();
+        for (id, r) in &self.results {
+            match r {
+                Ok(v) => parts.push(v.as_str().unwrap_or("?").to_owned()),
+                Err(e) => {
+                    return Halt::Failed(RunError {
+                        message: e.clone(),
+                        pc: Some(0),
+                        seq_no: Some(id.0 as i64),
+                        line: Some(7),
+                    });
+                }
+            }
+        }
+        Halt::Done(Outcome {
+            final_answer: json!(parts.join("+")),
+            vars: Default::default(),
+            steps: 3,
+        })
+    }
+
+    fn resume(&mut self, id: CallId, result: Result<Value, String>) -> Result<(), RunError> {
+        self.results.insert(id, result);
+        Ok(())
+    }
+
+    fn take_events(&mut self) -> Vec<Event> {
+        vec![Event::Step {
+            pc: 0,
+            seq_no: Some(0),
+            op: "call".into(),
+        }]
+    }
+}
+
+#[derive(Clone, Default)]
+struct Buf(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Buf {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Buf {
+    fn lines(&self) -> Vec<Value> {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+fn cassette(dir: &tempfile::TempDir, latency: u64) -> std::path::PathBuf {
+    let p = dir.path().join("c.jsonl");
+    let lines = [
+        json!({"tool": "vector_search", "args": {"query": "a", "top_k": 1}, "output": "A", "latency_ms": latency}),
+        json!({"tool": "vector_search", "args": {"query": "b", "top_k": 1}, "output": "B", "latency_ms": latency}),
+    ];
+    std::fs::write(
+        &p,
+        lines.iter().map(|l| format!("{l}\n")).collect::<String>(),
+    )
+    .unwrap();
+    p
+}
+
+fn two_searches() -> Vec<ToolRequest> {
+    vec![
+        req(
+            1,
+            "vector_search",
+            json!({"query": "a", "top_k": 1}),
+            plain(),
+        ),
+        req(
+            2,
+            "vector_search",
+            json!({"query": "b", "top_k": 1}),
+            plain(),
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn calls_of_one_yield_run_concurrently_and_are_traced() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new(
+        Manifest::builtin(),
+        HostOptions {
+            replay: Some(cassette(&dir, 300)),
+            ..opts()
+        },
+    )
+    .unwrap();
+    let buf = Buf::default();
+    let mut tracer = Tracer::to_writer(Box::new(buf.clone()));
+    let t0 = Instant::now();
+    let report = run_machine(&host, &mut Script::new(two_searches()), &mut tracer).await;
+    assert!(
+        t0.elapsed() < Duration::from_millis(550),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(report.status, RunStatus::Ok);
+    assert_eq!(report.final_answer, json!("A+B"));
+    assert_eq!((report.steps, report.tool_calls), (3, 2));
+
+    let events = buf.lines();
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(names.first(), Some(&"step"));
+    assert_eq!(names.iter().filter(|n| **n == "tool_call_start").count(), 2);
+    assert_eq!(names.iter().filter(|n| **n == "tool_call_end").count(), 2);
+    assert_eq!(names.last(), Some(&"done"));
+    for e in &events {
+        assert!(e["ts_ms"].is_u64() && e["t_ms"].is_u64(), "{e}");
+    }
+    let start = events
+        .iter()
+        .find(|e| e["event"] == "tool_call_start")
+        .unwrap();
+    assert_eq!(start["tool"], "vector_search");
+    assert_eq!(start["args"], "{\"query\":\"a\",\"top_k\":1}");
+    let end = events
+        .iter()
+        .find(|e| e["event"] == "tool_call_end")
+        .unwrap();
+    assert!(end["duration_ms"].as_u64().unwrap() >= 290);
+    assert_eq!(end["ok"], true);
+}
+
+#[tokio::test]
+async fn tool_errors_reach_the_vm() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = Host::new(
+        Manifest::builtin(),
+        HostOptions {
+            replay: Some(cassette(&dir, 0)),
+            ..opts()
+        },
+    )
+    .unwrap();
+    let reqs = vec![req(
+        4,
+        "vector_search",
+        json!({"query": "zzz", "top_k": 1}),
+        plain(),
+    )];
+    let report = run_machine(&host, &mut Script::new(reqs), &mut Tracer::none()).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let err = report.error.unwrap();
+    assert_eq!((err.seq_no, err.line), (Some(4), Some(7)));
+    assert!(
+        err.message
+            .contains("for tool `vector_search` with args {\"query\":\"zzz\",\"top_k\":1}"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.contains("closest recorded args"),
+        "{}",
+        err.message
+    );
+}
+
+#[tokio::test]
+async fn the_deadline_fails_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = HostOptions {
+        replay: Some(cassette(&dir, 5_000)),
+        deadline: Some(Duration::from_millis(200)),
+        ..opts()
+    };
+    let host = Host::new(Manifest::builtin(), opts).unwrap();
+    let t0 = Instant::now();
+    let report = run_machine(&host, &mut Script::new(two_searches()), &mut Tracer::none()).await;
+    assert!(t0.elapsed() < Duration::from_secs(2));
+    assert_eq!(report.status, RunStatus::Failed);
+    let err = report.error.unwrap();
+    assert_eq!(err.message, "deadline of 0.2 s exceeded");
+    assert_eq!(err.seq_no, Some(1));
+}
+
+#[tokio::test]
+async fn the_key_appears_in_no_trace_even_when_calls_fail() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(500).set_body_string("nope"))
+        .mount(&server)
+        .await;
+    let m = manifest_with(
+        "llm_generate",
+        openai(&server.uri(), Some("TEST_KEY"), None, Some(1)),
+    );
+    let host = Host::new(m, opts()).unwrap();
+    let buf = Buf::default();
+    let mut tracer = Tracer::to_writer(Box::new(buf.clone()));
+    let reqs = vec![req(
+        1,
+        "llm_generate",
+        json!({"prompt": "hi", "context": null}),
+        plain(),
+    )];
+    let report = run_machine(&host, &mut Script::new(reqs), &mut tracer).await;
+    assert_eq!(report.status, RunStatus::Failed);
+    let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+    assert!(text.contains("HTTP 500"), "{text}");
+    assert!(!text.contains(KEY));
+    assert!(!serde_json::to_string(&report).unwrap().contains(KEY));
+    // The key did go out.
+    let sent = server.received_requests().await.unwrap();
+    assert_eq!(
+        sent[0]
+            .headers
+            .get("authorization")
+            .unwrap()
+            .to_str()
+            .unwrap(),
+        format!("Bearer {KEY}")
+    );
+}
