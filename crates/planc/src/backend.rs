@@ -20,10 +20,8 @@ pub(crate) fn is_pbc(bytes: &[u8]) -> bool {
     plan_bytecode::is_pbc(bytes)
 }
 
-/// The built-in tools plus (overriding by name) those of a TOML manifest file.
+/// The built-in tools plus (overriding by name) those of a TOML manifest file. The error
+/// text already names the file, line and column.
 pub(crate) fn load_manifest(path: &Path) -> Result<Manifest, String> {
-    // NB: `plan_manifest::Manifest::load` is not there yet; until it lands `--tools` is a
-    // clean usage error rather than a silently ignored flag.
-    let _ = path;
-    Err("tool manifests are not supported by this build yet".into())
+    Manifest::load(path).map_err(|e| e.to_string())
 }

@@ -226,10 +226,7 @@ fn options(frontend: &FrontendArgs, strip: bool, source_name: &str) -> Result<Co
         match backend::load_manifest(path) {
             Ok(m) => opts.manifest = m,
             Err(e) => {
-                err(&format!(
-                    "error: cannot load tool manifest `{}`: {e}\n",
-                    path.display()
-                ));
+                err(&format!("error: {e}\n"));
                 return Err(exit::USAGE);
             }
         }
@@ -238,9 +235,9 @@ fn options(frontend: &FrontendArgs, strip: bool, source_name: &str) -> Result<Co
 }
 
 /// Prints diagnostics and the summary line on stderr (human format).
-fn report_human(name: &str, src: &str, diags: &[Diagnostic]) {
+fn report_human(name: &str, src: &str, diags: &[Diagnostic], deny_warnings: bool) {
     let mut text = render::render_human(name, src, diags, use_color());
-    text.push_str(&render::summary(name, Counts::of(diags)));
+    text.push_str(&render::summary(name, Counts::of(diags), deny_warnings));
     text.push('\n');
     err(&text);
 }
@@ -272,7 +269,7 @@ fn cmd_check(a: &CheckArgs) -> u8 {
         let counts = Counts::of(&diags);
         failed |= counts.errors > 0 || (a.deny_warnings && counts.warnings > 0);
         match a.format {
-            Format::Human => report_human(&source.name, &src, &diags),
+            Format::Human => report_human(&source.name, &src, &diags, a.deny_warnings),
             Format::Json => out(&render::render_json(&source.name, &diags, &index)),
         }
     }
@@ -299,7 +296,7 @@ fn cmd_compile(a: &CompileArgs) -> u8 {
     let src = match source.text {
         Ok(src) => src,
         Err(d) => {
-            report_human(&source.name, "", &[d]);
+            report_human(&source.name, "", &[d], false);
             return exit::PLAN_ERRORS;
         }
     };
@@ -314,7 +311,7 @@ fn cmd_compile(a: &CompileArgs) -> u8 {
                 use_color(),
             ));
         } else {
-            report_human(&source.name, &src, &compiled.diagnostics);
+            report_human(&source.name, &src, &compiled.diagnostics, false);
         }
     }
     if counts.errors > 0 {
@@ -396,7 +393,7 @@ fn cmd_explain(a: &ExplainArgs) -> u8 {
     let src = match source.text {
         Ok(src) => src,
         Err(d) => {
-            report_human(&source.name, "", &[d]);
+            report_human(&source.name, "", &[d], false);
             return exit::PLAN_ERRORS;
         }
     };
@@ -410,7 +407,7 @@ fn cmd_explain(a: &ExplainArgs) -> u8 {
             exit::OK
         }
         Err(compiled) => {
-            report_human(&source.name, &src, &compiled.diagnostics);
+            report_human(&source.name, &src, &compiled.diagnostics, false);
             exit::PLAN_ERRORS
         }
     }

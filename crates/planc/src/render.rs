@@ -142,8 +142,9 @@ impl Counts {
     }
 }
 
-/// `plan.json: 2 errors, 1 warning`.
-pub(crate) fn summary(file_name: &str, counts: Counts) -> String {
+/// `plan.json: 2 errors, 1 warning`. Under `--deny-warnings` the line says so when there
+/// are warnings, so that exit code 1 next to "0 errors" is not a puzzle.
+pub(crate) fn summary(file_name: &str, counts: Counts, deny_warnings: bool) -> String {
     fn plural(n: usize, word: &str) -> String {
         if n == 1 {
             format!("{n} {word}")
@@ -151,8 +152,13 @@ pub(crate) fn summary(file_name: &str, counts: Counts) -> String {
             format!("{n} {word}s")
         }
     }
+    let denied = if deny_warnings && counts.warnings > 0 {
+        " (warnings denied)"
+    } else {
+        ""
+    };
     format!(
-        "{file_name}: {}, {}",
+        "{file_name}: {}, {}{denied}",
         plural(counts.errors, "error"),
         plural(counts.warnings, "warning")
     )
@@ -269,7 +275,21 @@ warning[W0102]: instruction never runs
                 warnings: 2
             }
         );
-        assert_eq!(summary("plan.json", c), "plan.json: 1 error, 2 warnings");
-        assert_eq!(summary("a", Counts::default()), "a: 0 errors, 0 warnings");
+        assert_eq!(
+            summary("plan.json", c, false),
+            "plan.json: 1 error, 2 warnings"
+        );
+        assert_eq!(
+            summary("plan.json", c, true),
+            "plan.json: 1 error, 2 warnings (warnings denied)"
+        );
+        assert_eq!(
+            summary("a", Counts::default(), false),
+            "a: 0 errors, 0 warnings"
+        );
+        assert_eq!(
+            summary("a", Counts::default(), true),
+            "a: 0 errors, 0 warnings"
+        );
     }
 }
