@@ -4,8 +4,51 @@
 //! Built-in tools (always present, overridable by name): `llm_generate(prompt, context?)`,
 //! `vector_search(query, top_k: int)`, `retrieve_knowledge_graph(query)`,
 //! `retrieve_embedded_chunks(embedding_query, top_k: int)`.
+//!
+//! Start with [`Manifest::builtin`] and [`Manifest::load`] / [`Manifest::from_toml_str`].
+//! Module map: this file holds the data types (the agreed API); `file.rs` the TOML schema
+//! and merge rules; `error.rs` the [`ManifestError`] with file, line and column.
+//!
+//! # The TOML format
+//!
+//! ```toml
+//! [defaults.backend]          # optional; the backend for tools that name none
+//! kind = "openai"
+//! base_url = "http://127.0.0.1:11434/v1"
+//! model = "llama3.1"
+//! api_key_env = "OPENAI_API_KEY"   # the NAME of the env var, never the key
+//!
+//! [[tool]]
+//! name = "web_search"         # required, non-empty, unique in the file
+//! description = "Searches the web."
+//! effects = "read"            # pure | read | write (default: read)
+//! params = [ { name = "query", type = "string", required = true } ]
+//! [tool.backend]              # optional
+//! kind = "http"               # openai | http | replay
+//! url = "http://127.0.0.1:8080/search"
+//! pointer = "/results"
+//! ```
+//!
+//! Param keys: `name` (required), `type` (one of `any`, `string`, `int`, `number`, `bool`,
+//! `array`, `object`; default `any`), `required` (default false), `description`.
+//!
+//! Merge rules: the file starts from the built-ins. A `[[tool]]` whose name is new adds a
+//! tool. A `[[tool]]` whose name is a built-in overrides it key by key: keys it leaves
+//! out keep the built-in value, so an entry with only `name` and `backend` keeps the
+//! built-in `params`, `description` and `effects`; a `params` list, when given, replaces
+//! the built-in list as a whole.
+//!
+//! Strictness: unknown keys anywhere (including inside `backend`) are errors naming the
+//! key; so are duplicate tool names, duplicate param names, empty names and unknown param
+//! types (the message lists the accepted ones). Every error carries the file name, line
+//! and column.
 
 use serde::{Deserialize, Serialize};
+
+mod error;
+mod file;
+
+pub use error::{ManifestError, ManifestErrorKind};
 
 /// Declared side effects of a tool. `write` tools keep program order relative to every
 /// other call when the VM runs calls concurrently.
@@ -47,6 +90,22 @@ impl ParamType {
             ParamType::Array => matches!(v, Value::Array(_)),
             ParamType::Object => matches!(v, Value::Object(_)),
         }
+    }
+
+    /// Every type, in the order error messages list them.
+    pub const ALL: [ParamType; 7] = [
+        ParamType::Any,
+        ParamType::String,
+        ParamType::Int,
+        ParamType::Number,
+        ParamType::Bool,
+        ParamType::Array,
+        ParamType::Object,
+    ];
+
+    /// The type named `s` in a manifest (`"int"`, `"string"`, ...), as [`Self::as_str`] spells it.
+    pub fn parse(s: &str) -> Option<ParamType> {
+        ParamType::ALL.into_iter().find(|t| t.as_str() == s)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -145,7 +204,12 @@ pub struct Manifest {
 }
 
 fn p(name: &str, ty: ParamType, required: bool, description: &str) -> ParamSpec {
-    ParamSpec { name: name.into(), ty, required, description: description.into() }
+    ParamSpec {
+        name: name.into(),
+        ty,
+        required,
+        description: description.into(),
+    }
 }
 
 impl Manifest {
@@ -200,5 +264,14 @@ impl Manifest {
 
     pub fn get(&self, name: &str) -> Option<&ToolSpec> {
         self.tools.iter().find(|t| t.name == name)
+    }
+
+    /// The backend that serves tool `name`: its own, else the default. `None` when the tool
+    /// is unknown or neither is configured.
+    pub fn backend_for(&self, name: &str) -> Option<&BackendConfig> {
+        self.get(name)?
+            .backend
+            .as_ref()
+            .or(self.default_backend.as_ref())
     }
 }

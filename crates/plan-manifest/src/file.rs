@@ -1,0 +1,264 @@
+//! The TOML manifest file: its schema (private `Raw*` types, strict: unknown keys are
+//! errors) and how it merges onto the built-in tools. The format is documented in the
+//! crate docs and `docs/tools.md`.
+//!
+//! Why separate `Raw*` types instead of deserializing `ToolSpec` directly: the file needs
+//! to tell "key absent" from "key empty" (an override that gives no `params` keeps the
+//! built-in ones) and needs spans for error positions; `ToolSpec` is the resolved form
+//! the compiler and VM use.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::error::{ManifestError, ManifestErrorKind, line_col};
+use crate::{BackendConfig, Effects, Manifest, ParamSpec, ParamType, ToolSpec};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    defaults: Option<RawDefaults>,
+    #[serde(default)]
+    tool: Vec<RawTool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    #[serde(default)]
+    backend: Option<BackendConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTool {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    effects: Option<Effects>,
+    #[serde(default)]
+    params: Option<Vec<RawParam>>,
+    #[serde(default)]
+    backend: Option<BackendConfig>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawParam {
+    name: Spanned<String>,
+    #[serde(default, rename = "type")]
+    ty: Option<Spanned<String>>,
+    #[serde(default)]
+    required: bool,
+    #[serde(default)]
+    description: String,
+}
+
+/// The accepted `type` spellings, in the order error messages list them.
+fn accepted_types() -> String {
+    ParamType::ALL
+        .iter()
+        .map(|t| format!("`{}`", t.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+struct Ctx<'a> {
+    text: &'a str,
+    source: &'a str,
+}
+
+impl Ctx<'_> {
+    #[cold]
+    fn err(
+        &self,
+        kind: ManifestErrorKind,
+        span: std::ops::Range<usize>,
+        msg: impl Into<String>,
+    ) -> ManifestError {
+        ManifestError::new(
+            kind,
+            self.source,
+            Some(line_col(self.text, span.start)),
+            msg,
+        )
+    }
+
+    #[cold]
+    fn toml_err(&self, e: &toml::de::Error) -> ManifestError {
+        // toml's messages may span lines ("invalid string\nexpected ..."): keep one line,
+        // since the caller prefixes `file:line:col:`.
+        let mut message = e
+            .message()
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("; ");
+        // The commonest slip: `[tool]` (one table) for `[[tool]]` (an array of tables).
+        let at = e
+            .span()
+            .and_then(|s| self.text.get(s.start..))
+            .unwrap_or("");
+        if message == "invalid type: map, expected a sequence" && at.starts_with("[tool]") {
+            message.push_str(" (declare each tool with `[[tool]]`, not `[tool]`)");
+        }
+        let kind = if message.starts_with("unknown field") {
+            ManifestErrorKind::UnknownKey
+        } else if message.starts_with("missing field") {
+            ManifestErrorKind::MissingKey
+        } else {
+            ManifestErrorKind::Syntax
+        };
+        let position = e.span().map(|s| line_col(self.text, s.start));
+        ManifestError::new(kind, self.source, position, message)
+    }
+
+    fn params(&self, tool: &str, raw: Vec<RawParam>) -> Result<Vec<ParamSpec>, ManifestError> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::with_capacity(raw.len());
+        for p in raw {
+            let span = p.name.span();
+            let name = p.name.into_inner();
+            if name.is_empty() {
+                return Err(self.err(
+                    ManifestErrorKind::EmptyName,
+                    span,
+                    format!("tool `{tool}` has a param with an empty name"),
+                ));
+            }
+            if !seen.insert(name.clone()) {
+                return Err(self.err(
+                    ManifestErrorKind::DuplicateParam,
+                    span,
+                    format!("tool `{tool}` declares param `{name}` twice"),
+                ));
+            }
+            let ty = match p.ty {
+                None => ParamType::Any,
+                Some(t) => match ParamType::parse(t.get_ref()) {
+                    Some(ty) => ty,
+                    None => {
+                        return Err(self.err(
+                            ManifestErrorKind::InvalidParamType,
+                            t.span(),
+                            format!(
+                                "param `{name}` of tool `{tool}` has unknown type `{}`; expected one of {}",
+                                t.get_ref(),
+                                accepted_types()
+                            ),
+                        ));
+                    }
+                },
+            };
+            out.push(ParamSpec {
+                name,
+                ty,
+                required: p.required,
+                description: p.description,
+            });
+        }
+        Ok(out)
+    }
+}
+
+impl Manifest {
+    /// The built-in tools with the tools of a TOML manifest added or overridden by name.
+    /// `source_name` (usually the file path) prefixes every error message.
+    pub fn from_toml_str(text: &str, source_name: &str) -> Result<Manifest, ManifestError> {
+        let cx = Ctx {
+            text,
+            source: source_name,
+        };
+        let raw: RawFile = toml::from_str(text).map_err(|e| cx.toml_err(&e))?;
+        let mut manifest = Manifest::builtin();
+        manifest.default_backend = raw.defaults.and_then(|d| d.backend);
+
+        let mut declared = HashSet::new();
+        for t in raw.tool {
+            let span = t.name.span();
+            let name = t.name.into_inner();
+            if name.trim().is_empty() {
+                return Err(cx.err(ManifestErrorKind::EmptyName, span, "tool name is empty"));
+            }
+            if !declared.insert(name.clone()) {
+                return Err(cx.err(
+                    ManifestErrorKind::DuplicateTool,
+                    span,
+                    format!("tool `{name}` is declared more than once"),
+                ));
+            }
+            let params = t.params.map(|p| cx.params(&name, p)).transpose()?;
+            match manifest
+                .tools
+                .iter_mut()
+                .find(|existing| existing.name == name)
+            {
+                // Overriding a built-in: what the entry leaves out keeps the built-in value.
+                Some(existing) => {
+                    if let Some(d) = t.description {
+                        existing.description = d;
+                    }
+                    if let Some(e) = t.effects {
+                        existing.effects = e;
+                    }
+                    if let Some(p) = params {
+                        existing.params = p;
+                    }
+                    if t.backend.is_some() {
+                        existing.backend = t.backend;
+                    }
+                }
+                None => manifest.tools.push(ToolSpec {
+                    name,
+                    description: t.description.unwrap_or_default(),
+                    params: params.unwrap_or_default(),
+                    effects: t.effects.unwrap_or_default(),
+                    backend: t.backend,
+                }),
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// Reads a TOML manifest file; see [`Manifest::from_toml_str`].
+    pub fn load(path: impl AsRef<Path>) -> Result<Manifest, ManifestError> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ManifestError::new(
+                ManifestErrorKind::Io,
+                &name,
+                None,
+                format!("cannot read tool manifest: {e}"),
+            )
+        })?;
+        Manifest::from_toml_str(&text, &name)
+    }
+
+    /// The manifest as a TOML file that [`Manifest::from_toml_str`] reads back to an equal
+    /// manifest (every tool written out in full, built-ins included).
+    pub fn to_toml(&self) -> Result<String, toml::ser::Error> {
+        #[derive(Serialize)]
+        struct Defaults<'a> {
+            backend: &'a BackendConfig,
+        }
+        #[derive(Serialize)]
+        struct File<'a> {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            defaults: Option<Defaults<'a>>,
+            tool: &'a [ToolSpec],
+        }
+        toml::to_string(&File {
+            defaults: self
+                .default_backend
+                .as_ref()
+                .map(|backend| Defaults { backend }),
+            tool: &self.tools,
+        })
+    }
+}
