@@ -4,7 +4,30 @@
 //! `run()` → `Halt::Yield(requests)` → host performs them → `resume(id, result)` for each →
 //! `run()` again, until `Halt::Done` or `Halt::Failed`.
 //!
-//! API CONTRACT (stable; implementation in progress).
+//! Properties:
+//! - **Architecture Invariant:** accepts only a [`plan_bytecode::ValidatedProgram`], so the
+//!   dispatch loop indexes tables without re-checking (plain indexing, no `unsafe`).
+//! - Deterministic: the same program, presets and tool results give the same run.
+//! - Bounded: steps, bytes per value, bytes in all variables and value depth are limited;
+//!   templates are measured before they are built, so a doubling loop stops on the byte
+//!   limit without allocating past it.
+//! - Suspendable: [`VmState`] (pc, slots, outstanding requests, counters) serializes, so a
+//!   suspended run can continue in another process ([`Vm::from_state`]).
+//!
+//! Module map (start at `vm.rs`):
+//! - `vm.rs`: [`Vm`], the dispatch loop and one `op_*` method per instruction;
+//! - `resolve.rs`: operands → values (constants, references with dotted paths, one-pass
+//!   templates, arithmetic with text fallback, arrays/objects);
+//! - `state.rs`: [`VmState`], the serializable suspended run, and its checks on restore.
+//!
+//! API CONTRACT (stable): the types below; `Vm`/`VmState` are added by this crate.
+
+mod resolve;
+mod state;
+mod vm;
+
+pub use state::{Pending, Status, VmState};
+pub use vm::{MAX_VALUE_DEPTH, Vm};
 
 use plan_bytecode::Pc;
 use serde::{Deserialize, Serialize};
@@ -23,7 +46,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_steps: 10_000, max_total_bytes: 64 << 20, max_value_bytes: 16 << 20 }
+        Limits {
+            max_steps: 10_000,
+            max_total_bytes: 64 << 20,
+            max_value_bytes: 16 << 20,
+        }
     }
 }
 
@@ -90,7 +117,33 @@ pub enum Halt {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
-    Step { pc: Pc, seq_no: Option<i64>, op: String },
-    VarSet { name: String, preview: String, bytes: u64 },
-    Jump { from_seq: Option<i64>, to_seq: Option<i64>, taken: Option<bool> },
+    Step {
+        pc: Pc,
+        seq_no: Option<i64>,
+        op: String,
+    },
+    VarSet {
+        name: String,
+        preview: String,
+        bytes: u64,
+    },
+    Jump {
+        from_seq: Option<i64>,
+        to_seq: Option<i64>,
+        taken: Option<bool>,
+    },
 }
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)?;
+        match (self.seq_no, self.line) {
+            (Some(s), Some(l)) => write!(f, " (seq_no {s}, line {l})"),
+            (Some(s), None) => write!(f, " (seq_no {s})"),
+            (None, Some(l)) => write!(f, " (line {l})"),
+            (None, None) => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}

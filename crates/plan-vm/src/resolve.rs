@@ -1,0 +1,249 @@
+//! Operands → values, against the current slots.
+//!
+//! Rules (docs/semantics.md): a constant is cloned; a single reference passes the value
+//! unchanged (dotted keys walk objects, arrays by decimal index, and strings holding a
+//! JSON object/array); an unset reference is its own raw text; a template is interpolated
+//! in ONE pass (inserted text is never rescanned); arithmetic falls back to its template's
+//! text when an operand is not numeric or an operation fails.
+//!
+//! Every value built here is measured before (templates) or while (arrays, objects) it is
+//! built, so no operand can allocate much beyond the per-value limit.
+
+use std::borrow::Cow;
+
+use plan_bytecode::{ArithOp, Operand, Piece, RefDef};
+use plan_value::{
+    NODE_BYTES, Num, Op1, Op2, binary, interpolated, interpolated_len, num_to_value, to_num, unary,
+    value_size, write_interpolated,
+};
+use serde_json::{Map, Value};
+
+use crate::RunError;
+use crate::vm::{MAX_VALUE_DEPTH, Vm};
+
+impl<'p> Vm<'p> {
+    /// The value of `op` now.
+    pub(crate) fn resolve(&self, op: Operand) -> Result<Value, RunError> {
+        let p = self.prog;
+        match op {
+            Operand::Const(c) => Ok(p.consts[c as usize].clone()),
+            Operand::Ref(r) => {
+                let def = &p.refs[r as usize];
+                Ok(match self.lookup(def) {
+                    Some(v) => v.into_owned(),
+                    None => Value::String(self.const_str(def.raw).to_owned()),
+                })
+            }
+            Operand::Template(t) => self.template(t).map(Value::String),
+            Operand::Arith(a) => {
+                let def = &p.ariths[a as usize];
+                match self.arith(&def.code) {
+                    Some(n) => Ok(num_to_value(n)),
+                    None => self.template(def.fallback).map(Value::String),
+                }
+            }
+            // NB: validation bounds Array/Object nesting (MAX_OPERAND_DEPTH), so this
+            // recursion is bounded.
+            Operand::Array(i) => {
+                let items = &p.arrays[i as usize];
+                let mut out = Vec::with_capacity(items.len());
+                let mut bytes = NODE_BYTES;
+                for &item in items {
+                    let v = self.resolve(item)?;
+                    bytes = bytes.saturating_add(self.check_built(&v, bytes)?);
+                    out.push(v);
+                }
+                Ok(Value::Array(out))
+            }
+            Operand::Object(i) => {
+                let entries = &p.objects[i as usize];
+                let mut out = Map::with_capacity(entries.len());
+                let mut bytes = NODE_BYTES;
+                for &(k, item) in entries {
+                    let key = self.const_str(k);
+                    let v = self.resolve(item)?;
+                    let entry = NODE_BYTES.saturating_add(key.len() as u64);
+                    bytes = bytes.saturating_add(entry);
+                    bytes = bytes.saturating_add(self.check_built(&v, bytes)?);
+                    out.insert(key.to_owned(), v);
+                }
+                Ok(Value::Object(out))
+            }
+        }
+    }
+
+    /// Measures an element about to join an array/object of `so_far` bytes; fails when
+    /// the container would exceed the per-value limit or nest too deep.
+    fn check_built(&self, v: &Value, so_far: u64) -> Result<u64, RunError> {
+        let size = value_size(v);
+        if size.depth >= MAX_VALUE_DEPTH {
+            return Err(self.error_here(format!(
+                "value nested more than {MAX_VALUE_DEPTH} levels deep"
+            )));
+        }
+        let total = so_far.saturating_add(size.bytes);
+        if total > self.limits.max_value_bytes {
+            return Err(self.error_here(format!(
+                "value would be more than {} bytes, over the per-value limit of {} bytes \
+                 (max_value_bytes)",
+                total, self.limits.max_value_bytes
+            )));
+        }
+        Ok(size.bytes)
+    }
+
+    /// A string constant (validation guarantees the constants used as text are strings).
+    pub(crate) fn const_str(&self, c: u32) -> &'p str {
+        self.prog.consts[c as usize].as_str().unwrap_or("")
+    }
+
+    /// Follows a reference; `None` when the slot is unset or a key is missing.
+    pub(crate) fn lookup(&self, def: &RefDef) -> Option<Cow<'_, Value>> {
+        let mut cur = Cow::Borrowed(self.st.slots[def.slot as usize].as_ref()?);
+        for &k in &def.path {
+            cur = step(cur, self.const_str(k))?;
+        }
+        Some(cur)
+    }
+
+    /// Interpolates template `t` in one pass, after checking its exact size.
+    pub(crate) fn template(&self, t: u32) -> Result<String, RunError> {
+        let pieces = &self.prog.templates[t as usize];
+        // Resolve every reference once, measure, then write: a doubling loop
+        // (`x = "${x}${x}"`) fails here without allocating the oversized text.
+        let mut resolved: Vec<Option<Cow<'_, Value>>> = Vec::new();
+        let mut len: u64 = 0;
+        for piece in pieces {
+            let n = match *piece {
+                Piece::Lit(c) => self.const_str(c).len() as u64,
+                Piece::Ref(r) => {
+                    let def = &self.prog.refs[r as usize];
+                    let v = self.lookup(def);
+                    let n = match &v {
+                        Some(v) => interpolated_len(v),
+                        None => self.const_str(def.raw).len() as u64,
+                    };
+                    resolved.push(v);
+                    n
+                }
+            };
+            len = len.saturating_add(n);
+        }
+        let bytes = len.saturating_add(NODE_BYTES);
+        let limit = self.limits.max_value_bytes.min(self.limits.max_total_bytes);
+        if bytes > limit {
+            return Err(self.error_here(format!(
+                "interpolated text would be {len} bytes, over the limit of {limit} bytes \
+                 for one value (max_value_bytes / max_total_bytes)"
+            )));
+        }
+        let mut out = String::with_capacity(len as usize);
+        let mut refs = resolved.iter();
+        for piece in pieces {
+            match *piece {
+                Piece::Lit(c) => out.push_str(self.const_str(c)),
+                Piece::Ref(r) => match refs.next() {
+                    Some(Some(v)) => write_interpolated(v, &mut out),
+                    _ => out.push_str(self.const_str(self.prog.refs[r as usize].raw)),
+                },
+            }
+        }
+        Ok(out)
+    }
+
+    /// Evaluates postfix arithmetic; `None` means "use the fallback text".
+    fn arith(&self, code: &[ArithOp]) -> Option<Num> {
+        // Reuse one stack across evaluations: the hot loop stays allocation-free.
+        let mut stack = self.scratch.take();
+        stack.clear();
+        let r = self.arith_with(code, &mut stack);
+        self.scratch.set(stack);
+        r
+    }
+
+    fn arith_with(&self, code: &[ArithOp], stack: &mut Vec<Num>) -> Option<Num> {
+        for op in code {
+            let bin = match *op {
+                ArithOp::Const(c) => {
+                    stack.push(to_num(&self.prog.consts[c as usize])?);
+                    continue;
+                }
+                ArithOp::Ref(r) => {
+                    let v = self.lookup(&self.prog.refs[r as usize])?;
+                    stack.push(to_num(&v)?);
+                    continue;
+                }
+                ArithOp::Neg | ArithOp::Pos => {
+                    let a = stack.pop()?;
+                    let u = if matches!(op, ArithOp::Neg) {
+                        Op1::Neg
+                    } else {
+                        Op1::Pos
+                    };
+                    stack.push(unary(u, a)?);
+                    continue;
+                }
+                ArithOp::Add => Op2::Add,
+                ArithOp::Sub => Op2::Sub,
+                ArithOp::Mul => Op2::Mul,
+                ArithOp::Div => Op2::Div,
+                ArithOp::Pow => Op2::Pow,
+                ArithOp::Mod => Op2::Mod,
+            };
+            let b = stack.pop()?;
+            let a = stack.pop()?;
+            stack.push(binary(bin, a, b)?);
+        }
+        // Validation guarantees exactly one value; be safe anyway (text fallback).
+        if stack.len() == 1 { stack.pop() } else { None }
+    }
+}
+
+/// One dotted-path step: object key, array index (decimal), or into a string that holds
+/// a JSON object/array.
+fn step<'a>(cur: Cow<'a, Value>, key: &str) -> Option<Cow<'a, Value>> {
+    match cur {
+        Cow::Borrowed(v) => match v {
+            Value::Object(m) => m.get(key).map(Cow::Borrowed),
+            Value::Array(a) => a.get(index(key)?).map(Cow::Borrowed),
+            Value::String(s) => step(Cow::Owned(parse_container(s)?), key),
+            _ => None,
+        },
+        Cow::Owned(v) => match v {
+            Value::Object(mut m) => m.swap_remove(key).map(Cow::Owned),
+            Value::Array(mut a) => {
+                let i = index(key)?;
+                (i < a.len()).then(|| Cow::Owned(a.swap_remove(i)))
+            }
+            Value::String(s) => step(Cow::Owned(parse_container(&s)?), key),
+            _ => None,
+        },
+    }
+}
+
+fn index(key: &str) -> Option<usize> {
+    if key.is_empty() || !key.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    key.parse().ok()
+}
+
+/// A string whose content is a JSON object or array (tool outputs often are).
+fn parse_container(s: &str) -> Option<Value> {
+    let t = s.trim();
+    if !(t.starts_with('{') || t.starts_with('[')) {
+        return None;
+    }
+    match serde_json::from_str::<Value>(t) {
+        Ok(v @ (Value::Object(_) | Value::Array(_))) => Some(v),
+        _ => None,
+    }
+}
+
+/// Text of a value as a prompt: strings as they are, anything else interpolated.
+pub(crate) fn as_text(v: Value) -> String {
+    match v {
+        Value::String(s) => s,
+        other => interpolated(&other),
+    }
+}

@@ -1,0 +1,149 @@
+//! The serializable state of a run between yields, and the checks that make restoring it
+//! safe: a saved state is untrusted input, exactly like a `.pbc` file.
+
+use crate::{CallId, RunError, ToolRequest};
+use plan_bytecode::{Instr, Pc, ValidatedProgram};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Where a run is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Status {
+    /// Running or suspended at a tool call.
+    Running,
+    /// Finished: `final_answer` was set.
+    Done,
+    /// Failed; `run()` keeps returning this error.
+    Failed { error: RunError },
+}
+
+/// A request the VM issued and has not consumed the result of yet.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    /// The request as issued (so a restored run can re-issue unanswered requests).
+    pub request: ToolRequest,
+    /// The host's answer, once `resume` delivered it.
+    pub result: Option<Result<Value, String>>,
+}
+
+/// Everything a suspended run needs to continue (see [`crate::Vm::from_state`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct VmState {
+    /// Next instruction to execute; while `awaiting` is set, the instruction that is
+    /// waiting for its result.
+    pub(crate) pc: Pc,
+    /// One entry per program slot; `None` = never set.
+    pub(crate) slots: Vec<Option<Value>>,
+    /// Preset variables whose name has no slot in the program (kept so they show in
+    /// `Outcome::vars`; no instruction can read them).
+    pub(crate) extra: Map<String, Value>,
+    /// Outstanding requests, in issue order.
+    pub(crate) pending: Vec<Pending>,
+    /// The request the instruction at `pc` waits for.
+    pub(crate) awaiting: Option<CallId>,
+    /// Instructions executed so far.
+    pub(crate) steps: u64,
+    /// Bytes held in all variables (recomputed and checked on restore).
+    pub(crate) bytes: u64,
+    pub(crate) next_call: u64,
+    pub(crate) status: Status,
+}
+
+impl VmState {
+    pub(crate) fn new(slot_count: usize) -> Self {
+        VmState {
+            pc: 0,
+            slots: vec![None; slot_count],
+            extra: Map::new(),
+            pending: Vec::new(),
+            awaiting: None,
+            steps: 0,
+            bytes: 0,
+            next_call: 0,
+            status: Status::Running,
+        }
+    }
+
+    /// Program counter (the waiting instruction while suspended).
+    pub fn pc(&self) -> Pc {
+        self.pc
+    }
+
+    /// Instructions executed so far.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Bytes held in variables, as charged against `max_total_bytes`.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    pub fn status(&self) -> &Status {
+        &self.status
+    }
+
+    /// Requests issued and not yet consumed (answered or not).
+    pub fn pending(&self) -> &[Pending] {
+        &self.pending
+    }
+
+    /// Requests still waiting for the host's answer (re-issue these after a restore).
+    pub fn unanswered(&self) -> Vec<ToolRequest> {
+        self.pending
+            .iter()
+            .filter(|p| p.result.is_none())
+            .map(|p| p.request.clone())
+            .collect()
+    }
+
+    /// Value of slot `slot`, if set.
+    pub fn slot(&self, slot: u32) -> Option<&Value> {
+        self.slots.get(slot as usize).and_then(Option::as_ref)
+    }
+
+    /// Checks a restored state against the program it claims to belong to.
+    pub(crate) fn check(&self, program: &ValidatedProgram) -> Result<(), String> {
+        if self.slots.len() != program.slots.len() {
+            return Err(format!(
+                "state has {} slots, the program has {}",
+                self.slots.len(),
+                program.slots.len()
+            ));
+        }
+        if self.pc as usize > program.code.len() {
+            return Err(format!("state pc {} is beyond the program", self.pc));
+        }
+        for p in &self.pending {
+            let pc = p.request.pc as usize;
+            if !matches!(
+                program.code.get(pc),
+                Some(Instr::Call { .. } | Instr::Branch { .. })
+            ) {
+                return Err(format!(
+                    "pending request {} does not point at a call",
+                    p.request.id.0
+                ));
+            }
+            if p.request.id.0 >= self.next_call {
+                return Err(format!(
+                    "pending request id {} was never issued",
+                    p.request.id.0
+                ));
+            }
+        }
+        if let Some(id) = self.awaiting {
+            match self.pending.iter().find(|p| p.request.id == id) {
+                Some(p) if p.request.pc == self.pc => {}
+                _ => {
+                    return Err(format!(
+                        "state awaits request {} which is not pending",
+                        id.0
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,616 @@
+//! The VM: dispatch loop, one `op_*` method per instruction, suspension at tool calls.
+//!
+//! Control flow of a run: `run()` first consumes the result the current instruction waits
+//! for (if any), then dispatches until an instruction issues a request (→ `Yield`), sets
+//! `final_answer` (→ `Done`), or fails (→ `Failed`). A failed or finished VM keeps
+//! returning the same halt.
+//!
+//! Performance: the loop copies one `Instr` (≤ 16 bytes) per step, touches no debug info
+//! and formats nothing unless tracing is on; `Jump`, `Nop` and `Set` of a small constant
+//! allocate nothing.
+
+use std::cell::Cell;
+
+use plan_bytecode::{Instr, Pc, Slot, ValidatedProgram};
+use plan_value::{Num, extract_first_object, parse_condition_answer, preview, value_size};
+use serde_json::{Map, Value};
+
+use crate::resolve::as_text;
+use crate::state::{Pending, Status, VmState};
+use crate::{CallId, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolRequest};
+
+/// Deepest nesting of any value the VM stores or sends (arrays/objects). Kept below
+/// serde_json's parser limit (128) so that a saved [`VmState`], which nests values a few
+/// levels down, always parses back.
+pub const MAX_VALUE_DEPTH: u32 = 100;
+
+/// Characters of a value shown in trace events.
+const TRACE_PREVIEW: usize = 80;
+/// Characters of a value shown in error messages.
+const ERROR_PREVIEW: usize = 200;
+
+/// Tool name of condition requests (also their cassette key).
+pub(crate) const CONDITION_TOOL: &str = "jmp_condition";
+
+/// A run of one validated program.
+pub struct Vm<'p> {
+    pub(crate) prog: &'p ValidatedProgram,
+    pub(crate) limits: Limits,
+    pub(crate) st: VmState,
+    /// Bytes charged for each slot (derived from `st.slots`; not serialized).
+    slot_bytes: Vec<u64>,
+    final_slot: Option<Slot>,
+    /// Set by `store` when `final_answer` is written; checked after each instruction.
+    ended: bool,
+    tracing: bool,
+    events: Vec<Event>,
+    /// Reused arithmetic stack.
+    pub(crate) scratch: Cell<Vec<Num>>,
+}
+
+type Step = Result<Option<Halt>, RunError>;
+
+impl<'p> Vm<'p> {
+    /// A fresh run of `program`.
+    pub fn new(program: &'p ValidatedProgram, limits: Limits) -> Self {
+        let n = program.slots.len();
+        Vm {
+            prog: program,
+            limits,
+            st: VmState::new(n),
+            slot_bytes: vec![0; n],
+            final_slot: program.final_answer_slot(),
+            ended: false,
+            tracing: false,
+            events: Vec::new(),
+            scratch: Cell::new(Vec::new()),
+        }
+    }
+
+    /// Continues a saved run. The state is checked against the program (it may come from
+    /// disk) and its byte counts are recomputed.
+    pub fn from_state(
+        program: &'p ValidatedProgram,
+        state: VmState,
+        limits: Limits,
+    ) -> Result<Self, RunError> {
+        let bad = |m: String| RunError {
+            message: format!("saved run does not match the program: {m}"),
+            pc: None,
+            seq_no: None,
+            line: None,
+        };
+        state.check(program).map_err(bad)?;
+        let mut vm = Vm::new(program, limits);
+        let mut total: u64 = 0;
+        for (i, v) in state.slots.iter().enumerate() {
+            if let Some(v) = v {
+                let size = value_size(v);
+                if size.depth > MAX_VALUE_DEPTH {
+                    return Err(bad(format!("slot {i} is nested too deeply")));
+                }
+                vm.slot_bytes[i] = size.bytes;
+                total = total.saturating_add(size.bytes);
+            }
+        }
+        for v in state.extra.values() {
+            total = total.saturating_add(value_size(v).bytes);
+        }
+        vm.st = state;
+        vm.st.bytes = total;
+        Ok(vm)
+    }
+
+    pub fn state(&self) -> &VmState {
+        &self.st
+    }
+
+    pub fn into_state(self) -> VmState {
+        self.st
+    }
+
+    pub fn program(&self) -> &'p ValidatedProgram {
+        self.prog
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Records trace events from now on (or stops).
+    pub fn set_tracing(&mut self, on: bool) {
+        self.tracing = on;
+    }
+
+    /// Drains the recorded trace events.
+    pub fn take_events(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
+    }
+
+    /// Presets a variable (e.g. a goal). A name the program never mentions is kept and
+    /// reported in `Outcome::vars`. Byte limits apply. Setting `final_answer` this way
+    /// does not end the run: only an instruction does.
+    pub fn set_var(&mut self, name: &str, value: Value) -> Result<(), RunError> {
+        let size = self.measure(name, &value).map_err(unplaced)?;
+        match self.prog.slot_of(name) {
+            Some(slot) => {
+                let old = self.slot_bytes[slot as usize];
+                self.charge(old, size).map_err(unplaced)?;
+                self.slot_bytes[slot as usize] = size;
+                self.st.slots[slot as usize] = Some(value);
+            }
+            None => {
+                let old = self.st.extra.get(name).map_or(0, |v| value_size(v).bytes);
+                self.charge(old, size).map_err(unplaced)?;
+                self.st.extra.insert(name.to_owned(), value);
+            }
+        }
+        Ok(())
+    }
+
+    /// Delivers the host's answer to request `id` (a tool error as `Err(message)`, which
+    /// fails the run at the instruction that issued it). The next `run()` consumes it.
+    pub fn resume(&mut self, id: CallId, result: Result<Value, String>) -> Result<(), RunError> {
+        if !matches!(self.st.status, Status::Running) {
+            return Err(unplaced(format!(
+                "cannot resume request {}: the run has ended",
+                id.0
+            )));
+        }
+        let Some(p) = self.st.pending.iter_mut().find(|p| p.request.id == id) else {
+            return Err(unplaced(format!(
+                "no outstanding tool request with id {}",
+                id.0
+            )));
+        };
+        if p.result.is_some() {
+            return Err(unplaced(format!(
+                "tool request {} was already answered",
+                id.0
+            )));
+        }
+        // Reject over-deep outputs now so the suspended state always serializes and
+        // parses back.
+        let result = match result {
+            Ok(v) if value_size(&v).depth > MAX_VALUE_DEPTH => Err(format!(
+                "output nested more than {MAX_VALUE_DEPTH} levels deep"
+            )),
+            r => r,
+        };
+        p.result = Some(result);
+        Ok(())
+    }
+
+    /// Runs until the VM needs tool results, finishes, or fails.
+    pub fn run(&mut self) -> Halt {
+        match &self.st.status {
+            Status::Running => {}
+            Status::Done => return Halt::Done(self.outcome()),
+            Status::Failed { error } => return Halt::Failed(error.clone()),
+        }
+        if let Some(id) = self.st.awaiting {
+            let Some(i) = self.st.pending.iter().position(|p| p.request.id == id) else {
+                // `check`/`op_*` keep `awaiting` in `pending`; treat a violation as failure.
+                let e = self.error_at(self.st.pc, "internal error: awaited request lost".into());
+                return self.fail(e);
+            };
+            if self.st.pending[i].result.is_none() {
+                return Halt::Yield(Vec::new());
+            }
+            let p = self.st.pending.remove(i);
+            self.st.awaiting = None;
+            if let Err(e) = self.complete(p) {
+                return self.fail(e);
+            }
+            if self.ended {
+                return self.finish();
+            }
+        }
+        self.dispatch()
+    }
+
+    fn dispatch(&mut self) -> Halt {
+        let code = &self.prog.code;
+        loop {
+            let pc = self.st.pc;
+            let Some(&instr) = code.get(pc as usize) else {
+                return self.fall_off_end();
+            };
+            self.st.steps += 1;
+            if self.st.steps > self.limits.max_steps {
+                return self.step_limit(pc);
+            }
+            if self.tracing {
+                self.trace_step(pc, instr);
+            }
+            let r: Step = match instr {
+                Instr::Nop => {
+                    self.st.pc = pc + 1;
+                    continue;
+                }
+                Instr::Jump { target } => {
+                    if self.tracing {
+                        self.trace_jump(pc, target, None);
+                    }
+                    self.st.pc = target;
+                    continue;
+                }
+                Instr::Set { dst, src } => self.op_set(pc, dst, src),
+                Instr::Assign { assign } => self.op_assign(pc, assign),
+                Instr::Call { call } => self.op_call(pc, call),
+                Instr::Branch { cond, .. } => self.op_branch(pc, cond),
+            };
+            match r {
+                Ok(None) if self.ended => return self.finish(),
+                Ok(None) => {}
+                Ok(Some(halt)) => return halt,
+                Err(e) => return self.fail(e),
+            }
+        }
+    }
+
+    fn op_set(&mut self, pc: Pc, dst: Slot, src: plan_bytecode::Operand) -> Step {
+        let v = self.resolve(src)?;
+        self.store(dst, v)?;
+        self.st.pc = pc + 1;
+        Ok(None)
+    }
+
+    fn op_assign(&mut self, pc: Pc, assign: u32) -> Step {
+        let targets = &self.prog.assigns[assign as usize].targets;
+        // Every value first, then every store: `a, b = b, a` swaps.
+        let mut values = Vec::with_capacity(targets.len());
+        for &(_, op) in targets {
+            values.push(self.resolve(op)?);
+        }
+        for (&(slot, _), v) in targets.iter().zip(values) {
+            self.store(slot, v)?;
+        }
+        self.st.pc = pc + 1;
+        Ok(None)
+    }
+
+    fn op_call(&mut self, pc: Pc, call: u32) -> Step {
+        let prog = self.prog;
+        let def = &prog.calls[call as usize];
+        let mut args = Map::with_capacity(def.args.len());
+        let mut bytes: u64 = 0;
+        for &(name, op) in &def.args {
+            let v = self.resolve(op)?;
+            bytes = bytes.saturating_add(value_size(&v).bytes);
+            if bytes > self.limits.max_total_bytes {
+                return Err(self.error_here(format!(
+                    "tool arguments would be more than {} bytes, over the limit of {} bytes \
+                     (max_total_bytes)",
+                    bytes, self.limits.max_total_bytes
+                )));
+            }
+            args.insert(self.const_str(name).to_owned(), v);
+        }
+        let output_keys = (def.outputs.len() > 1).then(|| {
+            def.outputs
+                .iter()
+                .map(|&s| prog.slots[s as usize].clone())
+                .collect()
+        });
+        let tool = prog.tools[def.tool as usize].name.clone();
+        Ok(Some(self.issue(
+            pc,
+            tool,
+            args,
+            RequestKind::Tool { output_keys },
+        )))
+    }
+
+    fn op_branch(&mut self, pc: Pc, cond: u32) -> Step {
+        let def = &self.prog.conds[cond as usize];
+        let prompt = as_text(self.resolve(def.prompt)?);
+        let context = match def.context {
+            Some(op) => self.resolve(op)?,
+            None => Value::Null,
+        };
+        let mut args = Map::with_capacity(2);
+        args.insert("prompt".into(), Value::String(prompt));
+        args.insert("context".into(), context);
+        Ok(Some(self.issue(
+            pc,
+            CONDITION_TOOL.into(),
+            args,
+            RequestKind::Condition,
+        )))
+    }
+
+    /// Records a request as outstanding and yields it. NB: suspension point; `pc` stays
+    /// on the issuing instruction until its result is consumed.
+    fn issue(&mut self, pc: Pc, tool: String, args: Map<String, Value>, kind: RequestKind) -> Halt {
+        let id = CallId(self.st.next_call);
+        self.st.next_call += 1;
+        let request = ToolRequest {
+            id,
+            tool,
+            args,
+            kind,
+            pc,
+            seq_no: self.prog.seq_no_at(pc),
+        };
+        self.st.pending.push(Pending {
+            request: request.clone(),
+            result: None,
+        });
+        self.st.awaiting = Some(id);
+        Halt::Yield(vec![request])
+    }
+
+    /// Consumes an answered request: stores outputs or takes the branch.
+    fn complete(&mut self, p: Pending) -> Result<(), RunError> {
+        let pc = p.request.pc;
+        let result = p.result.unwrap_or_else(|| Err("no result".into()));
+        match self.prog.code[pc as usize] {
+            Instr::Call { call } => {
+                let output = result.map_err(|m| {
+                    self.error_at(pc, format!("tool `{}` failed: {m}", p.request.tool))
+                })?;
+                self.store_outputs(pc, call, &p.request.tool, output)?;
+                self.st.pc = pc + 1;
+            }
+            Instr::Branch {
+                if_true, if_false, ..
+            } => {
+                let answer =
+                    result.map_err(|m| self.error_at(pc, format!("condition call failed: {m}")))?;
+                let taken = parse_condition_answer(&answer).map_err(|m| self.error_at(pc, m))?;
+                let target = if taken { if_true } else { if_false };
+                if self.tracing {
+                    self.trace_jump(pc, target, Some(taken));
+                }
+                self.st.pc = target;
+            }
+            _ => {
+                return Err(self.error_at(pc, "internal error: request from a non-call".into()));
+            }
+        }
+        Ok(())
+    }
+
+    fn store_outputs(
+        &mut self,
+        pc: Pc,
+        call: u32,
+        tool: &str,
+        output: Value,
+    ) -> Result<(), RunError> {
+        let prog = self.prog;
+        let outputs = &prog.calls[call as usize].outputs;
+        match outputs.len() {
+            0 => Ok(()),
+            1 => self.store(outputs[0], output),
+            _ => {
+                let extracted;
+                let obj =
+                    match &output {
+                        Value::Object(m) => m,
+                        Value::String(s) => match extract_first_object(s) {
+                            Some(m) => {
+                                extracted = m;
+                                &extracted
+                            }
+                            None => {
+                                return Err(self.error_at(pc, format!(
+                                "output of tool `{tool}` has no JSON object with keys {}: {}",
+                                key_list(outputs.iter().map(|&s| prog.slots[s as usize].as_str())),
+                                preview(&output, ERROR_PREVIEW)
+                            )));
+                            }
+                        },
+                        other => {
+                            return Err(self.error_at(pc, format!(
+                            "output of tool `{tool}` is not a JSON object (needed for keys {}): {}",
+                            key_list(outputs.iter().map(|&s| prog.slots[s as usize].as_str())),
+                            preview(other, ERROR_PREVIEW)
+                        )));
+                        }
+                    };
+                // Check every key before storing any, so a failure leaves no partial writes.
+                let mut values = Vec::with_capacity(outputs.len());
+                for &slot in outputs {
+                    let key = prog.slots[slot as usize].as_str();
+                    match obj.get(key) {
+                        Some(v) => values.push(v.clone()),
+                        None => {
+                            return Err(self.error_at(pc, format!(
+                                "output of tool `{tool}` has no key `{key}` (keys present: {}): {}",
+                                key_list(obj.keys().map(String::as_str)),
+                                preview(&output, ERROR_PREVIEW)
+                            )));
+                        }
+                    }
+                }
+                for (&slot, v) in outputs.iter().zip(values) {
+                    self.store(slot, v)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Writes `v` into `slot`, enforcing the byte and depth limits.
+    fn store(&mut self, slot: Slot, v: Value) -> Result<(), RunError> {
+        let name = self.prog.slots[slot as usize].as_str();
+        let size = self.measure(name, &v).map_err(|m| self.error_here(m))?;
+        let old = self.slot_bytes[slot as usize];
+        self.charge(old, size).map_err(|m| self.error_here(m))?;
+        self.slot_bytes[slot as usize] = size;
+        if self.tracing {
+            self.events.push(Event::VarSet {
+                name: name.to_owned(),
+                preview: preview(&v, TRACE_PREVIEW),
+                bytes: size,
+            });
+        }
+        self.st.slots[slot as usize] = Some(v);
+        if Some(slot) == self.final_slot {
+            self.ended = true;
+        }
+        Ok(())
+    }
+
+    /// Bytes of `v`, or why it may not be stored.
+    fn measure(&self, name: &str, v: &Value) -> Result<u64, String> {
+        let size = value_size(v);
+        if size.depth > MAX_VALUE_DEPTH {
+            return Err(format!(
+                "value for `{name}` is nested more than {MAX_VALUE_DEPTH} levels deep"
+            ));
+        }
+        if size.bytes > self.limits.max_value_bytes {
+            return Err(format!(
+                "value for `{name}` is {} bytes, over the per-value limit of {} bytes \
+                 (max_value_bytes)",
+                size.bytes, self.limits.max_value_bytes
+            ));
+        }
+        Ok(size.bytes)
+    }
+
+    /// Replaces `old` bytes by `new` in the running total, if within `max_total_bytes`.
+    fn charge(&mut self, old: u64, new: u64) -> Result<(), String> {
+        let total = self.st.bytes.saturating_sub(old).saturating_add(new);
+        if total > self.limits.max_total_bytes {
+            return Err(format!(
+                "variables would hold {total} bytes, over the limit of {} bytes (max_total_bytes)",
+                self.limits.max_total_bytes
+            ));
+        }
+        self.st.bytes = total;
+        Ok(())
+    }
+
+    fn outcome(&self) -> Outcome {
+        let mut vars = Map::new();
+        for (name, v) in self.prog.slots.iter().zip(&self.st.slots) {
+            if let Some(v) = v {
+                vars.insert(name.clone(), v.clone());
+            }
+        }
+        for (k, v) in &self.st.extra {
+            vars.entry(k.clone()).or_insert_with(|| v.clone());
+        }
+        let final_answer = self
+            .final_slot
+            .and_then(|s| self.st.slots[s as usize].clone())
+            .unwrap_or(Value::Null);
+        Outcome {
+            final_answer,
+            vars,
+            steps: self.st.steps,
+        }
+    }
+
+    fn finish(&mut self) -> Halt {
+        self.st.status = Status::Done;
+        Halt::Done(self.outcome())
+    }
+
+    fn fail(&mut self, e: RunError) -> Halt {
+        self.st.status = Status::Failed { error: e.clone() };
+        Halt::Failed(e)
+    }
+
+    #[cold]
+    fn fall_off_end(&mut self) -> Halt {
+        let last = (self.prog.code.len() as Pc).saturating_sub(1);
+        let e = self.error_at(last, "plan ended without setting final_answer".into());
+        self.fail(e)
+    }
+
+    #[cold]
+    fn step_limit(&mut self, pc: Pc) -> Halt {
+        let e = self.error_at(
+            pc,
+            format!(
+                "step limit exceeded: the plan executed {} instructions (max_steps = {}); \
+                 raise it with --max-steps",
+                self.limits.max_steps, self.limits.max_steps
+            ),
+        );
+        self.fail(e)
+    }
+
+    /// An error at the current instruction.
+    #[cold]
+    pub(crate) fn error_here(&self, message: String) -> RunError {
+        self.error_at(self.st.pc, message)
+    }
+
+    #[cold]
+    pub(crate) fn error_at(&self, pc: Pc, message: String) -> RunError {
+        let seq_no = self.prog.seq_no_at(pc);
+        let line = self.prog.line_at(pc);
+        RunError {
+            message,
+            pc: Some(pc),
+            seq_no,
+            line,
+        }
+    }
+
+    #[cold]
+    fn trace_step(&mut self, pc: Pc, instr: Instr) {
+        let p = self.prog;
+        let op = match instr {
+            Instr::Nop => "nop".to_owned(),
+            Instr::Set { dst, .. } => format!("set {}", p.slots[dst as usize]),
+            Instr::Assign { assign } => {
+                let names: Vec<&str> = p.assigns[assign as usize]
+                    .targets
+                    .iter()
+                    .map(|&(s, _)| p.slots[s as usize].as_str())
+                    .collect();
+                format!("assign {}", names.join(", "))
+            }
+            Instr::Call { call } => {
+                format!(
+                    "call {}",
+                    p.tools[p.calls[call as usize].tool as usize].name
+                )
+            }
+            Instr::Jump { .. } => "jump".to_owned(),
+            Instr::Branch { .. } => "branch".to_owned(),
+        };
+        self.events.push(Event::Step {
+            pc,
+            seq_no: p.seq_no_at(pc),
+            op,
+        });
+    }
+
+    #[cold]
+    fn trace_jump(&mut self, from: Pc, to: Pc, taken: Option<bool>) {
+        let p = self.prog;
+        self.events.push(Event::Jump {
+            from_seq: p.seq_no_at(from),
+            to_seq: p.seq_no_at(to),
+            taken,
+        });
+    }
+}
+
+fn key_list<'a>(keys: impl Iterator<Item = &'a str>) -> String {
+    let keys: Vec<String> = keys.map(|k| format!("`{k}`")).collect();
+    if keys.is_empty() {
+        "(none)".to_owned()
+    } else {
+        keys.join(", ")
+    }
+}
+
+/// An error not tied to an instruction (preset variables, resume misuse).
+#[cold]
+fn unplaced(message: String) -> RunError {
+    RunError {
+        message,
+        pc: None,
+        seq_no: None,
+        line: None,
+    }
+}

@@ -1,0 +1,194 @@
+//! Every limit fails the run with a clear message and the instruction's seq_no, and a
+//! doubling loop stops on the byte limit without allocating past it.
+
+mod common;
+use common::*;
+use plan_bytecode::Instr;
+use plan_vm::Limits;
+use serde_json::json;
+use std::time::{Duration, Instant};
+
+#[test]
+fn step_limit() {
+    let mut b = B::new();
+    b.nop(0);
+    b.jump(1, 0);
+    let limits = Limits {
+        max_steps: 100,
+        ..Limits::default()
+    };
+    let e = run_err(&b.build(), limits);
+    assert!(e.message.contains("max_steps = 100"), "{}", e.message);
+    assert!(e.message.contains("--max-steps"), "{}", e.message);
+    // Step 101 would be the Nop at pc 0.
+    assert_eq!((e.pc, e.seq_no), (Some(0), Some(0)));
+}
+
+#[test]
+fn default_step_limit_is_ten_thousand() {
+    let mut b = B::new();
+    b.jump(0, 0);
+    let e = run_err(&b.build(), Limits::default());
+    assert!(
+        e.message.contains("executed 10000 instructions"),
+        "{}",
+        e.message
+    );
+}
+
+/// `x = "ab"; loop { x = "${x}${x}" }`.
+fn doubling() -> plan_bytecode::ValidatedProgram {
+    let mut b = B::new();
+    let c = b.c(json!("ab"));
+    b.set(0, "x", c);
+    let t = b.t("${x}${x}");
+    let body = b.set(1, "x", t);
+    b.jump(2, body);
+    b.build()
+}
+
+#[test]
+fn doubling_string_stops_on_the_byte_limit() {
+    let start = Instant::now();
+    let e = run_err(&doubling(), Limits::default());
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(
+        e.message.contains("interpolated text would be"),
+        "{}",
+        e.message
+    );
+    assert!(
+        e.message.contains(&format!("{}", 16u64 << 20)),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.seq_no, Some(1));
+}
+
+#[test]
+fn total_bytes_limit_across_variables() {
+    // Each value fits the per-value limit; together they exceed the total.
+    let mut b = B::new();
+    let c = b.c(json!("x".repeat(400)));
+    b.set(0, "a", c);
+    let t = b.t("${a}");
+    b.set(1, "b", t);
+    let t = b.t("${a}!");
+    b.set(2, "c", t);
+    let c = b.c(json!(1));
+    b.set(3, "final_answer", c);
+    let limits = Limits {
+        max_total_bytes: 1000,
+        max_value_bytes: 500,
+        ..Limits::default()
+    };
+    let e = run_err(&b.build(), limits);
+    assert!(e.message.contains("max_total_bytes"), "{}", e.message);
+    assert!(
+        e.message.contains("over the limit of 1000 bytes"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.seq_no, Some(2));
+}
+
+#[test]
+fn overwriting_a_variable_releases_its_bytes() {
+    let mut b = B::new();
+    let c = b.c(json!("x".repeat(400)));
+    let first = b.set(0, "a", c);
+    let t = b.arith(vec![A::R("n"), A::N(json!(1)), A::Add], "${n} + 1");
+    b.set(1, "n", t);
+    let c = b.c(json!("x".repeat(401)));
+    b.set(2, "a", c);
+    let br_prompt = b.t("${n}");
+    let br = b.branch(3, br_prompt, None, first, first);
+    let c = b.c(json!("ok"));
+    let end = b.set(4, "final_answer", c);
+    b.patch(
+        br,
+        Instr::Branch {
+            cond: 0,
+            if_true: first,
+            if_false: end,
+        },
+    );
+    let limits = Limits {
+        max_total_bytes: 1000,
+        max_value_bytes: 1000,
+        ..Limits::default()
+    };
+    let mut rounds = 0;
+    let prog = b.build();
+    let mut vm = plan_vm::Vm::new(&prog, limits);
+    vm.set_var("n", json!(0)).unwrap();
+    let (halt, _) = drive(&mut vm, |_| {
+        rounds += 1;
+        Ok(json!(rounds < 20))
+    });
+    assert!(matches!(halt, plan_vm::Halt::Done(_)), "{halt:?}");
+}
+
+#[test]
+fn per_value_limit_on_tool_output() {
+    let mut b = B::new();
+    b.call(7, "llm_generate", vec![], &["big"]);
+    let c = b.c(json!(1));
+    b.set(8, "final_answer", c);
+    let limits = Limits {
+        max_value_bytes: 1000,
+        ..Limits::default()
+    };
+    let e = run_err_with(&b.build(), limits, |_| Ok(json!("y".repeat(2000))));
+    assert!(
+        e.message.contains("value for `big` is 2016 bytes"),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains("max_value_bytes"), "{}", e.message);
+    assert_eq!(e.seq_no, Some(7));
+}
+
+#[test]
+fn arrays_of_big_references_are_bounded_while_built() {
+    // `x = [${x}, ${x}]` in a loop doubles a structure instead of a string.
+    let mut b = B::new();
+    let c = b.c(json!("seed"));
+    b.set(0, "x", c);
+    let (r1, r2) = (b.r("x"), b.r("x"));
+    let arr = b.array(vec![r1, r2]);
+    let body = b.set(1, "x", arr);
+    b.jump(2, body);
+    let e = run_err(
+        &b.build(),
+        Limits {
+            max_steps: 1_000_000,
+            ..Limits::default()
+        },
+    );
+    // Depth grows by one per round: the depth cap (100) or the byte cap ends it.
+    assert!(
+        e.message.contains("levels deep") || e.message.contains("max_value_bytes"),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.seq_no, Some(1));
+}
+
+#[test]
+fn deep_tool_output_is_refused() {
+    let mut b = B::new();
+    b.call(0, "t", vec![], &["deep"]);
+    let c = b.c(json!(1));
+    b.set(1, "final_answer", c);
+    let mut deep = json!(0);
+    for _ in 0..120 {
+        deep = json!([deep]);
+    }
+    let e = run_err_with(&b.build(), Limits::default(), |_| Ok(deep.clone()));
+    assert!(
+        e.message.contains("nested more than 100 levels"),
+        "{}",
+        e.message
+    );
+}

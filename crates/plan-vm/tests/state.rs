@@ -1,0 +1,125 @@
+//! A suspended run saved as JSON continues in a fresh VM with the same outcome; a saved
+//! state that does not match the program is refused.
+
+mod common;
+use common::*;
+use plan_bytecode::Instr;
+use plan_vm::{Halt, Limits, Vm, VmState};
+use serde_json::{Value, json};
+
+fn program() -> plan_bytecode::ValidatedProgram {
+    let mut b = B::new();
+    let z = b.c(json!(0));
+    b.set(0, "i", z);
+    let q = b.t("q${i}");
+    let body = b.call(1, "search", vec![("q", q)], &["hits", "note"]);
+    let inc = b.arith(vec![A::R("i"), A::N(json!(1)), A::Add], "${i} + 1");
+    b.set(2, "i", inc);
+    let p = b.t("again after ${i}?");
+    let br = b.branch(3, p, None, 0, 0);
+    let t = b.t("${i} ${hits} ${note}");
+    let end = b.set(4, "final_answer", t);
+    b.patch(
+        br,
+        Instr::Branch {
+            cond: 0,
+            if_true: body,
+            if_false: end,
+        },
+    );
+    b.build()
+}
+
+fn host(r: &plan_vm::ToolRequest) -> Result<Value, String> {
+    if r.tool == "jmp_condition" {
+        let again = r.args["prompt"] != json!("again after 3?");
+        return Ok(json!(if again { "True" } else { "false." }));
+    }
+    Ok(json!(format!(
+        "```json\n{{\"hits\": [\"{}\"], \"note\": 1.5}}\n```",
+        r.args["q"].as_str().unwrap()
+    )))
+}
+
+#[test]
+fn saved_state_round_trips_mid_run() {
+    let prog = program();
+    let mut straight = Vm::new(&prog, Limits::default());
+    let (Halt::Done(want), _) = drive(&mut straight, host) else {
+        panic!()
+    };
+    assert_eq!(want.final_answer, json!(r#"3 ["q2"] 1.5"#));
+
+    // Save after every yield (answered or not), restore into a new VM, continue.
+    for save_after in 1..=6 {
+        let mut vm = Vm::new(&prog, Limits::default());
+        let mut yields = 0;
+        let outcome = loop {
+            match vm.run() {
+                Halt::Yield(reqs) => {
+                    yields += 1;
+                    let r = &reqs[0];
+                    if yields == save_after {
+                        // Half the time answer first, then save with the result pending.
+                        let answered_before_save = save_after % 2 == 0;
+                        if answered_before_save {
+                            vm.resume(r.id, host(r)).unwrap();
+                        }
+                        let text = serde_json::to_string(vm.state()).unwrap();
+                        drop(vm);
+                        let state: VmState = serde_json::from_str(&text).unwrap();
+                        let unanswered = state.unanswered();
+                        vm = Vm::from_state(&prog, state, Limits::default()).unwrap();
+                        if !answered_before_save {
+                            assert_eq!(unanswered.len(), 1);
+                            assert_eq!(&unanswered[0], r);
+                            vm.resume(r.id, host(r)).unwrap();
+                        } else {
+                            assert!(unanswered.is_empty());
+                        }
+                    } else {
+                        vm.resume(r.id, host(r)).unwrap();
+                    }
+                }
+                Halt::Done(o) => break o,
+                Halt::Failed(e) => panic!("{e}"),
+            }
+        };
+        assert_eq!(outcome, want, "saved after yield {save_after}");
+    }
+}
+
+#[test]
+fn mismatched_state_is_refused() {
+    let prog = program();
+    let mut vm = Vm::new(&prog, Limits::default());
+    let Halt::Yield(_) = vm.run() else { panic!() };
+    let text = serde_json::to_string(vm.state()).unwrap();
+
+    let mut b = B::new();
+    let c = b.c(json!(1));
+    b.set(0, "final_answer", c);
+    let other = b.build();
+    let state: VmState = serde_json::from_str(&text).unwrap();
+    let e = Vm::from_state(&other, state, Limits::default())
+        .err()
+        .expect("refused");
+    assert!(
+        e.message.contains("does not match the program"),
+        "{}",
+        e.message
+    );
+
+    // A pending request pointing at a non-call instruction.
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["pending"][0]["request"]["pc"] = json!(0);
+    let state: VmState = serde_json::from_value(v).unwrap();
+    assert!(Vm::from_state(&prog, state, Limits::default()).is_err());
+
+    // A pc beyond the program.
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["pc"] = json!(99);
+    v["awaiting"] = Value::Null;
+    let state: VmState = serde_json::from_value(v).unwrap();
+    assert!(Vm::from_state(&prog, state, Limits::default()).is_err());
+}
