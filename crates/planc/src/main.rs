@@ -10,8 +10,9 @@
 //! Exit codes (see [`exit`]): 0 success; 1 the plan has errors (or warnings with
 //! `--deny-warnings`); 2 usage error (bad arguments, unloadable `--tools` file, output path
 //! equal to the input); 65 malformed `.pbc` (sysexits `EX_DATAERR`, the same code `planvm`
-//! uses); 66 `.pbc` file cannot be read (`EX_NOINPUT`); 73 output cannot be written
-//! (`EX_CANTCREAT`).
+//! uses); 66 `.pbc` file cannot be read (`EX_NOINPUT`); 70 internal error (`EX_SOFTWARE`);
+//! 73 output cannot be written (`EX_CANTCREAT`). A plan that cannot be read is not 66: it
+//! is an `E0000` diagnostic like any other plan error, so `check a b c` checks them all.
 //!
 //! Module map: this file parses arguments and runs the subcommands; `render` turns
 //! diagnostics into human or JSON text; `explain` renders the dataflow list and graph;
@@ -53,8 +54,8 @@ mod exit {
     name = "planc",
     version,
     about = "Compile LLM-written JSON plans to verified .pbc bytecode",
-    after_help = "Exit codes: 0 ok, 1 plan errors, 2 usage, 65 malformed .pbc, \
-                  66 unreadable .pbc, 73 cannot write output."
+    after_help = "Exit codes: 0 ok, 1 plan errors (or warnings with --deny-warnings), 2 usage, \
+                  65 malformed .pbc, 66 unreadable .pbc, 70 internal error, 73 cannot write output."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -104,7 +105,7 @@ struct CompileArgs {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Format {
-    /// rustc-like, with source snippets, on stderr.
+    /// Like rustc, with source snippets, on stderr.
     Human,
     /// One JSON object per diagnostic and line, on stdout.
     Json,
@@ -281,7 +282,10 @@ fn cmd_compile(a: &CompileArgs) -> u8 {
         .output
         .clone()
         .unwrap_or_else(|| a.plan.with_extension("pbc"));
-    if output == a.plan {
+    // NB: canonical paths catch `./plan.json` vs `plan.json`; the literal comparison covers
+    // a plan that does not exist (which then fails to read anyway).
+    let same = |p: &Path| std::fs::canonicalize(p).ok();
+    if output == a.plan || same(&output).is_some_and(|o| Some(o) == same(&a.plan)) {
         err(&format!(
             "error: the output path `{}` is the plan itself; choose another with -o\n",
             output.display()

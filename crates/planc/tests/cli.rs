@@ -234,11 +234,24 @@ fn compile_with_errors_writes_nothing() {
 #[test]
 fn compile_refuses_to_overwrite_its_input() {
     let dir = scratch();
+    let before = std::fs::read(dir.path().join("current.json")).expect("plan");
+    assert_eq!(
+        planc(
+            dir.path(),
+            &["compile", "current.json", "-o", "./current.json"]
+        )
+        .code,
+        2
+    );
     let run = planc(
         dir.path(),
         &["compile", "current.json", "-o", "current.json"],
     );
     assert_eq!(run.code, 2);
+    assert_eq!(
+        std::fs::read(dir.path().join("current.json")).expect("plan"),
+        before
+    );
     snap!("compile_output_is_input", run);
 }
 
@@ -370,4 +383,57 @@ fn bad_tools_manifest_is_a_usage_error() {
     }
     assert!(!dir.path().join("web.pbc").exists());
     insta::assert_snapshot!("tools_manifest_bad", transcripts);
+}
+
+// ---------------------------------------------------------------- odd inputs
+
+#[test]
+fn unreadable_inputs_are_e0000_diagnostics() {
+    let dir = scratch();
+    std::fs::write(
+        dir.path().join("latin1.json"),
+        b"[{\"seq_no\": 0, \"type\": \"caf\xe9\"}]",
+    )
+    .expect("write");
+    std::fs::create_dir(dir.path().join("plans.json")).expect("mkdir");
+    let run = planc(
+        dir.path(),
+        &["check", "--format", "json", "latin1.json", "plans.json"],
+    );
+    assert_eq!(run.code, 1);
+    snap!("unreadable_inputs_json", run);
+    // compile and explain report it the same way, and write nothing.
+    for cmd in ["compile", "explain"] {
+        let run = planc(dir.path(), &[cmd, "missing.json"]);
+        assert_eq!(run.code, 1, "{cmd}");
+        assert_eq!(
+            run.stderr,
+            "error[E0000]: cannot read `missing.json`: No such file or directory (os error 2)\n\n\
+             missing.json: 1 error, 0 warnings\n",
+            "{cmd}"
+        );
+    }
+    assert!(!dir.path().join("missing.pbc").exists());
+}
+
+#[test]
+fn compile_unwritable_output_is_73() {
+    let dir = scratch();
+    let run = planc(
+        dir.path(),
+        &["compile", "current.json", "-o", "no/such/dir/out.pbc"],
+    );
+    assert_eq!(run.code, 73);
+    assert_eq!(
+        run.stderr,
+        "error: cannot write `no/such/dir/out.pbc`: No such file or directory (os error 2)\n"
+    );
+    // Nothing left behind, not even the temporary file.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("scratch")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".pbc") || n.ends_with(".tmp"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new());
 }
