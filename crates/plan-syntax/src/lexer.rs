@@ -13,8 +13,11 @@ use crate::ast::Dialect;
 use crate::template::VarRef;
 
 /// Tokens of a template. Any text that is not a well-formed reference is `Text` (a `$` or
-/// `{` that does not start a reference lexes as a one-byte `Text`), so lexing never fails
-/// on valid UTF-8.
+/// `{` that does not start a reference lexes as a one-byte `Text`).
+///
+/// NB: logos does not back off to a shorter match when a longer pattern fails part-way:
+/// `{{{x}}}` yields an error for the first `{{` instead of `Text("{")`. The caller treats an
+/// error as one character of text and lexes again after it (see `classify_string`).
 #[derive(Logos, Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TemplateTok {
     /// `${name}` / `${name.key.0}`: name must not start with a digit; keys may.

@@ -156,12 +156,23 @@ fn edit_distance(a: &str, b: &str) -> usize {
 /// The closest candidate within a small edit distance.
 fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
     let limit = (word.len() / 3).max(2);
-    candidates
+    let close = candidates
         .iter()
         .map(|c| (edit_distance(word, c), *c))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
-        .map(|(_, c)| c)
+        .map(|(_, c)| c);
+    // A truncated or unprefixed spelling (`call` for `calling`, `params` for `tool_params`) is
+    // far in edits but obvious to a reader.
+    close.or_else(|| {
+        let lower = word.to_ascii_lowercase();
+        (lower.len() >= 3).then(|| {
+            candidates
+                .iter()
+                .copied()
+                .find(|c| c.starts_with(&lower) || c.ends_with(&lower))
+        })?
+    })
 }
 
 impl Builder {
@@ -547,9 +558,17 @@ impl Builder {
         None
     }
 
-    fn unknown_params(&mut self, params: &[Member], known: &[&str], seq: Option<i64>, what: &str) {
+    /// Warns about parameters not in `known` (nor in `also_accepted`, tolerated spellings).
+    fn unknown_params(
+        &mut self,
+        params: &[Member],
+        known: &[&str],
+        also_accepted: &[&str],
+        seq: Option<i64>,
+        what: &str,
+    ) {
         for m in params {
-            if known.contains(&m.key.as_str()) {
+            if known.contains(&m.key.as_str()) || also_accepted.contains(&m.key.as_str()) {
                 continue;
             }
             let help = match suggest(&m.key, known) {
@@ -577,7 +596,7 @@ impl Builder {
             "jump_if_false",
             "target_seq",
         ];
-        self.unknown_params(params, KNOWN, seq, "jmp");
+        self.unknown_params(params, KNOWN, &[], seq, "jmp");
         let condition_prompt = get_some(params, "condition_prompt").cloned();
         let context = get_some(params, "context").cloned();
         let jump_if_true = self.target(params, "jump_if_true", seq);
@@ -637,8 +656,8 @@ impl Builder {
         seq: Option<i64>,
         form: CallForm,
     ) -> InstrKind {
-        const KNOWN: &[&str] = &["tool_name", "tool_params", "output_vars", "output_var"];
-        self.unknown_params(params, KNOWN, seq, "calling");
+        const KNOWN: &[&str] = &["tool_name", "tool_params", "output_vars"];
+        self.unknown_params(params, KNOWN, &["output_var"], seq, "calling");
         let tool = match get(params, "tool_name") {
             Some(v) => match v.as_str() {
                 Some(s) => Some(Name {
@@ -759,7 +778,12 @@ impl Builder {
                 if !form_ok {
                     self.warning(
                         codes::OUTPUT_VARS_STRING,
-                        format!("`{key}` is a single string; read as one output variable"),
+                        if key == "output_vars" {
+                            "`output_vars` is a single string; read as one output variable"
+                                .to_owned()
+                        } else {
+                            "`output_var` read as `output_vars` with one output variable".to_owned()
+                        },
                         v.span,
                         seq,
                         format!("write \"output_vars\": [\"{}\"]", s.escape_debug()),
@@ -801,7 +825,7 @@ impl Builder {
 
     fn condition(&mut self, params: &[Member], seq: Option<i64>, depth: usize) -> InstrKind {
         const KNOWN: &[&str] = &["prompt", "context", "true_branch", "false_branch"];
-        self.unknown_params(params, KNOWN, seq, "condition");
+        self.unknown_params(params, KNOWN, &[], seq, "condition");
         let prompt = get_some(params, "prompt").cloned();
         let context = get_some(params, "context").cloned();
         let true_branch = self.branch(params, "true_branch", seq, depth);

@@ -41,6 +41,19 @@ pub(crate) fn read(src: &str) -> Parsed<Option<Node>> {
     let mut hi = src.len();
 
     let first = skip_plain_ws(b, lo, hi);
+    // A bare scalar (`42`, `"x"`, `None`) is a JSON document too; accept it only when it is
+    // the whole input, so prose that happens to start with a digit or a word is not misread.
+    if first < hi
+        && matches!(b[first], b'"' | b'\'' | b'-' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z')
+    {
+        let att = attempt(src, first, hi);
+        if att.clean() && skip_plain_ws(b, att.end, hi) >= hi {
+            return Parsed {
+                value: att.node,
+                diagnostics: att.diags,
+            };
+        }
+    }
     if !starts_json_document(b, first, hi) {
         strip_wrappers(src, &mut lo, &mut hi, &mut diags);
     }
@@ -80,16 +93,6 @@ fn prose(src: &str, lo: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option
         return None;
     }
 
-    // A bare scalar (`42`, `"x"`, `None`) is a JSON document too; accept it only when it is
-    // the whole input, so prose that happens to start with a digit is not misread.
-    if matches!(b[first], b'"' | b'\'' | b'-' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z') {
-        let att = attempt(src, first, hi);
-        if att.clean() && skip_plain_ws(b, att.end, hi) >= hi {
-            diags.extend(att.diags);
-            return att.node;
-        }
-    }
-
     let mut tries = 0usize;
     let mut committed: Option<Attempt> = None;
 
@@ -108,7 +111,7 @@ fn prose(src: &str, lo: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option
             let att = attempt(src, start, hi);
             resume = resume.max(att.end);
             if att.clean() {
-                let opener = Span::new(open, line_end(b, open, hi));
+                let opener = Span::new(open, trim_end(b, open, content));
                 let after = skip_plain_ws(b, att.end, hi);
                 let after = if b[after..hi].starts_with(b"```") {
                     after + 3
@@ -349,9 +352,9 @@ impl Reader<'_> {
         }
     }
 
-    /// Span of the character at `pos` (empty at the end).
+    /// Span of what `found` names: the word or character at `pos` (empty at the end).
     fn here(&self) -> Span {
-        Span::new(self.pos, self.char_end(self.pos))
+        Span::new(self.pos, self.found_end())
     }
 
     fn char_end(&self, at: usize) -> usize {
@@ -365,8 +368,23 @@ impl Reader<'_> {
         e
     }
 
+    /// End of the offending token at `pos`: a whole word (`seq_no`) reads better than its
+    /// first letter; otherwise one character.
+    fn found_end(&self) -> usize {
+        let mut end = self.char_end(self.pos);
+        if self.b.get(self.pos).is_some_and(u8::is_ascii_alphabetic) {
+            while end < self.end
+                && end - self.pos < 40
+                && (self.b[end].is_ascii_alphanumeric() || self.b[end] == b'_')
+            {
+                end += 1;
+            }
+        }
+        end
+    }
+
     fn found(&self) -> String {
-        match self.text.get(self.pos..self.char_end(self.pos)) {
+        match self.text.get(self.pos..self.found_end()) {
             Some(s) if !s.is_empty() => format!("found `{}`", s.escape_debug()),
             _ => "found end of input".to_owned(),
         }

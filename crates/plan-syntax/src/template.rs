@@ -84,23 +84,33 @@ pub(crate) fn classify_string(s: &str, dialect: Dialect) -> StringForm {
     let mut pieces: Vec<Piece> = Vec::new();
     // Start of the pending literal text (not yet pushed), so adjacent text merges for free.
     let mut lit_start: Option<usize> = None;
+    // `base` is where the current lexer started: logos spans are relative to it.
+    let mut base = 0usize;
     let mut lex = TemplateTok::lexer(s);
     while let Some(t) = lex.next() {
-        let span = lex.span();
+        let (start, end) = (base + lex.span().start, base + lex.span().end);
         let is_ref = match t {
             Ok(TemplateTok::DollarRef) => true,
             Ok(TemplateTok::BraceRef) => braces,
-            // `Text`, or (never on valid UTF-8) a lexing error: literal either way.
-            _ => false,
+            Ok(TemplateTok::Text) => false,
+            Err(()) => {
+                // A longer pattern failed part-way (see `TemplateTok`): the first character
+                // is text; lex again right after it so a reference starting there is found.
+                lit_start.get_or_insert(start);
+                let next = start + s[start..].chars().next().map_or(1, char::len_utf8);
+                base = next;
+                lex = TemplateTok::lexer(&s[next..]);
+                continue;
+            }
         };
         if !is_ref {
-            lit_start.get_or_insert(span.start);
+            lit_start.get_or_insert(start);
             continue;
         }
-        if let Some(start) = lit_start.take() {
-            pieces.push(Piece::Lit(s[start..span.start].to_owned()));
+        if let Some(lit) = lit_start.take() {
+            pieces.push(Piece::Lit(s[lit..start].to_owned()));
         }
-        pieces.push(Piece::Ref(var_ref(lex.slice())));
+        pieces.push(Piece::Ref(var_ref(&s[start..end])));
     }
     if let Some(start) = lit_start
         && start < s.len()
