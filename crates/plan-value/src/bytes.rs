@@ -24,23 +24,24 @@ pub fn value_bytes(v: &Value) -> u64 {
 }
 
 /// Bytes and depth of `v` in one iterative pass.
+#[inline]
 pub fn value_size(v: &Value) -> ValueSize {
     // Scalars are the common case in VM stores: answer without allocating a stack.
     match v {
-        Value::Null | Value::Bool(_) | Value::Number(_) => {
-            return ValueSize {
-                bytes: NODE_BYTES,
-                depth: 1,
-            };
-        }
-        Value::String(s) => {
-            return ValueSize {
-                bytes: NODE_BYTES.saturating_add(s.len() as u64),
-                depth: 1,
-            };
-        }
-        Value::Array(_) | Value::Object(_) => {}
+        Value::Null | Value::Bool(_) | Value::Number(_) => ValueSize {
+            bytes: NODE_BYTES,
+            depth: 1,
+        },
+        Value::String(s) => ValueSize {
+            bytes: NODE_BYTES.saturating_add(s.len() as u64),
+            depth: 1,
+        },
+        Value::Array(_) | Value::Object(_) => value_size_walk(v),
     }
+}
+
+/// The general case of [`value_size`], kept out of line so the scalar check inlines.
+fn value_size_walk(v: &Value) -> ValueSize {
     let mut bytes: u64 = 0;
     let mut depth: u32 = 0;
     let mut stack: Vec<(&Value, u32)> = vec![(v, 1)];

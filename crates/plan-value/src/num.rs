@@ -47,6 +47,7 @@ impl Num {
 /// Reads a value as a number: JSON numbers (a `u64` beyond `i64` becomes a float) and
 /// strings that parse as Python `int()` or `float()` after trimming ASCII whitespace.
 /// Booleans, `inf`/`nan`, hex, underscores and non-finite results are not numbers.
+#[inline]
 pub fn to_num(v: &Value) -> Option<Num> {
     match v {
         Value::Number(n) => {
@@ -118,6 +119,7 @@ pub fn parse_num(s: &str) -> Option<Num> {
 }
 
 /// Converts a number back to a JSON value.
+#[inline]
 pub fn num_to_value(n: Num) -> Value {
     match n {
         Num::Int(i) => Value::from(i),
@@ -127,11 +129,13 @@ pub fn num_to_value(n: Num) -> Value {
     }
 }
 
+#[inline]
 fn finite(f: f64) -> Option<Num> {
     f.is_finite().then_some(Num::Float(f))
 }
 
 /// Applies a unary operator.
+#[inline]
 pub fn unary(op: Op1, n: Num) -> Option<Num> {
     match (op, n) {
         (Op1::Pos, n) => Some(n),
@@ -142,6 +146,7 @@ pub fn unary(op: Op1, n: Num) -> Option<Num> {
 
 /// Applies a binary operator with Python's rules; `None` on division or modulo by zero,
 /// `i64` overflow, a non-finite result, `0 ** negative` or a complex result.
+#[inline]
 pub fn binary(op: Op2, a: Num, b: Num) -> Option<Num> {
     match (a, b) {
         (Num::Int(x), Num::Int(y)) => int_op(op, x, y),
@@ -149,6 +154,7 @@ pub fn binary(op: Op2, a: Num, b: Num) -> Option<Num> {
     }
 }
 
+#[inline]
 fn int_op(op: Op2, x: i64, y: i64) -> Option<Num> {
     match op {
         Op2::Add => x.checked_add(y).map(Num::Int),
@@ -199,6 +205,7 @@ fn int_pow(x: i64, y: i64) -> Option<Num> {
     x.checked_pow(e).map(Num::Int)
 }
 
+#[inline]
 fn float_op(op: Op2, x: f64, y: f64) -> Option<Num> {
     match op {
         Op2::Add => finite(x + y),

@@ -20,6 +20,40 @@
 //!   templates, arithmetic with text fallback, arrays/objects);
 //! - `state.rs`: [`VmState`], the serializable suspended run, and its checks on restore.
 //!
+//! A host loop, with one tool call (`answer = llm_generate(...)`, then
+//! `final_answer = ${answer}`):
+//!
+//! ```
+//! use plan_bytecode::*;
+//! use plan_vm::{Halt, Limits, Vm};
+//! use serde_json::json;
+//!
+//! let program = validate(Program {
+//!     consts: vec![json!("prompt"), json!("Say hi"), json!("${answer}")],
+//!     slots: vec!["answer".into(), "final_answer".into()],
+//!     code: vec![Instr::Call { call: 0 }, Instr::Set { dst: 1, src: Operand::Ref(0) }],
+//!     refs: vec![RefDef { slot: 0, path: vec![], raw: 2 }],
+//!     calls: vec![CallDef { tool: 0, args: vec![(0, Operand::Const(1))], outputs: vec![0] }],
+//!     tools: vec![ToolDef { name: "llm_generate".into(), effects: Effects::Read }],
+//!     ..Program::default()
+//! })
+//! .unwrap();
+//! let mut vm = Vm::new(&program, Limits::default());
+//! let outcome = loop {
+//!     match vm.run() {
+//!         Halt::Yield(requests) => {
+//!             for r in requests {
+//!                 assert_eq!(r.tool, "llm_generate");
+//!                 vm.resume(r.id, Ok(json!("hi!"))).unwrap();
+//!             }
+//!         }
+//!         Halt::Done(outcome) => break outcome,
+//!         Halt::Failed(e) => panic!("{e}"),
+//!     }
+//! };
+//! assert_eq!(outcome.final_answer, json!("hi!"));
+//! ```
+//!
 //! API CONTRACT (stable): the types below; `Vm`/`VmState` are added by this crate.
 
 mod resolve;

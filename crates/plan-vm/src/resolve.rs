@@ -18,12 +18,11 @@ use plan_value::{
 };
 use serde_json::{Map, Value};
 
-use crate::RunError;
-use crate::vm::{MAX_VALUE_DEPTH, Vm};
+use crate::vm::{Fault, MAX_VALUE_DEPTH, Vm};
 
 impl<'p> Vm<'p> {
     /// The value of `op` now.
-    pub(crate) fn resolve(&self, op: Operand) -> Result<Value, RunError> {
+    pub(crate) fn resolve(&self, op: Operand) -> Result<Value, Fault> {
         let p = self.prog;
         match op {
             Operand::Const(c) => Ok(p.consts[c as usize].clone()),
@@ -74,7 +73,7 @@ impl<'p> Vm<'p> {
 
     /// Measures an element about to join an array/object of `so_far` bytes; fails when
     /// the container would exceed the per-value limit or nest too deep.
-    fn check_built(&self, v: &Value, so_far: u64) -> Result<u64, RunError> {
+    fn check_built(&self, v: &Value, so_far: u64) -> Result<u64, Fault> {
         let size = value_size(v);
         if size.depth >= MAX_VALUE_DEPTH {
             return Err(self.error_here(format!(
@@ -107,7 +106,7 @@ impl<'p> Vm<'p> {
     }
 
     /// Interpolates template `t` in one pass, after checking its exact size.
-    pub(crate) fn template(&self, t: u32) -> Result<String, RunError> {
+    pub(crate) fn template(&self, t: u32) -> Result<String, Fault> {
         let pieces = &self.prog.templates[t as usize];
         // Resolve every reference once, measure, then write: a doubling loop
         // (`x = "${x}${x}"`) fails here without allocating the oversized text.
@@ -153,6 +152,14 @@ impl<'p> Vm<'p> {
 
     /// Evaluates postfix arithmetic; `None` means "use the fallback text".
     fn arith(&self, code: &[ArithOp]) -> Option<Num> {
+        // Fast path for the most common shape, `${i} + 1`: no stack at all.
+        if let [a, b, op] = *code
+            && let Some(op) = binop(op)
+        {
+            let a = self.operand_num(a)?;
+            let b = self.operand_num(b)?;
+            return binary(op, a, b);
+        }
         // Reuse one stack across evaluations: the hot loop stays allocation-free.
         let mut stack = self.scratch.take();
         stack.clear();
@@ -161,42 +168,57 @@ impl<'p> Vm<'p> {
         r
     }
 
+    /// A leaf of arithmetic code as a number (`None`: not a leaf, or not numeric).
+    #[inline]
+    fn operand_num(&self, op: ArithOp) -> Option<Num> {
+        match op {
+            ArithOp::Const(c) => to_num(&self.prog.consts[c as usize]),
+            ArithOp::Ref(r) => {
+                let def = &self.prog.refs[r as usize];
+                if def.path.is_empty() {
+                    to_num(self.st.slots[def.slot as usize].as_ref()?)
+                } else {
+                    to_num(self.lookup(def)?.as_ref())
+                }
+            }
+            _ => None,
+        }
+    }
+
     fn arith_with(&self, code: &[ArithOp], stack: &mut Vec<Num>) -> Option<Num> {
         for op in code {
             let bin = match *op {
-                ArithOp::Const(c) => {
-                    stack.push(to_num(&self.prog.consts[c as usize])?);
+                leaf @ (ArithOp::Const(_) | ArithOp::Ref(_)) => {
+                    stack.push(self.operand_num(leaf)?);
                     continue;
                 }
-                ArithOp::Ref(r) => {
-                    let v = self.lookup(&self.prog.refs[r as usize])?;
-                    stack.push(to_num(&v)?);
-                    continue;
-                }
-                ArithOp::Neg | ArithOp::Pos => {
+                ArithOp::Neg => Op1::Neg,
+                ArithOp::Pos => Op1::Pos,
+                other => {
+                    let b = stack.pop()?;
                     let a = stack.pop()?;
-                    let u = if matches!(op, ArithOp::Neg) {
-                        Op1::Neg
-                    } else {
-                        Op1::Pos
-                    };
-                    stack.push(unary(u, a)?);
+                    stack.push(binary(binop(other)?, a, b)?);
                     continue;
                 }
-                ArithOp::Add => Op2::Add,
-                ArithOp::Sub => Op2::Sub,
-                ArithOp::Mul => Op2::Mul,
-                ArithOp::Div => Op2::Div,
-                ArithOp::Pow => Op2::Pow,
-                ArithOp::Mod => Op2::Mod,
             };
-            let b = stack.pop()?;
             let a = stack.pop()?;
-            stack.push(binary(bin, a, b)?);
+            stack.push(unary(bin, a)?);
         }
         // Validation guarantees exactly one value; be safe anyway (text fallback).
         if stack.len() == 1 { stack.pop() } else { None }
     }
+}
+
+fn binop(op: ArithOp) -> Option<Op2> {
+    Some(match op {
+        ArithOp::Add => Op2::Add,
+        ArithOp::Sub => Op2::Sub,
+        ArithOp::Mul => Op2::Mul,
+        ArithOp::Div => Op2::Div,
+        ArithOp::Pow => Op2::Pow,
+        ArithOp::Mod => Op2::Mod,
+        _ => return None,
+    })
 }
 
 /// One dotted-path step: object key, array index (decimal), or into a string that holds

@@ -48,7 +48,8 @@ pub struct Vm<'p> {
     pub(crate) scratch: Cell<Vec<Num>>,
 }
 
-type Step = Result<Option<Halt>, RunError>;
+/// A failure inside the VM, boxed so that `Result`s on the hot path stay small.
+pub(crate) type Fault = Box<RunError>;
 
 impl<'p> Vm<'p> {
     /// A fresh run of `program`.
@@ -192,7 +193,7 @@ impl<'p> Vm<'p> {
             let Some(i) = self.st.pending.iter().position(|p| p.request.id == id) else {
                 // `check`/`op_*` keep `awaiting` in `pending`; treat a violation as failure.
                 let e = self.error_at(self.st.pc, "internal error: awaited request lost".into());
-                return self.fail(e);
+                return self.fail(*e);
             };
             if self.st.pending[i].result.is_none() {
                 return Halt::Yield(Vec::new());
@@ -200,7 +201,7 @@ impl<'p> Vm<'p> {
             let p = self.st.pending.remove(i);
             self.st.awaiting = None;
             if let Err(e) = self.complete(p) {
-                return self.fail(e);
+                return self.fail(*e);
             }
             if self.ended {
                 return self.finish();
@@ -223,7 +224,7 @@ impl<'p> Vm<'p> {
             if self.tracing {
                 self.trace_step(pc, instr);
             }
-            let r: Step = match instr {
+            let r: Result<(), Fault> = match instr {
                 Instr::Nop => {
                     self.st.pc = pc + 1;
                     continue;
@@ -237,26 +238,32 @@ impl<'p> Vm<'p> {
                 }
                 Instr::Set { dst, src } => self.op_set(pc, dst, src),
                 Instr::Assign { assign } => self.op_assign(pc, assign),
-                Instr::Call { call } => self.op_call(pc, call),
-                Instr::Branch { cond, .. } => self.op_branch(pc, cond),
+                // NB: suspension points: these return to the host.
+                Instr::Call { call } => {
+                    return self.op_call(pc, call).unwrap_or_else(|e| self.fail(*e));
+                }
+                Instr::Branch { cond, .. } => {
+                    return self.op_branch(pc, cond).unwrap_or_else(|e| self.fail(*e));
+                }
             };
-            match r {
-                Ok(None) if self.ended => return self.finish(),
-                Ok(None) => {}
-                Ok(Some(halt)) => return halt,
-                Err(e) => return self.fail(e),
+            if let Err(e) = r {
+                return self.fail(*e);
+            }
+            if self.ended {
+                return self.finish();
             }
         }
     }
 
-    fn op_set(&mut self, pc: Pc, dst: Slot, src: plan_bytecode::Operand) -> Step {
+    #[inline]
+    fn op_set(&mut self, pc: Pc, dst: Slot, src: plan_bytecode::Operand) -> Result<(), Fault> {
         let v = self.resolve(src)?;
         self.store(dst, v)?;
         self.st.pc = pc + 1;
-        Ok(None)
+        Ok(())
     }
 
-    fn op_assign(&mut self, pc: Pc, assign: u32) -> Step {
+    fn op_assign(&mut self, pc: Pc, assign: u32) -> Result<(), Fault> {
         let targets = &self.prog.assigns[assign as usize].targets;
         // Every value first, then every store: `a, b = b, a` swaps.
         let mut values = Vec::with_capacity(targets.len());
@@ -267,10 +274,10 @@ impl<'p> Vm<'p> {
             self.store(slot, v)?;
         }
         self.st.pc = pc + 1;
-        Ok(None)
+        Ok(())
     }
 
-    fn op_call(&mut self, pc: Pc, call: u32) -> Step {
+    fn op_call(&mut self, pc: Pc, call: u32) -> Result<Halt, Fault> {
         let prog = self.prog;
         let def = &prog.calls[call as usize];
         let mut args = Map::with_capacity(def.args.len());
@@ -294,15 +301,10 @@ impl<'p> Vm<'p> {
                 .collect()
         });
         let tool = prog.tools[def.tool as usize].name.clone();
-        Ok(Some(self.issue(
-            pc,
-            tool,
-            args,
-            RequestKind::Tool { output_keys },
-        )))
+        Ok(self.issue(pc, tool, args, RequestKind::Tool { output_keys }))
     }
 
-    fn op_branch(&mut self, pc: Pc, cond: u32) -> Step {
+    fn op_branch(&mut self, pc: Pc, cond: u32) -> Result<Halt, Fault> {
         let def = &self.prog.conds[cond as usize];
         let prompt = as_text(self.resolve(def.prompt)?);
         let context = match def.context {
@@ -312,12 +314,7 @@ impl<'p> Vm<'p> {
         let mut args = Map::with_capacity(2);
         args.insert("prompt".into(), Value::String(prompt));
         args.insert("context".into(), context);
-        Ok(Some(self.issue(
-            pc,
-            CONDITION_TOOL.into(),
-            args,
-            RequestKind::Condition,
-        )))
+        Ok(self.issue(pc, CONDITION_TOOL.into(), args, RequestKind::Condition))
     }
 
     /// Records a request as outstanding and yields it. NB: suspension point; `pc` stays
@@ -342,7 +339,7 @@ impl<'p> Vm<'p> {
     }
 
     /// Consumes an answered request: stores outputs or takes the branch.
-    fn complete(&mut self, p: Pending) -> Result<(), RunError> {
+    fn complete(&mut self, p: Pending) -> Result<(), Fault> {
         let pc = p.request.pc;
         let result = p.result.unwrap_or_else(|| Err("no result".into()));
         match self.prog.code[pc as usize] {
@@ -372,13 +369,7 @@ impl<'p> Vm<'p> {
         Ok(())
     }
 
-    fn store_outputs(
-        &mut self,
-        pc: Pc,
-        call: u32,
-        tool: &str,
-        output: Value,
-    ) -> Result<(), RunError> {
+    fn store_outputs(&mut self, pc: Pc, call: u32, tool: &str, output: Value) -> Result<(), Fault> {
         let prog = self.prog;
         let outputs = &prog.calls[call as usize].outputs;
         match outputs.len() {
@@ -434,7 +425,7 @@ impl<'p> Vm<'p> {
     }
 
     /// Writes `v` into `slot`, enforcing the byte and depth limits.
-    fn store(&mut self, slot: Slot, v: Value) -> Result<(), RunError> {
+    fn store(&mut self, slot: Slot, v: Value) -> Result<(), Fault> {
         let name = self.prog.slots[slot as usize].as_str();
         let size = self.measure(name, &v).map_err(|m| self.error_here(m))?;
         let old = self.slot_bytes[slot as usize];
@@ -511,6 +502,7 @@ impl<'p> Vm<'p> {
         Halt::Done(self.outcome())
     }
 
+    #[cold]
     fn fail(&mut self, e: RunError) -> Halt {
         self.st.status = Status::Failed { error: e.clone() };
         Halt::Failed(e)
@@ -520,7 +512,7 @@ impl<'p> Vm<'p> {
     fn fall_off_end(&mut self) -> Halt {
         let last = (self.prog.code.len() as Pc).saturating_sub(1);
         let e = self.error_at(last, "plan ended without setting final_answer".into());
-        self.fail(e)
+        self.fail(*e)
     }
 
     #[cold]
@@ -533,25 +525,25 @@ impl<'p> Vm<'p> {
                 self.limits.max_steps, self.limits.max_steps
             ),
         );
-        self.fail(e)
+        self.fail(*e)
     }
 
     /// An error at the current instruction.
     #[cold]
-    pub(crate) fn error_here(&self, message: String) -> RunError {
+    pub(crate) fn error_here(&self, message: String) -> Fault {
         self.error_at(self.st.pc, message)
     }
 
     #[cold]
-    pub(crate) fn error_at(&self, pc: Pc, message: String) -> RunError {
+    pub(crate) fn error_at(&self, pc: Pc, message: String) -> Fault {
         let seq_no = self.prog.seq_no_at(pc);
         let line = self.prog.line_at(pc);
-        RunError {
+        Box::new(RunError {
             message,
             pc: Some(pc),
             seq_no,
             line,
-        }
+        })
     }
 
     #[cold]

@@ -155,6 +155,7 @@ fn arithmetic_rules_and_fallbacks() {
         ("j", json!("3")),
         ("f", json!(2.5)),
         ("name", json!("Alice")),
+        ("o", json!({"n": "41", "s": "{\"k\": 2}"})),
     ]);
     let cases: Vec<(Vec<A>, &str, Value)> = vec![
         (vec![R("i"), N(json!(1)), Add], "${i} + 1", json!(8)),
@@ -172,6 +173,17 @@ fn arithmetic_rules_and_fallbacks() {
         (vec![R("j"), N(json!(1)), Add], "${j} + 1", json!(4)),
         (vec![R("j"), R("f"), Mul], "${j} * ${f}", json!(7.5)),
         (vec![R("f"), Pos], "+${f}", json!(2.5)),
+        (vec![R("o.n"), N(json!(1)), Add], "${o.n} + 1", json!(42)),
+        (
+            vec![R("o.s.k"), R("i"), Mul, N(json!(1)), Sub],
+            "${o.s.k} * ${i} - 1",
+            json!(13),
+        ),
+        (
+            vec![R("o"), N(json!(1)), Add],
+            "${o} + 1",
+            json!(r#"{"n":"41","s":"{\"k\": 2}"} + 1"#),
+        ),
         (vec![R("i"), N(json!(0)), Div], "${i} / 0", json!("7 / 0")),
         (vec![R("i"), N(json!(0)), Mod], "${i} % 0", json!("7 % 0")),
         (
