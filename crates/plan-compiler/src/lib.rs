@@ -1,10 +1,30 @@
-//! `plan-compiler`: plan AST → verified `Program`.
+//! `plan-compiler`: plan text → verified `Program`.
 //!
-//! API CONTRACT (stable; implementation in progress).
+//! Pipeline (start reading at [`compile`]):
+//! 1. `plan_syntax::parse`: lenient reader + plan AST (both dialects), with diagnostics.
+//! 2. `flatten`: older-dialect `condition` branches laid out inline, one step per instruction.
+//! 3. `lower`: slots interned, constants pooled, templates/arithmetic compiled, constant
+//!    folding, tool-parameter checks; one bytecode instruction per step.
+//! 4. `verify`: reachability, termination, `final_answer` coverage, dataflow warnings.
+//!
+//! Every stage collects diagnostics instead of stopping, so one `planc check` reports
+//! everything; `Compiled::program` is `Some` only when there is no error.
+
+mod codes;
+mod flatten;
+mod lower;
+mod verify;
+
+pub use codes::*;
+
+use std::collections::HashMap;
+
+use plan_bytecode::{DebugEntry, DebugInfo, Instr};
+use smallvec::SmallVec;
 
 use plan_bytecode::Program;
 use plan_manifest::Manifest;
-use plan_syntax::{Diagnostic, LineIndex};
+use plan_syntax::{Diagnostic, LineIndex, Severity};
 
 /// Options for one compilation.
 #[derive(Clone, Debug)]
@@ -20,7 +40,12 @@ pub struct CompileOptions {
 
 impl Default for CompileOptions {
     fn default() -> Self {
-        CompileOptions { strict: false, strip: false, manifest: Manifest::builtin(), source_name: None }
+        CompileOptions {
+            strict: false,
+            strip: false,
+            manifest: Manifest::builtin(),
+            source_name: None,
+        }
     }
 }
 
@@ -34,8 +59,230 @@ pub struct Compiled {
 
 /// Reads, checks and lowers a plan.
 pub fn compile(src: &str, opts: &CompileOptions) -> Compiled {
-    let _ = opts;
-    unimplemented!("compile {}", src.len())
+    let (compiled, _) = compile_inner(src, opts, false);
+    compiled
+}
+
+/// Reader repair warnings (`W00xx`) become errors under `--strict`.
+fn is_repair(d: &Diagnostic) -> bool {
+    d.code.starts_with("W00")
+}
+
+fn compile_inner(
+    src: &str,
+    opts: &CompileOptions,
+    want_explain: bool,
+) -> (Compiled, Option<Vec<ExplainStep>>) {
+    let line_index = LineIndex::new(src);
+    let parsed = plan_syntax::parse(src);
+    let mut diagnostics = parsed.diagnostics;
+    if opts.strict {
+        for d in diagnostics.iter_mut().filter(|d| is_repair(d)) {
+            d.severity = Severity::Error;
+            d.help = Some(format!(
+                "{} (--strict rejects repaired input: emit plain JSON)",
+                d.help.as_deref().unwrap_or("fix the input")
+            ));
+        }
+    }
+    let done = |diagnostics: Vec<Diagnostic>, program| Compiled {
+        program,
+        diagnostics,
+        line_index: line_index.clone(),
+    };
+    let Some(plan) = parsed.value else {
+        return (done(diagnostics, None), None);
+    };
+    let (steps, complete) = flatten::flatten(&plan.instructions);
+    let n = steps.len();
+
+    // seq_no → step index, duplicates reported.
+    let mut by_seq: HashMap<i64, usize> = HashMap::with_capacity(n);
+    for (i, s) in steps.iter().enumerate().filter(|(_, s)| !s.synthetic) {
+        if let Some(seq) = s.seq_no {
+            if let Some(&first) = by_seq.get(&seq) {
+                diagnostics.push(
+                    Diagnostic::error(DUPLICATE_SEQ, format!("seq_no {seq} is used twice"))
+                        .with_span(s.seq_span)
+                        .with_seq(Some(seq))
+                        .with_label(steps[first].seq_span, "first used here")
+                        .with_help("give every instruction a unique seq_no, numbered 0, 1, 2, ... in order"),
+                );
+            } else {
+                by_seq.insert(seq, i);
+            }
+        }
+    }
+    let resolve_target =
+        |t: &flatten::Target, diagnostics: &mut Vec<Diagnostic>, seq: Option<i64>| match *t {
+            flatten::Target::Step(i) => i,
+            flatten::Target::Seq(r) => match by_seq.get(&r.seq_no) {
+                Some(&i) => i,
+                None => {
+                    diagnostics.push(
+                        Diagnostic::error(
+                            BAD_TARGET,
+                            format!("jump target {} names no instruction", r.seq_no),
+                        )
+                        .with_span(r.span)
+                        .with_seq(seq)
+                        .with_help("use the seq_no of an existing instruction"),
+                    );
+                    n
+                }
+            },
+        };
+    let targets: Vec<SmallVec<[usize; 2]>> = steps
+        .iter()
+        .map(|s| match &s.kind {
+            flatten::StepKind::Jump(t) => {
+                smallvec::smallvec![resolve_target(t, &mut diagnostics, s.seq_no)]
+            }
+            flatten::StepKind::Branch {
+                if_true, if_false, ..
+            } => smallvec::smallvec![
+                resolve_target(if_true, &mut diagnostics, s.seq_no),
+                resolve_target(if_false, &mut diagnostics, s.seq_no)
+            ],
+            _ => SmallVec::new(),
+        })
+        .collect();
+
+    let mut lw = lower::Lowerer::new(plan.dialect, &opts.manifest);
+    let mut code = Vec::with_capacity(n + 1);
+    for (s, t) in steps.iter().zip(&targets) {
+        // NB: a target of `n` (end of plan) lands on a trailing `Nop`, so the VM falls off
+        // the end exactly as if execution had run past the last instruction.
+        code.push(lw.step(s, t));
+    }
+    let needs_pad = targets.iter().flatten().any(|&t| t == n);
+    let final_slot = lw.program.final_answer_slot();
+    let cfg = verify::Cfg::new(&steps, &lw.io, &targets, final_slot);
+    if complete {
+        verify::verify(
+            &steps,
+            &lw.io,
+            &cfg,
+            &lw.program.slots,
+            final_slot,
+            plan.span,
+            &mut lw.diags,
+        );
+    }
+    diagnostics.append(&mut lw.diags);
+    collapse_repeated_repairs(&mut diagnostics);
+    let explain_steps = want_explain.then(|| explain_steps(&steps, &lw, &cfg));
+
+    let mut program = lw.program;
+    program.code = code;
+    let entry = |s: &flatten::Step<'_>| {
+        let (line, column) = line_index.line_col(s.span.start);
+        DebugEntry {
+            seq_no: s.seq_no.unwrap_or(-1),
+            line,
+            column,
+        }
+    };
+    let mut entries: Vec<DebugEntry> = steps.iter().map(entry).collect();
+    if needs_pad {
+        program.code.push(Instr::Nop);
+        entries.push(entries.last().cloned().unwrap_or(DebugEntry {
+            seq_no: -1,
+            line: 1,
+            column: 1,
+        }));
+    }
+    if !opts.strip {
+        let reasoning = steps
+            .iter()
+            .enumerate()
+            .filter_map(|(pc, s)| match &s.instr?.kind {
+                plan_syntax::InstrKind::Reasoning {
+                    chain_of_thoughts,
+                    dependency_analysis,
+                } => Some((
+                    pc as u32,
+                    chain_of_thoughts.clone().unwrap_or_default(),
+                    dependency_analysis.clone().unwrap_or_default(),
+                )),
+                _ => None,
+            })
+            .collect();
+        program.debug = Some(DebugInfo {
+            entries,
+            reasoning,
+            source: opts.source_name.clone(),
+        });
+    }
+    sort_diagnostics(&mut diagnostics);
+    let ok = !diagnostics.iter().any(Diagnostic::is_error);
+    (done(diagnostics, ok.then_some(program)), explain_steps)
+}
+
+/// How many repairs of one kind are reported one by one before the rest are summarised.
+const REPAIRS_SHOWN_PER_KIND: usize = 3;
+
+/// A Python-literal plan has one single-quoted string per key and value: hundreds of
+/// identical repairs bury everything else. Keep the first few of each kind with their
+/// locations and summarise the rest in one diagnostic (severity kept, so `--strict`
+/// still fails).
+fn collapse_repeated_repairs(diags: &mut Vec<Diagnostic>) {
+    let mut counts: HashMap<&'static str, usize> = HashMap::new();
+    for d in diags
+        .iter()
+        .filter(|d| is_repair(d) || d.help.as_deref().is_some_and(|h| h.contains("--strict")))
+    {
+        *counts.entry(d.code).or_default() += 1;
+    }
+    let mut seen: HashMap<&'static str, usize> = HashMap::new();
+    let mut out = Vec::with_capacity(diags.len());
+    for d in diags.drain(..) {
+        let Some(&total) = counts.get(d.code) else {
+            out.push(d);
+            continue;
+        };
+        let k = seen.entry(d.code).or_default();
+        *k += 1;
+        if *k <= REPAIRS_SHOWN_PER_KIND {
+            out.push(d);
+        } else if *k == REPAIRS_SHOWN_PER_KIND + 1 {
+            let more = total - REPAIRS_SHOWN_PER_KIND;
+            let mut summary = d;
+            summary.message = format!("{} more like this: {}", more, summary.message);
+            out.push(summary);
+        }
+    }
+    *diags = out;
+}
+
+/// Source order, errors before warnings at the same place.
+fn sort_diagnostics(d: &mut [Diagnostic]) {
+    d.sort_by_key(|d| (d.span.map_or(0, |s| s.start), std::cmp::Reverse(d.severity)));
+}
+
+/// The closest candidate within a small edit distance, for "did you mean" help.
+pub(crate) fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    candidates
+        .iter()
+        .map(|c| (edit_distance(word, c), *c))
+        .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
+        .min()
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
 }
 
 /// One step of `planc explain`: a plan instruction and the earlier steps it depends on.
@@ -56,7 +303,143 @@ pub struct ExplainStep {
 }
 
 /// Dataflow summary of a plan for `planc explain`, or the diagnostics that prevented it.
-pub fn explain(src: &str, opts: &CompileOptions) -> Result<Vec<ExplainStep>, Compiled> {
-    let _ = (src, opts);
-    unimplemented!("explain")
+pub fn explain(src: &str, opts: &CompileOptions) -> Result<Vec<ExplainStep>, Box<Compiled>> {
+    match compile_inner(src, opts, true) {
+        (c, Some(steps)) if c.program.is_some() => Ok(steps),
+        (c, _) => Err(Box::new(c)),
+    }
+}
+
+/// Reaching definitions: for each step, the earlier steps whose writes of a variable it
+/// reads may still be live when it runs.
+fn explain_steps(
+    steps: &[flatten::Step<'_>],
+    lw: &lower::Lowerer<'_>,
+    cfg: &verify::Cfg,
+) -> Vec<ExplainStep> {
+    let n = steps.len();
+    // Definitions: (step, slot) pairs, numbered.
+    let defs: Vec<(usize, u32)> = lw
+        .io
+        .iter()
+        .enumerate()
+        .flat_map(|(i, io)| io.writes.iter().map(move |&w| (i, w)))
+        .collect();
+    let words = defs.len().div_ceil(64).max(1);
+    let mut kill_by_slot: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (d, &(_, slot)) in defs.iter().enumerate() {
+        kill_by_slot.entry(slot).or_default().push(d);
+    }
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, ss) in cfg.succ.iter().enumerate() {
+        for &s in ss.iter().filter(|&&s| s < n) {
+            preds[s].push(i);
+        }
+    }
+    let out_of = |i: usize, inn: &[u64]| {
+        let mut out = inn.to_vec();
+        for w in &lw.io[i].writes {
+            for &d in &kill_by_slot[w] {
+                out[d / 64] &= !(1 << (d % 64));
+            }
+        }
+        for (d, &(s, _)) in defs.iter().enumerate() {
+            if s == i {
+                out[d / 64] |= 1 << (d % 64);
+            }
+        }
+        out
+    };
+    let mut rin = vec![vec![0u64; words]; n];
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..n {
+            let mut inn = vec![0u64; words];
+            for &p in &preds[i] {
+                for (a, b) in inn.iter_mut().zip(out_of(p, &rin[p])) {
+                    *a |= b;
+                }
+            }
+            if inn != rin[i] {
+                rin[i] = inn;
+                changed = true;
+            }
+        }
+    }
+    let name = |s: &u32| lw.program.slots[*s as usize].clone();
+    steps
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.synthetic)
+        .map(|(i, s)| {
+            let io = &lw.io[i];
+            let mut reads: Vec<u32> = io.reads.iter().map(|r| r.0).collect();
+            reads.sort_unstable();
+            reads.dedup();
+            let mut depends_on: Vec<i64> = defs
+                .iter()
+                .enumerate()
+                .filter(|(d, (_, slot))| {
+                    rin[i][d / 64] >> (d % 64) & 1 == 1 && reads.contains(slot)
+                })
+                .filter_map(|(_, (step, _))| steps[*step].seq_no)
+                .collect();
+            depends_on.sort_unstable();
+            depends_on.dedup();
+            let writes: Vec<String> = io.writes.iter().map(name).collect();
+            let title = match &s.kind {
+                flatten::StepKind::Nop => "reasoning".to_owned(),
+                flatten::StepKind::Assign(_) => format!("assign {}", writes.join(", ")),
+                flatten::StepKind::Call { tool, params, .. } => {
+                    let q = params.iter().find_map(|(_, v)| v.as_str()).map(|q| {
+                        let short: String = q.chars().take(48).collect();
+                        if short.len() < q.len() {
+                            format!(" \"{short}…\"")
+                        } else {
+                            format!(" \"{short}\"")
+                        }
+                    });
+                    let out = if writes.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" -> {}", writes.join(", "))
+                    };
+                    format!("{}{}{}", tool.text, q.unwrap_or_default(), out)
+                }
+                flatten::StepKind::Jump(_) => {
+                    let to = cfg.succ[i]
+                        .first()
+                        .and_then(|&t| steps.get(t))
+                        .and_then(|t| t.seq_no);
+                    format!("jump to {}", to.map_or("end".to_owned(), |t| t.to_string()))
+                }
+                flatten::StepKind::Branch { .. } => {
+                    let seqs: Vec<String> = cfg.succ[i]
+                        .iter()
+                        .map(|&t| {
+                            steps
+                                .get(t)
+                                .and_then(|t| t.seq_no)
+                                .map_or("end".to_owned(), |t| t.to_string())
+                        })
+                        .collect();
+                    format!(
+                        "if condition then {} else {}",
+                        seqs.first().map_or("?", |s| s),
+                        seqs.get(1).map_or("?", |s| s)
+                    )
+                }
+            };
+            ExplainStep {
+                seq_no: s.seq_no.unwrap_or(-1),
+                kind: s.ty.to_owned(),
+                title,
+                depends_on,
+                reads: reads.iter().map(name).collect(),
+                writes,
+                depth: s.depth,
+            }
+        })
+        .collect()
 }

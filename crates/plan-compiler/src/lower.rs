@@ -1,0 +1,593 @@
+//! Steps → `Program`: slot interning, constant pooling, template and arithmetic lowering,
+//! constant folding, tool-parameter checks. Records what each step reads and writes for
+//! the verifier's dataflow passes.
+
+use std::collections::HashMap;
+
+use plan_bytecode::{
+    ArithDef, ArithOp, AssignDef, CallDef, CondDef, ConstIdx, Effects, Instr, Operand, Piece,
+    Program, RefDef, Slot, ToolDef,
+};
+use plan_manifest::{Effects as ManifestEffects, Manifest};
+use plan_syntax::{
+    BinOp, Diagnostic, Dialect, Expr, Name, Node, NodeKind, Span, StringForm, UnOp, VarRef,
+    classify_string, parse_arith,
+};
+use plan_value::{Num, Op1, Op2};
+use serde_json::Value;
+
+use crate::codes;
+use crate::flatten::{Step, StepKind};
+
+/// What one step reads and writes (slots), for dataflow.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct StepIo {
+    /// (slot, span of the value that reads it)
+    pub(crate) reads: Vec<(Slot, Span)>,
+    pub(crate) writes: Vec<Slot>,
+}
+
+pub(crate) struct Lowerer<'m> {
+    pub(crate) program: Program,
+    pub(crate) diags: Vec<Diagnostic>,
+    pub(crate) io: Vec<StepIo>,
+    dialect: Dialect,
+    manifest: &'m Manifest,
+    consts: HashMap<String, ConstIdx>,
+    slots: HashMap<String, Slot>,
+    refs: HashMap<(Slot, Vec<ConstIdx>, ConstIdx), u32>,
+    tools: HashMap<String, u32>,
+    /// Reads collected while lowering the current step.
+    reads: Vec<(Slot, Span)>,
+}
+
+/// Whether a string value may be arithmetic (only `assign` values are).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ctx {
+    Assign,
+    Param,
+}
+
+fn const_key(v: &Value) -> String {
+    // NB: serde_json renders 1 and 1.0 differently, so ints and floats never share a slot.
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+impl<'m> Lowerer<'m> {
+    pub(crate) fn new(dialect: Dialect, manifest: &'m Manifest) -> Self {
+        Lowerer {
+            program: Program::default(),
+            diags: Vec::new(),
+            io: Vec::new(),
+            dialect,
+            manifest,
+            consts: HashMap::new(),
+            slots: HashMap::new(),
+            refs: HashMap::new(),
+            tools: HashMap::new(),
+            reads: Vec::new(),
+        }
+    }
+
+    pub(crate) fn konst(&mut self, v: Value) -> ConstIdx {
+        let key = const_key(&v);
+        if let Some(&i) = self.consts.get(&key) {
+            return i;
+        }
+        let i = self.program.consts.len() as ConstIdx;
+        self.program.consts.push(v);
+        self.consts.insert(key, i);
+        i
+    }
+
+    pub(crate) fn slot(&mut self, name: &str) -> Slot {
+        if let Some(&s) = self.slots.get(name) {
+            return s;
+        }
+        let s = self.program.slots.len() as Slot;
+        self.program.slots.push(name.to_owned());
+        self.slots.insert(name.to_owned(), s);
+        s
+    }
+
+    fn var_ref(&mut self, r: &VarRef, span: Span) -> u32 {
+        let slot = self.slot(&r.name);
+        self.reads.push((slot, span));
+        let path: Vec<ConstIdx> = r
+            .path
+            .iter()
+            .map(|k| self.konst(Value::String(k.clone())))
+            .collect();
+        let raw = self.konst(Value::String(r.raw.clone()));
+        let key = (slot, path, raw);
+        if let Some(&i) = self.refs.get(&key) {
+            return i;
+        }
+        let i = self.program.refs.len() as u32;
+        self.program.refs.push(RefDef {
+            slot,
+            path: key.1.clone(),
+            raw,
+        });
+        self.refs.insert(key, i);
+        i
+    }
+
+    fn template(&mut self, pieces: &[plan_syntax::Piece], span: Span) -> u32 {
+        let lowered = pieces
+            .iter()
+            .map(|p| match p {
+                plan_syntax::Piece::Lit(s) => Piece::Lit(self.konst(Value::String(s.clone()))),
+                plan_syntax::Piece::Ref(r) => Piece::Ref(self.var_ref(r, span)),
+            })
+            .collect();
+        self.program.templates.push(lowered);
+        (self.program.templates.len() - 1) as u32
+    }
+
+    /// `{"var": "name"}` (older dialect reference object).
+    fn var_object(&self, node: &Node) -> Option<VarRef> {
+        if self.dialect != Dialect::Older {
+            return None;
+        }
+        match node.as_object()? {
+            [m] if m.key == "var" => {
+                let name = m.value.as_str()?;
+                Some(VarRef {
+                    name: name.to_owned(),
+                    path: Vec::new(),
+                    raw: format!("{{{{{name}}}}}"),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Whether a value contains any reference (else it is one constant).
+    fn has_refs(&self, node: &Node) -> bool {
+        match &node.kind {
+            NodeKind::String(s) => !matches!(classify_string(s, self.dialect), StringForm::Literal),
+            NodeKind::Array(a) => a.iter().any(|n| self.has_refs(n)),
+            NodeKind::Object(m) => {
+                self.var_object(node).is_some() || m.iter().any(|m| self.has_refs(&m.value))
+            }
+            _ => false,
+        }
+    }
+
+    fn operand(&mut self, node: &Node, ctx: Ctx, seq: Option<i64>) -> Operand {
+        match &node.kind {
+            NodeKind::String(s) => {
+                if ctx == Ctx::Assign
+                    && let Some(expr) = parse_arith(s, self.dialect)
+                {
+                    return self.arith(s, &expr, node.span, seq);
+                }
+                match classify_string(s, self.dialect) {
+                    StringForm::Literal => Operand::Const(self.konst(Value::String(s.clone()))),
+                    StringForm::SingleRef(r) => Operand::Ref(self.var_ref(&r, node.span)),
+                    StringForm::Template(p) => Operand::Template(self.template(&p, node.span)),
+                }
+            }
+            NodeKind::Object(members) => {
+                if let Some(r) = self.var_object(node) {
+                    return Operand::Ref(self.var_ref(&r, node.span));
+                }
+                if !self.has_refs(node) {
+                    return Operand::Const(self.konst(node.to_value()));
+                }
+                let fields = members
+                    .iter()
+                    .map(|m| {
+                        let k = self.konst(Value::String(m.key.clone()));
+                        (k, self.operand(&m.value, Ctx::Param, seq))
+                    })
+                    .collect();
+                self.program.objects.push(fields);
+                Operand::Object((self.program.objects.len() - 1) as u32)
+            }
+            NodeKind::Array(items) => {
+                if !self.has_refs(node) {
+                    return Operand::Const(self.konst(node.to_value()));
+                }
+                let items = items
+                    .iter()
+                    .map(|n| self.operand(n, Ctx::Param, seq))
+                    .collect();
+                self.program.arrays.push(items);
+                Operand::Array((self.program.arrays.len() - 1) as u32)
+            }
+            _ => Operand::Const(self.konst(node.to_value())),
+        }
+    }
+
+    fn arith(&mut self, text: &str, expr: &Expr, span: Span, seq: Option<i64>) -> Operand {
+        if !expr_has_refs(expr) {
+            // Constant folding: the reference VM evaluates such literals too, so we match
+            // it, but tell the author since it is rarely what they meant.
+            return match fold(expr) {
+                Some(n) => {
+                    let v = plan_value::num_to_value(n);
+                    self.diags.push(
+                        Diagnostic::warning(
+                            codes::ARITH_CHANGES_LITERAL,
+                            format!("the string \"{text}\" is arithmetic and is assigned as the number {v}"),
+                        )
+                        .with_span(span)
+                        .with_seq(seq)
+                        .with_help("if you meant the text, add a non-arithmetic character (e.g. \"date: 2024-10-05\") or assign it from a tool output"),
+                    );
+                    Operand::Const(self.konst(v))
+                }
+                None => Operand::Const(self.konst(Value::String(text.to_owned()))),
+            };
+        }
+        let mut code = Vec::new();
+        self.arith_code(expr, span, &mut code);
+        let fallback = match classify_string(text, self.dialect) {
+            StringForm::Template(p) => self.template(&p, span),
+            StringForm::SingleRef(r) => self.template(&[plan_syntax::Piece::Ref(r)], span),
+            StringForm::Literal => {
+                let k = self.konst(Value::String(text.to_owned()));
+                self.program.templates.push(vec![Piece::Lit(k)]);
+                (self.program.templates.len() - 1) as u32
+            }
+        };
+        self.program.ariths.push(ArithDef { code, fallback });
+        Operand::Arith((self.program.ariths.len() - 1) as u32)
+    }
+
+    fn arith_code(&mut self, e: &Expr, span: Span, code: &mut Vec<ArithOp>) {
+        match e {
+            Expr::Num(n) => code.push(ArithOp::Const(self.konst(Value::Number(n.clone())))),
+            Expr::Ref(r) => code.push(ArithOp::Ref(self.var_ref(r, span))),
+            Expr::Unary(op, a) => {
+                self.arith_code(a, span, code);
+                code.push(match op {
+                    UnOp::Neg => ArithOp::Neg,
+                    UnOp::Pos => ArithOp::Pos,
+                });
+            }
+            Expr::Binary(op, a, b) => {
+                self.arith_code(a, span, code);
+                self.arith_code(b, span, code);
+                code.push(match op {
+                    BinOp::Add => ArithOp::Add,
+                    BinOp::Sub => ArithOp::Sub,
+                    BinOp::Mul => ArithOp::Mul,
+                    BinOp::Div => ArithOp::Div,
+                    BinOp::Pow => ArithOp::Pow,
+                    BinOp::Mod => ArithOp::Mod,
+                });
+            }
+        }
+    }
+
+    fn tool_index(&mut self, name: &str) -> u32 {
+        if let Some(&i) = self.tools.get(name) {
+            return i;
+        }
+        let effects = match self.manifest.get(name).map(|t| t.effects) {
+            Some(ManifestEffects::Pure) => Effects::Pure,
+            Some(ManifestEffects::Write) => Effects::Write,
+            _ => Effects::Read,
+        };
+        let i = self.program.tools.len() as u32;
+        self.program.tools.push(ToolDef {
+            name: name.to_owned(),
+            effects,
+        });
+        self.tools.insert(name.to_owned(), i);
+        i
+    }
+
+    fn check_var_name(&mut self, name: &Name, seq: Option<i64>) {
+        if name.text.trim().is_empty() {
+            self.diags.push(
+                Diagnostic::error(codes::BAD_VAR_NAME, "empty variable name")
+                    .with_span(name.span)
+                    .with_seq(seq)
+                    .with_help("give the variable a descriptive name such as \"summary\""),
+            );
+        }
+    }
+
+    /// Lowers one step to one instruction. `targets` are the step indices (= pcs) its
+    /// jump goes to (`[target]` or `[if_true, if_false]`), resolved by the caller.
+    pub(crate) fn step(&mut self, step: &Step<'_>, targets: &[usize]) -> Instr {
+        let target = |k: usize| targets.get(k).copied().unwrap_or(0) as u32;
+        self.reads.clear();
+        let seq = step.seq_no;
+        let mut writes = Vec::new();
+        let instr = match &step.kind {
+            StepKind::Nop => Instr::Nop,
+            StepKind::Assign(vars) => {
+                writes = vars.iter().map(|(name, _)| self.slot(&name.text)).collect();
+                let mut targets = Vec::with_capacity(vars.len());
+                for ((name, value), &slot) in vars.iter().zip(&writes) {
+                    self.check_var_name(name, seq);
+                    let first_read = self.reads.len();
+                    let op = self.operand(value, Ctx::Assign, seq);
+                    self.check_sibling_refs(first_read, slot, &writes, seq);
+                    targets.push((slot, op));
+                }
+                if targets.len() == 1 {
+                    let (dst, src) = targets[0];
+                    Instr::Set { dst, src }
+                } else {
+                    self.program.assigns.push(AssignDef { targets });
+                    Instr::Assign {
+                        assign: (self.program.assigns.len() - 1) as u32,
+                    }
+                }
+            }
+            StepKind::Call {
+                tool,
+                params,
+                outputs,
+            } => {
+                let args = self.call_args(tool, params, seq);
+                let mut outs = Vec::with_capacity(outputs.len());
+                for o in outputs.iter() {
+                    self.check_var_name(o, seq);
+                    let s = self.slot(&o.text);
+                    if outs.contains(&s) {
+                        self.diags.push(
+                            Diagnostic::error(
+                                codes::DUPLICATE_OUTPUT,
+                                format!("output variable `{}` is listed twice", o.text),
+                            )
+                            .with_span(o.span)
+                            .with_seq(seq)
+                            .with_help("list each output variable once"),
+                        );
+                    }
+                    outs.push(s);
+                }
+                if outputs.is_empty() {
+                    self.diags.push(
+                        Diagnostic::warning(
+                            codes::OUTPUT_DISCARDED,
+                            format!("the output of `{}` is discarded", tool.text),
+                        )
+                        .with_span(tool.span)
+                        .with_seq(seq)
+                        .with_help("add \"output_vars\": [\"name\"] to keep the result"),
+                    );
+                }
+                writes.extend(&outs);
+                let tool = self.tool_index(&tool.text);
+                self.program.calls.push(CallDef {
+                    tool,
+                    args,
+                    outputs: outs,
+                });
+                Instr::Call {
+                    call: (self.program.calls.len() - 1) as u32,
+                }
+            }
+            StepKind::Jump(_) => Instr::Jump { target: target(0) },
+            StepKind::Branch {
+                prompt, context, ..
+            } => {
+                let prompt = match prompt {
+                    Some(p) => self.operand(p, Ctx::Param, seq),
+                    None => Operand::Const(self.konst(Value::String(String::new()))),
+                };
+                let context = context
+                    .filter(|c| !matches!(c.kind, NodeKind::Null))
+                    .map(|c| self.operand(c, Ctx::Param, seq));
+                self.program.conds.push(CondDef { prompt, context });
+                Instr::Branch {
+                    cond: (self.program.conds.len() - 1) as u32,
+                    if_true: target(0),
+                    if_false: target(1),
+                }
+            }
+        };
+        self.io.push(StepIo {
+            reads: std::mem::take(&mut self.reads),
+            writes,
+        });
+        instr
+    }
+
+    /// Warns when the value just lowered for `own` (its reads start at `first_read`)
+    /// references another variable assigned by the same instruction. A value reading its
+    /// own variable (`"n": "${n} + 1"`) is the usual update idiom and is not reported.
+    fn check_sibling_refs(
+        &mut self,
+        first_read: usize,
+        own: Slot,
+        writes: &[Slot],
+        seq: Option<i64>,
+    ) {
+        let mut seen: Vec<Slot> = Vec::new();
+        for i in first_read..self.reads.len() {
+            let (slot, span) = self.reads[i];
+            if slot == own || !writes.contains(&slot) || seen.contains(&slot) {
+                continue;
+            }
+            seen.push(slot);
+            let name = &self.program.slots[slot as usize];
+            self.diags.push(
+                Diagnostic::warning(
+                    codes::ASSIGN_SELF_REF,
+                    format!("`{name}` is assigned by this same instruction, so this reference sees its value from before it"),
+                )
+                .with_span(span)
+                .with_seq(seq)
+                .with_help("all values of one assign are computed before any is stored: split it into two assign instructions if one value needs the other"),
+            );
+        }
+    }
+
+    fn call_args(
+        &mut self,
+        tool: &Name,
+        params: &[(Name, Node)],
+        seq: Option<i64>,
+    ) -> Vec<(ConstIdx, Operand)> {
+        let spec = self.manifest.get(&tool.text).cloned();
+        if spec.is_none() {
+            let names: Vec<&str> = self
+                .manifest
+                .tools
+                .iter()
+                .map(|t| t.name.as_str())
+                .collect();
+            let help = match crate::suggest(&tool.text, &names) {
+                Some(s) => format!("did you mean `{s}`? available tools: {}", names.join(", ")),
+                None => format!(
+                    "available tools: {} (add others with --tools FILE.toml)",
+                    names.join(", ")
+                ),
+            };
+            self.diags.push(
+                Diagnostic::error(codes::UNKNOWN_TOOL, format!("unknown tool `{}`", tool.text))
+                    .with_span(tool.span)
+                    .with_seq(seq)
+                    .with_help(help),
+            );
+        }
+        let mut args = Vec::with_capacity(params.len());
+        for (name, value) in params {
+            let declared = spec
+                .as_ref()
+                .map(|s| (s.params.is_empty(), s.param(&name.text).cloned()));
+            let ps = match declared {
+                Some((false, None)) => {
+                    let spec = spec.as_ref().expect("declared implies spec");
+                    let known: Vec<&str> = spec.params.iter().map(|p| p.name.as_str()).collect();
+                    let help = match crate::suggest(&name.text, &known) {
+                        Some(s) => format!(
+                            "did you mean `{s}`? `{}` takes: {}",
+                            spec.name,
+                            known.join(", ")
+                        ),
+                        None => format!("`{}` takes: {}", spec.name, known.join(", ")),
+                    };
+                    self.diags.push(
+                        Diagnostic::warning(
+                            codes::UNKNOWN_PARAM,
+                            format!(
+                                "`{}` has no parameter `{}`; it is dropped",
+                                spec.name, name.text
+                            ),
+                        )
+                        .with_span(name.span)
+                        .with_seq(seq)
+                        .with_help(help),
+                    );
+                    continue;
+                }
+                Some((_, ps)) => ps,
+                None => None,
+            };
+            let op = self.operand(value, Ctx::Param, seq);
+            if let (Some(ps), Operand::Const(k)) = (&ps, op) {
+                let v = &self.program.consts[k as usize];
+                if !ps.ty.accepts(v) {
+                    self.diags.push(
+                        Diagnostic::error(
+                            codes::PARAM_TYPE,
+                            format!(
+                                "parameter `{}` of `{}` must be {}, found {}",
+                                name.text,
+                                tool.text,
+                                article(ps.ty.as_str()),
+                                value.type_name()
+                            ),
+                        )
+                        .with_span(value.span)
+                        .with_seq(seq)
+                        .with_help(format!(
+                            "write {} here (e.g. {}), or a variable reference \"${{name}}\"",
+                            article(ps.ty.as_str()),
+                            example_of(ps.ty)
+                        )),
+                    );
+                }
+            }
+            let k = self.konst(Value::String(name.text.clone()));
+            args.push((k, op));
+        }
+        if let Some(spec) = &spec {
+            for p in spec.params.iter().filter(|p| p.required) {
+                if !params.iter().any(|(n, _)| n.text == p.name) {
+                    self.diags.push(
+                        Diagnostic::error(
+                            codes::MISSING_PARAM,
+                            format!("`{}` requires parameter `{}`", spec.name, p.name),
+                        )
+                        .with_span(tool.span)
+                        .with_seq(seq)
+                        .with_help(format!(
+                            "add \"{}\": <{}> to tool_params",
+                            p.name,
+                            p.ty.as_str()
+                        )),
+                    );
+                }
+            }
+        }
+        args
+    }
+}
+
+fn article(ty: &str) -> String {
+    match ty {
+        "int" => "an integer".into(),
+        "any" => "any value".into(),
+        "object" | "array" => format!("an {ty}"),
+        _ => format!("a {ty}"),
+    }
+}
+
+fn example_of(ty: plan_manifest::ParamType) -> &'static str {
+    use plan_manifest::ParamType as T;
+    match ty {
+        T::Int => "5",
+        T::Number => "0.5",
+        T::String => "\"text\"",
+        T::Bool => "true",
+        T::Array => "[\"a\", \"b\"]",
+        T::Object => "{\"key\": \"value\"}",
+        T::Any => "null",
+    }
+}
+
+fn expr_has_refs(e: &Expr) -> bool {
+    match e {
+        Expr::Num(_) => false,
+        Expr::Ref(_) => true,
+        Expr::Unary(_, a) => expr_has_refs(a),
+        Expr::Binary(_, a, b) => expr_has_refs(a) || expr_has_refs(b),
+    }
+}
+
+/// Evaluates a reference-free expression with the VM's own numeric rules.
+fn fold(e: &Expr) -> Option<Num> {
+    match e {
+        Expr::Num(n) => plan_value::to_num(&Value::Number(n.clone())),
+        Expr::Ref(_) => None,
+        Expr::Unary(op, a) => {
+            let op = match op {
+                UnOp::Neg => Op1::Neg,
+                UnOp::Pos => Op1::Pos,
+            };
+            plan_value::unary(op, fold(a)?)
+        }
+        Expr::Binary(op, a, b) => {
+            let op = match op {
+                BinOp::Add => Op2::Add,
+                BinOp::Sub => Op2::Sub,
+                BinOp::Mul => Op2::Mul,
+                BinOp::Div => Op2::Div,
+                BinOp::Pow => Op2::Pow,
+                BinOp::Mod => Op2::Mod,
+            };
+            plan_value::binary(op, fold(a)?, fold(b)?)
+        }
+    }
+}

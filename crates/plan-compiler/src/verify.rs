@@ -1,0 +1,281 @@
+//! Control-flow and dataflow checks over the lowered steps: reachability, termination,
+//! `final_answer` coverage, definitely-assigned variables, seq_no hygiene.
+
+use plan_bytecode::Slot;
+use plan_syntax::{Diagnostic, Span};
+use smallvec::SmallVec;
+
+use crate::codes;
+use crate::flatten::{Step, StepKind};
+use crate::lower::StepIo;
+
+/// Successors of each step; `n` (one past the last step) stands for "fell off the end".
+/// A step that writes `final_answer` has no successor: the run ends there.
+pub(crate) struct Cfg {
+    pub(crate) succ: Vec<SmallVec<[usize; 2]>>,
+    pub(crate) reachable: Vec<bool>,
+}
+
+impl Cfg {
+    pub(crate) fn new(
+        steps: &[Step<'_>],
+        io: &[StepIo],
+        targets: &[SmallVec<[usize; 2]>],
+        final_slot: Option<Slot>,
+    ) -> Cfg {
+        let n = steps.len();
+        let succ: Vec<SmallVec<[usize; 2]>> = (0..n)
+            .map(|i| {
+                if final_slot.is_some_and(|f| io[i].writes.contains(&f)) {
+                    SmallVec::new()
+                } else {
+                    match steps[i].kind {
+                        StepKind::Jump(_) | StepKind::Branch { .. } => targets[i].clone(),
+                        _ => smallvec::smallvec![i + 1],
+                    }
+                }
+            })
+            .collect();
+        let mut reachable = vec![false; n + 1];
+        let mut stack = vec![0usize];
+        while let Some(i) = stack.pop() {
+            if reachable[i] {
+                continue;
+            }
+            reachable[i] = true;
+            if i < n {
+                stack.extend(succ[i].iter().copied().filter(|&s| !reachable[s]));
+            }
+        }
+        Cfg { succ, reachable }
+    }
+}
+
+fn bitset(n: usize) -> Vec<u64> {
+    vec![0; n.div_ceil(64)]
+}
+fn set(b: &mut [u64], i: usize) {
+    b[i / 64] |= 1 << (i % 64);
+}
+fn get(b: &[u64], i: usize) -> bool {
+    b[i / 64] >> (i % 64) & 1 == 1
+}
+
+fn seq_label(step: &Step<'_>) -> String {
+    step.seq_no
+        .map_or_else(|| "?".to_owned(), |s| s.to_string())
+}
+
+pub(crate) fn verify(
+    steps: &[Step<'_>],
+    io: &[StepIo],
+    cfg: &Cfg,
+    slots: &[String],
+    final_slot: Option<Slot>,
+    plan_span: Span,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let n = steps.len();
+    if n == 0 {
+        diags.push(
+            Diagnostic::error(codes::NO_FINAL_ANSWER, "the plan has no instructions")
+                .with_span(plan_span)
+                .with_help(
+                    "write at least a reasoning step and an instruction that sets final_answer",
+                ),
+        );
+        return;
+    }
+
+    // --- seq_no hygiene and style -------------------------------------------------------
+    if !matches!(steps[0].kind, StepKind::Nop) {
+        diags.push(
+            Diagnostic::warning(codes::FIRST_NOT_REASONING, "the first instruction is not `reasoning`")
+                .with_span(steps[0].span)
+                .with_seq(steps[0].seq_no)
+                .with_help("start the plan with {\"seq_no\": 0, \"type\": \"reasoning\", \"parameters\": {\"chain_of_thoughts\": ..., \"dependency_analysis\": ...}}"),
+        );
+    }
+    for (expected, s) in steps.iter().filter(|s| !s.synthetic).enumerate() {
+        let expected = expected as i64;
+        if let Some(seq) = s.seq_no
+            && seq != expected
+        {
+            diags.push(
+                Diagnostic::warning(
+                    codes::SEQ_ORDER,
+                    format!("seq_no {seq} where {expected} was expected"),
+                )
+                .with_span(s.seq_span)
+                .with_seq(Some(seq))
+                .with_help("number instructions 0, 1, 2, ... in the order they are written"),
+            );
+            break;
+        }
+    }
+
+    // --- reachability -----------------------------------------------------------------------
+    let writes_final = |i: usize| final_slot.is_some_and(|f| io[i].writes.contains(&f));
+    let mut i = 0;
+    while i < n {
+        if cfg.reachable[i] || steps[i].synthetic {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < n && !cfg.reachable[i] {
+            i += 1;
+        }
+        let end = i - 1;
+        let after_final = start > 0 && writes_final(start - 1) && cfg.reachable[start - 1];
+        let range = if start == end {
+            format!("instruction {}", seq_label(&steps[start]))
+        } else {
+            format!(
+                "instructions {} to {}",
+                seq_label(&steps[start]),
+                seq_label(&steps[end])
+            )
+        };
+        let span = Span {
+            start: steps[start].span.start,
+            end: steps[end].span.end,
+        };
+        let d = if after_final {
+            Diagnostic::warning(
+                codes::AFTER_FINAL,
+                format!(
+                    "{range} never run: the run ends when seq {} sets final_answer",
+                    seq_label(&steps[start - 1])
+                ),
+            )
+            .with_help(
+                "set final_answer in the last instruction, or remove the instructions after it",
+            )
+        } else {
+            Diagnostic::warning(codes::UNREACHABLE, format!("{range} can never run"))
+                .with_help("no path from the first instruction reaches here: fix the jump targets or remove these instructions")
+        };
+        diags.push(d.with_span(span).with_seq(steps[start].seq_no));
+    }
+
+    // --- termination ------------------------------------------------------------------------
+    let any_final = (0..n).any(|i| cfg.reachable[i] && writes_final(i));
+    if !any_final {
+        let msg = if (0..n).any(writes_final) {
+            "only unreachable instructions set final_answer"
+        } else {
+            "no instruction sets final_answer"
+        };
+        diags.push(
+            Diagnostic::error(codes::NO_FINAL_ANSWER, msg)
+                .with_span(plan_span)
+                .with_help("the last instruction must store the answer in final_answer, e.g. \"output_vars\": [\"final_answer\"] or {\"type\": \"assign\", \"parameters\": {\"final_answer\": \"${summary}\"}}"),
+        );
+    } else if cfg.reachable[n] {
+        let last = (0..n)
+            .rev()
+            .find(|&i| cfg.reachable[i] && cfg.succ[i].contains(&n))
+            .unwrap_or(n - 1);
+        diags.push(
+            Diagnostic::warning(codes::FALLS_OFF_END, "a path reaches the end of the plan without setting final_answer")
+                .with_span(steps[last].span)
+                .with_seq(steps[last].seq_no)
+                .with_help("such a run fails: make sure every path ends with an instruction that sets final_answer"),
+        );
+    }
+    // Nodes that can terminate: reverse reachability from halts and the end.
+    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
+    for (i, ss) in cfg.succ.iter().enumerate() {
+        for &s in ss {
+            preds[s].push(i);
+        }
+    }
+    let mut can_end = vec![false; n + 1];
+    let mut stack: Vec<usize> = (0..n).filter(|&i| writes_final(i)).chain([n]).collect();
+    while let Some(i) = stack.pop() {
+        if can_end[i] {
+            continue;
+        }
+        can_end[i] = true;
+        stack.extend(preds[i].iter().copied().filter(|&p| !can_end[p]));
+    }
+    if let Some(first) = (0..n).find(|&i| cfg.reachable[i] && !can_end[i]) {
+        let stuck: Vec<String> = (0..n)
+            .filter(|&i| cfg.reachable[i] && !can_end[i] && !steps[i].synthetic)
+            .take(12)
+            .map(|i| seq_label(&steps[i]))
+            .collect();
+        diags.push(
+            Diagnostic::error(
+                codes::INESCAPABLE_CYCLE,
+                format!("a loop that no conditional jump can leave (through seq {})", stuck.join(", ")),
+            )
+            .with_span(steps[first].span)
+            .with_seq(steps[first].seq_no)
+            .with_help("add a conditional jmp (condition_prompt with jump_if_true/jump_if_false) that exits the loop, or set final_answer inside it"),
+        );
+    }
+
+    // --- definitely-assigned variables (forward must-analysis) ------------------------------
+    let nslots = slots.len();
+    let mut assigned_anywhere = bitset(nslots);
+    for w in io.iter().flat_map(|s| &s.writes) {
+        set(&mut assigned_anywhere, *w as usize);
+    }
+    let full: Vec<u64> = vec![!0; nslots.div_ceil(64)];
+    let mut din: Vec<Vec<u64>> = vec![full.clone(); n];
+    din[0] = bitset(nslots);
+    let mut changed = true;
+    let mut order: Vec<usize> = (0..n).filter(|&i| cfg.reachable[i]).collect();
+    order.sort_unstable();
+    while changed {
+        changed = false;
+        for &i in &order {
+            let mut inn = if i == 0 { bitset(nslots) } else { full.clone() };
+            for &p in &preds[i] {
+                if !cfg.reachable[p] {
+                    continue;
+                }
+                let mut out = din[p].clone();
+                for w in &io[p].writes {
+                    set(&mut out, *w as usize);
+                }
+                for (a, b) in inn.iter_mut().zip(&out) {
+                    *a &= *b;
+                }
+            }
+            if inn != din[i] {
+                din[i] = inn;
+                changed = true;
+            }
+        }
+    }
+    let mut warned_never = bitset(nslots);
+    for &i in &order {
+        let mut warned_here = bitset(nslots);
+        for &(slot, span) in &io[i].reads {
+            let s = slot as usize;
+            let name = &slots[s];
+            if !get(&assigned_anywhere, s) {
+                if !get(&warned_never, s) {
+                    set(&mut warned_never, s);
+                    diags.push(
+                        Diagnostic::warning(codes::NEVER_ASSIGNED, format!("`{name}` is never assigned"))
+                            .with_span(span)
+                            .with_seq(steps[i].seq_no)
+                            .with_help(format!("assign `{name}` in an earlier instruction (or pass it with `planvm run --var {name}=...`); until then the reference stays as literal text")),
+                    );
+                }
+            } else if !get(&din[i], s) && !get(&warned_here, s) {
+                set(&mut warned_here, s);
+                diags.push(
+                    Diagnostic::warning(codes::MAYBE_UNSET, format!("`{name}` may be unset here"))
+                        .with_span(span)
+                        .with_seq(steps[i].seq_no)
+                        .with_help(format!("on some path to this instruction no earlier instruction assigns `{name}`; the reference would stay as literal text")),
+                );
+            }
+        }
+    }
+}
