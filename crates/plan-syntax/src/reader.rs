@@ -74,6 +74,15 @@ pub(crate) fn read(src: &str) -> Parsed<Option<Node>> {
 /// broken plan must be reported as broken, not replaced by some inner object that parses.
 fn direct(src: &str, start: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option<Node> {
     let att = attempt(src, start, hi);
+    if att.node.is_none() && !att.committed() {
+        // `[Note] here is the plan: ```json ...```` starts with a bracket but is prose. Only a
+        // fenced block that parses cleanly may replace the direct reading: anything looser
+        // could swap a broken plan for some inner value that happens to parse.
+        if let Found::Clean(node, found) = fences(src, start, hi, &mut 0) {
+            diags.extend(found);
+            return node;
+        }
+    }
     diags.extend(att.diags);
     let node = att.node?;
     let after = skip_plain_ws(src.as_bytes(), att.end, hi);
@@ -96,52 +105,13 @@ fn prose(src: &str, lo: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option
     let mut tries = 0usize;
     let mut committed: Option<Attempt> = None;
 
-    // Markdown fences. The value is parsed from the fence's content with no end bound at
-    // the closing fence, so a string that itself contains ``` does not cut the plan short.
-    let mut search = lo;
-    while committed.is_none() && tries < limits::MAX_CANDIDATES {
-        let Some(open) = find(b, b"```", search, hi) else {
-            break;
-        };
-        let content = fence_content_start(b, open + 3, hi);
-        let start = skip_plain_ws(b, content, hi);
-        let mut resume = content;
-        if start < hi && matches!(b[start], b'[' | b'{' | b'/') {
-            tries += 1;
-            let att = attempt(src, start, hi);
-            resume = resume.max(att.end);
-            if att.clean() {
-                let opener = Span::new(open, trim_end(b, open, content));
-                let after = skip_plain_ws(b, att.end, hi);
-                let after = if b[after..hi].starts_with(b"```") {
-                    after + 3
-                } else {
-                    after
-                };
-                let has_prose = has_text(b, lo, open) || has_text(b, after, hi);
-                let msg = if has_prose {
-                    "the JSON was taken out of a Markdown code fence; the text around it was ignored"
-                } else {
-                    "the JSON was taken out of a Markdown code fence"
-                };
-                diags.push(
-                    Diagnostic::warning(codes::CODE_FENCE, msg)
-                        .with_span(opener)
-                        .with_help("reply with only the JSON array of instructions: no ``` fence, no commentary"),
-                );
-                diags.extend(att.diags);
-                return att.node;
-            }
-            if att.committed() {
-                committed = Some(att);
-                break;
-            }
+    match fences(src, lo, hi, &mut tries) {
+        Found::Clean(node, found) => {
+            diags.extend(found);
+            return node;
         }
-        // Skip the closing fence of this block so it is not taken for an opener.
-        search = match find(b, b"```", resume, hi) {
-            Some(close) => close + 3,
-            None => break,
-        };
+        Found::Committed(att) => committed = Some(att),
+        Found::Nothing => {}
     }
 
     // The first bracket that starts a value that parses.
@@ -189,6 +159,68 @@ fn prose(src: &str, lo: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option
             None
         }
     }
+}
+
+/// What the search of Markdown fences found.
+enum Found {
+    /// A fenced value that parses without error, with its diagnostics (fence warning first).
+    Clean(Option<Node>, Vec<Diagnostic>),
+    /// A fenced value that clearly is the JSON but has errors.
+    Committed(Attempt),
+    Nothing,
+}
+
+/// The first fenced block in `lo..hi` whose content parses. The value is parsed from the
+/// fence's content with no end bound at the closing fence, so a string that itself contains
+/// ``` does not cut the plan short.
+fn fences(src: &str, lo: usize, hi: usize, tries: &mut usize) -> Found {
+    let b = src.as_bytes();
+    let mut search = lo;
+    while *tries < limits::MAX_CANDIDATES {
+        let Some(open) = find(b, b"```", search, hi) else {
+            break;
+        };
+        let content = fence_content_start(b, open + 3, hi);
+        let start = skip_plain_ws(b, content, hi);
+        let mut resume = content;
+        if start < hi && matches!(b[start], b'[' | b'{' | b'/') {
+            *tries += 1;
+            let att = attempt(src, start, hi);
+            resume = resume.max(att.end);
+            if att.clean() {
+                let opener = Span::new(open, trim_end(b, open, content));
+                let after = skip_plain_ws(b, att.end, hi);
+                let after = if b[after..hi].starts_with(b"```") {
+                    after + 3
+                } else {
+                    after
+                };
+                let has_prose = has_text(b, lo, open) || has_text(b, after, hi);
+                let msg = if has_prose {
+                    "the JSON was taken out of a Markdown code fence; the text around it was ignored"
+                } else {
+                    "the JSON was taken out of a Markdown code fence"
+                };
+                let mut found = vec![
+                    Diagnostic::warning(codes::CODE_FENCE, msg)
+                        .with_span(opener)
+                        .with_help("reply with only the JSON array of instructions: no ``` fence, no commentary"),
+                ];
+                found.extend(att.diags);
+                return Found::Clean(att.node, found);
+            }
+            if att.committed() {
+                return Found::Committed(att);
+            }
+        }
+        // Skip the closing fence of this block so it is not taken for an opener.
+        search = match find(b, b"```", resume, hi) {
+            Some(close) => close + 3,
+            None => break,
+        };
+    }
+
+    Found::Nothing
 }
 
 #[cold]
