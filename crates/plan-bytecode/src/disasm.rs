@@ -362,10 +362,11 @@ pub fn disasm(program: &Program) -> String {
     );
     match &p.debug {
         Some(d) => {
-            let src = d
-                .source
-                .as_deref()
-                .map_or_else(|| "unknown source".to_owned(), quoted);
+            // The source path is shown whole: a cut path is no help in finding the file.
+            let src = d.source.as_deref().map_or_else(
+                || "unknown source".to_owned(),
+                |s| serde_json::to_string(s).unwrap_or_default(),
+            );
             let _ = writeln!(
                 out,
                 "; debug info: {src}, {}",
