@@ -302,6 +302,7 @@ impl<'m> Lowerer<'m> {
         let instr = match &step.kind {
             StepKind::Nop => Instr::Nop,
             StepKind::Assign(vars) => {
+                let vars = last_of_each_name(vars);
                 writes = vars.iter().map(|(name, _)| self.slot(&name.text)).collect();
                 let mut targets = Vec::with_capacity(vars.len());
                 for ((name, value), &slot) in vars.iter().zip(&writes) {
@@ -428,6 +429,7 @@ impl<'m> Lowerer<'m> {
         params: &[(Name, Node)],
         seq: Option<i64>,
     ) -> Vec<(ConstIdx, Operand)> {
+        let params = last_of_each_name(params);
         let spec = self.manifest.get(&tool.text).cloned();
         if spec.is_none() {
             let names: Vec<&str> = self
@@ -451,7 +453,7 @@ impl<'m> Lowerer<'m> {
             );
         }
         let mut args = Vec::with_capacity(params.len());
-        for (name, value) in params {
+        for &(name, value) in &params {
             let declared = spec
                 .as_ref()
                 .map(|s| (s.params.is_empty(), s.param(&name.text).cloned()));
@@ -533,6 +535,17 @@ impl<'m> Lowerer<'m> {
         }
         args
     }
+}
+
+/// A key written twice in one object keeps its last value, as JSON parsers do (the reader
+/// has already warned about the duplicate).
+fn last_of_each_name(members: &[(Name, Node)]) -> Vec<&(Name, Node)> {
+    members
+        .iter()
+        .enumerate()
+        .filter(|(i, (n, _))| !members[i + 1..].iter().any(|(m, _)| m.text == n.text))
+        .map(|(_, m)| m)
+        .collect()
 }
 
 fn article(ty: &str) -> String {
