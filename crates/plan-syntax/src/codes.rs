@@ -102,7 +102,7 @@ pub const UNKNOWN_PARAMETER: &str = "W0103";
 pub const UNKNOWN_TYPE_CALL: &str = "W0104";
 /// `{"seq_no": 0, "type": "reasoning", "parameters": {}, "note": "x"}`: ignored member.
 pub const UNKNOWN_MEMBER: &str = "W0105";
-/// `{"output_vars": "answer"}`: a single string where an array of names is expected.
+/// `{"output_vars": "answer"}` or `calling` with `"output_var"`: output names in a non-standard form.
 pub const OUTPUT_VARS_STRING: &str = "W0106";
 /// `{"type": "jmp", "parameters": {"condition_prompt": "p", ..., "target_seq": 3}}`.
 pub const JMP_BOTH_FORMS: &str = "W0107";
