@@ -65,7 +65,7 @@ pub fn compile(src: &str, opts: &CompileOptions) -> Compiled {
 
 /// Reader repair warnings (`W00xx`) become errors under `--strict`.
 fn is_repair(d: &Diagnostic) -> bool {
-    d.code.starts_with("W00")
+    plan_syntax::codes::is_reader_repair(d.code)
 }
 
 fn compile_inner(
