@@ -228,10 +228,7 @@ const REPAIRS_SHOWN_PER_KIND: usize = 3;
 /// still fails).
 fn collapse_repeated_repairs(diags: &mut Vec<Diagnostic>) {
     let mut counts: HashMap<&'static str, usize> = HashMap::new();
-    for d in diags
-        .iter()
-        .filter(|d| is_repair(d) || d.help.as_deref().is_some_and(|h| h.contains("--strict")))
-    {
+    for d in diags.iter().filter(|d| is_repair(d)) {
         *counts.entry(d.code).or_default() += 1;
     }
     let mut seen: HashMap<&'static str, usize> = HashMap::new();
