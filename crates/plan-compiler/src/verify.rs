@@ -223,21 +223,22 @@ pub(crate) fn verify(
     for w in io.iter().flat_map(|s| &s.writes) {
         set(&mut assigned_anywhere, *w as usize);
     }
-    let full: Vec<u64> = vec![!0; nslots.div_ceil(64)];
-    let mut din: Vec<Vec<u64>> = vec![full.clone(); n];
-    din[0] = bitset(nslots);
+    // NB: one arena for all n in-sets and two reused scratch sets: the fixpoint loop
+    // allocates nothing per iteration, which keeps `check` linear-ish on 2,000-step plans.
+    let words = nslots.div_ceil(64);
+    let bump = bumpalo::Bump::new();
+    let mut din: Vec<&mut [u64]> = (0..n)
+        .map(|i| bump.alloc_slice_fill_copy(words, if i == 0 { 0 } else { !0 }))
+        .collect();
+    let (mut inn, mut out) = (vec![0u64; words], vec![0u64; words]);
     let mut changed = true;
-    let mut order: Vec<usize> = (0..n).filter(|&i| cfg.reachable[i]).collect();
-    order.sort_unstable();
+    let order: Vec<usize> = (0..n).filter(|&i| cfg.reachable[i]).collect();
     while changed {
         changed = false;
         for &i in &order {
-            let mut inn = if i == 0 { bitset(nslots) } else { full.clone() };
-            for &p in &preds[i] {
-                if !cfg.reachable[p] {
-                    continue;
-                }
-                let mut out = din[p].clone();
+            inn.fill(if i == 0 { 0 } else { !0 });
+            for &p in preds[i].iter().filter(|&&p| cfg.reachable[p]) {
+                out.copy_from_slice(din[p]);
                 for w in &io[p].writes {
                     set(&mut out, *w as usize);
                 }
@@ -245,8 +246,8 @@ pub(crate) fn verify(
                     *a &= *b;
                 }
             }
-            if inn != din[i] {
-                din[i] = inn;
+            if inn[..] != din[i][..] {
+                din[i].copy_from_slice(&inn);
                 changed = true;
             }
         }
@@ -267,7 +268,7 @@ pub(crate) fn verify(
                             .with_help(format!("assign `{name}` in an earlier instruction (or pass it with `planvm run --var {name}=...`); until then the reference stays as literal text")),
                     );
                 }
-            } else if !get(&din[i], s) && !get(&warned_here, s) {
+            } else if !get(din[i], s) && !get(&warned_here, s) {
                 set(&mut warned_here, s);
                 diags.push(
                     Diagnostic::warning(codes::MAYBE_UNSET, format!("`{name}` may be unset here"))
