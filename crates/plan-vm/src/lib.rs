@@ -13,11 +13,21 @@
 //!   limit without allocating past it.
 //! - Suspendable: [`VmState`] (pc, slots, outstanding requests, counters) serializes, so a
 //!   suspended run can continue in another process ([`Vm::from_state`]).
+//! - Concurrent, yet sequential in result: while the head waits for a tool, the VM looks
+//!   ahead along the sequential path and issues every call whose inputs are settled
+//!   (out-of-order issue, in-order commit, like a CPU reorder buffer). Results are
+//!   committed in program order, so variables, final answer and failure are exactly those
+//!   of a sequential run, whatever order the host answers in. Nothing past an unresolved
+//!   condition is issued; `effects = "write"` tools keep program order relative to every
+//!   other call; at most [`Limits::max_concurrency`] requests are outstanding.
 //!
 //! Module map (start at `vm.rs`):
-//! - `vm.rs`: [`Vm`], the dispatch loop and one `op_*` method per instruction;
+//! - `vm.rs`: [`Vm`], the dispatch loop (the head) and one `op_*` method per instruction;
+//! - `sched.rs`: the look-ahead scan that issues independent calls ahead of the head;
+//! - `defuse.rs`: per-instruction read/write slot sets the scan uses;
 //! - `resolve.rs`: operands → values (constants, references with dotted paths, one-pass
-//!   templates, arithmetic with text fallback, arrays/objects);
+//!   templates, arithmetic with text fallback, arrays/objects), against the committed
+//!   slots or the look-ahead's overlay;
 //! - `state.rs`: [`VmState`], the serializable suspended run, and its checks on restore.
 //!
 //! A host loop, with one tool call (`answer = llm_generate(...)`, then
@@ -56,10 +66,13 @@
 //!
 //! API CONTRACT (stable): the types below; `Vm`/`VmState` are added by this crate.
 
+mod defuse;
 mod resolve;
+mod sched;
 mod state;
 mod vm;
 
+pub use sched::WINDOW;
 pub use state::{Pending, Status, VmState};
 pub use vm::{MAX_VALUE_DEPTH, Vm};
 
@@ -76,6 +89,17 @@ pub struct Limits {
     pub max_total_bytes: u64,
     /// Maximum bytes of any one value (default 16 MiB).
     pub max_value_bytes: u64,
+    /// Maximum requests outstanding at once (default 16). The head's own request is
+    /// always issued; 0 and 1 both mean strictly sequential (one call at a time).
+    #[serde(default = "default_max_concurrency")]
+    pub max_concurrency: u32,
+}
+
+/// Default of [`Limits::max_concurrency`].
+pub const DEFAULT_MAX_CONCURRENCY: u32 = 16;
+
+fn default_max_concurrency() -> u32 {
+    DEFAULT_MAX_CONCURRENCY
 }
 
 impl Default for Limits {
@@ -84,6 +108,7 @@ impl Default for Limits {
             max_steps: 10_000,
             max_total_bytes: 64 << 20,
             max_value_bytes: 16 << 20,
+            max_concurrency: DEFAULT_MAX_CONCURRENCY,
         }
     }
 }
@@ -141,7 +166,9 @@ pub struct Outcome {
 /// Why `run()` returned.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Halt {
-    /// New tool requests to perform (possibly empty if only older ones are outstanding).
+    /// New tool requests to perform, all at once (possibly empty if only older ones are
+    /// outstanding). The first is the head's when the head issued one; the rest were
+    /// issued ahead of it (see "Concurrency" in docs/semantics.md).
     Yield(Vec<ToolRequest>),
     Done(Outcome),
     Failed(RunError),

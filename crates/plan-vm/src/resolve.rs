@@ -1,4 +1,6 @@
-//! Operands → values, against the current slots.
+//! Operands → values, against a view of the slots: the committed slots when the head
+//! executes, or the committed slots overlaid with finished look-ahead results when the
+//! scheduler (`sched.rs`) evaluates ahead of the head.
 //!
 //! Rules (docs/semantics.md): a constant is cloned; a single reference passes the value
 //! unchanged (dotted keys walk objects, arrays by decimal index, and strings holding a
@@ -11,7 +13,7 @@
 
 use std::borrow::Cow;
 
-use plan_bytecode::{ArithOp, Operand, Piece, RefDef};
+use plan_bytecode::{ArithOp, Operand, Pc, Piece, RefDef, Slot};
 use plan_value::{
     NODE_BYTES, Num, Op1, Op2, binary, interpolated, interpolated_len, num_to_value, to_num, unary,
     value_size, write_interpolated,
@@ -20,25 +22,65 @@ use serde_json::{Map, Value};
 
 use crate::vm::{Fault, MAX_VALUE_DEPTH, Vm};
 
+/// Where values of slots come from while resolving.
+pub(crate) trait SlotView {
+    fn get(&self, slot: Slot) -> Option<&Value>;
+}
+
+/// The committed slots.
+impl SlotView for [Option<Value>] {
+    #[inline]
+    fn get(&self, slot: Slot) -> Option<&Value> {
+        self[slot as usize].as_ref()
+    }
+}
+
+/// Committed slots overlaid with values produced by finished, not yet committed
+/// look-ahead entries (`over[s]` is `Some` when the latest window writer of `s` before the
+/// entry being evaluated has finished).
+pub(crate) struct Overlay<'a> {
+    pub(crate) base: &'a [Option<Value>],
+    pub(crate) over: &'a [Option<Value>],
+}
+
+impl SlotView for Overlay<'_> {
+    #[inline]
+    fn get(&self, slot: Slot) -> Option<&Value> {
+        let s = slot as usize;
+        self.over[s].as_ref().or(self.base[s].as_ref())
+    }
+}
+
 impl<'p> Vm<'p> {
-    /// The value of `op` now.
+    /// The value of `op` against the committed slots, for the head instruction.
+    #[inline]
     pub(crate) fn resolve(&self, op: Operand) -> Result<Value, Fault> {
+        self.resolve_in(&self.st.slots[..], self.st.pc, op)
+    }
+
+    /// The value of `op` against `view`; errors are placed at `pc`.
+    pub(crate) fn resolve_in<S: SlotView + ?Sized>(
+        &self,
+        view: &S,
+        pc: Pc,
+        op: Operand,
+    ) -> Result<Value, Fault> {
         let p = self.prog;
         match op {
             Operand::Const(c) => Ok(p.consts[c as usize].clone()),
             Operand::Ref(r) => {
                 let def = &p.refs[r as usize];
-                Ok(match self.lookup(def) {
+                Ok(match lookup(self, view, def) {
                     Some(v) => v.into_owned(),
                     None => Value::String(self.const_str(def.raw).to_owned()),
                 })
             }
-            Operand::Template(t) => self.template(t).map(Value::String),
+            Operand::Template(t) => self.template(view, pc, t).map(Value::String),
             Operand::Arith(a) => {
                 let def = &p.ariths[a as usize];
-                match self.arith(&def.code) {
+                match self.arith(view, &def.code) {
                     Some(n) => Ok(num_to_value(n)),
-                    None => self.template(def.fallback).map(Value::String),
+                    None => self.template(view, pc, def.fallback).map(Value::String),
                 }
             }
             // NB: validation bounds Array/Object nesting (MAX_OPERAND_DEPTH), so this
@@ -48,8 +90,8 @@ impl<'p> Vm<'p> {
                 let mut out = Vec::with_capacity(items.len());
                 let mut bytes = NODE_BYTES;
                 for &item in items {
-                    let v = self.resolve(item)?;
-                    bytes = bytes.saturating_add(self.check_built(&v, bytes)?);
+                    let v = self.resolve_in(view, pc, item)?;
+                    bytes = bytes.saturating_add(self.check_built(pc, &v, bytes)?);
                     out.push(v);
                 }
                 Ok(Value::Array(out))
@@ -60,10 +102,10 @@ impl<'p> Vm<'p> {
                 let mut bytes = NODE_BYTES;
                 for &(k, item) in entries {
                     let key = self.const_str(k);
-                    let v = self.resolve(item)?;
+                    let v = self.resolve_in(view, pc, item)?;
                     let entry = NODE_BYTES.saturating_add(key.len() as u64);
                     bytes = bytes.saturating_add(entry);
-                    bytes = bytes.saturating_add(self.check_built(&v, bytes)?);
+                    bytes = bytes.saturating_add(self.check_built(pc, &v, bytes)?);
                     out.insert(key.to_owned(), v);
                 }
                 Ok(Value::Object(out))
@@ -73,20 +115,24 @@ impl<'p> Vm<'p> {
 
     /// Measures an element about to join an array/object of `so_far` bytes; fails when
     /// the container would exceed the per-value limit or nest too deep.
-    fn check_built(&self, v: &Value, so_far: u64) -> Result<u64, Fault> {
+    fn check_built(&self, pc: Pc, v: &Value, so_far: u64) -> Result<u64, Fault> {
         let size = value_size(v);
         if size.depth >= MAX_VALUE_DEPTH {
-            return Err(self.error_here(format!(
-                "value nested more than {MAX_VALUE_DEPTH} levels deep"
-            )));
+            return Err(self.error_at(
+                pc,
+                format!("value nested more than {MAX_VALUE_DEPTH} levels deep"),
+            ));
         }
         let total = so_far.saturating_add(size.bytes);
         if total > self.limits.max_value_bytes {
-            return Err(self.error_here(format!(
-                "value would be more than {} bytes, over the per-value limit of {} bytes \
+            return Err(self.error_at(
+                pc,
+                format!(
+                    "value would be more than {} bytes, over the per-value limit of {} bytes \
                  (max_value_bytes)",
-                total, self.limits.max_value_bytes
-            )));
+                    total, self.limits.max_value_bytes
+                ),
+            ));
         }
         Ok(size.bytes)
     }
@@ -96,17 +142,13 @@ impl<'p> Vm<'p> {
         self.prog.consts[c as usize].as_str().unwrap_or("")
     }
 
-    /// Follows a reference; `None` when the slot is unset or a key is missing.
-    pub(crate) fn lookup(&self, def: &RefDef) -> Option<Cow<'_, Value>> {
-        let mut cur = Cow::Borrowed(self.st.slots[def.slot as usize].as_ref()?);
-        for &k in &def.path {
-            cur = step(cur, self.const_str(k))?;
-        }
-        Some(cur)
-    }
-
     /// Interpolates template `t` in one pass, after checking its exact size.
-    pub(crate) fn template(&self, t: u32) -> Result<String, Fault> {
+    pub(crate) fn template<S: SlotView + ?Sized>(
+        &self,
+        view: &S,
+        pc: Pc,
+        t: u32,
+    ) -> Result<String, Fault> {
         let pieces = &self.prog.templates[t as usize];
         // Resolve every reference once, measure, then write: a doubling loop
         // (`x = "${x}${x}"`) fails here without allocating the oversized text.
@@ -117,7 +159,7 @@ impl<'p> Vm<'p> {
                 Piece::Lit(c) => self.const_str(c).len() as u64,
                 Piece::Ref(r) => {
                     let def = &self.prog.refs[r as usize];
-                    let v = self.lookup(def);
+                    let v = lookup(self, view, def);
                     let n = match &v {
                         Some(v) => interpolated_len(v),
                         None => self.const_str(def.raw).len() as u64,
@@ -131,10 +173,13 @@ impl<'p> Vm<'p> {
         let bytes = len.saturating_add(NODE_BYTES);
         let limit = self.limits.max_value_bytes.min(self.limits.max_total_bytes);
         if bytes > limit {
-            return Err(self.error_here(format!(
-                "interpolated text would be {len} bytes, over the limit of {limit} bytes \
+            return Err(self.error_at(
+                pc,
+                format!(
+                    "interpolated text would be {len} bytes, over the limit of {limit} bytes \
                  for one value (max_value_bytes / max_total_bytes)"
-            )));
+                ),
+            ));
         }
         let mut out = String::with_capacity(len as usize);
         let mut refs = resolved.iter();
@@ -151,45 +196,50 @@ impl<'p> Vm<'p> {
     }
 
     /// Evaluates postfix arithmetic; `None` means "use the fallback text".
-    fn arith(&self, code: &[ArithOp]) -> Option<Num> {
+    fn arith<S: SlotView + ?Sized>(&self, view: &S, code: &[ArithOp]) -> Option<Num> {
         // Fast path for the most common shape, `${i} + 1`: no stack at all.
         if let [a, b, op] = *code
             && let Some(op) = binop(op)
         {
-            let a = self.operand_num(a)?;
-            let b = self.operand_num(b)?;
+            let a = self.operand_num(view, a)?;
+            let b = self.operand_num(view, b)?;
             return binary(op, a, b);
         }
         // Reuse one stack across evaluations: the hot loop stays allocation-free.
         let mut stack = self.scratch.take();
         stack.clear();
-        let r = self.arith_with(code, &mut stack);
+        let r = self.arith_with(view, code, &mut stack);
         self.scratch.set(stack);
         r
     }
 
     /// A leaf of arithmetic code as a number (`None`: not a leaf, or not numeric).
     #[inline]
-    fn operand_num(&self, op: ArithOp) -> Option<Num> {
+    fn operand_num<S: SlotView + ?Sized>(&self, view: &S, op: ArithOp) -> Option<Num> {
         match op {
             ArithOp::Const(c) => to_num(&self.prog.consts[c as usize]),
             ArithOp::Ref(r) => {
                 let def = &self.prog.refs[r as usize];
                 if def.path.is_empty() {
-                    to_num(self.st.slots[def.slot as usize].as_ref()?)
+                    to_num(view.get(def.slot)?)
                 } else {
-                    to_num(self.lookup(def)?.as_ref())
+                    to_num(lookup(self, view, def)?.as_ref())
                 }
             }
             _ => None,
         }
     }
 
-    fn arith_with(&self, code: &[ArithOp], stack: &mut Vec<Num>) -> Option<Num> {
+    fn arith_with<S: SlotView + ?Sized>(
+        &self,
+        view: &S,
+        code: &[ArithOp],
+        stack: &mut Vec<Num>,
+    ) -> Option<Num> {
         for op in code {
             let bin = match *op {
                 leaf @ (ArithOp::Const(_) | ArithOp::Ref(_)) => {
-                    stack.push(self.operand_num(leaf)?);
+                    stack.push(self.operand_num(view, leaf)?);
                     continue;
                 }
                 ArithOp::Neg => Op1::Neg,
@@ -207,6 +257,19 @@ impl<'p> Vm<'p> {
         // Validation guarantees exactly one value; be safe anyway (text fallback).
         if stack.len() == 1 { stack.pop() } else { None }
     }
+}
+
+/// Follows a reference; `None` when the slot is unset or a key is missing.
+fn lookup<'v, S: SlotView + ?Sized>(
+    vm: &Vm<'_>,
+    view: &'v S,
+    def: &RefDef,
+) -> Option<Cow<'v, Value>> {
+    let mut cur = Cow::Borrowed(view.get(def.slot)?);
+    for &k in &def.path {
+        cur = step(cur, vm.const_str(k))?;
+    }
+    Some(cur)
 }
 
 fn binop(op: ArithOp) -> Option<Op2> {

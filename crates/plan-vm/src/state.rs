@@ -1,7 +1,7 @@
 //! The serializable state of a run between yields, and the checks that make restoring it
 //! safe: a saved state is untrusted input, exactly like a `.pbc` file.
 
-use crate::{CallId, RunError, ToolRequest};
+use crate::{RunError, ToolRequest};
 use plan_bytecode::{Instr, Pc, ValidatedProgram};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -23,6 +23,11 @@ pub enum Status {
 pub struct Pending {
     /// The request as issued (so a restored run can re-issue unanswered requests).
     pub request: ToolRequest,
+    /// Which dynamic instruction issued it: the number of instructions the sequential run
+    /// executes before it (the request is consumed when `steps` reaches this number).
+    /// Stable while the run advances, so a request issued ahead of the head is matched
+    /// to its instruction however far the head has moved since.
+    pub instance: u64,
     /// The host's answer, once `resume` delivered it.
     pub result: Option<Result<Value, String>>,
 }
@@ -30,19 +35,19 @@ pub struct Pending {
 /// Everything a suspended run needs to continue (see [`crate::Vm::from_state`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VmState {
-    /// Next instruction to execute; while `awaiting` is set, the instruction that is
-    /// waiting for its result.
+    /// The head: the next instruction to commit in program order (while suspended, the
+    /// call or condition waiting for its result).
     pub(crate) pc: Pc,
     /// One entry per program slot; `None` = never set.
     pub(crate) slots: Vec<Option<Value>>,
     /// Preset variables whose name has no slot in the program (kept so they show in
     /// `Outcome::vars`; no instruction can read them).
     pub(crate) extra: Map<String, Value>,
-    /// Outstanding requests, in issue order.
+    /// Outstanding requests (the head's and those issued ahead of it), in issue order.
+    /// The look-ahead window itself is not saved: it is derived again from the head and
+    /// these requests.
     pub(crate) pending: Vec<Pending>,
-    /// The request the instruction at `pc` waits for.
-    pub(crate) awaiting: Option<CallId>,
-    /// Instructions executed so far.
+    /// Instructions committed so far (also the instance number of the head).
     pub(crate) steps: u64,
     /// Bytes held in all variables (recomputed and checked on restore).
     pub(crate) bytes: u64,
@@ -57,7 +62,6 @@ impl VmState {
             slots: vec![None; slot_count],
             extra: Map::new(),
             pending: Vec::new(),
-            awaiting: None,
             steps: 0,
             bytes: 0,
             next_call: 0,
@@ -65,12 +69,12 @@ impl VmState {
         }
     }
 
-    /// Program counter (the waiting instruction while suspended).
+    /// Program counter of the head (the waiting instruction while suspended).
     pub fn pc(&self) -> Pc {
         self.pc
     }
 
-    /// Instructions executed so far.
+    /// Instructions committed so far (a call counts once its result is consumed).
     pub fn steps(&self) -> u64 {
         self.steps
     }
@@ -115,6 +119,8 @@ impl VmState {
         if self.pc as usize > program.code.len() {
             return Err(format!("state pc {} is beyond the program", self.pc));
         }
+        let mut ids = std::collections::BTreeSet::new();
+        let mut instances = std::collections::BTreeSet::new();
         for p in &self.pending {
             let pc = p.request.pc as usize;
             if !matches!(
@@ -132,16 +138,22 @@ impl VmState {
                     p.request.id.0
                 ));
             }
-        }
-        if let Some(id) = self.awaiting {
-            match self.pending.iter().find(|p| p.request.id == id) {
-                Some(p) if p.request.pc == self.pc => {}
-                _ => {
-                    return Err(format!(
-                        "state awaits request {} which is not pending",
-                        id.0
-                    ));
-                }
+            if !ids.insert(p.request.id) {
+                return Err(format!("request id {} is pending twice", p.request.id.0));
+            }
+            // Only a running state may hold requests the head has not reached yet; a
+            // finished one may keep abandoned requests from anywhere.
+            if matches!(self.status, Status::Running) && p.instance < self.steps {
+                return Err(format!(
+                    "pending request {} belongs to an instruction already committed",
+                    p.request.id.0
+                ));
+            }
+            if !instances.insert(p.instance) {
+                return Err(format!(
+                    "two pending requests for instruction instance {}",
+                    p.instance
+                ));
             }
         }
         Ok(())

@@ -1,21 +1,24 @@
 //! The VM: dispatch loop, one `op_*` method per instruction, suspension at tool calls.
 //!
-//! Control flow of a run: `run()` first consumes the result the current instruction waits
-//! for (if any), then dispatches until an instruction issues a request (→ `Yield`), sets
-//! `final_answer` (→ `Done`), or fails (→ `Failed`). A failed or finished VM keeps
-//! returning the same halt.
+//! Control flow of a run: `run()` dispatches at the head (the next instruction in program
+//! order), committing answered requests as it reaches them, until the head waits for an
+//! unanswered request, sets `final_answer` (→ `Done`), or fails (→ `Failed`). When the
+//! head waits, the look-ahead scan (`sched.rs`) issues the independent calls after it, and
+//! `run()` yields everything newly issued. A failed or finished VM keeps returning the
+//! same halt.
 //!
 //! Performance: the loop copies one `Instr` (≤ 16 bytes) per step, touches no debug info
 //! and formats nothing unless tracing is on; `Jump`, `Nop` and `Set` of a small constant
 //! allocate nothing.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 
 use plan_bytecode::{Instr, Pc, Slot, ValidatedProgram};
 use plan_value::{Num, extract_first_object, parse_condition_answer, preview, value_size};
 use serde_json::{Map, Value};
 
-use crate::resolve::as_text;
+use crate::defuse::DefUse;
+use crate::resolve::{SlotView, as_text};
 use crate::state::{Pending, Status, VmState};
 use crate::{CallId, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolRequest};
 
@@ -39,14 +42,20 @@ pub struct Vm<'p> {
     pub(crate) st: VmState,
     /// Bytes charged for each slot (derived from `st.slots`; not serialized).
     slot_bytes: Vec<u64>,
-    final_slot: Option<Slot>,
+    pub(crate) final_slot: Option<Slot>,
     /// Set by `store` when `final_answer` is written; checked after each instruction.
     ended: bool,
     tracing: bool,
     events: Vec<Event>,
     /// Reused arithmetic stack.
     pub(crate) scratch: Cell<Vec<Num>>,
+    /// Read/write sets per instruction, built the first time the head waits for a tool
+    /// (a run without calls never pays for it).
+    pub(crate) defuse: OnceCell<DefUse>,
 }
+
+/// Tool name, arguments and kind of a request about to be issued.
+pub(crate) type RequestParts = (String, Map<String, Value>, RequestKind);
 
 /// A failure inside the VM, boxed so that `Result`s on the hot path stay small.
 pub(crate) type Fault = Box<RunError>;
@@ -65,6 +74,7 @@ impl<'p> Vm<'p> {
             tracing: false,
             events: Vec::new(),
             scratch: Cell::new(Vec::new()),
+            defuse: OnceCell::new(),
         }
     }
 
@@ -116,6 +126,23 @@ impl<'p> Vm<'p> {
 
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// Sets [`Limits::max_concurrency`]: how many requests may be outstanding at once
+    /// (1 = strictly sequential).
+    pub fn set_max_concurrency(&mut self, n: u32) {
+        self.limits.max_concurrency = n;
+    }
+
+    /// After the run ended (`Done`/`Failed`): requests issued ahead of the head that the
+    /// run no longer needs and that have no answer yet. The host should cancel them
+    /// (dropping their futures is enough); `resume` for them returns an error, which is
+    /// harmless. Empty while the run is going on.
+    pub fn abandoned(&self) -> Vec<ToolRequest> {
+        match self.st.status {
+            Status::Running => Vec::new(),
+            _ => self.st.unanswered(),
+        }
     }
 
     /// Records trace events from now on (or stops).
@@ -183,76 +210,135 @@ impl<'p> Vm<'p> {
     }
 
     /// Runs until the VM needs tool results, finishes, or fails.
+    ///
+    /// First commits at the head, in program order, everything that can be committed
+    /// (answered requests, then plain instructions, exactly as a sequential run); when
+    /// the head waits for a tool, looks ahead and issues the independent calls after it.
     pub fn run(&mut self) -> Halt {
         match &self.st.status {
             Status::Running => {}
             Status::Done => return Halt::Done(self.outcome()),
             Status::Failed { error } => return Halt::Failed(error.clone()),
         }
-        if let Some(id) = self.st.awaiting {
-            let Some(i) = self.st.pending.iter().position(|p| p.request.id == id) else {
-                // `check`/`op_*` keep `awaiting` in `pending`; treat a violation as failure.
-                let e = self.error_at(self.st.pc, "internal error: awaited request lost".into());
-                return self.fail(*e);
-            };
-            if self.st.pending[i].result.is_none() {
-                return Halt::Yield(Vec::new());
-            }
-            let p = self.st.pending.remove(i);
-            self.st.awaiting = None;
-            if let Err(e) = self.complete(p) {
-                return self.fail(*e);
-            }
-            if self.ended {
-                return self.finish();
-            }
+        let mut issued = Vec::new();
+        if let Some(halt) = self.dispatch(&mut issued) {
+            return halt;
         }
-        self.dispatch()
+        let ahead = self.scan();
+        for a in ahead {
+            issued.push(self.issue(a.instance, a.pc, a.tool, a.args, a.kind));
+        }
+        Halt::Yield(issued)
     }
 
-    fn dispatch(&mut self) -> Halt {
+    /// Executes at the head until it waits for an unanswered request (`None`; the head's
+    /// new request, if it issued one, is pushed to `issued`) or the run ends.
+    fn dispatch(&mut self, issued: &mut Vec<ToolRequest>) -> Option<Halt> {
         let code = &self.prog.code;
         loop {
             let pc = self.st.pc;
             let Some(&instr) = code.get(pc as usize) else {
-                return self.fall_off_end();
+                return Some(self.fall_off_end());
             };
-            self.st.steps += 1;
-            if self.st.steps > self.limits.max_steps {
-                return self.step_limit(pc);
-            }
-            if self.tracing {
-                self.trace_step(pc, instr);
-            }
             let r: Result<(), Fault> = match instr {
-                Instr::Nop => {
-                    self.st.pc = pc + 1;
-                    continue;
-                }
-                Instr::Jump { target } => {
-                    if self.tracing {
-                        self.trace_jump(pc, target, None);
+                // NB: suspension points: the head commits these only once answered.
+                Instr::Call { .. } | Instr::Branch { .. } => {
+                    if self.st.steps >= self.limits.max_steps {
+                        return Some(self.step_limit(pc));
                     }
-                    self.st.pc = target;
-                    continue;
+                    match self.head_request(pc) {
+                        Err(e) => Err(e),
+                        Ok(Some(i)) if self.st.pending[i].result.is_some() => {
+                            let p = self.st.pending.remove(i);
+                            self.st.steps += 1;
+                            if self.tracing {
+                                self.trace_step(pc, instr);
+                            }
+                            self.complete(p)
+                        }
+                        Ok(Some(_)) => return None,
+                        Ok(None) => {
+                            match self.head_request_args(pc, instr) {
+                                Ok((tool, args, kind)) => {
+                                    let instance = self.st.steps;
+                                    issued.push(self.issue(instance, pc, tool, args, kind));
+                                    return None;
+                                }
+                                // The head's own failure: placed and counted as a
+                                // sequential run would (the step is being executed).
+                                Err(e) => {
+                                    self.st.steps += 1;
+                                    if self.tracing {
+                                        self.trace_step(pc, instr);
+                                    }
+                                    Err(e)
+                                }
+                            }
+                        }
+                    }
                 }
-                Instr::Set { dst, src } => self.op_set(pc, dst, src),
-                Instr::Assign { assign } => self.op_assign(pc, assign),
-                // NB: suspension points: these return to the host.
-                Instr::Call { call } => {
-                    return self.op_call(pc, call).unwrap_or_else(|e| self.fail(*e));
-                }
-                Instr::Branch { cond, .. } => {
-                    return self.op_branch(pc, cond).unwrap_or_else(|e| self.fail(*e));
+                _ => {
+                    self.st.steps += 1;
+                    if self.st.steps > self.limits.max_steps {
+                        return Some(self.step_limit(pc));
+                    }
+                    if self.tracing {
+                        self.trace_step(pc, instr);
+                    }
+                    match instr {
+                        Instr::Nop => {
+                            self.st.pc = pc + 1;
+                            continue;
+                        }
+                        Instr::Jump { target } => {
+                            if self.tracing {
+                                self.trace_jump(pc, target, None);
+                            }
+                            self.st.pc = target;
+                            continue;
+                        }
+                        Instr::Set { dst, src } => self.op_set(pc, dst, src),
+                        Instr::Assign { assign } => self.op_assign(pc, assign),
+                        Instr::Call { .. } | Instr::Branch { .. } => Ok(()),
+                    }
                 }
             };
             if let Err(e) = r {
-                return self.fail(*e);
+                return Some(self.fail(*e));
             }
             if self.ended {
-                return self.finish();
+                return Some(self.finish());
             }
         }
+    }
+
+    /// Index in `pending` of the request of the head instance, if issued.
+    fn head_request(&self, pc: Pc) -> Result<Option<usize>, Fault> {
+        let instance = self.st.steps;
+        match self.st.pending.iter().position(|p| p.instance == instance) {
+            Some(i) if self.st.pending[i].request.pc != pc => Err(self.error_at(
+                pc,
+                format!(
+                    "internal error: request {} was issued for another instruction",
+                    self.st.pending[i].request.id.0
+                ),
+            )),
+            found => Ok(found),
+        }
+    }
+
+    fn head_request_args(&self, pc: Pc, instr: Instr) -> Result<RequestParts, Fault> {
+        let slots = &self.st.slots[..];
+        match instr {
+            Instr::Call { call } => self.call_request(slots, pc, call),
+            Instr::Branch { cond, .. } => self.cond_request(slots, pc, cond),
+            _ => Err(self.error_at(pc, "internal error: request from a non-call".into())),
+        }
+    }
+
+    /// Index in `pending` of the request issued by instance `instance`, if any.
+    pub(crate) fn pending_for(&self, instance: u64) -> Option<&Pending> {
+        self.st.pending.iter().find(|p| p.instance == instance)
     }
 
     #[inline]
@@ -264,33 +350,52 @@ impl<'p> Vm<'p> {
     }
 
     fn op_assign(&mut self, pc: Pc, assign: u32) -> Result<(), Fault> {
-        let targets = &self.prog.assigns[assign as usize].targets;
-        // Every value first, then every store: `a, b = b, a` swaps.
-        let mut values = Vec::with_capacity(targets.len());
-        for &(_, op) in targets {
-            values.push(self.resolve(op)?);
-        }
-        for (&(slot, _), v) in targets.iter().zip(values) {
+        let values = self.assign_values(&self.st.slots[..], pc, assign)?;
+        for (slot, v) in values {
             self.store(slot, v)?;
         }
         self.st.pc = pc + 1;
         Ok(())
     }
 
-    fn op_call(&mut self, pc: Pc, call: u32) -> Result<Halt, Fault> {
+    /// Every value of a multi-variable assign, before any store: `a, b = b, a` swaps.
+    pub(crate) fn assign_values<S: SlotView + ?Sized>(
+        &self,
+        view: &S,
+        pc: Pc,
+        assign: u32,
+    ) -> Result<Vec<(Slot, Value)>, Fault> {
+        let targets = &self.prog.assigns[assign as usize].targets;
+        let mut values = Vec::with_capacity(targets.len());
+        for &(slot, op) in targets {
+            values.push((slot, self.resolve_in(view, pc, op)?));
+        }
+        Ok(values)
+    }
+
+    /// The request a call instruction sends, with its arguments resolved against `view`.
+    pub(crate) fn call_request<S: SlotView + ?Sized>(
+        &self,
+        view: &S,
+        pc: Pc,
+        call: u32,
+    ) -> Result<RequestParts, Fault> {
         let prog = self.prog;
         let def = &prog.calls[call as usize];
         let mut args = Map::with_capacity(def.args.len());
         let mut bytes: u64 = 0;
         for &(name, op) in &def.args {
-            let v = self.resolve(op)?;
+            let v = self.resolve_in(view, pc, op)?;
             bytes = bytes.saturating_add(value_size(&v).bytes);
             if bytes > self.limits.max_total_bytes {
-                return Err(self.error_here(format!(
-                    "tool arguments would be more than {} bytes, over the limit of {} bytes \
-                     (max_total_bytes)",
-                    bytes, self.limits.max_total_bytes
-                )));
+                return Err(self.error_at(
+                    pc,
+                    format!(
+                        "tool arguments would be more than {} bytes, over the limit of {} bytes \
+                         (max_total_bytes)",
+                        bytes, self.limits.max_total_bytes
+                    ),
+                ));
             }
             args.insert(self.const_str(name).to_owned(), v);
         }
@@ -301,25 +406,38 @@ impl<'p> Vm<'p> {
                 .collect()
         });
         let tool = prog.tools[def.tool as usize].name.clone();
-        Ok(self.issue(pc, tool, args, RequestKind::Tool { output_keys }))
+        Ok((tool, args, RequestKind::Tool { output_keys }))
     }
 
-    fn op_branch(&mut self, pc: Pc, cond: u32) -> Result<Halt, Fault> {
+    /// The request a condition sends, resolved against `view`.
+    pub(crate) fn cond_request<S: SlotView + ?Sized>(
+        &self,
+        view: &S,
+        pc: Pc,
+        cond: u32,
+    ) -> Result<RequestParts, Fault> {
         let def = &self.prog.conds[cond as usize];
-        let prompt = as_text(self.resolve(def.prompt)?);
+        let prompt = as_text(self.resolve_in(view, pc, def.prompt)?);
         let context = match def.context {
-            Some(op) => self.resolve(op)?,
+            Some(op) => self.resolve_in(view, pc, op)?,
             None => Value::Null,
         };
         let mut args = Map::with_capacity(2);
         args.insert("prompt".into(), Value::String(prompt));
         args.insert("context".into(), context);
-        Ok(self.issue(pc, CONDITION_TOOL.into(), args, RequestKind::Condition))
+        Ok((CONDITION_TOOL.into(), args, RequestKind::Condition))
     }
 
-    /// Records a request as outstanding and yields it. NB: suspension point; `pc` stays
-    /// on the issuing instruction until its result is consumed.
-    fn issue(&mut self, pc: Pc, tool: String, args: Map<String, Value>, kind: RequestKind) -> Halt {
+    /// Records a request as outstanding. NB: the instruction that issued it commits only
+    /// when the head reaches `instance` and the result is in.
+    fn issue(
+        &mut self,
+        instance: u64,
+        pc: Pc,
+        tool: String,
+        args: Map<String, Value>,
+        kind: RequestKind,
+    ) -> ToolRequest {
         let id = CallId(self.st.next_call);
         self.st.next_call += 1;
         let request = ToolRequest {
@@ -333,12 +451,12 @@ impl<'p> Vm<'p> {
         self.st.pending.push(Pending {
             request: request.clone(),
             result: None,
+            instance,
         });
-        self.st.awaiting = Some(id);
-        Halt::Yield(vec![request])
+        request
     }
 
-    /// Consumes an answered request: stores outputs or takes the branch.
+    /// Commits an answered request at the head: stores outputs or takes the branch.
     fn complete(&mut self, p: Pending) -> Result<(), Fault> {
         let pc = p.request.pc;
         let result = p.result.unwrap_or_else(|| Err("no result".into()));
@@ -347,15 +465,15 @@ impl<'p> Vm<'p> {
                 let output = result.map_err(|m| {
                     self.error_at(pc, format!("tool `{}` failed: {m}", p.request.tool))
                 })?;
-                self.store_outputs(pc, call, &p.request.tool, output)?;
+                for (slot, v) in self.outputs_of(pc, call, &p.request.tool, output)? {
+                    self.store(slot, v)?;
+                }
                 self.st.pc = pc + 1;
             }
             Instr::Branch {
                 if_true, if_false, ..
             } => {
-                let answer =
-                    result.map_err(|m| self.error_at(pc, format!("condition call failed: {m}")))?;
-                let taken = parse_condition_answer(&answer).map_err(|m| self.error_at(pc, m))?;
+                let taken = self.branch_answer(pc, result)?;
                 let target = if taken { if_true } else { if_false };
                 if self.tracing {
                     self.trace_jump(pc, target, Some(taken));
@@ -369,12 +487,26 @@ impl<'p> Vm<'p> {
         Ok(())
     }
 
-    fn store_outputs(&mut self, pc: Pc, call: u32, tool: &str, output: Value) -> Result<(), Fault> {
+    fn branch_answer(&self, pc: Pc, result: Result<Value, String>) -> Result<bool, Fault> {
+        let answer =
+            result.map_err(|m| self.error_at(pc, format!("condition call failed: {m}")))?;
+        parse_condition_answer(&answer).map_err(|m| self.error_at(pc, m))
+    }
+
+    /// The values a call's output variables take from its `output`, or why it has none.
+    /// Checks every key before returning any, so a failure leaves no partial writes.
+    pub(crate) fn outputs_of(
+        &self,
+        pc: Pc,
+        call: u32,
+        tool: &str,
+        output: Value,
+    ) -> Result<Vec<(Slot, Value)>, Fault> {
         let prog = self.prog;
         let outputs = &prog.calls[call as usize].outputs;
         match outputs.len() {
-            0 => Ok(()),
-            1 => self.store(outputs[0], output),
+            0 => Ok(Vec::new()),
+            1 => Ok(vec![(outputs[0], output)]),
             _ => {
                 let extracted;
                 let obj =
@@ -401,12 +533,11 @@ impl<'p> Vm<'p> {
                         )));
                         }
                     };
-                // Check every key before storing any, so a failure leaves no partial writes.
                 let mut values = Vec::with_capacity(outputs.len());
                 for &slot in outputs {
                     let key = prog.slots[slot as usize].as_str();
                     match obj.get(key) {
-                        Some(v) => values.push(v.clone()),
+                        Some(v) => values.push((slot, v.clone())),
                         None => {
                             return Err(self.error_at(pc, format!(
                                 "output of tool `{tool}` has no key `{key}` (keys present: {}): {}",
@@ -416,14 +547,10 @@ impl<'p> Vm<'p> {
                         }
                     }
                 }
-                for (&slot, v) in outputs.iter().zip(values) {
-                    self.store(slot, v)?;
-                }
-                Ok(())
+                Ok(values)
             }
         }
     }
-
     /// Writes `v` into `slot`, enforcing the byte and depth limits.
     fn store(&mut self, slot: Slot, v: Value) -> Result<(), Fault> {
         let name = self.prog.slots[slot as usize].as_str();
@@ -446,7 +573,7 @@ impl<'p> Vm<'p> {
     }
 
     /// Bytes of `v`, or why it may not be stored.
-    fn measure(&self, name: &str, v: &Value) -> Result<u64, String> {
+    pub(crate) fn measure(&self, name: &str, v: &Value) -> Result<u64, String> {
         let size = value_size(v);
         if size.depth > MAX_VALUE_DEPTH {
             return Err(format!(

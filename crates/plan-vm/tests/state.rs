@@ -50,19 +50,32 @@ fn saved_state_round_trips_mid_run() {
     };
     assert_eq!(want.final_answer, json!(r#"3 ["q2"] 1.5"#));
 
-    // Save after every yield (answered or not), restore into a new VM, continue.
-    for save_after in 1..=6 {
-        let mut vm = Vm::new(&prog, Limits::default());
-        let mut yields = 0;
-        let outcome = loop {
-            match vm.run() {
-                Halt::Yield(reqs) => {
-                    yields += 1;
-                    let r = &reqs[0];
-                    if yields == save_after {
-                        // Half the time answer first, then save with the result pending.
-                        let answered_before_save = save_after % 2 == 0;
-                        if answered_before_save {
+    // The search and the loop condition are independent: both go out in one yield.
+    let mut vm = Vm::new(&prog, Limits::default());
+    let Halt::Yield(first) = vm.run() else {
+        panic!()
+    };
+    let tools: Vec<&str> = first.iter().map(|r| r.tool.as_str()).collect();
+    assert_eq!(tools, ["search", "jmp_condition"]);
+
+    // Save after every yield with none, the first, or all of its requests answered;
+    // restore into a new VM, re-send what is unanswered, continue.
+    for save_after in 1..=4 {
+        for answer_first in 0..=2usize {
+            let mut vm = Vm::new(&prog, Limits::default());
+            let mut yields = 0;
+            let outcome = loop {
+                match vm.run() {
+                    Halt::Yield(reqs) => {
+                        yields += 1;
+                        if yields != save_after {
+                            for r in &reqs {
+                                vm.resume(r.id, host(r)).unwrap();
+                            }
+                            continue;
+                        }
+                        let (now, later) = reqs.split_at(answer_first.min(reqs.len()));
+                        for r in now {
                             vm.resume(r.id, host(r)).unwrap();
                         }
                         let text = serde_json::to_string(vm.state()).unwrap();
@@ -70,22 +83,20 @@ fn saved_state_round_trips_mid_run() {
                         let state: VmState = serde_json::from_str(&text).unwrap();
                         let unanswered = state.unanswered();
                         vm = Vm::from_state(&prog, state, Limits::default()).unwrap();
-                        if !answered_before_save {
-                            assert_eq!(unanswered.len(), 1);
-                            assert_eq!(&unanswered[0], r);
+                        assert_eq!(unanswered, later);
+                        for r in &unanswered {
                             vm.resume(r.id, host(r)).unwrap();
-                        } else {
-                            assert!(unanswered.is_empty());
                         }
-                    } else {
-                        vm.resume(r.id, host(r)).unwrap();
                     }
+                    Halt::Done(o) => break o,
+                    Halt::Failed(e) => panic!("{e}"),
                 }
-                Halt::Done(o) => break o,
-                Halt::Failed(e) => panic!("{e}"),
-            }
-        };
-        assert_eq!(outcome, want, "saved after yield {save_after}");
+            };
+            assert_eq!(
+                outcome, want,
+                "saved after yield {save_after}, {answer_first} answered"
+            );
+        }
     }
 }
 
@@ -119,7 +130,20 @@ fn mismatched_state_is_refused() {
     // A pc beyond the program.
     let mut v: Value = serde_json::from_str(&text).unwrap();
     v["pc"] = json!(99);
-    v["awaiting"] = Value::Null;
     let state: VmState = serde_json::from_value(v).unwrap();
     assert!(Vm::from_state(&prog, state, Limits::default()).is_err());
+
+    // A request for an instruction already committed, and two for one instance.
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    v["steps"] = json!(5);
+    let state: VmState = serde_json::from_value(v).unwrap();
+    assert!(Vm::from_state(&prog, state, Limits::default()).is_err());
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    let p0 = v["pending"][0].clone();
+    v["pending"][1]["instance"] = p0["instance"].clone();
+    let state: VmState = serde_json::from_value(v).unwrap();
+    let e = Vm::from_state(&prog, state, Limits::default())
+        .err()
+        .unwrap();
+    assert!(e.message.contains("two pending requests"), "{}", e.message);
 }

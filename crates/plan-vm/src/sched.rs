@@ -1,0 +1,241 @@
+//! The look-ahead scan: issues tool calls ahead of the head when the head waits.
+//!
+//! Model: out-of-order issue, in-order commit (a CPU reorder buffer). The head (`vm.rs`)
+//! commits instructions strictly in program order, exactly as a sequential run. While it
+//! waits for a request, this scan walks the sequential path from the head — the window of
+//! dynamic instruction instances `steps, steps + 1, …` — and decides for each:
+//!
+//! - `dirty` holds the slots whose latest writer earlier in the window has not finished
+//!   (an unanswered or unissued call, an entry that could not be evaluated). An entry
+//!   none of whose reads is dirty sees exactly the values the sequential run will give it:
+//!   committed slots overlaid with the outputs of finished earlier window entries (the
+//!   latest writer wins).
+//! - Set/Assign with settled reads are evaluated into the overlay; otherwise their writes
+//!   turn dirty. Jumps are followed (the path is still the sequential one).
+//! - A call with settled reads is issued (unless `max_concurrency` requests are out). A
+//!   `write` tool is issued only when no earlier call in the window lacks its answer, and
+//!   nothing after an unanswered write call is issued: write calls keep program order
+//!   relative to every other call.
+//! - A condition with settled reads is issued, but the scan stops there: which way it
+//!   goes is unknown until the head commits it, and a call that the sequential run might
+//!   not make is never started.
+//! - The scan stops after an instruction that sets `final_answer` (the run ends there), at
+//!   an entry that will fail (its error surfaces when the head reaches it, so the
+//!   earliest failure in program order wins), at the window size, at the step limit, and
+//!   when the look-ahead's values would hold more than `max_total_bytes`.
+//!
+//! Nothing here is saved: the window is derived again on every scan from the committed
+//! state and the pending requests, which carry their instance number. So a restored run
+//! continues with the same decisions. Stopping a scan early only loses concurrency, never
+//! correctness.
+
+use plan_bytecode::{Effects, Instr, Pc, Slot};
+use serde_json::{Map, Value};
+
+use crate::defuse::DefUse;
+use crate::resolve::Overlay;
+use crate::vm::Vm;
+use crate::{RequestKind, Status};
+
+/// Most dynamic instructions the scan looks at past the head.
+pub const WINDOW: u64 = 256;
+
+/// A request the scan decided to issue.
+pub(crate) struct Ahead {
+    pub(crate) instance: u64,
+    pub(crate) pc: Pc,
+    pub(crate) tool: String,
+    pub(crate) args: Map<String, Value>,
+    pub(crate) kind: RequestKind,
+}
+
+/// What the scan knows about slots at the current window position.
+struct Window<'a> {
+    base: &'a [Option<Value>],
+    /// Value written by the latest finished window writer, if that writer is the latest.
+    over: Vec<Option<Value>>,
+    dirty: Vec<bool>,
+    /// Bytes of the values the look-ahead holds (bounded by `max_total_bytes`).
+    bytes: u64,
+}
+
+impl Window<'_> {
+    fn view(&self) -> Overlay<'_> {
+        Overlay {
+            base: self.base,
+            over: &self.over,
+        }
+    }
+
+    fn settled(&self, reads: &[Slot]) -> bool {
+        reads.iter().all(|&s| !self.dirty[s as usize])
+    }
+
+    fn mark_dirty(&mut self, writes: &[Slot]) {
+        for &s in writes {
+            self.dirty[s as usize] = true;
+            // The stale value must not be seen again, and its bytes stay counted: the
+            // budget is only a bound on what the look-ahead holds.
+            self.over[s as usize] = None;
+        }
+    }
+}
+
+impl Vm<'_> {
+    /// Decides which requests to issue ahead of the head (see the module doc).
+    pub(crate) fn scan(&self) -> Vec<Ahead> {
+        let mut out = Vec::new();
+        if !matches!(self.st.status, Status::Running) {
+            return out;
+        }
+        let prog = self.prog;
+        let du = self.defuse.get_or_init(|| DefUse::new(prog));
+        let cap = self.limits.max_concurrency.max(1) as usize;
+        let mut inflight = self
+            .st
+            .pending
+            .iter()
+            .filter(|p| p.result.is_none())
+            .count();
+        let n_slots = prog.slots.len();
+        let mut w = Window {
+            base: &self.st.slots,
+            over: vec![None; n_slots],
+            dirty: vec![false; n_slots],
+            bytes: 0,
+        };
+        // Some earlier call or condition in the window has no answer yet.
+        let mut call_waiting = false;
+        let end = self
+            .st
+            .steps
+            .saturating_add(WINDOW)
+            .min(self.limits.max_steps);
+        let mut pc = self.st.pc;
+        let mut n = self.st.steps;
+        while n < end {
+            let Some(&instr) = prog.code.get(pc as usize) else {
+                break;
+            };
+            let settled = w.settled(du.reads(pc));
+            let mut next = pc + 1;
+            match instr {
+                Instr::Nop => {}
+                Instr::Jump { target } => next = target,
+                Instr::Set { dst, src } => {
+                    if settled {
+                        let Ok(v) = self.resolve_in(&w.view(), pc, src) else {
+                            break;
+                        };
+                        if !self.accept(&mut w, vec![(dst, v)]) {
+                            break;
+                        }
+                    } else {
+                        w.mark_dirty(du.writes(pc));
+                    }
+                }
+                Instr::Assign { assign } => {
+                    if settled {
+                        let Ok(values) = self.assign_values(&w.view(), pc, assign) else {
+                            break;
+                        };
+                        if !self.accept(&mut w, values) {
+                            break;
+                        }
+                    } else {
+                        w.mark_dirty(du.writes(pc));
+                    }
+                }
+                Instr::Call { call } => {
+                    let def = &prog.calls[call as usize];
+                    let write = prog.tools[def.tool as usize].effects == Effects::Write;
+                    let answered = match self.pending_for(n) {
+                        // Only a tampered state gets here; stop rather than guess.
+                        Some(p) if p.request.pc != pc => break,
+                        Some(p) => match &p.result {
+                            Some(Ok(v)) => Some(
+                                match self.outputs_of(pc, call, &p.request.tool, v.clone()) {
+                                    Ok(values) => values,
+                                    Err(_) => break,
+                                },
+                            ),
+                            // This entry fails the run when the head reaches it.
+                            Some(Err(_)) => break,
+                            None => None,
+                        },
+                        None => {
+                            if settled && inflight < cap && !(write && call_waiting) {
+                                let Ok((tool, args, kind)) = self.call_request(&w.view(), pc, call)
+                                else {
+                                    break;
+                                };
+                                out.push(Ahead {
+                                    instance: n,
+                                    pc,
+                                    tool,
+                                    args,
+                                    kind,
+                                });
+                                inflight += 1;
+                            }
+                            None
+                        }
+                    };
+                    match answered {
+                        Some(values) => {
+                            if !self.accept(&mut w, values) {
+                                break;
+                            }
+                        }
+                        None => {
+                            if write {
+                                break;
+                            }
+                            call_waiting = true;
+                            w.mark_dirty(du.writes(pc));
+                        }
+                    }
+                }
+                Instr::Branch { cond, .. } => {
+                    if self.pending_for(n).is_none()
+                        && settled
+                        && inflight < cap
+                        && let Ok((tool, args, kind)) = self.cond_request(&w.view(), pc, cond)
+                    {
+                        out.push(Ahead {
+                            instance: n,
+                            pc,
+                            tool,
+                            args,
+                            kind,
+                        });
+                    }
+                    break;
+                }
+            }
+            if self.final_slot.is_some_and(|f| du.writes(pc).contains(&f)) {
+                break;
+            }
+            pc = next;
+            n += 1;
+        }
+        out
+    }
+
+    /// Records values a finished window entry writes; `false` when the entry would fail
+    /// (its error surfaces at the head) or the look-ahead would hold too many bytes.
+    fn accept(&self, w: &mut Window<'_>, values: Vec<(Slot, Value)>) -> bool {
+        for (slot, v) in values {
+            let Ok(size) = self.measure(&self.prog.slots[slot as usize], &v) else {
+                return false;
+            };
+            w.bytes = w.bytes.saturating_add(size);
+            if w.bytes > self.limits.max_total_bytes {
+                return false;
+            }
+            w.over[slot as usize] = Some(v);
+            w.dirty[slot as usize] = false;
+        }
+        true
+    }
+}
