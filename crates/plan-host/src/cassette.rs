@@ -342,7 +342,7 @@ impl Recorder {
             .open(path)
             .map_err(|e| {
                 HostError::new(
-                    HostErrorKind::Io,
+                    HostErrorKind::Create,
                     format!("cannot open cassette {} for recording: {e}", path.display()),
                 )
             })?;

@@ -12,10 +12,10 @@ use serde_json::{Map, Value, json};
 
 use crate::cassette::preview;
 use crate::error::{ToolError, secs};
-use crate::host::Host;
+use crate::host::{CONDITION_TOOL, Host};
 use crate::trace::Tracer;
-use plan_bytecode::Pc;
-use plan_vm::{CallId, Event, Halt, RunError, ToolRequest};
+use plan_bytecode::{Pc, ValidatedProgram};
+use plan_vm::{CallId, Event, Halt, Limits, RunError, ToolRequest};
 
 /// How much of a call's args a `tool_call_start` trace event shows.
 const ARGS_PREVIEW_CHARS: usize = 200;
@@ -109,6 +109,69 @@ async fn perform(host: &Host, req: ToolRequest) -> Completed {
         tool: req.tool,
         result,
         took: start.elapsed(),
+    }
+}
+
+/// Runs a validated program to completion against `host`.
+///
+/// Every tool the program names (and `jmp_condition` if it has conditions) is checked
+/// to be servable before the first instruction runs, so a missing API key fails fast.
+pub async fn run_plan(
+    host: &Host,
+    program: &ValidatedProgram,
+    vars: Vec<(String, Value)>,
+    limits: Limits,
+    tracer: &mut Tracer,
+) -> RunReport {
+    let start = Instant::now();
+    let mut tools: Vec<&str> = program.tools.iter().map(|t| t.name.as_str()).collect();
+    if !program.conds.is_empty() {
+        tools.push(CONDITION_TOOL);
+    }
+    if let Err(e) = host.prepare(tools) {
+        return finish_failed_early(tracer, e.message, start);
+    }
+    let mut vm = plan_vm::Vm::new(program, limits);
+    for (name, value) in vars {
+        if let Err(e) = vm.set_var(&name, value) {
+            return finish_failed_early(tracer, format!("--var {name}: {}", e.message), start);
+        }
+    }
+    vm.set_tracing(tracer.is_active());
+    let mut m = VmMachine { vm, program };
+    run_machine(host, &mut m, tracer).await
+}
+
+fn finish_failed_early(tracer: &mut Tracer, message: String, start: Instant) -> RunReport {
+    let report = RunReport::failed_before_start(message, start.elapsed());
+    trace_end(tracer, &report);
+    report
+}
+
+struct VmMachine<'p> {
+    vm: plan_vm::Vm<'p>,
+    program: &'p ValidatedProgram,
+}
+
+impl Machine for VmMachine<'_> {
+    fn run(&mut self) -> Halt {
+        self.vm.run()
+    }
+
+    fn resume(&mut self, id: CallId, result: Result<Value, String>) -> Result<(), RunError> {
+        self.vm.resume(id, result)
+    }
+
+    fn take_events(&mut self) -> Vec<Event> {
+        self.vm.take_events()
+    }
+
+    fn line_of(&self, pc: Pc) -> Option<u32> {
+        self.program.line_at(pc)
+    }
+
+    fn steps(&self) -> Option<u64> {
+        Some(self.vm.state().steps())
     }
 }
 

@@ -57,8 +57,10 @@ pub struct HostError {
 pub enum HostErrorKind {
     /// A file's content is malformed (cassette line that is not a JSON entry, ...).
     InvalidInput,
-    /// A file could not be read or created.
+    /// A file could not be read.
     Io,
+    /// A file could not be created or opened for writing (`--record`).
+    Create,
     /// Configuration does not allow the run (no backend for a tool, env var unset, ...).
     Config,
 }

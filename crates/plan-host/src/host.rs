@@ -18,6 +18,9 @@ use crate::openai::{OpenAiBackend, completions_url};
 use plan_manifest::{BackendConfig, Manifest};
 use plan_vm::ToolRequest;
 
+const NO_BACKEND: &str = "no backend for tool";
+const NO_BACKEND_HELP: &str = "pass --replay CASSETTE, or configure [tool.backend] (or [defaults.backend]) in the --tools file";
+
 /// The tool name the VM uses for LLM conditions.
 pub const CONDITION_TOOL: &str = "jmp_condition";
 /// Per-attempt HTTP timeout when the tools file sets none: LLMs can be slow.
@@ -141,11 +144,24 @@ impl Host {
     /// Checks that every tool can be served (backend configured, secrets present),
     /// reporting all problems at once.
     pub fn prepare<'a>(&self, tools: impl IntoIterator<Item = &'a str>) -> Result<(), HostError> {
+        let mut unserved = Vec::new();
         let mut problems = Vec::new();
         for t in tools {
-            if let Err(e) = self.backend_for(t) {
-                problems.push(e.message);
+            match self.backend_for(t) {
+                Ok(_) => {}
+                Err(e) if e.kind == ToolErrorKind::Config && e.message.starts_with(NO_BACKEND) => {
+                    unserved.push(format!("`{t}`"));
+                }
+                Err(e) => problems.push(e.message),
             }
+        }
+        if !unserved.is_empty() {
+            // One line for all of them: the fix is the same.
+            let s = if unserved.len() == 1 { "" } else { "s" };
+            problems.insert(
+                0,
+                format!("{NO_BACKEND}{s} {}: {NO_BACKEND_HELP}", unserved.join(", ")),
+            );
         }
         if problems.is_empty() {
             Ok(())
@@ -163,7 +179,7 @@ impl Host {
             Some(t) => tokio::time::timeout(t, fut).await.map_err(|_| {
                 ToolError::new(
                     ToolErrorKind::Timeout,
-                    format!("tool `{}` timed out after {} s", req.tool, secs(t)),
+                    format!("timed out after {} s", secs(t)),
                 )
             })??,
             None => fut.await?,
@@ -212,10 +228,7 @@ impl Host {
                 None => {
                     return Err(ToolError::new(
                         ToolErrorKind::Config,
-                        format!(
-                            "no backend for tool `{tool}`: pass --replay CASSETTE, or configure a backend for it \
-                             (or a default backend) in the --tools file"
-                        ),
+                        format!("{NO_BACKEND} `{tool}`: {NO_BACKEND_HELP}"),
                     ));
                 }
             },

@@ -37,7 +37,7 @@ mod trace;
 
 pub use backend::{Backend, EnvLookup, Secret, process_env};
 pub use cassette::{Cassette, CassetteEntry, Recorder, ReplayBackend};
-pub use driver::{Machine, ReportError, RunReport, RunStatus, run_machine};
+pub use driver::{Machine, ReportError, RunReport, RunStatus, run_machine, run_plan};
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use host::{CONDITION_TOOL, Host, HostOptions};
 pub use net::RetryPolicy;

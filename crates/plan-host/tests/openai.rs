@@ -277,7 +277,7 @@ async fn per_call_timeout_covers_retries() {
         .await
         .unwrap_err();
     assert_eq!(err.kind, ToolErrorKind::Timeout);
-    assert_eq!(err.message, "tool `llm_generate` timed out after 0.3 s");
+    assert_eq!(err.message, "timed out after 0.3 s");
 }
 
 #[tokio::test]

@@ -229,10 +229,25 @@ async fn backend_selection_and_its_errors() {
     let host = Host::new(Manifest::builtin(), opts()).unwrap();
     let err = host.prepare(["llm_generate", "vector_search"]).unwrap_err();
     assert_eq!(err.kind, HostErrorKind::Config);
-    assert_eq!(err.message.lines().count(), 2);
+    assert_eq!(
+        err.message,
+        "no backend for tools `llm_generate`, `vector_search`: pass --replay CASSETTE, \
+         or configure [tool.backend] (or [defaults.backend]) in the --tools file"
+    );
+    // One tool alone is named in the singular, on the call path too.
+    let err = host
+        .call(&req(
+            1,
+            "vector_search",
+            json!({"query": "q", "top_k": 1}),
+            plain(),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Config);
     assert!(
         err.message
-            .starts_with("no backend for tool `llm_generate`: pass --replay CASSETTE"),
+            .starts_with("no backend for tool `vector_search`: pass --replay"),
         "{}",
         err.message
     );

@@ -1,1 +1,296 @@
-fn main() {}
+//! `planvm`: runs a plan (source or `.pbc`) against real or recorded tools.
+//!
+//! ```text
+//! planvm run FILE [--tools FILE.toml] [--replay CASSETTE] [--record CASSETTE]
+//!                 [--var NAME=VALUE]... [--max-steps N] [--timeout SECS]
+//!                 [--tool-timeout SECS] [--trace FILE] [--format text|json]
+//! ```
+//!
+//! Exit codes (see [`exit`]) are printed by `planvm run --help`.
+//!
+//! Module map: this file parses arguments and maps outcomes to exit codes; `load` turns
+//! FILE into a validated program (bytecode by magic, else compiled source) and renders
+//! diagnostics; `progress` draws the live status line. The run itself is
+//! `plan_host::run_plan`. Only this crate prints.
+
+mod load;
+mod progress;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use plan_host::{Host, HostErrorKind, HostOptions, RunReport, Tracer};
+use plan_manifest::Manifest;
+use plan_vm::Limits;
+use serde_json::Value;
+
+/// Process exit codes. 65/66/73 follow BSD sysexits, as `planc` does, so scripts can tell
+/// "the run failed" (1) from "the input is not a valid plan" (65).
+mod exit {
+    pub(crate) const OK: u8 = 0;
+    /// The run failed: a tool error (after retries), a missing cassette entry, a limit,
+    /// the deadline, no backend or API key for a tool, a condition answer that is not a
+    /// boolean, a missing output key, running off the end without `final_answer`.
+    pub(crate) const RUN_FAILED: u8 = 1;
+    /// Bad command line (clap uses it too), including an unreadable or malformed
+    /// `--tools` file (as for `planc`).
+    pub(crate) const USAGE: u8 = 2;
+    /// `EX_DATAERR`: the plan has errors, the `.pbc` is corrupted or truncated, or the
+    /// `--replay` cassette is malformed.
+    pub(crate) const DATA_ERR: u8 = 65;
+    /// `EX_NOINPUT`: FILE or the `--replay` cassette cannot be read.
+    pub(crate) const NO_INPUT: u8 = 66;
+    /// `EX_CANTCREAT`: the `--trace` or `--record` file cannot be created.
+    pub(crate) const CANT_CREATE: u8 = 73;
+}
+
+const EXIT_CODES_HELP: &str = "\
+Exit codes:
+  0   the run finished with a final answer
+  1   the run failed (tool error after retries, missing cassette entry, limit or deadline
+      exceeded, no backend or API key for a tool, ...)
+  2   usage error, including an unreadable or malformed --tools file
+  65  the plan has errors, the .pbc file is corrupted or truncated, or the --replay
+      cassette is malformed
+  66  FILE or the --replay cassette cannot be read
+  73  the --trace or --record file cannot be created";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "planvm",
+    version,
+    about = "Run LLM-written plans (source or .pbc bytecode) against real or recorded tools",
+    after_help = EXIT_CODES_HELP
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a plan and print its final answer.
+    #[command(after_help = EXIT_CODES_HELP)]
+    Run(RunArgs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// The final answer on stdout (a string raw, anything else as compact JSON).
+    Text,
+    /// One JSON object: status, final_answer, error, steps, tool_calls, elapsed_ms.
+    Json,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    /// The plan: a .pbc file (recognised by its magic bytes, whatever its name) or plan
+    /// source in any form the reader accepts (JSON, LLM output with a ```json fence,
+    /// Python literals, ...), compiled on the fly.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// Tools file: tool declarations and the backend serving each (the same file planc uses).
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// Serve every tool call from this cassette (no network).
+    #[arg(long, value_name = "CASSETTE")]
+    replay: Option<PathBuf>,
+    /// Append every completed tool call to this cassette (JSON lines).
+    #[arg(long, value_name = "CASSETTE")]
+    record: Option<PathBuf>,
+    /// Preset a variable; VALUE is parsed as JSON when it parses, else taken as a string.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, Value)>,
+    /// Maximum instructions executed.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_steps)]
+    max_steps: u64,
+    /// Overall deadline of the run, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    timeout: Option<Duration>,
+    /// Limit on one tool call, retries included, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    tool_timeout: Option<Duration>,
+    /// Write trace events (JSON lines) to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+fn parse_var(s: &str) -> Result<(String, Value), String> {
+    let Some((name, value)) = s.split_once('=') else {
+        return Err(format!("expected NAME=VALUE, got `{s}`"));
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        return Err("the variable name before `=` is empty".into());
+    }
+    let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()));
+    Ok((name.to_owned(), value))
+}
+
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(secs > 0.0 && secs <= 1e9) {
+        return Err(format!(
+            "expected more than 0 and at most 1e9 seconds, got {s}"
+        ));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run(args) => ExitCode::from(run(args)),
+    }
+}
+
+fn color_stderr() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// Prints `error: ...` to stderr and returns `code`.
+fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
+    eprintln!("error: {message}");
+    code
+}
+
+fn run(args: RunArgs) -> u8 {
+    let manifest = match &args.tools {
+        Some(path) => match Manifest::load(path) {
+            Ok(m) => m,
+            Err(e) => return fail(exit::USAGE, format_args!("cannot load tools file: {e}")),
+        },
+        None => Manifest::builtin(),
+    };
+
+    let loaded = match load::load_program(&args.file, &manifest, color_stderr()) {
+        Ok(l) => l,
+        Err(load::LoadError::Unreadable(msg)) => return fail(exit::NO_INPUT, msg),
+        Err(load::LoadError::Invalid(msg)) => {
+            if !msg.is_empty() {
+                eprintln!("error: {msg}");
+            }
+            return exit::DATA_ERR;
+        }
+    };
+
+    let mut tracer = match &args.trace {
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Tracer::to_writer(Box::new(std::io::BufWriter::new(f))),
+            Err(e) => {
+                return fail(
+                    exit::CANT_CREATE,
+                    format_args!("cannot create trace file {}: {e}", path.display()),
+                );
+            }
+        },
+        None => Tracer::none(),
+    };
+    for w in &loaded.warnings {
+        tracer.warning(w);
+    }
+    let status_line = (args.format == Format::Text && std::io::stderr().is_terminal())
+        .then(progress::StatusLine::new);
+    if let Some(line) = &status_line {
+        tracer = tracer.with_observer(line.observer());
+    }
+
+    let opts = HostOptions {
+        replay: args.replay.clone(),
+        record: args.record.clone(),
+        tool_timeout: args.tool_timeout,
+        deadline: args.timeout,
+        ..HostOptions::default()
+    };
+    let host = match Host::new(manifest, opts) {
+        Ok(h) => h,
+        Err(e) => {
+            let code = match e.kind {
+                HostErrorKind::InvalidInput => exit::DATA_ERR,
+                HostErrorKind::Io => exit::NO_INPUT,
+                HostErrorKind::Create => exit::CANT_CREATE,
+                HostErrorKind::Config => exit::RUN_FAILED,
+            };
+            return fail(code, e);
+        }
+    };
+    let limits = Limits {
+        max_steps: args.max_steps,
+        ..Limits::default()
+    };
+
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return fail(
+                exit::RUN_FAILED,
+                format_args!("cannot start the async runtime: {e}"),
+            );
+        }
+    };
+    tracer.restart_clock();
+    let report = runtime.block_on(plan_host::run_plan(
+        &host,
+        &loaded.program,
+        args.vars,
+        limits,
+        &mut tracer,
+    ));
+    if let Some(line) = status_line {
+        line.finish();
+    }
+    if let Some(e) = tracer.write_error() {
+        eprintln!("warning: writing the trace failed: {e}");
+    }
+    print_report(&report, args.format);
+    if report.is_ok() {
+        exit::OK
+    } else {
+        exit::RUN_FAILED
+    }
+}
+
+fn print_report(report: &RunReport, format: Format) {
+    let mut out = std::io::stdout().lock();
+    // NB: a closed stdout (`planvm run ... | head -0`) is not the run's failure: the exit
+    // code still reports the run.
+    match format {
+        Format::Json => {
+            let _ = writeln!(out, "{}", serde_json::to_string(report).unwrap_or_default());
+        }
+        Format::Text => {
+            if let Some(e) = &report.error {
+                let mut msg = format!("error: {}", e.message);
+                match (e.seq_no, e.line) {
+                    (Some(s), Some(l)) => msg.push_str(&format!("\n  --> seq_no {s}, line {l}")),
+                    (Some(s), None) => msg.push_str(&format!("\n  --> seq_no {s}")),
+                    (None, Some(l)) => msg.push_str(&format!("\n  --> line {l}")),
+                    (None, None) => {}
+                }
+                eprintln!("{msg}");
+                return;
+            }
+            let text = match &report.final_answer {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let _ = out.write_all(text.as_bytes());
+            if !text.ends_with('\n') {
+                let _ = out.write_all(b"\n");
+            }
+        }
+    }
+    let _ = out.flush();
+}

@@ -1,0 +1,180 @@
+//! FILE → validated program. Bytecode is recognised by its magic bytes (never by the file
+//! name); anything else is plan source and is compiled on the fly, with warnings and
+//! errors rendered to stderr like rustc's.
+
+use std::io::Read;
+use std::path::Path;
+
+use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label, Severity as CsSeverity};
+use codespan_reporting::files::SimpleFile;
+use codespan_reporting::term::{self, termcolor};
+use plan_bytecode::ValidatedProgram;
+use plan_compiler::CompileOptions;
+use plan_manifest::Manifest;
+use plan_syntax::{Diagnostic, LineIndex, Severity, Span};
+
+/// Read at most this much of FILE: larger than any plan or `.pbc` the decoders accept, so
+/// their own limits report the problem, but a multi-gigabyte file is not slurped.
+const MAX_FILE_BYTES: u64 = 64 << 20;
+
+pub(crate) struct Loaded {
+    pub(crate) program: ValidatedProgram,
+    /// Compiler warnings, one line each (for the trace).
+    pub(crate) warnings: Vec<String>,
+}
+
+pub(crate) enum LoadError {
+    /// FILE cannot be read.
+    Unreadable(String),
+    /// Not a valid program; the message (possibly empty, when the diagnostics have been
+    /// printed already) is printed as `error: ...`.
+    Invalid(String),
+}
+
+pub(crate) fn load_program(
+    path: &Path,
+    manifest: &Manifest,
+    color: bool,
+) -> Result<Loaded, LoadError> {
+    let shown = path.display().to_string();
+    let bytes = read_capped(path)
+        .map_err(|e| LoadError::Unreadable(format!("cannot read {shown}: {e}")))?;
+    if plan_bytecode::is_pbc(&bytes) {
+        let program =
+            plan_bytecode::load(&bytes).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
+        return Ok(Loaded {
+            program,
+            warnings: Vec::new(),
+        });
+    }
+    if bytes.len() as u64 > plan_syntax::limits::MAX_SOURCE_BYTES as u64 {
+        return Err(LoadError::Invalid(format!(
+            "{shown}: the plan is larger than {} bytes",
+            plan_syntax::limits::MAX_SOURCE_BYTES
+        )));
+    }
+    let src = String::from_utf8(bytes).map_err(|e| {
+        LoadError::Invalid(format!(
+            "{shown}: neither .pbc bytecode (no magic bytes) nor UTF-8 plan text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    let opts = CompileOptions {
+        manifest: manifest.clone(),
+        source_name: Some(shown.clone()),
+        ..CompileOptions::default()
+    };
+    let compiled = plan_compiler::compile(&src, &opts);
+    if !compiled.diagnostics.is_empty() {
+        eprint!("{}", render(&shown, &src, &compiled.diagnostics, color));
+    }
+    let warnings = compiled
+        .diagnostics
+        .iter()
+        .filter(|d| !d.is_error())
+        .map(|d| one_line(&shown, d, &compiled.line_index))
+        .collect();
+    let errors = compiled.diagnostics.iter().filter(|d| d.is_error()).count();
+    let program = match compiled.program {
+        Some(p) if errors == 0 => p,
+        _ => {
+            let what = if errors == 1 {
+                "1 error".to_owned()
+            } else {
+                format!("{errors} errors")
+            };
+            return Err(LoadError::Invalid(format!(
+                "{shown}: {what}; the plan was not run"
+            )));
+        }
+    };
+    // NB: the compiler's output is validated like any file's, so the VM sees one kind of
+    // program whatever its origin.
+    let program = plan_bytecode::validate(program).map_err(|e| {
+        LoadError::Invalid(format!(
+            "{shown}: the compiler produced an invalid program: {e}"
+        ))
+    })?;
+    Ok(Loaded { program, warnings })
+}
+
+fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
+    let f = std::fs::File::open(path)?;
+    let mut buf = Vec::new();
+    f.take(MAX_FILE_BYTES + 1).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+fn one_line(file: &str, d: &Diagnostic, index: &LineIndex) -> String {
+    let loc = match d.line_col(index) {
+        Some((l, c)) => format!("{file}:{l}:{c}"),
+        None => file.to_owned(),
+    };
+    format!("{loc}: {}[{}]: {}", d.severity.as_str(), d.code, d.message)
+}
+
+/// rustc-style rendering with the source snippet.
+fn render(file_name: &str, src: &str, diags: &[Diagnostic], color: bool) -> String {
+    let file = SimpleFile::new(file_name, src);
+    let config = term::Config::default();
+    let mut buf = if color {
+        termcolor::Buffer::ansi()
+    } else {
+        termcolor::Buffer::no_color()
+    };
+    let mut fallback = String::new();
+    for d in diags {
+        if term::emit(&mut buf, &config, &file, &to_codespan(src, d)).is_err() {
+            fallback.push_str(&format!(
+                "{}[{}]: {}\n\n",
+                d.severity.as_str(),
+                d.code,
+                d.message
+            ));
+        }
+    }
+    let mut out = String::from_utf8_lossy(buf.as_slice()).into_owned();
+    out.push_str(&fallback);
+    out
+}
+
+fn to_codespan(src: &str, d: &Diagnostic) -> CsDiagnostic<()> {
+    let severity = match d.severity {
+        Severity::Error => CsSeverity::Error,
+        Severity::Warning => CsSeverity::Warning,
+    };
+    let mut labels = Vec::new();
+    if let Some(span) = d.span {
+        labels.push(Label::primary((), clamp(src, span)));
+    }
+    for (span, text) in &d.labels {
+        labels.push(Label::secondary((), clamp(src, *span)).with_message(text));
+    }
+    let mut notes = Vec::new();
+    if let (None, Some(seq)) = (d.span, d.seq_no) {
+        notes.push(format!("in the instruction with seq_no {seq}"));
+    }
+    if let Some(help) = &d.help {
+        notes.push(format!("help: {help}"));
+    }
+    CsDiagnostic::new(severity)
+        .with_code(d.code)
+        .with_message(&d.message)
+        .with_labels(labels)
+        .with_notes(notes)
+}
+
+/// Keeps a span inside the text and on char boundaries: a wrong span must degrade the
+/// snippet, not panic the renderer.
+fn clamp(src: &str, span: Span) -> std::ops::Range<usize> {
+    let fix = |mut i: usize| {
+        i = i.min(src.len());
+        while !src.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let start = fix(span.start as usize);
+    let end = fix(span.end as usize).max(start);
+    start..end
+}
