@@ -2,8 +2,9 @@
 //!
 //! ```text
 //! planvm run FILE [--tools FILE.toml] [--replay CASSETTE] [--record CASSETTE]
-//!                 [--var NAME=VALUE]... [--max-steps N] [--timeout SECS]
-//!                 [--tool-timeout SECS] [--trace FILE] [--format text|json]
+//!                 [--var NAME=VALUE]... [--max-steps N] [--max-bytes BYTES]
+//!                 [--max-concurrency N] [--timeout SECS] [--tool-timeout SECS]
+//!                 [--trace FILE] [--format text|json]
 //! ```
 //!
 //! Exit codes (see [`exit`]) are printed by `planvm run --help`.
@@ -107,6 +108,13 @@ struct RunArgs {
     /// Maximum instructions executed.
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_steps)]
     max_steps: u64,
+    /// Maximum bytes held in all variables together.
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_total_bytes)]
+    max_bytes: u64,
+    /// Maximum tool calls in flight at once (independent calls run concurrently; 1 runs
+    /// them one at a time, like the reference VM).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_concurrency)]
+    max_concurrency: u32,
     /// Overall deadline of the run, in seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     timeout: Option<Duration>,
@@ -225,6 +233,8 @@ fn run(args: RunArgs) -> u8 {
     };
     let limits = Limits {
         max_steps: args.max_steps,
+        max_total_bytes: args.max_bytes,
+        max_concurrency: args.max_concurrency,
         ..Limits::default()
     };
 

@@ -81,9 +81,19 @@ const EXAMPLES: &[(&str, &str, &str)] = &[
 #[test]
 fn every_example_runs_offline_and_prints_its_answer() {
     for (plan, cassette, answer) in EXAMPLES {
-        let r = run(&["run", &ex(plan), "--replay", &ex(cassette)]);
-        assert_eq!(r.code, 0, "{plan}: {}", r.stderr);
-        assert_eq!(r.stdout, expected(answer), "{plan}");
+        // Independent calls concurrently (default) and one at a time: same answer.
+        for concurrency in ["16", "1"] {
+            let r = run(&[
+                "run",
+                &ex(plan),
+                "--replay",
+                &ex(cassette),
+                "--max-concurrency",
+                concurrency,
+            ]);
+            assert_eq!(r.code, 0, "{plan}: {}", r.stderr);
+            assert_eq!(r.stdout, expected(answer), "{plan}");
+        }
     }
 }
 
@@ -366,6 +376,17 @@ fn limits_fail_the_run() {
     ]);
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("6"), "{}", r.stderr);
+
+    let r = run(&[
+        "run",
+        &ex("tidb_overview.json"),
+        "--replay",
+        &ex("tidb_overview.cassette.jsonl"),
+        "--max-bytes",
+        "2000",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("2000"), "{}", r.stderr);
 
     let dir = tempfile::tempdir().unwrap();
     let c = dir.path().join("slow.jsonl");
