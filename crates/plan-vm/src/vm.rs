@@ -155,9 +155,11 @@ impl<'p> Vm<'p> {
         std::mem::take(&mut self.events)
     }
 
-    /// Presets a variable (e.g. a goal). A name the program never mentions is kept and
-    /// reported in `Outcome::vars`. Byte limits apply. Setting `final_answer` this way
-    /// does not end the run: only an instruction does.
+    /// Presets a variable (e.g. a goal). Call it before the first `run()`: requests
+    /// already issued ahead of the head were resolved against the values of that time.
+    /// A name the program never mentions is kept and reported in `Outcome::vars`. Byte
+    /// limits apply. Setting `final_answer` this way does not end the run: only an
+    /// instruction does.
     pub fn set_var(&mut self, name: &str, value: Value) -> Result<(), RunError> {
         let size = self.measure(name, &value).map_err(unplaced)?;
         match self.prog.slot_of(name) {

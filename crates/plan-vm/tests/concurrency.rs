@@ -572,3 +572,49 @@ fn oversized_look_ahead_values_stop_the_scan_not_the_run() {
     assert!(e.message.contains("interpolated text"), "{}", e.message);
     assert_eq!(e.seq_no, Some(3));
 }
+
+#[test]
+fn a_run_saved_with_requests_in_flight_continues_elsewhere() {
+    let prog = four_aspects();
+    let want = sequential(&prog, echo);
+    let mut vm = Vm::new(&prog, Limits::default());
+    let Halt::Yield(first) = vm.run() else {
+        panic!()
+    };
+    assert_eq!(first.len(), 8);
+    // Answer three out of order, then save with five still out.
+    for i in [6, 1, 3] {
+        vm.resume(first[i].id, echo(&first[i])).unwrap();
+    }
+    assert_eq!(
+        vm.run(),
+        Halt::Yield(vec![]),
+        "the head (request 0) is still out"
+    );
+    let text = serde_json::to_string(vm.state()).unwrap();
+    drop(vm);
+    let state: plan_vm::VmState = serde_json::from_str(&text).unwrap();
+    let resend = state.unanswered();
+    let ids: Vec<usize> = resend
+        .iter()
+        .map(|r| first.iter().position(|f| f == r).unwrap())
+        .collect();
+    assert_eq!(ids, [0, 2, 4, 5, 7]);
+    let mut vm = Vm::from_state(&prog, state, Limits::default()).unwrap();
+    for r in resend.iter().rev() {
+        vm.resume(r.id, echo(r)).unwrap();
+    }
+    let mut out: Vec<ToolRequest> = Vec::new();
+    let o = loop {
+        match vm.run() {
+            Halt::Yield(reqs) => {
+                out.extend(reqs);
+                let r = out.pop().expect("something outstanding");
+                vm.resume(r.id, echo(&r)).unwrap();
+            }
+            Halt::Done(o) => break o,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(&o, outcome(&want));
+}
