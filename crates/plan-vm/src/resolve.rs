@@ -40,14 +40,15 @@ impl SlotView for [Option<Value>] {
 /// entry being evaluated has finished).
 pub(crate) struct Overlay<'a> {
     pub(crate) base: &'a [Option<Value>],
-    pub(crate) over: &'a [Option<Value>],
+    /// Borrowed when the value is a pending request's answer as is (no copy per scan).
+    pub(crate) over: &'a [Option<Cow<'a, Value>>],
 }
 
 impl SlotView for Overlay<'_> {
     #[inline]
     fn get(&self, slot: Slot) -> Option<&Value> {
         let s = slot as usize;
-        self.over[s].as_ref().or(self.base[s].as_ref())
+        self.over[s].as_deref().or(self.base[s].as_ref())
     }
 }
 

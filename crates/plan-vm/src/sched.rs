@@ -29,6 +29,8 @@
 //! continues with the same decisions. Stopping a scan early only loses concurrency, never
 //! correctness.
 
+use std::borrow::Cow;
+
 use plan_bytecode::{Effects, Instr, Pc, Slot};
 use serde_json::{Map, Value};
 
@@ -53,7 +55,7 @@ pub(crate) struct Ahead {
 struct Window<'a> {
     base: &'a [Option<Value>],
     /// Value written by the latest finished window writer, if that writer is the latest.
-    over: Vec<Option<Value>>,
+    over: Vec<Option<Cow<'a, Value>>>,
     dirty: Vec<bool>,
     /// Bytes of the values the look-ahead holds (bounded by `max_total_bytes`).
     bytes: u64,
@@ -127,7 +129,7 @@ impl Vm<'_> {
                         let Ok(v) = self.resolve_in(&w.view(), pc, src) else {
                             break;
                         };
-                        if !self.accept(&mut w, vec![(dst, v)]) {
+                        if !self.accept(&mut w, vec![(dst, Cow::Owned(v))]) {
                             break;
                         }
                     } else {
@@ -139,7 +141,8 @@ impl Vm<'_> {
                         let Ok(values) = self.assign_values(&w.view(), pc, assign) else {
                             break;
                         };
-                        if !self.accept(&mut w, values) {
+                        let values = values.into_iter().map(|(s, v)| (s, Cow::Owned(v)));
+                        if !self.accept(&mut w, values.collect()) {
                             break;
                         }
                     } else {
@@ -153,12 +156,21 @@ impl Vm<'_> {
                         // Only a tampered state gets here; stop rather than guess.
                         Some(p) if p.request.pc != pc => break,
                         Some(p) => match &p.result {
-                            Some(Ok(v)) => Some(
+                            // One output: the answer itself, borrowed.
+                            Some(Ok(v)) if def.outputs.len() == 1 => {
+                                Some(vec![(def.outputs[0], Cow::Borrowed(v))])
+                            }
+                            Some(Ok(v)) => {
                                 match self.outputs_of(pc, call, &p.request.tool, v.clone()) {
-                                    Ok(values) => values,
+                                    Ok(values) => Some(
+                                        values
+                                            .into_iter()
+                                            .map(|(s, v)| (s, Cow::Owned(v)))
+                                            .collect(),
+                                    ),
                                     Err(_) => break,
-                                },
-                            ),
+                                }
+                            }
                             // This entry fails the run when the head reaches it.
                             Some(Err(_)) => break,
                             None => None,
@@ -224,7 +236,7 @@ impl Vm<'_> {
 
     /// Records values a finished window entry writes; `false` when the entry would fail
     /// (its error surfaces at the head) or the look-ahead would hold too many bytes.
-    fn accept(&self, w: &mut Window<'_>, values: Vec<(Slot, Value)>) -> bool {
+    fn accept<'a>(&self, w: &mut Window<'a>, values: Vec<(Slot, Cow<'a, Value>)>) -> bool {
         for (slot, v) in values {
             let Ok(size) = self.measure(&self.prog.slots[slot as usize], &v) else {
                 return false;
