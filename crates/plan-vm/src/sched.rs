@@ -115,7 +115,8 @@ impl Vm<'_> {
             .min(self.limits.max_steps);
         let mut pc = self.st.pc;
         let mut n = self.st.steps;
-        while n < end {
+        // NB: once `cap` requests are out nothing more can be issued: stop early.
+        while n < end && inflight < cap {
             let Some(&instr) = prog.code.get(pc as usize) else {
                 break;
             };
