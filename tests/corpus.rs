@@ -13,7 +13,14 @@ fn render(c: &Compiled) -> String {
     for d in &c.diagnostics {
         let (line, col) = d.line_col(&c.line_index).unwrap_or((0, 0));
         let seq = d.seq_no.map_or("-".to_owned(), |s| s.to_string());
-        writeln!(out, "{}[{}] {line}:{col} seq={seq}: {}", d.severity.as_str(), d.code, d.message).unwrap();
+        writeln!(
+            out,
+            "{}[{}] {line}:{col} seq={seq}: {}",
+            d.severity.as_str(),
+            d.code,
+            d.message
+        )
+        .unwrap();
         if let Some(h) = &d.help {
             writeln!(out, "    help: {h}").unwrap();
         }
@@ -37,7 +44,11 @@ fn corpus(dir: &str) -> Vec<std::path::PathBuf> {
 fn compile_file(path: &Path) -> Compiled {
     let src = std::fs::read_to_string(path).unwrap();
     let name = path.file_name().unwrap().to_string_lossy().into_owned();
-    let opts = CompileOptions { strict: name.starts_with("strict_"), source_name: Some(name), ..Default::default() };
+    let opts = CompileOptions {
+        strict: name.starts_with("strict_"),
+        source_name: Some(name),
+        ..Default::default()
+    };
     compile(&src, &opts)
 }
 
@@ -46,7 +57,10 @@ fn valid_plans_compile_and_round_trip() {
     for path in corpus("tests/corpus/valid") {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let c = compile_file(&path);
-        let program = c.program.clone().unwrap_or_else(|| panic!("{name} did not compile:\n{}", render(&c)));
+        let program = c
+            .program
+            .clone()
+            .unwrap_or_else(|| panic!("{name} did not compile:\n{}", render(&c)));
         insta::assert_snapshot!(format!("valid__{name}"), render(&c));
         // Round trip: encode → decode gives the same program, and it validates.
         let bytes = plan_bytecode::encode(&program);
@@ -63,20 +77,42 @@ fn invalid_plans_report_errors() {
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let c = compile_file(&path);
         assert!(c.program.is_none(), "{name} compiled but should not have");
-        assert!(c.diagnostics.iter().any(|d| d.is_error()), "{name}: no error reported");
+        assert!(
+            c.diagnostics.iter().any(|d| d.is_error()),
+            "{name}: no error reported"
+        );
         insta::assert_snapshot!(format!("invalid__{name}"), render(&c));
     }
 }
 
 #[test]
 fn strip_drops_debug_info_and_shrinks() {
-    let src = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/valid/current_retrieval.json")).unwrap();
+    let src = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/valid/current_retrieval.json"),
+    )
+    .unwrap();
     let full = compile(&src, &CompileOptions::default()).program.unwrap();
-    let stripped = compile(&src, &CompileOptions { strip: true, ..Default::default() }).program.unwrap();
+    let stripped = compile(
+        &src,
+        &CompileOptions {
+            strip: true,
+            ..Default::default()
+        },
+    )
+    .program
+    .unwrap();
     assert!(full.debug.is_some());
     assert!(stripped.debug.is_none());
-    let (a, b) = (plan_bytecode::encode(&full).len(), plan_bytecode::encode(&stripped).len());
+    let (a, b) = (
+        plan_bytecode::encode(&full).len(),
+        plan_bytecode::encode(&stripped).len(),
+    );
     assert!(b < a, "stripped {b} >= full {a}");
-    let minified = serde_json::to_string(&serde_json::from_str::<serde_json::Value>(&src).unwrap()).unwrap();
-    assert!(b <= minified.len(), "stripped .pbc ({b} bytes) larger than minified JSON ({})", minified.len());
+    let minified =
+        serde_json::to_string(&serde_json::from_str::<serde_json::Value>(&src).unwrap()).unwrap();
+    assert!(
+        b <= minified.len(),
+        "stripped .pbc ({b} bytes) larger than minified JSON ({})",
+        minified.len()
+    );
 }
