@@ -1,0 +1,113 @@
+//! Host overhead per tool call with the replay backend: a plan of 100 tool calls run by
+//! `plan_host::run_plan` on a tokio runtime from a zero-latency cassette, next to the
+//! same program run in-process with an instant host (the difference is the host's cost).
+//! Run: `cargo bench --bench host`.
+
+mod common;
+
+use std::io::Write;
+use std::time::Duration;
+
+use common::*;
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use plan_host::{Host, HostOptions, Tracer, run_plan};
+use plan_manifest::Manifest;
+use plan_vm::Limits;
+use serde_json::{Value, json};
+
+const CALLS: usize = 100;
+
+/// `CALLS` calls of `retrieve_knowledge_graph`, each reading the previous output (a
+/// chain, so they run one after another as in the worst case), then `final_answer`.
+fn chain_plan() -> String {
+    let mut steps = Vec::new();
+    for i in 0..CALLS {
+        let query = if i == 0 {
+            "q0".to_owned()
+        } else {
+            format!("q{i} ${{r{}}}", i - 1)
+        };
+        steps.push(json!({"seq_no": i, "type": "calling", "parameters": {
+            "tool_name": "retrieve_knowledge_graph", "tool_params": {"query": query},
+            "output_vars": [format!("r{i}")]}}));
+    }
+    steps.push(json!({"seq_no": CALLS, "type": "assign",
+        "parameters": {"final_answer": format!("${{r{}}}", CALLS - 1)}}));
+    Value::Array(steps).to_string()
+}
+
+fn host_overhead(c: &mut Criterion) {
+    let program = compile_ok(&chain_plan(), true);
+    let answer = json!("a");
+    // The cassette: what the chain asks when every call answers "a".
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("chain.cassette.jsonl");
+    let mut f = std::fs::File::create(&path).unwrap();
+    for i in 0..CALLS {
+        let query = if i == 0 {
+            "q0".to_owned()
+        } else {
+            format!("q{i} a")
+        };
+        let e = json!({"tool": "retrieve_knowledge_graph", "args": {"query": query},
+            "output": answer, "latency_ms": 0});
+        writeln!(f, "{e}").unwrap();
+    }
+    drop(f);
+    let host = Host::new(
+        Manifest::builtin(),
+        HostOptions {
+            replay: Some(path),
+            ..HostOptions::default()
+        },
+    )
+    .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let report = rt.block_on(run_plan(
+        &host,
+        &program,
+        vec![],
+        Limits::default(),
+        &mut Tracer::none(),
+    ));
+    assert!(report.is_ok(), "{:?}", report.error);
+    assert_eq!(report.tool_calls, CALLS as u64);
+
+    let mut g = c.benchmark_group("host_per_call");
+    g.throughput(Throughput::Elements(CALLS as u64));
+    g.bench_function("replay_run_plan", |b| {
+        b.iter(|| {
+            let mut tracer = Tracer::none();
+            let r = rt.block_on(run_plan(
+                &host,
+                &program,
+                vec![],
+                Limits::default(),
+                &mut tracer,
+            ));
+            debug_assert!(r.is_ok());
+            r
+        })
+    });
+    g.bench_function("instant_in_process", |b| {
+        b.iter(|| run_instant(&program, Limits::default(), &answer))
+    });
+    g.finish();
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(50)
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = host_overhead
+}
+criterion_main!(benches);
