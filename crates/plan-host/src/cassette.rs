@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -164,12 +164,18 @@ pub(crate) fn canonical_args(args: &Map<String, Value>) -> String {
 /// Serves calls from a cassette, with no network.
 #[derive(Debug)]
 pub struct ReplayBackend {
+    /// The parsed cassette, shared by every [`ReplayBackend::fresh`] copy.
+    index: Arc<ReplayIndex>,
+    /// key → how many times it has been served (this backend's own cursors).
+    served: Mutex<HashMap<(String, String), usize>>,
+}
+
+#[derive(Debug)]
+struct ReplayIndex {
     source: String,
     entries: Vec<CassetteEntry>,
     /// key → indices into `entries`, in recorded order.
     by_key: HashMap<(String, String), Vec<usize>>,
-    /// key → how many times it has been served.
-    served: Mutex<HashMap<(String, String), usize>>,
 }
 
 impl ReplayBackend {
@@ -183,9 +189,20 @@ impl ReplayBackend {
                 .push(i);
         }
         ReplayBackend {
-            source: source.into(),
-            entries: cassette.entries,
-            by_key,
+            index: Arc::new(ReplayIndex {
+                source: source.into(),
+                entries: cassette.entries,
+                by_key,
+            }),
+            served: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The same parsed cassette with cursors of its own, as if just loaded: a batch shares
+    /// one parse among many runs while each run's answers stay independent of the others'.
+    pub fn fresh(&self) -> ReplayBackend {
+        ReplayBackend {
+            index: self.index.clone(),
             served: Mutex::new(HashMap::new()),
         }
     }
@@ -204,7 +221,7 @@ impl ReplayBackend {
         args: &Map<String, Value>,
     ) -> Result<&CassetteEntry, ToolError> {
         let key = (tool.to_owned(), canonical_args(args));
-        let Some(indices) = self.by_key.get(&key) else {
+        let Some(indices) = self.index.by_key.get(&key) else {
             return Err(self.miss(tool, args, &key.1));
         };
         let n = {
@@ -217,7 +234,7 @@ impl ReplayBackend {
             cur
         };
         let idx = indices.get(n).or(indices.last()).copied();
-        idx.and_then(|i| self.entries.get(i))
+        idx.and_then(|i| self.index.entries.get(i))
             .ok_or_else(|| ToolError::new(ToolErrorKind::Replay, "internal: empty cassette key"))
     }
 
@@ -226,7 +243,7 @@ impl ReplayBackend {
         let wanted = preview(&Value::Object(args.clone()).to_string());
         let mut msg = format!(
             "no entry in cassette {} for tool `{tool}` with args {wanted}",
-            self.source
+            self.index.source
         );
         match self.closest(tool, args, canon) {
             Some(c) => {
@@ -236,7 +253,7 @@ impl ReplayBackend {
                 ));
             }
             None => {
-                let mut tools: Vec<&str> = self.entries.iter().map(|e| e.tool.as_str()).collect();
+                let mut tools: Vec<&str> = self.index.entries.iter().map(|e| e.tool.as_str()).collect();
                 tools.sort_unstable();
                 tools.dedup();
                 if tools.is_empty() {
@@ -263,7 +280,7 @@ impl ReplayBackend {
         let wanted: Vec<char> = canon.chars().take(DISTANCE_CHARS).collect();
         let mut best: Option<(usize, usize, &Map<String, Value>)> = None;
         let mut seen = std::collections::HashSet::new();
-        for e in self.entries.iter().filter(|e| e.tool == tool) {
+        for e in self.index.entries.iter().filter(|e| e.tool == tool) {
             let c = canonical_args(&e.args);
             if !seen.insert(c.clone()) {
                 continue;
@@ -321,7 +338,7 @@ impl Backend for ReplayBackend {
     }
 
     fn describe(&self) -> String {
-        format!("replay from {}", self.source)
+        format!("replay from {}", self.index.source)
     }
 }
 
@@ -454,6 +471,24 @@ mod tests {
             r.lookup("t", &obj(json!({"q": "y"}))).unwrap().output,
             json!("other")
         );
+    }
+
+    #[test]
+    fn fresh_copies_share_the_cassette_but_not_the_cursors() {
+        let text = [
+            r#"{"tool":"t","args":{},"output":1}"#,
+            r#"{"tool":"t","args":{},"output":2}"#,
+        ]
+        .join("\n");
+        let a = ReplayBackend::new(Cassette::parse(&text, "c").unwrap(), "c");
+        let args = Map::new();
+        assert_eq!(a.lookup("t", &args).unwrap().output, json!(1));
+        let b = a.fresh();
+        assert_eq!(b.lookup("t", &args).unwrap().output, json!(1));
+        assert_eq!(a.lookup("t", &args).unwrap().output, json!(2));
+        assert_eq!(b.lookup("t", &args).unwrap().output, json!(2));
+        assert_eq!(b.fresh().lookup("t", &args).unwrap().output, json!(1));
+        assert!(Arc::ptr_eq(&a.index, &b.index));
     }
 
     #[test]
