@@ -253,7 +253,8 @@ impl ReplayBackend {
                 ));
             }
             None => {
-                let mut tools: Vec<&str> = self.index.entries.iter().map(|e| e.tool.as_str()).collect();
+                let mut tools: Vec<&str> =
+                    self.index.entries.iter().map(|e| e.tool.as_str()).collect();
                 tools.sort_unstable();
                 tools.dedup();
                 if tools.is_empty() {
