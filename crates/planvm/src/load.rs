@@ -5,13 +5,10 @@
 use std::io::Read;
 use std::path::Path;
 
-use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label, Severity as CsSeverity};
-use codespan_reporting::files::SimpleFile;
-use codespan_reporting::term::{self, termcolor};
 use plan_bytecode::ValidatedProgram;
 use plan_compiler::CompileOptions;
 use plan_manifest::Manifest;
-use plan_syntax::{Diagnostic, LineIndex, Severity, Span};
+use plan_syntax::{Diagnostic, LineIndex};
 
 /// Read at most this much of FILE: larger than any plan or `.pbc` the decoders accept, so
 /// their own limits report the problem, but a multi-gigabyte file is not slurped.
@@ -66,7 +63,10 @@ pub(crate) fn load_program(
     };
     let compiled = plan_compiler::compile(&src, &opts);
     if !compiled.diagnostics.is_empty() {
-        eprint!("{}", render(&shown, &src, &compiled.diagnostics, color));
+        eprint!(
+            "{}",
+            plan_render::render_human(&shown, &src, &compiled.diagnostics, color)
+        );
     }
     let warnings = compiled
         .diagnostics
@@ -111,70 +111,4 @@ fn one_line(file: &str, d: &Diagnostic, index: &LineIndex) -> String {
         None => file.to_owned(),
     };
     format!("{loc}: {}[{}]: {}", d.severity.as_str(), d.code, d.message)
-}
-
-/// rustc-style rendering with the source snippet.
-fn render(file_name: &str, src: &str, diags: &[Diagnostic], color: bool) -> String {
-    let file = SimpleFile::new(file_name, src);
-    let config = term::Config::default();
-    let mut buf = if color {
-        termcolor::Buffer::ansi()
-    } else {
-        termcolor::Buffer::no_color()
-    };
-    let mut fallback = String::new();
-    for d in diags {
-        if term::emit(&mut buf, &config, &file, &to_codespan(src, d)).is_err() {
-            fallback.push_str(&format!(
-                "{}[{}]: {}\n\n",
-                d.severity.as_str(),
-                d.code,
-                d.message
-            ));
-        }
-    }
-    let mut out = String::from_utf8_lossy(buf.as_slice()).into_owned();
-    out.push_str(&fallback);
-    out
-}
-
-fn to_codespan(src: &str, d: &Diagnostic) -> CsDiagnostic<()> {
-    let severity = match d.severity {
-        Severity::Error => CsSeverity::Error,
-        Severity::Warning => CsSeverity::Warning,
-    };
-    let mut labels = Vec::new();
-    if let Some(span) = d.span {
-        labels.push(Label::primary((), clamp(src, span)));
-    }
-    for (span, text) in &d.labels {
-        labels.push(Label::secondary((), clamp(src, *span)).with_message(text));
-    }
-    let mut notes = Vec::new();
-    if let (None, Some(seq)) = (d.span, d.seq_no) {
-        notes.push(format!("in the instruction with seq_no {seq}"));
-    }
-    if let Some(help) = &d.help {
-        notes.push(format!("help: {help}"));
-    }
-    CsDiagnostic::new(severity)
-        .with_code(d.code)
-        .with_message(&d.message)
-        .with_labels(labels)
-        .with_notes(notes)
-}
-
-/// Keeps a span inside the text and on char boundaries: a wrong span must degrade the
-/// snippet, not panic the renderer.
-fn clamp(src: &str, span: Span) -> std::ops::Range<usize> {
-    let fix = |mut i: usize| {
-        i = i.min(src.len());
-        while !src.is_char_boundary(i) {
-            i -= 1;
-        }
-        i
-    };
-    let start = fix(span.start as usize);
-    let end = fix(span.end as usize).max(start);
-    start..end
 }
