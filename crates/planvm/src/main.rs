@@ -5,15 +5,17 @@
 //!                 [--var NAME=VALUE]... [--max-steps N] [--max-bytes BYTES]
 //!                 [--max-concurrency N] [--timeout SECS] [--tool-timeout SECS]
 //!                 [--trace FILE] [--format text|json]
+//! planvm batch (DIR | --list FILE) [--jobs N] [--output FILE] [run's options]
 //! ```
 //!
 //! Exit codes (see [`exit`]) are printed by `planvm run --help`.
 //!
 //! Module map: this file parses arguments and maps outcomes to exit codes; `load` turns
 //! FILE into a validated program (bytecode by magic, else compiled source) and renders
-//! diagnostics; `progress` draws the live status line. The run itself is
-//! `plan_host::run_plan`. Only this crate prints.
+//! diagnostics; `progress` draws the live status line; `batch` runs many plans at once.
+//! The run itself is `plan_host::run_plan`. Only this crate prints.
 
+mod batch;
 mod load;
 mod progress;
 
@@ -76,6 +78,10 @@ enum Command {
     /// Run a plan and print its final answer.
     #[command(after_help = EXIT_CODES_HELP)]
     Run(RunArgs),
+    /// Run many plans concurrently in one process (a directory of plans or a list file),
+    /// printing one JSON line per run.
+    #[command(after_help = batch::BATCH_HELP)]
+    Batch(batch::BatchArgs),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -158,6 +164,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => ExitCode::from(run(args)),
+        Command::Batch(args) => ExitCode::from(batch::batch(args)),
     }
 }
 

@@ -1,0 +1,824 @@
+//! `planvm batch`: many runs in one process, concurrently, sharing one `Host` (its HTTP
+//! client, connection pools and per-tool concurrency limits).
+//!
+//! Input is a directory (every `*.json`, `*.txt`, `*.pbc` in it, sorted by name, each
+//! with the cassette beside it if there is one) or a list file (one run per line:
+//! `PLAN [CASSETTE] [NAME=VALUE]...`). Output is one JSON line per run, in order of
+//! completion, written as each run finishes.
+//!
+//! Why the pieces are shaped this way:
+//! - Plans and cassettes are loaded once per path (a list of 10,000 lines naming one plan
+//!   compiles it once), lazily, and dropped after their last run: memory follows the
+//!   distinct inputs in flight, not the length of the list.
+//! - A replay cassette's cursors ("entries with the same key are served in recorded
+//!   order") are per run: every run gets `ReplayBackend::fresh` over the shared parse,
+//!   behind a small per-run `Host`, so no run's answers depend on another's. Runs without
+//!   a cassette use the one shared network `Host`.
+//! - Runs are tokio tasks on a multi-threaded runtime; `--jobs` bounds how many are in
+//!   flight. Loading happens on the driving thread while the workers run the VMs.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{ArgGroup, Args};
+use indicatif::{ProgressBar, ProgressStyle};
+use plan_bytecode::ValidatedProgram;
+use plan_host::{
+    Backend, CONDITION_TOOL, Host, HostErrorKind, HostOptions, ReplayBackend, RunReport, Tracer,
+};
+use plan_manifest::Manifest;
+use plan_vm::Limits;
+use serde_json::{Map, Value};
+use tokio::task::JoinSet;
+
+use crate::{exit, fail, load, parse_secs, parse_var};
+
+/// A list file larger than this is refused (it is read whole).
+const MAX_LIST_BYTES: u64 = 256 << 20;
+/// Plan files a directory input picks up, by extension.
+const PLAN_EXTENSIONS: &[&str] = &["json", "txt", "pbc"];
+/// Suffix of the cassette beside a plan.
+const CASSETTE_SUFFIX: &str = ".cassette.jsonl";
+
+pub(crate) const BATCH_HELP: &str = "\
+Input:
+  DIR          every *.json, *.txt and *.pbc file in DIR (not recursive), sorted by name;
+               the cassette beside a plan, <stem>.cassette.jsonl (for a.llm.txt:
+               a.llm.cassette.jsonl, else a.cassette.jsonl), serves it unless --replay
+               is given.
+  --list FILE  one run per line: PLAN [CASSETTE] [NAME=VALUE]...
+               Whitespace separates fields; \"double quotes\" (JSON string syntax) keep
+               whitespace in a path or value; a field starting with # starts a comment.
+               Relative paths are resolved against the list file's directory. A line's
+               NAME=VALUE pairs override --var; a line's cassette overrides --replay.
+
+Output: one JSON line per run, in order of completion: the object `planvm run --format
+json` prints, preceded by \"plan\" (and \"line\", the list line). A summary goes to
+stderr; a progress bar too when stderr is a terminal.
+
+Exit codes:
+  0   every run finished with a final answer
+  1   some run failed
+  2   usage error, including an unreadable or malformed --tools or --list file
+  65  some plan or cassette could not be loaded (unreadable, invalid plan, corrupted
+      .pbc, malformed cassette): those runs are reported as failed lines, the others
+      still run; also a malformed --replay cassette (nothing runs)
+  66  DIR or the --replay cassette cannot be read, or DIR holds no plan
+  73  the --output file cannot be created or written";
+
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("input").required(true).args(["dir", "list"])))]
+pub(crate) struct BatchArgs {
+    /// Run every plan file in this directory.
+    #[arg(value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Run the runs listed in this file, one per line: PLAN [CASSETTE] [NAME=VALUE]...
+    #[arg(long, value_name = "FILE")]
+    list: Option<PathBuf>,
+    /// Tools file: tool declarations and the backend serving each.
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// Serve every run that has no cassette of its own from this cassette (each run
+    /// replays it from the start).
+    #[arg(long, value_name = "CASSETTE")]
+    replay: Option<PathBuf>,
+    /// Preset a variable in every run; VALUE is parsed as JSON when it parses, else taken
+    /// as a string.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, Value)>,
+    /// Maximum instructions executed, per run.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_steps)]
+    max_steps: u64,
+    /// Maximum bytes held in all variables together, per run.
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_total_bytes)]
+    max_bytes: u64,
+    /// Maximum tool calls in flight at once within one run.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_concurrency)]
+    max_concurrency: u32,
+    /// Deadline of each run, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    timeout: Option<Duration>,
+    /// Limit on one tool call, retries included, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    tool_timeout: Option<Duration>,
+    /// Runs in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    jobs: u32,
+    /// Write the JSON lines here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+/// One run to do.
+#[derive(Clone, Debug, PartialEq)]
+struct Job {
+    plan: PathBuf,
+    cassette: Option<PathBuf>,
+    vars: Vec<(String, Value)>,
+    /// Line in the list file (1-based), for list input.
+    line: Option<usize>,
+}
+
+pub(crate) fn batch(args: BatchArgs) -> u8 {
+    let manifest = match &args.tools {
+        Some(path) => match Manifest::load(path) {
+            Ok(m) => m,
+            Err(e) => return fail(exit::USAGE, format_args!("cannot load tools file: {e}")),
+        },
+        None => Manifest::builtin(),
+    };
+    let jobs = match (&args.dir, &args.list) {
+        (_, Some(list)) => match read_list(list) {
+            Ok(jobs) => jobs,
+            Err(msg) => return fail(exit::USAGE, msg),
+        },
+        (Some(dir), None) => match scan_dir(dir, args.replay.is_none()) {
+            Ok(jobs) => jobs,
+            Err(msg) => return fail(exit::NO_INPUT, msg),
+        },
+        // clap's required group makes this unreachable; still, no panic.
+        (None, None) => return fail(exit::USAGE, "give a DIR or --list FILE"),
+    };
+    let replay = match &args.replay {
+        Some(p) => match ReplayBackend::load(p) {
+            Ok(r) => Some(Arc::new(r)),
+            Err(e) => {
+                let code = match e.kind {
+                    HostErrorKind::Io => exit::NO_INPUT,
+                    _ => exit::DATA_ERR,
+                };
+                return fail(code, e);
+            }
+        },
+        None => None,
+    };
+    let (out, out_name): (Box<dyn Write + Send>, String) = match &args.output {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => (
+                Box::new(std::io::BufWriter::new(f)),
+                p.display().to_string(),
+            ),
+            Err(e) => {
+                return fail(
+                    exit::CANT_CREATE,
+                    format_args!("cannot create {}: {e}", p.display()),
+                );
+            }
+        },
+        None => (
+            Box::new(std::io::BufWriter::new(std::io::stdout())),
+            String::new(),
+        ),
+    };
+    let opts = HostOptions {
+        tool_timeout: args.tool_timeout,
+        deadline: args.timeout,
+        ..HostOptions::default()
+    };
+    let shared = match Host::new(manifest.clone(), opts.clone()) {
+        Ok(h) => Arc::new(h),
+        Err(e) => return fail(exit::RUN_FAILED, e),
+    };
+    let limits = Limits {
+        max_steps: args.max_steps,
+        max_total_bytes: args.max_bytes,
+        max_concurrency: args.max_concurrency,
+        ..Limits::default()
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return fail(
+                exit::RUN_FAILED,
+                format_args!("cannot start the async runtime: {e}"),
+            );
+        }
+    };
+    let ctx = Ctx {
+        manifest,
+        shared,
+        opts,
+        limits,
+        global_vars: args.vars,
+        replay,
+        jobs: args.jobs as usize,
+    };
+    let mut sink = Sink {
+        out,
+        name: out_name,
+        error: None,
+    };
+    let tally = runtime.block_on(drive(ctx, jobs, &mut sink));
+    if let Err(e) = sink.out.flush() {
+        sink.failed(&e);
+    }
+    let secs = tally.elapsed.as_secs_f64();
+    let rate = if secs > 0.0 {
+        tally.runs as f64 / secs
+    } else {
+        0.0
+    };
+    eprintln!(
+        "batch: {} runs, {} ok, {} failed ({} not loaded) in {secs:.2} s ({rate:.1} runs/s)",
+        tally.runs,
+        tally.ok,
+        tally.runs - tally.ok,
+        tally.invalid
+    );
+    if let Some(e) = sink.error {
+        return fail(exit::CANT_CREATE, e);
+    }
+    if tally.invalid > 0 {
+        exit::DATA_ERR
+    } else if tally.ok < tally.runs {
+        exit::RUN_FAILED
+    } else {
+        exit::OK
+    }
+}
+
+/// Everything the runs share.
+struct Ctx {
+    manifest: Manifest,
+    shared: Arc<Host>,
+    opts: HostOptions,
+    limits: Limits,
+    global_vars: Vec<(String, Value)>,
+    replay: Option<Arc<ReplayBackend>>,
+    jobs: usize,
+}
+
+/// Where the JSON lines go; remembers the first write failure.
+struct Sink {
+    out: Box<dyn Write + Send>,
+    /// The --output file's name (empty for stdout).
+    name: String,
+    error: Option<String>,
+}
+
+impl Sink {
+    fn line(&mut self, plan: &Path, line: Option<usize>, report: &RunReport) {
+        if self.error.is_some() {
+            return;
+        }
+        let mut m = Map::new();
+        m.insert("plan".into(), Value::String(plan.display().to_string()));
+        if let Some(l) = line {
+            m.insert("line".into(), Value::from(l));
+        }
+        if let Ok(Value::Object(r)) = serde_json::to_value(report) {
+            m.extend(r);
+        }
+        let mut text = Value::Object(m).to_string();
+        text.push('\n');
+        // NB: flushed per line so a consumer (`tail -f`, a pipe) sees each run as it ends.
+        if let Err(e) = self
+            .out
+            .write_all(text.as_bytes())
+            .and_then(|()| self.out.flush())
+        {
+            self.failed(&e);
+        }
+    }
+
+    fn failed(&mut self, e: &std::io::Error) {
+        // A closed stdout (`| head`) is the reader's choice, not a failure of the batch.
+        if self.name.is_empty() && e.kind() == std::io::ErrorKind::BrokenPipe {
+            return;
+        }
+        let to = if self.name.is_empty() {
+            "stdout".to_owned()
+        } else {
+            self.name.clone()
+        };
+        self.error
+            .get_or_insert(format!("cannot write to {to}: {e}"));
+    }
+}
+
+#[derive(Debug, Default)]
+struct Tally {
+    runs: u64,
+    ok: u64,
+    invalid: u64,
+    elapsed: Duration,
+}
+
+/// Inputs loaded once per path and kept until their last run has started.
+struct Cache<T> {
+    /// path → (runs still to start, loaded value once loaded)
+    map: HashMap<PathBuf, (usize, Option<T>)>,
+}
+
+impl<T: Clone> Cache<T> {
+    fn new<'a>(paths: impl Iterator<Item = &'a PathBuf>) -> Self {
+        let mut map: HashMap<PathBuf, (usize, Option<T>)> = HashMap::new();
+        for p in paths {
+            map.entry(p.clone()).or_insert((0, None)).0 += 1;
+        }
+        Cache { map }
+    }
+
+    /// The value for `path` (loading it on first use), counting one use.
+    fn take(&mut self, path: &Path, load: impl FnOnce(&Path) -> T) -> T {
+        let Some((left, slot)) = self.map.get_mut(path) else {
+            // Not counted up front (cannot happen): load without caching.
+            return load(path);
+        };
+        let value = slot.get_or_insert_with(|| load(path)).clone();
+        *left = left.saturating_sub(1);
+        if *left == 0 {
+            self.map.remove(path);
+        }
+        value
+    }
+}
+
+/// Why a run could not start: its message (reported as the run's error).
+type NotLoaded = String;
+
+async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
+    let start = Instant::now();
+    let mut tally = Tally::default();
+    let color = crate::color_stderr();
+    let bar = if std::io::stderr().is_terminal() {
+        let bar = ProgressBar::new(jobs.len() as u64);
+        if let Ok(style) = ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} runs · {per_sec} · eta {eta} {msg}",
+        ) {
+            bar.set_style(style.progress_chars("=> "));
+        }
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    } else {
+        ProgressBar::hidden()
+    };
+
+    let mut programs: Cache<Result<Arc<ValidatedProgram>, NotLoaded>> =
+        Cache::new(jobs.iter().map(|j| &j.plan));
+    let mut cassettes: Cache<Result<Arc<ReplayBackend>, NotLoaded>> =
+        Cache::new(jobs.iter().filter_map(|j| j.cassette.as_ref()));
+    let mut tasks: JoinSet<RunReport> = JoinSet::new();
+    // task id → (plan, list line), to label a run that ended without a report.
+    let mut labels: HashMap<tokio::task::Id, (PathBuf, Option<usize>)> = HashMap::new();
+    let mut pending = jobs.into_iter();
+    let mut exhausted = false;
+
+    let finish = |sink: &mut Sink,
+                  tally: &mut Tally,
+                  plan: &Path,
+                  line: Option<usize>,
+                  report: &RunReport| {
+        tally.runs += 1;
+        if report.is_ok() {
+            tally.ok += 1;
+        }
+        sink.line(plan, line, report);
+        bar.inc(1);
+        let failed = tally.runs - tally.ok;
+        if failed > 0 {
+            bar.set_message(format!("· {failed} failed"));
+        }
+    };
+
+    loop {
+        while !exhausted && tasks.len() < ctx.jobs {
+            let Some(job) = pending.next() else {
+                exhausted = true;
+                break;
+            };
+            let program = programs.take(&job.plan, |p| {
+                load_plan(p, &ctx.manifest, color, &bar).map(Arc::new)
+            });
+            let replay = match (&job.cassette, &ctx.replay) {
+                (Some(c), _) => Some(cassettes.take(c, load_cassette)),
+                (None, Some(r)) => Some(Ok(r.clone())),
+                (None, None) => None,
+            };
+            let (program, replay) = match (program, replay.transpose()) {
+                (Ok(p), Ok(r)) => (p, r),
+                (Err(msg), _) | (_, Err(msg)) => {
+                    tally.invalid += 1;
+                    let report = RunReport::failed_before_start(msg, Duration::ZERO);
+                    finish(sink, &mut tally, &job.plan, job.line, &report);
+                    continue;
+                }
+            };
+            let vars = merge_vars(&ctx.global_vars, job.vars);
+            let host = match replay {
+                Some(r) => replay_host(&ctx.opts, &program, &r),
+                None => Ok(ctx.shared.clone()),
+            };
+            let limits = ctx.limits.clone();
+            let handle = tasks.spawn(async move {
+                let host = match host {
+                    Ok(h) => h,
+                    Err(msg) => return RunReport::failed_before_start(msg, Duration::ZERO),
+                };
+                let mut tracer = Tracer::none();
+                plan_host::run_plan(&host, &program, vars, limits, &mut tracer).await
+            });
+            labels.insert(handle.id(), (job.plan, job.line));
+        }
+        let Some(done) = tasks.join_next_with_id().await else {
+            break;
+        };
+        let (id, report) = match done {
+            Ok((id, report)) => (id, report),
+            Err(e) => {
+                let msg = format!("internal: the run ended without a report: {e}");
+                (e.id(), RunReport::failed_before_start(msg, Duration::ZERO))
+            }
+        };
+        let (plan, line) = labels.remove(&id).unwrap_or_default();
+        finish(sink, &mut tally, &plan, line, &report);
+    }
+    bar.finish_and_clear();
+    tally.elapsed = start.elapsed();
+    tally
+}
+
+fn load_plan(
+    path: &Path,
+    manifest: &Manifest,
+    color: bool,
+    bar: &ProgressBar,
+) -> Result<ValidatedProgram, NotLoaded> {
+    // NB: diagnostics are printed once per distinct plan, not once per run.
+    bar.suspend(|| match load::load_program(path, manifest, color) {
+        Ok(l) => Ok(l.program),
+        Err(load::LoadError::Unreadable(msg)) => Err(msg),
+        Err(load::LoadError::Invalid(msg)) => Err(msg),
+    })
+}
+
+fn load_cassette(path: &Path) -> Result<Arc<ReplayBackend>, NotLoaded> {
+    ReplayBackend::load(path)
+        .map(Arc::new)
+        .map_err(|e| e.message)
+}
+
+/// A host serving every tool of `program` from a fresh replay of `cassette`: its own
+/// cursors, the shared parse. Nothing else in it is used, so its manifest is empty.
+fn replay_host(
+    opts: &HostOptions,
+    program: &ValidatedProgram,
+    cassette: &ReplayBackend,
+) -> Result<Arc<Host>, NotLoaded> {
+    let manifest = Manifest {
+        tools: Vec::new(),
+        default_backend: None,
+    };
+    let host = Host::new(manifest, opts.clone()).map_err(|e| e.message)?;
+    let backend: Arc<dyn Backend> = Arc::new(cassette.fresh());
+    for t in &program.tools {
+        host.set_backend(&t.name, backend.clone());
+    }
+    host.set_backend(CONDITION_TOOL, backend);
+    Ok(Arc::new(host))
+}
+
+/// `--var`s, then the line's own pairs; a later pair for the same name wins.
+fn merge_vars(global: &[(String, Value)], own: Vec<(String, Value)>) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = global
+        .iter()
+        .filter(|(n, _)| !own.iter().any(|(m, _)| m == n))
+        .cloned()
+        .collect();
+    out.extend(own);
+    out
+}
+
+/// Plan files of `dir`, sorted by name, each with its sibling cassette when `siblings`.
+fn scan_dir(dir: &Path, siblings: bool) -> Result<Vec<Job>, String> {
+    let shown = dir.display();
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("cannot read {shown}: {e}"))?;
+        // NB: names that are not UTF-8 cannot be shown faithfully in the JSON output.
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        let ext = Path::new(&name).extension().and_then(|e| e.to_str());
+        let is_plan = ext.is_some_and(|e| PLAN_EXTENSIONS.contains(&e))
+            && !name.starts_with('.')
+            && std::fs::metadata(entry.path()).is_ok_and(|m| m.is_file());
+        if is_plan {
+            names.push(name);
+        }
+    }
+    if names.is_empty() {
+        return Err(format!("no plan files (*.json, *.txt, *.pbc) in {shown}"));
+    }
+    names.sort();
+    Ok(names
+        .into_iter()
+        .map(|name| Job {
+            cassette: if siblings {
+                sibling_cassette(dir, &name)
+            } else {
+                None
+            },
+            plan: dir.join(name),
+            vars: Vec::new(),
+            line: None,
+        })
+        .collect())
+}
+
+/// `<stem>.cassette.jsonl` beside `name`, trying the longest stem first (`a.llm.txt`:
+/// `a.llm.cassette.jsonl`, then `a.cassette.jsonl`), so variants of one plan can share
+/// its cassette.
+fn sibling_cassette(dir: &Path, name: &str) -> Option<PathBuf> {
+    let mut stem = name;
+    while let Some((shorter, _)) = stem.rsplit_once('.') {
+        if shorter.is_empty() {
+            break;
+        }
+        let candidate = dir.join(format!("{shorter}{CASSETTE_SUFFIX}"));
+        if candidate.is_file() {
+            return Some(candidate);
+        }
+        stem = shorter;
+    }
+    None
+}
+
+fn read_list(path: &Path) -> Result<Vec<Job>, String> {
+    let shown = path.display().to_string();
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_LIST_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if bytes.len() as u64 > MAX_LIST_BYTES {
+        return Err(format!("{shown} is larger than {MAX_LIST_BYTES} bytes"));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{shown}: not UTF-8 text (invalid byte at offset {})",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    let base = path.parent().unwrap_or(Path::new(""));
+    parse_list(&text, base, &shown).map_err(|errs| errs.join("\n"))
+}
+
+/// Parses a list file; every malformed line is reported (`name:line: message`).
+fn parse_list(text: &str, base: &Path, name: &str) -> Result<Vec<Job>, Vec<String>> {
+    let mut jobs = Vec::new();
+    let mut errors = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        match parse_line(line, base) {
+            Ok(Some(mut job)) => {
+                job.line = Some(n);
+                jobs.push(job);
+            }
+            Ok(None) => {}
+            Err(msg) => errors.push(format!("{name}:{n}: {msg}")),
+        }
+    }
+    if errors.is_empty() {
+        Ok(jobs)
+    } else {
+        Err(errors)
+    }
+}
+
+fn parse_line(line: &str, base: &Path) -> Result<Option<Job>, String> {
+    let fields = split_fields(line)?;
+    let mut fields = fields.into_iter();
+    let Some(plan) = fields.next() else {
+        return Ok(None);
+    };
+    if is_var(&plan) {
+        return Err(format!(
+            "expected the plan's path first, got the variable `{plan}`"
+        ));
+    }
+    let resolve = |field: &str| -> Result<PathBuf, String> {
+        let p = PathBuf::from(unquote(field)?);
+        Ok(if p.is_absolute() { p } else { base.join(p) })
+    };
+    let mut job = Job {
+        plan: resolve(&plan)?,
+        cassette: None,
+        vars: Vec::new(),
+        line: None,
+    };
+    for (k, field) in fields.enumerate() {
+        if is_var(&field) {
+            job.vars.push(parse_var(&field)?);
+        } else if field.starts_with('=') {
+            return Err(format!("`{field}`: the variable name before `=` is empty"));
+        } else if k == 0 {
+            job.cassette = Some(resolve(&field)?);
+        } else {
+            return Err(format!(
+                "unexpected `{field}`: expected NAME=VALUE (a cassette comes right after the plan)"
+            ));
+        }
+    }
+    Ok(Some(job))
+}
+
+/// `NAME=...` with NAME made of ASCII letters, digits and `_` (a path has `/` or `.`).
+fn is_var(field: &str) -> bool {
+    field.split_once('=').is_some_and(|(name, _)| {
+        !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    })
+}
+
+/// A path field: a JSON string when quoted, else as written.
+fn unquote(field: &str) -> Result<String, String> {
+    if field.starts_with('"') {
+        serde_json::from_str::<String>(field).map_err(|e| format!("bad quoted path {field}: {e}"))
+    } else {
+        Ok(field.to_owned())
+    }
+}
+
+/// Splits on whitespace outside double quotes (kept, with their backslash escapes, for
+/// the field's own parser); a field starting with `#` ends the line.
+fn split_fields(line: &str) -> Result<Vec<String>, String> {
+    let mut fields = Vec::new();
+    let mut cur = String::new();
+    let mut in_quotes = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if in_quotes {
+            cur.push(c);
+            match c {
+                '\\' => {
+                    if let Some(next) = chars.next() {
+                        cur.push(next);
+                    }
+                }
+                '"' => in_quotes = false,
+                _ => {}
+            }
+        } else if c.is_whitespace() {
+            if !cur.is_empty() {
+                fields.push(std::mem::take(&mut cur));
+            }
+        } else if c == '#' && cur.is_empty() {
+            return Ok(fields);
+        } else {
+            if c == '"' {
+                in_quotes = true;
+            }
+            cur.push(c);
+        }
+    }
+    if in_quotes {
+        return Err("unterminated double quote".into());
+    }
+    if !cur.is_empty() {
+        fields.push(cur);
+    }
+    Ok(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn list_lines_table() {
+        let base = Path::new("/lists");
+        // (line, plan, cassette, vars) or the error's start
+        let ok: &[(&str, &str, Option<&str>, Value)] = &[
+            ("a.json", "/lists/a.json", None, json!([])),
+            ("  a.json   # note", "/lists/a.json", None, json!([])),
+            (
+                "sub/a.json c.jsonl n=3 s=hi",
+                "/lists/sub/a.json",
+                Some("/lists/c.jsonl"),
+                json!([["n", 3], ["s", "hi"]]),
+            ),
+            (
+                "/abs/a.json q=\"two words\" o={\"k\":[1,2]}",
+                "/abs/a.json",
+                None,
+                json!([["q", "two words"], ["o", {"k": [1, 2]}]]),
+            ),
+            (
+                "\"my plan.json\" \"my cassette.jsonl\" t=\"say \\\"hi\\\"\"",
+                "/lists/my plan.json",
+                Some("/lists/my cassette.jsonl"),
+                json!([["t", "say \"hi\""]]),
+            ),
+            (
+                "a.json tag=#1",
+                "/lists/a.json",
+                None,
+                json!([["tag", "#1"]]),
+            ),
+        ];
+        for (line, plan, cassette, vars) in ok {
+            let job = parse_line(line, base)
+                .unwrap_or_else(|e| panic!("{line}: {e}"))
+                .unwrap_or_else(|| panic!("{line}: no job"));
+            assert_eq!(job.plan, PathBuf::from(plan), "{line}");
+            assert_eq!(job.cassette, cassette.map(PathBuf::from), "{line}");
+            let got: Vec<Value> = job.vars.iter().map(|(n, v)| json!([n, v])).collect();
+            assert_eq!(Value::Array(got), *vars, "{line}");
+        }
+        for blank in ["", "   ", "# comment", "  #x y z"] {
+            assert_eq!(parse_line(blank, base), Ok(None), "{blank:?}");
+        }
+        let bad = [
+            ("a.json c.jsonl d.jsonl", "unexpected `d.jsonl`"),
+            ("n=3 a.json", "expected the plan's path first"),
+            ("a.json q=\"open", "unterminated double quote"),
+            ("a.json =3", "`=3`: the variable name before `=` is empty"),
+        ];
+        for (line, want) in bad {
+            let err = parse_line(line, base).expect_err(line);
+            assert!(err.starts_with(want), "{line}: {err}");
+        }
+    }
+
+    #[test]
+    fn list_errors_name_every_bad_line() {
+        let text = "a.json\nb.json x y\n\nc.json \"\n";
+        let errs = parse_list(text, Path::new(""), "runs.txt").expect_err("two bad lines");
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[0].starts_with("runs.txt:2: "), "{errs:?}");
+        assert!(errs[1].starts_with("runs.txt:4: "), "{errs:?}");
+        let jobs = parse_list("# runs\na.json\n\nb.json\n", Path::new("d"), "l").unwrap();
+        let lines: Vec<_> = jobs.iter().map(|j| (j.plan.clone(), j.line)).collect();
+        assert_eq!(
+            lines,
+            vec![
+                (PathBuf::from("d/a.json"), Some(2)),
+                (PathBuf::from("d/b.json"), Some(4))
+            ]
+        );
+    }
+
+    #[test]
+    fn line_vars_override_global_ones() {
+        let global = vec![("a".to_owned(), json!(1)), ("b".to_owned(), json!(2))];
+        let own = vec![("b".to_owned(), json!(3))];
+        assert_eq!(
+            merge_vars(&global, own),
+            vec![("a".to_owned(), json!(1)), ("b".to_owned(), json!(3))]
+        );
+    }
+
+    #[test]
+    fn cache_loads_once_and_forgets_after_the_last_use() {
+        let paths = [PathBuf::from("p"), PathBuf::from("p"), PathBuf::from("q")];
+        let mut cache: Cache<u32> = Cache::new(paths.iter());
+        let mut loads = 0;
+        let mut load = |_: &Path| {
+            loads += 1;
+            loads
+        };
+        assert_eq!(cache.take(Path::new("p"), &mut load), 1);
+        assert_eq!(cache.take(Path::new("p"), &mut load), 1);
+        assert!(!cache.map.contains_key(Path::new("p")));
+        assert_eq!(cache.take(Path::new("q"), &mut load), 2);
+        assert!(cache.map.is_empty());
+    }
+
+    #[test]
+    fn sibling_cassettes_prefer_the_longest_stem() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        for f in [
+            "a.json",
+            "a.llm.txt",
+            "a.cassette.jsonl",
+            "b.v2.json",
+            "b.v2.cassette.jsonl",
+        ] {
+            std::fs::write(d.join(f), "").unwrap();
+        }
+        assert_eq!(
+            sibling_cassette(d, "a.json"),
+            Some(d.join("a.cassette.jsonl"))
+        );
+        assert_eq!(
+            sibling_cassette(d, "a.llm.txt"),
+            Some(d.join("a.cassette.jsonl"))
+        );
+        assert_eq!(
+            sibling_cassette(d, "b.v2.json"),
+            Some(d.join("b.v2.cassette.jsonl"))
+        );
+        assert_eq!(sibling_cassette(d, "c.json"), None);
+        assert_eq!(sibling_cassette(d, ".json"), None);
+    }
+}
