@@ -451,12 +451,16 @@ fn load_plan(
     color: bool,
     bar: &ProgressBar,
 ) -> Result<ValidatedProgram, NotLoaded> {
-    // NB: diagnostics are printed once per distinct plan, not once per run.
-    bar.suspend(|| match load::load_program(path, manifest, color) {
+    // NB: called once per distinct plan, not once per run. Warnings (LLM-output repairs)
+    // are not printed: across thousands of plans they would bury the errors.
+    match load::load_program(path, manifest, color) {
         Ok(l) => Ok(l.program),
         Err(load::LoadError::Unreadable(msg)) => Err(msg),
-        Err(load::LoadError::Invalid(msg)) => Err(msg),
-    })
+        Err(load::LoadError::Invalid(inv)) => {
+            bar.suspend(|| eprint!("{}", inv.rendered));
+            Err(inv.summary())
+        }
+    }
 }
 
 fn load_cassette(path: &Path) -> Result<Arc<ReplayBackend>, NotLoaded> {

@@ -1,6 +1,7 @@
 //! FILE → validated program. Bytecode is recognised by its magic bytes (never by the file
 //! name); anything else is plan source and is compiled on the fly, with warnings and
-//! errors rendered to stderr like rustc's.
+//! errors rendered like rustc's; the caller decides where the rendering goes (`run`
+//! prints it, `batch` prints it once per distinct plan and only when the plan is invalid).
 
 use std::io::Read;
 use std::path::Path;
@@ -18,14 +19,44 @@ pub(crate) struct Loaded {
     pub(crate) program: ValidatedProgram,
     /// Compiler warnings, one line each (for the trace).
     pub(crate) warnings: Vec<String>,
+    /// The compiler's diagnostics rendered rustc-style (empty when there are none).
+    pub(crate) rendered: String,
 }
 
 pub(crate) enum LoadError {
     /// FILE cannot be read.
     Unreadable(String),
-    /// Not a valid program; the message (possibly empty, when the diagnostics have been
-    /// printed already) is printed as `error: ...`.
-    Invalid(String),
+    /// Not a valid program.
+    Invalid(Invalid),
+}
+
+pub(crate) struct Invalid {
+    /// One line, printed as `error: ...`.
+    pub(crate) message: String,
+    /// The compiler's errors, one line each (`file:line:col: error[CODE]: ...`).
+    pub(crate) errors: Vec<String>,
+    /// All diagnostics rendered rustc-style (empty when there are none).
+    pub(crate) rendered: String,
+}
+
+impl Invalid {
+    fn plain(message: String) -> LoadError {
+        LoadError::Invalid(Invalid {
+            message,
+            errors: Vec::new(),
+            rendered: String::new(),
+        })
+    }
+
+    /// The message, then each compiler error on a line of its own.
+    pub(crate) fn summary(&self) -> String {
+        let mut s = self.message.clone();
+        for e in &self.errors {
+            s.push('\n');
+            s.push_str(e);
+        }
+        s
+    }
 }
 
 pub(crate) fn load_program(
@@ -38,20 +69,21 @@ pub(crate) fn load_program(
         .map_err(|e| LoadError::Unreadable(format!("cannot read {shown}: {e}")))?;
     if plan_bytecode::is_pbc(&bytes) {
         let program =
-            plan_bytecode::load(&bytes).map_err(|e| LoadError::Invalid(format!("{shown}: {e}")))?;
+            plan_bytecode::load(&bytes).map_err(|e| Invalid::plain(format!("{shown}: {e}")))?;
         return Ok(Loaded {
             program,
             warnings: Vec::new(),
+            rendered: String::new(),
         });
     }
     if bytes.len() as u64 > plan_syntax::limits::MAX_SOURCE_BYTES as u64 {
-        return Err(LoadError::Invalid(format!(
+        return Err(Invalid::plain(format!(
             "{shown}: the plan is larger than {} bytes",
             plan_syntax::limits::MAX_SOURCE_BYTES
         )));
     }
     let src = String::from_utf8(bytes).map_err(|e| {
-        LoadError::Invalid(format!(
+        Invalid::plain(format!(
             "{shown}: neither .pbc bytecode (no magic bytes) nor UTF-8 plan text (invalid byte at offset {})",
             e.utf8_error().valid_up_to()
         ))
@@ -62,40 +94,48 @@ pub(crate) fn load_program(
         ..CompileOptions::default()
     };
     let compiled = plan_compiler::compile(&src, &opts);
-    if !compiled.diagnostics.is_empty() {
-        eprint!(
-            "{}",
-            plan_render::render_human(&shown, &src, &compiled.diagnostics, color)
-        );
-    }
-    let warnings = compiled
-        .diagnostics
-        .iter()
-        .filter(|d| !d.is_error())
-        .map(|d| one_line(&shown, d, &compiled.line_index))
-        .collect();
-    let errors = compiled.diagnostics.iter().filter(|d| d.is_error()).count();
+    let rendered = if compiled.diagnostics.is_empty() {
+        String::new()
+    } else {
+        plan_render::render_human(&shown, &src, &compiled.diagnostics, color)
+    };
+    let one_lines = |errors: bool| -> Vec<String> {
+        compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error() == errors)
+            .map(|d| one_line(&shown, d, &compiled.line_index))
+            .collect()
+    };
+    let warnings = one_lines(false);
+    let errors = one_lines(true);
     let program = match compiled.program {
-        Some(p) if errors == 0 => p,
+        Some(p) if errors.is_empty() => p,
         _ => {
-            let what = if errors == 1 {
+            let what = if errors.len() == 1 {
                 "1 error".to_owned()
             } else {
-                format!("{errors} errors")
+                format!("{} errors", errors.len())
             };
-            return Err(LoadError::Invalid(format!(
-                "{shown}: {what}; the plan was not run"
-            )));
+            return Err(LoadError::Invalid(Invalid {
+                message: format!("{shown}: {what}; the plan was not run"),
+                errors,
+                rendered,
+            }));
         }
     };
     // NB: the compiler's output is validated like any file's, so the VM sees one kind of
     // program whatever its origin.
     let program = plan_bytecode::validate(program).map_err(|e| {
-        LoadError::Invalid(format!(
+        Invalid::plain(format!(
             "{shown}: the compiler produced an invalid program: {e}"
         ))
     })?;
-    Ok(Loaded { program, warnings })
+    Ok(Loaded {
+        program,
+        warnings,
+        rendered,
+    })
 }
 
 fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {

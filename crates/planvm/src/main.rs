@@ -188,13 +188,14 @@ fn run(args: RunArgs) -> u8 {
     };
 
     let loaded = match load::load_program(&args.file, &manifest, color_stderr()) {
-        Ok(l) => l,
+        Ok(l) => {
+            eprint!("{}", l.rendered);
+            l
+        }
         Err(load::LoadError::Unreadable(msg)) => return fail(exit::NO_INPUT, msg),
-        Err(load::LoadError::Invalid(msg)) => {
-            if !msg.is_empty() {
-                eprintln!("error: {msg}");
-            }
-            return exit::DATA_ERR;
+        Err(load::LoadError::Invalid(inv)) => {
+            eprint!("{}", inv.rendered);
+            return fail(exit::DATA_ERR, inv.message);
         }
     };
 

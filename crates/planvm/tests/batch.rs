@@ -1,0 +1,526 @@
+//! `planvm batch` end to end: a directory of plans with their cassettes, a list file with
+//! per-line cassettes and variables, invalid plans among valid ones, independent replay
+//! cursors per run, the exit codes, and 1,000 concurrent runs of a 13-call plan with
+//! 300 ms of replay latency per call.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use plan_bytecode::ValidatedProgram;
+use plan_compiler::{CompileOptions, compile};
+use plan_vm::{Halt, Limits, ToolRequest, Vm};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_planvm");
+
+fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+fn expected(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/expected")
+        .join(name);
+    std::fs::read_to_string(p).expect("expected answer file")
+}
+
+struct Run {
+    code: i32,
+    lines: Vec<Value>,
+    stdout: String,
+    stderr: String,
+}
+
+fn batch(args: &[&str]) -> Run {
+    let out = Command::new(BIN)
+        .arg("batch")
+        .args(args)
+        .env_remove("OPENAI_API_KEY")
+        .output()
+        .expect("run planvm");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
+    let lines = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        lines,
+        stdout,
+        stderr,
+    }
+}
+
+/// The keys of every output line, in order: `plan` (and `line`) first, then the object
+/// `planvm run --format json` prints.
+fn assert_shape(v: &Value, list: bool) {
+    let keys: Vec<&str> = v
+        .as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut want = vec!["plan"];
+    if list {
+        want.push("line");
+    }
+    want.extend([
+        "status",
+        "final_answer",
+        "error",
+        "steps",
+        "tool_calls",
+        "elapsed_ms",
+    ]);
+    assert_eq!(keys, want, "{v}");
+}
+
+/// The line for `plan_name` (by file name).
+fn line_for<'a>(lines: &'a [Value], plan_name: &str) -> &'a Value {
+    lines
+        .iter()
+        .find(|v| v["plan"].as_str().is_some_and(|p| p.ends_with(plan_name)))
+        .unwrap_or_else(|| panic!("no line for {plan_name}"))
+}
+
+fn copy_examples(to: &Path) {
+    for entry in std::fs::read_dir(examples()).expect("examples dir") {
+        let entry = entry.expect("entry");
+        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+    }
+}
+
+#[test]
+fn a_directory_runs_every_plan_with_the_cassette_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_examples(dir.path());
+    let r = batch(&[dir.path().to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // tidb_overview.llm.txt finds tidb_overview.cassette.jsonl (shorter stem);
+    // tools.openai.toml and the cassettes are not plans.
+    let want = [
+        ("countdown_loop.json", "countdown_loop.txt"),
+        ("population_condition.json", "population_condition.txt"),
+        ("tidb_overview.json", "tidb_overview.txt"),
+        ("tidb_overview.llm.txt", "tidb_overview.txt"),
+    ];
+    assert_eq!(r.lines.len(), want.len(), "{}", r.stdout);
+    for (plan, answer) in want {
+        let v = line_for(&r.lines, plan);
+        assert_shape(v, false);
+        assert_eq!(v["status"], "ok", "{v}");
+        assert_eq!(
+            v["final_answer"].as_str().map(|s| format!("{s}\n")),
+            Some(expected(answer)),
+            "{plan}"
+        );
+    }
+    assert!(
+        r.stderr.contains("batch: 4 runs, 4 ok, 0 failed"),
+        "{}",
+        r.stderr
+    );
+    // Warnings (the LLM variant's repairs) are not printed in a batch.
+    assert!(!r.stderr.contains("warning["), "{}", r.stderr);
+}
+
+#[test]
+fn invalid_plans_are_reported_as_failed_lines_and_the_rest_still_run() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_examples(dir.path());
+    let d = dir.path();
+    // Invalid source, corrupted bytecode, a malformed sibling cassette.
+    std::fs::write(
+        d.join("bad.json"),
+        r#"[{"seq_no": 0, "type": "assign", "parameters": {"x": 1}}]"#,
+    )
+    .unwrap();
+    std::fs::write(d.join("corrupt.pbc"), b"PLBC\x00\x01garbage").unwrap();
+    std::fs::copy(d.join("countdown_loop.json"), d.join("copy.json")).unwrap();
+    std::fs::write(d.join("copy.cassette.jsonl"), "not json\n").unwrap();
+    let out = d.join("out.jsonl");
+    let r = batch(&[d.to_str().unwrap(), "--output", out.to_str().unwrap()]);
+    assert_eq!(r.code, 65, "{}", r.stderr);
+    assert_eq!(r.stdout, "", "--output takes the lines");
+    let lines: Vec<Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 7);
+    let bad = line_for(&lines, "bad.json");
+    assert_shape(bad, false);
+    assert_eq!(bad["status"], "failed");
+    assert_eq!(bad["steps"], 0);
+    let msg = bad["error"]["message"].as_str().unwrap();
+    // The summary and each error on its own line.
+    assert!(
+        msg.contains("bad.json: 1 error; the plan was not run\n"),
+        "{msg}"
+    );
+    assert!(msg.contains("error[E0206]"), "{msg}");
+    // The rendered diagnostics go to stderr once.
+    assert_eq!(r.stderr.matches("error[E0206]").count(), 1, "{}", r.stderr);
+    let corrupt = line_for(&lines, "corrupt.pbc");
+    assert_eq!(corrupt["status"], "failed");
+    let copy = line_for(&lines, "copy.json");
+    assert_eq!(copy["status"], "failed");
+    assert!(
+        copy["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("copy.cassette.jsonl:1"),
+        "{copy}"
+    );
+    for plan in [
+        "countdown_loop.json",
+        "population_condition.json",
+        "tidb_overview.json",
+        "tidb_overview.llm.txt",
+    ] {
+        assert_eq!(line_for(&lines, plan)["status"], "ok", "{plan}");
+    }
+    assert!(
+        r.stderr
+            .contains("batch: 7 runs, 4 ok, 3 failed (3 not loaded)"),
+        "{}",
+        r.stderr
+    );
+}
+
+/// A one-call plan greeting `${who}`, and cassettes answering for some names.
+fn write_greeting(d: &Path) {
+    std::fs::write(
+        d.join("greet.json"),
+        r#"[{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "llm_generate",
+            "tool_params": {"prompt": "Say hi to ${who}"}, "output_vars": ["final_answer"]}}]"#,
+    )
+    .unwrap();
+    let entry = |who: &str, answer: &str| {
+        json!({"tool": "llm_generate", "args": {"prompt": format!("Say hi to {who}")},
+               "output": answer})
+        .to_string()
+    };
+    std::fs::create_dir_all(d.join("tapes")).unwrap();
+    std::fs::write(
+        d.join("tapes/en.jsonl"),
+        [entry("Ann", "Hi Ann"), entry("Bob", "Hi Bob")].join("\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        d.join("tapes/fr.jsonl"),
+        [
+            entry("Ann", "Salut Ann"),
+            entry("two words", "Salut vous deux"),
+        ]
+        .join("\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_list_gives_each_run_its_cassette_and_vars() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_greeting(d);
+    // Relative paths are against the list's directory, wherever planvm runs.
+    let list = "\
+# plan        cassette          vars
+greet.json    tapes/en.jsonl    who=Ann
+greet.json    tapes/fr.jsonl    who=Ann   # same plan, other cassette
+
+greet.json    tapes/fr.jsonl    who=\"two words\"
+greet.json                      who=Bob   # --replay serves lines without a cassette
+greet.json                                # --var who=Ann
+greet.json    tapes/en.jsonl    who=Zed   # not in the cassette: fails
+";
+    let list_path = d.join("runs.txt");
+    std::fs::write(&list_path, list).unwrap();
+    let en = d.join("tapes/en.jsonl");
+    let r = batch(&[
+        "--list",
+        list_path.to_str().unwrap(),
+        "--replay",
+        en.to_str().unwrap(),
+        "--var",
+        "who=Ann",
+        "--jobs",
+        "3",
+    ]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert_eq!(r.lines.len(), 6);
+    let mut by_line: Vec<(u64, Value, Value)> = r
+        .lines
+        .iter()
+        .map(|v| {
+            assert_shape(v, true);
+            assert_eq!(v["plan"], json!(d.join("greet.json").display().to_string()));
+            (
+                v["line"].as_u64().unwrap(),
+                v["status"].clone(),
+                v["final_answer"].clone(),
+            )
+        })
+        .collect();
+    by_line.sort_by_key(|(l, _, _)| *l);
+    assert_eq!(
+        by_line,
+        vec![
+            (2, json!("ok"), json!("Hi Ann")),
+            (3, json!("ok"), json!("Salut Ann")),
+            (5, json!("ok"), json!("Salut vous deux")),
+            (6, json!("ok"), json!("Hi Bob")),
+            (7, json!("ok"), json!("Hi Ann")),
+            (8, json!("failed"), Value::Null),
+        ]
+    );
+    let failed = r.lines.iter().find(|v| v["line"] == 8).unwrap();
+    assert!(
+        failed["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Say hi to Zed"),
+        "{failed}"
+    );
+}
+
+#[test]
+fn every_run_replays_its_cassette_from_the_start() {
+    // "Entries with the same key are served in recorded order": shared between runs,
+    // the 2nd run would get "second". Every run must get "first".
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("ask.json"),
+        r#"[{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "llm_generate",
+            "tool_params": {"prompt": "q"}, "output_vars": ["final_answer"]}}]"#,
+    )
+    .unwrap();
+    let entry = |out: &str| json!({"tool": "llm_generate", "args": {"prompt": "q"}, "output": out});
+    std::fs::write(
+        d.join("ask.cassette.jsonl"),
+        format!("{}\n{}\n", entry("first"), entry("second")),
+    )
+    .unwrap();
+    let list: String = (0..50)
+        .map(|i| {
+            if i % 2 == 0 {
+                "ask.json ask.cassette.jsonl\n"
+            } else {
+                "ask.json\n"
+            }
+        })
+        .collect();
+    std::fs::write(d.join("runs.txt"), list).unwrap();
+    let replay = d.join("ask.cassette.jsonl");
+    let r = batch(&[
+        "--list",
+        d.join("runs.txt").to_str().unwrap(),
+        "--replay",
+        replay.to_str().unwrap(),
+        "--jobs",
+        "7",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.lines.len(), 50);
+    for v in &r.lines {
+        assert_eq!(v["final_answer"], "first", "{v}");
+    }
+}
+
+#[test]
+fn bad_command_lines_and_inputs_have_their_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_greeting(d);
+    let ds = d.to_str().unwrap();
+    std::fs::write(d.join("bad_list.txt"), "greet.json\ngreet.json a b c\n").unwrap();
+    let bad_list = d.join("bad_list.txt");
+    let empty = tempfile::tempdir().unwrap();
+    let cases: Vec<(Vec<String>, i32, &str)> = vec![
+        (vec![], 2, "required"),
+        (
+            vec![ds.into(), "--list".into(), bad_list.display().to_string()],
+            2,
+            "cannot be used with",
+        ),
+        (vec![ds.into(), "--jobs".into(), "0".into()], 2, "--jobs"),
+        (
+            vec!["--list".into(), bad_list.display().to_string()],
+            2,
+            "bad_list.txt:2: unexpected `b`",
+        ),
+        (
+            vec!["--list".into(), d.join("nope.txt").display().to_string()],
+            2,
+            "cannot read",
+        ),
+        (
+            vec![d.join("nope").display().to_string()],
+            66,
+            "cannot read",
+        ),
+        (
+            vec![empty.path().display().to_string()],
+            66,
+            "no plan files",
+        ),
+        (
+            vec![
+                ds.into(),
+                "--replay".into(),
+                d.join("greet.json").display().to_string(),
+            ],
+            65,
+            "greet.json:1",
+        ),
+        (
+            vec![
+                ds.into(),
+                "--output".into(),
+                d.join("no/such/dir/out").display().to_string(),
+            ],
+            73,
+            "cannot create",
+        ),
+    ];
+    for (args, code, needle) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = batch(&args);
+        assert_eq!(r.code, code, "{args:?}: {}", r.stderr);
+        assert!(r.stderr.contains(needle), "{args:?}: {}", r.stderr);
+        assert!(r.lines.is_empty(), "{args:?}");
+    }
+}
+
+// ---- 1,000 runs of the 13-call plan -------------------------------------------------
+
+const ASPECTS: [&str; 4] = ["purpose", "key features", "technical details", "use cases"];
+
+/// 4 aspects × (knowledge graph, vector search) → 4 syntheses → final answer: 13 calls,
+/// critical path 3 calls.
+fn aspects_plan() -> String {
+    let mut instrs = vec![json!({
+        "seq_no": 0, "type": "reasoning",
+        "parameters": {
+            "chain_of_thoughts": "Retrieve each aspect from both sources, synthesise each, combine.",
+            "dependency_analysis": "Aspects are independent; each synthesis needs its two retrievals."
+        }
+    })];
+    let mut seq = 1;
+    let mut context = String::new();
+    for (i, aspect) in ASPECTS.iter().enumerate() {
+        instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
+            "tool_name": "retrieve_knowledge_graph",
+            "tool_params": {"query": format!("TiDB {aspect}")},
+            "output_vars": [format!("kg_{i}")]
+        }}));
+        instrs.push(json!({"seq_no": seq + 1, "type": "calling", "parameters": {
+            "tool_name": "vector_search",
+            "tool_params": {"query": format!("What are the {aspect} of TiDB?"), "top_k": 3},
+            "output_vars": [format!("vs_{i}")]
+        }}));
+        seq += 2;
+    }
+    for (i, aspect) in ASPECTS.iter().enumerate() {
+        instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
+            "tool_name": "llm_generate",
+            "tool_params": {
+                "prompt": format!("Explain the {aspect} of TiDB."),
+                "context": format!("Knowledge graph: ${{kg_{i}}}\nVector search: ${{vs_{i}}}")
+            },
+            "output_vars": [format!("explanation_{i}")]
+        }}));
+        context.push_str(&format!("{aspect}: ${{explanation_{i}}}\n"));
+        seq += 1;
+    }
+    instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
+        "tool_name": "llm_generate",
+        "tool_params": {"prompt": "Combine the explanations into one answer.", "context": context},
+        "output_vars": ["final_answer"]
+    }}));
+    serde_json::to_string_pretty(&instrs).expect("plan serializes")
+}
+
+fn program(src: &str) -> ValidatedProgram {
+    let compiled = compile(src, &CompileOptions::default());
+    let program = compiled
+        .program
+        .unwrap_or_else(|| panic!("plan does not compile: {:#?}", compiled.diagnostics));
+    plan_bytecode::validate(program).expect("compiled program validates")
+}
+
+fn output(r: &ToolRequest) -> Value {
+    json!(format!("{} answer for seq_no {:?}", r.tool, r.seq_no))
+}
+
+/// Runs the program in memory one call at a time and returns its calls as cassette
+/// lines with `latency_ms`, and the final answer.
+fn cassette_for(prog: &ValidatedProgram, latency_ms: u64) -> (String, Value) {
+    let limits = Limits {
+        max_concurrency: 1,
+        ..Limits::default()
+    };
+    let mut vm = Vm::new(prog, limits);
+    let mut lines = String::new();
+    loop {
+        match vm.run() {
+            Halt::Yield(reqs) => {
+                for r in reqs {
+                    let e = json!({"tool": r.tool, "args": r.args, "output": output(&r),
+                                   "latency_ms": latency_ms});
+                    lines.push_str(&format!("{e}\n"));
+                    vm.resume(r.id, Ok(output(&r))).expect("known request");
+                }
+            }
+            Halt::Done(o) => return (lines, o.final_answer),
+            Halt::Failed(e) => panic!("{e}"),
+        }
+    }
+}
+
+#[test]
+fn a_thousand_runs_of_thirteen_slow_calls_take_seconds_not_minutes() {
+    const RUNS: usize = 1000;
+    const LATENCY_MS: u64 = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = aspects_plan();
+    let (cassette, answer) = cassette_for(&program(&src), LATENCY_MS);
+    assert_eq!(cassette.lines().count(), 13);
+    std::fs::write(d.join("aspects.json"), &src).unwrap();
+    std::fs::write(d.join("aspects.cassette.jsonl"), cassette).unwrap();
+    std::fs::write(
+        d.join("runs.txt"),
+        "aspects.json aspects.cassette.jsonl\n".repeat(RUNS),
+    )
+    .unwrap();
+    let start = Instant::now();
+    let r = batch(&[
+        "--list",
+        d.join("runs.txt").to_str().unwrap(),
+        "--jobs",
+        "1000",
+    ]);
+    let took = start.elapsed();
+    eprintln!(
+        "{RUNS} runs × 13 calls of {LATENCY_MS} ms at --jobs 1000: {} ms wall \
+         (one run's critical path {} ms; one after another {} s)",
+        took.as_millis(),
+        3 * LATENCY_MS,
+        RUNS as u64 * 13 * LATENCY_MS / 1000
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.lines.len(), RUNS);
+    for v in &r.lines {
+        assert_eq!(v["status"], "ok", "{v}");
+        assert_eq!(v["final_answer"], answer);
+        assert_eq!(v["tool_calls"], 13);
+        // Each run still overlaps its own calls: near the critical path, far from 3.9 s.
+        assert!(v["elapsed_ms"].as_u64().unwrap() < 3 * 1300, "{v}");
+    }
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
