@@ -57,7 +57,8 @@ Input:
 
 Output: one JSON line per run, in order of completion: the object `planvm run --format
 json` prints, preceded by \"plan\" (and \"line\", the list line). A summary goes to
-stderr; a progress bar too when stderr is a terminal.
+stderr; a progress bar too when stderr is a terminal. An invalid plan's diagnostics go
+to stderr once per plan; compiler warnings are not printed.
 
 Exit codes:
   0   every run finished with a final answer
