@@ -75,6 +75,27 @@ fn interpolation(c: &mut Criterion) {
             }
         })
     });
+    // Steady state: `t = <template>; jump back`, ended by the step limit, so the cost of
+    // a run (Vm::new, presets, outcome) is spread over `LOOPS` interpolations.
+    const LOOPS: u64 = 1000;
+    let looped = template_loop(lit, 32, 8);
+    let limits = Limits {
+        max_steps: 2 * LOOPS,
+        ..Limits::default()
+    };
+    g.throughput(Throughput::Bytes(LOOPS * expected_len as u64));
+    g.bench_function("vm_template_loop_2KiB", |b| {
+        b.iter(|| {
+            let mut vm = Vm::new(&looped, limits.clone());
+            for (n, v) in &preset {
+                vm.set_var(n, v.clone()).unwrap();
+            }
+            let h = vm.run();
+            debug_assert!(matches!(h, Halt::Failed(_)));
+            h
+        })
+    });
+    g.throughput(Throughput::Bytes(expected_len as u64));
     // Baseline: the same pieces concatenated into a pre-sized String, nothing else.
     g.bench_function("string_concat_2KiB", |b| {
         b.iter(|| {
@@ -87,6 +108,43 @@ fn interpolation(c: &mut Criterion) {
         })
     });
     g.finish();
+}
+
+/// `loop { t = "<lit>${v0}<lit>${v1}..."; jump loop }` with `refs` references to `vars`
+/// variables `v0..`, set by the caller.
+fn template_loop(lit: &str, refs: usize, vars: usize) -> ValidatedProgram {
+    let mut consts = vec![json!(lit)];
+    let mut slots: Vec<String> = Vec::new();
+    let mut refdefs = Vec::new();
+    for i in 0..vars {
+        consts.push(json!(format!("${{v{i}}}")));
+        slots.push(format!("v{i}"));
+        refdefs.push(RefDef {
+            slot: i as u32,
+            path: vec![],
+            raw: i as u32 + 1,
+        });
+    }
+    slots.push("t".into());
+    slots.push("final_answer".into());
+    let pieces = (0..refs)
+        .flat_map(|i| [Piece::Lit(0), Piece::Ref((i % vars) as u32)])
+        .collect();
+    validate(Program {
+        consts,
+        slots,
+        code: vec![
+            Instr::Set {
+                dst: vars as u32,
+                src: Operand::Template(0),
+            },
+            Instr::Jump { target: 0 },
+        ],
+        refs: refdefs,
+        templates: vec![pieces],
+        ..Program::default()
+    })
+    .unwrap()
 }
 
 /// `i = 0; loop { i = ${i} + 1; nop; jump loop }`, ended by the step limit: pure dispatch.
