@@ -73,13 +73,13 @@ async fn run_case(dir: &Path, max_concurrency: u32) -> Result<(), String> {
                     e.message
                 ));
             }
-            if let Some(seq) = expected.get("seq_no").and_then(Value::as_i64) {
-                if e.seq_no != Some(seq) {
-                    return Err(format!(
-                        "{ctx}: failed at seq {:?}, expected {seq}: {}",
-                        e.seq_no, e.message
-                    ));
-                }
+            if let Some(seq) = expected.get("seq_no").and_then(Value::as_i64)
+                && e.seq_no != Some(seq)
+            {
+                return Err(format!(
+                    "{ctx}: failed at seq {:?}, expected {seq}: {}",
+                    e.seq_no, e.message
+                ));
             }
         }
         _ => return Err(format!("{name}: expected.json needs final_answer or error")),
