@@ -34,7 +34,7 @@ use plan_vm::Limits;
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
 
-use crate::{exit, fail, load, parse_secs, parse_var};
+use crate::{exit, fail, load, parse_var};
 
 /// A list file larger than this is refused (it is read whole).
 const MAX_LIST_BYTES: u64 = 256 << 20;
@@ -90,21 +90,8 @@ pub(crate) struct BatchArgs {
     /// as a string.
     #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
     vars: Vec<(String, Value)>,
-    /// Maximum instructions executed, per run.
-    #[arg(long, value_name = "N", default_value_t = Limits::default().max_steps)]
-    max_steps: u64,
-    /// Maximum bytes held in all variables together, per run.
-    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_total_bytes)]
-    max_bytes: u64,
-    /// Maximum tool calls in flight at once within one run.
-    #[arg(long, value_name = "N", default_value_t = Limits::default().max_concurrency)]
-    max_concurrency: u32,
-    /// Deadline of each run, in seconds.
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
-    timeout: Option<Duration>,
-    /// Limit on one tool call, retries included, in seconds.
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
-    tool_timeout: Option<Duration>,
+    #[command(flatten)]
+    limits: crate::LimitArgs,
     /// Runs in flight at once.
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -176,20 +163,15 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         ),
     };
     let opts = HostOptions {
-        tool_timeout: args.tool_timeout,
-        deadline: args.timeout,
+        tool_timeout: args.limits.tool_timeout,
+        deadline: args.limits.timeout,
         ..HostOptions::default()
     };
     let shared = match Host::new(manifest.clone(), opts.clone()) {
         Ok(h) => Arc::new(h),
         Err(e) => return fail(exit::RUN_FAILED, e),
     };
-    let limits = Limits {
-        max_steps: args.max_steps,
-        max_total_bytes: args.max_bytes,
-        max_concurrency: args.max_concurrency,
-        ..Limits::default()
-    };
+    let limits = args.limits.limits();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -111,6 +111,19 @@ struct RunArgs {
     /// Preset a variable; VALUE is parsed as JSON when it parses, else taken as a string.
     #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
     vars: Vec<(String, Value)>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    /// Write trace events (JSON lines) to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+/// Limits of one run, shared by `run` and `batch` (in a batch they apply to each run).
+#[derive(clap::Args, Debug)]
+pub(crate) struct LimitArgs {
     /// Maximum instructions executed.
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_steps)]
     max_steps: u64,
@@ -127,12 +140,17 @@ struct RunArgs {
     /// Limit on one tool call, retries included, in seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     tool_timeout: Option<Duration>,
-    /// Write trace events (JSON lines) to this file.
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+}
+
+impl LimitArgs {
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            max_steps: self.max_steps,
+            max_total_bytes: self.max_bytes,
+            max_concurrency: self.max_concurrency,
+            ..Limits::default()
+        }
+    }
 }
 
 fn parse_var(s: &str) -> Result<(String, Value), String> {
@@ -223,8 +241,8 @@ fn run(args: RunArgs) -> u8 {
     let opts = HostOptions {
         replay: args.replay.clone(),
         record: args.record.clone(),
-        tool_timeout: args.tool_timeout,
-        deadline: args.timeout,
+        tool_timeout: args.limits.tool_timeout,
+        deadline: args.limits.timeout,
         ..HostOptions::default()
     };
     let host = match Host::new(manifest, opts) {
@@ -239,12 +257,7 @@ fn run(args: RunArgs) -> u8 {
             return fail(code, e);
         }
     };
-    let limits = Limits {
-        max_steps: args.max_steps,
-        max_total_bytes: args.max_bytes,
-        max_concurrency: args.max_concurrency,
-        ..Limits::default()
-    };
+    let limits = args.limits.limits();
 
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
