@@ -358,6 +358,40 @@ fn attempt(src: &str, start: usize, hi: usize) -> Attempt {
 struct Stop;
 type R<T> = Result<T, Stop>;
 
+/// How the elements of one kind of container are separated and closed.
+struct Container {
+    close: u8,
+    /// "expected `,` or `]` after array element"
+    expected: &'static str,
+    /// Help for a missing separator.
+    missing_help: &'static str,
+    /// Help for anything else.
+    other_help: &'static str,
+    /// Label of the opening bracket in an end-of-input error.
+    opened_label: &'static str,
+    /// Bytes that most likely start the next element after a forgotten comma: reported,
+    /// then read on.
+    resumes: fn(u8) -> bool,
+}
+
+const ARRAY: Container = Container {
+    close: b']',
+    expected: "expected `,` or `]` after array element",
+    missing_help: "separate array elements with `,`",
+    other_help: "separate array elements with `,` and close the array with `]`",
+    opened_label: "array starts here",
+    resumes: starts_value,
+};
+
+const OBJECT: Container = Container {
+    close: b'}',
+    expected: "expected `,` or `}` after object member",
+    missing_help: "separate object members with `,`",
+    other_help: "separate object members with `,` and close the object with `}`",
+    opened_label: "object starts here",
+    resumes: |c| c == b'"' || c == b'\'',
+};
+
 struct Reader<'a> {
     text: &'a str,
     b: &'a [u8],
@@ -558,43 +592,8 @@ impl Reader<'_> {
                 items.push(self.value()?);
                 self.progress += 1;
                 self.skip_ws();
-                match self.peek() {
-                    Some(b',') => {
-                        let comma = self.pos;
-                        self.pos += 1;
-                        self.skip_ws();
-                        if self.peek() == Some(b']') {
-                            self.trailing_comma(comma);
-                            self.pos += 1;
-                            break;
-                        }
-                    }
-                    Some(b']') => {
-                        self.pos += 1;
-                        break;
-                    }
-                    None => {
-                        return self.eof(
-                            "expected `,` or `]` after array element",
-                            Some((opened, "array starts here")),
-                        );
-                    }
-                    Some(c) if starts_value(c) => {
-                        // Most likely a forgotten comma: report it and read on.
-                        let d = Diagnostic::error(
-                            codes::SYNTAX,
-                            format!("expected `,` or `]` after array element, {}", self.found()),
-                        )
-                        .with_span(self.here())
-                        .with_help("separate array elements with `,`");
-                        self.error(d)?;
-                    }
-                    Some(_) => {
-                        return self.unexpected(
-                            "expected `,` or `]` after array element",
-                            "separate array elements with `,` and close the array with `]`",
-                        );
-                    }
+                if self.separator(&ARRAY, opened)? {
+                    break;
                 }
             }
         }
@@ -665,42 +664,8 @@ impl Reader<'_> {
                 });
                 self.progress += 1;
                 self.skip_ws();
-                match self.peek() {
-                    Some(b',') => {
-                        let comma = self.pos;
-                        self.pos += 1;
-                        self.skip_ws();
-                        if self.peek() == Some(b'}') {
-                            self.trailing_comma(comma);
-                            self.pos += 1;
-                            break;
-                        }
-                    }
-                    Some(b'}') => {
-                        self.pos += 1;
-                        break;
-                    }
-                    None => {
-                        return self.eof(
-                            "expected `,` or `}` after object member",
-                            Some((opened, "object starts here")),
-                        );
-                    }
-                    Some(b'"' | b'\'') => {
-                        let d = Diagnostic::error(
-                            codes::SYNTAX,
-                            format!("expected `,` or `}}` after object member, {}", self.found()),
-                        )
-                        .with_span(self.here())
-                        .with_help("separate object members with `,`");
-                        self.error(d)?;
-                    }
-                    Some(_) => {
-                        return self.unexpected(
-                            "expected `,` or `}` after object member",
-                            "separate object members with `,` and close the object with `}`",
-                        );
-                    }
+                if self.separator(&OBJECT, opened)? {
+                    break;
                 }
             }
         }
@@ -713,6 +678,38 @@ impl Reader<'_> {
     }
 
     #[cold]
+    /// Reads what follows an element of `c`: a `,` (and a trailing comma before the close,
+    /// as a repair), or the closing bracket. Returns whether the container is closed.
+    fn separator(&mut self, c: &Container, opened: Span) -> R<bool> {
+        match self.peek() {
+            Some(b',') => {
+                let comma = self.pos;
+                self.pos += 1;
+                self.skip_ws();
+                if self.peek() == Some(c.close) {
+                    self.trailing_comma(comma);
+                    self.pos += 1;
+                    return Ok(true);
+                }
+                Ok(false)
+            }
+            Some(b) if b == c.close => {
+                self.pos += 1;
+                Ok(true)
+            }
+            None => self.eof(c.expected, Some((opened, c.opened_label))),
+            Some(b) if (c.resumes)(b) => {
+                let d =
+                    Diagnostic::error(codes::SYNTAX, format!("{}, {}", c.expected, self.found()))
+                        .with_span(self.here())
+                        .with_help(c.missing_help);
+                self.error(d)?;
+                Ok(false)
+            }
+            Some(_) => self.unexpected(c.expected, c.other_help),
+        }
+    }
+
     fn trailing_comma(&mut self, comma: usize) {
         self.warn(
             Diagnostic::warning(codes::TRAILING_COMMA, "trailing comma ignored")
