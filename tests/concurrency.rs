@@ -90,7 +90,7 @@ fn write_cassette(prog: &ValidatedProgram, path: &Path) -> Value {
                 for r in reqs {
                     let entry = CassetteEntry {
                         tool: r.tool.clone(),
-                        args: r.args.clone(),
+                        args: (*r.args).clone(),
                         output: output(&r),
                         latency_ms: Some(LATENCY_MS),
                     };

@@ -257,7 +257,7 @@ fn fnv(s: &str) -> u64 {
 
 /// The answer to a request: a pure function of what is asked.
 fn answer(r: &ToolRequest) -> Result<Value, String> {
-    let h = fnv(&format!("{}{}", r.tool, Value::Object(r.args.clone())));
+    let h = fnv(&format!("{}{}", r.tool, Value::Object((*r.args).clone())));
     if r.tool == "jmp_condition" {
         return Ok(json!(!h.is_multiple_of(3)));
     }

@@ -19,10 +19,12 @@
 //! - `encode.rs`: the file layout (documented there) and [`encode`].
 //! - `wire.rs`: varints, bounds-checked reader, constant encoding.
 //! - `decode.rs`: [`decode`]. `limits.rs`: every cap.
-//! - `validate.rs`: [`validate`] and the list of what it guarantees.
+//! - `validate.rs`: [`validate`] and the list of what it guarantees; `defuse.rs`: the
+//!   per-instruction read/write slot sets a [`ValidatedProgram`] carries.
 //! - `disasm.rs`: [`disasm`].
 
 mod decode;
+mod defuse;
 mod disasm;
 mod encode;
 pub mod limits;
@@ -56,22 +58,52 @@ pub fn load(bytes: &[u8]) -> Result<ValidatedProgram, BytecodeError> {
 /// A program whose every index, slot, constant and jump target has been checked.
 /// The VM accepts only this, so dispatch can index without re-checking.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ValidatedProgram(Program);
+pub struct ValidatedProgram {
+    program: Program,
+    /// Bytes of literal text in each template (derived, not encoded): the VM sizes the
+    /// interpolated string once instead of growing it piece by piece.
+    template_lit_bytes: Vec<usize>,
+    /// Slots each instruction reads and writes (derived, not encoded).
+    defuse: defuse::DefUse,
+}
 
 impl ValidatedProgram {
     pub fn program(&self) -> &Program {
-        &self.0
+        &self.program
     }
 
     pub fn into_inner(self) -> Program {
-        self.0
+        self.program
+    }
+
+    /// Slots the instruction at `pc` reads, sorted, without duplicates. Conservative: a
+    /// dotted reference `${x.a}` reads all of `x`, and a template or arithmetic operand
+    /// reads every slot it references, including those of its text fallback.
+    #[inline]
+    pub fn reads(&self, pc: Pc) -> &[Slot] {
+        self.defuse.reads(pc)
+    }
+
+    /// Slots the instruction at `pc` writes, sorted, without duplicates.
+    #[inline]
+    pub fn writes(&self, pc: Pc) -> &[Slot] {
+        self.defuse.writes(pc)
+    }
+
+    /// Bytes of literal text in template `t` (0 for an unknown index).
+    #[inline]
+    pub fn template_lit_bytes(&self, t: u32) -> usize {
+        self.template_lit_bytes
+            .get(t as usize)
+            .copied()
+            .unwrap_or(0)
     }
 }
 
 impl std::ops::Deref for ValidatedProgram {
     type Target = Program;
     fn deref(&self) -> &Program {
-        &self.0
+        &self.program
     }
 }
 

@@ -597,5 +597,27 @@ pub(crate) fn validate(program: Program) -> Result<ValidatedProgram> {
         cx.code()?;
         cx.debug()?;
     }
-    Ok(ValidatedProgram(program))
+    let template_lit_bytes = program
+        .templates
+        .iter()
+        .map(|pieces| {
+            pieces
+                .iter()
+                .map(|piece| match *piece {
+                    Piece::Lit(c) => program
+                        .consts
+                        .get(c as usize)
+                        .and_then(Value::as_str)
+                        .map_or(0, str::len),
+                    Piece::Ref(_) => 0,
+                })
+                .sum()
+        })
+        .collect();
+    let defuse = crate::defuse::DefUse::new(&program);
+    Ok(ValidatedProgram {
+        program,
+        template_lit_bytes,
+        defuse,
+    })
 }

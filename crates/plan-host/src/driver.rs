@@ -238,7 +238,7 @@ pub async fn run_machine<M: Machine>(host: &Host, vm: &mut M, tracer: &mut Trace
                     f.insert("call_id".into(), json!(req.id.0));
                     f.insert("tool".into(), json!(req.tool));
                     f.insert("seq_no".into(), json!(req.seq_no));
-                    let args = Value::Object(req.args.clone()).to_string();
+                    let args = serde_json::to_string(&*req.args).unwrap_or_default();
                     f.insert(
                         "args".into(),
                         json!(preview_chars(&args, ARGS_PREVIEW_CHARS)),

@@ -188,7 +188,7 @@ impl Host {
             let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
             rec.record(&CassetteEntry {
                 tool: req.tool.clone(),
-                args: req.args.clone(),
+                args: (*req.args).clone(),
                 output: out.clone(),
                 latency_ms: Some(latency_ms),
             })?;

@@ -18,7 +18,7 @@ pub(crate) struct HttpBackend {
 
 impl HttpBackend {
     async fn post(&self, req: &ToolRequest) -> Result<Value, ToolError> {
-        let body = Value::Object(req.args.clone());
+        let body = Value::Object((*req.args).clone());
         let mut resp = self.endpoint.post_json(&body).await?;
         let Some(ptr) = &self.pointer else {
             return Ok(resp);

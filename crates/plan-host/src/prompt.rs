@@ -74,7 +74,7 @@ mod tests {
             id: CallId(1),
             tool: "llm_generate".into(),
             args: match args {
-                Value::Object(m) => m,
+                Value::Object(m) => m.into(),
                 _ => Default::default(),
             },
             kind,

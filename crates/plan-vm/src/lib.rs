@@ -23,8 +23,8 @@
 //!
 //! Module map (start at `vm.rs`):
 //! - `vm.rs`: [`Vm`], the dispatch loop (the head) and one `op_*` method per instruction;
-//! - `sched.rs`: the look-ahead scan that issues independent calls ahead of the head;
-//! - `defuse.rs`: per-instruction read/write slot sets the scan uses;
+//! - `sched.rs`: the look-ahead scan that issues independent calls ahead of the head
+//!   (using the read/write slot sets `ValidatedProgram::reads`/`writes`);
 //! - `resolve.rs`: operands → values (constants, references with dotted paths, one-pass
 //!   templates, arithmetic with text fallback, arrays/objects), against the committed
 //!   slots or the look-ahead's overlay;
@@ -66,7 +66,6 @@
 //!
 //! API CONTRACT (stable): the types below; `Vm`/`VmState` are added by this crate.
 
-mod defuse;
 mod resolve;
 mod sched;
 mod state;
@@ -76,9 +75,11 @@ pub use sched::WINDOW;
 pub use state::{Pending, Status, VmState};
 pub use vm::{MAX_VALUE_DEPTH, Vm};
 
+use std::sync::Arc;
+
 use plan_bytecode::Pc;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Configurable limits; each failing the run with a clear message and the seq_no.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -137,11 +138,49 @@ pub struct ToolRequest {
     /// Tool name (`"jmp_condition"` for conditions).
     pub tool: String,
     /// The instruction's own params after resolution, in source order (cassette key).
-    pub args: serde_json::Map<String, Value>,
+    pub args: Args,
     pub kind: RequestKind,
     /// Where it came from.
     pub pc: Pc,
     pub seq_no: Option<i64>,
+}
+
+/// The arguments of a [`ToolRequest`]: resolved once when the request is issued, then
+/// shared, not copied, between the request handed to the host and the VM's own record of
+/// it (kept so that a saved run can re-issue it). Reads like the map it holds.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Args(Arc<Map<String, Value>>);
+
+impl Args {
+    /// The arguments as an owned map (copied only if still shared).
+    pub fn into_map(self) -> Map<String, Value> {
+        Arc::unwrap_or_clone(self.0)
+    }
+}
+
+impl From<Map<String, Value>> for Args {
+    fn from(map: Map<String, Value>) -> Self {
+        Args(Arc::new(map))
+    }
+}
+
+impl std::ops::Deref for Args {
+    type Target = Map<String, Value>;
+    fn deref(&self) -> &Map<String, Value> {
+        &self.0
+    }
+}
+
+impl Serialize for Args {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Args {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Map::deserialize(d).map(Args::from)
+    }
 }
 
 /// A run's failure, with where it happened.
@@ -158,7 +197,7 @@ pub struct RunError {
 pub struct Outcome {
     pub final_answer: Value,
     /// Every set variable at the end, in slot order.
-    pub vars: serde_json::Map<String, Value>,
+    pub vars: Map<String, Value>,
     /// Instructions executed.
     pub steps: u64,
 }

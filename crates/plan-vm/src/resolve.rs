@@ -19,6 +19,7 @@ use plan_value::{
     value_size, write_interpolated,
 };
 use serde_json::{Map, Value};
+use smallvec::SmallVec;
 
 use crate::vm::{Fault, MAX_VALUE_DEPTH, Vm};
 
@@ -143,7 +144,10 @@ impl<'p> Vm<'p> {
         self.prog.consts[c as usize].as_str().unwrap_or("")
     }
 
-    /// Interpolates template `t` in one pass, after checking its exact size.
+    /// Interpolates template `t` in one pass, checking the byte limit before each piece
+    /// joins the text: a doubling loop (`x = "${x}${x}"`) fails without allocating more
+    /// than the limit. Each value is looked up and formatted once (a float's repr is the
+    /// costly part).
     pub(crate) fn template<S: SlotView + ?Sized>(
         &self,
         view: &S,
@@ -151,49 +155,78 @@ impl<'p> Vm<'p> {
         t: u32,
     ) -> Result<String, Fault> {
         let pieces = &self.prog.templates[t as usize];
-        // Resolve every reference once, measure, then write: a doubling loop
-        // (`x = "${x}${x}"`) fails here without allocating the oversized text.
-        let mut resolved: Vec<Option<Cow<'_, Value>>> = Vec::new();
-        let mut len: u64 = 0;
+        let limit = self.template_limit();
+        // Sized for the literals plus a short value per reference: one allocation for
+        // typical templates.
+        let refs = pieces.len() / 2 + 1;
+        let hint = self.prog.template_lit_bytes(t) + refs * 16;
+        let mut out = String::with_capacity(hint.min(limit));
         for piece in pieces {
+            let fits = match *piece {
+                Piece::Lit(c) => push_within(&mut out, self.const_str(c), limit),
+                Piece::Ref(r) => {
+                    let def = &self.prog.refs[r as usize];
+                    match lookup(self, view, def).as_deref() {
+                        Some(Value::String(s)) => push_within(&mut out, s, limit),
+                        // A scalar's text is short: written (formatted once), then checked.
+                        Some(v @ (Value::Number(_) | Value::Bool(_) | Value::Null)) => {
+                            reserve_within(&mut out, MAX_SCALAR_TEXT, limit);
+                            write_interpolated(v, &mut out);
+                            out.len() <= limit
+                        }
+                        // Containers are measured before they are rendered.
+                        Some(v) => {
+                            let n = usize::try_from(interpolated_len(v)).unwrap_or(usize::MAX);
+                            let fits = out.len().saturating_add(n) <= limit;
+                            if fits {
+                                reserve_within(&mut out, n, limit);
+                                write_interpolated(v, &mut out);
+                            }
+                            fits
+                        }
+                        None => push_within(&mut out, self.const_str(def.raw), limit),
+                    }
+                }
+            };
+            if !fits {
+                return Err(self.template_too_long(view, pc, t));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Most bytes of text one interpolation may produce.
+    fn template_limit(&self) -> usize {
+        let limit = self.limits.max_value_bytes.min(self.limits.max_total_bytes);
+        usize::try_from(limit.saturating_sub(NODE_BYTES)).unwrap_or(usize::MAX)
+    }
+
+    /// The error for a template over the limit, with its exact length (measured again,
+    /// without building it: this is the failure path only).
+    #[cold]
+    fn template_too_long<S: SlotView + ?Sized>(&self, view: &S, pc: Pc, t: u32) -> Fault {
+        let mut len: u64 = 0;
+        for piece in &self.prog.templates[t as usize] {
             let n = match *piece {
                 Piece::Lit(c) => self.const_str(c).len() as u64,
                 Piece::Ref(r) => {
                     let def = &self.prog.refs[r as usize];
-                    let v = lookup(self, view, def);
-                    let n = match &v {
-                        Some(v) => interpolated_len(v),
+                    match lookup(self, view, def) {
+                        Some(v) => interpolated_len(&v),
                         None => self.const_str(def.raw).len() as u64,
-                    };
-                    resolved.push(v);
-                    n
+                    }
                 }
             };
             len = len.saturating_add(n);
         }
-        let bytes = len.saturating_add(NODE_BYTES);
         let limit = self.limits.max_value_bytes.min(self.limits.max_total_bytes);
-        if bytes > limit {
-            return Err(self.error_at(
-                pc,
-                format!(
-                    "interpolated text would be {len} bytes, over the limit of {limit} bytes \
+        self.error_at(
+            pc,
+            format!(
+                "interpolated text would be {len} bytes, over the limit of {limit} bytes \
                  for one value (max_value_bytes / max_total_bytes)"
-                ),
-            ));
-        }
-        let mut out = String::with_capacity(len as usize);
-        let mut refs = resolved.iter();
-        for piece in pieces {
-            match *piece {
-                Piece::Lit(c) => out.push_str(self.const_str(c)),
-                Piece::Ref(r) => match refs.next() {
-                    Some(Some(v)) => write_interpolated(v, &mut out),
-                    _ => out.push_str(self.const_str(self.prog.refs[r as usize].raw)),
-                },
-            }
-        }
-        Ok(out)
+            ),
+        )
     }
 
     /// Evaluates postfix arithmetic; `None` means "use the fallback text".
@@ -206,16 +239,36 @@ impl<'p> Vm<'p> {
             let b = self.operand_num(view, b)?;
             return binary(op, a, b);
         }
-        // Reuse one stack across evaluations: the hot loop stays allocation-free.
-        let mut stack = self.scratch.take();
-        stack.clear();
-        let r = self.arith_with(view, code, &mut stack);
-        self.scratch.set(stack);
-        r
+        // On the machine stack: plan expressions are short (validation bounds the depth
+        // at MAX_ARITH_STACK; a deeper one spills to the heap).
+        let mut stack: SmallVec<[Num; 16]> = SmallVec::new();
+        for op in code {
+            match *op {
+                leaf @ (ArithOp::Const(_) | ArithOp::Ref(_)) => {
+                    stack.push(self.operand_num(view, leaf)?);
+                }
+                ArithOp::Neg | ArithOp::Pos => {
+                    let op = if matches!(op, ArithOp::Neg) {
+                        Op1::Neg
+                    } else {
+                        Op1::Pos
+                    };
+                    let a = stack.pop()?;
+                    stack.push(unary(op, a)?);
+                }
+                other => {
+                    let b = stack.pop()?;
+                    let a = stack.pop()?;
+                    stack.push(binary(binop(other)?, a, b)?);
+                }
+            }
+        }
+        // Validation guarantees exactly one value; be safe anyway (text fallback).
+        if stack.len() == 1 { stack.pop() } else { None }
     }
 
     /// A leaf of arithmetic code as a number (`None`: not a leaf, or not numeric).
-    #[inline]
+    #[inline(always)]
     fn operand_num<S: SlotView + ?Sized>(&self, view: &S, op: ArithOp) -> Option<Num> {
         match op {
             ArithOp::Const(c) => to_num(&self.prog.consts[c as usize]),
@@ -230,33 +283,31 @@ impl<'p> Vm<'p> {
             _ => None,
         }
     }
+}
 
-    fn arith_with<S: SlotView + ?Sized>(
-        &self,
-        view: &S,
-        code: &[ArithOp],
-        stack: &mut Vec<Num>,
-    ) -> Option<Num> {
-        for op in code {
-            let bin = match *op {
-                leaf @ (ArithOp::Const(_) | ArithOp::Ref(_)) => {
-                    stack.push(self.operand_num(view, leaf)?);
-                    continue;
-                }
-                ArithOp::Neg => Op1::Neg,
-                ArithOp::Pos => Op1::Pos,
-                other => {
-                    let b = stack.pop()?;
-                    let a = stack.pop()?;
-                    stack.push(binary(binop(other)?, a, b)?);
-                    continue;
-                }
-            };
-            let a = stack.pop()?;
-            stack.push(unary(bin, a)?);
-        }
-        // Validation guarantees exactly one value; be safe anyway (text fallback).
-        if stack.len() == 1 { stack.pop() } else { None }
+/// Longest text of a scalar (`-1.7976931348623157e+308` is 24 bytes, an `i64` at most 20).
+const MAX_SCALAR_TEXT: usize = 32;
+
+/// Appends `s` unless the text would exceed `limit` bytes.
+#[inline]
+fn push_within(out: &mut String, s: &str, limit: usize) -> bool {
+    let need = out.len().saturating_add(s.len());
+    if need > limit {
+        return false;
+    }
+    reserve_within(out, s.len(), limit);
+    out.push_str(s);
+    true
+}
+
+/// Makes room for `extra` more bytes, growing by doubling as `String` does, but never to
+/// a capacity past `limit` (or the exact need, if that is more).
+#[inline]
+fn reserve_within(out: &mut String, extra: usize, limit: usize) {
+    let need = out.len().saturating_add(extra);
+    if need > out.capacity() {
+        let target = need.max(out.capacity().saturating_mul(2).min(limit));
+        out.reserve_exact(target - out.len());
     }
 }
 

@@ -34,7 +34,6 @@ use std::borrow::Cow;
 use plan_bytecode::{Effects, Instr, Pc, Slot};
 use serde_json::{Map, Value};
 
-use crate::defuse::DefUse;
 use crate::resolve::Overlay;
 use crate::vm::Vm;
 use crate::{RequestKind, Status};
@@ -91,7 +90,6 @@ impl Vm<'_> {
             return out;
         }
         let prog = self.prog;
-        let du = self.defuse.get_or_init(|| DefUse::new(prog));
         let cap = self.limits.max_concurrency.max(1) as usize;
         let mut inflight = self
             .st
@@ -120,7 +118,7 @@ impl Vm<'_> {
             let Some(&instr) = prog.code.get(pc as usize) else {
                 break;
             };
-            let settled = w.settled(du.reads(pc));
+            let settled = w.settled(prog.reads(pc));
             let mut next = pc + 1;
             match instr {
                 Instr::Nop => {}
@@ -134,7 +132,7 @@ impl Vm<'_> {
                             break;
                         }
                     } else {
-                        w.mark_dirty(du.writes(pc));
+                        w.mark_dirty(prog.writes(pc));
                     }
                 }
                 Instr::Assign { assign } => {
@@ -147,7 +145,7 @@ impl Vm<'_> {
                             break;
                         }
                     } else {
-                        w.mark_dirty(du.writes(pc));
+                        w.mark_dirty(prog.writes(pc));
                     }
                 }
                 Instr::Call { call } => {
@@ -205,7 +203,7 @@ impl Vm<'_> {
                                 break;
                             }
                             call_waiting = true;
-                            w.mark_dirty(du.writes(pc));
+                            w.mark_dirty(prog.writes(pc));
                         }
                     }
                 }
@@ -226,7 +224,10 @@ impl Vm<'_> {
                     break;
                 }
             }
-            if self.final_slot.is_some_and(|f| du.writes(pc).contains(&f)) {
+            if self
+                .final_slot
+                .is_some_and(|f| prog.writes(pc).contains(&f))
+            {
                 break;
             }
             pc = next;

@@ -11,13 +11,10 @@
 //! and formats nothing unless tracing is on; `Jump`, `Nop` and `Set` of a small constant
 //! allocate nothing.
 
-use std::cell::{Cell, OnceCell};
-
 use plan_bytecode::{Instr, Pc, Slot, ValidatedProgram};
-use plan_value::{Num, extract_first_object, parse_condition_answer, preview, value_size};
+use plan_value::{extract_first_object, parse_condition_answer, preview, value_size};
 use serde_json::{Map, Value};
 
-use crate::defuse::DefUse;
 use crate::resolve::{SlotView, as_text};
 use crate::state::{Pending, Status, VmState};
 use crate::{CallId, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolRequest};
@@ -47,15 +44,13 @@ pub struct Vm<'p> {
     ended: bool,
     tracing: bool,
     events: Vec<Event>,
-    /// Reused arithmetic stack.
-    pub(crate) scratch: Cell<Vec<Num>>,
-    /// Read/write sets per instruction, built the first time the head waits for a tool
-    /// (a run without calls never pays for it).
-    pub(crate) defuse: OnceCell<DefUse>,
 }
 
 /// Tool name, arguments and kind of a request about to be issued.
 pub(crate) type RequestParts = (String, Map<String, Value>, RequestKind);
+
+/// The values of one multi-variable assign (on the stack for up to 4 targets).
+pub(crate) type AssignValues = smallvec::SmallVec<[(Slot, Value); 4]>;
 
 /// A failure inside the VM, boxed so that `Result`s on the hot path stay small.
 pub(crate) type Fault = Box<RunError>;
@@ -73,8 +68,6 @@ impl<'p> Vm<'p> {
             ended: false,
             tracing: false,
             events: Vec::new(),
-            scratch: Cell::new(Vec::new()),
-            defuse: OnceCell::new(),
         }
     }
 
@@ -366,9 +359,9 @@ impl<'p> Vm<'p> {
         view: &S,
         pc: Pc,
         assign: u32,
-    ) -> Result<Vec<(Slot, Value)>, Fault> {
+    ) -> Result<AssignValues, Fault> {
         let targets = &self.prog.assigns[assign as usize].targets;
-        let mut values = Vec::with_capacity(targets.len());
+        let mut values = AssignValues::with_capacity(targets.len());
         for &(slot, op) in targets {
             values.push((slot, self.resolve_in(view, pc, op)?));
         }
@@ -445,7 +438,7 @@ impl<'p> Vm<'p> {
         let request = ToolRequest {
             id,
             tool,
-            args,
+            args: args.into(),
             kind,
             pc,
             seq_no: self.prog.seq_no_at(pc),
@@ -606,7 +599,7 @@ impl<'p> Vm<'p> {
     }
 
     fn outcome(&self) -> Outcome {
-        let mut vars = Map::new();
+        let mut vars = Map::with_capacity(self.prog.slots.len() + self.st.extra.len());
         for (name, v) in self.prog.slots.iter().zip(&self.st.slots) {
             if let Some(v) = v {
                 vars.insert(name.clone(), v.clone());

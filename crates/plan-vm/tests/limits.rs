@@ -65,6 +65,24 @@ fn doubling_string_stops_on_the_byte_limit() {
     assert_eq!(e.seq_no, Some(1));
 }
 
+/// The text is checked piece by piece while it is built; the error still gives the exact
+/// length the whole template would have had.
+#[test]
+fn template_error_gives_the_exact_would_be_length() {
+    let limits = Limits {
+        max_value_bytes: 1000,
+        ..Limits::default()
+    };
+    // "ab" doubles to 512 bytes (528 charged, fits), then 1,024 bytes (over 1,000 - 16).
+    let e = run_err(&doubling(), limits);
+    assert!(
+        e.message
+            .starts_with("interpolated text would be 1024 bytes, over the limit of 1000 bytes"),
+        "{}",
+        e.message
+    );
+}
+
 #[test]
 fn total_bytes_limit_across_variables() {
     // Each value fits the per-value limit; together they exceed the total.

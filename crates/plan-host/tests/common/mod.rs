@@ -68,7 +68,7 @@ pub fn req(id: u64, tool: &str, args: Value, kind: RequestKind) -> ToolRequest {
         id: CallId(id),
         tool: tool.to_owned(),
         args: match args {
-            Value::Object(m) => m,
+            Value::Object(m) => m.into(),
             _ => Default::default(),
         },
         kind,

@@ -1,14 +1,15 @@
-//! Per-instruction read and write slot sets, computed once per program, for the
-//! look-ahead scheduler (`sched.rs`).
+//! Per-instruction read and write slot sets, computed once per program when it is
+//! validated (so every run of it shares them), for the VM's look-ahead scheduler.
 //!
 //! Reads are slot-level and conservative: `${x.a}` reads all of `x`. A template or an
 //! arithmetic operand reads every slot it references, including those of its text
 //! fallback, so an entry whose reads are all settled evaluates to exactly the value the
 //! sequential run would compute.
 
-use plan_bytecode::{ArithOp, Instr, Operand, Pc, Piece, Slot, ValidatedProgram};
+use crate::{ArithOp, Instr, Operand, Pc, Piece, Program, Slot};
 
 /// Slot sets per instruction, flattened: `reads[read_at[pc]..read_at[pc + 1]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct DefUse {
     reads: Vec<Slot>,
     read_at: Vec<usize>,
@@ -17,7 +18,8 @@ pub(crate) struct DefUse {
 }
 
 impl DefUse {
-    pub(crate) fn new(prog: &ValidatedProgram) -> DefUse {
+    /// NB: `prog` must have passed validation (every index is used unchecked).
+    pub(crate) fn new(prog: &Program) -> DefUse {
         let mut du = DefUse {
             reads: Vec::new(),
             read_at: vec![0],
@@ -90,7 +92,7 @@ impl DefUse {
 /// Adds every slot `op` references to `out`.
 // NB: validation bounds Array/Object nesting (MAX_OPERAND_DEPTH), so this recursion is
 // bounded.
-fn operand_reads(prog: &ValidatedProgram, op: Operand, out: &mut Vec<Slot>) {
+fn operand_reads(prog: &Program, op: Operand, out: &mut Vec<Slot>) {
     match op {
         Operand::Const(_) => {}
         Operand::Ref(r) => out.push(prog.refs[r as usize].slot),
@@ -117,7 +119,7 @@ fn operand_reads(prog: &ValidatedProgram, op: Operand, out: &mut Vec<Slot>) {
     }
 }
 
-fn template_reads(prog: &ValidatedProgram, t: u32, out: &mut Vec<Slot>) {
+fn template_reads(prog: &Program, t: u32, out: &mut Vec<Slot>) {
     for piece in &prog.templates[t as usize] {
         if let Piece::Ref(r) = *piece {
             out.push(prog.refs[r as usize].slot);
