@@ -196,7 +196,9 @@ pub struct RunError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Outcome {
     pub final_answer: Value,
-    /// Every set variable at the end, in slot order.
+    /// Every set variable at the end, in slot order (then presets the program never
+    /// mentions). Moved out of the VM, not copied: the first `Done` hands them over, and
+    /// the finished VM keeps only `final_answer`.
     pub vars: Map<String, Value>,
     /// Instructions executed.
     pub steps: u64,

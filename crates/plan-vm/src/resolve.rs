@@ -36,20 +36,34 @@ impl SlotView for [Option<Value>] {
     }
 }
 
+/// What the look-ahead knows of one slot at its current position.
+#[derive(Clone)]
+pub(crate) enum Over<'a> {
+    /// No window entry so far writes it: the committed value holds.
+    Base,
+    /// The latest window writer has not finished: unknown (never read: an entry that
+    /// reads it is not evaluated).
+    Dirty,
+    /// Written by the latest window writer, which has finished. Borrowed when the value
+    /// is a pending request's answer as is (no copy per scan).
+    Value(Cow<'a, Value>),
+}
+
 /// Committed slots overlaid with values produced by finished, not yet committed
-/// look-ahead entries (`over[s]` is `Some` when the latest window writer of `s` before the
-/// entry being evaluated has finished).
+/// look-ahead entries.
 pub(crate) struct Overlay<'a> {
     pub(crate) base: &'a [Option<Value>],
-    /// Borrowed when the value is a pending request's answer as is (no copy per scan).
-    pub(crate) over: &'a [Option<Cow<'a, Value>>],
+    pub(crate) over: &'a [Over<'a>],
 }
 
 impl SlotView for Overlay<'_> {
     #[inline]
     fn get(&self, slot: Slot) -> Option<&Value> {
         let s = slot as usize;
-        self.over[s].as_deref().or(self.base[s].as_ref())
+        match &self.over[s] {
+            Over::Value(v) => Some(v),
+            Over::Base | Over::Dirty => self.base[s].as_ref(),
+        }
     }
 }
 

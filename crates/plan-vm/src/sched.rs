@@ -33,8 +33,9 @@ use std::borrow::Cow;
 
 use plan_bytecode::{Effects, Instr, Pc, Slot};
 use serde_json::{Map, Value};
+use smallvec::{SmallVec, smallvec};
 
-use crate::resolve::Overlay;
+use crate::resolve::{Over, Overlay};
 use crate::vm::Vm;
 use crate::{RequestKind, Status};
 
@@ -50,12 +51,13 @@ pub(crate) struct Ahead {
     pub(crate) kind: RequestKind,
 }
 
+/// The values a finished window entry writes.
+type Written<'a> = SmallVec<[(Slot, Cow<'a, Value>); 4]>;
+
 /// What the scan knows about slots at the current window position.
 struct Window<'a> {
     base: &'a [Option<Value>],
-    /// Value written by the latest finished window writer, if that writer is the latest.
-    over: Vec<Option<Cow<'a, Value>>>,
-    dirty: Vec<bool>,
+    over: Vec<Over<'a>>,
     /// Bytes of the values the look-ahead holds (bounded by `max_total_bytes`).
     bytes: u64,
 }
@@ -69,15 +71,16 @@ impl Window<'_> {
     }
 
     fn settled(&self, reads: &[Slot]) -> bool {
-        reads.iter().all(|&s| !self.dirty[s as usize])
+        reads
+            .iter()
+            .all(|&s| !matches!(self.over[s as usize], Over::Dirty))
     }
 
     fn mark_dirty(&mut self, writes: &[Slot]) {
         for &s in writes {
-            self.dirty[s as usize] = true;
             // The stale value must not be seen again, and its bytes stay counted: the
             // budget is only a bound on what the look-ahead holds.
-            self.over[s as usize] = None;
+            self.over[s as usize] = Over::Dirty;
         }
     }
 }
@@ -100,8 +103,7 @@ impl Vm<'_> {
         let n_slots = prog.slots.len();
         let mut w = Window {
             base: &self.st.slots,
-            over: vec![None; n_slots],
-            dirty: vec![false; n_slots],
+            over: vec![Over::Base; n_slots],
             bytes: 0,
         };
         // Some earlier call or condition in the window has no answer yet.
@@ -128,7 +130,7 @@ impl Vm<'_> {
                         let Ok(v) = self.resolve_in(&w.view(), pc, src) else {
                             break;
                         };
-                        if !self.accept(&mut w, vec![(dst, Cow::Owned(v))]) {
+                        if !self.accept(&mut w, [(dst, Cow::Owned(v))]) {
                             break;
                         }
                     } else {
@@ -141,7 +143,7 @@ impl Vm<'_> {
                             break;
                         };
                         let values = values.into_iter().map(|(s, v)| (s, Cow::Owned(v)));
-                        if !self.accept(&mut w, values.collect()) {
+                        if !self.accept(&mut w, values) {
                             break;
                         }
                     } else {
@@ -151,13 +153,13 @@ impl Vm<'_> {
                 Instr::Call { call } => {
                     let def = &prog.calls[call as usize];
                     let write = prog.tools[def.tool as usize].effects == Effects::Write;
-                    let answered = match self.pending_for(n) {
+                    let answered: Option<Written<'_>> = match self.pending_for(n) {
                         // Only a tampered state gets here; stop rather than guess.
                         Some(p) if p.request.pc != pc => break,
                         Some(p) => match &p.result {
                             // One output: the answer itself, borrowed.
                             Some(Ok(v)) if def.outputs.len() == 1 => {
-                                Some(vec![(def.outputs[0], Cow::Borrowed(v))])
+                                Some(smallvec![(def.outputs[0], Cow::Borrowed(v))])
                             }
                             Some(Ok(v)) => {
                                 match self.outputs_of(pc, call, &p.request.tool, v.clone()) {
@@ -238,7 +240,11 @@ impl Vm<'_> {
 
     /// Records values a finished window entry writes; `false` when the entry would fail
     /// (its error surfaces at the head) or the look-ahead would hold too many bytes.
-    fn accept<'a>(&self, w: &mut Window<'a>, values: Vec<(Slot, Cow<'a, Value>)>) -> bool {
+    fn accept<'a>(
+        &self,
+        w: &mut Window<'a>,
+        values: impl IntoIterator<Item = (Slot, Cow<'a, Value>)>,
+    ) -> bool {
         for (slot, v) in values {
             let Ok(size) = self.measure(&self.prog.slots[slot as usize], &v) else {
                 return false;
@@ -247,8 +253,7 @@ impl Vm<'_> {
             if w.bytes > self.limits.max_total_bytes {
                 return false;
             }
-            w.over[slot as usize] = Some(v);
-            w.dirty[slot as usize] = false;
+            w.over[slot as usize] = Over::Value(v);
         }
         true
     }

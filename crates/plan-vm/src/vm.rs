@@ -4,8 +4,9 @@
 //! order), committing answered requests as it reaches them, until the head waits for an
 //! unanswered request, sets `final_answer` (→ `Done`), or fails (→ `Failed`). When the
 //! head waits, the look-ahead scan (`sched.rs`) issues the independent calls after it, and
-//! `run()` yields everything newly issued. A failed or finished VM keeps returning the
-//! same halt.
+//! `run()` yields everything newly issued. A failed VM keeps returning the same error; a
+//! finished one hands its variables over in the first `Done` and afterwards returns
+//! `Done` with the same final answer and step count and only `final_answer` in `vars`.
 //!
 //! Performance: the loop copies one `Instr` (≤ 16 bytes) per step, touches no debug info
 //! and formats nothing unless tracing is on; `Jump`, `Nop` and `Set` of a small constant
@@ -49,7 +50,8 @@ pub struct Vm<'p> {
 /// Tool name, arguments and kind of a request about to be issued.
 pub(crate) type RequestParts = (String, Map<String, Value>, RequestKind);
 
-/// The values of one multi-variable assign (on the stack for up to 4 targets).
+/// The values one instruction stores: a multi-variable assign's, a call's outputs (on
+/// the stack for up to 4 targets).
 pub(crate) type AssignValues = smallvec::SmallVec<[(Slot, Value); 4]>;
 
 /// A failure inside the VM, boxed so that `Result`s on the hot path stay small.
@@ -212,7 +214,7 @@ impl<'p> Vm<'p> {
     pub fn run(&mut self) -> Halt {
         match &self.st.status {
             Status::Running => {}
-            Status::Done => return Halt::Done(self.outcome()),
+            Status::Done => return Halt::Done(self.take_outcome()),
             Status::Failed { error } => return Halt::Failed(error.clone()),
         }
         let mut issued = Vec::new();
@@ -496,12 +498,12 @@ impl<'p> Vm<'p> {
         call: u32,
         tool: &str,
         output: Value,
-    ) -> Result<Vec<(Slot, Value)>, Fault> {
+    ) -> Result<AssignValues, Fault> {
         let prog = self.prog;
         let outputs = &prog.calls[call as usize].outputs;
         match outputs.len() {
-            0 => Ok(Vec::new()),
-            1 => Ok(vec![(outputs[0], output)]),
+            0 => Ok(AssignValues::new()),
+            1 => Ok(smallvec::smallvec![(outputs[0], output)]),
             _ => {
                 let extracted;
                 let obj =
@@ -528,7 +530,7 @@ impl<'p> Vm<'p> {
                         )));
                         }
                     };
-                let mut values = Vec::with_capacity(outputs.len());
+                let mut values = AssignValues::with_capacity(outputs.len());
                 for &slot in outputs {
                     let key = prog.slots[slot as usize].as_str();
                     match obj.get(key) {
@@ -598,20 +600,31 @@ impl<'p> Vm<'p> {
         Ok(())
     }
 
-    fn outcome(&self) -> Outcome {
-        let mut vars = Map::with_capacity(self.prog.slots.len() + self.st.extra.len());
-        for (name, v) in self.prog.slots.iter().zip(&self.st.slots) {
-            if let Some(v) = v {
-                vars.insert(name.clone(), v.clone());
-            }
-        }
-        for (k, v) in &self.st.extra {
-            vars.entry(k.clone()).or_insert_with(|| v.clone());
-        }
+    /// The outcome of a finished run. The run is over, so its variables *move* into
+    /// `vars` instead of being copied; only `final_answer` stays in its slot, so that
+    /// `run()` on the finished VM returns the same answer again.
+    fn take_outcome(&mut self) -> Outcome {
         let final_answer = self
             .final_slot
             .and_then(|s| self.st.slots[s as usize].clone())
             .unwrap_or(Value::Null);
+        let mut vars = Map::with_capacity(self.prog.slots.len() + self.st.extra.len());
+        for (i, (name, v)) in self.prog.slots.iter().zip(&mut self.st.slots).enumerate() {
+            let v = if Some(i as Slot) == self.final_slot {
+                v.clone()
+            } else {
+                self.st.bytes = self.st.bytes.saturating_sub(self.slot_bytes[i]);
+                self.slot_bytes[i] = 0;
+                v.take()
+            };
+            if let Some(v) = v {
+                vars.insert(name.clone(), v);
+            }
+        }
+        for (k, v) in std::mem::take(&mut self.st.extra) {
+            self.st.bytes = self.st.bytes.saturating_sub(value_size(&v).bytes);
+            vars.entry(k).or_insert(v);
+        }
         Outcome {
             final_answer,
             vars,
@@ -621,7 +634,7 @@ impl<'p> Vm<'p> {
 
     fn finish(&mut self) -> Halt {
         self.st.status = Status::Done;
-        Halt::Done(self.outcome())
+        Halt::Done(self.take_outcome())
     }
 
     #[cold]

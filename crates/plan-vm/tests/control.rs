@@ -239,3 +239,30 @@ fn tracing_records_steps_stores_and_jumps() {
     drive(&mut vm, loop_host);
     assert!(vm.take_events().is_empty());
 }
+
+/// The first `Done` hands the variables over (moved, not copied); the finished VM keeps
+/// answering `Done` with the same answer and step count.
+#[test]
+fn done_hands_variables_over_once() {
+    let mut b = B::new();
+    let (c1, c2) = (b.c(json!("kept")), b.c(json!([1, 2])));
+    b.set(0, "x", c2);
+    b.assign(1, vec![("final_answer", c1)]);
+    let prog = b.build();
+    let mut vm = Vm::new(&prog, Limits::default());
+    vm.set_var("goal", json!("g")).unwrap();
+    let Halt::Done(first) = vm.run() else {
+        panic!("expected Done")
+    };
+    assert_eq!(first.final_answer, json!("kept"));
+    let names: Vec<&str> = first.vars.keys().map(String::as_str).collect();
+    assert_eq!(names, ["x", "final_answer", "goal"]);
+    let Halt::Done(again) = vm.run() else {
+        panic!("expected Done again")
+    };
+    assert_eq!(again.final_answer, first.final_answer);
+    assert_eq!(again.steps, first.steps);
+    assert_eq!(again.vars.keys().collect::<Vec<_>>(), ["final_answer"]);
+    // What the finished VM still holds is what it charges.
+    assert_eq!(vm.state().bytes(), 16 + "kept".len() as u64);
+}
