@@ -13,13 +13,13 @@
 
 use std::borrow::Cow;
 
+use plan_bytecode::limits::MAX_ARITH_STACK;
 use plan_bytecode::{ArithOp, Operand, Pc, Piece, RefDef, Slot};
 use plan_value::{
     NODE_BYTES, Num, Op1, Op2, binary, interpolated, interpolated_len, num_to_value, to_num, unary,
     value_size, write_interpolated,
 };
 use serde_json::{Map, Value};
-use smallvec::SmallVec;
 
 use crate::vm::{Fault, MAX_VALUE_DEPTH, Vm};
 
@@ -253,13 +253,27 @@ impl<'p> Vm<'p> {
             let b = self.operand_num(view, b)?;
             return binary(op, a, b);
         }
-        // On the machine stack: plan expressions are short (validation bounds the depth
-        // at MAX_ARITH_STACK; a deeper one spills to the heap).
-        let mut stack: SmallVec<[Num; 16]> = SmallVec::new();
+        // On the machine stack: plan expressions are short. Deeper ones (validation
+        // bounds the depth at MAX_ARITH_STACK) get a heap stack that fits any.
+        if code.len() <= SHORT_ARITH {
+            self.eval_postfix(view, code, &mut ScalarStack::<SHORT_ARITH>::new())
+        } else {
+            let mut stack = Box::new(ScalarStack::<MAX_ARITH_STACK>::new());
+            self.eval_postfix(view, code, &mut stack)
+        }
+    }
+
+    #[inline(always)]
+    fn eval_postfix<S: SlotView + ?Sized, const N: usize>(
+        &self,
+        view: &S,
+        code: &[ArithOp],
+        stack: &mut ScalarStack<N>,
+    ) -> Option<Num> {
         for op in code {
             match *op {
                 leaf @ (ArithOp::Const(_) | ArithOp::Ref(_)) => {
-                    stack.push(self.operand_num(view, leaf)?);
+                    stack.push(self.operand_num(view, leaf)?)?;
                 }
                 ArithOp::Neg | ArithOp::Pos => {
                     let op = if matches!(op, ArithOp::Neg) {
@@ -268,17 +282,17 @@ impl<'p> Vm<'p> {
                         Op1::Pos
                     };
                     let a = stack.pop()?;
-                    stack.push(unary(op, a)?);
+                    stack.push(unary(op, a)?)?;
                 }
                 other => {
                     let b = stack.pop()?;
                     let a = stack.pop()?;
-                    stack.push(binary(binop(other)?, a, b)?);
+                    stack.push(binary(binop(other)?, a, b)?)?;
                 }
             }
         }
         // Validation guarantees exactly one value; be safe anyway (text fallback).
-        if stack.len() == 1 { stack.pop() } else { None }
+        if stack.len == 1 { stack.pop() } else { None }
     }
 
     /// A leaf of arithmetic code as a number (`None`: not a leaf, or not numeric).
@@ -296,6 +310,55 @@ impl<'p> Vm<'p> {
             }
             _ => None,
         }
+    }
+}
+
+/// Longest arithmetic code evaluated on a stack in the machine stack (its depth is at most
+/// its length).
+const SHORT_ARITH: usize = 16;
+
+/// The operand stack of short arithmetic, as parallel scalar arrays.
+///
+/// Why not `[Num; N]`: a `Num` is copied as one 16-byte vector load right after being
+/// written as two 8-byte stores (tag, payload), and that load stalls on store forwarding
+/// (measured: most of the arithmetic time of `plan_run/30_assigns`). Tag and payload kept
+/// apart are written and read with the same width.
+struct ScalarStack<const N: usize> {
+    is_float: [bool; N],
+    bits: [u64; N],
+    len: usize,
+}
+
+impl<const N: usize> ScalarStack<N> {
+    fn new() -> Self {
+        ScalarStack {
+            is_float: [false; N],
+            bits: [0; N],
+            len: 0,
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, n: Num) -> Option<()> {
+        let (is_float, bits) = match n {
+            Num::Int(i) => (false, i as u64),
+            Num::Float(f) => (true, f.to_bits()),
+        };
+        *self.is_float.get_mut(self.len)? = is_float;
+        *self.bits.get_mut(self.len)? = bits;
+        self.len += 1;
+        Some(())
+    }
+
+    #[inline(always)]
+    fn pop(&mut self) -> Option<Num> {
+        self.len = self.len.checked_sub(1)?;
+        let bits = *self.bits.get(self.len)?;
+        Some(if *self.is_float.get(self.len)? {
+            Num::Float(f64::from_bits(bits))
+        } else {
+            Num::Int(bits as i64)
+        })
     }
 }
 

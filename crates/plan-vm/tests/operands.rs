@@ -280,3 +280,30 @@ fn preset_variables() {
     assert!(err.message.contains("max_value_bytes"), "{}", err.message);
     assert!(err.message.contains("`goal`"), "{}", err.message);
 }
+
+/// Expressions longer than the VM's machine-stack evaluator (16 ops) take the heap path
+/// with the same results: a long chain, a deep stack, and a failure inside either.
+#[test]
+fn long_and_deep_arithmetic() {
+    // ((x + 1) + 1) ... 30 times: 61 ops, depth 2.
+    let mut chain = vec![A::R("x")];
+    for _ in 0..30 {
+        chain.extend([A::N(json!(1)), A::Add]);
+    }
+    assert_eq!(arith_case(chain, "t", &[("x", json!(2))]), json!(32));
+    // 1 + (2 + (3 + ... 40)): depth 40.
+    let mut deep: Vec<A> = (1..=40).map(|i| A::N(json!(i))).collect();
+    deep.extend((1..40).map(|_| A::Add));
+    assert_eq!(arith_case(deep, "t", &[]), json!(820));
+    // A float anywhere makes the result a float; a non-number falls back to the text.
+    let mut mixed: Vec<A> = (1..=20).map(|i| A::N(json!(i))).collect();
+    mixed.push(A::N(json!(0.5)));
+    mixed.extend((1..21).map(|_| A::Add));
+    assert_eq!(arith_case(mixed, "t", &[]), json!(210.5));
+    let mut bad: Vec<A> = (1..=20).map(|_| A::R("s")).collect();
+    bad.extend((1..20).map(|_| A::Mul));
+    assert_eq!(
+        arith_case(bad, "fallback ${s}", &[("s", json!("word"))]),
+        json!("fallback word")
+    );
+}
