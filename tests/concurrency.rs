@@ -89,7 +89,7 @@ fn write_cassette(prog: &ValidatedProgram, path: &Path) -> Value {
             Halt::Yield(reqs) => {
                 for r in reqs {
                     let entry = CassetteEntry {
-                        tool: r.tool.clone(),
+                        tool: r.tool.to_string(),
                         args: (*r.args).clone(),
                         output: output(&r),
                         latency_ms: Some(LATENCY_MS),

@@ -65,6 +65,8 @@ pub struct ValidatedProgram {
     template_lit_bytes: Vec<usize>,
     /// Slots each instruction reads and writes (derived, not encoded).
     defuse: defuse::DefUse,
+    /// Each tool's name, shared: requests carry it without copying it.
+    tool_names: Vec<std::sync::Arc<str>>,
 }
 
 impl ValidatedProgram {
@@ -88,6 +90,13 @@ impl ValidatedProgram {
     #[inline]
     pub fn writes(&self, pc: Pc) -> &[Slot] {
         self.defuse.writes(pc)
+    }
+
+    /// The name of tool `t`, shared (cloning it copies no text); `None` for an unknown
+    /// index.
+    #[inline]
+    pub fn tool_name(&self, t: u32) -> Option<&std::sync::Arc<str>> {
+        self.tool_names.get(t as usize)
     }
 
     /// Bytes of literal text in template `t` (0 for an unknown index).

@@ -615,9 +615,15 @@ pub(crate) fn validate(program: Program) -> Result<ValidatedProgram> {
         })
         .collect();
     let defuse = crate::defuse::DefUse::new(&program);
+    let tool_names = program
+        .tools
+        .iter()
+        .map(|t| t.name.as_str().into())
+        .collect();
     Ok(ValidatedProgram {
         program,
         template_lit_bytes,
         defuse,
+        tool_names,
     })
 }

@@ -15,7 +15,7 @@ use crate::error::{ToolError, secs};
 use crate::host::{CONDITION_TOOL, Host};
 use crate::trace::Tracer;
 use plan_bytecode::{Pc, ValidatedProgram};
-use plan_vm::{CallId, Event, Halt, Limits, RunError, ToolRequest};
+use plan_vm::{CallId, Event, Halt, Limits, RunError, ToolName, ToolRequest};
 
 /// How much of a call's args a `tool_call_start` trace event shows.
 const ARGS_PREVIEW_CHARS: usize = 200;
@@ -96,7 +96,7 @@ fn millis(d: Duration) -> u64 {
 
 struct Completed {
     id: CallId,
-    tool: String,
+    tool: ToolName,
     result: Result<Value, ToolError>,
     took: Duration,
 }

@@ -187,7 +187,7 @@ impl Host {
         if let Some(rec) = &self.recorder {
             let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
             rec.record(&CassetteEntry {
-                tool: req.tool.clone(),
+                tool: req.tool.to_string(),
                 args: (*req.args).clone(),
                 output: out.clone(),
                 latency_ms: Some(latency_ms),

@@ -136,13 +136,73 @@ pub enum RequestKind {
 pub struct ToolRequest {
     pub id: CallId,
     /// Tool name (`"jmp_condition"` for conditions).
-    pub tool: String,
+    pub tool: ToolName,
     /// The instruction's own params after resolution, in source order (cassette key).
     pub args: Args,
     pub kind: RequestKind,
     /// Where it came from.
     pub pc: Pc,
     pub seq_no: Option<i64>,
+}
+
+/// The tool name of a [`ToolRequest`], shared with the program that issued it (no copy
+/// per request). Reads and compares like a `&str`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ToolName(Arc<str>);
+
+impl ToolName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<Arc<str>> for ToolName {
+    fn from(name: Arc<str>) -> Self {
+        ToolName(name)
+    }
+}
+
+impl From<&str> for ToolName {
+    fn from(name: &str) -> Self {
+        ToolName(name.into())
+    }
+}
+
+impl std::ops::Deref for ToolName {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for ToolName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for ToolName {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for ToolName {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl Serialize for ToolName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(|s| ToolName(s.into()))
+    }
 }
 
 /// The arguments of a [`ToolRequest`]: resolved once when the request is issued, then

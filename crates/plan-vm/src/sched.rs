@@ -37,7 +37,7 @@ use smallvec::{SmallVec, smallvec};
 
 use crate::resolve::{Over, Overlay};
 use crate::vm::Vm;
-use crate::{RequestKind, Status};
+use crate::{RequestKind, Status, ToolName};
 
 /// Most dynamic instructions the scan looks at past the head.
 pub const WINDOW: u64 = 256;
@@ -46,7 +46,7 @@ pub const WINDOW: u64 = 256;
 pub(crate) struct Ahead {
     pub(crate) instance: u64,
     pub(crate) pc: Pc,
-    pub(crate) tool: String,
+    pub(crate) tool: ToolName,
     pub(crate) args: Map<String, Value>,
     pub(crate) kind: RequestKind,
 }

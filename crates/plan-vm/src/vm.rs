@@ -12,13 +12,15 @@
 //! and formats nothing unless tracing is on; `Jump`, `Nop` and `Set` of a small constant
 //! allocate nothing.
 
+use std::sync::LazyLock;
+
 use plan_bytecode::{Instr, Pc, Slot, ValidatedProgram};
 use plan_value::{extract_first_object, parse_condition_answer, preview, value_size};
 use serde_json::{Map, Value};
 
 use crate::resolve::{SlotView, as_text};
 use crate::state::{Pending, Status, VmState};
-use crate::{CallId, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolRequest};
+use crate::{CallId, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolName, ToolRequest};
 
 /// Deepest nesting of any value the VM stores or sends (arrays/objects). Kept below
 /// serde_json's parser limit (128) so that a saved [`VmState`], which nests values a few
@@ -32,6 +34,9 @@ const ERROR_PREVIEW: usize = 200;
 
 /// Tool name of condition requests (also their cassette key).
 pub(crate) const CONDITION_TOOL: &str = "jmp_condition";
+
+/// [`CONDITION_TOOL`] as a request's shared name: allocated once per process.
+static CONDITION_TOOL_NAME: LazyLock<ToolName> = LazyLock::new(|| CONDITION_TOOL.into());
 
 /// A run of one validated program.
 pub struct Vm<'p> {
@@ -48,7 +53,7 @@ pub struct Vm<'p> {
 }
 
 /// Tool name, arguments and kind of a request about to be issued.
-pub(crate) type RequestParts = (String, Map<String, Value>, RequestKind);
+pub(crate) type RequestParts = (ToolName, Map<String, Value>, RequestKind);
 
 /// The values one instruction stores: a multi-variable assign's, a call's outputs (on
 /// the stack for up to 4 targets).
@@ -402,7 +407,10 @@ impl<'p> Vm<'p> {
                 .map(|&s| prog.slots[s as usize].clone())
                 .collect()
         });
-        let tool = prog.tools[def.tool as usize].name.clone();
+        let tool = match prog.tool_name(def.tool) {
+            Some(name) => name.clone().into(),
+            None => prog.tools[def.tool as usize].name.as_str().into(),
+        };
         Ok((tool, args, RequestKind::Tool { output_keys }))
     }
 
@@ -422,7 +430,7 @@ impl<'p> Vm<'p> {
         let mut args = Map::with_capacity(2);
         args.insert("prompt".into(), Value::String(prompt));
         args.insert("context".into(), context);
-        Ok((CONDITION_TOOL.into(), args, RequestKind::Condition))
+        Ok((CONDITION_TOOL_NAME.clone(), args, RequestKind::Condition))
     }
 
     /// Records a request as outstanding. NB: the instruction that issued it commits only
@@ -431,7 +439,7 @@ impl<'p> Vm<'p> {
         &mut self,
         instance: u64,
         pc: Pc,
-        tool: String,
+        tool: ToolName,
         args: Map<String, Value>,
         kind: RequestKind,
     ) -> ToolRequest {

@@ -66,7 +66,7 @@ pub fn manifest_with(tool: &str, backend: BackendConfig) -> Manifest {
 pub fn req(id: u64, tool: &str, args: Value, kind: RequestKind) -> ToolRequest {
     ToolRequest {
         id: CallId(id),
-        tool: tool.to_owned(),
+        tool: tool.into(),
         args: match args {
             Value::Object(m) => m.into(),
             _ => Default::default(),
