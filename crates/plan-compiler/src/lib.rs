@@ -311,7 +311,7 @@ pub fn explain(src: &str, opts: &CompileOptions) -> Result<Vec<ExplainStep>, Box
 /// reads may still be live when it runs.
 fn explain_steps(
     steps: &[flatten::Step<'_>],
-    lw: &lower::Lowerer<'_>,
+    lw: &lower::Lowerer<'_, '_>,
     cfg: &verify::Cfg,
 ) -> Vec<ExplainStep> {
     let n = steps.len();

@@ -1,8 +1,17 @@
 //! Steps → `Program`: slot interning, constant pooling, template and arithmetic lowering,
 //! constant folding, tool-parameter checks. Records what each step reads and writes for
 //! the verifier's dataflow passes.
+//!
+//! Performance: lowering runs once per step over plans of up to thousands of steps, so the
+//! interning maps are keyed by text borrowed from the plan AST (`'p`), hashed with
+//! foldhash, and a string is copied only into the `Program` itself, once.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+
+// NB: foldhash, not SipHash: the keys are short names hashed once per use, where SipHash
+// dominated the profile; foldhash is seeded per process, so plans cannot be crafted to
+// collide the way they could against an unseeded hash (FxHash).
+use foldhash::{HashMap, HashMapExt};
 
 use plan_bytecode::{
     ArithDef, ArithOp, AssignDef, CallDef, CondDef, ConstIdx, Effects, Instr, Operand, Piece,
@@ -10,8 +19,8 @@ use plan_bytecode::{
 };
 use plan_manifest::{Effects as ManifestEffects, Manifest};
 use plan_syntax::{
-    BinOp, Diagnostic, Dialect, Expr, Name, Node, NodeKind, Span, StringForm, UnOp, VarRef,
-    classify_string, parse_arith,
+    BinOp, Diagnostic, Dialect, Expr, Name, Node, NodeKind, PieceStr, RefStr, Span, StrForm,
+    UnOp, VarRef, classify_str, has_ref, parse_arith,
 };
 use plan_value::{Num, Op1, Op2};
 use serde_json::Value;
@@ -27,16 +36,21 @@ pub(crate) struct StepIo {
     pub(crate) writes: Vec<Slot>,
 }
 
-pub(crate) struct Lowerer<'m> {
+pub(crate) struct Lowerer<'m, 'p> {
     pub(crate) program: Program,
     pub(crate) diags: Vec<Diagnostic>,
     pub(crate) io: Vec<StepIo>,
     dialect: Dialect,
     manifest: &'m Manifest,
+    /// String constants by their text. Keys borrow from the plan (`Cow::Borrowed`) except
+    /// for text the lowering makes up (an object reference's `raw`, arithmetic references),
+    /// so interning a string that is already pooled allocates nothing.
+    str_consts: HashMap<Cow<'p, str>, ConstIdx>,
+    /// Every other constant by its compact JSON (see `const_key`).
     consts: HashMap<String, ConstIdx>,
-    slots: HashMap<String, Slot>,
+    slots: HashMap<Cow<'p, str>, Slot>,
     refs: HashMap<(Slot, Vec<ConstIdx>, ConstIdx), u32>,
-    tools: HashMap<String, u32>,
+    tools: HashMap<&'p str, u32>,
     /// Reads collected while lowering the current step.
     reads: Vec<(Slot, Span)>,
 }
@@ -53,7 +67,13 @@ fn const_key(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-impl<'m> Lowerer<'m> {
+/// A reference to lower: borrowed from the plan's text, or built by the arithmetic parser.
+enum AnyRef<'p, 'e> {
+    Str(RefStr<'p>),
+    Owned(&'e VarRef),
+}
+
+impl<'m, 'p> Lowerer<'m, 'p> {
     pub(crate) fn new(dialect: Dialect, manifest: &'m Manifest) -> Self {
         Lowerer {
             program: Program::default(),
@@ -61,6 +81,7 @@ impl<'m> Lowerer<'m> {
             io: Vec::new(),
             dialect,
             manifest,
+            str_consts: HashMap::new(),
             consts: HashMap::new(),
             slots: HashMap::new(),
             refs: HashMap::new(),
@@ -69,7 +90,13 @@ impl<'m> Lowerer<'m> {
         }
     }
 
+    /// Pools a constant. Strings go by their text: two strings share an entry exactly when
+    /// their `const_key`s (quoted JSON) are equal, and no other value's key starts with `"`.
     pub(crate) fn konst(&mut self, v: Value) -> ConstIdx {
+        let v = match v {
+            Value::String(s) => return self.konst_text(&s, || Cow::Owned(s.clone())),
+            v => v,
+        };
         let key = const_key(&v);
         if let Some(&i) = self.consts.get(&key) {
             return i;
@@ -80,25 +107,57 @@ impl<'m> Lowerer<'m> {
         i
     }
 
-    pub(crate) fn slot(&mut self, name: &str) -> Slot {
+    /// A string constant written in the plan.
+    fn konst_str(&mut self, s: &'p str) -> ConstIdx {
+        self.konst_text(s, || Cow::Borrowed(s))
+    }
+
+    /// A string constant made during lowering (its key is copied only if it is new).
+    fn konst_tmp(&mut self, s: &str) -> ConstIdx {
+        self.konst_text(s, || Cow::Owned(s.to_owned()))
+    }
+
+    fn konst_text(&mut self, s: &str, key: impl FnOnce() -> Cow<'p, str>) -> ConstIdx {
+        if let Some(&i) = self.str_consts.get(s) {
+            return i;
+        }
+        let i = self.program.consts.len() as ConstIdx;
+        self.program.consts.push(Value::String(s.to_owned()));
+        self.str_consts.insert(key(), i);
+        i
+    }
+
+    /// The slot of a variable named in the plan.
+    pub(crate) fn slot(&mut self, name: &'p str) -> Slot {
+        self.slot_text(name, || Cow::Borrowed(name))
+    }
+
+    fn slot_text(&mut self, name: &str, key: impl FnOnce() -> Cow<'p, str>) -> Slot {
         if let Some(&s) = self.slots.get(name) {
             return s;
         }
         let s = self.program.slots.len() as Slot;
         self.program.slots.push(name.to_owned());
-        self.slots.insert(name.to_owned(), s);
+        self.slots.insert(key(), s);
         s
     }
 
-    fn var_ref(&mut self, r: &VarRef, span: Span) -> u32 {
-        let slot = self.slot(&r.name);
-        self.reads.push((slot, span));
-        let path: Vec<ConstIdx> = r
-            .path
-            .iter()
-            .map(|k| self.konst(Value::String(k.clone())))
-            .collect();
-        let raw = self.konst(Value::String(r.raw.clone()));
+    fn var_ref(&mut self, r: AnyRef<'p, '_>, span: Span) -> u32 {
+        // NB: the order slot, path keys, raw is the order constants are numbered in.
+        let (slot, path, raw) = match r {
+            AnyRef::Str(r) => {
+                let slot = self.slot(r.name);
+                self.reads.push((slot, span));
+                let path: Vec<ConstIdx> = r.keys().map(|k| self.konst_str(k)).collect();
+                (slot, path, self.konst_str(r.raw))
+            }
+            AnyRef::Owned(r) => {
+                let slot = self.slot_text(&r.name, || Cow::Owned(r.name.clone()));
+                self.reads.push((slot, span));
+                let path: Vec<ConstIdx> = r.path.iter().map(|k| self.konst_tmp(k)).collect();
+                (slot, path, self.konst_tmp(&r.raw))
+            }
+        };
         let key = (slot, path, raw);
         if let Some(&i) = self.refs.get(&key) {
             return i;
@@ -113,40 +172,33 @@ impl<'m> Lowerer<'m> {
         i
     }
 
-    fn template(&mut self, pieces: &[plan_syntax::Piece], span: Span) -> u32 {
+    fn template(&mut self, pieces: &[PieceStr<'p>], span: Span) -> u32 {
         let lowered = pieces
             .iter()
-            .map(|p| match p {
-                plan_syntax::Piece::Lit(s) => Piece::Lit(self.konst(Value::String(s.clone()))),
-                plan_syntax::Piece::Ref(r) => Piece::Ref(self.var_ref(r, span)),
+            .map(|p| match *p {
+                PieceStr::Lit(s) => Piece::Lit(self.konst_str(s)),
+                PieceStr::Ref(r) => Piece::Ref(self.var_ref(AnyRef::Str(r), span)),
             })
             .collect();
         self.program.templates.push(lowered);
         (self.program.templates.len() - 1) as u32
     }
 
-    /// `{"var": "name"}` (older dialect reference object).
-    fn var_object(&self, node: &Node) -> Option<VarRef> {
+    /// `{"var": "name"}` (older dialect reference object): the variable's name.
+    fn var_object(&self, node: &'p Node) -> Option<&'p str> {
         if self.dialect != Dialect::Older {
             return None;
         }
         match node.as_object()? {
-            [m] if m.key == "var" => {
-                let name = m.value.as_str()?;
-                Some(VarRef {
-                    name: name.to_owned(),
-                    path: Vec::new(),
-                    raw: format!("{{{{{name}}}}}"),
-                })
-            }
+            [m] if m.key == "var" => m.value.as_str(),
             _ => None,
         }
     }
 
     /// Whether a value contains any reference (else it is one constant).
-    fn has_refs(&self, node: &Node) -> bool {
+    fn has_refs(&self, node: &'p Node) -> bool {
         match &node.kind {
-            NodeKind::String(s) => !matches!(classify_string(s, self.dialect), StringForm::Literal),
+            NodeKind::String(s) => has_ref(s, self.dialect),
             NodeKind::Array(a) => a.iter().any(|n| self.has_refs(n)),
             NodeKind::Object(m) => {
                 self.var_object(node).is_some() || m.iter().any(|m| self.has_refs(&m.value))
@@ -155,7 +207,7 @@ impl<'m> Lowerer<'m> {
         }
     }
 
-    fn operand(&mut self, node: &Node, ctx: Ctx, seq: Option<i64>) -> Operand {
+    fn operand(&mut self, node: &'p Node, ctx: Ctx, seq: Option<i64>) -> Operand {
         match &node.kind {
             NodeKind::String(s) => {
                 if ctx == Ctx::Assign
@@ -163,15 +215,20 @@ impl<'m> Lowerer<'m> {
                 {
                     return self.arith(s, &expr, node.span, seq);
                 }
-                match classify_string(s, self.dialect) {
-                    StringForm::Literal => Operand::Const(self.konst(Value::String(s.clone()))),
-                    StringForm::SingleRef(r) => Operand::Ref(self.var_ref(&r, node.span)),
-                    StringForm::Template(p) => Operand::Template(self.template(&p, node.span)),
+                match classify_str(s, self.dialect) {
+                    StrForm::Literal => Operand::Const(self.konst_str(s)),
+                    StrForm::SingleRef(r) => Operand::Ref(self.var_ref(AnyRef::Str(r), node.span)),
+                    StrForm::Template(p) => Operand::Template(self.template(&p, node.span)),
                 }
             }
             NodeKind::Object(members) => {
-                if let Some(r) = self.var_object(node) {
-                    return Operand::Ref(self.var_ref(&r, node.span));
+                if let Some(name) = self.var_object(node) {
+                    let r = VarRef {
+                        name: name.to_owned(),
+                        path: Vec::new(),
+                        raw: format!("{{{{{name}}}}}"),
+                    };
+                    return Operand::Ref(self.var_ref(AnyRef::Owned(&r), node.span));
                 }
                 if !self.has_refs(node) {
                     return Operand::Const(self.konst(node.to_value()));
@@ -179,7 +236,7 @@ impl<'m> Lowerer<'m> {
                 let fields = members
                     .iter()
                     .map(|m| {
-                        let k = self.konst(Value::String(m.key.clone()));
+                        let k = self.konst_str(&m.key);
                         (k, self.operand(&m.value, Ctx::Param, seq))
                     })
                     .collect();
@@ -201,7 +258,7 @@ impl<'m> Lowerer<'m> {
         }
     }
 
-    fn arith(&mut self, text: &str, expr: &Expr, span: Span, seq: Option<i64>) -> Operand {
+    fn arith(&mut self, text: &'p str, expr: &Expr, span: Span, seq: Option<i64>) -> Operand {
         if !expr_has_refs(expr) {
             // Constant folding: the reference VM evaluates such literals too, so we match
             // it, but tell the author since it is rarely what they meant.
@@ -219,16 +276,16 @@ impl<'m> Lowerer<'m> {
                     );
                     Operand::Const(self.konst(v))
                 }
-                None => Operand::Const(self.konst(Value::String(text.to_owned()))),
+                None => Operand::Const(self.konst_str(text)),
             };
         }
         let mut code = Vec::new();
         self.arith_code(expr, span, &mut code);
-        let fallback = match classify_string(text, self.dialect) {
-            StringForm::Template(p) => self.template(&p, span),
-            StringForm::SingleRef(r) => self.template(&[plan_syntax::Piece::Ref(r)], span),
-            StringForm::Literal => {
-                let k = self.konst(Value::String(text.to_owned()));
+        let fallback = match classify_str(text, self.dialect) {
+            StrForm::Template(p) => self.template(&p, span),
+            StrForm::SingleRef(r) => self.template(&[PieceStr::Ref(r)], span),
+            StrForm::Literal => {
+                let k = self.konst_str(text);
                 self.program.templates.push(vec![Piece::Lit(k)]);
                 (self.program.templates.len() - 1) as u32
             }
@@ -240,7 +297,7 @@ impl<'m> Lowerer<'m> {
     fn arith_code(&mut self, e: &Expr, span: Span, code: &mut Vec<ArithOp>) {
         match e {
             Expr::Num(n) => code.push(ArithOp::Const(self.konst(Value::Number(n.clone())))),
-            Expr::Ref(r) => code.push(ArithOp::Ref(self.var_ref(r, span))),
+            Expr::Ref(r) => code.push(ArithOp::Ref(self.var_ref(AnyRef::Owned(r), span))),
             Expr::Unary(op, a) => {
                 self.arith_code(a, span, code);
                 code.push(match op {
@@ -263,7 +320,7 @@ impl<'m> Lowerer<'m> {
         }
     }
 
-    fn tool_index(&mut self, name: &str) -> u32 {
+    fn tool_index(&mut self, name: &'p str) -> u32 {
         if let Some(&i) = self.tools.get(name) {
             return i;
         }
@@ -277,7 +334,7 @@ impl<'m> Lowerer<'m> {
             name: name.to_owned(),
             effects,
         });
-        self.tools.insert(name.to_owned(), i);
+        self.tools.insert(name, i);
         i
     }
 
@@ -294,12 +351,12 @@ impl<'m> Lowerer<'m> {
 
     /// Lowers one step to one instruction. `targets` are the step indices (= pcs) its
     /// jump goes to (`[target]` or `[if_true, if_false]`), resolved by the caller.
-    pub(crate) fn step(&mut self, step: &Step<'_>, targets: &[usize]) -> Instr {
+    pub(crate) fn step(&mut self, step: &Step<'p>, targets: &[usize]) -> Instr {
         let target = |k: usize| targets.get(k).copied().unwrap_or(0) as u32;
         self.reads.clear();
         let seq = step.seq_no;
         let mut writes = Vec::new();
-        let instr = match &step.kind {
+        let instr = match step.kind {
             StepKind::Nop => Instr::Nop,
             StepKind::Assign(vars) => {
                 let vars = last_of_each_name(vars);
@@ -373,7 +430,7 @@ impl<'m> Lowerer<'m> {
             } => {
                 let prompt = match prompt {
                     Some(p) => self.operand(p, Ctx::Param, seq),
-                    None => Operand::Const(self.konst(Value::String(String::new()))),
+                    None => Operand::Const(self.konst_str("")),
                 };
                 let context = context
                     .filter(|c| !matches!(c.kind, NodeKind::Null))
@@ -425,12 +482,13 @@ impl<'m> Lowerer<'m> {
 
     fn call_args(
         &mut self,
-        tool: &Name,
-        params: &[(Name, Node)],
+        tool: &'p Name,
+        params: &'p [(Name, Node)],
         seq: Option<i64>,
     ) -> Vec<(ConstIdx, Operand)> {
         let params = last_of_each_name(params);
-        let spec = self.manifest.get(&tool.text).cloned();
+        let manifest = self.manifest;
+        let spec = manifest.get(&tool.text);
         if spec.is_none() {
             let names: Vec<&str> = self
                 .manifest
@@ -454,12 +512,10 @@ impl<'m> Lowerer<'m> {
         }
         let mut args = Vec::with_capacity(params.len());
         for &(name, value) in &params {
-            let declared = spec
-                .as_ref()
-                .map(|s| (s.params.is_empty(), s.param(&name.text).cloned()));
+            let declared = spec.map(|s| (s.params.is_empty(), s.param(&name.text)));
             let ps = match declared {
                 Some((false, None)) => {
-                    let spec = spec.as_ref().expect("declared implies spec");
+                    let Some(spec) = spec else { continue };
                     let known: Vec<&str> = spec.params.iter().map(|p| p.name.as_str()).collect();
                     let help = match crate::suggest(&name.text, &known) {
                         Some(s) => format!(
@@ -511,10 +567,10 @@ impl<'m> Lowerer<'m> {
                     );
                 }
             }
-            let k = self.konst(Value::String(name.text.clone()));
+            let k = self.konst_str(&name.text);
             args.push((k, op));
         }
-        if let Some(spec) = &spec {
+        if let Some(spec) = spec {
             for p in spec.params.iter().filter(|p| p.required) {
                 if !params.iter().any(|(n, _)| n.text == p.name) {
                     self.diags.push(

@@ -10,6 +10,8 @@
 //!   structural errors (missing seq_no/type/parameters, ...) as `E01xx`/`W01xx`.
 //! - [`parse`]`(src)`: both.
 //! - [`classify_string`]`(s, dialect)`: literal / single reference / template.
+//!   [`classify_str`] is the same with pieces borrowed from `s`, and [`has_ref`] only
+//!   says whether there is a reference (both allocate nothing per piece: the compiler's).
 //! - [`parse_arith`]`(s, dialect)`: arithmetic expression (needs ≥ 1 operator) or `None`.
 //!
 //! Module map, in pipeline order (start reading at `reader.rs`):
@@ -42,7 +44,10 @@ pub use ast::*;
 pub use diag::{Diagnostic, Parsed, Severity};
 pub use json::{Member, Node, NodeKind};
 pub use span::{LineIndex, Span};
-pub use template::{BinOp, Expr, Piece, StringForm, UnOp, VarRef, object_ref};
+pub use template::{
+    BinOp, Expr, Piece, PieceStr, RefStr, StrForm, StringForm, UnOp, VarRef, classify_str, has_ref,
+    object_ref,
+};
 
 /// Lenient JSON reader (see crate docs). `value` is `None` when nothing could be read.
 pub fn read(src: &str) -> Parsed<Option<Node>> {

@@ -11,7 +11,7 @@
 use logos::Logos;
 
 use crate::ast::Dialect;
-use crate::lexer::{TemplateTok, brace_refs, var_ref};
+use crate::lexer::{TemplateTok, brace_refs, ref_str};
 
 /// A variable reference `${name.key.sub}` / `{{name}}` / `{"var": "name"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -69,8 +69,96 @@ pub enum Expr {
     Binary(BinOp, Box<Expr>, Box<Expr>),
 }
 
+/// A reference borrowed from the string it was written in: the allocation-free form of
+/// [`VarRef`], for callers that only look at the pieces (the compiler interns them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RefStr<'a> {
+    /// The variable.
+    pub name: &'a str,
+    /// The dotted keys after the name without the leading `.` (`${a.b.c}` → `"b.c"`), or `""`.
+    pub path: &'a str,
+    /// The reference exactly as written.
+    pub raw: &'a str,
+}
+
+impl<'a> RefStr<'a> {
+    /// The dotted keys, in order (`${a.b.c}` → `b`, `c`).
+    pub fn keys(&self) -> impl Iterator<Item = &'a str> + use<'a> {
+        let path = self.path;
+        path.split('.').filter(move |_| !path.is_empty())
+    }
+
+    pub fn to_var_ref(&self) -> VarRef {
+        VarRef {
+            name: self.name.to_owned(),
+            path: self.keys().map(str::to_owned).collect(),
+            raw: self.raw.to_owned(),
+        }
+    }
+}
+
+/// One piece of a template, borrowed from the string (see [`RefStr`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PieceStr<'a> {
+    /// Plain text between references (never empty).
+    Lit(&'a str),
+    Ref(RefStr<'a>),
+}
+
+/// [`StringForm`] borrowed from the string: what [`classify_str`] returns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StrForm<'a> {
+    Literal,
+    SingleRef(RefStr<'a>),
+    Template(Vec<PieceStr<'a>>),
+}
+
 /// What a string value means. See the module docs for the reference syntax.
 pub(crate) fn classify_string(s: &str, dialect: Dialect) -> StringForm {
+    match classify_str(s, dialect) {
+        StrForm::Literal => StringForm::Literal,
+        StrForm::SingleRef(r) => StringForm::SingleRef(r.to_var_ref()),
+        StrForm::Template(pieces) => StringForm::Template(
+            pieces
+                .into_iter()
+                .map(|p| match p {
+                    PieceStr::Lit(t) => Piece::Lit(t.to_owned()),
+                    PieceStr::Ref(r) => Piece::Ref(r.to_var_ref()),
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// [`classify_string`] without copying: the pieces borrow from `s`. Both are this one
+/// function, so they cannot disagree.
+pub fn classify_str(s: &str, dialect: Dialect) -> StrForm<'_> {
+    let mut pieces: Vec<PieceStr<'_>> = Vec::new();
+    walk(s, dialect, |p| {
+        pieces.push(p);
+        true
+    });
+    match pieces.as_slice() {
+        [] | [PieceStr::Lit(_)] => StrForm::Literal,
+        [PieceStr::Ref(r)] => StrForm::SingleRef(*r),
+        _ => StrForm::Template(pieces),
+    }
+}
+
+/// Whether `s` holds at least one reference (is not [`StringForm::Literal`]), without
+/// building the pieces: stops at the first reference.
+pub fn has_ref(s: &str, dialect: Dialect) -> bool {
+    let mut found = false;
+    walk(s, dialect, |p| {
+        found = matches!(p, PieceStr::Ref(_));
+        !found
+    });
+    found
+}
+
+/// Calls `f` with each piece of `s` in order (adjacent text merged into one `Lit`) until it
+/// returns `false`.
+fn walk<'a>(s: &'a str, dialect: Dialect, mut f: impl FnMut(PieceStr<'a>) -> bool) {
     // Fast path: no reference can start without `$` (or `{{` in the older dialect).
     let braces = brace_refs(dialect);
     let b = s.as_bytes();
@@ -79,9 +167,11 @@ pub(crate) fn classify_string(s: &str, dialect: Dialect) -> StringForm {
         .enumerate()
         .any(|(i, &c)| c == b'$' || (braces && c == b'{' && b.get(i + 1) == Some(&b'{')))
     {
-        return StringForm::Literal;
+        if !s.is_empty() {
+            f(PieceStr::Lit(s));
+        }
+        return;
     }
-    let mut pieces: Vec<Piece> = Vec::new();
     // Start of the pending literal text (not yet pushed), so adjacent text merges for free.
     let mut lit_start: Option<usize> = None;
     // `base` is where the current lexer started: logos spans are relative to it.
@@ -107,23 +197,19 @@ pub(crate) fn classify_string(s: &str, dialect: Dialect) -> StringForm {
             lit_start.get_or_insert(start);
             continue;
         }
-        if let Some(lit) = lit_start.take() {
-            pieces.push(Piece::Lit(s[lit..start].to_owned()));
+        if let Some(lit) = lit_start.take()
+            && !f(PieceStr::Lit(&s[lit..start]))
+        {
+            return;
         }
-        pieces.push(Piece::Ref(var_ref(&s[start..end])));
+        if !f(PieceStr::Ref(ref_str(&s[start..end]))) {
+            return;
+        }
     }
     if let Some(start) = lit_start
         && start < s.len()
     {
-        pieces.push(Piece::Lit(s[start..].to_owned()));
-    }
-    match pieces.as_slice() {
-        [] | [Piece::Lit(_)] => StringForm::Literal,
-        [Piece::Ref(_)] => match pieces.pop() {
-            Some(Piece::Ref(r)) => StringForm::SingleRef(r),
-            _ => StringForm::Literal,
-        },
-        _ => StringForm::Template(pieces),
+        f(PieceStr::Lit(&s[start..]));
     }
 }
 

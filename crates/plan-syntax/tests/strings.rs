@@ -458,5 +458,31 @@ mod cross_check {
                 prop_assert_eq!(classify_string(&s, d), naive(&s, d), "{:?} {:?}", s, d);
             }
         }
+
+        /// The borrowed forms the compiler uses say exactly what `classify_string` says.
+        #[test]
+        fn borrowed_forms_match_owned(s in templ()) {
+            for d in [CUR, OLD] {
+                let owned = classify_string(&s, d);
+                let borrowed = match plan_syntax::classify_str(&s, d) {
+                    plan_syntax::StrForm::Literal => StringForm::Literal,
+                    plan_syntax::StrForm::SingleRef(r) => StringForm::SingleRef(r.to_var_ref()),
+                    plan_syntax::StrForm::Template(p) => StringForm::Template(
+                        p.iter()
+                            .map(|p| match p {
+                                plan_syntax::PieceStr::Lit(t) => Piece::Lit((*t).to_owned()),
+                                plan_syntax::PieceStr::Ref(r) => Piece::Ref(r.to_var_ref()),
+                            })
+                            .collect(),
+                    ),
+                };
+                prop_assert_eq!(&borrowed, &owned, "{:?} {:?}", s, d);
+                prop_assert_eq!(
+                    plan_syntax::has_ref(&s, d),
+                    !matches!(owned, StringForm::Literal),
+                    "{:?} {:?}", s, d
+                );
+            }
+        }
     }
 }
