@@ -85,13 +85,13 @@ fn compile_inner(
             ));
         }
     }
-    let done = |diagnostics: Vec<Diagnostic>, program| Compiled {
-        program,
-        diagnostics,
-        line_index: line_index.clone(),
-    };
     let Some(plan) = parsed.value else {
-        return (done(diagnostics, None), None);
+        let compiled = Compiled {
+            program: None,
+            diagnostics,
+            line_index,
+        };
+        return (compiled, None);
     };
     let (steps, complete) = flatten::flatten(&plan.instructions);
     let n = steps.len();
@@ -216,7 +216,12 @@ fn compile_inner(
     }
     sort_diagnostics(&mut diagnostics);
     let ok = !diagnostics.iter().any(Diagnostic::is_error);
-    (done(diagnostics, ok.then_some(program)), explain_steps)
+    let compiled = Compiled {
+        program: ok.then_some(program),
+        diagnostics,
+        line_index,
+    };
+    (compiled, explain_steps)
 }
 
 /// How many repairs of one kind are reported one by one before the rest are summarised.

@@ -19,8 +19,8 @@ use plan_bytecode::{
 };
 use plan_manifest::{Effects as ManifestEffects, Manifest};
 use plan_syntax::{
-    BinOp, Diagnostic, Dialect, Expr, Name, Node, NodeKind, PieceStr, RefStr, Span, StrForm,
-    UnOp, VarRef, classify_str, has_ref, parse_arith,
+    BinOp, Diagnostic, Dialect, Expr, Name, Node, NodeKind, PieceStr, RefStr, Span, StrForm, UnOp,
+    VarRef, classify_str, has_ref, parse_arith,
 };
 use plan_value::{Num, Op1, Op2};
 use serde_json::Value;

@@ -51,6 +51,38 @@ impl Cfg {
     }
 }
 
+/// Predecessor lists of a graph in one allocation (compressed rows), in increasing order.
+struct Preds {
+    /// `list[start[i]..start[i + 1]]` are the predecessors of `i`.
+    start: Vec<usize>,
+    list: Vec<usize>,
+}
+
+impl Preds {
+    fn new(succ: &[SmallVec<[usize; 2]>], nodes: usize) -> Preds {
+        let mut start = vec![0usize; nodes + 1];
+        for &s in succ.iter().flatten() {
+            start[s + 1] += 1;
+        }
+        for i in 0..nodes {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut list = vec![0usize; start[nodes]];
+        for (i, ss) in succ.iter().enumerate() {
+            for &s in ss {
+                list[fill[s]] = i;
+                fill[s] += 1;
+            }
+        }
+        Preds { start, list }
+    }
+
+    fn of(&self, i: usize) -> &[usize] {
+        &self.list[self.start[i]..self.start[i + 1]]
+    }
+}
+
 fn bitset(n: usize) -> Vec<u64> {
     vec![0; n.div_ceil(64)]
 }
@@ -185,12 +217,7 @@ pub(crate) fn verify(
         );
     }
     // Nodes that can terminate: reverse reachability from halts and the end.
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n + 1];
-    for (i, ss) in cfg.succ.iter().enumerate() {
-        for &s in ss {
-            preds[s].push(i);
-        }
-    }
+    let preds = Preds::new(&cfg.succ, n + 1);
     let mut can_end = vec![false; n + 1];
     let mut stack: Vec<usize> = (0..n).filter(|&i| writes_final(i)).chain([n]).collect();
     while let Some(i) = stack.pop() {
@@ -198,7 +225,7 @@ pub(crate) fn verify(
             continue;
         }
         can_end[i] = true;
-        stack.extend(preds[i].iter().copied().filter(|&p| !can_end[p]));
+        stack.extend(preds.of(i).iter().copied().filter(|&p| !can_end[p]));
     }
     if let Some(first) = (0..n).find(|&i| cfg.reachable[i] && !can_end[i]) {
         let stuck: Vec<String> = (0..n)
@@ -233,11 +260,19 @@ pub(crate) fn verify(
     let (mut inn, mut out) = (vec![0u64; words], vec![0u64; words]);
     let mut changed = true;
     let order: Vec<usize> = (0..n).filter(|&i| cfg.reachable[i]).collect();
+    // NB: a step is recomputed only when the in-set of one of its predecessors changed
+    // since it was last computed. Plans jump mostly forward, so the first sweep settles
+    // nearly everything and later sweeps skip instead of redoing every set. Any such
+    // order reaches the same (greatest) fixpoint.
+    let mut dirty = vec![true; n];
     while changed {
         changed = false;
         for &i in &order {
+            if !std::mem::replace(&mut dirty[i], false) {
+                continue;
+            }
             inn.fill(if i == 0 { 0 } else { !0 });
-            for &p in preds[i].iter().filter(|&&p| cfg.reachable[p]) {
+            for &p in preds.of(i).iter().filter(|&&p| cfg.reachable[p]) {
                 out.copy_from_slice(din[p]);
                 for w in &io[p].writes {
                     set(&mut out, *w as usize);
@@ -248,13 +283,19 @@ pub(crate) fn verify(
             }
             if inn[..] != din[i][..] {
                 din[i].copy_from_slice(&inn);
-                changed = true;
+                for &s in cfg.succ[i].iter().filter(|&&s| s < n) {
+                    dirty[s] = true;
+                    changed = true;
+                }
             }
         }
     }
     let mut warned_never = bitset(nslots);
+    // Slots already reported at this step: a step reads a handful, so a short list beats
+    // a bitset over all slots per step.
+    let mut warned_here: SmallVec<[Slot; 8]> = SmallVec::new();
     for &i in &order {
-        let mut warned_here = bitset(nslots);
+        warned_here.clear();
         for &(slot, span) in &io[i].reads {
             let s = slot as usize;
             let name = &slots[s];
@@ -268,8 +309,8 @@ pub(crate) fn verify(
                             .with_help(format!("assign `{name}` in an earlier instruction (or pass it with `planvm run --var {name}=...`); until then the reference stays as literal text")),
                     );
                 }
-            } else if !get(din[i], s) && !get(&warned_here, s) {
-                set(&mut warned_here, s);
+            } else if !get(din[i], s) && !warned_here.contains(&slot) {
+                warned_here.push(slot);
                 diags.push(
                     Diagnostic::warning(codes::MAYBE_UNSET, format!("`{name}` may be unset here"))
                         .with_span(span)
