@@ -56,7 +56,9 @@ pub fn read(src: &str) -> Parsed<Option<Node>> {
 
 /// Builds the plan AST from a reader node.
 pub fn parse_plan(root: &Node) -> Parsed<Option<Plan>> {
-    plan::parse_plan(root)
+    // NB: the builder moves values out of the tree it is given (see `plan.rs`); from a
+    // borrowed tree it works on a copy. `parse` hands over the reader's tree instead.
+    plan::parse_plan(root.clone())
 }
 
 /// `read` then `parse_plan`, diagnostics concatenated.
@@ -68,7 +70,7 @@ pub fn parse(src: &str) -> Parsed<Option<Plan>> {
             diagnostics: r.diagnostics,
         };
     };
-    let p = parse_plan(&node);
+    let p = plan::parse_plan(node);
     r.diagnostics.extend(p.diagnostics);
     Parsed {
         value: p.value,

@@ -4,6 +4,11 @@
 //! written inside strings, so it is decided at the end from the forms that were seen.
 //! Duplicate keys resolve as in Python's `json.loads` (and `Node::to_value`): the last value
 //! wins, at the position of the first (the reader already warned about them).
+//!
+//! The builder consumes the reader's tree: values and names are moved into the AST
+//! ([`take`]), not copied, since copying every parameter value (and freeing the original)
+//! was a large share of compile time. Each value is taken at most once, after every check
+//! that reads it; what is left behind is `null`.
 
 use crate::ast::{CallForm, Dialect, InstrKind, Instruction, Name, Plan, SeqRef};
 use crate::codes;
@@ -32,20 +37,23 @@ const ALL_TYPES: &[&str] = &[
     "condition",
 ];
 
-pub(crate) fn parse_plan(root: &Node) -> Parsed<Option<Plan>> {
+pub(crate) fn parse_plan(mut root: Node) -> Parsed<Option<Plan>> {
     let mut b = Builder {
         diags: Vec::new(),
         older: None,
         current: None,
     };
-    let Some(array) = b.instruction_array(root) else {
+    let Some(array) = b.instruction_array(&mut root) else {
         return Parsed {
             value: None,
             diagnostics: b.diags,
         };
     };
-    let items = array.as_array().unwrap_or_default();
-    let instructions = items.iter().map(|n| b.instruction(n, 0)).collect();
+    let array_span = array.span;
+    let instructions = match &mut array.kind {
+        NodeKind::Array(items) => items.iter_mut().map(|n| b.instruction(n, 0)).collect(),
+        _ => Vec::new(),
+    };
     let dialect = if b.older.is_some() {
         Dialect::Older
     } else {
@@ -69,7 +77,7 @@ pub(crate) fn parse_plan(root: &Node) -> Parsed<Option<Plan>> {
         value: Some(Plan {
             dialect,
             instructions,
-            span: array.span,
+            span: array_span,
         }),
         diagnostics: b.diags,
     }
@@ -84,16 +92,51 @@ struct Builder {
 }
 
 /// Members of an object with duplicates resolved as Python does: one entry per key, the
-/// last value, at the first position.
-fn dedup(members: &[Member]) -> Vec<&Member> {
-    let mut out: Vec<&Member> = Vec::with_capacity(members.len());
-    for m in members {
-        match out.iter_mut().find(|o| o.key == m.key) {
-            Some(slot) => *slot = m,
-            None => out.push(m),
+/// last value, at the first position. Returns indices into `members`.
+fn dedup(members: &[Member]) -> Vec<usize> {
+    let mut out: Vec<usize> = Vec::with_capacity(members.len());
+    for (i, m) in members.iter().enumerate() {
+        match out.iter_mut().find(|o| members[**o].key == m.key) {
+            Some(slot) => *slot = i,
+            None => out.push(i),
         }
     }
     out
+}
+
+/// Moves a value out of the tree, leaving `null` with the same span.
+fn take(node: &mut Node) -> Node {
+    let span = node.span;
+    std::mem::replace(
+        node,
+        Node {
+            span,
+            kind: NodeKind::Null,
+        },
+    )
+}
+
+/// Moves the members at `idx` (from [`dedup`]) out as (name, value) pairs.
+fn take_members(members: &mut [Member], idx: &[usize]) -> Vec<(Name, Node)> {
+    let mut out = Vec::with_capacity(idx.len());
+    for &i in idx {
+        if let Some(m) = members.get_mut(i) {
+            let name = Name {
+                text: std::mem::take(&mut m.key),
+                span: m.key_span,
+            };
+            out.push((name, take(&mut m.value)));
+        }
+    }
+    out
+}
+
+/// The text of a string node, moved out of the tree.
+fn take_string(node: &mut Node) -> Option<String> {
+    match &mut node.kind {
+        NodeKind::String(s) => Some(std::mem::take(s)),
+        _ => None,
+    }
 }
 
 /// The last member named `key` (the one Python and serde_json keep).
@@ -105,15 +148,31 @@ fn get<'a>(members: &'a [Member], key: &str) -> Option<&'a Node> {
         .map(|m| &m.value)
 }
 
+/// [`get`], for taking the value.
+fn get_mut<'a>(members: &'a mut [Member], key: &str) -> Option<&'a mut Node> {
+    members
+        .iter_mut()
+        .rev()
+        .find(|m| m.key == key)
+        .map(|m| &mut m.value)
+}
+
 /// Like [`get`], but JSON `null` counts as absent (`"context": null` is common).
 fn get_some<'a>(members: &'a [Member], key: &str) -> Option<&'a Node> {
     get(members, key).filter(|n| !matches!(n.kind, NodeKind::Null))
 }
 
-/// A JSON value as display text: strings raw, anything else compact JSON.
-fn text_of(node: &Node) -> String {
-    match &node.kind {
-        NodeKind::String(s) => s.clone(),
+/// [`get_some`], taking the value out of the tree.
+fn take_some(members: &mut [Member], key: &str) -> Option<Node> {
+    get_mut(members, key)
+        .filter(|n| !matches!(n.kind, NodeKind::Null))
+        .map(take)
+}
+
+/// A JSON value as display text: strings raw (moved out), anything else compact JSON.
+fn text_of(node: &mut Node) -> String {
+    match &mut node.kind {
+        NodeKind::String(s) => std::mem::take(s),
         _ => serde_json::to_string(&node.to_value()).unwrap_or_default(),
     }
 }
@@ -177,7 +236,7 @@ fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
 
 impl Builder {
     /// The root array, or an array unwrapped from `{"plan": [...]}`.
-    fn instruction_array<'a>(&mut self, root: &'a Node) -> Option<&'a Node> {
+    fn instruction_array<'a>(&mut self, root: &'a mut Node) -> Option<&'a mut Node> {
         match &root.kind {
             NodeKind::Array(_) => return Some(root),
             NodeKind::Object(members) => {
@@ -185,8 +244,9 @@ impl Builder {
                     members.iter().any(|m| m.key == "seq_no" || m.key == "type");
                 let mut arrays = members
                     .iter()
-                    .filter(|m| matches!(m.value.kind, NodeKind::Array(_)));
-                if let (Some(only), None, false) =
+                    .enumerate()
+                    .filter(|(_, m)| matches!(m.value.kind, NodeKind::Array(_)));
+                if let (Some((at, only)), None, false) =
                     (arrays.next(), arrays.next(), looks_like_instruction)
                 {
                     self.diags.push(
@@ -197,7 +257,10 @@ impl Builder {
                         .with_span(only.key_span)
                         .with_help("reply with the JSON array of instructions itself, not an object around it"),
                     );
-                    return Some(&only.value);
+                    return match &mut root.kind {
+                        NodeKind::Object(members) => members.get_mut(at).map(|m| &mut m.value),
+                        _ => None,
+                    };
                 }
                 let help = if looks_like_instruction {
                     "this looks like a single instruction: wrap the instructions in an array, [{...}, {...}]"
@@ -273,15 +336,16 @@ impl Builder {
         }
     }
 
-    fn instruction(&mut self, node: &Node, depth: usize) -> Instruction {
+    fn instruction(&mut self, node: &mut Node, depth: usize) -> Instruction {
+        let node_span = node.span;
         let invalid = |seq_no, seq_span, ty| Instruction {
             seq_no,
             seq_span,
             ty,
-            span: node.span,
+            span: node_span,
             kind: InstrKind::Invalid,
         };
-        let Some(members) = node.as_object() else {
+        if node.as_object().is_none() {
             self.error(
                 codes::NOT_OBJECT,
                 format!("an instruction must be an object, found {}", describe(node)),
@@ -290,6 +354,9 @@ impl Builder {
                 "write each instruction as {\"seq_no\": N, \"type\": \"...\", \"parameters\": {...}}",
             );
             return invalid(None, node.span, None);
+        }
+        let NodeKind::Object(members) = &mut node.kind else {
+            return invalid(None, node_span, None);
         };
 
         let (seq_no, seq_span) = match get(members, "seq_no") {
@@ -297,11 +364,11 @@ impl Builder {
                 self.error(
                     codes::MISSING_SEQ,
                     "instruction has no `seq_no`".to_owned(),
-                    node.span,
+                    node_span,
                     None,
                     "add \"seq_no\": N, numbering the instructions 0, 1, 2, ... in order",
                 );
-                (None, node.span)
+                (None, node_span)
             }
             Some(v) => match v.as_i64() {
                 Some(n) => (Some(n), v.span),
@@ -327,7 +394,7 @@ impl Builder {
             },
         };
 
-        for m in members {
+        for m in members.iter() {
             if !matches!(m.key.as_str(), "seq_no" | "type" | "parameters") {
                 let help = match m.key.as_str() {
                     "tool_name" | "tool_params" | "output_vars" | "output_var" => {
@@ -345,7 +412,7 @@ impl Builder {
             }
         }
 
-        let ty = match get(members, "type") {
+        let ty = match get_mut(members, "type") {
             None => {
                 self.error(
                     codes::MISSING_TYPE,
@@ -356,11 +423,8 @@ impl Builder {
                 );
                 None
             }
-            Some(v) => match v.as_str() {
-                Some(s) => Some(Name {
-                    text: s.to_owned(),
-                    span: v.span,
-                }),
+            Some(v) => match take_string(v) {
+                Some(text) => Some(Name { text, span: v.span }),
                 None => {
                     self.error(
                         codes::BAD_TYPE,
@@ -374,7 +438,8 @@ impl Builder {
             },
         };
 
-        let params = match get(members, "parameters") {
+        let params_at = members.iter().rposition(|m| m.key == "parameters");
+        let params_ok = match params_at.and_then(|i| members.get(i)).map(|m| &m.value) {
             None => {
                 let flattened = members
                     .iter()
@@ -391,10 +456,10 @@ impl Builder {
                     seq_no,
                     help,
                 );
-                None
+                false
             }
             Some(v) => match v.as_object() {
-                Some(p) => Some((p, v)),
+                Some(_) => true,
                 None => {
                     self.error(
                         codes::BAD_PARAMETERS,
@@ -403,20 +468,30 @@ impl Builder {
                         seq_no,
                         "write the parameters as an object: \"parameters\": {\"name\": value, ...}",
                     );
-                    None
+                    false
                 }
             },
         };
 
-        let (Some(ty_name), Some((params, params_node))) = (&ty, params) else {
+        let (Some(ty_name), true, Some(params_node)) = (
+            &ty,
+            params_ok,
+            params_at
+                .and_then(|i| members.get_mut(i))
+                .map(|m| &mut m.value),
+        ) else {
             return invalid(seq_no, seq_span, ty);
         };
-        let kind = self.kind(ty_name, params, params_node, seq_no, depth);
+        let params_span = params_node.span;
+        let NodeKind::Object(params) = &mut params_node.kind else {
+            return invalid(seq_no, seq_span, ty);
+        };
+        let kind = self.kind(ty_name, params, params_span, seq_no, depth);
         Instruction {
             seq_no,
             seq_span,
             ty,
-            span: node.span,
+            span: node_span,
             kind,
         }
     }
@@ -424,26 +499,31 @@ impl Builder {
     fn kind(
         &mut self,
         ty: &Name,
-        params: &[Member],
-        params_node: &Node,
+        params: &mut [Member],
+        params_span: Span,
         seq: Option<i64>,
         depth: usize,
     ) -> InstrKind {
         match ty.text.as_str() {
-            "reasoning" => InstrKind::Reasoning {
-                chain_of_thoughts: get(params, "chain_of_thoughts")
-                    .or_else(|| get(params, "chain of thoughts"))
-                    .map(text_of),
-                dependency_analysis: get(params, "dependency_analysis").map(text_of),
-            },
-            "assign" => self.assign(params, params_node),
+            "reasoning" => {
+                let chain_of_thoughts = match get(params, "chain_of_thoughts") {
+                    Some(_) => get_mut(params, "chain_of_thoughts"),
+                    None => get_mut(params, "chain of thoughts"),
+                };
+                let chain_of_thoughts = chain_of_thoughts.map(text_of);
+                InstrKind::Reasoning {
+                    chain_of_thoughts,
+                    dependency_analysis: get_mut(params, "dependency_analysis").map(text_of),
+                }
+            }
+            "assign" => self.assign(params, params_span),
             "jmp" => {
                 self.saw_current(ty.span, || "`jmp`".to_owned());
-                self.jmp(params, params_node, seq)
+                self.jmp(params, params_span, seq)
             }
             "calling" => {
                 self.saw_current(ty.span, || "`calling`".to_owned());
-                self.calling(params, params_node, seq, CallForm::Calling)
+                self.calling(params, params_span, seq, CallForm::Calling)
             }
             "condition" => {
                 self.saw_older(ty.span, || "`condition`".to_owned());
@@ -466,7 +546,7 @@ impl Builder {
                     );
                     return self.calling(
                         params,
-                        params_node,
+                        params_span,
                         seq,
                         CallForm::UnknownTypeWithToolName,
                     );
@@ -492,39 +572,31 @@ impl Builder {
         }
     }
 
-    fn assign(&mut self, params: &[Member], params_node: &Node) -> InstrKind {
+    fn assign(&mut self, params: &mut [Member], params_span: Span) -> InstrKind {
         let members = dedup(params);
         // Older form: exactly `value` and `var_name`, the name a string.
         if members.len() == 2
-            && let (Some(value), Some(var)) = (get(params, "value"), get(params, "var_name"))
-            && let Some(name) = var.as_str()
+            && get(params, "value").is_some()
+            && let Some(var) = get_mut(params, "var_name")
+            && let Some(text) = take_string(var)
         {
-            self.saw_older(params_node.span, || {
+            let name = Name {
+                text,
+                span: var.span,
+            };
+            self.saw_older(params_span, || {
                 "`assign` with `value`/`var_name`".to_owned()
             });
+            let value = get_mut(params, "value").map(take).unwrap_or(Node {
+                span: params_span,
+                kind: NodeKind::Null,
+            });
             return InstrKind::Assign {
-                vars: vec![(
-                    Name {
-                        text: name.to_owned(),
-                        span: var.span,
-                    },
-                    value.clone(),
-                )],
+                vars: vec![(name, value)],
             };
         }
         InstrKind::Assign {
-            vars: members
-                .iter()
-                .map(|m| {
-                    (
-                        Name {
-                            text: m.key.clone(),
-                            span: m.key_span,
-                        },
-                        m.value.clone(),
-                    )
-                })
-                .collect(),
+            vars: take_members(params, &members),
         }
     }
 
@@ -588,7 +660,7 @@ impl Builder {
         }
     }
 
-    fn jmp(&mut self, params: &[Member], params_node: &Node, seq: Option<i64>) -> InstrKind {
+    fn jmp(&mut self, params: &mut [Member], params_span: Span, seq: Option<i64>) -> InstrKind {
         const KNOWN: &[&str] = &[
             "condition_prompt",
             "context",
@@ -597,8 +669,8 @@ impl Builder {
             "target_seq",
         ];
         self.unknown_params(params, KNOWN, &[], seq, "jmp");
-        let condition_prompt = get_some(params, "condition_prompt").cloned();
-        let context = get_some(params, "context").cloned();
+        let condition_prompt = take_some(params, "condition_prompt");
+        let context = take_some(params, "context");
         let jump_if_true = self.target(params, "jump_if_true", seq);
         let jump_if_false = self.target(params, "jump_if_false", seq);
         let target_seq = self.target(params, "target_seq", seq);
@@ -635,7 +707,7 @@ impl Builder {
             self.error(
                 codes::JMP_WITHOUT_TARGET,
                 "`jmp` has neither `condition_prompt` nor `target_seq`".to_owned(),
-                params_node.span,
+                params_span,
                 seq,
                 help,
             );
@@ -651,19 +723,16 @@ impl Builder {
 
     fn calling(
         &mut self,
-        params: &[Member],
-        params_node: &Node,
+        params: &mut [Member],
+        params_span: Span,
         seq: Option<i64>,
         form: CallForm,
     ) -> InstrKind {
         const KNOWN: &[&str] = &["tool_name", "tool_params", "output_vars"];
         self.unknown_params(params, KNOWN, &["output_var"], seq, "calling");
-        let tool = match get(params, "tool_name") {
-            Some(v) => match v.as_str() {
-                Some(s) => Some(Name {
-                    text: s.to_owned(),
-                    span: v.span,
-                }),
+        let tool = match get_mut(params, "tool_name") {
+            Some(v) => match take_string(v) {
+                Some(text) => Some(Name { text, span: v.span }),
                 None => {
                     self.error(
                         codes::MISSING_TOOL_NAME,
@@ -679,29 +748,23 @@ impl Builder {
                 self.error(
                     codes::MISSING_TOOL_NAME,
                     "`calling` instruction has no `tool_name`".to_owned(),
-                    params_node.span,
+                    params_span,
                     seq,
                     "add \"tool_name\": the tool to call, e.g. \"llm_generate\" or \"vector_search\"",
                 );
                 None
             }
         };
-        let call_params = match get_some(params, "tool_params") {
+        let tool_params =
+            get_mut(params, "tool_params").filter(|n| !matches!(n.kind, NodeKind::Null));
+        let call_params = match tool_params {
             None => Vec::new(),
-            Some(v) => match v.as_object() {
-                Some(m) => dedup(m)
-                    .into_iter()
-                    .map(|m| {
-                        (
-                            Name {
-                                text: m.key.clone(),
-                                span: m.key_span,
-                            },
-                            m.value.clone(),
-                        )
-                    })
-                    .collect(),
-                None => {
+            Some(v) => match &mut v.kind {
+                NodeKind::Object(m) => {
+                    let idx = dedup(m);
+                    take_members(m, &idx)
+                }
+                _ => {
                     self.error(
                         codes::BAD_TOOL_PARAMS,
                         format!("`tool_params` must be an object, found {}", describe(v)),
@@ -726,20 +789,14 @@ impl Builder {
     }
 
     /// Older tool-typed instruction: the type names the tool, `output_var` the result.
-    fn tool_typed(&mut self, ty: &Name, params: &[Member], seq: Option<i64>) -> InstrKind {
-        let call_params = dedup(params)
-            .into_iter()
-            .filter(|m| m.key != "output_var" && m.key != "output_vars")
-            .map(|m| {
-                (
-                    Name {
-                        text: m.key.clone(),
-                        span: m.key_span,
-                    },
-                    m.value.clone(),
-                )
-            })
-            .collect();
+    fn tool_typed(&mut self, ty: &Name, params: &mut [Member], seq: Option<i64>) -> InstrKind {
+        let mut idx = dedup(params);
+        idx.retain(|&i| {
+            params
+                .get(i)
+                .is_some_and(|m| m.key != "output_var" && m.key != "output_vars")
+        });
+        let call_params = take_members(params, &idx);
         let output_vars = self.outputs(params, seq, "output_var");
         InstrKind::Call {
             tool: ty.clone(),
@@ -751,14 +808,17 @@ impl Builder {
 
     /// Output variable names from `output_vars` / `output_var`, as a string or an array of
     /// strings. `canonical` is the spelling this form documents (others get a warning).
-    fn outputs(&mut self, params: &[Member], seq: Option<i64>, canonical: &str) -> Vec<Name> {
-        let (key, v) = match (
+    fn outputs(&mut self, params: &mut [Member], seq: Option<i64>, canonical: &str) -> Vec<Name> {
+        let key = match (
             get_some(params, "output_vars"),
             get_some(params, "output_var"),
         ) {
-            (Some(v), _) => ("output_vars", v),
-            (None, Some(v)) => ("output_var", v),
+            (Some(_), _) => "output_vars",
+            (None, Some(_)) => "output_var",
             (None, None) => return Vec::new(),
+        };
+        let Some(v) = get_mut(params, key) else {
+            return Vec::new();
         };
         let bad = |b: &mut Self, at: &Node| {
             b.error(
@@ -772,7 +832,8 @@ impl Builder {
                 "write \"output_vars\": [\"name\", ...] with each variable name a string",
             );
         };
-        match &v.kind {
+        let v_span = v.span;
+        match &mut v.kind {
             NodeKind::String(s) => {
                 let form_ok = key == canonical && key == "output_var";
                 if !form_ok {
@@ -784,14 +845,14 @@ impl Builder {
                         } else {
                             "`output_var` read as `output_vars` with one output variable".to_owned()
                         },
-                        v.span,
+                        v_span,
                         seq,
                         format!("write \"output_vars\": [\"{}\"]", s.escape_debug()),
                     );
                 }
                 vec![Name {
-                    text: s.clone(),
-                    span: v.span,
+                    text: std::mem::take(s),
+                    span: v_span,
                 }]
             }
             NodeKind::Array(items) => {
@@ -799,18 +860,16 @@ impl Builder {
                     self.warning(
                         codes::OUTPUT_VARS_STRING,
                         "`output_var` read as `output_vars`".to_owned(),
-                        v.span,
+                        v_span,
                         seq,
                         "the parameter is spelled \"output_vars\"",
                     );
                 }
                 let mut out = Vec::with_capacity(items.len());
-                for it in items {
-                    match it.as_str() {
-                        Some(s) => out.push(Name {
-                            text: s.to_owned(),
-                            span: it.span,
-                        }),
+                for it in items.iter_mut() {
+                    let span = it.span;
+                    match take_string(it) {
+                        Some(text) => out.push(Name { text, span }),
                         None => bad(self, it),
                     }
                 }
@@ -823,11 +882,11 @@ impl Builder {
         }
     }
 
-    fn condition(&mut self, params: &[Member], seq: Option<i64>, depth: usize) -> InstrKind {
+    fn condition(&mut self, params: &mut [Member], seq: Option<i64>, depth: usize) -> InstrKind {
         const KNOWN: &[&str] = &["prompt", "context", "true_branch", "false_branch"];
         self.unknown_params(params, KNOWN, &[], seq, "condition");
-        let prompt = get_some(params, "prompt").cloned();
-        let context = get_some(params, "context").cloned();
+        let prompt = take_some(params, "prompt");
+        let context = take_some(params, "context");
         let true_branch = self.branch(params, "true_branch", seq, depth);
         let false_branch = self.branch(params, "false_branch", seq, depth);
         InstrKind::Condition {
@@ -840,15 +899,15 @@ impl Builder {
 
     fn branch(
         &mut self,
-        params: &[Member],
+        params: &mut [Member],
         key: &str,
         seq: Option<i64>,
         depth: usize,
     ) -> Vec<Instruction> {
-        let Some(v) = get_some(params, key) else {
+        let Some(v) = get_mut(params, key).filter(|n| !matches!(n.kind, NodeKind::Null)) else {
             return Vec::new();
         };
-        let Some(items) = v.as_array() else {
+        if v.as_array().is_none() {
             self.error(
                 codes::BAD_BRANCH,
                 format!("`{key}` must be an array of instructions, found {}", describe(v)),
@@ -871,10 +930,13 @@ impl Builder {
             );
             return Vec::new();
         }
-        items
-            .iter()
-            .map(|n| self.instruction(n, depth + 1))
-            .collect()
+        match &mut v.kind {
+            NodeKind::Array(items) => items
+                .iter_mut()
+                .map(|n| self.instruction(n, depth + 1))
+                .collect(),
+            _ => Vec::new(),
+        }
     }
 }
 

@@ -677,7 +677,6 @@ impl Reader<'_> {
         })
     }
 
-    #[cold]
     /// Reads what follows an element of `c`: a `,` (and a trailing comma before the close,
     /// as a repair), or the closing bracket. Returns whether the container is closed.
     fn separator(&mut self, c: &Container, opened: Span) -> R<bool> {
@@ -768,13 +767,7 @@ impl Reader<'_> {
         let mut seg = self.pos;
         let mut ctrl_warned = false;
         loop {
-            while self.pos < self.end {
-                let c = self.b[self.pos];
-                if c == quote || c == b'\\' || c < 0x20 {
-                    break;
-                }
-                self.pos += 1;
-            }
+            self.pos = plain_run_end(self.b, self.pos, self.end, quote);
             let Some(c) = self.peek() else {
                 return self.fatal(
                     Diagnostic::error(codes::UNTERMINATED_STRING, "string is never closed")
@@ -1104,6 +1097,43 @@ fn int_number(text: &str, negative: bool) -> Option<serde_json::Number> {
     }
 }
 
+/// The first offset in `pos..end` holding `quote`, a backslash or a control character (the
+/// bytes a string scan must stop at), or `end`. Strings in plans are long prompts: eight
+/// bytes are tested at once, each test exact per byte (no carry crosses bytes), so the
+/// first hit is the lowest flagged byte.
+fn plain_run_end(b: &[u8], mut pos: usize, end: usize, quote: u8) -> usize {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    // 0x80 in each byte of `x` that is zero.
+    let zero = |x: u64| !(((x & LOW7) + LOW7) | x | LOW7);
+    let end = end.min(b.len());
+    while let Some(word) = pos
+        .checked_add(8)
+        .filter(|&e| e <= end)
+        .and_then(|e| b.get(pos..e))
+    {
+        let mut bytes = [0u8; 8];
+        bytes.copy_from_slice(word);
+        let x = u64::from_le_bytes(bytes);
+        let hits = zero(x ^ (ONES * u64::from(quote)))
+            | zero(x ^ (ONES * u64::from(b'\\')))
+            // A control character is a byte with none of its top three bits set.
+            | zero(x & (ONES * 0xe0));
+        if hits != 0 {
+            return pos + (hits.trailing_zeros() / 8) as usize;
+        }
+        pos += 8;
+    }
+    while pos < end {
+        let c = b[pos];
+        if c == quote || c == b'\\' || c < 0x20 {
+            return pos;
+        }
+        pos += 1;
+    }
+    end
+}
+
 /// Does the document start here (a bracket, or a comment before one)?
 fn starts_json_document(b: &[u8], at: usize, hi: usize) -> bool {
     matches!(
@@ -1164,4 +1194,37 @@ fn find(b: &[u8], needle: &[u8], from: usize, to: usize) -> Option<usize> {
         i += 1;
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain_run_end;
+
+    /// The word-at-a-time scan stops exactly where a byte loop stops, for every byte value
+    /// at every offset of a word, both quotes, and bounds inside the slice.
+    #[test]
+    fn plain_run_end_matches_a_byte_loop() {
+        let naive = |b: &[u8], pos: usize, end: usize, q: u8| {
+            (pos..end)
+                .find(|&i| b[i] == q || b[i] == b'\\' || b[i] < 0x20)
+                .unwrap_or(end)
+        };
+        for quote in [b'"', b'\''] {
+            for filler in [b'a', b' ', 0x7f, 0x80, 0xe0, 0xff, b'"', b'\''] {
+                for at in 0..20 {
+                    for c in 0..=255u8 {
+                        let mut b = vec![filler; 24];
+                        b[at] = c;
+                        for (pos, end) in [(0, 24), (1, 24), (0, 17), (3, 9), (5, 5)] {
+                            assert_eq!(
+                                plain_run_end(&b, pos, end, quote),
+                                naive(&b, pos, end, quote),
+                                "quote {quote} filler {filler} byte {c} at {at}, {pos}..{end}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
