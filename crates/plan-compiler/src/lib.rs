@@ -17,7 +17,8 @@ mod verify;
 
 pub use codes::*;
 
-use std::collections::HashMap;
+// Seeded and fast: see `lower.rs`.
+use foldhash::{HashMap, HashMapExt};
 
 use plan_bytecode::{DebugEntry, DebugInfo, Instr};
 use smallvec::SmallVec;
@@ -148,7 +149,7 @@ fn compile_inner(
         })
         .collect();
 
-    let mut lw = lower::Lowerer::new(plan.dialect, &opts.manifest);
+    let mut lw = lower::Lowerer::new(plan.dialect, &opts.manifest, n);
     let mut code = Vec::with_capacity(n + 1);
     for (s, t) in steps.iter().zip(&targets) {
         // NB: a target of `n` (end of plan) lands on a trailing `Nop`, so the VM falls off
@@ -321,11 +322,8 @@ fn explain_steps(
 ) -> Vec<ExplainStep> {
     let n = steps.len();
     // Definitions: (step, slot) pairs, numbered.
-    let defs: Vec<(usize, u32)> = lw
-        .io
-        .iter()
-        .enumerate()
-        .flat_map(|(i, io)| io.writes.iter().map(move |&w| (i, w)))
+    let defs: Vec<(usize, u32)> = (0..n)
+        .flat_map(|i| lw.io.writes(i).iter().map(move |&w| (i, w)))
         .collect();
     let words = defs.len().div_ceil(64).max(1);
     let mut kill_by_slot: HashMap<u32, Vec<usize>> = HashMap::new();
@@ -340,7 +338,7 @@ fn explain_steps(
     }
     let out_of = |i: usize, inn: &[u64]| {
         let mut out = inn.to_vec();
-        for w in &lw.io[i].writes {
+        for w in lw.io.writes(i) {
             for &d in &kill_by_slot[w] {
                 out[d / 64] &= !(1 << (d % 64));
             }
@@ -375,8 +373,7 @@ fn explain_steps(
         .enumerate()
         .filter(|(_, s)| !s.synthetic)
         .map(|(i, s)| {
-            let io = &lw.io[i];
-            let mut reads: Vec<u32> = io.reads.iter().map(|r| r.0).collect();
+            let mut reads: Vec<u32> = lw.io.reads(i).iter().map(|r| r.0).collect();
             reads.sort_unstable();
             reads.dedup();
             let mut depends_on: Vec<i64> = defs
@@ -389,7 +386,7 @@ fn explain_steps(
                 .collect();
             depends_on.sort_unstable();
             depends_on.dedup();
-            let writes: Vec<String> = io.writes.iter().map(name).collect();
+            let writes: Vec<String> = lw.io.writes(i).iter().map(name).collect();
             let title = match &s.kind {
                 flatten::StepKind::Nop => "reasoning".to_owned(),
                 flatten::StepKind::Assign(_) => format!("assign {}", writes.join(", ")),

@@ -24,22 +24,49 @@ use plan_syntax::{
 };
 use plan_value::{Num, Op1, Op2};
 use serde_json::Value;
+use smallvec::SmallVec;
 
 use crate::codes;
 use crate::flatten::{Step, StepKind};
 
-/// What one step reads and writes (slots), for dataflow.
+/// What each step reads and writes (slots), for dataflow. All steps' lists live in two
+/// flat arrays rather than two vectors per step: allocating those was measurable.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct StepIo {
+pub(crate) struct Io {
     /// (slot, span of the value that reads it)
-    pub(crate) reads: Vec<(Slot, Span)>,
-    pub(crate) writes: Vec<Slot>,
+    reads: Vec<(Slot, Span)>,
+    writes: Vec<Slot>,
+    /// Per step, where its reads and its writes end in the arrays above.
+    ends: Vec<(usize, usize)>,
+}
+
+impl Io {
+    fn starts(&self, step: usize) -> (usize, usize) {
+        match step.checked_sub(1) {
+            Some(prev) => self.ends[prev],
+            None => (0, 0),
+        }
+    }
+
+    /// What step `step` reads, in the order its values were lowered.
+    pub(crate) fn reads(&self, step: usize) -> &[(Slot, Span)] {
+        &self.reads[self.starts(step).0..self.ends[step].0]
+    }
+
+    pub(crate) fn writes(&self, step: usize) -> &[Slot] {
+        &self.writes[self.starts(step).1..self.ends[step].1]
+    }
+
+    /// Every step's writes, step after step.
+    pub(crate) fn all_writes(&self) -> &[Slot] {
+        &self.writes
+    }
 }
 
 pub(crate) struct Lowerer<'m, 'p> {
     pub(crate) program: Program,
     pub(crate) diags: Vec<Diagnostic>,
-    pub(crate) io: Vec<StepIo>,
+    pub(crate) io: Io,
     dialect: Dialect,
     manifest: &'m Manifest,
     /// String constants by their text. Keys borrow from the plan (`Cow::Borrowed`) except
@@ -74,17 +101,24 @@ enum AnyRef<'p, 'e> {
 }
 
 impl<'m, 'p> Lowerer<'m, 'p> {
-    pub(crate) fn new(dialect: Dialect, manifest: &'m Manifest) -> Self {
+    /// `steps`: how many steps will be lowered. The maps are sized for it up front: on large
+    /// plans rehashing while they grew was a visible part of lowering (about one variable
+    /// and two distinct strings per step is typical).
+    pub(crate) fn new(dialect: Dialect, manifest: &'m Manifest, steps: usize) -> Self {
         Lowerer {
             program: Program::default(),
             diags: Vec::new(),
-            io: Vec::new(),
+            io: Io {
+                reads: Vec::with_capacity(steps),
+                writes: Vec::with_capacity(steps),
+                ends: Vec::with_capacity(steps),
+            },
             dialect,
             manifest,
-            str_consts: HashMap::new(),
+            str_consts: HashMap::with_capacity(2 * steps),
             consts: HashMap::new(),
-            slots: HashMap::new(),
-            refs: HashMap::new(),
+            slots: HashMap::with_capacity(steps),
+            refs: HashMap::with_capacity(steps),
             tools: HashMap::new(),
             reads: Vec::new(),
         }
@@ -355,13 +389,13 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         let target = |k: usize| targets.get(k).copied().unwrap_or(0) as u32;
         self.reads.clear();
         let seq = step.seq_no;
-        let mut writes = Vec::new();
+        let mut writes: SmallVec<[Slot; 4]> = SmallVec::new();
         let instr = match step.kind {
             StepKind::Nop => Instr::Nop,
             StepKind::Assign(vars) => {
                 let vars = last_of_each_name(vars);
                 writes = vars.iter().map(|(name, _)| self.slot(&name.text)).collect();
-                let mut targets = Vec::with_capacity(vars.len());
+                let mut targets: SmallVec<[(Slot, Operand); 2]> = SmallVec::new();
                 for ((name, value), &slot) in vars.iter().zip(&writes) {
                     self.check_var_name(name, seq);
                     let first_read = self.reads.len();
@@ -373,7 +407,9 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                     let (dst, src) = targets[0];
                     Instr::Set { dst, src }
                 } else {
-                    self.program.assigns.push(AssignDef { targets });
+                    self.program.assigns.push(AssignDef {
+                        targets: targets.into_vec(),
+                    });
                     Instr::Assign {
                         assign: (self.program.assigns.len() - 1) as u32,
                     }
@@ -413,7 +449,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                         .with_help("add \"output_vars\": [\"name\"] to keep the result"),
                     );
                 }
-                writes.extend(&outs);
+                writes.extend_from_slice(&outs);
                 let tool = self.tool_index(&tool.text);
                 self.program.calls.push(CallDef {
                     tool,
@@ -443,10 +479,11 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 }
             }
         };
-        self.io.push(StepIo {
-            reads: std::mem::take(&mut self.reads),
-            writes,
-        });
+        self.io.reads.extend_from_slice(&self.reads);
+        self.io.writes.extend_from_slice(&writes);
+        self.io
+            .ends
+            .push((self.io.reads.len(), self.io.writes.len()));
         instr
     }
 
@@ -595,7 +632,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
 
 /// A key written twice in one object keeps its last value, as JSON parsers do (the reader
 /// has already warned about the duplicate).
-fn last_of_each_name(members: &[(Name, Node)]) -> Vec<&(Name, Node)> {
+fn last_of_each_name(members: &[(Name, Node)]) -> SmallVec<[&(Name, Node); 8]> {
     members
         .iter()
         .enumerate()

@@ -7,7 +7,7 @@ use smallvec::SmallVec;
 
 use crate::codes;
 use crate::flatten::{Step, StepKind};
-use crate::lower::StepIo;
+use crate::lower::Io;
 
 /// Successors of each step; `n` (one past the last step) stands for "fell off the end".
 /// A step that writes `final_answer` has no successor: the run ends there.
@@ -19,14 +19,14 @@ pub(crate) struct Cfg {
 impl Cfg {
     pub(crate) fn new(
         steps: &[Step<'_>],
-        io: &[StepIo],
+        io: &Io,
         targets: &[SmallVec<[usize; 2]>],
         final_slot: Option<Slot>,
     ) -> Cfg {
         let n = steps.len();
         let succ: Vec<SmallVec<[usize; 2]>> = (0..n)
             .map(|i| {
-                if final_slot.is_some_and(|f| io[i].writes.contains(&f)) {
+                if final_slot.is_some_and(|f| io.writes(i).contains(&f)) {
                     SmallVec::new()
                 } else {
                     match steps[i].kind {
@@ -100,7 +100,7 @@ fn seq_label(step: &Step<'_>) -> String {
 
 pub(crate) fn verify(
     steps: &[Step<'_>],
-    io: &[StepIo],
+    io: &Io,
     cfg: &Cfg,
     slots: &[String],
     final_slot: Option<Slot>,
@@ -147,7 +147,7 @@ pub(crate) fn verify(
     }
 
     // --- reachability -----------------------------------------------------------------------
-    let writes_final = |i: usize| final_slot.is_some_and(|f| io[i].writes.contains(&f));
+    let writes_final = |i: usize| final_slot.is_some_and(|f| io.writes(i).contains(&f));
     let mut i = 0;
     while i < n {
         if cfg.reachable[i] || steps[i].synthetic {
@@ -247,23 +247,70 @@ pub(crate) fn verify(
     // --- definitely-assigned variables (forward must-analysis) ------------------------------
     let nslots = slots.len();
     let mut assigned_anywhere = bitset(nslots);
-    for w in io.iter().flat_map(|s| &s.writes) {
+    for w in io.all_writes() {
         set(&mut assigned_anywhere, *w as usize);
     }
-    // NB: one arena for all n in-sets and two reused scratch sets: the fixpoint loop
-    // allocates nothing per iteration, which keeps `check` linear-ish on 2,000-step plans.
     let words = nslots.div_ceil(64);
-    let bump = bumpalo::Bump::new();
-    let mut din: Vec<&mut [u64]> = (0..n)
-        .map(|i| bump.alloc_slice_fill_copy(words, if i == 0 { 0 } else { !0 }))
-        .collect();
-    let (mut inn, mut out) = (vec![0u64; words], vec![0u64; words]);
-    let mut changed = true;
     let order: Vec<usize> = (0..n).filter(|&i| cfg.reachable[i]).collect();
+    let mut check = ReadCheck {
+        assigned_anywhere,
+        warned_never: bitset(nslots),
+        warned_here: SmallVec::new(),
+    };
+    let (mut inn, mut out) = (vec![0u64; words], vec![0u64; words]);
+    // `out` := the out-set of `p` (its in-set plus what it writes), then `inn &= out`.
+    let meet = |inn: &mut [u64], out: &mut [u64], din_p: &[u64], p: usize| {
+        out.copy_from_slice(din_p);
+        for w in io.writes(p) {
+            set(out, *w as usize);
+        }
+        for (a, b) in inn.iter_mut().zip(out.iter()) {
+            *a &= *b;
+        }
+    };
+
+    if order.iter().all(|&i| cfg.succ[i].iter().all(|&s| s > i)) {
+        // NB: every jump goes forward (the usual plan): in step order each in-set is final
+        // when computed, so one pass checks the reads, and an in-set is kept only until its
+        // last successor has used it. Memory is a few sets instead of one per step (on
+        // large plans the n × slots table and its page faults were a visible cost).
+        let mut uses = vec![0u32; n];
+        for &i in &order {
+            for &p in preds.of(i).iter().filter(|&&p| cfg.reachable[p]) {
+                uses[p] += 1;
+            }
+        }
+        let mut held: Vec<Vec<u64>> = vec![Vec::new(); n];
+        let mut spare: Vec<Vec<u64>> = Vec::new();
+        for &i in &order {
+            inn.fill(if i == 0 { 0 } else { !0 });
+            for &p in preds.of(i).iter().filter(|&&p| cfg.reachable[p]) {
+                meet(&mut inn, &mut out, &held[p], p);
+                uses[p] -= 1;
+                if uses[p] == 0 {
+                    spare.push(std::mem::take(&mut held[p]));
+                }
+            }
+            check.step(i, &inn, io, steps, slots, diags);
+            if uses[i] > 0 {
+                let mut keep = spare.pop().unwrap_or_default();
+                keep.clone_from(&inn);
+                held[i] = keep;
+            }
+        }
+        return;
+    }
+
+    // NB: one allocation for all n in-sets and two reused scratch sets: the fixpoint loop
+    // allocates nothing per iteration, which keeps `check` linear-ish on 2,000-step plans.
+    // Row `i` (`words` words) is the in-set of step `i`.
+    let mut din: Vec<u64> = vec![!0; n * words];
+    din[..words].fill(0);
+    let row = |i: usize| i * words..(i + 1) * words;
+    let mut changed = true;
     // NB: a step is recomputed only when the in-set of one of its predecessors changed
-    // since it was last computed. Plans jump mostly forward, so the first sweep settles
-    // nearly everything and later sweeps skip instead of redoing every set. Any such
-    // order reaches the same (greatest) fixpoint.
+    // since it was last computed, so settled parts of the plan are not redone every
+    // sweep. Any such order reaches the same (greatest) fixpoint.
     let mut dirty = vec![true; n];
     while changed {
         changed = false;
@@ -273,16 +320,10 @@ pub(crate) fn verify(
             }
             inn.fill(if i == 0 { 0 } else { !0 });
             for &p in preds.of(i).iter().filter(|&&p| cfg.reachable[p]) {
-                out.copy_from_slice(din[p]);
-                for w in &io[p].writes {
-                    set(&mut out, *w as usize);
-                }
-                for (a, b) in inn.iter_mut().zip(&out) {
-                    *a &= *b;
-                }
+                meet(&mut inn, &mut out, &din[row(p)], p);
             }
-            if inn[..] != din[i][..] {
-                din[i].copy_from_slice(&inn);
+            if inn[..] != din[row(i)] {
+                din[row(i)].copy_from_slice(&inn);
                 for &s in cfg.succ[i].iter().filter(|&&s| s < n) {
                     dirty[s] = true;
                     changed = true;
@@ -290,18 +331,39 @@ pub(crate) fn verify(
             }
         }
     }
-    let mut warned_never = bitset(nslots);
-    // Slots already reported at this step: a step reads a handful, so a short list beats
-    // a bitset over all slots per step.
-    let mut warned_here: SmallVec<[Slot; 8]> = SmallVec::new();
     for &i in &order {
-        warned_here.clear();
-        for &(slot, span) in &io[i].reads {
+        check.step(i, &din[row(i)], io, steps, slots, diags);
+    }
+}
+
+/// The reads check of the must-analysis, step by step in step order.
+struct ReadCheck {
+    assigned_anywhere: Vec<u64>,
+    warned_never: Vec<u64>,
+    /// Slots already reported at this step: a step reads a handful, so a short list beats
+    /// a bitset over all slots per step.
+    warned_here: SmallVec<[Slot; 8]>,
+}
+
+impl ReadCheck {
+    /// Reports the reads of step `i`, whose in-set (variables definitely assigned before it
+    /// runs) is `din`.
+    fn step(
+        &mut self,
+        i: usize,
+        din: &[u64],
+        io: &Io,
+        steps: &[Step<'_>],
+        slots: &[String],
+        diags: &mut Vec<Diagnostic>,
+    ) {
+        self.warned_here.clear();
+        for &(slot, span) in io.reads(i) {
             let s = slot as usize;
             let name = &slots[s];
-            if !get(&assigned_anywhere, s) {
-                if !get(&warned_never, s) {
-                    set(&mut warned_never, s);
+            if !get(&self.assigned_anywhere, s) {
+                if !get(&self.warned_never, s) {
+                    set(&mut self.warned_never, s);
                     diags.push(
                         Diagnostic::warning(codes::NEVER_ASSIGNED, format!("`{name}` is never assigned"))
                             .with_span(span)
@@ -309,8 +371,8 @@ pub(crate) fn verify(
                             .with_help(format!("assign `{name}` in an earlier instruction (or pass it with `planvm run --var {name}=...`); until then the reference stays as literal text")),
                     );
                 }
-            } else if !get(din[i], s) && !warned_here.contains(&slot) {
-                warned_here.push(slot);
+            } else if !get(din, s) && !self.warned_here.contains(&slot) {
+                self.warned_here.push(slot);
                 diags.push(
                     Diagnostic::warning(codes::MAYBE_UNSET, format!("`{name}` may be unset here"))
                         .with_span(span)

@@ -6,8 +6,8 @@
 //! one recursive-descent [`Reader`] parses a value from that byte offset of the ORIGINAL
 //! source, so every span is an offset into what the user gave us, never into a copy.
 //!
-//! Performance: the reader scans bytes (`&[u8]`), copies a string's text only once (one
-//! `to_owned` per string without escapes), and never allocates per character. It is safe to
+//! Performance: the reader scans bytes (`&[u8]`), copies a string's text only once (straight
+//! into its node), and never allocates per character. It is safe to
 //! slice `&str` at the bytes it stops on because they are all ASCII, and ASCII bytes never
 //! occur inside a multi-byte UTF-8 sequence.
 
@@ -340,7 +340,11 @@ fn attempt(src: &str, start: usize, hi: usize) -> Attempt {
         diags: Vec::new(),
     };
     r.skip_ws();
-    let node = r.value().ok();
+    let mut node = Node {
+        span: Span::new(start, start),
+        kind: NodeKind::Null,
+    };
+    let node = r.value(&mut node).ok().map(|()| node);
     let fatal = node.is_none();
     if !fatal {
         r.skip_ws();
@@ -540,19 +544,31 @@ impl Reader<'_> {
         }
     }
 
-    fn value(&mut self) -> R<Node> {
+    /// Reads a value into `out`, which the caller has placed where the value belongs (a
+    /// vector's last element, a member): building the node in place instead of returning
+    /// it spares moving every node through each level's return value, which was the
+    /// reader's hottest code. Nothing of `out` is kept when this fails.
+    fn value(&mut self, out: &mut Node) -> R<()> {
         let Some(c) = self.peek() else {
             return self.eof("expected a value", None);
         };
         match c {
-            b'[' => self.array(),
-            b'{' => self.object(),
+            b'[' => self.array(out),
+            b'{' => self.object(out),
             b'"' | b'\'' => {
-                let (s, span) = self.string(c)?;
-                Ok(Node { span, kind: NodeKind::String(s) })
+                let mut s = String::new();
+                out.span = self.string(c, &mut s)?;
+                out.kind = NodeKind::String(s);
+                Ok(())
             }
-            b'-' | b'0'..=b'9' => self.number(),
-            b'a'..=b'z' | b'A'..=b'Z' | b'_' => self.word(),
+            b'-' | b'0'..=b'9' => {
+                *out = self.number()?;
+                Ok(())
+            }
+            b'a'..=b'z' | b'A'..=b'Z' | b'_' => {
+                *out = self.word()?;
+                Ok(())
+            }
             _ => self.unexpected(
                 "expected a value",
                 "a value is a string in double quotes, a number, true, false, null, an array or an object",
@@ -578,7 +594,7 @@ impl Reader<'_> {
         Ok(())
     }
 
-    fn array(&mut self) -> R<Node> {
+    fn array(&mut self, out: &mut Node) -> R<()> {
         let start = self.pos;
         self.enter(start)?;
         self.pos += 1;
@@ -589,7 +605,13 @@ impl Reader<'_> {
             self.pos += 1;
         } else {
             loop {
-                items.push(self.value()?);
+                items.push(Node {
+                    span: Span::new(self.pos, self.pos),
+                    kind: NodeKind::Null,
+                });
+                if let Some(item) = items.last_mut() {
+                    self.value(item)?;
+                }
                 self.progress += 1;
                 self.skip_ws();
                 if self.separator(&ARRAY, opened)? {
@@ -598,13 +620,12 @@ impl Reader<'_> {
             }
         }
         self.depth -= 1;
-        Ok(Node {
-            span: Span::new(start, self.pos),
-            kind: NodeKind::Array(items),
-        })
+        out.span = Span::new(start, self.pos);
+        out.kind = NodeKind::Array(items);
+        Ok(())
     }
 
-    fn object(&mut self) -> R<Node> {
+    fn object(&mut self, out: &mut Node) -> R<()> {
         let start = self.pos;
         self.enter(start)?;
         self.pos += 1;
@@ -615,8 +636,9 @@ impl Reader<'_> {
             self.pos += 1;
         } else {
             loop {
-                let (key, key_span) = match self.peek() {
-                    Some(q @ (b'"' | b'\'')) => self.string(q)?,
+                let mut key = String::new();
+                let key_span = match self.peek() {
+                    Some(q @ (b'"' | b'\'')) => self.string(q, &mut key)?,
                     None => {
                         return self.eof(
                             "expected a string key",
@@ -656,12 +678,17 @@ impl Reader<'_> {
                     }
                 }
                 self.skip_ws();
-                let value = self.value()?;
                 members.push(Member {
                     key,
                     key_span,
-                    value,
+                    value: Node {
+                        span: Span::new(self.pos, self.pos),
+                        kind: NodeKind::Null,
+                    },
                 });
+                if let Some(m) = members.last_mut() {
+                    self.value(&mut m.value)?;
+                }
                 self.progress += 1;
                 self.skip_ws();
                 if self.separator(&OBJECT, opened)? {
@@ -671,10 +698,9 @@ impl Reader<'_> {
         }
         self.depth -= 1;
         self.check_duplicates(&members);
-        Ok(Node {
-            span: Span::new(start, self.pos),
-            kind: NodeKind::Object(members),
-        })
+        out.span = Span::new(start, self.pos);
+        out.kind = NodeKind::Object(members);
+        Ok(())
     }
 
     /// Reads what follows an element of `c`: a `,` (and a trailing comma before the close,
@@ -757,13 +783,12 @@ impl Reader<'_> {
         );
     }
 
-    /// A string in `quote`s (`"` JSON, `'` Python). Returns its value and its span.
-    fn string(&mut self, quote: u8) -> R<(String, Span)> {
+    /// A string in `quote`s (`"` JSON, `'` Python): its value is appended to `out` (empty:
+    /// the caller's final string, see `value`). Returns the string's span.
+    fn string(&mut self, quote: u8, out: &mut String) -> R<Span> {
         let start = self.pos;
         self.pos += 1;
         let python = quote == b'\'';
-        // Allocated only when an escape forces the value to differ from the source slice.
-        let mut out: Option<String> = None;
         let mut seg = self.pos;
         let mut ctrl_warned = false;
         loop {
@@ -776,14 +801,8 @@ impl Reader<'_> {
                 );
             };
             if c == quote {
-                let tail = &self.text[seg..self.pos];
-                let s = match out {
-                    None => tail.to_owned(),
-                    Some(mut o) => {
-                        o.push_str(tail);
-                        o
-                    }
-                };
+                // Without escapes this is the one copy of the text the string gets.
+                out.push_str(&self.text[seg..self.pos]);
                 self.pos += 1;
                 let span = Span::new(start, self.pos);
                 if python {
@@ -793,7 +812,7 @@ impl Reader<'_> {
                             .with_help("JSON strings use double quotes: write \"...\" and escape inner `\"` as `\\\"`"),
                     );
                 }
-                return Ok((s, span));
+                return Ok(span);
             }
             if c < 0x20 {
                 if !ctrl_warned {
@@ -813,8 +832,7 @@ impl Reader<'_> {
                 continue;
             }
             // A backslash escape.
-            let o = out.get_or_insert_with(String::new);
-            o.push_str(&self.text[seg..self.pos]);
+            out.push_str(&self.text[seg..self.pos]);
             let esc = self.pos;
             self.pos += 1;
             let Some(e) = self.peek() else { continue };
@@ -844,10 +862,9 @@ impl Reader<'_> {
                 }
                 _ => None,
             };
-            let o = out.get_or_insert_with(String::new);
             match decoded {
                 Some(ch) => {
-                    o.push(ch);
+                    out.push(ch);
                     if python_only && !python {
                         let span = Span::new(esc, self.pos);
                         self.warn(
@@ -862,7 +879,7 @@ impl Reader<'_> {
                     // the rest of the plan's problems.
                     let bad_end = self.char_end(esc + 1).max(self.pos);
                     let bad = self.text.get(esc..bad_end).unwrap_or("\\");
-                    o.push_str(bad);
+                    out.push_str(bad);
                     self.pos = bad_end;
                     let d = Diagnostic::error(codes::BAD_ESCAPE, format!("invalid escape `{}` in string", bad.escape_debug()))
                         .with_span(Span::new(esc, bad_end))
