@@ -233,6 +233,9 @@ const REPAIRS_SHOWN_PER_KIND: usize = 3;
 /// locations and summarise the rest in one diagnostic (severity kept, so `--strict`
 /// still fails).
 fn collapse_repeated_repairs(diags: &mut Vec<Diagnostic>) {
+    if !diags.iter().any(is_repair) {
+        return;
+    }
     let mut counts: HashMap<&'static str, usize> = HashMap::new();
     for d in diags.iter().filter(|d| is_repair(d)) {
         *counts.entry(d.code).or_default() += 1;

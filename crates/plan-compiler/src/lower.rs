@@ -19,8 +19,8 @@ use plan_bytecode::{
 };
 use plan_manifest::{Effects as ManifestEffects, Manifest};
 use plan_syntax::{
-    BinOp, Diagnostic, Dialect, Expr, Name, Node, NodeKind, PieceStr, RefStr, Span, StrForm, UnOp,
-    VarRef, classify_str, has_ref, parse_arith,
+    BinOp, Diagnostic, Dialect, Expr, Name, Node, NodeKind, PieceStr, RefStr, Span, UnOp, VarRef,
+    has_ref, parse_arith, pieces_into,
 };
 use plan_value::{Num, Op1, Op2};
 use serde_json::Value;
@@ -80,6 +80,8 @@ pub(crate) struct Lowerer<'m, 'p> {
     tools: HashMap<&'p str, u32>,
     /// Reads collected while lowering the current step.
     reads: Vec<(Slot, Span)>,
+    /// Scratch for the pieces of one string (reused: most strings are lowered this way).
+    pieces: Vec<PieceStr<'p>>,
 }
 
 /// Whether a string value may be arithmetic (only `assign` values are).
@@ -121,6 +123,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             refs: HashMap::with_capacity(steps),
             tools: HashMap::new(),
             reads: Vec::new(),
+            pieces: Vec::new(),
         }
     }
 
@@ -249,11 +252,15 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 {
                     return self.arith(s, &expr, node.span, seq);
                 }
-                match classify_str(s, self.dialect) {
-                    StrForm::Literal => Operand::Const(self.konst_str(s)),
-                    StrForm::SingleRef(r) => Operand::Ref(self.var_ref(AnyRef::Str(r), node.span)),
-                    StrForm::Template(p) => Operand::Template(self.template(&p, node.span)),
-                }
+                let mut pieces = std::mem::take(&mut self.pieces);
+                pieces_into(s, self.dialect, &mut pieces);
+                let op = match *pieces.as_slice() {
+                    [] | [PieceStr::Lit(_)] => Operand::Const(self.konst_str(s)),
+                    [PieceStr::Ref(r)] => Operand::Ref(self.var_ref(AnyRef::Str(r), node.span)),
+                    _ => Operand::Template(self.template(&pieces, node.span)),
+                };
+                self.pieces = pieces;
+                op
             }
             NodeKind::Object(members) => {
                 if let Some(name) = self.var_object(node) {
@@ -315,15 +322,18 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         }
         let mut code = Vec::new();
         self.arith_code(expr, span, &mut code);
-        let fallback = match classify_str(text, self.dialect) {
-            StrForm::Template(p) => self.template(&p, span),
-            StrForm::SingleRef(r) => self.template(&[PieceStr::Ref(r)], span),
-            StrForm::Literal => {
+        let mut pieces = std::mem::take(&mut self.pieces);
+        pieces_into(text, self.dialect, &mut pieces);
+        let fallback = match *pieces.as_slice() {
+            [] | [PieceStr::Lit(_)] => {
                 let k = self.konst_str(text);
                 self.program.templates.push(vec![Piece::Lit(k)]);
                 (self.program.templates.len() - 1) as u32
             }
+            // A single reference or a template: interpolated as written.
+            _ => self.template(&pieces, span),
         };
+        self.pieces = pieces;
         self.program.ariths.push(ArithDef { code, fallback });
         Operand::Arith((self.program.ariths.len() - 1) as u32)
     }
@@ -497,7 +507,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         writes: &[Slot],
         seq: Option<i64>,
     ) {
-        let mut seen: Vec<Slot> = Vec::new();
+        let mut seen: SmallVec<[Slot; 4]> = SmallVec::new();
         for i in first_read..self.reads.len() {
             let (slot, span) = self.reads[i];
             if slot == own || !writes.contains(&slot) || seen.contains(&slot) {

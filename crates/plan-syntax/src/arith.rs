@@ -7,6 +7,7 @@
 //! caps bound the depth of the resulting tree for whoever walks (or drops) it.
 
 use logos::Logos;
+use smallvec::SmallVec;
 
 use crate::ast::Dialect;
 use crate::lexer::{ArithTok, brace_refs, var_ref};
@@ -42,7 +43,8 @@ pub(crate) fn parse_arith(s: &str, dialect: Dialect) -> Option<Expr> {
     {
         return None;
     }
-    let mut toks: Vec<(usize, Tok, usize)> = Vec::new();
+    // NB: on the stack for the usual short expression (`${n} * 2 + 1` is 5 tokens).
+    let mut toks: SmallVec<[(usize, Tok, usize); 16]> = SmallVec::new();
     let mut operators = 0usize;
     let mut depth = 0usize;
     let mut lex = ArithTok::lexer(s);

@@ -1,6 +1,8 @@
 //! The JSON tree the lenient reader produces: every node keeps its byte span.
 //! (Types only here; the reader lives in `reader.rs`.)
 
+use std::borrow::Cow;
+
 use crate::span::Span;
 
 /// A JSON value with the span of its source text.
@@ -24,7 +26,10 @@ pub enum NodeKind {
 /// One `"key": value` member of an object.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Member {
-    pub key: String,
+    /// NB: the keys every plan repeats (`seq_no`, `type`, `parameters`, ...) are shared
+    /// static strings (`Cow::Borrowed`), so reading a plan does not allocate them once per
+    /// instruction; any other key is owned. Compare and use it as a `&str`.
+    pub key: Cow<'static, str>,
     pub key_span: Span,
     pub value: Node,
 }
@@ -92,9 +97,32 @@ impl Node {
             NodeKind::Array(a) => Value::Array(a.iter().map(Node::to_value).collect()),
             NodeKind::Object(m) => Value::Object(
                 m.iter()
-                    .map(|m| (m.key.clone(), m.value.to_value()))
+                    .map(|m| (m.key.to_string(), m.value.to_value()))
                     .collect(),
             ),
         }
     }
+}
+
+/// The shared spelling of a key plans write in every instruction, if `key` is one.
+pub(crate) fn common_key(key: &str) -> Option<&'static str> {
+    Some(match key {
+        "seq_no" => "seq_no",
+        "type" => "type",
+        "parameters" => "parameters",
+        "tool_name" => "tool_name",
+        "tool_params" => "tool_params",
+        "output_vars" => "output_vars",
+        "output_var" => "output_var",
+        "chain_of_thoughts" => "chain_of_thoughts",
+        "dependency_analysis" => "dependency_analysis",
+        "condition_prompt" => "condition_prompt",
+        "jump_if_true" => "jump_if_true",
+        "jump_if_false" => "jump_if_false",
+        "target_seq" => "target_seq",
+        "true_branch" => "true_branch",
+        "false_branch" => "false_branch",
+        "var_name" => "var_name",
+        _ => return None,
+    })
 }

@@ -46,7 +46,7 @@ pub use json::{Member, Node, NodeKind};
 pub use span::{LineIndex, Span};
 pub use template::{
     BinOp, Expr, Piece, PieceStr, RefStr, StrForm, StringForm, UnOp, VarRef, classify_str, has_ref,
-    object_ref,
+    object_ref, pieces_into,
 };
 
 /// Lenient JSON reader (see crate docs). `value` is `None` when nothing could be read.

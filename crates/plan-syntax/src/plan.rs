@@ -16,6 +16,7 @@ use crate::diag::{Diagnostic, Parsed};
 use crate::json::{Member, Node, NodeKind};
 use crate::limits;
 use crate::span::Span;
+use smallvec::SmallVec;
 
 /// Older-dialect types that are tool calls named by their type.
 const TOOL_TYPES: &[&str] = &[
@@ -92,9 +93,10 @@ struct Builder {
 }
 
 /// Members of an object with duplicates resolved as Python does: one entry per key, the
-/// last value, at the first position. Returns indices into `members`.
-fn dedup(members: &[Member]) -> Vec<usize> {
-    let mut out: Vec<usize> = Vec::with_capacity(members.len());
+/// last value, at the first position. Returns indices into `members` (parameter objects
+/// are small: no allocation for the usual few).
+fn dedup(members: &[Member]) -> SmallVec<[usize; 8]> {
+    let mut out: SmallVec<[usize; 8]> = SmallVec::new();
     for (i, m) in members.iter().enumerate() {
         match out.iter_mut().find(|o| members[**o].key == m.key) {
             Some(slot) => *slot = i,
@@ -122,7 +124,7 @@ fn take_members(members: &mut [Member], idx: &[usize]) -> Vec<(Name, Node)> {
     for &i in idx {
         if let Some(m) = members.get_mut(i) {
             let name = Name {
-                text: std::mem::take(&mut m.key),
+                text: std::mem::take(&mut m.key).into_owned(),
                 span: m.key_span,
             };
             out.push((name, take(&mut m.value)));
@@ -395,8 +397,8 @@ impl Builder {
         };
 
         for m in members.iter() {
-            if !matches!(m.key.as_str(), "seq_no" | "type" | "parameters") {
-                let help = match m.key.as_str() {
+            if !matches!(&*m.key, "seq_no" | "type" | "parameters") {
+                let help = match &*m.key {
                     "tool_name" | "tool_params" | "output_vars" | "output_var" => {
                         format!("move `{}` inside \"parameters\": {{...}}", m.key.escape_debug())
                     }
@@ -443,7 +445,7 @@ impl Builder {
             None => {
                 let flattened = members
                     .iter()
-                    .any(|m| !matches!(m.key.as_str(), "seq_no" | "type"));
+                    .any(|m| !matches!(&*m.key, "seq_no" | "type"));
                 let help = if flattened {
                     "put the instruction's fields inside \"parameters\": {...}"
                 } else {
@@ -640,7 +642,7 @@ impl Builder {
         what: &str,
     ) {
         for m in params {
-            if known.contains(&m.key.as_str()) || also_accepted.contains(&m.key.as_str()) {
+            if known.contains(&&*m.key) || also_accepted.contains(&&*m.key) {
                 continue;
             }
             let help = match suggest(&m.key, known) {
@@ -791,9 +793,9 @@ impl Builder {
     /// Older tool-typed instruction: the type names the tool, `output_var` the result.
     fn tool_typed(&mut self, ty: &Name, params: &mut [Member], seq: Option<i64>) -> InstrKind {
         let mut idx = dedup(params);
-        idx.retain(|&i| {
+        idx.retain(|i| {
             params
-                .get(i)
+                .get(*i)
                 .is_some_and(|m| m.key != "output_var" && m.key != "output_vars")
         });
         let call_params = take_members(params, &idx);

@@ -11,9 +11,11 @@
 //! slice `&str` at the bytes it stops on because they are all ASCII, and ASCII bytes never
 //! occur inside a multi-byte UTF-8 sequence.
 
+use std::borrow::Cow;
+
 use crate::codes;
 use crate::diag::{Diagnostic, Parsed};
-use crate::json::{Member, Node, NodeKind};
+use crate::json::{Member, Node, NodeKind, common_key};
 use crate::limits;
 use crate::span::Span;
 
@@ -636,9 +638,8 @@ impl Reader<'_> {
             self.pos += 1;
         } else {
             loop {
-                let mut key = String::new();
-                let key_span = match self.peek() {
-                    Some(q @ (b'"' | b'\'')) => self.string(q, &mut key)?,
+                let (key, key_span) = match self.peek() {
+                    Some(q @ (b'"' | b'\'')) => self.key(q)?,
                     None => {
                         return self.eof(
                             "expected a string key",
@@ -755,7 +756,7 @@ impl Reader<'_> {
         } else {
             let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
             for (i, m) in members.iter().enumerate() {
-                if let Some(&f) = seen.get(m.key.as_str()) {
+                if let Some(&f) = seen.get(&*m.key) {
                     self.duplicate(&members[f], m);
                 } else {
                     seen.insert(&m.key, i);
@@ -781,6 +782,30 @@ impl Reader<'_> {
                 again.key.escape_debug()
             )),
         );
+    }
+
+    /// An object key: a string, shared when it is one of the common keys (see `Member`).
+    fn key(&mut self, quote: u8) -> R<(Cow<'static, str>, Span)> {
+        let start = self.pos;
+        let close = plain_run_end(self.b, start + 1, self.end, quote);
+        if quote == b'"' && close < self.end && self.b.get(close) == Some(&quote) {
+            // The usual key: double-quoted, no escapes. `string` would read the same text
+            // and report nothing, so it is taken as is, without a copy when it is common.
+            let text = &self.text[start + 1..close];
+            self.pos = close + 1;
+            let key = match common_key(text) {
+                Some(k) => Cow::Borrowed(k),
+                None => Cow::Owned(text.to_owned()),
+            };
+            return Ok((key, Span::new(start, self.pos)));
+        }
+        let mut key = String::new();
+        let span = self.string(quote, &mut key)?;
+        let key = match common_key(&key) {
+            Some(k) => Cow::Borrowed(k),
+            None => Cow::Owned(key),
+        };
+        Ok((key, span))
     }
 
     /// A string in `quote`s (`"` JSON, `'` Python): its value is appended to `out` (empty:
@@ -1243,5 +1268,37 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod key_tests {
+    use std::borrow::Cow;
+
+    use crate::json::NodeKind;
+
+    /// Common keys are shared whichever way they are written; other keys are owned; the
+    /// text is the same either way.
+    #[test]
+    fn common_keys_are_shared() {
+        let src = r#"{"seq_no": 1, "seq\u005fno": 2, 'type': 3, "counter": 4, "typ\"e": 5}"#;
+        let node = super::read(src).value.expect("reads");
+        let NodeKind::Object(members) = &node.kind else {
+            panic!("object expected, got {node:?}");
+        };
+        let keys: Vec<(&str, bool)> = members
+            .iter()
+            .map(|m| (&*m.key, matches!(m.key, Cow::Borrowed(_))))
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                ("seq_no", true),
+                ("seq_no", true),
+                ("type", true),
+                ("counter", false),
+                ("typ\"e", false)
+            ]
+        );
     }
 }

@@ -24,33 +24,40 @@ impl Span {
 }
 
 /// Maps byte offsets to 1-based line and column (columns count chars, not bytes).
-///
-/// The text is shared (`Arc`): `compile` hands the index out with its result, and a
-/// clone must not copy a plan of megabytes.
 #[derive(Clone, Debug)]
 pub struct LineIndex {
     line_starts: Vec<u32>,
-    text: Arc<str>,
+    /// The text, needed to count chars for columns; `None` when it is all ASCII (a column
+    /// is then a byte distance). NB: shared (`Arc`) and usually absent, because `compile`
+    /// hands the index out with every result and plans can be megabytes.
+    text: Option<Arc<str>>,
+    len: u32,
 }
 
 impl LineIndex {
     pub fn new(text: &str) -> Self {
         LineIndex {
             line_starts: line_starts(text.as_bytes()),
-            text: Arc::from(text),
+            text: (!text.is_ascii()).then(|| Arc::from(text)),
+            len: text.len() as u32,
         }
     }
 
     /// 1-based (line, column) of byte `offset`; offsets past the end clamp to the end.
     pub fn line_col(&self, offset: u32) -> (u32, u32) {
-        let offset = offset.min(self.text.len() as u32);
+        let offset = offset.min(self.len);
         let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
         let start = self.line_starts[line] as usize;
         let mut end = offset as usize;
-        while !self.text.is_char_boundary(end) {
-            end -= 1;
-        }
-        let col = self.text[start..end].chars().count() + 1;
+        let col = match &self.text {
+            Some(text) => {
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                text[start..end].chars().count()
+            }
+            None => end - start,
+        } + 1;
         (line as u32 + 1, col as u32)
     }
 

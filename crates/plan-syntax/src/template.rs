@@ -134,15 +134,23 @@ pub(crate) fn classify_string(s: &str, dialect: Dialect) -> StringForm {
 /// function, so they cannot disagree.
 pub fn classify_str(s: &str, dialect: Dialect) -> StrForm<'_> {
     let mut pieces: Vec<PieceStr<'_>> = Vec::new();
-    walk(s, dialect, |p| {
-        pieces.push(p);
-        true
-    });
+    pieces_into(s, dialect, &mut pieces);
     match pieces.as_slice() {
         [] | [PieceStr::Lit(_)] => StrForm::Literal,
         [PieceStr::Ref(r)] => StrForm::SingleRef(*r),
         _ => StrForm::Template(pieces),
     }
+}
+
+/// The pieces of `s` in order (adjacent text merged), into `out` after clearing it: the core
+/// of [`classify_str`] for a caller that reuses one buffer. No pieces or one `Lit` is a
+/// literal, one `Ref` a single reference, anything else a template.
+pub fn pieces_into<'a>(s: &'a str, dialect: Dialect, out: &mut Vec<PieceStr<'a>>) {
+    out.clear();
+    walk(s, dialect, |p| {
+        out.push(p);
+        true
+    });
 }
 
 /// Whether `s` holds at least one reference (is not [`StringForm::Literal`]), without
