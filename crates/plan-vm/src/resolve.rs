@@ -302,6 +302,8 @@ impl<'p> Vm<'p> {
             ArithOp::Const(c) => to_num(&self.prog.consts[c as usize]),
             ArithOp::Ref(r) => {
                 let def = &self.prog.refs[r as usize];
+                // Not through `lookup` for a plain reference: building and reading its
+                // `Cow` measured ~8% slower on `vm_dispatch/arith_jump_loop`.
                 if def.path.is_empty() {
                     to_num(view.get(def.slot)?)
                 } else {
