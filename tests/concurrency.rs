@@ -92,6 +92,7 @@ fn write_cassette(prog: &ValidatedProgram, path: &Path) -> Value {
                         tool: r.tool.to_string(),
                         args: (*r.args).clone(),
                         output: output(&r),
+                        step: Some(r.instance),
                         latency_ms: Some(LATENCY_MS),
                     };
                     lines.push_str(&serde_json::to_string(&entry).expect("entry serializes"));

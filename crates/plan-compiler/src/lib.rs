@@ -64,7 +64,7 @@ pub fn compile(src: &str, opts: &CompileOptions) -> Compiled {
     compiled
 }
 
-/// Reader repair warnings (`W00xx`) become errors under `--strict`.
+/// Reader repair warnings (`W00NN`) become errors (`E08NN`) under `--strict`.
 fn is_repair(d: &Diagnostic) -> bool {
     plan_syntax::codes::is_reader_repair(d.code)
 }
@@ -80,6 +80,7 @@ fn compile_inner(
     if opts.strict {
         for d in diagnostics.iter_mut().filter(|d| is_repair(d)) {
             d.severity = Severity::Error;
+            d.code = plan_syntax::codes::strict_code(d.code).unwrap_or(d.code);
             d.help = Some(format!(
                 "{} (--strict rejects repaired input: emit plain JSON)",
                 d.help.as_deref().unwrap_or("fix the input")
@@ -402,12 +403,22 @@ fn explain_steps(
                             format!(" \"{short}\"")
                         }
                     });
+                    let defaults: Vec<String> = lw
+                        .defaulted(&tool.text, &lower::last_of_each_name(params))
+                        .iter()
+                        .map(|(name, v)| format!("{name} = {v}"))
+                        .collect();
+                    let defaults = if defaults.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({} by default)", defaults.join(", "))
+                    };
                     let out = if writes.is_empty() {
                         String::new()
                     } else {
                         format!(" -> {}", writes.join(", "))
                     };
-                    format!("{}{}{}", tool.text, q.unwrap_or_default(), out)
+                    format!("{}{}{defaults}{}", tool.text, q.unwrap_or_default(), out)
                 }
                 flatten::StepKind::Jump(_) => {
                     let to = cfg.succ[i]

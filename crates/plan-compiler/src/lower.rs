@@ -589,10 +589,16 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 Some((_, ps)) => ps,
                 None => None,
             };
+            if ps.is_some_and(|p| p.default.is_some()) && matches!(value.kind, NodeKind::Null) {
+                // Given as null: absent, so the default applies (added below).
+                continue;
+            }
             let op = self.operand(value, Ctx::Param, seq);
             if let (Some(ps), Operand::Const(k)) = (&ps, op) {
                 let v = &self.program.consts[k as usize];
-                if !ps.ty.accepts(v) {
+                // NB: null stands for "absent" where a param is optional.
+                let absent = v.is_null() && !ps.required;
+                if !absent && !ps.ty.accepts(v) {
                     self.diags.push(
                         Diagnostic::error(
                             codes::PARAM_TYPE,
@@ -617,6 +623,11 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             let k = self.konst_str(&name.text);
             args.push((k, op));
         }
+        for (name, value) in self.defaulted(&tool.text, &params) {
+            let k = self.konst_tmp(name);
+            let v = self.konst(value.clone());
+            args.push((k, Operand::Const(v)));
+        }
         if let Some(spec) = spec {
             for p in spec.params.iter().filter(|p| p.required) {
                 if !params.iter().any(|(n, _)| n.text == p.name) {
@@ -640,9 +651,33 @@ impl<'m, 'p> Lowerer<'m, 'p> {
     }
 }
 
+impl<'m> Lowerer<'m, '_> {
+    /// The declared defaults a call of `tool` with `params` receives: every param with a
+    /// `default` that the call omits or gives as `null`, in declaration order. They are
+    /// compiled into the call's arguments, so every backend receives them.
+    pub(crate) fn defaulted<'a>(
+        &self,
+        tool: &str,
+        params: &[&'a (Name, Node)],
+    ) -> SmallVec<[(&'m str, &'m Value); 2]> {
+        let Some(spec) = self.manifest.get(tool) else {
+            return SmallVec::new();
+        };
+        spec.params
+            .iter()
+            .filter_map(|p| Some((p.name.as_str(), p.default.as_ref()?)))
+            .filter(|(name, _)| {
+                !params
+                    .iter()
+                    .any(|(n, v)| n.text == *name && !matches!(v.kind, NodeKind::Null))
+            })
+            .collect()
+    }
+}
+
 /// A key written twice in one object keeps its last value, as JSON parsers do (the reader
 /// has already warned about the duplicate).
-fn last_of_each_name(members: &[(Name, Node)]) -> SmallVec<[&(Name, Node); 8]> {
+pub(crate) fn last_of_each_name(members: &[(Name, Node)]) -> SmallVec<[&(Name, Node); 8]> {
     members
         .iter()
         .enumerate()

@@ -93,6 +93,97 @@ fn get(b: &[u64], i: usize) -> bool {
     b[i / 64] >> (i % 64) & 1 == 1
 }
 
+/// How many seq_nos a message lists before summarising the rest.
+const LISTED: usize = 12;
+
+/// `1, 2, 3` (at most [`LISTED`], then `and N more`).
+fn seq_list(steps: &[Step<'_>], idx: &[usize]) -> String {
+    let mut s: Vec<String> = idx
+        .iter()
+        .take(LISTED)
+        .map(|&i| seq_label(&steps[i]))
+        .collect();
+    if idx.len() > LISTED {
+        s.push(format!("and {} more", idx.len() - LISTED));
+    }
+    s.join(", ")
+}
+
+/// The loops a run can enter and never leave: the strongly connected components of the
+/// `stuck` steps (reachable, and no path from them ends the run) that no edge leaves.
+/// A loop whose exit leads only into another such loop is not one: its exit exists. Each
+/// loop's members are sorted; loops are in order of their first member. Kosaraju's two
+/// passes, iterative so that a 100k-step plan cannot overflow the stack.
+fn inescapable_loops(
+    succ: &[SmallVec<[usize; 2]>],
+    preds: &Preds,
+    stuck: &[bool],
+) -> Vec<Vec<usize>> {
+    let n = stuck.len();
+    if !stuck.iter().any(|&s| s) {
+        return Vec::new();
+    }
+    let in_sub = |i: usize| i < n && stuck[i];
+    // Pass 1: post-order of a depth-first search along successors.
+    let mut order = Vec::new();
+    let mut visited = vec![false; n];
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for root in (0..n).filter(|&r| stuck[r]) {
+        if visited[root] {
+            continue;
+        }
+        visited[root] = true;
+        stack.push((root, 0));
+        while let Some((v, k)) = stack.last_mut() {
+            let v = *v;
+            if let Some(&w) = succ[v].get(*k) {
+                *k += 1;
+                if in_sub(w) && !visited[w] {
+                    visited[w] = true;
+                    stack.push((w, 0));
+                }
+            } else {
+                order.push(v);
+                stack.pop();
+            }
+        }
+    }
+    // Pass 2: components along predecessors, in reverse post-order.
+    const NONE: usize = usize::MAX;
+    let mut comp = vec![NONE; n];
+    let mut count = 0;
+    let mut work = Vec::new();
+    for &v in order.iter().rev() {
+        if comp[v] != NONE {
+            continue;
+        }
+        comp[v] = count;
+        work.push(v);
+        while let Some(u) = work.pop() {
+            for &p in preds.of(u) {
+                if in_sub(p) && comp[p] == NONE {
+                    comp[p] = count;
+                    work.push(p);
+                }
+            }
+        }
+        count += 1;
+    }
+    let mut bottom = vec![true; count];
+    for v in (0..n).filter(|&v| stuck[v]) {
+        if succ[v].iter().any(|&w| w >= n || comp[w] != comp[v]) {
+            bottom[comp[v]] = false;
+        }
+    }
+    let mut loops: Vec<Vec<usize>> = vec![Vec::new(); count];
+    for v in (0..n).filter(|&v| stuck[v] && bottom[comp[v]]) {
+        loops[comp[v]].push(v);
+    }
+    let mut loops: Vec<Vec<usize>> = loops.into_iter().filter(|l| !l.is_empty()).collect();
+    loops.sort_by_key(|l| l[0]);
+    loops
+}
+
 fn seq_label(step: &Step<'_>) -> String {
     step.seq_no
         .map_or_else(|| "?".to_owned(), |s| s.to_string())
@@ -194,16 +285,31 @@ pub(crate) fn verify(
     // --- termination ------------------------------------------------------------------------
     let any_final = (0..n).any(|i| cfg.reachable[i] && writes_final(i));
     if !any_final {
-        let msg = if (0..n).any(writes_final) {
-            "only unreachable instructions set final_answer"
-        } else {
-            "no instruction sets final_answer"
-        };
-        diags.push(
-            Diagnostic::error(codes::NO_FINAL_ANSWER, msg)
+        let unreachable_finals: Vec<usize> = (0..n).filter(|&i| writes_final(i)).collect();
+        let help = "the last instruction must store the answer in final_answer, e.g. \"output_vars\": [\"final_answer\"] or {\"type\": \"assign\", \"parameters\": {\"final_answer\": \"${summary}\"}}";
+        let d = match unreachable_finals.split_first() {
+            // Point at the instructions that would end the run, not at the whole plan.
+            Some((&first, rest)) => {
+                let seqs = seq_list(steps, &unreachable_finals);
+                let mut d = Diagnostic::error(
+                    codes::NO_FINAL_ANSWER,
+                    format!("only unreachable instructions set final_answer (seq {seqs})"),
+                )
+                .with_span(steps[first].span)
+                .with_seq(steps[first].seq_no)
+                .with_help(format!(
+                    "make one of them reachable (fix the jump targets before it); {help}"
+                ));
+                for &i in rest.iter().take(LISTED) {
+                    d = d.with_label(steps[i].span, "also sets final_answer, also unreachable");
+                }
+                d
+            }
+            None => Diagnostic::error(codes::NO_FINAL_ANSWER, "no instruction sets final_answer")
                 .with_span(plan_span)
-                .with_help("the last instruction must store the answer in final_answer, e.g. \"output_vars\": [\"final_answer\"] or {\"type\": \"assign\", \"parameters\": {\"final_answer\": \"${summary}\"}}"),
-        );
+                .with_help(help),
+        };
+        diags.push(d);
     } else if cfg.reachable[n] {
         let last = (0..n)
             .rev()
@@ -227,21 +333,39 @@ pub(crate) fn verify(
         can_end[i] = true;
         stack.extend(preds.of(i).iter().copied().filter(|&p| !can_end[p]));
     }
-    if let Some(first) = (0..n).find(|&i| cfg.reachable[i] && !can_end[i]) {
-        let stuck: Vec<String> = (0..n)
-            .filter(|&i| cfg.reachable[i] && !can_end[i] && !steps[i].synthetic)
-            .take(12)
-            .map(|i| seq_label(&steps[i]))
+    let stuck: Vec<bool> = (0..n).map(|i| cfg.reachable[i] && !can_end[i]).collect();
+    for members in inescapable_loops(&cfg.succ, &preds, &stuck) {
+        // The jump that closes the loop: the last member with an edge back into the loop.
+        let closing = members
+            .iter()
+            .rev()
+            .copied()
+            .find(|&i| {
+                cfg.succ[i]
+                    .iter()
+                    .any(|&s| s <= i && members.binary_search(&s).is_ok())
+            })
+            .unwrap_or(members[0]);
+        let shown: Vec<usize> = members
+            .iter()
+            .copied()
+            .filter(|&i| !steps[i].synthetic)
             .collect();
-        diags.push(
-            Diagnostic::error(
-                codes::INESCAPABLE_CYCLE,
-                format!("a loop that no conditional jump can leave (through seq {})", stuck.join(", ")),
-            )
-            .with_span(steps[first].span)
-            .with_seq(steps[first].seq_no)
-            .with_help("add a conditional jmp (condition_prompt with jump_if_true/jump_if_false) that exits the loop, or set final_answer inside it"),
-        );
+        let head = shown.first().copied().unwrap_or(members[0]);
+        let mut d = Diagnostic::error(
+            codes::INESCAPABLE_CYCLE,
+            format!(
+                "a loop that no conditional jump can leave (seq {})",
+                seq_list(steps, &shown)
+            ),
+        )
+        .with_span(steps[closing].span)
+        .with_seq(steps[closing].seq_no)
+        .with_help("add a conditional jmp (condition_prompt with jump_if_true/jump_if_false) that exits the loop, or set final_answer inside it");
+        if head != closing {
+            d = d.with_label(steps[head].span, "the loop starts here");
+        }
+        diags.push(d);
     }
 
     // --- definitely-assigned variables (forward must-analysis) ------------------------------

@@ -1,10 +1,20 @@
 //! Cassettes: recorded tool calls, one JSON object per line,
-//! `{"tool": NAME, "args": {...}, "output": VALUE, "latency_ms": N}`.
+//! `{"tool": NAME, "args": {...}, "output": VALUE, "latency_ms": N, "step": S}`.
 //!
 //! A call is keyed by its tool name and args compared as JSON values (object key order does
-//! not matter, `1` and `1.0` differ). Entries with the same key are served in recorded order
-//! and the last one repeats once they are used up, so a loop that asks the same question
-//! three times can get three different answers and then a stable one.
+//! not matter, `1` and `1.0` differ). `step` (written by the recorder, optional in
+//! hand-written cassettes) is the call's place in the sequential run: the number of
+//! instructions executed before it ([`plan_vm::ToolRequest::instance`]), the same at any
+//! concurrency. A call is served the unused entry with its key and its step; failing that
+//! (no step recorded, or the plan changed), the first unused entry with its key in
+//! recorded order; once all are used, the last one repeats. So two identical calls that
+//! got different answers (as LLM calls do) replay exactly even when the look-ahead issues
+//! the later one first, and a loop that asks the same question three times can get three
+//! different answers and then a stable one.
+//!
+//! Entries are recorded when the VM commits the call, in program order, and only for
+//! calls the sequential run makes (not for calls issued ahead of a failure), so a cassette
+//! recorded at any concurrency equals the sequential one up to latencies.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -38,6 +48,9 @@ pub struct CassetteEntry {
     pub output: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<u64>,
+    /// The call's place in the sequential run (see the module docs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<u64>,
 }
 
 /// A parsed cassette file.
@@ -133,11 +146,17 @@ fn parse_entry(line: &str) -> Result<CassetteEntry, String> {
         },
         Some(_) => return Err("`latency_ms` must be an integer".into()),
     };
+    let step = match obj.remove("step") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) if n.is_u64() => n.as_u64(),
+        Some(_) => return Err("`step` must be a non-negative integer".into()),
+    };
     Ok(CassetteEntry {
         tool,
         args,
         output,
         latency_ms,
+        step,
     })
 }
 
@@ -166,35 +185,58 @@ pub(crate) fn canonical_args(args: &Map<String, Value>) -> String {
 pub struct ReplayBackend {
     /// The parsed cassette, shared by every [`ReplayBackend::fresh`] copy.
     index: Arc<ReplayIndex>,
-    /// key → how many times it has been served (this backend's own cursors).
-    served: Mutex<HashMap<(String, String), usize>>,
+    /// Which entries this backend has served (its own, per run).
+    cursors: Mutex<Cursors>,
 }
 
 #[derive(Debug)]
 struct ReplayIndex {
     source: String,
     entries: Vec<CassetteEntry>,
-    /// key → indices into `entries`, in recorded order.
-    by_key: HashMap<(String, String), Vec<usize>>,
+    /// (tool, canonical args) → key number.
+    by_key: HashMap<(String, String), usize>,
+    /// Key number → indices into `entries`, in recorded order.
+    keys: Vec<Vec<usize>>,
+    /// (key number, step) → the first entry recorded for that call.
+    by_step: HashMap<(usize, u64), usize>,
+}
+
+#[derive(Debug, Default)]
+struct Cursors {
+    /// Entries served so far, by index (grown on first use).
+    used: Vec<bool>,
+    /// Per key number: position in `keys[k]` before which every entry is used.
+    next: HashMap<usize, usize>,
 }
 
 impl ReplayBackend {
     /// `source` names the cassette in error messages.
     pub fn new(cassette: Cassette, source: impl Into<String>) -> Self {
-        let mut by_key: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        let mut by_key: HashMap<(String, String), usize> = HashMap::new();
+        let mut keys: Vec<Vec<usize>> = Vec::new();
+        let mut by_step = HashMap::new();
         for (i, e) in cassette.entries.iter().enumerate() {
-            by_key
+            let n = keys.len();
+            let k = *by_key
                 .entry((e.tool.clone(), canonical_args(&e.args)))
-                .or_default()
-                .push(i);
+                .or_insert(n);
+            if k == n {
+                keys.push(Vec::new());
+            }
+            keys[k].push(i);
+            if let Some(step) = e.step {
+                by_step.entry((k, step)).or_insert(i);
+            }
         }
         ReplayBackend {
             index: Arc::new(ReplayIndex {
                 source: source.into(),
                 entries: cassette.entries,
                 by_key,
+                keys,
+                by_step,
             }),
-            served: Mutex::new(HashMap::new()),
+            cursors: Mutex::new(Cursors::default()),
         }
     }
 
@@ -203,7 +245,7 @@ impl ReplayBackend {
     pub fn fresh(&self) -> ReplayBackend {
         ReplayBackend {
             index: self.index.clone(),
-            served: Mutex::new(HashMap::new()),
+            cursors: Mutex::new(Cursors::default()),
         }
     }
 
@@ -214,28 +256,49 @@ impl ReplayBackend {
         ))
     }
 
-    /// The entry for this call, advancing the per-key cursor.
+    /// The entry for this call (`step`: its [`plan_vm::ToolRequest::instance`], if known),
+    /// marking it used. See the module docs for the order.
     pub fn lookup(
         &self,
         tool: &str,
         args: &Map<String, Value>,
+        step: Option<u64>,
     ) -> Result<&CassetteEntry, ToolError> {
         let key = (tool.to_owned(), canonical_args(args));
-        let Some(indices) = self.index.by_key.get(&key) else {
+        let Some(&k) = self.index.by_key.get(&key) else {
             return Err(self.miss(tool, args, &key.1));
         };
-        let n = {
-            // NB: a poisoned lock only means another call panicked mid-increment; the
-            // counter is still a valid usize, so keep serving.
-            let mut served = self.served.lock().unwrap_or_else(|p| p.into_inner());
-            let n = served.entry(key).or_insert(0);
-            let cur = *n;
-            *n = n.saturating_add(1);
-            cur
+        let list = &self.index.keys[k];
+        let i = {
+            // NB: a poisoned lock only means another call panicked mid-update; the flags
+            // are still valid, so keep serving.
+            let mut c = self.cursors.lock().unwrap_or_else(|p| p.into_inner());
+            let Cursors { used, next } = &mut *c;
+            if used.is_empty() {
+                used.resize(self.index.entries.len(), false);
+            }
+            let exact = step
+                .and_then(|s| self.index.by_step.get(&(k, s)).copied())
+                .filter(|&i| !used[i]);
+            let i = exact.or_else(|| {
+                let cur = next.entry(k).or_insert(0);
+                while list.get(*cur).is_some_and(|&i| used[i]) {
+                    *cur += 1;
+                }
+                list.get(*cur).copied()
+            });
+            match i {
+                Some(i) => {
+                    used[i] = true;
+                    i
+                }
+                // All used: the last recorded answer repeats.
+                None => *list.last().ok_or_else(|| {
+                    ToolError::new(ToolErrorKind::Replay, "internal: empty cassette key")
+                })?,
+            }
         };
-        let idx = indices.get(n).or(indices.last()).copied();
-        idx.and_then(|i| self.index.entries.get(i))
-            .ok_or_else(|| ToolError::new(ToolErrorKind::Replay, "internal: empty cassette key"))
+        Ok(&self.index.entries[i])
     }
 
     #[cold]
@@ -329,7 +392,7 @@ pub(crate) fn preview(s: &str) -> String {
 impl Backend for ReplayBackend {
     fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(async move {
-            let entry = self.lookup(&req.tool, &req.args)?;
+            let entry = self.lookup(&req.tool, &req.args, Some(req.instance))?;
             if let Some(ms) = entry.latency_ms.filter(|&ms| ms > 0) {
                 // NB: a timer, not a blocking sleep: other calls of the same yield proceed.
                 tokio::time::sleep(Duration::from_millis(ms)).await;
@@ -425,6 +488,10 @@ mod tests {
                 "\n\n{\"tool\":\"t\",\"args\":{},\"output\":1,\"latency_ms\":-3}",
                 "c.jsonl:3: `latency_ms` must be an integer",
             ),
+            (
+                "{\"tool\":\"t\",\"args\":{},\"output\":1,\"step\":\"2\"}",
+                "c.jsonl:1: `step` must be a non-negative integer",
+            ),
         ];
         for (text, want) in cases {
             let err = Cassette::parse(text, "c.jsonl").unwrap_err();
@@ -457,7 +524,7 @@ mod tests {
         let r = ReplayBackend::new(Cassette::parse(&text, "c").unwrap(), "c");
         let args = obj(json!({"q": "x"}));
         let got: Vec<Value> = (0..4)
-            .map(|_| r.lookup("t", &args).unwrap().output.clone())
+            .map(|_| r.lookup("t", &args, None).unwrap().output.clone())
             .collect();
         assert_eq!(
             got,
@@ -469,9 +536,33 @@ mod tests {
             ]
         );
         assert_eq!(
-            r.lookup("t", &obj(json!({"q": "y"}))).unwrap().output,
+            r.lookup("t", &obj(json!({"q": "y"})), None).unwrap().output,
             json!("other")
         );
+    }
+
+    #[test]
+    fn identical_calls_are_told_apart_by_step() {
+        // Recorded sequentially: the call at step 2 got "a", the one at step 3 got "b".
+        let text = [
+            r#"{"tool":"t","args":{"q":"x"},"output":"a","step":2}"#,
+            r#"{"tool":"t","args":{"q":"x"},"output":"b","step":3}"#,
+        ]
+        .join("\n");
+        let r = ReplayBackend::new(Cassette::parse(&text, "c").unwrap(), "c");
+        let args = obj(json!({"q": "x"}));
+        // The look-ahead asks for step 3 first: it still gets its own answer.
+        assert_eq!(r.lookup("t", &args, Some(3)).unwrap().output, json!("b"));
+        assert_eq!(r.lookup("t", &args, Some(2)).unwrap().output, json!("a"));
+        // A step the cassette does not know (the plan changed): first unused, then the last.
+        let r = r.fresh();
+        assert_eq!(r.lookup("t", &args, Some(3)).unwrap().output, json!("b"));
+        assert_eq!(r.lookup("t", &args, Some(9)).unwrap().output, json!("a"));
+        assert_eq!(r.lookup("t", &args, Some(2)).unwrap().output, json!("b"));
+        // Without steps in the call, recorded order as before.
+        let r = r.fresh();
+        assert_eq!(r.lookup("t", &args, None).unwrap().output, json!("a"));
+        assert_eq!(r.lookup("t", &args, None).unwrap().output, json!("b"));
     }
 
     #[test]
@@ -483,12 +574,12 @@ mod tests {
         .join("\n");
         let a = ReplayBackend::new(Cassette::parse(&text, "c").unwrap(), "c");
         let args = Map::new();
-        assert_eq!(a.lookup("t", &args).unwrap().output, json!(1));
+        assert_eq!(a.lookup("t", &args, None).unwrap().output, json!(1));
         let b = a.fresh();
-        assert_eq!(b.lookup("t", &args).unwrap().output, json!(1));
-        assert_eq!(a.lookup("t", &args).unwrap().output, json!(2));
-        assert_eq!(b.lookup("t", &args).unwrap().output, json!(2));
-        assert_eq!(b.fresh().lookup("t", &args).unwrap().output, json!(1));
+        assert_eq!(b.lookup("t", &args, None).unwrap().output, json!(1));
+        assert_eq!(a.lookup("t", &args, None).unwrap().output, json!(2));
+        assert_eq!(b.lookup("t", &args, None).unwrap().output, json!(2));
+        assert_eq!(b.fresh().lookup("t", &args, None).unwrap().output, json!(1));
         assert!(Arc::ptr_eq(&a.index, &b.index));
     }
 
@@ -505,6 +596,7 @@ mod tests {
             .lookup(
                 "vector_search",
                 &obj(json!({"query": "TiDB feature", "top_k": 3})),
+                None,
             )
             .unwrap_err();
         assert_eq!(err.kind, ToolErrorKind::Replay);
@@ -514,7 +606,11 @@ mod tests {
              closest recorded args for `vector_search`: {\"query\":\"TiDB features\",\"top_k\":3}"
         );
         let err = r
-            .lookup("retrieve_knowledge_graph", &obj(json!({"query": "x"})))
+            .lookup(
+                "retrieve_knowledge_graph",
+                &obj(json!({"query": "x"})),
+                None,
+            )
             .unwrap_err();
         assert!(
             err.message.ends_with("the cassette has no entries for `retrieve_knowledge_graph` (it has: llm_generate, vector_search)"),
@@ -546,6 +642,7 @@ mod tests {
             args: obj(json!({"b": 1, "a": null})),
             output: json!({"k": "v"}),
             latency_ms: Some(12),
+            step: Some(4),
         };
         rec.record(&e).unwrap();
         rec.record(&e).unwrap();

@@ -10,15 +10,28 @@ use futures::stream::FuturesUnordered;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::cassette::preview;
+use crate::cassette::{CassetteEntry, Recorder, preview};
 use crate::error::{ToolError, secs};
 use crate::host::{CONDITION_TOOL, Host};
 use crate::trace::Tracer;
 use plan_bytecode::{Pc, ValidatedProgram};
-use plan_vm::{CallId, Event, Halt, Limits, RunError, ToolName, ToolRequest};
+use plan_vm::{CallId, Event, Halt, Limits, RunError, ToolRequest};
 
 /// How much of a call's args a `tool_call_start` trace event shows.
 const ARGS_PREVIEW_CHARS: usize = 200;
+
+/// Where an issued call stands, as far as the sequential run is concerned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallState {
+    /// The VM has consumed its result: the sequential run made this call.
+    Committed,
+    /// The head (the next instruction in program order) waits for it: the sequential run
+    /// makes it too.
+    Head,
+    /// Issued ahead of the head, result not consumed yet. If the run ends now, the
+    /// sequential run would not have made it: it is speculative.
+    Ahead,
+}
 
 /// What the driver needs from a VM. `plan_vm::Vm` implements it; tests drive the loop
 /// with scripted machines.
@@ -35,6 +48,12 @@ pub trait Machine {
     /// Instructions executed so far, if the machine tracks them.
     fn steps(&self) -> Option<u64> {
         None
+    }
+    /// Where call `id` stands. Machines that do not look ahead consume every result at
+    /// once: the default says so.
+    fn call_state(&self, id: CallId) -> CallState {
+        let _ = id;
+        CallState::Committed
     }
 }
 
@@ -95,8 +114,7 @@ fn millis(d: Duration) -> u64 {
 }
 
 struct Completed {
-    id: CallId,
-    tool: ToolName,
+    req: ToolRequest,
     result: Result<Value, ToolError>,
     took: Duration,
 }
@@ -105,14 +123,88 @@ async fn perform(host: &Host, req: ToolRequest) -> Completed {
     let start = Instant::now();
     let result = host.call(&req).await;
     Completed {
-        id: req.id,
-        tool: req.tool,
+        req,
         result,
         took: start.elapsed(),
     }
 }
 
-/// Runs a validated program to completion against `host`.
+/// The calls of one run between issue and commit: what counts in `tool_calls` and goes
+/// into the cassette is decided at commit, so that a call issued ahead that the sequential
+/// run would not have made (past a failure, or past the end) is neither counted nor
+/// recorded, and the cassette lists calls in program order.
+struct Calls<'r> {
+    recorder: Option<&'r Recorder>,
+    /// Answered, result not consumed by the VM yet: (request, output if it succeeded,
+    /// latency).
+    answered: Vec<(ToolRequest, Option<Value>, Duration)>,
+    /// Issued, no answer yet: id → request (for deadline errors and the end of the run).
+    inflight: BTreeMap<CallId, ToolRequest>,
+    /// Calls committed so far: the report's `tool_calls`.
+    committed: u64,
+    /// The first recording failure (it fails the run).
+    record_error: Option<String>,
+}
+
+impl Calls<'_> {
+    /// Commits every answered call the VM has consumed since the last look: counts it and
+    /// records it (successful outputs only), in program order.
+    fn commit<M: Machine>(&mut self, vm: &M) {
+        let (mut done, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.answered)
+            .into_iter()
+            .partition(|(req, _, _)| vm.call_state(req.id) == CallState::Committed);
+        self.answered = keep;
+        done.sort_by_key(|(req, _, _)| req.instance);
+        for (req, output, took) in done {
+            self.committed += 1;
+            let (Some(rec), Some(output)) = (self.recorder, output) else {
+                continue;
+            };
+            let entry = CassetteEntry {
+                tool: req.tool.to_string(),
+                args: req.args.into_map(),
+                output,
+                latency_ms: Some(millis(took)),
+                step: Some(req.instance),
+            };
+            if let Err(e) = rec.record(&entry)
+                && self.record_error.is_none()
+            {
+                self.record_error = Some(e.message);
+            }
+        }
+    }
+
+    /// At the end of the run: every call still uncommitted is either the head's (the
+    /// sequential run made it: counted, as a deadline interrupts it) or speculative
+    /// (traced as discarded, not counted, not recorded). Returns `tool_calls`.
+    fn finish<M: Machine>(&mut self, vm: &M, tracer: &mut Tracer) -> u64 {
+        self.commit(vm);
+        let answered = self.answered.drain(..).map(|(req, _, _)| (req, true));
+        let inflight = std::mem::take(&mut self.inflight)
+            .into_values()
+            .map(|req| (req, false));
+        let mut rest: Vec<(ToolRequest, bool)> = answered.chain(inflight).collect();
+        rest.sort_by_key(|(req, _)| req.instance);
+        for (req, answered) in rest {
+            if vm.call_state(req.id) != CallState::Ahead {
+                self.committed += 1;
+                continue;
+            }
+            let mut f = Map::new();
+            f.insert("call_id".into(), json!(req.id.0));
+            f.insert("tool".into(), json!(req.tool));
+            f.insert("seq_no".into(), json!(req.seq_no));
+            f.insert("speculative".into(), json!(true));
+            f.insert("answered".into(), json!(answered));
+            tracer.event("tool_call_discarded", f);
+        }
+        self.committed
+    }
+}
+
+/// Runs a validated program to completion against `host`, recording committed calls to
+/// the host's `--record` cassette if it has one.
 ///
 /// Every tool the program names (and `jmp_condition` if it has conditions) is checked
 /// to be servable before the first instruction runs, so a missing API key fails fast.
@@ -122,6 +214,19 @@ pub async fn run_plan(
     vars: Vec<(String, Value)>,
     limits: Limits,
     tracer: &mut Tracer,
+) -> RunReport {
+    run_plan_recording(host, program, vars, limits, tracer, host.recorder()).await
+}
+
+/// [`run_plan`] recording to `recorder` instead of the host's cassette (a batch records
+/// each run to a file of its own while all runs share one host).
+pub async fn run_plan_recording(
+    host: &Host,
+    program: &ValidatedProgram,
+    vars: Vec<(String, Value)>,
+    limits: Limits,
+    tracer: &mut Tracer,
+    recorder: Option<&Recorder>,
 ) -> RunReport {
     let start = Instant::now();
     let mut tools: Vec<&str> = program.tools.iter().map(|t| t.name.as_str()).collect();
@@ -139,7 +244,7 @@ pub async fn run_plan(
     }
     vm.set_tracing(tracer.is_active());
     let mut m = VmMachine { vm, program };
-    run_machine(host, &mut m, tracer).await
+    drive(host, &mut m, tracer, recorder).await
 }
 
 fn finish_failed_early(tracer: &mut Tracer, message: String, start: Instant) -> RunReport {
@@ -173,17 +278,44 @@ impl Machine for VmMachine<'_> {
     fn steps(&self) -> Option<u64> {
         Some(self.vm.state().steps())
     }
+
+    fn call_state(&self, id: CallId) -> CallState {
+        let st = self.vm.state();
+        match st.pending().iter().find(|p| p.request.id == id) {
+            None => CallState::Committed,
+            Some(p)
+                if p.request.instance == st.steps()
+                    && matches!(st.status(), plan_vm::Status::Running) =>
+            {
+                CallState::Head
+            }
+            Some(_) => CallState::Ahead,
+        }
+    }
 }
 
-/// The driver loop over any `Machine`.
+/// The driver loop over any `Machine`, recording to the host's `--record` cassette.
 pub async fn run_machine<M: Machine>(host: &Host, vm: &mut M, tracer: &mut Tracer) -> RunReport {
+    drive(host, vm, tracer, host.recorder()).await
+}
+
+async fn drive<M: Machine>(
+    host: &Host,
+    vm: &mut M,
+    tracer: &mut Tracer,
+    recorder: Option<&Recorder>,
+) -> RunReport {
     let start = Instant::now();
     let deadline = host.options().deadline;
     let deadline_at = deadline.and_then(|d| tokio::time::Instant::now().checked_add(d));
     let mut inflight = FuturesUnordered::new();
-    // id → (seq_no, pc), for locating a deadline failure at the calls it interrupted.
-    let mut outstanding: BTreeMap<CallId, (Option<i64>, Pc)> = BTreeMap::new();
-    let mut tool_calls: u64 = 0;
+    let mut calls = Calls {
+        recorder,
+        answered: Vec::new(),
+        inflight: BTreeMap::new(),
+        committed: 0,
+        record_error: None,
+    };
     let mut steps_seen: u64 = 0;
 
     let fail = |tracer: &mut Tracer, err: ReportError, steps: u64, tool_calls: u64| {
@@ -208,9 +340,20 @@ pub async fn run_machine<M: Machine>(host: &Host, vm: &mut M, tracer: &mut Trace
             }
             tracer.tagged(serde_json::to_value(&ev).unwrap_or(Value::Null));
         }
+        calls.commit(vm);
         let steps = vm.steps().unwrap_or(steps_seen);
+        if let Some(message) = calls.record_error.take() {
+            let tool_calls = calls.finish(vm, tracer);
+            let err = ReportError {
+                message,
+                seq_no: None,
+                line: None,
+            };
+            return fail(tracer, err, steps, tool_calls);
+        }
         match halt {
             Halt::Done(outcome) => {
+                let tool_calls = calls.finish(vm, tracer);
                 let report = RunReport {
                     status: RunStatus::Ok,
                     final_answer: outcome.final_answer,
@@ -229,11 +372,11 @@ pub async fn run_machine<M: Machine>(host: &Host, vm: &mut M, tracer: &mut Trace
                     seq_no: e.seq_no,
                     line: e.line,
                 };
+                let tool_calls = calls.finish(vm, tracer);
                 return fail(tracer, err, steps, tool_calls);
             }
             Halt::Yield(reqs) => {
                 for req in reqs {
-                    tool_calls += 1;
                     let mut f = Map::new();
                     f.insert("call_id".into(), json!(req.id.0));
                     f.insert("tool".into(), json!(req.tool));
@@ -243,8 +386,11 @@ pub async fn run_machine<M: Machine>(host: &Host, vm: &mut M, tracer: &mut Trace
                         "args".into(),
                         json!(preview_chars(&args, ARGS_PREVIEW_CHARS)),
                     );
+                    // Issued ahead of the head: made only if the run gets there.
+                    let ahead = vm.call_state(req.id) == CallState::Ahead;
+                    f.insert("ahead".into(), json!(ahead));
                     tracer.event("tool_call_start", f);
-                    outstanding.insert(req.id, (req.seq_no, req.pc));
+                    calls.inflight.insert(req.id, req.clone());
                     inflight.push(perform(host, req));
                 }
             }
@@ -255,13 +401,16 @@ pub async fn run_machine<M: Machine>(host: &Host, vm: &mut M, tracer: &mut Trace
             Some(at) => tokio::select! {
                 c = inflight.next() => c,
                 () = tokio::time::sleep_until(at) => {
-                    let (seq_no, line) = outstanding
+                    // Located at the earliest call in program order still out.
+                    let (seq_no, line) = calls
+                        .inflight
                         .values()
-                        .next()
-                        .map(|&(s, pc)| (s, vm.line_of(pc)))
+                        .min_by_key(|r| r.instance)
+                        .map(|r| (r.seq_no, vm.line_of(r.pc)))
                         .unwrap_or((None, None));
                     let msg = format!("deadline of {} s exceeded", deadline.map(secs).unwrap_or_default());
                     let steps = vm.steps().unwrap_or(steps_seen);
+                    let tool_calls = calls.finish(vm, tracer);
                     return fail(tracer, ReportError { message: msg, seq_no, line }, steps, tool_calls);
                 }
             },
@@ -275,24 +424,32 @@ pub async fn run_machine<M: Machine>(host: &Host, vm: &mut M, tracer: &mut Trace
                 seq_no: None,
                 line: None,
             };
+            let tool_calls = calls.finish(vm, tracer);
             return fail(tracer, err, vm.steps().unwrap_or(steps_seen), tool_calls);
         };
-        outstanding.remove(&done.id);
+        calls.inflight.remove(&done.req.id);
         let mut f = Map::new();
-        f.insert("call_id".into(), json!(done.id.0));
-        f.insert("tool".into(), json!(done.tool));
+        f.insert("call_id".into(), json!(done.req.id.0));
+        f.insert("tool".into(), json!(done.req.tool));
         f.insert("duration_ms".into(), json!(millis(done.took)));
         f.insert("ok".into(), json!(done.result.is_ok()));
         if let Err(e) = &done.result {
             f.insert("error".into(), json!(e.message));
         }
         tracer.event("tool_call_end", f);
-        if let Err(e) = vm.resume(done.id, done.result.map_err(|e| e.message)) {
+        let id = done.req.id;
+        let (output, result) = match done.result {
+            Ok(v) => (Some(v.clone()), Ok(v)),
+            Err(e) => (None, Err(e.message)),
+        };
+        calls.answered.push((done.req, output, done.took));
+        if let Err(e) = vm.resume(id, result) {
             let err = ReportError {
                 message: e.message,
                 seq_no: e.seq_no,
                 line: e.line,
             };
+            let tool_calls = calls.finish(vm, tracer);
             return fail(tracer, err, vm.steps().unwrap_or(steps_seen), tool_calls);
         }
     }

@@ -4,13 +4,13 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use crate::backend::{Backend, EnvLookup, Secret, process_env};
-use crate::cassette::{CassetteEntry, Recorder, ReplayBackend};
+use crate::cassette::{Recorder, ReplayBackend};
 use crate::error::{HostError, HostErrorKind, ToolError, ToolErrorKind, secs};
 use crate::http::HttpBackend;
 use crate::net::{Endpoint, RetryPolicy};
@@ -37,7 +37,7 @@ const MAX_TIMEOUT_SECS: f64 = 86_400.0;
 pub struct HostOptions {
     /// Serve every tool from this cassette (`--replay`).
     pub replay: Option<PathBuf>,
-    /// Append every completed call to this cassette (`--record`).
+    /// Append every call the run commits to this cassette (`--record`).
     pub record: Option<PathBuf>,
     /// Limit on one tool call, retries included (`--tool-timeout`).
     pub tool_timeout: Option<Duration>,
@@ -170,10 +170,15 @@ impl Host {
         }
     }
 
-    /// Performs one request: backend lookup, per-call timeout, recording.
+    /// The `--record` cassette, if any. The driver records each call when the VM
+    /// commits it (see [`crate::run_plan`]), not when it completes.
+    pub fn recorder(&self) -> Option<&Recorder> {
+        self.recorder.as_ref()
+    }
+
+    /// Performs one request: backend lookup, per-call timeout.
     pub async fn call(&self, req: &ToolRequest) -> Result<Value, ToolError> {
         let backend = self.backend_for(&req.tool)?;
-        let start = Instant::now();
         let fut = backend.call(req);
         let out = match self.opts.tool_timeout {
             Some(t) => tokio::time::timeout(t, fut).await.map_err(|_| {
@@ -184,15 +189,6 @@ impl Host {
             })??,
             None => fut.await?,
         };
-        if let Some(rec) = &self.recorder {
-            let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-            rec.record(&CassetteEntry {
-                tool: req.tool.to_string(),
-                args: (*req.args).clone(),
-                output: out.clone(),
-                latency_ms: Some(latency_ms),
-            })?;
-        }
         Ok(out)
     }
 

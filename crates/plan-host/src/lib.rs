@@ -4,8 +4,9 @@
 //! Properties:
 //! - Backends per tool, chosen by the tools file: `openai` (OpenAI-compatible chat
 //!   completions), `http` (POST args as JSON), `replay` (cassette, no network).
-//!   `--replay` serves every tool from one cassette; `--record` appends every completed
-//!   call to one.
+//!   `--replay` serves every tool from one cassette; `--record` appends every call the
+//!   run commits to one (in program order; calls issued ahead that the sequential run
+//!   would not have made are left out).
 //! - Network backends share one pooled `reqwest` client (rustls), retry 429/5xx/connect
 //!   errors/timeouts with exponential backoff and jitter, and limit concurrency per tool.
 //! - All requests of one VM yield run concurrently; a replay's `latency_ms` is a timer,
@@ -16,7 +17,7 @@
 //!
 //! Module map (start with `driver`):
 //! - `driver`: `run_plan` / `run_machine`, the run → await → resume loop, `RunReport`.
-//! - `host`: `Host`, backend selection, per-call timeout, recording.
+//! - `host`: `Host`, backend selection, per-call timeout.
 //! - `backend`: the `Backend` trait, `Secret`, env lookup.
 //! - `openai`, `http`: network backends; `net`: retries, timeouts, limits shared by both.
 //! - `prompt`: the user message an LLM sees (context + prompt + format instruction).
@@ -37,7 +38,10 @@ mod trace;
 
 pub use backend::{Backend, EnvLookup, Secret, process_env};
 pub use cassette::{Cassette, CassetteEntry, Recorder, ReplayBackend};
-pub use driver::{Machine, ReportError, RunReport, RunStatus, run_machine, run_plan};
+pub use driver::{
+    CallState, Machine, ReportError, RunReport, RunStatus, run_machine, run_plan,
+    run_plan_recording,
+};
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use host::{CONDITION_TOOL, Host, HostOptions};
 pub use net::RetryPolicy;

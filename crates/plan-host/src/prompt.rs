@@ -80,6 +80,7 @@ mod tests {
             kind,
             pc: 0,
             seq_no: Some(1),
+            instance: 1,
         }
     }
 

@@ -1,6 +1,8 @@
 //! Trace events: one JSON object per line, each with `event`, `ts_ms` (Unix time) and
 //! `t_ms` (since the run started). Events: `step`, `var_set`, `jump` (from the VM),
-//! `tool_call_start`, `tool_call_end`, `warning`, `error`, `done` (from the host).
+//! `tool_call_start` (with `ahead`: issued ahead of the head), `tool_call_end`,
+//! `tool_call_discarded` (a call issued ahead that the run ended before reaching:
+//! speculative, not counted, not recorded), `warning`, `error`, `done` (from the host).
 //!
 //! Only the plan's own data is traced (args previews, variable previews), never backend
 //! configuration, so secrets have no path into a trace.

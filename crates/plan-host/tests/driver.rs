@@ -3,80 +3,17 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
-use plan_host::{Host, HostOptions, Machine, RunStatus, Tracer, run_machine};
+use plan_host::{Host, HostOptions, RunStatus, Tracer, run_machine};
 use plan_manifest::Manifest;
-use plan_vm::{CallId, Event, Halt, Outcome, RunError, ToolRequest};
+use plan_vm::ToolRequest;
 use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, ResponseTemplate};
-
-/// Issues all its requests in the first yield, then finishes with the outputs joined by
-/// `+`, or fails with the first tool error (as the VM does).
-struct Script {
-    requests: Vec<ToolRequest>,
-    started: bool,
-    results: BTreeMap<CallId, Result<Value, String>>,
-}
-
-impl Script {
-    fn new(requests: Vec<ToolRequest>) -> Self {
-        Script {
-            requests,
-            started: false,
-            results: BTreeMap::new(),
-        }
-    }
-}
-
-impl Machine for Script {
-    fn run(&mut self) -> Halt {
-        if !self.started {
-            self.started = true;
-            return Halt::Yield(self.requests.clone());
-        }
-        if self.results.len() < self.requests.len() {
-            return Halt::Yield(vec![]);
-        }
-        let mut parts = Vec::new();
-        for (id, r) in &self.results {
-            match r {
-                Ok(v) => parts.push(v.as_str().unwrap_or("?").to_owned()),
-                Err(e) => {
-                    return Halt::Failed(RunError {
-                        message: e.clone(),
-                        pc: Some(0),
-                        seq_no: Some(id.0 as i64),
-                        line: Some(7),
-                    });
-                }
-            }
-        }
-        Halt::Done(Outcome {
-            final_answer: json!(parts.join("+")),
-            vars: Default::default(),
-            steps: 3,
-        })
-    }
-
-    fn resume(&mut self, id: CallId, result: Result<Value, String>) -> Result<(), RunError> {
-        self.results.insert(id, result);
-        Ok(())
-    }
-
-    fn take_events(&mut self) -> Vec<Event> {
-        vec![Event::Step {
-            pc: 0,
-            seq_no: Some(0),
-            op: "call".into(),
-        }]
-    }
-}
 
 #[derive(Clone, Default)]
 struct Buf(Arc<Mutex<Vec<u8>>>);

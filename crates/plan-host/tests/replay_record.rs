@@ -5,7 +5,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use plan_host::{Cassette, Host, HostErrorKind, HostOptions, ToolErrorKind};
+use plan_host::{Cassette, Host, HostErrorKind, HostOptions, ToolErrorKind, Tracer, run_machine};
 use plan_manifest::{BackendConfig, Manifest};
 use serde_json::json;
 use wiremock::matchers::{body_json, method, path};
@@ -110,6 +110,7 @@ async fn record_then_replay_gives_the_same_answers_and_no_key() {
             plain(),
         ),
     ];
+    // Recorded by the driver as the run commits the calls.
     let recorded = {
         let host = Host::new(
             m,
@@ -119,24 +120,27 @@ async fn record_then_replay_gives_the_same_answers_and_no_key() {
             },
         )
         .unwrap();
-        let mut outs = Vec::new();
-        for c in &calls {
-            outs.push(host.call(c).await.unwrap());
-        }
-        outs
+        let report =
+            run_machine(&host, &mut Script::new(calls.to_vec()), &mut Tracer::none()).await;
+        assert!(report.is_ok(), "{report:?}");
+        assert_eq!(report.tool_calls, 2);
+        report.final_answer
     };
     assert_eq!(
         recorded,
-        vec![
-            json!(["c1", "c2"]),
-            json!("TiDB is a distributed SQL database.")
-        ]
+        json!("[\"c1\",\"c2\"]+TiDB is a distributed SQL database.")
     );
     let text = std::fs::read_to_string(&cassette).unwrap();
     assert!(!text.contains(KEY), "key leaked into the cassette");
     let parsed = Cassette::parse(&text, "rec").unwrap();
     assert_eq!(parsed.entries.len(), 2);
     assert!(parsed.entries.iter().all(|e| e.latency_ms.is_some()));
+    let steps: Vec<Option<u64>> = parsed.entries.iter().map(|e| e.step).collect();
+    assert_eq!(
+        steps,
+        [Some(1), Some(2)],
+        "each entry records its call's step"
+    );
 
     // Replay with no network configuration at all.
     let host = Host::new(
@@ -147,11 +151,8 @@ async fn record_then_replay_gives_the_same_answers_and_no_key() {
         },
     )
     .unwrap();
-    let mut replayed = Vec::new();
-    for c in &calls {
-        replayed.push(host.call(c).await.unwrap());
-    }
-    assert_eq!(replayed, recorded);
+    let report = run_machine(&host, &mut Script::new(calls.to_vec()), &mut Tracer::none()).await;
+    assert_eq!(report.final_answer, recorded);
     assert_eq!(server.received_requests().await.unwrap().len(), 2);
 }
 

@@ -23,6 +23,9 @@ pub enum ManifestErrorKind {
     InvalidParamType,
     /// A tool or param whose name is empty. Example: `name = ""`.
     EmptyName,
+    /// A param `default` that does not fit the param, or on a required param. Example:
+    /// `{ name = "top_k", type = "int", default = "ten" }`.
+    InvalidDefault,
 }
 
 /// A clean error for a bad tool manifest.

@@ -56,6 +56,8 @@ struct RawParam {
     required: bool,
     #[serde(default)]
     description: String,
+    #[serde(default)]
+    default: Option<Spanned<toml::Value>>,
 }
 
 /// The accepted `type` spellings, in the order error messages list them.
@@ -155,14 +157,67 @@ impl Ctx<'_> {
                     }
                 },
             };
+            let default = match p.default {
+                None => None,
+                Some(d) => Some(self.default(tool, &name, ty, p.required, d)?),
+            };
             out.push(ParamSpec {
                 name,
                 ty,
                 required: p.required,
                 description: p.description,
+                default,
             });
         }
         Ok(out)
+    }
+}
+
+impl Ctx<'_> {
+    /// A param's `default`, checked: JSON-representable (TOML dates are not), of the
+    /// param's type, and not on a required param (a default makes the param optional).
+    fn default(
+        &self,
+        tool: &str,
+        name: &str,
+        ty: ParamType,
+        required: bool,
+        raw: Spanned<toml::Value>,
+    ) -> Result<serde_json::Value, ManifestError> {
+        let span = raw.span();
+        let bad = |msg: String| self.err(ManifestErrorKind::InvalidDefault, span.clone(), msg);
+        if required {
+            return Err(bad(format!(
+                "param `{name}` of tool `{tool}` is required and has a default; a param with a default is optional: drop `required = true`"
+            )));
+        }
+        let raw = raw.into_inner();
+        if contains_datetime(&raw) {
+            return Err(bad(format!(
+                "the default of param `{name}` of tool `{tool}` is a TOML date, which JSON cannot hold; write it as a string"
+            )));
+        }
+        let value = serde_json::to_value(&raw).map_err(|e| {
+            bad(format!(
+                "the default of param `{name}` of tool `{tool}` is not a JSON value: {e}"
+            ))
+        })?;
+        if !ty.accepts(&value) {
+            return Err(bad(format!(
+                "the default of param `{name}` of tool `{tool}` is {value}, not of its type `{}`",
+                ty.as_str()
+            )));
+        }
+        Ok(value)
+    }
+}
+
+fn contains_datetime(v: &toml::Value) -> bool {
+    match v {
+        toml::Value::Datetime(_) => true,
+        toml::Value::Array(a) => a.iter().any(contains_datetime),
+        toml::Value::Table(t) => t.values().any(contains_datetime),
+        _ => false,
     }
 }
 

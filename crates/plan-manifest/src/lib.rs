@@ -2,8 +2,8 @@
 //! `planvm` uses for each. One TOML file (`--tools FILE.toml`) serves `planc` and `planvm`.
 //!
 //! Built-in tools (always present, overridable by name): `llm_generate(prompt, context?)`,
-//! `vector_search(query, top_k: int)`, `retrieve_knowledge_graph(query)`,
-//! `retrieve_embedded_chunks(embedding_query, top_k: int)`.
+//! `vector_search(query, top_k: int = 10)`, `retrieve_knowledge_graph(query)`,
+//! `retrieve_embedded_chunks(embedding_query, top_k: int = 10)`.
 //!
 //! Start with [`Manifest::builtin`] and [`Manifest::load`] / [`Manifest::from_toml_str`].
 //! Module map: this file holds the data types (the agreed API); `file.rs` the TOML schema
@@ -30,7 +30,9 @@
 //! ```
 //!
 //! Param keys: `name` (required), `type` (one of `any`, `string`, `int`, `number`, `bool`,
-//! `array`, `object`; default `any`), `required` (default false), `description`.
+//! `array`, `object`; default `any`), `required` (default false), `default` (a value of
+//! the param's type, which calls that omit the param are compiled with; not together
+//! with `required = true`), `description`.
 //!
 //! Merge rules: the file starts from the built-ins. A `[[tool]]` whose name is new adds a
 //! tool. A `[[tool]]` whose name is a built-in overrides it key by key: keys it leaves
@@ -130,6 +132,10 @@ pub struct ParamSpec {
     pub required: bool,
     #[serde(default)]
     pub description: String,
+    /// The value a call that omits this param is compiled with (so the tool always
+    /// receives it, whatever serves it). A param with a default is optional.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<serde_json::Value>,
 }
 
 /// How `planvm` serves a tool. Secrets are never stored here: only the name of the
@@ -209,6 +215,21 @@ fn p(name: &str, ty: ParamType, required: bool, description: &str) -> ParamSpec 
         ty,
         required,
         description: description.into(),
+        default: None,
+    }
+}
+
+/// `top_k` of the retrieval tools: optional, 10 when omitted, as in the reference
+/// (`vector_search(query, top_k=10)`), whose plans often leave it out.
+fn top_k() -> ParamSpec {
+    ParamSpec {
+        default: Some(serde_json::Value::from(10)),
+        ..p(
+            "top_k",
+            ParamType::Int,
+            false,
+            "How many chunks to return (default 10).",
+        )
     }
 }
 
@@ -237,10 +258,7 @@ impl Manifest {
                     "vector_search",
                     "Retrieves the most relevant document chunks by embedding similarity.",
                     Effects::Read,
-                    vec![
-                        p("query", ParamType::String, true, "The query."),
-                        p("top_k", ParamType::Int, true, "How many chunks to return."),
-                    ],
+                    vec![p("query", ParamType::String, true, "The query."), top_k()],
                 ),
                 tool(
                     "retrieve_knowledge_graph",
@@ -254,7 +272,7 @@ impl Manifest {
                     Effects::Read,
                     vec![
                         p("embedding_query", ParamType::String, true, "The query."),
-                        p("top_k", ParamType::Int, true, "How many chunks to return."),
+                        top_k(),
                     ],
                 ),
             ],

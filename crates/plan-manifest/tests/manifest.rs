@@ -58,6 +58,7 @@ fn param(name: &str, ty: ParamType, required: bool, description: &str) -> ParamS
         ty,
         required,
         description: description.into(),
+        default: None,
     }
 }
 
@@ -258,7 +259,7 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "unknown param key",
         "[[tool]]\nname = \"x\"\nparams = [{ name = \"q\", typo = \"int\" }]\n",
         ManifestErrorKind::UnknownKey,
-        "t.toml:3:25: unknown field `typo`, expected one of `name`, `type`, `required`, `description`",
+        "t.toml:3:25: unknown field `typo`, expected one of `name`, `type`, `required`, `description`, `default`",
     ),
     (
         "unknown backend key",
@@ -362,7 +363,54 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         ManifestErrorKind::EmptyName,
         "t.toml:3:20: tool `x` has a param with an empty name",
     ),
+    (
+        "default of the wrong type",
+        "[[tool]]\nname = \"x\"\nparams = [{ name = \"k\", type = \"int\", default = \"ten\" }]\n",
+        ManifestErrorKind::InvalidDefault,
+        "t.toml:3:49: the default of param `k` of tool `x` is \"ten\", not of its type `int`",
+    ),
+    (
+        "default on a required param",
+        "[[tool]]\nname = \"x\"\nparams = [{ name = \"k\", required = true, default = 1 }]\n",
+        ManifestErrorKind::InvalidDefault,
+        "t.toml:3:52: param `k` of tool `x` is required and has a default; a param with a default is optional: drop `required = true`",
+    ),
+    (
+        "date default",
+        "[[tool]]\nname = \"x\"\nparams = [{ name = \"d\", default = 2024-10-05 }]\n",
+        ManifestErrorKind::InvalidDefault,
+        "t.toml:3:35: the default of param `d` of tool `x` is a TOML date, which JSON cannot hold; write it as a string",
+    ),
 ];
+
+#[test]
+fn param_defaults_are_checked_and_round_trip() {
+    let m = Manifest::from_toml_str(
+        "[[tool]]\nname = \"s\"\nparams = [{ name = \"q\", type = \"string\", required = true }, { name = \"n\", type = \"int\", default = 3 }, { name = \"opts\", type = \"object\", default = { lang = \"en\", tags = [\"a\"] } }]\n",
+        "d.toml",
+    )
+    .unwrap();
+    let t = m.get("s").unwrap();
+    assert_eq!(t.param("q").unwrap().default, None);
+    assert_eq!(t.param("n").unwrap().default, Some(serde_json::json!(3)));
+    assert_eq!(
+        t.param("opts").unwrap().default,
+        Some(serde_json::json!({"lang": "en", "tags": ["a"]}))
+    );
+    let text = m.to_toml().unwrap();
+    assert_eq!(
+        Manifest::from_toml_str(&text, "again.toml").unwrap(),
+        m,
+        "{text}"
+    );
+    // The reference's retrieval tools take `top_k=10` when a plan leaves it out.
+    let b = Manifest::builtin();
+    for tool in ["vector_search", "retrieve_embedded_chunks"] {
+        let k = b.get(tool).unwrap().param("top_k").unwrap();
+        assert!(!k.required, "{tool}");
+        assert_eq!(k.default, Some(serde_json::json!(10)), "{tool}");
+    }
+}
 
 #[test]
 fn each_error_kind_has_a_clear_message() {

@@ -2,8 +2,9 @@
 //! (`E01xx`, `W01xx`). Each code has one `///` line with an input that triggers it.
 //! Codes never change meaning once published; retire a code rather than reuse it.
 //!
-//! Every `W00xx` is a *repair*: the reader changed what it read to make it JSON.
-//! `--strict` promotes exactly these to errors (see [`is_reader_repair`]).
+//! Every `W00NN` is a *repair*: the reader changed what it read to make it JSON.
+//! `--strict` turns exactly these into the errors `E08NN` of the same number (see
+//! [`STRICT_REPAIRS`] and [`is_reader_repair`]).
 
 // ---- reader errors ----
 
@@ -52,6 +53,8 @@ pub const DUPLICATE_KEY: &str = "W0010";
 pub const PYTHON_ESCAPE: &str = "W0011";
 /// `["line one<newline>line two"]`: a raw control character (e.g. newline) inside a string.
 pub const CONTROL_CHAR: &str = "W0012";
+/// `[{seq_no: 0, type: "reasoning"}]`: an unquoted (JavaScript-style) object key.
+pub const UNQUOTED_KEY: &str = "W0013";
 
 // ---- plan structure errors ----
 
@@ -130,6 +133,7 @@ pub const ALL: &[&str] = &[
     DUPLICATE_KEY,
     PYTHON_ESCAPE,
     CONTROL_CHAR,
+    UNQUOTED_KEY,
     NOT_ARRAY,
     NOT_OBJECT,
     MISSING_SEQ,
@@ -156,7 +160,35 @@ pub const ALL: &[&str] = &[
     JMP_BOTH_FORMS,
 ];
 
-/// True for the reader's repair warnings (`W00xx`), which `--strict` turns into errors.
+/// Each reader repair (`W00NN`) and the error `E08NN` it becomes under `--strict`: same
+/// number, own code, so a consumer of `planc check --format json` can tell a repair
+/// that was accepted (a warning) from one that was refused (an error) by the code alone.
+pub const STRICT_REPAIRS: &[(&str, &str)] = &[
+    (PROSE_BEFORE, "E0801"),
+    (PROSE_AFTER, "E0802"),
+    (CODE_FENCE, "E0803"),
+    (THINK_BLOCK, "E0804"),
+    (ANSWER_WRAPPER, "E0805"),
+    (TRAILING_COMMA, "E0806"),
+    (COMMENT, "E0807"),
+    (SINGLE_QUOTED, "E0808"),
+    (PYTHON_LITERAL, "E0809"),
+    (DUPLICATE_KEY, "E0810"),
+    (PYTHON_ESCAPE, "E0811"),
+    (CONTROL_CHAR, "E0812"),
+    (UNQUOTED_KEY, "E0813"),
+];
+
+/// True for the reader's repairs: the warnings `W00xx`, and the errors `E08xx` that
+/// `--strict` turns them into.
 pub fn is_reader_repair(code: &str) -> bool {
-    code.len() == 5 && code.starts_with("W00")
+    code.len() == 5 && (code.starts_with("W00") || code.starts_with("E08"))
+}
+
+/// The `--strict` error code of repair `code` (`W0003` → `E0803`), if it is a repair.
+pub fn strict_code(code: &str) -> Option<&'static str> {
+    STRICT_REPAIRS
+        .iter()
+        .find(|(w, _)| *w == code)
+        .map(|&(_, e)| e)
 }

@@ -4,8 +4,8 @@
 //!
 //! API CONTRACT (stable):
 //! - [`read`]`(src)`: lenient JSON reader. Strict JSON plus what LLMs emit (prose around a
-//!   ```json fence, `<think>`/`<answer>` wrappers, trailing commas, comments, Python
-//!   literals). Every repair is a warning (`W00xx`) with its location.
+//!   ```json or `~~~` fence, `<think>`/`<answer>` wrappers, trailing commas, comments,
+//!   unquoted keys, Python literals). Every repair is a warning (`W00xx`) with its location.
 //! - [`parse_plan`]`(&node)`: detects the dialect and builds the [`Plan`] AST, reporting
 //!   structural errors (missing seq_no/type/parameters, ...) as `E01xx`/`W01xx`.
 //! - [`parse`]`(src)`: both.

@@ -179,7 +179,7 @@ fn fences(src: &str, lo: usize, hi: usize, tries: &mut usize) -> Found {
     let b = src.as_bytes();
     let mut search = lo;
     while *tries < limits::MAX_CANDIDATES {
-        let Some(open) = find(b, b"```", search, hi) else {
+        let Some((open, marker)) = find_fence(b, search, hi) else {
             break;
         };
         let content = fence_content_start(b, open + 3, hi);
@@ -192,16 +192,19 @@ fn fences(src: &str, lo: usize, hi: usize, tries: &mut usize) -> Found {
             if att.clean() {
                 let opener = Span::new(open, trim_end(b, open, content));
                 let after = skip_plain_ws(b, att.end, hi);
-                let after = if b[after..hi].starts_with(b"```") {
+                let after = if b[after..hi].starts_with(marker) {
                     after + 3
                 } else {
                     after
                 };
                 let has_prose = has_text(b, lo, open) || has_text(b, after, hi);
+                let fence = if marker == b"~~~" { " (~~~)" } else { "" };
                 let msg = if has_prose {
-                    "the JSON was taken out of a Markdown code fence; the text around it was ignored"
+                    format!(
+                        "the JSON was taken out of a Markdown code fence{fence}; the text around it was ignored"
+                    )
                 } else {
-                    "the JSON was taken out of a Markdown code fence"
+                    format!("the JSON was taken out of a Markdown code fence{fence}")
                 };
                 let mut found = vec![
                     Diagnostic::warning(codes::CODE_FENCE, msg)
@@ -216,13 +219,29 @@ fn fences(src: &str, lo: usize, hi: usize, tries: &mut usize) -> Found {
             }
         }
         // Skip the closing fence of this block so it is not taken for an opener.
-        search = match find(b, b"```", resume, hi) {
+        search = match find(b, marker, resume, hi) {
             Some(close) => close + 3,
             None => break,
         };
     }
 
     Found::Nothing
+}
+
+/// The next Markdown fence opener in `b[from..to]`: ```` ``` ```` or `~~~` (CommonMark
+/// allows both, and some models write the second), whichever comes first, with its marker
+/// (a block is closed by the same marker).
+fn find_fence(b: &[u8], from: usize, to: usize) -> Option<(usize, &'static [u8])> {
+    const BACKTICKS: &[u8] = b"```";
+    const TILDES: &[u8] = b"~~~";
+    let ticks = find(b, BACKTICKS, from, to);
+    // NB: the tilde search stops at the first backtick fence: no rescan of the rest.
+    let tildes = find(b, TILDES, from, ticks.unwrap_or(to));
+    match (ticks, tildes) {
+        (_, Some(t)) => Some((t, TILDES)),
+        (Some(t), None) => Some((t, BACKTICKS)),
+        (None, None) => None,
+    }
 }
 
 #[cold]
@@ -640,6 +659,7 @@ impl Reader<'_> {
             loop {
                 let (key, key_span) = match self.peek() {
                     Some(q @ (b'"' | b'\'')) => self.key(q)?,
+                    Some(c) if c.is_ascii_alphabetic() || c == b'_' || c == b'$' => self.bare_key(),
                     None => {
                         return self.eof(
                             "expected a string key",
@@ -806,6 +826,32 @@ impl Reader<'_> {
             None => Cow::Owned(key),
         };
         Ok((key, span))
+    }
+
+    /// `{seq_no: 0}`: an unquoted (JavaScript-style) key, an identifier of ASCII letters,
+    /// digits, `_` and `$`, read as the string it spells, as a repair.
+    fn bare_key(&mut self) -> (Cow<'static, str>, Span) {
+        let start = self.pos;
+        while self.pos < self.end
+            && (self.b[self.pos].is_ascii_alphanumeric() || matches!(self.b[self.pos], b'_' | b'$'))
+        {
+            self.pos += 1;
+        }
+        let span = Span::new(start, self.pos);
+        let text = &self.text[start..self.pos];
+        self.warn(
+            Diagnostic::warning(
+                codes::UNQUOTED_KEY,
+                format!("unquoted object key `{text}` read as \"{text}\""),
+            )
+            .with_span(span)
+            .with_help(format!("put the key in double quotes: \"{text}\"")),
+        );
+        let key = match common_key(text) {
+            Some(k) => Cow::Borrowed(k),
+            None => Cow::Owned(text.to_owned()),
+        };
+        (key, span)
     }
 
     /// A string in `quote`s (`"` JSON, `'` Python): its value is appended to `out` (empty:

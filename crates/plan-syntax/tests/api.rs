@@ -122,7 +122,7 @@ fn codes_are_unique_well_formed_and_documented() {
     for (i, l) in lines.iter().enumerate() {
         if let Some(rest) = l
             .strip_prefix("pub const ")
-            .filter(|r| !r.starts_with("ALL"))
+            .filter(|r| !r.starts_with("ALL") && !r.starts_with("STRICT_REPAIRS"))
         {
             consts += 1;
             assert!(
@@ -139,6 +139,23 @@ fn codes_are_unique_well_formed_and_documented() {
     assert!(codes::is_reader_repair(codes::TRAILING_COMMA));
     assert!(!codes::is_reader_repair(codes::SYNTAX));
     assert!(!codes::is_reader_repair(codes::WRAPPED_PLAN));
+}
+
+#[test]
+fn every_repair_has_a_strict_error_code_of_the_same_number() {
+    let repairs: Vec<&str> = codes::ALL
+        .iter()
+        .copied()
+        .filter(|c| c.starts_with("W00"))
+        .collect();
+    assert_eq!(repairs.len(), codes::STRICT_REPAIRS.len());
+    for w in repairs {
+        let e = codes::strict_code(w).unwrap_or_else(|| panic!("{w} has no strict code"));
+        assert_eq!(e, format!("E08{}", &w[3..]), "{w}");
+        assert!(codes::is_reader_repair(e), "{e}");
+        assert!(!codes::ALL.contains(&e), "{e} is taken");
+    }
+    assert_eq!(codes::strict_code(codes::SYNTAX), None);
 }
 
 #[test]

@@ -143,6 +143,12 @@ pub struct ToolRequest {
     /// Where it came from.
     pub pc: Pc,
     pub seq_no: Option<i64>,
+    /// Which dynamic instruction issued it: the number of instructions the sequential run
+    /// executes before it. The same in every run of the same program with the same
+    /// inputs, whatever the concurrency and whichever call was issued first, so it tells
+    /// two identical calls apart (cassettes record it as `step`). The VM consumes the
+    /// answer when its step count reaches this number.
+    pub instance: u64,
 }
 
 /// The tool name of a [`ToolRequest`], shared with the program that issued it (no copy

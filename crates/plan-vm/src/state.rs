@@ -21,13 +21,9 @@ pub enum Status {
 /// A request the VM issued and has not consumed the result of yet.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pending {
-    /// The request as issued (so a restored run can re-issue unanswered requests).
+    /// The request as issued (so a restored run can re-issue unanswered requests). Its
+    /// `instance` matches it to its instruction however far the head has moved since.
     pub request: ToolRequest,
-    /// Which dynamic instruction issued it: the number of instructions the sequential run
-    /// executes before it (the request is consumed when `steps` reaches this number).
-    /// Stable while the run advances, so a request issued ahead of the head is matched
-    /// to its instruction however far the head has moved since.
-    pub instance: u64,
     /// The host's answer, once `resume` delivered it.
     pub result: Option<Result<Value, String>>,
 }
@@ -143,16 +139,16 @@ impl VmState {
             }
             // Only a running state may hold requests the head has not reached yet; a
             // finished one may keep abandoned requests from anywhere.
-            if matches!(self.status, Status::Running) && p.instance < self.steps {
+            if matches!(self.status, Status::Running) && p.request.instance < self.steps {
                 return Err(format!(
                     "pending request {} belongs to an instruction already committed",
                     p.request.id.0
                 ));
             }
-            if !instances.insert(p.instance) {
+            if !instances.insert(p.request.instance) {
                 return Err(format!(
                     "two pending requests for instruction instance {}",
-                    p.instance
+                    p.request.instance
                 ));
             }
         }

@@ -317,7 +317,12 @@ impl<'p> Vm<'p> {
     /// Index in `pending` of the request of the head instance, if issued.
     fn head_request(&self, pc: Pc) -> Result<Option<usize>, Fault> {
         let instance = self.st.steps;
-        match self.st.pending.iter().position(|p| p.instance == instance) {
+        match self
+            .st
+            .pending
+            .iter()
+            .position(|p| p.request.instance == instance)
+        {
             Some(i) if self.st.pending[i].request.pc != pc => Err(self.error_at(
                 pc,
                 format!(
@@ -340,7 +345,10 @@ impl<'p> Vm<'p> {
 
     /// Index in `pending` of the request issued by instance `instance`, if any.
     pub(crate) fn pending_for(&self, instance: u64) -> Option<&Pending> {
-        self.st.pending.iter().find(|p| p.instance == instance)
+        self.st
+            .pending
+            .iter()
+            .find(|p| p.request.instance == instance)
     }
 
     #[inline]
@@ -452,11 +460,11 @@ impl<'p> Vm<'p> {
             kind,
             pc,
             seq_no: self.prog.seq_no_at(pc),
+            instance,
         };
         self.st.pending.push(Pending {
             request: request.clone(),
             result: None,
-            instance,
         });
         request
     }

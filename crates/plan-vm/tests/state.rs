@@ -140,7 +140,7 @@ fn mismatched_state_is_refused() {
     assert!(Vm::from_state(&prog, state, Limits::default()).is_err());
     let mut v: Value = serde_json::from_str(&text).unwrap();
     let p0 = v["pending"][0].clone();
-    v["pending"][1]["instance"] = p0["instance"].clone();
+    v["pending"][1]["request"]["instance"] = p0["request"]["instance"].clone();
     let state: VmState = serde_json::from_value(v).unwrap();
     let e = Vm::from_state(&prog, state, Limits::default())
         .err()

@@ -1,14 +1,14 @@
 //! Helpers shared by the host's integration tests.
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use plan_host::{EnvLookup, HostOptions};
+use plan_host::{EnvLookup, HostOptions, Machine};
 use plan_manifest::{BackendConfig, Manifest};
-use plan_vm::{CallId, RequestKind, ToolRequest};
-use serde_json::Value;
+use plan_vm::{CallId, Event, Halt, Outcome, RequestKind, RunError, ToolRequest};
+use serde_json::{Value, json};
 
 pub const KEY: &str = "sk-test-SECRET-0123456789";
 
@@ -74,6 +74,7 @@ pub fn req(id: u64, tool: &str, args: Value, kind: RequestKind) -> ToolRequest {
         kind,
         pc: 0,
         seq_no: Some(id as i64),
+        instance: id,
     }
 }
 
@@ -87,4 +88,67 @@ pub fn completion(content: &str) -> Value {
         "object": "chat.completion",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}]
     })
+}
+
+/// Issues all its requests in the first yield, then finishes with the outputs joined by
+/// `+`, or fails with the first tool error (as the VM does).
+pub struct Script {
+    requests: Vec<ToolRequest>,
+    started: bool,
+    results: BTreeMap<CallId, Result<Value, String>>,
+}
+
+impl Script {
+    pub fn new(requests: Vec<ToolRequest>) -> Self {
+        Script {
+            requests,
+            started: false,
+            results: BTreeMap::new(),
+        }
+    }
+}
+
+impl Machine for Script {
+    fn run(&mut self) -> Halt {
+        if !self.started {
+            self.started = true;
+            return Halt::Yield(self.requests.clone());
+        }
+        if self.results.len() < self.requests.len() {
+            return Halt::Yield(vec![]);
+        }
+        let mut parts = Vec::new();
+        for (id, r) in &self.results {
+            match r {
+                Ok(Value::String(v)) => parts.push(v.clone()),
+                Ok(v) => parts.push(v.to_string()),
+                Err(e) => {
+                    return Halt::Failed(RunError {
+                        message: e.clone(),
+                        pc: Some(0),
+                        seq_no: Some(id.0 as i64),
+                        line: Some(7),
+                    });
+                }
+            }
+        }
+        Halt::Done(Outcome {
+            final_answer: json!(parts.join("+")),
+            vars: Default::default(),
+            steps: 3,
+        })
+    }
+
+    fn resume(&mut self, id: CallId, result: Result<Value, String>) -> Result<(), RunError> {
+        self.results.insert(id, result);
+        Ok(())
+    }
+
+    fn take_events(&mut self) -> Vec<Event> {
+        vec![Event::Step {
+            pc: 0,
+            seq_no: Some(0),
+            op: "call".into(),
+        }]
+    }
 }
