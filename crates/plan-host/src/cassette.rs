@@ -417,9 +417,20 @@ pub struct Recorder {
 impl Recorder {
     /// Opens `path` for appending (created if missing).
     pub fn create(path: &Path) -> Result<Recorder, HostError> {
+        Recorder::open(path, true)
+    }
+
+    /// Creates `path`, emptying it if it exists (one file per run of a batch).
+    pub fn overwrite(path: &Path) -> Result<Recorder, HostError> {
+        Recorder::open(path, false)
+    }
+
+    fn open(path: &Path, append: bool) -> Result<Recorder, HostError> {
         let file = std::fs::OpenOptions::new()
             .create(true)
-            .append(true)
+            .append(append)
+            .write(true)
+            .truncate(!append)
             .open(path)
             .map_err(|e| {
                 HostError::new(

@@ -135,8 +135,8 @@ async fn perform(host: &Host, req: ToolRequest) -> Completed {
 /// recorded, and the cassette lists calls in program order.
 struct Calls<'r> {
     recorder: Option<&'r Recorder>,
-    /// Answered, result not consumed by the VM yet: (request, output if it succeeded,
-    /// latency).
+    /// Answered, result not consumed by the VM yet: (request, output if it succeeded and
+    /// is to be recorded, latency).
     answered: Vec<(ToolRequest, Option<Value>, Duration)>,
     /// Issued, no answer yet: id → request (for deadline errors and the end of the run).
     inflight: BTreeMap<CallId, ToolRequest>,
@@ -439,7 +439,8 @@ async fn drive<M: Machine>(
         tracer.event("tool_call_end", f);
         let id = done.req.id;
         let (output, result) = match done.result {
-            Ok(v) => (Some(v.clone()), Ok(v)),
+            // NB: the copy is for the cassette only; outputs can be megabytes.
+            Ok(v) => (calls.recorder.is_some().then(|| v.clone()), Ok(v)),
             Err(e) => (None, Err(e.message)),
         };
         calls.answered.push((done.req, output, done.took));

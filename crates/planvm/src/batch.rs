@@ -4,7 +4,8 @@
 //! Input is a directory (every `*.json`, `*.txt`, `*.pbc` in it, sorted by name, each
 //! with the cassette beside it if there is one) or a list file (one run per line:
 //! `PLAN [CASSETTE] [NAME=VALUE]...`). Output is one JSON line per run, in order of
-//! completion, written as each run finishes.
+//! completion, written as each run finishes; `--record DIR` and `--trace DIR` add a
+//! cassette and a trace file per run, named after the run.
 //!
 //! Why the pieces are shaped this way:
 //! - Plans and cassettes are loaded once per path (a list of 10,000 lines naming one plan
@@ -27,7 +28,8 @@ use clap::{ArgGroup, Args};
 use indicatif::{ProgressBar, ProgressStyle};
 use plan_bytecode::ValidatedProgram;
 use plan_host::{
-    Backend, CONDITION_TOOL, Host, HostErrorKind, HostOptions, ReplayBackend, RunReport, Tracer,
+    Backend, CONDITION_TOOL, Host, HostErrorKind, HostOptions, Recorder, ReplayBackend, RunReport,
+    Tracer,
 };
 use plan_manifest::Manifest;
 use plan_vm::Limits;
@@ -60,6 +62,12 @@ json` prints, preceded by \"plan\" (and \"line\", the list line). A summary goes
 stderr; a progress bar too when stderr is a terminal. An invalid plan's diagnostics go
 to stderr once per plan; compiler warnings are not printed.
 
+Per-run files: --record DIR writes each run's cassette to DIR/<run>.cassette.jsonl and
+--trace DIR its trace to DIR/<run>.trace.jsonl (both created, or emptied if present).
+<run> is the plan's file name without its extension (a.llm.txt: a.llm), the whole file
+name when two plans of DIR share that stem, and <stem>.line<N> for list input. A file
+that is one of the run's own inputs (its plan or cassette) is refused.
+
 Exit codes:
   0   every run finished with a final answer
   1   some run failed
@@ -68,7 +76,9 @@ Exit codes:
       .pbc, malformed cassette): those runs are reported as failed lines, the others
       still run; also a malformed --replay cassette (nothing runs)
   66  DIR or the --replay cassette cannot be read, or DIR holds no plan
-  73  the --output file cannot be created or written";
+  73  the --output file cannot be created or written, or a --record/--trace directory
+      or one of its per-run files cannot be created (those runs are reported as failed
+      lines)";
 
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("input").required(true).args(["dir", "list"])))]
@@ -99,6 +109,12 @@ pub(crate) struct BatchArgs {
     /// Write the JSON lines here instead of stdout.
     #[arg(long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Record each run's tool calls to DIR/<run>.cassette.jsonl (DIR is created).
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// Write each run's trace events to DIR/<run>.trace.jsonl (DIR is created).
+    #[arg(long, value_name = "DIR")]
+    trace: Option<PathBuf>,
 }
 
 /// One run to do.
@@ -109,6 +125,8 @@ struct Job {
     vars: Vec<(String, Value)>,
     /// Line in the list file (1-based), for list input.
     line: Option<usize>,
+    /// The run's name: its --record and --trace files are named after it.
+    name: String,
 }
 
 pub(crate) fn batch(args: BatchArgs) -> u8 {
@@ -131,6 +149,16 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         // clap's required group makes this unreachable; still, no panic.
         (None, None) => return fail(exit::USAGE, "give a DIR or --list FILE"),
     };
+    let mut jobs = jobs;
+    name_runs(&mut jobs);
+    for dir in [&args.record, &args.trace].into_iter().flatten() {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return fail(
+                exit::CANT_CREATE,
+                format_args!("cannot create directory {}: {e}", dir.display()),
+            );
+        }
+    }
     let replay = match &args.replay {
         Some(p) => match ReplayBackend::load(p) {
             Ok(r) => Some(Arc::new(r)),
@@ -191,6 +219,9 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         limits,
         global_vars: args.vars,
         replay,
+        replay_path: args.replay.clone(),
+        record_dir: args.record.clone(),
+        trace_dir: args.trace.clone(),
         jobs: args.jobs as usize,
     };
     let mut sink = Sink {
@@ -218,7 +249,9 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     if let Some(e) = sink.error {
         return fail(exit::CANT_CREATE, e);
     }
-    if tally.invalid > 0 {
+    if tally.unwritable > 0 {
+        exit::CANT_CREATE
+    } else if tally.invalid > 0 {
         exit::DATA_ERR
     } else if tally.ok < tally.runs {
         exit::RUN_FAILED
@@ -235,6 +268,11 @@ struct Ctx {
     limits: Limits,
     global_vars: Vec<(String, Value)>,
     replay: Option<Arc<ReplayBackend>>,
+    /// Where `replay` came from (a run's outputs must not overwrite it).
+    replay_path: Option<PathBuf>,
+    /// `--record DIR` and `--trace DIR`.
+    record_dir: Option<PathBuf>,
+    trace_dir: Option<PathBuf>,
     jobs: usize,
 }
 
@@ -291,6 +329,8 @@ struct Tally {
     runs: u64,
     ok: u64,
     invalid: u64,
+    /// Runs whose --record or --trace file could not be created.
+    unwritable: u64,
     elapsed: Duration,
 }
 
@@ -394,6 +434,15 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                     continue;
                 }
             };
+            let (recorder, mut tracer) = match run_outputs(&ctx, &job) {
+                Ok(outputs) => outputs,
+                Err(msg) => {
+                    tally.unwritable += 1;
+                    let report = RunReport::failed_before_start(msg, Duration::ZERO);
+                    finish(sink, &mut tally, &job.plan, job.line, &report);
+                    continue;
+                }
+            };
             let vars = merge_vars(&ctx.global_vars, job.vars);
             let host = match replay {
                 Some(r) => replay_host(&ctx.opts, &program, &r),
@@ -405,8 +454,15 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                     Ok(h) => h,
                     Err(msg) => return RunReport::failed_before_start(msg, Duration::ZERO),
                 };
-                let mut tracer = Tracer::none();
-                plan_host::run_plan(&host, &program, vars, limits, &mut tracer).await
+                plan_host::run_plan_recording(
+                    &host,
+                    &program,
+                    vars,
+                    limits,
+                    &mut tracer,
+                    recorder.as_ref(),
+                )
+                .await
             });
             labels.insert(handle.id(), (job.plan, job.line));
         }
@@ -426,6 +482,84 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
     bar.finish_and_clear();
     tally.elapsed = start.elapsed();
     tally
+}
+
+/// The run's `--record` cassette and `--trace` writer, each `DIR/<run name>.<kind>.jsonl`,
+/// created (emptied if present). Refused when it is one of the run's inputs: a batch
+/// recorded into its own directory must not overwrite the cassettes it replays.
+fn run_outputs(ctx: &Ctx, job: &Job) -> Result<(Option<Recorder>, Tracer), NotLoaded> {
+    let inputs: Vec<&Path> = [
+        Some(&job.plan),
+        job.cassette.as_ref(),
+        ctx.replay_path.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(PathBuf::as_path)
+    .collect();
+    let target = |dir: &Path, kind: &str| -> Result<PathBuf, NotLoaded> {
+        let path = dir.join(format!("{}.{kind}.jsonl", job.name));
+        match inputs.iter().find(|i| same_file(i, &path)) {
+            Some(i) => Err(format!(
+                "the {kind} file {} would overwrite this run's input {}: choose another directory",
+                path.display(),
+                i.display()
+            )),
+            None => Ok(path),
+        }
+    };
+    let recorder = match &ctx.record_dir {
+        Some(dir) => {
+            let path = target(dir, "cassette")?;
+            Some(Recorder::overwrite(&path).map_err(|e| e.message)?)
+        }
+        None => None,
+    };
+    let tracer = match &ctx.trace_dir {
+        Some(dir) => {
+            let path = target(dir, "trace")?;
+            let f = std::fs::File::create(&path)
+                .map_err(|e| format!("cannot create trace file {}: {e}", path.display()))?;
+            Tracer::to_writer(Box::new(std::io::BufWriter::new(f)))
+        }
+        None => Tracer::none(),
+    };
+    Ok((recorder, tracer))
+}
+
+/// Whether `a` and `b` name the same existing file (by identity, not by spelling).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Names each run after its plan: the file name without its extension (`a.llm.txt` →
+/// `a.llm`), the whole file name when two plans of a directory share that stem, and
+/// `<stem>.line<N>` for a list (one plan may be listed many times).
+fn name_runs(jobs: &mut [Job]) {
+    fn stem(p: &Path) -> String {
+        p.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+    let mut stems: HashMap<String, usize> = HashMap::new();
+    for j in jobs.iter().filter(|j| j.line.is_none()) {
+        *stems.entry(stem(&j.plan)).or_default() += 1;
+    }
+    for j in jobs.iter_mut() {
+        let s = stem(&j.plan);
+        j.name = match j.line {
+            Some(n) => format!("{s}.line{n}"),
+            None if stems.get(&s).copied().unwrap_or(0) > 1 => j
+                .plan
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or(s),
+            None => s,
+        };
+    }
 }
 
 fn load_plan(
@@ -517,6 +651,7 @@ fn scan_dir(dir: &Path, siblings: bool) -> Result<Vec<Job>, String> {
             plan: dir.join(name),
             vars: Vec::new(),
             line: None,
+            name: String::new(),
         })
         .collect())
 }
@@ -601,6 +736,7 @@ fn parse_line(line: &str, base: &Path) -> Result<Option<Job>, String> {
         cassette: None,
         vars: Vec::new(),
         line: None,
+        name: String::new(),
     };
     for (k, field) in fields.enumerate() {
         if is_var(&field) {

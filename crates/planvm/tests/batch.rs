@@ -288,6 +288,131 @@ greet.json    tapes/en.jsonl    who=Zed   # not in the cassette: fails
 }
 
 #[test]
+fn record_and_trace_dirs_get_one_file_per_run_named_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let plans = dir.path().join("plans");
+    std::fs::create_dir(&plans).unwrap();
+    copy_examples(&plans);
+    let rec = dir.path().join("rec");
+    let traces = dir.path().join("out/traces");
+    let r = batch(&[
+        plans.to_str().unwrap(),
+        "--record",
+        rec.to_str().unwrap(),
+        "--trace",
+        traces.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let runs = [
+        ("countdown_loop", "countdown_loop.json"),
+        ("population_condition", "population_condition.json"),
+        ("tidb_overview", "tidb_overview.json"),
+        ("tidb_overview.llm", "tidb_overview.llm.txt"),
+    ];
+    let listing = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let want = |kind: &str| -> Vec<String> {
+        let mut v: Vec<String> = runs
+            .iter()
+            .map(|(n, _)| format!("{n}.{kind}.jsonl"))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(listing(&rec), want("cassette"));
+    assert_eq!(listing(&traces), want("trace"));
+    for (name, plan) in runs {
+        // Each trace is its own run's, start to end.
+        let trace = std::fs::read_to_string(traces.join(format!("{name}.trace.jsonl"))).unwrap();
+        let events: Vec<Value> = trace
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(events.last().unwrap()["event"], "done", "{name}");
+        assert_eq!(events.last().unwrap()["status"], "ok", "{name}");
+        // Each recording replays its plan to the same answer, every entry with its step.
+        let cassette = rec.join(format!("{name}.cassette.jsonl"));
+        let text = std::fs::read_to_string(&cassette).unwrap();
+        assert!(!text.is_empty(), "{name}");
+        for l in text.lines() {
+            let e: Value = serde_json::from_str(l).unwrap();
+            assert!(e["step"].is_u64(), "{name}: {l}");
+        }
+        let plan = plans.join(plan);
+        let again = Command::new(BIN)
+            .args([
+                "run",
+                plan.to_str().unwrap(),
+                "--replay",
+                cassette.to_str().unwrap(),
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(again.status.code(), Some(0), "{name}");
+        let first = line_for(&r.lines, plan.file_name().unwrap().to_str().unwrap());
+        let answer = String::from_utf8_lossy(&again.stdout);
+        assert_eq!(
+            first["final_answer"].as_str().map(|a| format!("{a}\n")),
+            Some(answer.into_owned()),
+            "{name}"
+        );
+    }
+
+    // A list names runs by line, so one plan listed twice gets two files.
+    let list = dir.path().join("runs.txt");
+    std::fs::write(
+        &list,
+        "plans/countdown_loop.json plans/countdown_loop.cassette.jsonl\n\nplans/countdown_loop.json plans/countdown_loop.cassette.jsonl\n",
+    )
+    .unwrap();
+    let rec2 = dir.path().join("rec2");
+    let r = batch(&[
+        "--list",
+        list.to_str().unwrap(),
+        "--record",
+        rec2.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(
+        listing(&rec2),
+        [
+            "countdown_loop.line1.cassette.jsonl",
+            "countdown_loop.line3.cassette.jsonl"
+        ]
+    );
+}
+
+#[test]
+fn recording_over_a_runs_own_cassette_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    copy_examples(dir.path());
+    let cassette = dir.path().join("tidb_overview.cassette.jsonl");
+    let before = std::fs::read(&cassette).unwrap();
+    // DIR is also the record directory: tidb_overview's recording would be its cassette.
+    let r = batch(&[
+        dir.path().to_str().unwrap(),
+        "--record",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 73, "{}", r.stderr);
+    let v = line_for(&r.lines, "tidb_overview.json");
+    assert_eq!(v["status"], "failed");
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("would overwrite this run's input"), "{msg}");
+    assert_eq!(
+        std::fs::read(&cassette).unwrap(),
+        before,
+        "the input was changed"
+    );
+}
+
+#[test]
 fn every_run_replays_its_cassette_from_the_start() {
     // "Entries with the same key are served in recorded order": shared between runs,
     // the 2nd run would get "second". Every run must get "first".
