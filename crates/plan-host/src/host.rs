@@ -1,5 +1,6 @@
 //! `Host`: picks a backend per tool, applies the per-call timeout, and records calls.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,7 @@ use crate::error::{HostError, HostErrorKind, ToolError, ToolErrorKind, secs};
 use crate::http::HttpBackend;
 use crate::net::{Endpoint, RetryPolicy};
 use crate::openai::{OpenAiBackend, completions_url};
+use crate::redact::Redactor;
 use plan_manifest::{BackendConfig, Manifest};
 use plan_vm::ToolRequest;
 
@@ -92,6 +94,8 @@ pub struct Host {
     backends: Mutex<HashMap<String, Arc<dyn Backend>>>,
     /// Cassettes named by `kind = "replay"` backends, loaded once per file.
     cassettes: Mutex<HashMap<PathBuf, Arc<ReplayBackend>>>,
+    /// Every secret this host has read, removed from outputs and errors.
+    redactor: Arc<Redactor>,
 }
 
 impl fmt::Debug for Host {
@@ -122,6 +126,7 @@ impl Host {
             recorder,
             backends: Mutex::new(HashMap::new()),
             cassettes: Mutex::new(HashMap::new()),
+            redactor: Arc::new(Redactor::new()),
         })
     }
 
@@ -176,20 +181,38 @@ impl Host {
         self.recorder.as_ref()
     }
 
-    /// Performs one request: backend lookup, per-call timeout.
+    /// The secrets this host has read (API keys), for redacting other outputs too.
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.redactor
+    }
+
+    /// Performs one request: backend lookup, per-call timeout. Outputs and errors come
+    /// back with every secret of the host redacted, whatever the backend.
     pub async fn call(&self, req: &ToolRequest) -> Result<Value, ToolError> {
+        let out = self.call_unredacted(req).await;
+        match out {
+            Ok(v) => Ok(self.redactor.value(v)),
+            Err(mut e) => {
+                if let Cow::Owned(m) = self.redactor.text(&e.message) {
+                    e.message = m;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn call_unredacted(&self, req: &ToolRequest) -> Result<Value, ToolError> {
         let backend = self.backend_for(&req.tool)?;
         let fut = backend.call(req);
-        let out = match self.opts.tool_timeout {
+        match self.opts.tool_timeout {
             Some(t) => tokio::time::timeout(t, fut).await.map_err(|_| {
                 ToolError::new(
                     ToolErrorKind::Timeout,
                     format!("timed out after {} s", secs(t)),
                 )
-            })??,
-            None => fut.await?,
-        };
-        Ok(out)
+            })?,
+            None => fut.await,
+        }
     }
 
     /// The backend serving `tool`: the replay cassette if one was given, else the tool's
@@ -239,6 +262,8 @@ impl Host {
         }
         let c = reqwest::Client::builder()
             .user_agent(concat!("planvm/", env!("CARGO_PKG_VERSION")))
+            .redirect(crate::net::redirect_policy())
+            .dns_resolver(Arc::new(crate::net::NoLinkLocal))
             .build()
             .map_err(|e| {
                 ToolError::new(
@@ -351,7 +376,10 @@ impl Host {
         let auth = match api_key_env {
             None => None,
             Some(var) => match (self.opts.env)(var).filter(|v| !v.is_empty()) {
-                Some(v) => Some(Secret::new(v)),
+                Some(v) => {
+                    self.redactor.add(&v);
+                    Some(Secret::new(v))
+                }
                 // NB: name the variable, never a value.
                 None => {
                     return Err(config_err(format!(
@@ -405,6 +433,7 @@ impl Host {
                 max_delay: self.opts.retry_max_delay,
             },
             limit: Semaphore::new(permits),
+            redactor: self.redactor.clone(),
         })
     }
 }

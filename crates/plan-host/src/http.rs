@@ -5,7 +5,6 @@ use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::backend::Backend;
-use crate::cassette::preview;
 use crate::error::{ToolError, ToolErrorKind};
 use crate::net::Endpoint;
 use plan_vm::ToolRequest;
@@ -30,7 +29,7 @@ impl HttpBackend {
                 format!(
                     "POST {}: the response has nothing at JSON pointer `{ptr}`: {}",
                     self.endpoint.url,
-                    preview(&resp.to_string())
+                    self.endpoint.preview(&resp.to_string())
                 ),
             )),
         }

@@ -13,7 +13,10 @@
 //!   so it never blocks other calls.
 //! - Secrets: API keys are read from environment variables named in the tools file (through
 //!   an injectable lookup), kept in a redacting `Secret`, sent only as the
-//!   `Authorization` header, and never written to errors, traces or cassettes.
+//!   `Authorization` header, and never written to errors, traces or cassettes; a key a
+//!   server echoes back is replaced by `[redacted]` in every output and error (`redact`).
+//! - Redirects are followed only within the origin of the configured URL (at most
+//!   [`MAX_REDIRECTS`]); host names that resolve to link-local addresses are refused.
 //!
 //! Module map (start with `driver`):
 //! - `driver`: `run_plan` / `run_machine`, the run → await → resume loop, `RunReport`.
@@ -23,6 +26,7 @@
 //! - `prompt`: the user message an LLM sees (context + prompt + format instruction).
 //! - `cassette`: cassette format, `ReplayBackend`, `Recorder`.
 //! - `trace`: JSON-lines trace events.
+//! - `redact`: the host's secrets and their removal from outputs and errors.
 //! - `error`: `ToolError`, `HostError`.
 
 mod backend;
@@ -34,6 +38,7 @@ mod http;
 mod net;
 mod openai;
 mod prompt;
+mod redact;
 mod trace;
 
 pub use backend::{Backend, EnvLookup, Secret, process_env};
@@ -44,6 +49,7 @@ pub use driver::{
 };
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use host::{CONDITION_TOOL, Host, HostOptions};
-pub use net::RetryPolicy;
+pub use net::{MAX_REDIRECTS, RetryPolicy};
 pub use prompt::{CONDITION_INSTRUCTION, keys_instruction, user_message};
+pub use redact::{REDACTED, Redactor};
 pub use trace::{Observer, Tracer};

@@ -5,6 +5,7 @@
 //! Error messages are built here from the status, the URL and the innermost cause only;
 //! request headers (where the bearer key lives) are never formatted.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use rand::Rng;
@@ -14,6 +15,73 @@ use tokio::sync::Semaphore;
 use crate::backend::Secret;
 use crate::cassette::preview;
 use crate::error::{ToolError, ToolErrorKind, secs};
+use crate::redact::Redactor;
+
+/// Redirects followed within one origin before the request fails.
+pub const MAX_REDIRECTS: usize = 3;
+
+/// Follows a redirect only to the origin (scheme, host, port) of the URL first requested,
+/// at most [`MAX_REDIRECTS`] times. A redirect elsewhere is not followed: its 3xx response
+/// comes back and fails the call naming the Location, so a plan's arguments (a 307 re-sends
+/// the POST body) never reach a host the tools file does not name, such as a cloud
+/// metadata address.
+pub(crate) fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let Some(first) = attempt.previous().first() else {
+            return attempt.stop();
+        };
+        let same_origin = first.scheme() == attempt.url().scheme()
+            && first.host_str() == attempt.url().host_str()
+            && first.port_or_known_default() == attempt.url().port_or_known_default();
+        if !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            let msg = format!("more than {MAX_REDIRECTS} redirects");
+            attempt.error(msg)
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+/// Resolves host names as the system does, but never to a link-local address
+/// (169.254.0.0/16, fe80::/10: cloud metadata services live there). A URL that writes
+/// such an address literally is not resolved and still works: the tools file named it.
+#[derive(Debug)]
+pub(crate) struct NoLinkLocal;
+
+fn link_local(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => v4.is_link_local(),
+        std::net::IpAddr::V6(v6) => {
+            (v6.segments()[0] & 0xffc0) == 0xfe80
+                || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_link_local())
+        }
+    }
+}
+
+impl reqwest::dns::Resolve for NoLinkLocal {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().to_owned();
+        Box::pin(async move {
+            let all: Vec<std::net::SocketAddr> =
+                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+            let allowed: Vec<std::net::SocketAddr> = all
+                .iter()
+                .copied()
+                .filter(|a| !link_local(a.ip()))
+                .collect();
+            if allowed.is_empty() && !all.is_empty() {
+                return Err(format!(
+                    "{host} resolves only to link-local addresses, which are refused (write the address in the URL to reach it)"
+                )
+                .into());
+            }
+            let addrs: reqwest::dns::Addrs = Box::new(allowed.into_iter());
+            Ok(addrs)
+        })
+    }
+}
 
 /// Responses larger than this are refused rather than buffered.
 const MAX_RESPONSE_BYTES: usize = 64 << 20;
@@ -71,6 +139,8 @@ pub(crate) struct Endpoint {
     pub(crate) timeout: Option<Duration>,
     pub(crate) retry: RetryPolicy,
     pub(crate) limit: Semaphore,
+    /// The host's secrets: an error body is redacted before it is shortened.
+    pub(crate) redactor: Arc<Redactor>,
 }
 
 /// What one attempt produced.
@@ -122,6 +192,12 @@ impl Endpoint {
         }
     }
 
+    /// The start of a response body for an error message, secrets redacted. NB: redacted
+    /// whole, then shortened, so a cut cannot leave part of a key.
+    pub(crate) fn preview(&self, body: &str) -> String {
+        preview(&self.redactor.text(body))
+    }
+
     async fn attempt(&self, body: &Value) -> Attempt {
         let mut req = self.client.post(&self.url).json(body);
         if let Some(key) = &self.auth {
@@ -135,6 +211,10 @@ impl Endpoint {
             Err(e) => return self.transport_error(&e),
         };
         let status = resp.status();
+        let location = resp
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
         let retry_after = resp
             .headers()
             .get(reqwest::header::RETRY_AFTER)
@@ -154,11 +234,26 @@ impl Endpoint {
             }
             Err(ReadError::Http(e)) => return self.transport_error(&e),
         };
+        if status.is_redirection() {
+            // The redirect policy stopped here: the Location is on another origin.
+            let to = location.as_deref().unwrap_or("(no Location header)");
+            return Attempt::Fatal(ToolError::new(
+                ToolErrorKind::Transport,
+                format!(
+                    "POST {}: HTTP {status}: redirect to {to} refused: only redirects within the same origin (scheme, host and port) are followed",
+                    self.url
+                ),
+            ));
+        }
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes);
             let err = ToolError::new(
                 ToolErrorKind::Transport,
-                format!("POST {}: HTTP {status}: {}", self.url, preview(text.trim())),
+                format!(
+                    "POST {}: HTTP {status}: {}",
+                    self.url,
+                    self.preview(text.trim())
+                ),
             );
             return if status.as_u16() == 429 || status.is_server_error() {
                 Attempt::Retry(err, retry_after)
@@ -188,6 +283,13 @@ impl Endpoint {
         let mut cause: &dyn std::error::Error = e;
         while let Some(inner) = cause.source() {
             cause = inner;
+        }
+        if e.is_redirect() {
+            let at = e.url().map_or_else(|| self.url.clone(), |u| u.to_string());
+            return Attempt::Fatal(ToolError::new(
+                ToolErrorKind::Transport,
+                format!("POST {}: redirect failed at {at}: {cause}", self.url),
+            ));
         }
         let what = if e.is_connect() {
             "connection failed"
@@ -233,6 +335,23 @@ async fn read_capped(mut resp: reqwest::Response) -> Result<Vec<u8>, ReadError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn link_local_addresses() {
+        for (ip, want) in [
+            ("169.254.169.254", true),
+            ("169.254.0.1", true),
+            ("127.0.0.1", false),
+            ("10.0.0.1", false),
+            ("fe80::1", true),
+            ("febf::1", true),
+            ("fec0::1", false),
+            ("::1", false),
+            ("::ffff:169.254.169.254", true),
+        ] {
+            assert_eq!(link_local(ip.parse().unwrap()), want, "{ip}");
+        }
+    }
 
     #[test]
     fn backoff_grows_and_stays_in_bounds() {

@@ -6,7 +6,6 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::backend::Backend;
-use crate::cassette::preview;
 use crate::error::{ToolError, ToolErrorKind};
 use crate::net::Endpoint;
 use crate::prompt::user_message;
@@ -52,7 +51,7 @@ impl OpenAiBackend {
                 format!(
                     "POST {}: response has no choices[0].message.content string: {}",
                     self.endpoint.url,
-                    preview(&resp.to_string())
+                    self.endpoint.preview(&resp.to_string())
                 ),
             )),
         }
