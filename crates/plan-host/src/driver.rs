@@ -17,6 +17,11 @@ use crate::trace::Tracer;
 use plan_bytecode::{Pc, ValidatedProgram};
 use plan_vm::{CallId, Event, Halt, Limits, RunError, ToolRequest};
 
+/// Instructions the VM runs between two looks at the deadline (about 0.1 ms of work): a
+/// plan that loops without calling a tool, or whose calls all answer at once, still
+/// stops on `--timeout`.
+const STEP_SLICE: u64 = 10_000;
+
 /// How much of a call's args a `tool_call_start` trace event shows.
 const ARGS_PREVIEW_CHARS: usize = 200;
 
@@ -48,6 +53,11 @@ pub trait Machine {
     /// Instructions executed so far, if the machine tracks them.
     fn steps(&self) -> Option<u64> {
         None
+    }
+    /// Whether the last `run()` returned only to let the driver check its deadline (the
+    /// machine is not waiting for a tool: call `run()` again).
+    fn paused(&self) -> bool {
+        false
     }
     /// Where call `id` stands. Machines that do not look ahead consume every result at
     /// once: the default says so.
@@ -243,6 +253,7 @@ pub async fn run_plan_recording(
         }
     }
     vm.set_tracing(tracer.is_active());
+    vm.set_step_slice(Some(STEP_SLICE));
     let mut m = VmMachine { vm, program };
     drive(host, &mut m, tracer, recorder).await
 }
@@ -277,6 +288,10 @@ impl Machine for VmMachine<'_> {
 
     fn steps(&self) -> Option<u64> {
         Some(self.vm.state().steps())
+    }
+
+    fn paused(&self) -> bool {
+        self.vm.paused()
     }
 
     fn call_state(&self, id: CallId) -> CallState {
@@ -332,7 +347,34 @@ async fn drive<M: Machine>(
         report
     };
 
+    // The deadline error, located at the earliest call in program order still out.
+    let deadline_error = |vm: &M, calls: &Calls<'_>| {
+        let (seq_no, line) = calls
+            .inflight
+            .values()
+            .min_by_key(|r| r.instance)
+            .map(|r| (r.seq_no, vm.line_of(r.pc)))
+            .unwrap_or((None, None));
+        let message = format!(
+            "deadline of {} s exceeded",
+            deadline.map(secs).unwrap_or_default()
+        );
+        ReportError {
+            message,
+            seq_no,
+            line,
+        }
+    };
+
     loop {
+        // NB: checked on every turn, not only by the timer below: a timer fires only when
+        // the task waits, and calls that answer at once never make it wait.
+        if deadline_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
+            let err = deadline_error(vm, &calls);
+            let steps = vm.steps().unwrap_or(steps_seen);
+            let tool_calls = calls.finish(vm, tracer);
+            return fail(tracer, err, steps, tool_calls);
+        }
         let halt = vm.run();
         for ev in vm.take_events() {
             if matches!(ev, Event::Step { .. }) {
@@ -396,22 +438,21 @@ async fn drive<M: Machine>(
             }
         }
 
+        if vm.paused() {
+            // A slice of computation is done: let other tasks (a batch's other runs) go
+            // on, then continue, looking at the deadline first.
+            tokio::task::yield_now().await;
+            continue;
+        }
         // NB: suspension point. Wait for the next call to finish (or the deadline).
         let next = match deadline_at {
             Some(at) => tokio::select! {
                 c = inflight.next() => c,
                 () = tokio::time::sleep_until(at) => {
-                    // Located at the earliest call in program order still out.
-                    let (seq_no, line) = calls
-                        .inflight
-                        .values()
-                        .min_by_key(|r| r.instance)
-                        .map(|r| (r.seq_no, vm.line_of(r.pc)))
-                        .unwrap_or((None, None));
-                    let msg = format!("deadline of {} s exceeded", deadline.map(secs).unwrap_or_default());
+                    let err = deadline_error(vm, &calls);
                     let steps = vm.steps().unwrap_or(steps_seen);
                     let tool_calls = calls.finish(vm, tracer);
-                    return fail(tracer, ReportError { message: msg, seq_no, line }, steps, tool_calls);
+                    return fail(tracer, err, steps, tool_calls);
                 }
             },
             None => inflight.next().await,

@@ -49,7 +49,7 @@ pub use driver::{
 };
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use host::{CONDITION_TOOL, Host, HostOptions};
-pub use net::{MAX_REDIRECTS, RetryPolicy};
+pub use net::{MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR};
 pub use prompt::{CONDITION_INSTRUCTION, keys_instruction, user_message};
 pub use redact::{REDACTED, Redactor};
 pub use trace::{Observer, Tracer};

@@ -17,6 +17,9 @@ use crate::cassette::preview;
 use crate::error::{ToolError, ToolErrorKind, secs};
 use crate::redact::Redactor;
 
+/// A call's attempts together may take this many times the per-attempt timeout.
+pub const TOTAL_TIMEOUT_FACTOR: u32 = 3;
+
 /// Redirects followed within one origin before the request fails.
 pub const MAX_REDIRECTS: usize = 3;
 
@@ -152,9 +155,28 @@ enum Attempt {
 }
 
 impl Endpoint {
-    /// POSTs `body` as JSON, retrying transient failures. The response is parsed as JSON;
-    /// a body that is not JSON is returned as a string.
+    /// POSTs `body` as JSON, retrying transient failures, all attempts together within
+    /// [`TOTAL_TIMEOUT_FACTOR`] × the per-attempt timeout, so a server that never answers
+    /// costs bounded time. The response is parsed as JSON; a body that is not JSON is
+    /// returned as a string.
     pub(crate) async fn post_json(&self, body: &Value) -> Result<Value, ToolError> {
+        let Some(total) = self.timeout.map(|t| t.saturating_mul(TOTAL_TIMEOUT_FACTOR)) else {
+            return self.post_json_retrying(body).await;
+        };
+        match tokio::time::timeout(total, self.post_json_retrying(body)).await {
+            Ok(r) => r,
+            Err(_) => Err(ToolError::new(
+                ToolErrorKind::Timeout,
+                format!(
+                    "POST {}: no answer within {} s, all attempts together ({TOTAL_TIMEOUT_FACTOR} × timeout_secs)",
+                    self.url,
+                    secs(total)
+                ),
+            )),
+        }
+    }
+
+    async fn post_json_retrying(&self, body: &Value) -> Result<Value, ToolError> {
         let tries = self.retry.tries.max(1);
         let mut attempt = 1;
         loop {

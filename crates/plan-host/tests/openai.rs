@@ -253,6 +253,38 @@ async fn per_attempt_timeout_is_retried_then_reported() {
 }
 
 #[tokio::test]
+async fn a_server_that_never_answers_costs_three_attempt_timeouts_at_most() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(completion("late"))
+                .set_delay(Duration::from_secs(30)),
+        )
+        .mount(&server)
+        .await;
+    // Ten retries of 0.2 s each would be 2.2 s; the call stops at 3 × 0.2 s.
+    let m = manifest_with(
+        "llm_generate",
+        openai(&server.uri(), None, Some(0.2), Some(10)),
+    );
+    let host = Host::new(m, opts()).unwrap();
+    let err = host
+        .call(&req(1, "llm_generate", json!({"prompt": "x"}), plain()))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind, ToolErrorKind::Timeout);
+    assert_eq!(
+        err.message,
+        format!(
+            "POST {}/chat/completions: no answer within 0.6 s, all attempts together (3 × timeout_secs)",
+            server.uri()
+        )
+    );
+    assert!(server.received_requests().await.unwrap().len() <= 3);
+}
+
+#[tokio::test]
 async fn per_call_timeout_covers_retries() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))

@@ -48,6 +48,13 @@ pub struct Vm<'p> {
     pub(crate) final_slot: Option<Slot>,
     /// Set by `store` when `final_answer` is written; checked after each instruction.
     ended: bool,
+    /// Instructions one `run()` may execute before returning (see [`Vm::set_step_slice`]).
+    slice: Option<u64>,
+    /// The step count at which the current `run()` stops: the step limit, or the end of
+    /// the slice if that comes first (one comparison per step covers both).
+    stop_at: u64,
+    /// The last `run()` returned because its slice was used up.
+    paused: bool,
     tracing: bool,
     events: Vec<Event>,
 }
@@ -73,6 +80,9 @@ impl<'p> Vm<'p> {
             slot_bytes: vec![0; n],
             final_slot: program.final_answer_slot(),
             ended: false,
+            slice: None,
+            stop_at: 0,
+            paused: false,
             tracing: false,
             events: Vec::new(),
         }
@@ -143,6 +153,20 @@ impl<'p> Vm<'p> {
             Status::Running => Vec::new(),
             _ => self.st.unanswered(),
         }
+    }
+
+    /// Makes each `run()` return after at most `steps` instructions (`None`: run until a
+    /// tool is needed, the default). A run that used up its slice returns
+    /// `Halt::Yield(vec![])` with [`Vm::paused`] true; calling `run()` again continues.
+    /// A host sets it so that its deadline is checked however long a plan computes
+    /// without calling a tool.
+    pub fn set_step_slice(&mut self, steps: Option<u64>) {
+        self.slice = steps.map(|n| n.max(1));
+    }
+
+    /// Whether the last `run()` stopped only because its step slice was used up.
+    pub fn paused(&self) -> bool {
+        self.paused
     }
 
     /// Records trace events from now on (or stops).
@@ -223,8 +247,17 @@ impl<'p> Vm<'p> {
             Status::Failed { error } => return Halt::Failed(error.clone()),
         }
         let mut issued = Vec::new();
+        self.paused = false;
+        self.stop_at = match self.slice {
+            Some(n) => self.st.steps.saturating_add(n).min(self.limits.max_steps),
+            None => self.limits.max_steps,
+        };
         if let Some(halt) = self.dispatch(&mut issued) {
             return halt;
+        }
+        if self.paused {
+            // The head is not waiting for a tool: nothing to look ahead for yet.
+            return Halt::Yield(issued);
         }
         let ahead = self.scan();
         for a in ahead {
@@ -280,10 +313,15 @@ impl<'p> Vm<'p> {
                     }
                 }
                 _ => {
-                    self.st.steps += 1;
-                    if self.st.steps > self.limits.max_steps {
-                        return Some(self.step_limit(pc));
+                    if self.st.steps >= self.stop_at {
+                        if self.st.steps >= self.limits.max_steps {
+                            return Some(self.step_limit(pc));
+                        }
+                        // NB: the slice is over; `pc` runs first on the next `run()`.
+                        self.paused = true;
+                        return None;
                     }
+                    self.st.steps += 1;
                     if self.tracing {
                         self.trace_step(pc, instr);
                     }

@@ -4,7 +4,7 @@
 mod common;
 use common::*;
 use plan_bytecode::Instr;
-use plan_vm::Limits;
+use plan_vm::{Halt, Limits};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -22,6 +22,50 @@ fn step_limit() {
     assert!(e.message.contains("--max-steps"), "{}", e.message);
     // Step 101 would be the Nop at pc 0.
     assert_eq!((e.pc, e.seq_no), (Some(0), Some(0)));
+}
+
+#[test]
+fn a_step_slice_pauses_the_run_without_changing_it() {
+    // `n = 0; loop { n = n + 1 }` until the step limit, with no tool call at all.
+    let mut b = B::new();
+    let zero = b.c(json!(0));
+    b.set(0, "n", zero);
+    let top = b.here();
+    let n_plus_1 = b.arith(vec![A::R("n"), A::N(json!(1)), A::Add], "${n} + 1");
+    b.set(1, "n", n_plus_1);
+    b.jump(2, top);
+    let prog = b.build();
+    let limits = Limits {
+        max_steps: 1_000,
+        ..Limits::default()
+    };
+    let mut whole = plan_vm::Vm::new(&prog, limits.clone());
+    let Halt::Failed(want) = whole.run() else {
+        panic!("the loop ends on the step limit")
+    };
+    let mut sliced = plan_vm::Vm::new(&prog, limits);
+    sliced.set_step_slice(Some(64));
+    let mut pauses = 0;
+    let got = loop {
+        match sliced.run() {
+            Halt::Yield(reqs) => {
+                assert!(reqs.is_empty() && sliced.paused());
+                assert!(sliced.state().steps() <= 64 * (pauses + 1));
+                pauses += 1;
+            }
+            Halt::Failed(e) => break e,
+            Halt::Done(o) => panic!("{o:?}"),
+        }
+    };
+    assert_eq!(pauses, 1_000 / 64);
+    assert_eq!(got, want);
+    // The step count stops at the limit, as the message says.
+    assert_eq!(sliced.state().steps(), 1_000);
+    assert!(
+        got.message.contains("executed 1000 instructions"),
+        "{}",
+        got.message
+    );
 }
 
 #[test]

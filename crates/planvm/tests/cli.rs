@@ -430,6 +430,60 @@ fn limits_fail_the_run() {
     assert!(r.stderr.contains("timed out after 0.2 s"), "{}", r.stderr);
 }
 
+/// Every call answers at once (replay without latency), so the run never waits on a
+/// timer: the deadline must still stop a loop long before its (huge) step limit.
+#[test]
+fn the_deadline_fires_when_every_call_answers_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("spin.json");
+    std::fs::write(
+        &plan,
+        r#"[{"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "ask forever"}},
+            {"seq_no": 1, "type": "assign", "parameters": {"n": 0}},
+            {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "llm_generate", "tool_params": {"prompt": "q"}, "output_vars": ["x"]}},
+            {"seq_no": 3, "type": "assign", "parameters": {"n": "${n} + 1"}},
+            {"seq_no": 4, "type": "jmp", "parameters": {"condition_prompt": "done?", "jump_if_true": 5, "jump_if_false": 2}},
+            {"seq_no": 5, "type": "assign", "parameters": {"final_answer": "${n}"}}]"#,
+    )
+    .unwrap();
+    let cassette = dir.path().join("spin.cassette.jsonl");
+    std::fs::write(
+        &cassette,
+        concat!(
+            r#"{"tool": "llm_generate", "args": {"prompt": "q"}, "output": "x"}"#,
+            "
+",
+            r#"{"tool": "jmp_condition", "args": {"prompt": "done?", "context": null}, "output": false}"#,
+            "
+"
+        ),
+    )
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    let r = run(&[
+        "run",
+        plan.to_str().unwrap(),
+        "--replay",
+        cassette.to_str().unwrap(),
+        "--max-steps",
+        "1000000000",
+        "--timeout",
+        "1",
+        "--format",
+        "json",
+    ]);
+    let took = t0.elapsed();
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let report: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(
+        report["error"]["message"], "deadline of 1 s exceeded",
+        "{report}"
+    );
+    // Generous margin (a loaded CI machine); without the fix this ran for minutes.
+    assert!(took.as_secs() < 10, "{took:?}");
+    assert!(report["steps"].as_u64().unwrap() > 100, "{report}");
+}
+
 #[test]
 fn vars_are_parsed_as_json_else_strings() {
     let dir = tempfile::tempdir().unwrap();
