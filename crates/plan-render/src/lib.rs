@@ -5,6 +5,9 @@
 //! - [`render_human`]: rustc-like, with the source snippet (codespan-reporting).
 //! - [`render_json`]: one JSON object per line, for tools and for feeding back to an LLM.
 //! - [`summary`]: the `plan.json: 2 errors, 1 warning` line.
+//! - [`files`]: file identity, so that no output of a CLI overwrites one of its inputs.
+
+pub mod files;
 
 use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label, Severity as CsSeverity};
 use codespan_reporting::files::SimpleFile;

@@ -47,6 +47,8 @@ mod exit {
     pub(crate) const SOFTWARE: u8 = 70;
     /// `EX_CANTCREAT`: the output file cannot be written.
     pub(crate) const CANT_CREATE: u8 = 73;
+    /// `EX_USAGE`: the output would overwrite one of the command's inputs.
+    pub(crate) const OUTPUT_IS_INPUT: u8 = 64;
 }
 
 #[derive(Parser, Debug)]
@@ -55,7 +57,7 @@ mod exit {
     version,
     about = "Compile LLM-written JSON plans to verified .pbc bytecode",
     after_help = "Exit codes: 0 ok, 1 plan errors (or warnings with --deny-warnings), 2 usage, \
-                  65 malformed .pbc, 66 unreadable .pbc, 70 internal error, 73 cannot write output."
+                  64 the output would overwrite an input, 65 malformed .pbc, 66 unreadable .pbc, 70 internal error, 73 cannot write output."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -282,15 +284,20 @@ fn cmd_compile(a: &CompileArgs) -> u8 {
         .output
         .clone()
         .unwrap_or_else(|| a.plan.with_extension("pbc"));
-    // NB: canonical paths catch `./plan.json` vs `plan.json`; the literal comparison covers
-    // a plan that does not exist (which then fails to read anyway).
-    let same = |p: &Path| std::fs::canonicalize(p).ok();
-    if output == a.plan || same(&output).is_some_and(|o| Some(o) == same(&a.plan)) {
+    // NB: by file identity (`./plan.json`, links); the literal comparison covers a plan
+    // that does not exist (which then fails to read anyway).
+    let mut inputs: Vec<(&str, &Path)> = vec![("the plan", &a.plan)];
+    if let Some(t) = &a.frontend.tools {
+        inputs.push(("the --tools file", t));
+    }
+    let clobbered = plan_render::files::clobbered(&output, &inputs)
+        .or_else(|| (output == a.plan).then_some(("the plan", a.plan.as_path())));
+    if let Some((what, _)) = clobbered {
         err(&format!(
-            "error: the output path `{}` is the plan itself; choose another with -o\n",
+            "error: the output path `{}` is {what} itself; choose another with -o\n",
             output.display()
         ));
-        return exit::USAGE;
+        return exit::OUTPUT_IS_INPUT;
     }
     let source = read_plan(&a.plan);
     let opts = match options(&a.frontend, a.strip, &source.name) {

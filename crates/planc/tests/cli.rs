@@ -241,18 +241,43 @@ fn compile_refuses_to_overwrite_its_input() {
             &["compile", "current.json", "-o", "./current.json"]
         )
         .code,
-        2
+        64
     );
     let run = planc(
         dir.path(),
         &["compile", "current.json", "-o", "current.json"],
     );
-    assert_eq!(run.code, 2);
+    assert_eq!(run.code, 64);
     assert_eq!(
         std::fs::read(dir.path().join("current.json")).expect("plan"),
         before
     );
     snap!("compile_output_is_input", run);
+    // The tools file is an input too, also through a hard link.
+    std::fs::write(dir.path().join("empty.toml"), "").expect("tools file");
+    std::fs::hard_link(dir.path().join("empty.toml"), dir.path().join("linked.pbc"))
+        .expect("hard link");
+    let run = planc(
+        dir.path(),
+        &[
+            "compile",
+            "current.json",
+            "--tools",
+            "empty.toml",
+            "-o",
+            "linked.pbc",
+        ],
+    );
+    assert_eq!(run.code, 64, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("is the --tools file itself"),
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("empty.toml")).expect("tools"),
+        b""
+    );
 }
 
 // ---------------------------------------------------------------- disasm

@@ -66,7 +66,7 @@ Per-run files: --record DIR writes each run's cassette to DIR/<run>.cassette.jso
 --trace DIR its trace to DIR/<run>.trace.jsonl (both created, or emptied if present).
 <run> is the plan's file name without its extension (a.llm.txt: a.llm), the whole file
 name when two plans of DIR share that stem, and <stem>.line<N> for list input. A file
-that is one of the run's own inputs (its plan or cassette) is refused.
+that is one of the run's own inputs (its plan or cassette) is refused (exit 64).
 
 Exit codes:
   0   every run finished with a final answer
@@ -76,6 +76,8 @@ Exit codes:
       .pbc, malformed cassette): those runs are reported as failed lines, the others
       still run; also a malformed --replay cassette (nothing runs)
   66  DIR or the --replay cassette cannot be read, or DIR holds no plan
+  64  --output is one of the inputs, or a run's --record/--trace file would overwrite
+      one of its inputs (that run is reported as a failed line)
   73  the --output file cannot be created or written, or a --record/--trace directory
       or one of its per-run files cannot be created (those runs are reported as failed
       lines)";
@@ -172,6 +174,19 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         },
         None => None,
     };
+    if let Some(output) = &args.output {
+        let mut inputs: Vec<(&str, &Path)> = Vec::new();
+        inputs.extend(args.list.as_deref().map(|p| ("the --list file", p)));
+        inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
+        inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
+        for j in &jobs {
+            inputs.push(("a plan", &j.plan));
+            inputs.extend(j.cassette.as_deref().map(|p| ("a cassette", p)));
+        }
+        if let Err(msg) = crate::check_outputs(&[("--output", output)], &inputs) {
+            return fail(exit::OUTPUT_IS_INPUT, msg);
+        }
+    }
     let (out, out_name): (Box<dyn Write + Send>, String) = match &args.output {
         Some(p) => match std::fs::File::create(p) {
             Ok(f) => (
@@ -249,7 +264,9 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     if let Some(e) = sink.error {
         return fail(exit::CANT_CREATE, e);
     }
-    if tally.unwritable > 0 {
+    if tally.over_input > 0 {
+        exit::OUTPUT_IS_INPUT
+    } else if tally.unwritable > 0 {
         exit::CANT_CREATE
     } else if tally.invalid > 0 {
         exit::DATA_ERR
@@ -331,6 +348,8 @@ struct Tally {
     invalid: u64,
     /// Runs whose --record or --trace file could not be created.
     unwritable: u64,
+    /// Runs whose --record or --trace file would have overwritten one of their inputs.
+    over_input: u64,
     elapsed: Duration,
 }
 
@@ -436,8 +455,12 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
             };
             let (recorder, mut tracer) = match run_outputs(&ctx, &job) {
                 Ok(outputs) => outputs,
-                Err(msg) => {
-                    tally.unwritable += 1;
+                Err((over_input, msg)) => {
+                    if over_input {
+                        tally.over_input += 1;
+                    } else {
+                        tally.unwritable += 1;
+                    }
                     let report = RunReport::failed_before_start(msg, Duration::ZERO);
                     finish(sink, &mut tally, &job.plan, job.line, &report);
                     continue;
@@ -487,23 +510,27 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
 /// The run's `--record` cassette and `--trace` writer, each `DIR/<run name>.<kind>.jsonl`,
 /// created (emptied if present). Refused when it is one of the run's inputs: a batch
 /// recorded into its own directory must not overwrite the cassettes it replays.
-fn run_outputs(ctx: &Ctx, job: &Job) -> Result<(Option<Recorder>, Tracer), NotLoaded> {
-    let inputs: Vec<&Path> = [
-        Some(&job.plan),
-        job.cassette.as_ref(),
-        ctx.replay_path.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
-    .map(PathBuf::as_path)
-    .collect();
-    let target = |dir: &Path, kind: &str| -> Result<PathBuf, NotLoaded> {
+/// Why a run's output files could not be opened: (it would overwrite an input, message).
+type NotOpened = (bool, String);
+
+fn run_outputs(ctx: &Ctx, job: &Job) -> Result<(Option<Recorder>, Tracer), NotOpened> {
+    let mut inputs: Vec<(&str, &Path)> = vec![("its plan", &job.plan)];
+    inputs.extend(job.cassette.as_deref().map(|p| ("its cassette", p)));
+    inputs.extend(
+        ctx.replay_path
+            .as_deref()
+            .map(|p| ("the --replay cassette", p)),
+    );
+    let target = |dir: &Path, kind: &str| -> Result<PathBuf, NotOpened> {
         let path = dir.join(format!("{}.{kind}.jsonl", job.name));
-        match inputs.iter().find(|i| same_file(i, &path)) {
-            Some(i) => Err(format!(
-                "the {kind} file {} would overwrite this run's input {}: choose another directory",
-                path.display(),
-                i.display()
+        match plan_render::files::clobbered(&path, &inputs) {
+            Some((what, i)) => Err((
+                true,
+                format!(
+                    "the {kind} file {} would overwrite this run's input ({what} {}): choose another directory",
+                    path.display(),
+                    i.display()
+                ),
             )),
             None => Ok(path),
         }
@@ -511,28 +538,24 @@ fn run_outputs(ctx: &Ctx, job: &Job) -> Result<(Option<Recorder>, Tracer), NotLo
     let recorder = match &ctx.record_dir {
         Some(dir) => {
             let path = target(dir, "cassette")?;
-            Some(Recorder::overwrite(&path).map_err(|e| e.message)?)
+            Some(Recorder::overwrite(&path).map_err(|e| (false, e.message))?)
         }
         None => None,
     };
     let tracer = match &ctx.trace_dir {
         Some(dir) => {
             let path = target(dir, "trace")?;
-            let f = std::fs::File::create(&path)
-                .map_err(|e| format!("cannot create trace file {}: {e}", path.display()))?;
+            let f = std::fs::File::create(&path).map_err(|e| {
+                (
+                    false,
+                    format!("cannot create trace file {}: {e}", path.display()),
+                )
+            })?;
             Tracer::to_writer(Box::new(std::io::BufWriter::new(f)))
         }
         None => Tracer::none(),
     };
     Ok((recorder, tracer))
-}
-
-/// Whether `a` and `b` name the same existing file (by identity, not by spelling).
-fn same_file(a: &Path, b: &Path) -> bool {
-    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
 }
 
 /// Names each run after its plan: the file name without its extension (`a.llm.txt` →

@@ -20,7 +20,7 @@ mod load;
 mod progress;
 
 use std::io::{IsTerminal, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -48,6 +48,9 @@ mod exit {
     pub(crate) const NO_INPUT: u8 = 66;
     /// `EX_CANTCREAT`: the `--trace` or `--record` file cannot be created.
     pub(crate) const CANT_CREATE: u8 = 73;
+    /// `EX_USAGE`: an output (`--trace`, `--record`, batch's `--output`) is one of the
+    /// command's inputs, or two outputs are one file.
+    pub(crate) const OUTPUT_IS_INPUT: u8 = 64;
 }
 
 const EXIT_CODES_HELP: &str = "\
@@ -56,6 +59,8 @@ Exit codes:
   1   the run failed (tool error after retries, missing cassette entry, limit or deadline
       exceeded, no backend or API key for a tool, ...)
   2   usage error, including an unreadable or malformed --tools file
+  64  the --trace or --record file is one of the inputs (FILE, --tools, --replay) or
+      both are one file
   65  the plan has errors, the .pbc file is corrupted or truncated, or the --replay
       cassette is malformed
   66  FILE or the --replay cassette cannot be read
@@ -196,7 +201,39 @@ fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
     code
 }
 
+/// Refuses outputs that are inputs (by file identity) or each other.
+pub(crate) fn check_outputs(
+    outputs: &[(&str, &Path)],
+    inputs: &[(&str, &Path)],
+) -> Result<(), String> {
+    for (i, &(flag, out)) in outputs.iter().enumerate() {
+        let others: Vec<(&str, &Path)> = inputs
+            .iter()
+            .copied()
+            .chain(outputs[..i].iter().copied())
+            .collect();
+        let same_name = outputs[..i].iter().find(|(_, o)| *o == out).copied();
+        if let Some((what, p)) = plan_render::files::clobbered(out, &others).or(same_name) {
+            return Err(format!(
+                "{flag} {} is the same file as {what} ({}): it would be overwritten; choose another path",
+                out.display(),
+                p.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn run(args: RunArgs) -> u8 {
+    let mut inputs: Vec<(&str, &Path)> = vec![("the plan FILE", &args.file)];
+    inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
+    inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
+    let mut outputs: Vec<(&str, &Path)> = Vec::new();
+    outputs.extend(args.trace.as_deref().map(|p| ("--trace", p)));
+    outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
+    if let Err(msg) = check_outputs(&outputs, &inputs) {
+        return fail(exit::OUTPUT_IS_INPUT, msg);
+    }
     let manifest = match &args.tools {
         Some(path) => match Manifest::load(path) {
             Ok(m) => m,

@@ -400,7 +400,7 @@ fn recording_over_a_runs_own_cassette_is_refused() {
         "--record",
         dir.path().to_str().unwrap(),
     ]);
-    assert_eq!(r.code, 73, "{}", r.stderr);
+    assert_eq!(r.code, 64, "{}", r.stderr);
     let v = line_for(&r.lines, "tidb_overview.json");
     assert_eq!(v["status"], "failed");
     let msg = v["error"]["message"].as_str().unwrap();

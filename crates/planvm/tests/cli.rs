@@ -485,6 +485,63 @@ fn the_deadline_fires_when_every_call_answers_at_once() {
 }
 
 #[test]
+fn outputs_never_overwrite_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["tidb_overview.json", "tidb_overview.cassette.jsonl"] {
+        std::fs::copy(examples().join(f), dir.path().join(f)).unwrap();
+    }
+    let plan = dir.path().join("tidb_overview.json");
+    let cassette = dir.path().join("tidb_overview.cassette.jsonl");
+    let before: Vec<Vec<u8>> = [&plan, &cassette]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    let (p, c) = (plan.to_str().unwrap(), cassette.to_str().unwrap());
+    let dotted = dir.path().join(".").join("tidb_overview.cassette.jsonl");
+    let fresh = dir.path().join("out.jsonl");
+    let f = fresh.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["run", p, "--replay", c, "--trace", dotted.to_str().unwrap()],
+            "--trace",
+        ),
+        (vec!["run", p, "--replay", c, "--record", p], "--record"),
+        (
+            vec!["run", p, "--replay", c, "--trace", f, "--record", f],
+            "--record",
+        ),
+    ] {
+        let r = run(&args);
+        assert_eq!(r.code, 64, "{args:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("error: {says} ")),
+            "{}",
+            r.stderr
+        );
+        assert!(r.stderr.contains("would be overwritten"), "{}", r.stderr);
+    }
+    let after: Vec<Vec<u8>> = [&plan, &cassette]
+        .iter()
+        .map(|p| std::fs::read(p).unwrap())
+        .collect();
+    assert_eq!(after, before, "an input was changed");
+
+    let list = dir.path().join("runs.txt");
+    std::fs::write(&list, "tidb_overview.json tidb_overview.cassette.jsonl\n").unwrap();
+    for output in [list.to_str().unwrap(), c] {
+        let out = planvm(&[
+            "batch",
+            "--list",
+            list.to_str().unwrap(),
+            "--output",
+            output,
+        ]);
+        assert_eq!(out.status.code(), Some(64), "{output}");
+    }
+    assert_eq!(std::fs::read(&cassette).unwrap(), before[1]);
+}
+
+#[test]
 fn vars_are_parsed_as_json_else_strings() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("plan.json");
