@@ -24,13 +24,13 @@ pub trait Backend: Send + Sync {
     fn describe(&self) -> String;
 }
 
-/// How the host looks up environment variables (secrets). Injectable so tests never
-/// touch the process environment.
-pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
+/// How the host looks up environment variables (secrets), answering as
+/// [`std::env::var`] does. Injectable so tests never touch the process environment.
+pub type EnvLookup = Arc<dyn Fn(&str) -> Result<String, std::env::VarError> + Send + Sync>;
 
 /// The process environment.
 pub fn process_env() -> EnvLookup {
-    Arc::new(|name| std::env::var(name).ok())
+    Arc::new(|name| std::env::var(name))
 }
 
 /// A secret value (API key). `Debug` and `Display` never show it, so it cannot leak

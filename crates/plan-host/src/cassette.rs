@@ -57,6 +57,8 @@ pub struct CassetteEntry {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Cassette {
     pub entries: Vec<CassetteEntry>,
+    /// What was tolerated: a last line cut short (a recording killed mid-write), dropped.
+    pub warnings: Vec<String>,
 }
 
 impl Cassette {
@@ -96,28 +98,49 @@ impl Cassette {
         Cassette::parse(&text, &shown.to_string())
     }
 
-    /// Parses cassette text; `name` prefixes error locations.
+    /// Parses cassette text; `name` prefixes error locations. A malformed line is an
+    /// error, except a last line without its newline: the recorder writes each entry
+    /// with its newline, so that is a recording killed mid-write, and the line is dropped
+    /// with a warning instead of refusing everything recorded before it.
     pub fn parse(text: &str, name: &str) -> Result<Cassette, HostError> {
         let mut entries = Vec::new();
+        let mut warnings = Vec::new();
+        let cut_short = !text.is_empty() && !text.ends_with('\n');
+        let last = text.lines().count();
         for (i, line) in text.lines().enumerate() {
             let line = line.trim();
             if line.is_empty() {
                 continue;
             }
-            let entry = parse_entry(line).map_err(|msg| {
-                HostError::new(
-                    HostErrorKind::InvalidInput,
-                    format!("{name}:{}: {msg}", i + 1),
-                )
-            })?;
-            entries.push(entry);
+            match parse_entry(line) {
+                Ok(entry) => entries.push(entry),
+                Err(msg) if cut_short && i + 1 == last => warnings.push(format!(
+                    "{name}:{}: the last line is cut short (a recording interrupted while writing?) and was dropped: {msg}",
+                    i + 1
+                )),
+                Err(msg) => {
+                    return Err(HostError::new(
+                        HostErrorKind::InvalidInput,
+                        format!("{name}:{}: {msg}", i + 1),
+                    ));
+                }
+            }
         }
-        Ok(Cassette { entries })
+        Ok(Cassette { entries, warnings })
     }
 }
 
 fn parse_entry(line: &str) -> Result<CassetteEntry, String> {
-    let v: Value = serde_json::from_str(line).map_err(|e| format!("not a JSON object: {e}"))?;
+    let v: Value = serde_json::from_str(line).map_err(|e| {
+        // serde_json names a lone UTF-16 surrogate (`"\ud800"` not followed by its pair)
+        // by what it then tripped over.
+        let hint = if e.to_string().contains("hex escape") || e.to_string().contains("surrogate") {
+            " (a \\uD800-\\uDFFF escape must be a surrogate pair: a lone surrogate is not text)"
+        } else {
+            ""
+        };
+        format!("not a JSON object: {e}{hint}")
+    })?;
     let Value::Object(mut obj) = v else {
         return Err("expected a JSON object {\"tool\", \"args\", \"output\"}".into());
     };
@@ -192,6 +215,7 @@ pub struct ReplayBackend {
 #[derive(Debug)]
 struct ReplayIndex {
     source: String,
+    warnings: Vec<String>,
     entries: Vec<CassetteEntry>,
     /// (tool, canonical args) → key number.
     by_key: HashMap<(String, String), usize>,
@@ -231,6 +255,7 @@ impl ReplayBackend {
         ReplayBackend {
             index: Arc::new(ReplayIndex {
                 source: source.into(),
+                warnings: cassette.warnings,
                 entries: cassette.entries,
                 by_key,
                 keys,
@@ -247,6 +272,11 @@ impl ReplayBackend {
             index: self.index.clone(),
             cursors: Mutex::new(Cursors::default()),
         }
+    }
+
+    /// What loading the cassette tolerated (see [`Cassette::parse`]).
+    pub fn warnings(&self) -> &[String] {
+        &self.index.warnings
     }
 
     pub fn load(path: &Path) -> Result<Self, HostError> {
@@ -505,7 +535,8 @@ mod tests {
             ),
         ];
         for (text, want) in cases {
-            let err = Cassette::parse(text, "c.jsonl").unwrap_err();
+            // NB: with its newline, so no line is a cut-short last line.
+            let err = Cassette::parse(&format!("{text}\n"), "c.jsonl").unwrap_err();
             assert_eq!(err.kind, HostErrorKind::InvalidInput);
             assert!(
                 err.message.starts_with(want),
@@ -513,6 +544,33 @@ mod tests {
                 err.message
             );
         }
+    }
+
+    #[test]
+    fn a_cut_last_line_is_dropped_with_a_warning() {
+        let good = r#"{"tool":"t","args":{},"output":1}"#;
+        let c =
+            Cassette::parse(&format!("{good}\n{good}\n{{\"tool\":\"t\",\"ar"), "c.jsonl").unwrap();
+        assert_eq!(c.entries.len(), 2);
+        assert_eq!(c.warnings.len(), 1);
+        assert!(
+            c.warnings[0].starts_with("c.jsonl:3: the last line is cut short"),
+            "{:?}",
+            c.warnings
+        );
+        // The same line with its newline, or anywhere but last, is still an error.
+        for text in [
+            format!("{good}\n{{\"tool\":\"t\",\"ar\n"),
+            format!("{{\"tool\":\"t\",\"ar\n{good}"),
+        ] {
+            assert!(Cassette::parse(&text, "c.jsonl").is_err(), "{text}");
+        }
+        let e = Cassette::parse(
+            "{\"tool\":\"t\",\"args\":{},\"output\":\"\\ud800\"}\n",
+            "c.jsonl",
+        )
+        .unwrap_err();
+        assert!(e.message.contains("lone surrogate"), "{}", e.message);
     }
 
     #[test]

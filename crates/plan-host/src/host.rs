@@ -130,6 +130,11 @@ impl Host {
         })
     }
 
+    /// What loading the `--replay` cassette tolerated, for the CLI to show.
+    pub fn warnings(&self) -> &[String] {
+        self.replay.as_deref().map_or(&[], ReplayBackend::warnings)
+    }
+
     pub fn options(&self) -> &HostOptions {
         &self.opts
     }
@@ -375,18 +380,26 @@ impl Host {
         let config_err = |msg: String| ToolError::new(ToolErrorKind::Config, msg);
         let auth = match api_key_env {
             None => None,
-            Some(var) => match (self.opts.env)(var).filter(|v| !v.is_empty()) {
-                Some(v) => {
-                    self.redactor.add(&v);
-                    Some(Secret::new(v))
-                }
+            Some(var) => {
                 // NB: name the variable, never a value.
-                None => {
-                    return Err(config_err(format!(
-                        "environment variable {var} (the API key for tool `{tool}`) is not set"
-                    )));
+                let what = match (self.opts.env)(var) {
+                    Ok(v) if !v.is_empty() => {
+                        self.redactor.add(&v);
+                        Ok(Secret::new(v))
+                    }
+                    Ok(_) => Err("is empty"),
+                    Err(std::env::VarError::NotPresent) => Err("is not set"),
+                    Err(std::env::VarError::NotUnicode(_)) => Err("is not valid UTF-8"),
+                };
+                match what {
+                    Ok(secret) => Some(secret),
+                    Err(what) => {
+                        return Err(config_err(format!(
+                            "environment variable {var} (the API key for tool `{tool}`) {what}"
+                        )));
+                    }
                 }
-            },
+            }
         };
         let timeout = match timeout_secs {
             None => default_timeout,

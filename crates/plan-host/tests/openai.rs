@@ -363,6 +363,27 @@ async fn missing_key_env_names_the_variable() {
         err.message,
         "environment variable NOT_SET_ANYWHERE (the API key for tool `llm_generate`) is not set"
     );
+    // Set but unusable: said as it is.
+    let cases: [(Result<String, std::env::VarError>, &str); 2] = [
+        (Ok(String::new()), "is empty"),
+        (
+            Err(std::env::VarError::NotUnicode("\u{fffd}".into())),
+            "is not valid UTF-8",
+        ),
+    ];
+    for (value, says) in cases {
+        let m = manifest_with(
+            "llm_generate",
+            openai("http://127.0.0.1:9/v1", Some("ODD_KEY"), None, None),
+        );
+        let env: plan_host::EnvLookup = std::sync::Arc::new(move |_| value.clone());
+        let host = Host::new(m, plan_host::HostOptions { env, ..opts() }).unwrap();
+        let err = host.prepare(["llm_generate"]).unwrap_err();
+        assert_eq!(
+            err.message,
+            format!("environment variable ODD_KEY (the API key for tool `llm_generate`) {says}")
+        );
+    }
 }
 
 #[tokio::test]

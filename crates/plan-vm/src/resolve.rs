@@ -234,11 +234,16 @@ impl<'p> Vm<'p> {
             len = len.saturating_add(n);
         }
         let limit = self.limits.max_value_bytes.min(self.limits.max_total_bytes);
+        // NB: a string value is charged its length plus NODE_BYTES, so the text itself
+        // may hold that much less than the limit: say so, or a text of exactly the limit
+        // would read as "N bytes, over the limit of N".
+        let text_limit = self.template_limit();
         self.error_at(
             pc,
             format!(
-                "interpolated text would be {len} bytes, over the limit of {limit} bytes \
-                 for one value (max_value_bytes / max_total_bytes)"
+                "interpolated text would be {len} bytes, over the {text_limit} bytes one value's \
+                 text may hold (max_value_bytes / max_total_bytes = {limit}, less {NODE_BYTES} \
+                 bytes the value itself is charged)"
             ),
         )
     }

@@ -112,6 +112,36 @@ fn doubling_string_stops_on_the_byte_limit() {
 /// The text is checked piece by piece while it is built; the error still gives the exact
 /// length the whole template would have had.
 #[test]
+fn a_value_of_exactly_the_limit_fits_and_one_more_byte_is_reported_as_such() {
+    // `x = "${a}!"`: a string value is charged its length plus 16, so with a limit of
+    // 1,000 bytes its text may hold 984.
+    let run = |a_len: usize| {
+        let mut b = B::new();
+        let a = b.t("${a}!");
+        b.set(0, "final_answer", a);
+        let prog = b.build();
+        let limits = Limits {
+            max_value_bytes: 1000,
+            ..Limits::default()
+        };
+        let mut vm = plan_vm::Vm::new(&prog, limits);
+        vm.set_var("a", json!("y".repeat(a_len))).unwrap();
+        vm.run()
+    };
+    assert!(matches!(run(983), Halt::Done(_)), "984 bytes of text fit");
+    let Halt::Failed(e) = run(984) else {
+        panic!("985 bytes of text do not")
+    };
+    assert!(
+        e.message.starts_with(
+            "interpolated text would be 985 bytes, over the 984 bytes one value's text may hold"
+        ),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
 fn template_error_gives_the_exact_would_be_length() {
     let limits = Limits {
         max_value_bytes: 1000,
@@ -121,7 +151,7 @@ fn template_error_gives_the_exact_would_be_length() {
     let e = run_err(&doubling(), limits);
     assert!(
         e.message
-            .starts_with("interpolated text would be 1024 bytes, over the limit of 1000 bytes"),
+            .starts_with("interpolated text would be 1024 bytes, over the 984 bytes one value's text may hold (max_value_bytes / max_total_bytes = 1000, less 16"),
         "{}",
         e.message
     );

@@ -163,7 +163,12 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     }
     let replay = match &args.replay {
         Some(p) => match ReplayBackend::load(p) {
-            Ok(r) => Some(Arc::new(r)),
+            Ok(r) => {
+                for w in r.warnings() {
+                    eprintln!("warning: {w}");
+                }
+                Some(Arc::new(r))
+            }
             Err(e) => {
                 let code = match e.kind {
                     HostErrorKind::Io => exit::NO_INPUT,
@@ -440,7 +445,7 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 load_plan(p, &ctx.manifest, color, &bar).map(Arc::new)
             });
             let replay = match (&job.cassette, &ctx.replay) {
-                (Some(c), _) => Some(cassettes.take(c, load_cassette)),
+                (Some(c), _) => Some(cassettes.take(c, |p| load_cassette(p, &bar))),
                 (None, Some(r)) => Some(Ok(r.clone())),
                 (None, None) => None,
             };
@@ -603,10 +608,13 @@ fn load_plan(
     }
 }
 
-fn load_cassette(path: &Path) -> Result<Arc<ReplayBackend>, NotLoaded> {
-    ReplayBackend::load(path)
-        .map(Arc::new)
-        .map_err(|e| e.message)
+fn load_cassette(path: &Path, bar: &ProgressBar) -> Result<Arc<ReplayBackend>, NotLoaded> {
+    let r = ReplayBackend::load(path).map_err(|e| e.message)?;
+    // NB: once per cassette, however many runs replay it.
+    for w in r.warnings() {
+        bar.suspend(|| eprintln!("warning: {w}"));
+    }
+    Ok(Arc::new(r))
 }
 
 /// A host serving every tool of `program` from a fresh replay of `cassette`: its own

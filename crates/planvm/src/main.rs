@@ -294,6 +294,10 @@ fn run(args: RunArgs) -> u8 {
             return fail(code, e);
         }
     };
+    for w in host.warnings() {
+        eprintln!("warning: {w}");
+        tracer.warning(w);
+    }
     let limits = args.limits.limits();
 
     let runtime = match tokio::runtime::Builder::new_current_thread()

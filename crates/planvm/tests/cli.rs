@@ -485,6 +485,30 @@ fn the_deadline_fires_when_every_call_answers_at_once() {
 }
 
 #[test]
+fn a_cassette_cut_short_by_a_kill_still_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = dir.path().join("cut.jsonl");
+    let mut text = std::fs::read_to_string(ex("tidb_overview.cassette.jsonl")).unwrap();
+    text.push_str(
+        r#"{"tool": "llm_generate", "args": {"prompt": "an extra call whose line was cut"#,
+    );
+    std::fs::write(&c, text).unwrap();
+    let r = run(&[
+        "run",
+        &ex("tidb_overview.json"),
+        "--replay",
+        c.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.stdout, expected("tidb_overview.txt"));
+    assert!(
+        r.stderr.contains("the last line is cut short") && r.stderr.contains("was dropped"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
 fn outputs_never_overwrite_inputs() {
     let dir = tempfile::tempdir().unwrap();
     for f in ["tidb_overview.json", "tidb_overview.cassette.jsonl"] {

@@ -17,7 +17,7 @@ pub fn env(pairs: &[(&str, &str)]) -> EnvLookup {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    Arc::new(move |name| map.get(name).cloned())
+    Arc::new(move |name| map.get(name).cloned().ok_or(std::env::VarError::NotPresent))
 }
 
 /// Fast retries so tests do not sleep for seconds.
