@@ -15,20 +15,51 @@ use codespan_reporting::term::{self, termcolor};
 use plan_syntax::{Diagnostic, LineIndex, Severity, Span};
 use std::ops::Range;
 
+/// Diagnostics of one code shown in full by [`render_human`]; the rest are counted.
+pub const MAX_SHOWN_PER_CODE: usize = 20;
+/// Lines longer than this (bytes) are shown as a window around the span, as rustc does:
+/// a minified plan is one line, and printing it whole per diagnostic made the output grow
+/// with warnings × plan size.
+const MAX_LINE_BYTES: usize = 200;
+/// Bytes of context each side of a span in a window, and of a long span shown.
+const WINDOW_CONTEXT: usize = 60;
+const MAX_SPAN_SHOWN: usize = 120;
+
 /// Renders `diags` about the file `file_name` (whose text is `src`) like rustc does:
 /// `error[E0101]: message`, the source snippet with the primary span underlined,
 /// secondary labels, and the help line as `= help: ...`.
 ///
+/// Output stays linear in the input: a long line is shown as a window around the span,
+/// and after [`MAX_SHOWN_PER_CODE`] diagnostics of one code the rest are counted in one
+/// note per code ([`render_json`] keeps them all).
+///
 /// `color` selects ANSI escapes; the caller decides (terminal and `NO_COLOR`).
 pub fn render_human(file_name: &str, src: &str, diags: &[Diagnostic], color: bool) -> String {
     let file = SimpleFile::new(file_name, src);
+    let index = LineIndex::new(src);
     let config = term::Config::default();
     let mut buf = if color {
         termcolor::Buffer::ansi()
     } else {
         termcolor::Buffer::no_color()
     };
+    // code → (shown, hidden), and the order codes were first hidden in.
+    let mut per_code: std::collections::HashMap<&str, (usize, usize)> = Default::default();
+    let mut hidden_order: Vec<(&str, Severity)> = Vec::new();
     for d in diags {
+        let (shown, hidden) = per_code.entry(d.code).or_default();
+        if *shown >= MAX_SHOWN_PER_CODE {
+            if *hidden == 0 {
+                hidden_order.push((d.code, d.severity));
+            }
+            *hidden += 1;
+            continue;
+        }
+        *shown += 1;
+        if touches_long_line(src, &index, d) {
+            buf = append(buf, windowed(file_name, src, &index, d).as_bytes());
+            continue;
+        }
         let cs = to_codespan(src, d);
         if term::emit(&mut buf, &config, &file, &cs).is_err() {
             // NB: unreachable with clamped spans, but a renderer hiccup must not lose the
@@ -37,7 +68,97 @@ pub fn render_human(file_name: &str, src: &str, diags: &[Diagnostic], color: boo
             buf = append(buf, line.as_bytes());
         }
     }
+    for (code, severity) in hidden_order {
+        let n = per_code.get(code).map_or(0, |c| c.1);
+        let s = if n == 1 { "" } else { "s" };
+        let note = format!(
+            "note: {n} more {}[{code}] diagnostic{s} not shown (`--format json` lists every one)\n\n",
+            severity.as_str()
+        );
+        buf = append(buf, note.as_bytes());
+    }
     String::from_utf8_lossy(buf.as_slice()).into_owned()
+}
+
+/// Whether a line the diagnostic's spans start or end on is too long to print whole.
+fn touches_long_line(src: &str, index: &LineIndex, d: &Diagnostic) -> bool {
+    let spans = d.span.iter().chain(d.labels.iter().map(|(s, _)| s));
+    spans
+        .flat_map(|s| [s.start, s.end])
+        .any(|at| index.line_bounds(at.min(src.len() as u32)).len() > MAX_LINE_BYTES)
+}
+
+/// The largest char boundary of `src` at or below `i`.
+fn floor_char(src: &str, mut i: usize) -> usize {
+    i = i.min(src.len());
+    while !src.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// A diagnostic on a long line: the window of the line around the primary span, with
+/// the span underlined; secondary labels and help as notes. Work and output are bounded
+/// per diagnostic, whatever the line's length.
+fn windowed(file_name: &str, src: &str, index: &LineIndex, d: &Diagnostic) -> String {
+    let mut out = format!("{}[{}]: {}\n", d.severity.as_str(), d.code, d.message);
+    let gutter;
+    if let Some(span) = d.span {
+        let span = clamp(src, span);
+        let (line, col) = index.line_col(span.start as u32);
+        let bounds = index.line_bounds(span.start as u32);
+        let line_end = floor_char(src, bounds.end);
+        let line_end = if src[..line_end].ends_with('\r') {
+            line_end - 1
+        } else {
+            line_end
+        };
+        let s = span.start.clamp(bounds.start, line_end);
+        let e = span.end.clamp(s, line_end);
+        let shown_end = floor_char(src, e.min(s + MAX_SPAN_SHOWN));
+        let w_start = floor_char(src, s.saturating_sub(WINDOW_CONTEXT).max(bounds.start));
+        let w_end = floor_char(src, (shown_end + WINDOW_CONTEXT).min(line_end));
+        let before = if w_start > bounds.start { "…" } else { "" };
+        let after = if w_end < line_end { "…" } else { "" };
+        let text: String = src[w_start..w_end]
+            .chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect();
+        let lead = before.chars().count() + src[w_start..s].chars().count();
+        let width = src[s..shown_end].chars().count().max(1);
+        let more = if shown_end < e { "…" } else { "" };
+        let num = line.to_string();
+        gutter = " ".repeat(num.len());
+        out.push_str(&format!("{gutter} ┌─ {file_name}:{line}:{col}\n"));
+        out.push_str(&format!("{gutter} │\n"));
+        out.push_str(&format!("{num} │ {before}{text}{after}\n"));
+        out.push_str(&format!(
+            "{gutter} │ {}{}{more}\n",
+            " ".repeat(lead),
+            "^".repeat(width)
+        ));
+        out.push_str(&format!("{gutter} │\n"));
+    } else {
+        gutter = String::new();
+    }
+    for (span, text) in &d.labels {
+        let (line, col) = index.line_col(span.start);
+        out.push_str(&format!(
+            "{gutter} = note: {text} ({file_name}:{line}:{col})\n"
+        ));
+    }
+    if d.span.is_none()
+        && let Some(seq) = d.seq_no
+    {
+        out.push_str(&format!(
+            "{gutter} = in the instruction with seq_no {seq}\n"
+        ));
+    }
+    if let Some(help) = &d.help {
+        out.push_str(&format!("{gutter} = help: {help}\n"));
+    }
+    out.push('\n');
+    out
 }
 
 fn append(mut buf: termcolor::Buffer, bytes: &[u8]) -> termcolor::Buffer {
@@ -201,6 +322,49 @@ warning[W0102]: instruction never runs
 
 "#;
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn long_lines_are_windowed_and_codes_capped() {
+        // One 40 KB line with 100 diagnostics of one code: each shows a window, 20 are
+        // shown, the rest counted.
+        let cell = r#""k": "v", "#;
+        let src = format!("{{{}\"end\": \"ünï\"}}", cell.repeat(4000));
+        let at = src.find("ünï").unwrap();
+        let mut diags: Vec<Diagnostic> = (0..100)
+            .map(|i| {
+                let s = i * cell.len() + 1;
+                Diagnostic::warning("W1", format!("cell {i}")).with_span(Span::new(s, s + 3))
+            })
+            .collect();
+        diags.push(
+            Diagnostic::error("E1", "near the end")
+                .with_span(Span::new(at, at + "ünï".len()))
+                .with_help("fix it"),
+        );
+        let out = render_human("min.json", &src, &diags, false);
+        assert!(out.len() < 20_000, "{} bytes", out.len());
+        assert_eq!(out.matches("warning[W1]: ").count(), 20);
+        assert!(
+            out.contains("note: 80 more warning[W1] diagnostics not shown"),
+            "{out}"
+        );
+        let tail = &out[out.find("error[E1]").unwrap()..];
+        let expected_col = src[..at].chars().count() + 1;
+        assert!(
+            tail.contains(&format!("min.json:1:{expected_col}")),
+            "{tail}"
+        );
+        // The underline sits under the span, counted in chars.
+        let lines: Vec<&str> = tail.lines().collect();
+        let code_line = lines[3];
+        let caret_line = lines[4];
+        let caret = caret_line.find('^').unwrap();
+        assert_eq!(&caret_line[caret..], "^^^");
+        let prefix = caret_line[..caret].chars().count();
+        let under: String = code_line.chars().skip(prefix).take(3).collect();
+        assert_eq!(under, "ünï", "{code_line}\n{caret_line}");
+        assert!(tail.contains("= help: fix it"), "{tail}");
     }
 
     #[test]

@@ -65,6 +65,20 @@ impl LineIndex {
     pub fn line(&self, offset: u32) -> u32 {
         self.line_col(offset).0
     }
+
+    /// Byte range of the line holding `offset`, without its line break. Constant work
+    /// per call whatever the line's length (renderers window long lines with it).
+    pub fn line_bounds(&self, offset: u32) -> std::ops::Range<usize> {
+        let offset = offset.min(self.len);
+        let line = self.line_starts.partition_point(|&s| s <= offset) - 1;
+        let start = self.line_starts[line] as usize;
+        let end = match self.line_starts.get(line + 1) {
+            // The `\n` is not part of it (a `\r` before it is: callers trim it).
+            Some(&next) => (next as usize).saturating_sub(1).max(start),
+            None => self.len as usize,
+        };
+        start..end
+    }
 }
 
 /// Offsets just after each `\n`, after a leading 0. Eight bytes are tested at once (a

@@ -462,3 +462,45 @@ fn compile_unwritable_output_is_73() {
         .collect();
     assert_eq!(left, Vec::<String>::new());
 }
+
+/// A minified plan (one line) with thousands of warnings: the human output shows a window
+/// of the line per diagnostic and 20 per code, so it stays small; JSON keeps every one.
+#[test]
+fn thousands_of_warnings_on_one_line_stay_readable() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let n = 5000;
+    let params: Vec<String> = (0..n).map(|i| format!("\"a{i}\":\"${{u{i}}}\"")).collect();
+    let plan = format!(
+        "[{{\"seq_no\":0,\"type\":\"assign\",\"parameters\":{{{},\"final_answer\":\"x\"}}}}]",
+        params.join(",")
+    );
+    std::fs::write(dir.path().join("min.json"), &plan).expect("plan");
+    let human = planc(dir.path(), &["check", "min.json"]);
+    assert_eq!(
+        human.code,
+        0,
+        "{}",
+        &human.stderr[..human.stderr.len().min(2000)]
+    );
+    assert!(
+        human.stderr.len() < 40_000,
+        "{} bytes of diagnostics for a {} byte plan",
+        human.stderr.len(),
+        plan.len()
+    );
+    assert!(
+        human.stderr.contains(&format!(
+            "note: {} more warning[W0201] diagnostics not shown",
+            n - 20
+        )),
+        "{}",
+        human.stderr
+    );
+    let json = planc(dir.path(), &["check", "--format", "json", "min.json"]);
+    let w0201 = json
+        .stdout
+        .lines()
+        .filter(|l| l.contains("\"W0201\""))
+        .count();
+    assert_eq!(w0201, n);
+}
