@@ -405,12 +405,15 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             StepKind::Assign(vars) => {
                 let vars = last_of_each_name(vars);
                 writes = vars.iter().map(|(name, _)| self.slot(&name.text)).collect();
+                // Sorted, for the sibling check's lookups (an assign may set 100k names).
+                let mut siblings: Vec<Slot> = writes.to_vec();
+                siblings.sort_unstable();
                 let mut targets: SmallVec<[(Slot, Operand); 2]> = SmallVec::new();
                 for ((name, value), &slot) in vars.iter().zip(&writes) {
                     self.check_var_name(name, seq);
                     let first_read = self.reads.len();
                     let op = self.operand(value, Ctx::Assign, seq);
-                    self.check_sibling_refs(first_read, slot, &writes, seq);
+                    self.check_sibling_refs(first_read, slot, &siblings, seq);
                     targets.push((slot, op));
                 }
                 if targets.len() == 1 {
@@ -498,19 +501,20 @@ impl<'m, 'p> Lowerer<'m, 'p> {
     }
 
     /// Warns when the value just lowered for `own` (its reads start at `first_read`)
-    /// references another variable assigned by the same instruction. A value reading its
-    /// own variable (`"n": "${n} + 1"`) is the usual update idiom and is not reported.
+    /// references another variable assigned by the same instruction (`siblings`, sorted).
+    /// A value reading its own variable (`"n": "${n} + 1"`) is the usual update idiom and
+    /// is not reported.
     fn check_sibling_refs(
         &mut self,
         first_read: usize,
         own: Slot,
-        writes: &[Slot],
+        siblings: &[Slot],
         seq: Option<i64>,
     ) {
         let mut seen: SmallVec<[Slot; 4]> = SmallVec::new();
         for i in first_read..self.reads.len() {
             let (slot, span) = self.reads[i];
-            if slot == own || !writes.contains(&slot) || seen.contains(&slot) {
+            if slot == own || siblings.binary_search(&slot).is_err() || seen.contains(&slot) {
                 continue;
             }
             seen.push(slot);
@@ -678,10 +682,24 @@ impl<'m> Lowerer<'m, '_> {
 /// A key written twice in one object keeps its last value, as JSON parsers do (the reader
 /// has already warned about the duplicate).
 pub(crate) fn last_of_each_name(members: &[(Name, Node)]) -> SmallVec<[&(Name, Node); 8]> {
+    // NB: a plan may put 100k keys in one object: hash beyond a handful, never compare
+    // every pair.
+    if members.len() <= 16 {
+        return members
+            .iter()
+            .enumerate()
+            .filter(|(i, (n, _))| !members[i + 1..].iter().any(|(m, _)| m.text == n.text))
+            .map(|(_, m)| m)
+            .collect();
+    }
+    let mut last: HashMap<&str, usize> = HashMap::with_capacity(members.len());
+    for (i, (n, _)) in members.iter().enumerate() {
+        last.insert(&n.text, i);
+    }
     members
         .iter()
         .enumerate()
-        .filter(|(i, (n, _))| !members[i + 1..].iter().any(|(m, _)| m.text == n.text))
+        .filter(|(i, (n, _))| last.get(n.text.as_str()) == Some(i))
         .map(|(_, m)| m)
         .collect()
 }

@@ -97,6 +97,21 @@ struct Builder {
 /// are small: no allocation for the usual few).
 fn dedup(members: &[Member]) -> SmallVec<[usize; 8]> {
     let mut out: SmallVec<[usize; 8]> = SmallVec::new();
+    if members.len() > 16 {
+        // NB: an object may have 100k keys: hash, never compare every pair.
+        let mut at: std::collections::HashMap<&str, usize> =
+            std::collections::HashMap::with_capacity(members.len());
+        for (i, m) in members.iter().enumerate() {
+            match at.get(&*m.key) {
+                Some(&k) => out[k] = i,
+                None => {
+                    at.insert(&m.key, out.len());
+                    out.push(i);
+                }
+            }
+        }
+        return out;
+    }
     for (i, m) in members.iter().enumerate() {
         match out.iter_mut().find(|o| members[**o].key == m.key) {
             Some(slot) => *slot = i,

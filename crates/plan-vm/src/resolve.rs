@@ -175,17 +175,36 @@ impl<'p> Vm<'p> {
         let refs = pieces.len() / 2 + 1;
         let hint = self.prog.template_lit_bytes(t) + refs * 16;
         let mut out = String::with_capacity(hint.min(limit));
-        for piece in pieces {
+        if self.template_extend(view, t, 0, &mut out) {
+            Ok(out)
+        } else {
+            Err(self.template_too_long(view, pc, t))
+        }
+    }
+
+    /// Appends the pieces of template `t` from `from` on to `out`, checking the byte limit
+    /// before each piece joins; false when the text would go over it (`out` then holds
+    /// part of the text).
+    pub(crate) fn template_extend<S: SlotView + ?Sized>(
+        &self,
+        view: &S,
+        t: u32,
+        from: usize,
+        out: &mut String,
+    ) -> bool {
+        let pieces = &self.prog.templates[t as usize];
+        let limit = self.template_limit();
+        for piece in pieces.iter().skip(from) {
             let fits = match *piece {
-                Piece::Lit(c) => push_within(&mut out, self.const_str(c), limit),
+                Piece::Lit(c) => push_within(out, self.const_str(c), limit),
                 Piece::Ref(r) => {
                     let def = &self.prog.refs[r as usize];
                     match lookup(self, view, def).as_deref() {
-                        Some(Value::String(s)) => push_within(&mut out, s, limit),
+                        Some(Value::String(s)) => push_within(out, s, limit),
                         // A scalar's text is short: written (formatted once), then checked.
                         Some(v @ (Value::Number(_) | Value::Bool(_) | Value::Null)) => {
-                            reserve_within(&mut out, MAX_SCALAR_TEXT, limit);
-                            write_interpolated(v, &mut out);
+                            reserve_within(out, MAX_SCALAR_TEXT, limit);
+                            write_interpolated(v, out);
                             out.len() <= limit
                         }
                         // Containers are measured before they are rendered.
@@ -193,20 +212,37 @@ impl<'p> Vm<'p> {
                             let n = usize::try_from(interpolated_len(v)).unwrap_or(usize::MAX);
                             let fits = out.len().saturating_add(n) <= limit;
                             if fits {
-                                reserve_within(&mut out, n, limit);
-                                write_interpolated(v, &mut out);
+                                reserve_within(out, n, limit);
+                                write_interpolated(v, out);
                             }
                             fits
                         }
-                        None => push_within(&mut out, self.const_str(def.raw), limit),
+                        None => push_within(out, self.const_str(def.raw), limit),
                     }
                 }
             };
             if !fits {
-                return Err(self.template_too_long(view, pc, t));
+                return false;
             }
         }
-        Ok(out)
+        true
+    }
+
+    /// Whether template `t`, stored into `dst`, starts with `${dst}` (no dotted path) and
+    /// reads `dst` nowhere else: then the stored string can be extended where it is.
+    pub(crate) fn appends_to(&self, t: u32, dst: Slot) -> bool {
+        let pieces = &self.prog.templates[t as usize];
+        let reads_dst = |p: &Piece| match *p {
+            Piece::Ref(r) => self.prog.refs[r as usize].slot == dst,
+            Piece::Lit(_) => false,
+        };
+        match pieces.split_first() {
+            Some((&Piece::Ref(r), rest)) => {
+                let def = &self.prog.refs[r as usize];
+                def.slot == dst && def.path.is_empty() && !rest.iter().any(reads_dst)
+            }
+            _ => false,
+        }
     }
 
     /// Most bytes of text one interpolation may produce.
@@ -218,7 +254,12 @@ impl<'p> Vm<'p> {
     /// The error for a template over the limit, with its exact length (measured again,
     /// without building it: this is the failure path only).
     #[cold]
-    fn template_too_long<S: SlotView + ?Sized>(&self, view: &S, pc: Pc, t: u32) -> Fault {
+    pub(crate) fn template_too_long<S: SlotView + ?Sized>(
+        &self,
+        view: &S,
+        pc: Pc,
+        t: u32,
+    ) -> Fault {
         let mut len: u64 = 0;
         for piece in &self.prog.templates[t as usize] {
             let n = match *piece {

@@ -391,14 +391,76 @@ impl<'p> Vm<'p> {
 
     #[inline]
     fn op_set(&mut self, pc: Pc, dst: Slot, src: plan_bytecode::Operand) -> Result<(), Fault> {
+        if let plan_bytecode::Operand::Template(t) = src
+            && matches!(self.st.slots[dst as usize], Some(Value::String(_)))
+            && self.appends_to(t, dst)
+        {
+            return self.op_append(pc, dst, t);
+        }
         let v = self.resolve(src)?;
         self.store(dst, v)?;
         self.st.pc = pc + 1;
         Ok(())
     }
 
+    /// `s = "${s}..."` where `s` holds a string: the rest of the template is appended to
+    /// the stored string where it is, so a loop growing a string costs what it appends,
+    /// not a copy of everything so far per iteration. Same result and limits as building
+    /// the text anew.
+    fn op_append(&mut self, pc: Pc, dst: Slot, t: u32) -> Result<(), Fault> {
+        let text = self.appended(pc, dst, t)?;
+        self.store(dst, Value::String(text))?;
+        self.st.pc = pc + 1;
+        Ok(())
+    }
+
+    /// The text of `dst = template t` built by extending `dst`'s string, taken out of its
+    /// slot (see [`Vm::appends_to`]); on failure the slot is left as it was.
+    fn appended(&mut self, pc: Pc, dst: Slot, t: u32) -> Result<String, Fault> {
+        let Some(Value::String(mut text)) = self.st.slots[dst as usize].take() else {
+            return Err(self.error_at(pc, "internal error: append to a non-string".into()));
+        };
+        let before = text.len();
+        // NB: the template reads `dst` only in its first piece, which `text` already is.
+        if self.template_extend(&self.st.slots[..], t, 1, &mut text) {
+            return Ok(text);
+        }
+        text.truncate(before);
+        self.st.slots[dst as usize] = Some(Value::String(text));
+        Err(self.template_too_long(&self.st.slots[..], pc, t))
+    }
+
     fn op_assign(&mut self, pc: Pc, assign: u32) -> Result<(), Fault> {
-        let values = self.assign_values(&self.st.slots[..], pc, assign)?;
+        // One target of the form `s = "${s}..."` may extend its string in place: it is
+        // built after every other value, before anything is stored, so all values still
+        // see the slots as they were (a second such target is built the ordinary way).
+        let prog = self.prog;
+        let targets = &prog.assigns[assign as usize].targets;
+        let append = targets.iter().position(|&(slot, op)| {
+            matches!(op, plan_bytecode::Operand::Template(t)
+                if matches!(self.st.slots[slot as usize], Some(Value::String(_)))
+                    && self.appends_to(t, slot))
+        });
+        let Some(k) = append else {
+            let values = self.assign_values(&self.st.slots[..], pc, assign)?;
+            for (slot, v) in values {
+                self.store(slot, v)?;
+            }
+            self.st.pc = pc + 1;
+            return Ok(());
+        };
+        let mut values = AssignValues::with_capacity(targets.len());
+        for (i, &(slot, op)) in targets.iter().enumerate() {
+            if i != k {
+                values.push((slot, self.resolve_in(&self.st.slots[..], pc, op)?));
+            }
+        }
+        let (slot, op) = targets[k];
+        let plan_bytecode::Operand::Template(t) = op else {
+            return Err(self.error_at(pc, "internal error: append to a non-template".into()));
+        };
+        let text = self.appended(pc, slot, t)?;
+        values.insert(k, (slot, Value::String(text)));
         for (slot, v) in values {
             self.store(slot, v)?;
         }

@@ -284,3 +284,48 @@ fn deep_tool_output_is_refused() {
         e.message
     );
 }
+
+/// `s = "${s}..."` extends the stored string in place; the result, the other values of
+/// the same assign, and the limit error are exactly those of building the text anew.
+#[test]
+fn appending_in_place_changes_nothing_but_the_cost() {
+    // s = "a"; 3 times { old = "${s}", s = "${s}-${n}", n = "${n}!" }; final_answer = ...
+    let mut b = B::new();
+    let a = b.c(json!("a"));
+    b.set(0, "s", a);
+    let dot = b.c(json!("."));
+    b.set(1, "n", dot);
+    for seq in 2..5 {
+        let old = b.t("${s}");
+        let grown = b.t("${s}-${n}");
+        let bang = b.t("${n}!");
+        b.assign(seq, vec![("old", old), ("s", grown), ("n", bang)]);
+    }
+    let out = b.t("${s}|${old}|${n}");
+    b.set(5, "final_answer", out);
+    let o = run_ok(&b.build());
+    assert_eq!(o.final_answer, json!("a-.-.!-.!!|a-.-.!|.!!!"));
+
+    // A loop appending 10 bytes a turn stops on the byte limit with the exact length.
+    let mut b = B::new();
+    let empty = b.c(json!(""));
+    b.set(0, "s", empty);
+    let top = b.here();
+    let grow = b.t("${s}abcdefghij");
+    b.set(1, "s", grow);
+    b.jump(2, top);
+    let limits = Limits {
+        max_value_bytes: 1000,
+        max_steps: 1_000_000,
+        ..Limits::default()
+    };
+    let e = run_err(&b.build(), limits);
+    assert!(
+        e.message.starts_with(
+            "interpolated text would be 990 bytes, over the 984 bytes one value's text may hold"
+        ),
+        "{}",
+        e.message
+    );
+    assert_eq!(e.seq_no, Some(1));
+}
