@@ -13,6 +13,7 @@
 mod codes;
 mod flatten;
 mod lower;
+mod ssa;
 mod verify;
 
 pub use codes::*;
@@ -317,60 +318,20 @@ pub fn explain(src: &str, opts: &CompileOptions) -> Result<Vec<ExplainStep>, Box
     }
 }
 
-/// Reaching definitions: for each step, the earlier steps whose writes of a variable it
-/// reads may still be live when it runs.
+/// For each step, the steps whose writes of a variable it reads may still be live when it
+/// runs (reaching definitions, from the SSA names of `ssa.rs`).
 fn explain_steps(
     steps: &[flatten::Step<'_>],
     lw: &lower::Lowerer<'_, '_>,
     cfg: &verify::Cfg,
 ) -> Vec<ExplainStep> {
     let n = steps.len();
-    // Definitions: (step, slot) pairs, numbered.
-    let defs: Vec<(usize, u32)> = (0..n)
-        .flat_map(|i| lw.io.writes(i).iter().map(move |&w| (i, w)))
-        .collect();
-    let words = defs.len().div_ceil(64).max(1);
-    let mut kill_by_slot: HashMap<u32, Vec<usize>> = HashMap::new();
-    for (d, &(_, slot)) in defs.iter().enumerate() {
-        kill_by_slot.entry(slot).or_default().push(d);
-    }
-    let mut preds: Vec<Vec<usize>> = vec![Vec::new(); n];
-    for (i, ss) in cfg.succ.iter().enumerate() {
-        for &s in ss.iter().filter(|&&s| s < n) {
-            preds[s].push(i);
-        }
-    }
-    let out_of = |i: usize, inn: &[u64]| {
-        let mut out = inn.to_vec();
-        for w in lw.io.writes(i) {
-            for &d in &kill_by_slot[w] {
-                out[d / 64] &= !(1 << (d % 64));
-            }
-        }
-        for (d, &(s, _)) in defs.iter().enumerate() {
-            if s == i {
-                out[d / 64] |= 1 << (d % 64);
-            }
-        }
-        out
-    };
-    let mut rin = vec![vec![0u64; words]; n];
-    let mut changed = true;
-    while changed {
-        changed = false;
-        for i in 0..n {
-            let mut inn = vec![0u64; words];
-            for &p in &preds[i] {
-                for (a, b) in inn.iter_mut().zip(out_of(p, &rin[p])) {
-                    *a |= b;
-                }
-            }
-            if inn != rin[i] {
-                rin[i] = inn;
-                changed = true;
-            }
-        }
-    }
+    // NB: from SSA names, not a set of definitions per step: that was steps × writes bits
+    // (a 100k-step chain took 1.4 GB and half a minute).
+    let preds = verify::Preds::new(&cfg.succ, n + 1);
+    let ssa = ssa::Ssa::build(cfg, &preds, &lw.io, n, lw.program.slots.len());
+    let mut seen = vec![false; ssa.phi_count()];
+    let mut defs: Vec<usize> = Vec::new();
     let name = |s: &u32| lw.program.slots[*s as usize].clone();
     steps
         .iter()
@@ -380,14 +341,11 @@ fn explain_steps(
             let mut reads: Vec<u32> = lw.io.reads(i).iter().map(|r| r.0).collect();
             reads.sort_unstable();
             reads.dedup();
-            let mut depends_on: Vec<i64> = defs
-                .iter()
-                .enumerate()
-                .filter(|(d, (_, slot))| {
-                    rin[i][d / 64] >> (d % 64) & 1 == 1 && reads.contains(slot)
-                })
-                .filter_map(|(_, (step, _))| steps[*step].seq_no)
-                .collect();
+            defs.clear();
+            for k in 0..lw.io.reads(i).len() {
+                ssa.defs_seen(i, k, &mut seen, &mut defs);
+            }
+            let mut depends_on: Vec<i64> = defs.iter().filter_map(|&d| steps[d].seq_no).collect();
             depends_on.sort_unstable();
             depends_on.dedup();
             let writes: Vec<String> = lw.io.writes(i).iter().map(name).collect();

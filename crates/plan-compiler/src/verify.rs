@@ -52,14 +52,14 @@ impl Cfg {
 }
 
 /// Predecessor lists of a graph in one allocation (compressed rows), in increasing order.
-struct Preds {
+pub(crate) struct Preds {
     /// `list[start[i]..start[i + 1]]` are the predecessors of `i`.
     start: Vec<usize>,
     list: Vec<usize>,
 }
 
 impl Preds {
-    fn new(succ: &[SmallVec<[usize; 2]>], nodes: usize) -> Preds {
+    pub(crate) fn new(succ: &[SmallVec<[usize; 2]>], nodes: usize) -> Preds {
         let mut start = vec![0usize; nodes + 1];
         for &s in succ.iter().flatten() {
             start[s + 1] += 1;
@@ -78,7 +78,7 @@ impl Preds {
         Preds { start, list }
     }
 
-    fn of(&self, i: usize) -> &[usize] {
+    pub(crate) fn of(&self, i: usize) -> &[usize] {
         &self.list[self.start[i]..self.start[i + 1]]
     }
 }
@@ -415,7 +415,7 @@ pub(crate) fn verify(
                     spare.push(std::mem::take(&mut held[p]));
                 }
             }
-            check.step(i, &inn, io, steps, slots, diags);
+            check.step(i, |_, s| !get(&inn, s), io, steps, slots, diags);
             if uses[i] > 0 {
                 let mut keep = spare.pop().unwrap_or_default();
                 keep.clone_from(&inn);
@@ -425,38 +425,11 @@ pub(crate) fn verify(
         return;
     }
 
-    // NB: one allocation for all n in-sets and two reused scratch sets: the fixpoint loop
-    // allocates nothing per iteration, which keeps `check` linear-ish on 2,000-step plans.
-    // Row `i` (`words` words) is the in-set of step `i`.
-    let mut din: Vec<u64> = vec![!0; n * words];
-    din[..words].fill(0);
-    let row = |i: usize| i * words..(i + 1) * words;
-    let mut changed = true;
-    // NB: a step is recomputed only when the in-set of one of its predecessors changed
-    // since it was last computed, so settled parts of the plan are not redone every
-    // sweep. Any such order reaches the same (greatest) fixpoint.
-    let mut dirty = vec![true; n];
-    while changed {
-        changed = false;
-        for &i in &order {
-            if !std::mem::replace(&mut dirty[i], false) {
-                continue;
-            }
-            inn.fill(if i == 0 { 0 } else { !0 });
-            for &p in preds.of(i).iter().filter(|&&p| cfg.reachable[p]) {
-                meet(&mut inn, &mut out, &din[row(p)], p);
-            }
-            if inn[..] != din[row(i)] {
-                din[row(i)].copy_from_slice(&inn);
-                for &s in cfg.succ[i].iter().filter(|&&s| s < n) {
-                    dirty[s] = true;
-                    changed = true;
-                }
-            }
-        }
-    }
+    // A plan that jumps back: the reads are checked against SSA names (see `ssa.rs`),
+    // not against an in-set per step, which for a loop needed a steps × variables table.
+    let ssa = crate::ssa::Ssa::build(cfg, &preds, io, n, nslots);
     for &i in &order {
-        check.step(i, &din[row(i)], io, steps, slots, diags);
+        check.step(i, |k, _| ssa.may_be_unset(i, k), io, steps, slots, diags);
     }
 }
 
@@ -470,19 +443,19 @@ struct ReadCheck {
 }
 
 impl ReadCheck {
-    /// Reports the reads of step `i`, whose in-set (variables definitely assigned before it
-    /// runs) is `din`.
+    /// Reports the reads of step `i`; `may_be_unset(k, slot)` tells whether its `k`-th
+    /// read, of `slot`, may find the variable unset.
     fn step(
         &mut self,
         i: usize,
-        din: &[u64],
+        may_be_unset: impl Fn(usize, usize) -> bool,
         io: &Io,
         steps: &[Step<'_>],
         slots: &[String],
         diags: &mut Vec<Diagnostic>,
     ) {
         self.warned_here.clear();
-        for &(slot, span) in io.reads(i) {
+        for (k, &(slot, span)) in io.reads(i).iter().enumerate() {
             let s = slot as usize;
             let name = &slots[s];
             if !get(&self.assigned_anywhere, s) {
@@ -495,7 +468,7 @@ impl ReadCheck {
                             .with_help(format!("assign `{name}` in an earlier instruction (or pass it with `planvm run --var {name}=...`); until then the reference stays as literal text")),
                     );
                 }
-            } else if !get(din, s) && !self.warned_here.contains(&slot) {
+            } else if may_be_unset(k, s) && !self.warned_here.contains(&slot) {
                 self.warned_here.push(slot);
                 diags.push(
                     Diagnostic::warning(codes::MAYBE_UNSET, format!("`{name}` may be unset here"))

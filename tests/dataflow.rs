@@ -1,0 +1,156 @@
+//! The compiler's dataflow answers (W0202 "may be unset" and `explain`'s dependencies)
+//! against a brute-force search of the paths of random plans with forward and backward
+//! jumps, so the SSA construction behind them is checked on shapes nobody wrote by hand.
+
+use std::collections::BTreeSet;
+
+use plan_compiler::{CompileOptions, compile, explain};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const VARS: [&str; 3] = ["a", "b", "c"];
+
+#[derive(Clone, Debug)]
+enum Step {
+    /// `dst = "${src}"`
+    Assign(usize, usize),
+    /// `jmp target_seq`
+    Jump(usize),
+    /// `jmp` on a condition reading `var`.
+    Branch(usize, usize, usize),
+}
+
+fn step(len: usize) -> impl Strategy<Value = Step> {
+    prop_oneof![
+        3 => (0..3usize, 0..3usize).prop_map(|(d, s)| Step::Assign(d, s)),
+        1 => (1..=len).prop_map(Step::Jump),
+        2 => (0..3usize, 1..=len, 1..=len).prop_map(|(v, t, f)| Step::Branch(v, t, f)),
+    ]
+}
+
+/// Step 0 is reasoning; steps 1..=len are generated; step len+1 sets final_answer from `a`.
+fn plan_json(body: &[Step]) -> String {
+    let mut plan = vec![json!({"seq_no": 0, "type": "reasoning", "parameters": {}})];
+    for (i, s) in body.iter().enumerate() {
+        let seq = i + 1;
+        plan.push(match *s {
+            Step::Assign(d, src) => json!({"seq_no": seq, "type": "assign",
+                "parameters": {VARS[d]: format!("${{{}}}", VARS[src])}}),
+            Step::Jump(t) => json!({"seq_no": seq, "type": "jmp", "parameters": {"target_seq": t}}),
+            Step::Branch(v, t, f) => json!({"seq_no": seq, "type": "jmp", "parameters": {
+                "condition_prompt": format!("${{{}}}?", VARS[v]),
+                "jump_if_true": t, "jump_if_false": f}}),
+        });
+    }
+    let last = body.len() + 1;
+    plan.push(json!({"seq_no": last, "type": "assign", "parameters": {"final_answer": "${a}"}}));
+    Value::Array(plan).to_string()
+}
+
+/// The plan as a graph: successors, the variable read (if any), the variable written.
+struct Graph {
+    succ: Vec<Vec<usize>>,
+    reads: Vec<Option<usize>>,
+    writes: Vec<Option<usize>>,
+}
+
+fn graph(body: &[Step]) -> Graph {
+    let n = body.len() + 2;
+    let mut g = Graph {
+        succ: vec![Vec::new(); n],
+        reads: vec![None; n],
+        writes: vec![None; n],
+    };
+    g.succ[0] = vec![1];
+    for (i, s) in body.iter().enumerate() {
+        let at = i + 1;
+        match *s {
+            Step::Assign(d, src) => {
+                g.succ[at] = vec![at + 1];
+                g.reads[at] = Some(src);
+                g.writes[at] = Some(d);
+            }
+            Step::Jump(t) => g.succ[at] = vec![t],
+            Step::Branch(v, t, f) => {
+                g.succ[at] = vec![t, f];
+                g.reads[at] = Some(v);
+            }
+        }
+    }
+    // The last step reads `a` and ends the run (final_answer, a variable of its own).
+    g.reads[n - 1] = Some(0);
+    g
+}
+
+/// Nodes reached from `from` through nodes that do not write `var` (those are reached
+/// but not passed).
+fn reach_avoiding(g: &Graph, from: &[usize], var: usize) -> Vec<bool> {
+    let mut seen = vec![false; g.succ.len()];
+    let mut stack: Vec<usize> = from.to_vec();
+    while let Some(x) = stack.pop() {
+        if std::mem::replace(&mut seen[x], true) {
+            continue;
+        }
+        if g.writes[x] == Some(var) {
+            continue;
+        }
+        stack.extend(g.succ[x].iter().copied());
+    }
+    seen
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+    #[test]
+    fn may_be_unset_and_dependencies_match_a_path_search(
+        body in (1..9usize).prop_flat_map(|len| proptest::collection::vec(step(len), len))
+    ) {
+        let src = plan_json(&body);
+        let opts = CompileOptions::default();
+        let compiled = compile(&src, &opts);
+        // Loops nothing can leave, or no reachable final_answer: not this test's subject.
+        prop_assume!(compiled.program.is_some());
+        let g = graph(&body);
+        let n = g.succ.len();
+        let reachable = reach_avoiding(&g, &[0], usize::MAX);
+        let written: BTreeSet<usize> = g.writes.iter().flatten().copied().collect();
+
+        // W0202 where a path from the start reaches the read without a write of its var.
+        let mut want = BTreeSet::new();
+        for (var, name) in VARS.iter().enumerate() {
+            let free = reach_avoiding(&g, &[0], var);
+            for i in 0..n {
+                if reachable[i] && g.reads[i] == Some(var) && written.contains(&var) && free[i] {
+                    want.insert((i as i64, (*name).to_owned()));
+                }
+            }
+        }
+        let got: BTreeSet<(i64, String)> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == "W0202")
+            .map(|d| {
+                let var = d.message.split('`').nth(1).unwrap_or("").to_owned();
+                (d.seq_no.unwrap_or(-1), var)
+            })
+            .collect();
+        prop_assert_eq!(got, want, "{}", src);
+
+        // explain: the writes a read can see, through paths without another write.
+        let steps = explain(&src, &opts).map_err(|_| TestCaseError::fail("explain failed"))?;
+        for s in steps {
+            let i = s.seq_no as usize;
+            let mut deps = BTreeSet::new();
+            if reachable[i] && let Some(var) = g.reads[i] {
+                for d in (0..n).filter(|&d| reachable[d] && g.writes[d] == Some(var)) {
+                    if reach_avoiding(&g, &g.succ[d], var)[i] {
+                        deps.insert(d as i64);
+                    }
+                }
+            }
+            let got: BTreeSet<i64> = s.depends_on.iter().copied().collect();
+            prop_assert_eq!(got, deps, "seq {} of {}", i, src);
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Large inputs that once took quadratic time or memory: each must finish in time linear
+//! in its size. They take seconds in a debug build, so they are ignored by a plain
+//! `cargo test`; `scripts/test` runs them once with `--ignored`. The bounds are an order
+//! of magnitude above what they take (BENCHMARKS.md has the release figures), and far
+//! below what the quadratic versions took.
+
+use std::time::{Duration, Instant};
+
+use plan_bytecode::validate;
+use plan_compiler::{CompileOptions, compile, explain};
+use plan_host::{Host, HostOptions, Tracer, run_plan};
+use plan_manifest::Manifest;
+use plan_vm::Limits;
+use serde_json::json;
+
+const BOUND: Duration = Duration::from_secs(60);
+
+fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
+    let t0 = Instant::now();
+    let out = f();
+    let took = t0.elapsed();
+    eprintln!("{what}: {took:?}");
+    assert!(took < BOUND, "{what} took {took:?}");
+    out
+}
+
+/// `[reasoning, v1 = "a", v2 = "${v1}x", ..., final_answer = "${v<n-1>}"]`, optionally with a
+/// conditional jump back to step 1 before the end.
+fn chain(n: usize, loop_back: bool) -> String {
+    let mut steps = vec![
+        r#"{"seq_no":0,"type":"reasoning","parameters":{}}"#.to_owned(),
+        r#"{"seq_no":1,"type":"assign","parameters":{"v1":"a"}}"#.to_owned(),
+    ];
+    for i in 2..n {
+        steps.push(format!(
+            r#"{{"seq_no":{i},"type":"assign","parameters":{{"v{i}":"${{v{}}}x"}}}}"#,
+            i - 1
+        ));
+    }
+    let mut last = n;
+    if loop_back {
+        steps.push(format!(
+            r#"{{"seq_no":{n},"type":"jmp","parameters":{{"condition_prompt":"again?","jump_if_true":1,"jump_if_false":{}}}}}"#,
+            n + 1
+        ));
+        last = n + 1;
+    }
+    steps.push(format!(
+        r#"{{"seq_no":{last},"type":"assign","parameters":{{"final_answer":"${{v{}}}"}}}}"#,
+        n - 1
+    ));
+    format!("[{}]", steps.join(",\n"))
+}
+
+#[test]
+#[ignore = "seconds in a debug build: run by scripts/test with --ignored"]
+fn one_assign_with_150k_keys() {
+    let keys: Vec<String> = (0..150_000).map(|i| format!(r#""k{i}":"v{i}""#)).collect();
+    let src = format!(
+        r#"[{{"seq_no":0,"type":"reasoning","parameters":{{}}}},{{"seq_no":1,"type":"assign","parameters":{{{},"final_answer":"x"}}}}]"#,
+        keys.join(",")
+    );
+    let c = timed("check 150k keys", || {
+        compile(&src, &CompileOptions::default())
+    });
+    assert!(c.program.is_some());
+}
+
+#[test]
+#[ignore = "seconds in a debug build: run by scripts/test with --ignored"]
+fn explain_and_check_100k_steps_with_and_without_a_loop() {
+    for loop_back in [false, true] {
+        let src = chain(100_000, loop_back);
+        let c = timed(&format!("check 100k steps (loop: {loop_back})"), || {
+            compile(&src, &CompileOptions::default())
+        });
+        assert!(c.program.is_some());
+        let steps = timed(&format!("explain 100k steps (loop: {loop_back})"), || {
+            explain(&src, &CompileOptions::default()).expect("explains")
+        });
+        assert_eq!(steps[5].depends_on, vec![4]);
+    }
+}
+
+#[test]
+#[ignore = "seconds in a debug build: run by scripts/test with --ignored"]
+fn a_loop_growing_a_string_150k_times() {
+    let src = json!([
+        {"seq_no": 0, "type": "reasoning", "parameters": {}},
+        {"seq_no": 1, "type": "assign", "parameters": {"s": "", "n": 0}},
+        {"seq_no": 2, "type": "assign", "parameters": {"s": "${s}abcdefghij", "n": "${n} + 1"}},
+        {"seq_no": 3, "type": "jmp", "parameters": {"condition_prompt": "stop?", "jump_if_true": 4, "jump_if_false": 2}},
+        {"seq_no": 4, "type": "assign", "parameters": {"final_answer": "${n}"}}
+    ])
+    .to_string();
+    let program = validate(
+        compile(&src, &CompileOptions::default())
+            .program
+            .expect("compiles"),
+    )
+    .expect("validates");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cassette = dir.path().join("stop.jsonl");
+    std::fs::write(
+        &cassette,
+        r#"{"tool":"jmp_condition","args":{"prompt":"stop?","context":null},"output":false}"#,
+    )
+    .expect("cassette");
+    let host = Host::new(
+        Manifest::builtin(),
+        HostOptions {
+            replay: Some(cassette),
+            ..HostOptions::default()
+        },
+    )
+    .expect("host");
+    let limits = Limits {
+        max_steps: 450_000,
+        max_total_bytes: 1 << 30,
+        max_value_bytes: 1 << 30,
+        ..Limits::default()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let report = timed("150k appends", || {
+        rt.block_on(run_plan(
+            &host,
+            &program,
+            vec![],
+            limits,
+            &mut Tracer::none(),
+        ))
+    });
+    // Ends on the step limit, after 150k turns of 10 bytes.
+    assert_eq!(report.steps, 450_000, "{report:?}");
+}
