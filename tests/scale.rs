@@ -136,3 +136,86 @@ fn a_loop_growing_a_string_150k_times() {
     // Ends on the step limit, after 150k turns of 10 bytes.
     assert_eq!(report.steps, 450_000, "{report:?}");
 }
+
+/// `a = "v"`, then one assign per chunk of `items` array elements (each array also holds
+/// `${a}`, so it is not a constant), then `final_answer`.
+fn arrays(items: &[String]) -> String {
+    let mut steps = vec![
+        r#"{"seq_no":0,"type":"reasoning","parameters":{}}"#.to_owned(),
+        r#"{"seq_no":1,"type":"assign","parameters":{"a":"v"}}"#.to_owned(),
+    ];
+    for (k, chunk) in items
+        .chunks(plan_bytecode::limits::MAX_LIST - 1)
+        .enumerate()
+    {
+        let mut arr = vec![json!("${a}")];
+        arr.extend(chunk.iter().map(|s| json!(s)));
+        steps.push(format!(
+            r#"{{"seq_no":{},"type":"assign","parameters":{{"x{k}":{}}}}}"#,
+            k + 2,
+            serde_json::Value::Array(arr)
+        ));
+    }
+    steps.push(format!(
+        r#"{{"seq_no":{},"type":"assign","parameters":{{"final_answer":"done"}}}}"#,
+        steps.len()
+    ));
+    format!("[{}]", steps.join(","))
+}
+
+/// The two limits that take megabytes of plan to reach: constants, and one side table
+/// (templates); each at N (compiles to a `.pbc` that loads) and N + 1 (E0210).
+#[test]
+#[ignore = "seconds in a debug build: run by scripts/test with --ignored"]
+fn constants_and_side_tables_at_n_and_n_plus_one() {
+    use plan_bytecode::limits::{MAX_CONSTS, MAX_TABLE};
+    let count = |src: &str, f: fn(&plan_bytecode::Program) -> usize| {
+        let c = compile(src, &CompileOptions::default());
+        c.program.as_ref().map(f)
+    };
+    type Case = (
+        &'static str,
+        usize,
+        fn(usize) -> String,
+        fn(&plan_bytecode::Program) -> usize,
+    );
+    let cases: [Case; 2] = [
+        (
+            "constants",
+            MAX_CONSTS,
+            |k| arrays(&(0..k).map(|i| format!("c{i}")).collect::<Vec<_>>()),
+            |p| p.consts.len(),
+        ),
+        (
+            "templates",
+            MAX_TABLE,
+            |k| arrays(&vec!["${a}x".to_owned(); k]),
+            |p| p.templates.len(),
+        ),
+    ];
+    for (what, max, make, size) in cases {
+        // What the plan around the items adds, measured on a small one.
+        let base = count(&make(10), size).expect("compiles") - 10;
+        let at = make(max - base);
+        let c = timed(&format!("{what} at N"), || {
+            compile(&at, &CompileOptions::default())
+        });
+        let program = c
+            .program
+            .unwrap_or_else(|| panic!("{what} at N: {:?}", c.diagnostics));
+        assert_eq!(size(&program), max, "{what}");
+        let bytes = plan_bytecode::encode(&program);
+        validate(plan_bytecode::decode(&bytes).expect("decodes")).expect("loads");
+        let over = make(max - base + 1);
+        let c = timed(&format!("{what} at N + 1"), || {
+            compile(&over, &CompileOptions::default())
+        });
+        assert!(c.program.is_none(), "{what} at N + 1 compiled");
+        assert!(
+            c.diagnostics
+                .iter()
+                .any(|d| d.code == "E0210" && d.span.is_some()),
+            "{what}"
+        );
+    }
+}

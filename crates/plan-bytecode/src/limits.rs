@@ -32,3 +32,27 @@ pub const MAX_CONST_DEPTH: usize = 128;
 pub const MAX_OPERAND_DEPTH: usize = 64;
 /// Largest operand-stack depth an arithmetic program may reach.
 pub const MAX_ARITH_STACK: usize = 256;
+
+/// Each table of a program with its size and its limit (the validator checks these; the
+/// compiler reports a plan that goes past one at the instruction that does).
+pub fn table_sizes(p: &crate::Program) -> [(&'static str, usize, usize); 13] {
+    [
+        ("constants", p.consts.len(), MAX_CONSTS),
+        ("variables", p.slots.len(), MAX_SLOTS),
+        ("instructions", p.code.len(), MAX_CODE),
+        ("references", p.refs.len(), MAX_TABLE),
+        ("templates", p.templates.len(), MAX_TABLE),
+        ("arithmetic expressions", p.ariths.len(), MAX_TABLE),
+        ("arrays holding references", p.arrays.len(), MAX_TABLE),
+        ("objects holding references", p.objects.len(), MAX_TABLE),
+        ("multi-variable assigns", p.assigns.len(), MAX_TABLE),
+        ("calls", p.calls.len(), MAX_TABLE),
+        ("conditions", p.conds.len(), MAX_TABLE),
+        ("tools", p.tools.len(), MAX_TOOLS),
+        (
+            "reasoning texts",
+            p.debug.as_ref().map_or(0, |d| d.reasoning.len()),
+            MAX_CODE,
+        ),
+    ]
+}

@@ -158,25 +158,7 @@ impl<'p> Checker<'p> {
 
     fn limits(&self) -> Result<()> {
         let p = self.p;
-        let tables: [(&str, usize, usize); 13] = [
-            ("constants", p.consts.len(), MAX_CONSTS),
-            ("slots", p.slots.len(), MAX_SLOTS),
-            ("instructions", p.code.len(), MAX_CODE),
-            ("refs", p.refs.len(), MAX_TABLE),
-            ("templates", p.templates.len(), MAX_TABLE),
-            ("ariths", p.ariths.len(), MAX_TABLE),
-            ("arrays", p.arrays.len(), MAX_TABLE),
-            ("objects", p.objects.len(), MAX_TABLE),
-            ("assigns", p.assigns.len(), MAX_TABLE),
-            ("calls", p.calls.len(), MAX_TABLE),
-            ("conds", p.conds.len(), MAX_TABLE),
-            ("tools", p.tools.len(), MAX_TOOLS),
-            (
-                "reasoning texts",
-                p.debug.as_ref().map_or(0, |d| d.reasoning.len()),
-                MAX_CODE,
-            ),
-        ];
+        let tables = table_sizes(p);
         for (what, len, max) in tables {
             if len > max {
                 return Err(BytecodeError::invalid(format!(

@@ -20,6 +20,8 @@ pub const INESCAPABLE_CYCLE: &str = "E0207";
 pub const DUPLICATE_OUTPUT: &str = "E0208";
 /// An empty variable name: `{"": 1}` or `"output_vars": [""]`.
 pub const BAD_VAR_NAME: &str = "E0209";
+/// `"${a}${a}…"` with 70,000 parts: past a limit of the bytecode (`plan_bytecode::limits`).
+pub const OVER_LIMIT: &str = "E0210";
 
 /// `"${summary}"` where no instruction ever assigns `summary`.
 pub const NEVER_ASSIGNED: &str = "W0201";

@@ -159,6 +159,22 @@ fn compile_inner(
         code.push(lw.step(s, t));
     }
     let needs_pad = targets.iter().flatten().any(|&t| t == n);
+    let max_code = plan_bytecode::limits::MAX_CODE;
+    if n + usize::from(needs_pad) > max_code
+        && let Some(s) = steps.get(max_code.min(n.saturating_sub(1)))
+    {
+        diagnostics.push(
+            Diagnostic::error(
+                codes::OVER_LIMIT,
+                format!(
+                    "the plan has {n} instructions; a compiled plan may have at most {max_code}"
+                ),
+            )
+            .with_span(s.span)
+            .with_seq(s.seq_no)
+            .with_help("split the plan"),
+        );
+    }
     let final_slot = lw.program.final_answer_slot();
     let cfg = verify::Cfg::new(&steps, &lw.io, &targets, final_slot);
     if complete {

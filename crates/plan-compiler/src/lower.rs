@@ -13,6 +13,7 @@ use std::borrow::Cow;
 // collide the way they could against an unseeded hash (FxHash).
 use foldhash::{HashMap, HashMapExt};
 
+use plan_bytecode::limits::{MAX_ARITH_STACK, MAX_LIST, MAX_OPERAND_DEPTH, table_sizes};
 use plan_bytecode::{
     ArithDef, ArithOp, AssignDef, CallDef, CondDef, ConstIdx, Effects, Instr, Operand, Piece,
     Program, RefDef, Slot, ToolDef,
@@ -82,6 +83,12 @@ pub(crate) struct Lowerer<'m, 'p> {
     reads: Vec<(Slot, Span)>,
     /// Scratch for the pieces of one string (reused: most strings are lowered this way).
     pieces: Vec<PieceStr<'p>>,
+    /// seq_no of the step being lowered (for limit errors found deep in its values).
+    seq: Option<i64>,
+    /// Nesting of array/object operands around the value being lowered.
+    operand_depth: usize,
+    /// Program tables already reported as past their limit (one error each).
+    tables_reported: u32,
 }
 
 /// Whether a string value may be arithmetic (only `assign` values are).
@@ -124,6 +131,45 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             tools: HashMap::new(),
             reads: Vec::new(),
             pieces: Vec::new(),
+            seq: None,
+            operand_depth: 0,
+            tables_reported: 0,
+        }
+    }
+
+    /// Reports a list (`what`, `len` items) past the bytecode's `MAX_LIST` at `span`: a
+    /// plan past any limit of the loader gets an error here, never a `.pbc` that will not
+    /// load. The limits are the loader's own (`plan_bytecode::limits`).
+    fn check_list(&mut self, len: usize, what: &str, span: Span) {
+        if len > MAX_LIST {
+            self.too_big(
+                format!("{what} has {len} items; a compiled plan allows at most {MAX_LIST}"),
+                span,
+            );
+        }
+    }
+
+    #[cold]
+    fn too_big(&mut self, message: String, span: Span) {
+        self.diags.push(
+            Diagnostic::error(codes::OVER_LIMIT, message)
+                .with_span(span)
+                .with_seq(self.seq)
+                .with_help("split it over several instructions or variables"),
+        );
+    }
+
+    /// After step `span`: reports each program table that has just grown past its limit
+    /// (constants, variables, side tables, tools), once, at the step that crossed it.
+    pub(crate) fn check_tables(&mut self, span: Span) {
+        for (k, (what, len, max)) in table_sizes(&self.program).into_iter().enumerate() {
+            if len > max && self.tables_reported & (1 << k) == 0 {
+                self.tables_reported |= 1 << k;
+                self.too_big(
+                    format!("the plan needs more than {max} {what}, the most a compiled plan may have; this instruction goes past it"),
+                    span,
+                );
+            }
         }
     }
 
@@ -186,6 +232,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 let slot = self.slot(r.name);
                 self.reads.push((slot, span));
                 let path: Vec<ConstIdx> = r.keys().map(|k| self.konst_str(k)).collect();
+                self.check_list(path.len(), "a reference's dotted path", span);
                 (slot, path, self.konst_str(r.raw))
             }
             AnyRef::Owned(r) => {
@@ -210,6 +257,11 @@ impl<'m, 'p> Lowerer<'m, 'p> {
     }
 
     fn template(&mut self, pieces: &[PieceStr<'p>], span: Span) -> u32 {
+        self.check_list(
+            pieces.len(),
+            "this text (its literal parts and references)",
+            span,
+        );
         let lowered = pieces
             .iter()
             .map(|p| match *p {
@@ -274,13 +326,16 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 if !self.has_refs(node) {
                     return Operand::Const(self.konst(node.to_value()));
                 }
-                let fields = members
-                    .iter()
-                    .map(|m| {
-                        let k = self.konst_str(&m.key);
-                        (k, self.operand(&m.value, Ctx::Param, seq))
-                    })
-                    .collect();
+                self.check_list(members.len(), "this object", node.span);
+                let fields = self.nested(node.span, |lw| {
+                    members
+                        .iter()
+                        .map(|m| {
+                            let k = lw.konst_str(&m.key);
+                            (k, lw.operand(&m.value, Ctx::Param, seq))
+                        })
+                        .collect()
+                });
                 self.program.objects.push(fields);
                 Operand::Object((self.program.objects.len() - 1) as u32)
             }
@@ -288,15 +343,33 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 if !self.has_refs(node) {
                     return Operand::Const(self.konst(node.to_value()));
                 }
-                let items = items
-                    .iter()
-                    .map(|n| self.operand(n, Ctx::Param, seq))
-                    .collect();
+                self.check_list(items.len(), "this array", node.span);
+                let items = self.nested(node.span, |lw| {
+                    items
+                        .iter()
+                        .map(|n| lw.operand(n, Ctx::Param, seq))
+                        .collect()
+                });
                 self.program.arrays.push(items);
                 Operand::Array((self.program.arrays.len() - 1) as u32)
             }
             _ => Operand::Const(self.konst(node.to_value())),
         }
+    }
+
+    /// Lowers the members of an array/object operand one level deeper, reporting the
+    /// level past the loader's `MAX_OPERAND_DEPTH`.
+    fn nested<T>(&mut self, span: Span, f: impl FnOnce(&mut Self) -> T) -> T {
+        self.operand_depth += 1;
+        if self.operand_depth == MAX_OPERAND_DEPTH + 1 {
+            self.too_big(
+                format!("arrays and objects holding references are nested more than {MAX_OPERAND_DEPTH} deep here; a compiled plan allows at most {MAX_OPERAND_DEPTH}"),
+                span,
+            );
+        }
+        let out = f(self);
+        self.operand_depth -= 1;
+        out
     }
 
     fn arith(&mut self, text: &'p str, expr: &Expr, span: Span, seq: Option<i64>) -> Operand {
@@ -322,6 +395,18 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         }
         let mut code = Vec::new();
         self.arith_code(expr, span, &mut code);
+        self.check_list(
+            code.len(),
+            "this arithmetic (its numbers, references and operators)",
+            span,
+        );
+        let depth = stack_depth(&code);
+        if depth > MAX_ARITH_STACK {
+            self.too_big(
+                format!("this arithmetic needs a stack of {depth} values; a compiled plan allows at most {MAX_ARITH_STACK} (nest fewer parentheses or powers)"),
+                span,
+            );
+        }
         let mut pieces = std::mem::take(&mut self.pieces);
         pieces_into(text, self.dialect, &mut pieces);
         let fallback = match *pieces.as_slice() {
@@ -399,6 +484,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         let target = |k: usize| targets.get(k).copied().unwrap_or(0) as u32;
         self.reads.clear();
         let seq = step.seq_no;
+        self.seq = seq;
         let mut writes: SmallVec<[Slot; 4]> = SmallVec::new();
         let instr = match step.kind {
             StepKind::Nop => Instr::Nop,
@@ -416,6 +502,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                     self.check_sibling_refs(first_read, slot, &siblings, seq);
                     targets.push((slot, op));
                 }
+                self.check_list(targets.len(), "this assign", step.span);
                 if targets.len() == 1 {
                     let (dst, src) = targets[0];
                     Instr::Set { dst, src }
@@ -463,6 +550,8 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                     );
                 }
                 writes.extend_from_slice(&outs);
+                self.check_list(args.len(), "this call's tool_params", step.span);
+                self.check_list(outs.len(), "this call's output_vars", step.span);
                 let tool = self.tool_index(&tool.text);
                 self.program.calls.push(CallDef {
                     tool,
@@ -492,6 +581,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 }
             }
         };
+        self.check_tables(step.span);
         self.io.reads.extend_from_slice(&self.reads);
         self.io.writes.extend_from_slice(&writes);
         self.io
@@ -724,6 +814,20 @@ fn example_of(ty: plan_manifest::ParamType) -> &'static str {
         T::Object => "{\"key\": \"value\"}",
         T::Any => "null",
     }
+}
+
+/// The deepest the stack of postfix arithmetic `code` gets, as the validator counts it.
+fn stack_depth(code: &[ArithOp]) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    for op in code {
+        match op {
+            ArithOp::Const(_) | ArithOp::Ref(_) => depth += 1,
+            ArithOp::Neg | ArithOp::Pos => {}
+            _ => depth = depth.saturating_sub(1),
+        }
+        max = max.max(depth);
+    }
+    max
 }
 
 fn expr_has_refs(e: &Expr) -> bool {
