@@ -23,16 +23,16 @@ enum Step {
 fn step(len: usize) -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => (0..3usize, 0..3usize).prop_map(|(d, s)| Step::Assign(d, s)),
-        1 => (1..=len).prop_map(Step::Jump),
-        2 => (0..3usize, 1..=len, 1..=len).prop_map(|(v, t, f)| Step::Branch(v, t, f)),
+        // Targets from 0: a jump back to the very first step is a join with the start.
+        1 => (0..=len).prop_map(Step::Jump),
+        2 => (0..3usize, 0..=len, 0..=len).prop_map(|(v, t, f)| Step::Branch(v, t, f)),
     ]
 }
 
-/// Step 0 is reasoning; steps 1..=len are generated; step len+1 sets final_answer from `a`.
+/// Steps 0..len are generated; step len sets final_answer from `a`.
 fn plan_json(body: &[Step]) -> String {
-    let mut plan = vec![json!({"seq_no": 0, "type": "reasoning", "parameters": {}})];
-    for (i, s) in body.iter().enumerate() {
-        let seq = i + 1;
+    let mut plan = Vec::new();
+    for (seq, s) in body.iter().enumerate() {
         plan.push(match *s {
             Step::Assign(d, src) => json!({"seq_no": seq, "type": "assign",
                 "parameters": {VARS[d]: format!("${{{}}}", VARS[src])}}),
@@ -42,7 +42,7 @@ fn plan_json(body: &[Step]) -> String {
                 "jump_if_true": t, "jump_if_false": f}}),
         });
     }
-    let last = body.len() + 1;
+    let last = body.len();
     plan.push(json!({"seq_no": last, "type": "assign", "parameters": {"final_answer": "${a}"}}));
     Value::Array(plan).to_string()
 }
@@ -55,15 +55,13 @@ struct Graph {
 }
 
 fn graph(body: &[Step]) -> Graph {
-    let n = body.len() + 2;
+    let n = body.len() + 1;
     let mut g = Graph {
         succ: vec![Vec::new(); n],
         reads: vec![None; n],
         writes: vec![None; n],
     };
-    g.succ[0] = vec![1];
-    for (i, s) in body.iter().enumerate() {
-        let at = i + 1;
+    for (at, s) in body.iter().enumerate() {
         match *s {
             Step::Assign(d, src) => {
                 g.succ[at] = vec![at + 1];

@@ -119,7 +119,11 @@ impl Ssa {
             }
         }
 
-        // Dominance frontiers, as flat lists per step.
+        // Dominance frontiers, as flat lists per step. NB: the start of the run is an
+        // edge into the first step too (on which nothing is set yet), as if from a virtual
+        // entry node dominating it: the first step is a join as soon as a jump goes back
+        // to it, and the walk up from its predecessors goes up to and including itself.
+        let root = rpo.first().copied();
         let mut frontier: Vec<SmallVec<[usize; 2]>> = vec![SmallVec::new(); n];
         for &b in &rpo {
             let ps: SmallVec<[usize; 4]> = preds
@@ -128,14 +132,21 @@ impl Ssa {
                 .copied()
                 .filter(|&p| reachable(p))
                 .collect();
-            if ps.len() < 2 {
+            let is_root = Some(b) == root;
+            if ps.len() + usize::from(is_root) < 2 {
                 continue;
             }
             for p in ps {
                 let mut runner = p;
-                while runner != idom[b] {
+                loop {
+                    if !is_root && runner == idom[b] {
+                        break;
+                    }
                     if frontier[runner].last() != Some(&b) {
                         frontier[runner].push(b);
+                    }
+                    if is_root && runner == b {
+                        break;
                     }
                     runner = idom[runner];
                 }
@@ -197,6 +208,12 @@ impl Ssa {
         }
         starts.push(total);
         let mut names = vec![Name::Unset; total];
+        // The entry edge into the first step brings "unset" to its φs.
+        if let Some(r) = root {
+            for &(_, phi) in &phis_at[r] {
+                phis[phi as usize].operands.push(Name::Unset);
+            }
+        }
         let mut current: Vec<Vec<Name>> = vec![Vec::new(); nslots];
         let top = |current: &[Vec<Name>], s: Slot| {
             current[s as usize].last().copied().unwrap_or(Name::Unset)

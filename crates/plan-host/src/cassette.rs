@@ -460,6 +460,7 @@ impl Recorder {
             .create(true)
             .append(append)
             .write(true)
+            .read(append)
             .truncate(!append)
             .open(path)
             .map_err(|e| {
@@ -468,6 +469,14 @@ impl Recorder {
                     format!("cannot open cassette {} for recording: {e}", path.display()),
                 )
             })?;
+        if append {
+            drop_cut_line(&file).map_err(|e| {
+                HostError::new(
+                    HostErrorKind::Create,
+                    format!("cannot open cassette {} for recording: {e}", path.display()),
+                )
+            })?;
+        }
         Ok(Recorder {
             path: path.to_owned(),
             file: Mutex::new(file),
@@ -494,6 +503,31 @@ impl Recorder {
                 )
             })
     }
+}
+
+/// A recording killed mid-write ends in a line without its newline: appending after it
+/// would bury that cut line inside the file, where replay refuses it. Cut it off first
+/// (replay drops it anyway), so recording can resume.
+fn drop_cut_line(file: &File) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let len = file.metadata()?.len();
+    let mut f = file;
+    let mut end = len;
+    let mut buf = vec![0u8; 64 << 10];
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let chunk = &mut buf[..(end - start) as usize];
+        f.seek(SeekFrom::Start(start))?;
+        f.read_exact(chunk)?;
+        if end == len && chunk.last() == Some(&b'\n') {
+            return Ok(());
+        }
+        if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
+            return file.set_len(start + i as u64 + 1);
+        }
+        end = start;
+    }
+    file.set_len(0)
 }
 
 #[cfg(test)]
@@ -699,6 +733,34 @@ mod tests {
         assert_eq!(d("", ""), 0);
         assert_eq!(d("abc", ""), 3);
         assert_eq!(d("kitten", "sitting"), 3);
+    }
+
+    #[test]
+    fn recording_resumes_after_a_cut_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rec.jsonl");
+        let good = r#"{"tool":"t","args":{},"output":1}"#;
+        std::fs::write(&path, format!("{good}\n{{\"tool\":\"t\",\"ar")).unwrap();
+        let rec = Recorder::create(&path).unwrap();
+        let e = CassetteEntry {
+            tool: "u".into(),
+            args: Map::new(),
+            output: json!(2),
+            latency_ms: None,
+            step: Some(1),
+        };
+        rec.record(&e).unwrap();
+        let back = Cassette::load(&path).unwrap();
+        assert_eq!(back.entries.len(), 2);
+        assert_eq!(back.entries[1], e);
+        assert!(back.warnings.is_empty());
+        // A cut first (and only) line goes too; a whole file is left alone.
+        std::fs::write(&path, "{\"tool\":").unwrap();
+        drop(Recorder::create(&path).unwrap());
+        assert_eq!(std::fs::read(&path).unwrap(), b"");
+        std::fs::write(&path, format!("{good}\n")).unwrap();
+        drop(Recorder::create(&path).unwrap());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{good}\n"));
     }
 
     #[test]

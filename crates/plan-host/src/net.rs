@@ -19,6 +19,8 @@ use crate::redact::Redactor;
 
 /// A call's attempts together may take this many times the per-attempt timeout.
 pub const TOTAL_TIMEOUT_FACTOR: u32 = 3;
+/// "No deadline" for endpoints without a timeout: a year.
+const FAR: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// Redirects followed within one origin before the request fails.
 pub const MAX_REDIRECTS: usize = 3;
@@ -155,30 +157,27 @@ enum Attempt {
 }
 
 impl Endpoint {
-    /// POSTs `body` as JSON, retrying transient failures, all attempts together within
-    /// [`TOTAL_TIMEOUT_FACTOR`] × the per-attempt timeout, so a server that never answers
-    /// costs bounded time. The response is parsed as JSON; a body that is not JSON is
-    /// returned as a string.
+    /// POSTs `body` as JSON, retrying transient failures. All attempts together, with
+    /// their backoff, stop [`TOTAL_TIMEOUT_FACTOR`] × the per-attempt timeout after the
+    /// first attempt starts, so a server that never answers costs bounded time. Time spent
+    /// waiting for a concurrency slot before that does not count: a call queued behind
+    /// others (a batch, a plan's many calls) is not failed for being queued. The response
+    /// is parsed as JSON; a body that is not JSON is returned as a string.
     pub(crate) async fn post_json(&self, body: &Value) -> Result<Value, ToolError> {
-        let Some(total) = self.timeout.map(|t| t.saturating_mul(TOTAL_TIMEOUT_FACTOR)) else {
-            return self.post_json_retrying(body).await;
-        };
-        match tokio::time::timeout(total, self.post_json_retrying(body)).await {
-            Ok(r) => r,
-            Err(_) => Err(ToolError::new(
+        let total = self.timeout.map(|t| t.saturating_mul(TOTAL_TIMEOUT_FACTOR));
+        let out_of_time = |total: Duration| {
+            ToolError::new(
                 ToolErrorKind::Timeout,
                 format!(
                     "POST {}: no answer within {} s, all attempts together ({TOTAL_TIMEOUT_FACTOR} × timeout_secs)",
                     self.url,
                     secs(total)
                 ),
-            )),
-        }
-    }
-
-    async fn post_json_retrying(&self, body: &Value) -> Result<Value, ToolError> {
+            )
+        };
         let tries = self.retry.tries.max(1);
         let mut attempt = 1;
+        let mut deadline: Option<tokio::time::Instant> = None;
         loop {
             let outcome = {
                 // NB: the permit is held for the request only, not across the backoff
@@ -189,7 +188,14 @@ impl Endpoint {
                         "internal: concurrency limiter closed",
                     )
                 })?;
-                self.attempt(body).await
+                let at = *deadline.get_or_insert_with(|| {
+                    let now = tokio::time::Instant::now();
+                    total.and_then(|t| now.checked_add(t)).unwrap_or(now + FAR)
+                });
+                match tokio::time::timeout_at(at, self.attempt(body)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => return Err(out_of_time(total.unwrap_or(FAR))),
+                }
             };
             match outcome {
                 Attempt::Done(v) => return Ok(v),
@@ -207,6 +213,11 @@ impl Endpoint {
                     let d = asked
                         .map(|a| a.min(MAX_RETRY_AFTER))
                         .unwrap_or_else(|| self.retry.delay(attempt));
+                    if let (Some(at), Some(t)) = (deadline, total)
+                        && tokio::time::Instant::now() + d >= at
+                    {
+                        return Err(out_of_time(t));
+                    }
                     tokio::time::sleep(d).await;
                     attempt += 1;
                 }

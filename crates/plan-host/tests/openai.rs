@@ -285,6 +285,40 @@ async fn a_server_that_never_answers_costs_three_attempt_timeouts_at_most() {
 }
 
 #[tokio::test]
+async fn waiting_for_a_concurrency_slot_does_not_count_against_the_call() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(
+            ResponseTemplate::new(200)
+                .set_body_json(completion("ok"))
+                .set_delay(Duration::from_millis(150)),
+        )
+        .mount(&server)
+        .await;
+    // One call at a time, 0.2 s per attempt, so 0.6 s for all of a call's attempts: the
+    // sixth call waits 0.75 s for its slot, then answers in 0.15 s.
+    let mut backend = openai(&server.uri(), None, Some(0.2), Some(0));
+    if let plan_manifest::BackendConfig::Openai { concurrency, .. } = &mut backend {
+        *concurrency = Some(1);
+    }
+    let host = Host::new(manifest_with("llm_generate", backend), opts()).unwrap();
+    let reqs: Vec<_> = (0..6)
+        .map(|i| {
+            req(
+                i,
+                "llm_generate",
+                json!({"prompt": format!("q{i}")}),
+                plain(),
+            )
+        })
+        .collect();
+    let results = futures::future::join_all(reqs.iter().map(|r| host.call(r))).await;
+    for r in results {
+        assert_eq!(r.unwrap(), json!("ok"));
+    }
+}
+
+#[tokio::test]
 async fn per_call_timeout_covers_retries() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))

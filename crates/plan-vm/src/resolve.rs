@@ -175,7 +175,26 @@ impl<'p> Vm<'p> {
         let refs = pieces.len() / 2 + 1;
         let hint = self.prog.template_lit_bytes(t) + refs * 16;
         let mut out = String::with_capacity(hint.min(limit));
-        if self.template_extend(view, t, 0, &mut out) {
+        if self.template_extend(view, t, 0, 0, &mut out) {
+            Ok(out)
+        } else {
+            Err(self.template_too_long(view, pc, t))
+        }
+    }
+
+    /// The text template `t` adds after its first piece, for a text of `base` bytes that
+    /// already holds that piece (see [`Vm::appends_to`]): checked against the limit for
+    /// the whole text, and failing with the whole text's length, exactly as if it were
+    /// built anew.
+    pub(crate) fn template_suffix<S: SlotView + ?Sized>(
+        &self,
+        view: &S,
+        pc: Pc,
+        t: u32,
+        base: usize,
+    ) -> Result<String, Fault> {
+        let mut out = String::new();
+        if self.template_extend(view, t, 1, base, &mut out) {
             Ok(out)
         } else {
             Err(self.template_too_long(view, pc, t))
@@ -183,17 +202,18 @@ impl<'p> Vm<'p> {
     }
 
     /// Appends the pieces of template `t` from `from` on to `out`, checking the byte limit
-    /// before each piece joins; false when the text would go over it (`out` then holds
-    /// part of the text).
-    pub(crate) fn template_extend<S: SlotView + ?Sized>(
+    /// (for `base` bytes of text before `out`) before each piece joins; false when the
+    /// text would go over it (`out` then holds part of the text).
+    fn template_extend<S: SlotView + ?Sized>(
         &self,
         view: &S,
         t: u32,
         from: usize,
+        base: usize,
         out: &mut String,
     ) -> bool {
         let pieces = &self.prog.templates[t as usize];
-        let limit = self.template_limit();
+        let limit = self.template_limit().saturating_sub(base);
         for piece in pieces.iter().skip(from) {
             let fits = match *piece {
                 Piece::Lit(c) => push_within(out, self.const_str(c), limit),

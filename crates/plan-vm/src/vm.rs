@@ -392,8 +392,7 @@ impl<'p> Vm<'p> {
     #[inline]
     fn op_set(&mut self, pc: Pc, dst: Slot, src: plan_bytecode::Operand) -> Result<(), Fault> {
         if let plan_bytecode::Operand::Template(t) = src
-            && matches!(self.st.slots[dst as usize], Some(Value::String(_)))
-            && self.appends_to(t, dst)
+            && self.is_append(dst, t)
         {
             return self.op_append(pc, dst, t);
         }
@@ -405,41 +404,56 @@ impl<'p> Vm<'p> {
 
     /// `s = "${s}..."` where `s` holds a string: the rest of the template is appended to
     /// the stored string where it is, so a loop growing a string costs what it appends,
-    /// not a copy of everything so far per iteration. Same result and limits as building
-    /// the text anew.
+    /// not a copy of everything so far per iteration. Same result, limits, errors and
+    /// state as building the text anew.
     fn op_append(&mut self, pc: Pc, dst: Slot, t: u32) -> Result<(), Fault> {
-        let text = self.appended(pc, dst, t)?;
-        self.store(dst, Value::String(text))?;
+        let base = self.string_len(dst);
+        let suffix = self.template_suffix(&self.st.slots[..], pc, t, base)?;
+        self.store_appended(dst, suffix)?;
         self.st.pc = pc + 1;
         Ok(())
     }
 
-    /// The text of `dst = template t` built by extending `dst`'s string, taken out of its
-    /// slot (see [`Vm::appends_to`]); on failure the slot is left as it was.
-    fn appended(&mut self, pc: Pc, dst: Slot, t: u32) -> Result<String, Fault> {
-        let Some(Value::String(mut text)) = self.st.slots[dst as usize].take() else {
-            return Err(self.error_at(pc, "internal error: append to a non-string".into()));
-        };
-        let before = text.len();
-        // NB: the template reads `dst` only in its first piece, which `text` already is.
-        if self.template_extend(&self.st.slots[..], t, 1, &mut text) {
-            return Ok(text);
+    /// Whether `slot = template t` can extend `slot`'s string in place. Out of line: the
+    /// dispatch loop pays one compare for it on other operands.
+    #[inline(never)]
+    fn is_append(&self, slot: Slot, t: u32) -> bool {
+        matches!(self.st.slots[slot as usize], Some(Value::String(_))) && self.appends_to(t, slot)
+    }
+
+    /// Length of the string in `slot` (0 if it holds none).
+    fn string_len(&self, slot: Slot) -> usize {
+        match &self.st.slots[slot as usize] {
+            Some(Value::String(s)) => s.len(),
+            _ => 0,
         }
-        text.truncate(before);
-        self.st.slots[dst as usize] = Some(Value::String(text));
-        Err(self.template_too_long(&self.st.slots[..], pc, t))
+    }
+
+    /// Stores `slot`'s string extended by `suffix`, as `store` would store the whole
+    /// text: the limits are checked first, so on failure the slot is left as it was.
+    fn store_appended(&mut self, slot: Slot, suffix: String) -> Result<(), Fault> {
+        let name = self.prog.slots[slot as usize].as_str();
+        let bytes = plan_value::NODE_BYTES
+            .saturating_add(self.string_len(slot) as u64)
+            .saturating_add(suffix.len() as u64);
+        self.within_value_limit(name, bytes)
+            .and_then(|b| self.charged(self.slot_bytes[slot as usize], b))
+            .map_err(|m| self.error_here(m))?;
+        let Some(Value::String(mut text)) = self.st.slots[slot as usize].take() else {
+            return Err(self.error_here("internal error: append to a non-string".into()));
+        };
+        text.push_str(&suffix);
+        self.store(slot, Value::String(text))
     }
 
     fn op_assign(&mut self, pc: Pc, assign: u32) -> Result<(), Fault> {
-        // One target of the form `s = "${s}..."` may extend its string in place: it is
-        // built after every other value, before anything is stored, so all values still
-        // see the slots as they were (a second such target is built the ordinary way).
+        // One target of the form `s = "${s}..."` may extend its string in place. Values
+        // are still computed in order and all before any is stored (that target's only
+        // as the text it adds), so errors and what each value sees are unchanged.
         let prog = self.prog;
         let targets = &prog.assigns[assign as usize].targets;
         let append = targets.iter().position(|&(slot, op)| {
-            matches!(op, plan_bytecode::Operand::Template(t)
-                if matches!(self.st.slots[slot as usize], Some(Value::String(_)))
-                    && self.appends_to(t, slot))
+            matches!(op, plan_bytecode::Operand::Template(t) if self.is_append(slot, t))
         });
         let Some(k) = append else {
             let values = self.assign_values(&self.st.slots[..], pc, assign)?;
@@ -450,19 +464,23 @@ impl<'p> Vm<'p> {
             return Ok(());
         };
         let mut values = AssignValues::with_capacity(targets.len());
+        let mut suffix = String::new();
         for (i, &(slot, op)) in targets.iter().enumerate() {
-            if i != k {
-                values.push((slot, self.resolve_in(&self.st.slots[..], pc, op)?));
+            match op {
+                plan_bytecode::Operand::Template(t) if i == k => {
+                    let base = self.string_len(slot);
+                    suffix = self.template_suffix(&self.st.slots[..], pc, t, base)?;
+                    values.push((slot, Value::Null));
+                }
+                _ => values.push((slot, self.resolve_in(&self.st.slots[..], pc, op)?)),
             }
         }
-        let (slot, op) = targets[k];
-        let plan_bytecode::Operand::Template(t) = op else {
-            return Err(self.error_at(pc, "internal error: append to a non-template".into()));
-        };
-        let text = self.appended(pc, slot, t)?;
-        values.insert(k, (slot, Value::String(text)));
-        for (slot, v) in values {
-            self.store(slot, v)?;
+        for (i, (slot, v)) in values.into_iter().enumerate() {
+            if i == k {
+                self.store_appended(slot, std::mem::take(&mut suffix))?;
+            } else {
+                self.store(slot, v)?;
+            }
         }
         self.st.pc = pc + 1;
         Ok(())
@@ -693,18 +711,29 @@ impl<'p> Vm<'p> {
                 "value for `{name}` is nested more than {MAX_VALUE_DEPTH} levels deep"
             ));
         }
-        if size.bytes > self.limits.max_value_bytes {
+        self.within_value_limit(name, size.bytes)
+    }
+
+    /// `bytes`, if a value of that size may be stored in `name`.
+    fn within_value_limit(&self, name: &str, bytes: u64) -> Result<u64, String> {
+        if bytes > self.limits.max_value_bytes {
             return Err(format!(
-                "value for `{name}` is {} bytes, over the per-value limit of {} bytes \
+                "value for `{name}` is {bytes} bytes, over the per-value limit of {} bytes \
                  (max_value_bytes)",
-                size.bytes, self.limits.max_value_bytes
+                self.limits.max_value_bytes
             ));
         }
-        Ok(size.bytes)
+        Ok(bytes)
     }
 
     /// Replaces `old` bytes by `new` in the running total, if within `max_total_bytes`.
     fn charge(&mut self, old: u64, new: u64) -> Result<(), String> {
+        self.st.bytes = self.charged(old, new)?;
+        Ok(())
+    }
+
+    /// The running total with `old` bytes replaced by `new`, if within `max_total_bytes`.
+    fn charged(&self, old: u64, new: u64) -> Result<u64, String> {
         let total = self.st.bytes.saturating_sub(old).saturating_add(new);
         if total > self.limits.max_total_bytes {
             return Err(format!(
@@ -712,8 +741,7 @@ impl<'p> Vm<'p> {
                 self.limits.max_total_bytes
             ));
         }
-        self.st.bytes = total;
-        Ok(())
+        Ok(total)
     }
 
     /// The outcome of a finished run. The run is over, so its variables *move* into

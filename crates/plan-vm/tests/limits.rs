@@ -329,3 +329,51 @@ fn appending_in_place_changes_nothing_but_the_cost() {
     );
     assert_eq!(e.seq_no, Some(1));
 }
+
+/// An assign whose first target appends in place: its values are still computed in order
+/// (the first error is the first target's) and a failed store leaves the text as it was.
+#[test]
+fn appending_in_place_fails_as_building_anew_does() {
+    let build = || {
+        let mut b = B::new();
+        let s = b.t("${s}${big}");
+        let t = b.t("${big}${big}");
+        b.assign(0, vec![("s", s), ("t", t)]);
+        b.build()
+    };
+    let prog = build();
+    let run = |limits: Limits| {
+        let mut vm = plan_vm::Vm::new(&prog, limits);
+        vm.set_var("s", json!("aaaaaa")).unwrap();
+        vm.set_var("big", json!("b".repeat(480))).unwrap();
+        let Halt::Failed(e) = vm.run() else {
+            panic!("fails")
+        };
+        let s = prog.slot_of("s").unwrap();
+        (e, vm.state().slot(s).cloned())
+    };
+    // Both texts are over the 484 bytes a value's text may hold here: the error is the
+    // first target's.
+    let (e, s) = run(Limits {
+        max_value_bytes: 500,
+        ..Limits::default()
+    });
+    assert!(
+        e.message
+            .starts_with("interpolated text would be 486 bytes, over the 484 bytes"),
+        "{}",
+        e.message
+    );
+    assert_eq!(s, Some(json!("aaaaaa")));
+    // The values fit, the total does not, from the first store on: `s` keeps its text.
+    let (e, s) = run(Limits {
+        max_total_bytes: 990,
+        ..Limits::default()
+    });
+    assert!(
+        e.message.starts_with("variables would hold 998 bytes"),
+        "{}",
+        e.message
+    );
+    assert_eq!(s, Some(json!("aaaaaa")));
+}

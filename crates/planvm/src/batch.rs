@@ -65,7 +65,8 @@ to stderr once per plan; compiler warnings are not printed.
 Per-run files: --record DIR writes each run's cassette to DIR/<run>.cassette.jsonl and
 --trace DIR its trace to DIR/<run>.trace.jsonl (both created, or emptied if present).
 <run> is the plan's file name without its extension (a.llm.txt: a.llm), the whole file
-name when two plans of DIR share that stem, and <stem>.line<N> for list input. A file
+name when two plans of DIR share that stem, and <stem>.line<N> for list input (.2, .3,
+... added if names still meet). A file
 that is one of the run's own inputs (its plan or cassette) is refused (exit 64).
 
 Exit codes:
@@ -526,6 +527,12 @@ fn run_outputs(ctx: &Ctx, job: &Job) -> Result<(Option<Recorder>, Tracer), NotOp
             .as_deref()
             .map(|p| ("the --replay cassette", p)),
     );
+    let tool_backends = ctx.manifest.tools.iter().filter_map(|t| t.backend.as_ref());
+    for b in tool_backends.chain(ctx.manifest.default_backend.as_ref()) {
+        if let plan_manifest::BackendConfig::Replay { cassette: Some(c) } = b {
+            inputs.push(("a cassette of the --tools file", Path::new(c)));
+        }
+    }
     let target = |dir: &Path, kind: &str| -> Result<PathBuf, NotOpened> {
         let path = dir.join(format!("{}.{kind}.jsonl", job.name));
         match plan_render::files::clobbered(&path, &inputs) {
@@ -576,9 +583,10 @@ fn name_runs(jobs: &mut [Job]) {
     for j in jobs.iter().filter(|j| j.line.is_none()) {
         *stems.entry(stem(&j.plan)).or_default() += 1;
     }
+    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
     for j in jobs.iter_mut() {
         let s = stem(&j.plan);
-        j.name = match j.line {
+        let name = match j.line {
             Some(n) => format!("{s}.line{n}"),
             None if stems.get(&s).copied().unwrap_or(0) > 1 => j
                 .plan
@@ -587,6 +595,16 @@ fn name_runs(jobs: &mut [Job]) {
                 .unwrap_or(s),
             None => s,
         };
+        // Names can still meet (`a.json` and `a.txt` are named by their file names, which
+        // is the stem of a third plan `a.json.txt`): number the later ones, so no two runs
+        // share a file.
+        let mut unique = name.clone();
+        let mut k = 1;
+        while !taken.insert(unique.clone()) {
+            k += 1;
+            unique = format!("{name}.{k}");
+        }
+        j.name = unique;
     }
 }
 
@@ -945,6 +963,27 @@ mod tests {
         assert!(!cache.map.contains_key(Path::new("p")));
         assert_eq!(cache.take(Path::new("q"), &mut load), 2);
         assert!(cache.map.is_empty());
+    }
+
+    #[test]
+    fn run_names_never_meet() {
+        let job = |plan: &str, line: Option<usize>| Job {
+            plan: PathBuf::from(plan),
+            cassette: None,
+            vars: Vec::new(),
+            line,
+            name: String::new(),
+        };
+        let mut jobs = vec![
+            job("d/a.json", None),
+            job("d/a.txt", None),
+            job("d/a.json.txt", None),
+            job("d/b.llm.txt", None),
+            job("d/a.json", Some(3)),
+        ];
+        name_runs(&mut jobs);
+        let names: Vec<&str> = jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["a.json", "a.txt", "a.json.2", "b.llm", "a.line3"]);
     }
 
     #[test]
