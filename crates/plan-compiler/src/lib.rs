@@ -187,6 +187,14 @@ fn compile_inner(
             plan.span,
             &mut lw.diags,
         );
+    } else {
+        // Some instruction could not be read, so the control flow is unknown and the plan
+        // is not verified; but a plan that nowhere even names final_answer surely lacks
+        // it, and `check` reports every problem at once.
+        let sets_final = final_slot.is_some_and(|f| lw.io.all_writes().contains(&f));
+        if !sets_final && !src.contains("final_answer") {
+            lw.diags.push(verify::no_final_answer(plan.span));
+        }
     }
     diagnostics.append(&mut lw.diags);
     collapse_repeated_repairs(&mut diagnostics);
@@ -286,27 +294,16 @@ fn sort_diagnostics(d: &mut [Diagnostic]) {
 
 /// The closest candidate within a small edit distance, for "did you mean" help.
 pub(crate) fn suggest<'a>(word: &str, candidates: &[&'a str]) -> Option<&'a str> {
+    // NB: names taken from a plan can be megabytes; nothing that long is a misspelling.
+    if word.len() > plan_value::distance::MAX_NAME_LEN {
+        return None;
+    }
     candidates
         .iter()
-        .map(|c| (edit_distance(word, c), *c))
+        .map(|c| (plan_value::edit_distance(word, c), *c))
         .filter(|(d, c)| *d <= (c.len().max(word.len()) / 3).max(1))
         .min()
         .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 /// One step of `planc explain`: a plan instruction and the earlier steps it depends on.

@@ -184,6 +184,16 @@ fn inescapable_loops(
     loops
 }
 
+/// How to set `final_answer`, for E0206.
+const FINAL_ANSWER_HELP: &str = "the last instruction must store the answer in final_answer, e.g. \"output_vars\": [\"final_answer\"] or {\"type\": \"assign\", \"parameters\": {\"final_answer\": \"${summary}\"}}";
+
+/// E0206 for a plan in which no instruction sets `final_answer`.
+pub(crate) fn no_final_answer(plan_span: Span) -> Diagnostic {
+    Diagnostic::error(codes::NO_FINAL_ANSWER, "no instruction sets final_answer")
+        .with_span(plan_span)
+        .with_help(FINAL_ANSWER_HELP)
+}
+
 fn seq_label(step: &Step<'_>) -> String {
     step.seq_no
         .map_or_else(|| "?".to_owned(), |s| s.to_string())
@@ -286,7 +296,7 @@ pub(crate) fn verify(
     let any_final = (0..n).any(|i| cfg.reachable[i] && writes_final(i));
     if !any_final {
         let unreachable_finals: Vec<usize> = (0..n).filter(|&i| writes_final(i)).collect();
-        let help = "the last instruction must store the answer in final_answer, e.g. \"output_vars\": [\"final_answer\"] or {\"type\": \"assign\", \"parameters\": {\"final_answer\": \"${summary}\"}}";
+        let help = FINAL_ANSWER_HELP;
         let d = match unreachable_finals.split_first() {
             // Point at the instructions that would end the run, not at the whole plan.
             Some((&first, rest)) => {
@@ -305,9 +315,7 @@ pub(crate) fn verify(
                 }
                 d
             }
-            None => Diagnostic::error(codes::NO_FINAL_ANSWER, "no instruction sets final_answer")
-                .with_span(plan_span)
-                .with_help(help),
+            None => no_final_answer(plan_span),
         };
         diags.push(d);
     } else if cfg.reachable[n] {

@@ -37,8 +37,6 @@ const MAX_LATENCY_MS: u64 = 24 * 60 * 60 * 1000;
 const MAX_CASSETTE_BYTES: u64 = 1 << 30;
 /// How much of the args an error message shows.
 const PREVIEW_CHARS: usize = 400;
-/// Edit distance is quadratic: compare at most this many chars of each side.
-const DISTANCE_CHARS: usize = 512;
 
 /// One recorded call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -371,7 +369,6 @@ impl ReplayBackend {
         args: &Map<String, Value>,
         canon: &str,
     ) -> Option<&Map<String, Value>> {
-        let wanted: Vec<char> = canon.chars().take(DISTANCE_CHARS).collect();
         let mut best: Option<(usize, usize, &Map<String, Value>)> = None;
         let mut seen = std::collections::HashSet::new();
         for e in self.index.entries.iter().filter(|e| e.tool == tool) {
@@ -383,8 +380,7 @@ impl ReplayBackend {
                 .iter()
                 .filter(|(k, v)| e.args.get(*k) == Some(v))
                 .count();
-            let have: Vec<char> = c.chars().take(DISTANCE_CHARS).collect();
-            let dist = edit_distance(&wanted, &have);
+            let dist = plan_value::edit_distance(canon, &c);
             let better = match best {
                 None => true,
                 Some((bs, bd, _)) => same > bs || (same == bs && dist < bd),
@@ -395,20 +391,6 @@ impl ReplayBackend {
         }
         best.map(|(_, _, a)| a)
     }
-}
-
-fn edit_distance(a: &[char], b: &[char]) -> usize {
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    let mut cur = vec![0; b.len() + 1];
-    for (i, ca) in a.iter().enumerate() {
-        cur[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = sub.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        std::mem::swap(&mut prev, &mut cur);
-    }
-    prev[b.len()]
 }
 
 /// First `PREVIEW_CHARS` chars of `s`, with an ellipsis when cut.
@@ -720,19 +702,6 @@ mod tests {
             "{}",
             err.message
         );
-    }
-
-    #[test]
-    fn edit_distance_basics() {
-        let d = |a: &str, b: &str| {
-            edit_distance(
-                &a.chars().collect::<Vec<_>>(),
-                &b.chars().collect::<Vec<_>>(),
-            )
-        };
-        assert_eq!(d("", ""), 0);
-        assert_eq!(d("abc", ""), 3);
-        assert_eq!(d("kitten", "sitting"), 3);
     }
 
     #[test]

@@ -9,6 +9,14 @@
 
 pub mod files;
 
+/// Whether diagnostics on stderr get colour: only on a terminal, and not when `NO_COLOR`
+/// is set to a non-empty value (no-color.org). One rule for both CLIs.
+pub fn color_stderr() -> bool {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
+}
+
 use codespan_reporting::diagnostic::{Diagnostic as CsDiagnostic, Label, Severity as CsSeverity};
 use codespan_reporting::files::SimpleFile;
 use codespan_reporting::term::{self, termcolor};

@@ -20,6 +20,7 @@
 
 pub mod bytes;
 pub mod condition;
+pub mod distance;
 pub mod extract;
 pub mod interp;
 pub mod num;
@@ -27,6 +28,7 @@ pub mod repr;
 
 pub use bytes::{NODE_BYTES, ValueSize, value_bytes, value_size};
 pub use condition::parse_condition_answer;
+pub use distance::edit_distance;
 pub use extract::extract_first_object;
 pub use interp::{interpolated, interpolated_len, json_len, preview, write_interpolated};
 pub use num::{Num, Op1, Op2, binary, num_to_value, parse_num, to_num, unary};

@@ -27,7 +27,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use plan_compiler::{CompileOptions, Compiled};
 use plan_syntax::{Diagnostic, LineIndex};
 use render::Counts;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -170,11 +170,9 @@ fn main() -> ExitCode {
     ExitCode::from(code)
 }
 
-/// Diagnostics go to stderr, so colour depends on stderr being a terminal, and `NO_COLOR`
-/// (any non-empty value, per no-color.org) turns it off.
+/// Diagnostics go to stderr: the CLIs' one colour rule.
 fn use_color() -> bool {
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    !no_color && std::io::stderr().is_terminal()
+    plan_render::color_stderr()
 }
 
 /// Writes to stdout. A closed pipe (`planc disasm x.pbc | head`) is not an error worth a
@@ -198,7 +196,9 @@ struct Source {
 
 fn read_plan(path: &Path) -> Source {
     let name = path.display().to_string();
-    let text = match std::fs::read(path) {
+    // NB: capped as planvm reads it: a larger file is reported by the reader's own size
+    // limit, never slurped whole.
+    let text = match plan_render::files::read_capped(path) {
         Err(e) => Err(Diagnostic::error(
             render::E_READ,
             format!("cannot read `{name}`: {e}"),

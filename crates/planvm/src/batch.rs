@@ -395,7 +395,7 @@ type NotLoaded = String;
 async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
     let start = Instant::now();
     let mut tally = Tally::default();
-    let color = crate::color_stderr();
+    let color = plan_render::color_stderr();
     let bar = if std::io::stderr().is_terminal() {
         let bar = ProgressBar::new(jobs.len() as u64);
         if let Ok(style) = ProgressStyle::with_template(

@@ -3,17 +3,12 @@
 //! errors rendered like rustc's; the caller decides where the rendering goes (`run`
 //! prints it, `batch` prints it once per distinct plan and only when the plan is invalid).
 
-use std::io::Read;
 use std::path::Path;
 
 use plan_bytecode::ValidatedProgram;
 use plan_compiler::CompileOptions;
 use plan_manifest::Manifest;
 use plan_syntax::{Diagnostic, LineIndex};
-
-/// Read at most this much of FILE: larger than any plan or `.pbc` the decoders accept, so
-/// their own limits report the problem, but a multi-gigabyte file is not slurped.
-const MAX_FILE_BYTES: u64 = 64 << 20;
 
 pub(crate) struct Loaded {
     pub(crate) program: ValidatedProgram,
@@ -65,7 +60,7 @@ pub(crate) fn load_program(
     color: bool,
 ) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
-    let bytes = read_capped(path)
+    let bytes = plan_render::files::read_capped(path)
         .map_err(|e| LoadError::Unreadable(format!("cannot read {shown}: {e}")))?;
     if plan_bytecode::is_pbc(&bytes) {
         let program =
@@ -136,13 +131,6 @@ pub(crate) fn load_program(
         warnings,
         rendered,
     })
-}
-
-fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
-    let f = std::fs::File::open(path)?;
-    let mut buf = Vec::new();
-    f.take(MAX_FILE_BYTES + 1).read_to_end(&mut buf)?;
-    Ok(buf)
 }
 
 fn one_line(file: &str, d: &Diagnostic, index: &LineIndex) -> String {

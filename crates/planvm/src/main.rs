@@ -191,10 +191,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn color_stderr() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
-}
-
 /// Prints `error: ...` to stderr and returns `code`.
 fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
     eprintln!("error: {message}");
@@ -242,7 +238,7 @@ fn run(args: RunArgs) -> u8 {
         None => Manifest::builtin(),
     };
 
-    let loaded = match load::load_program(&args.file, &manifest, color_stderr()) {
+    let loaded = match load::load_program(&args.file, &manifest, plan_render::color_stderr()) {
         Ok(l) => {
             eprint!("{}", l.rendered);
             l
