@@ -67,6 +67,19 @@ pub struct ValidatedProgram {
     defuse: defuse::DefUse,
     /// Each tool's name, shared: requests carry it without copying it.
     tool_names: Vec<std::sync::Arc<str>>,
+    /// [`ValidatedProgram::fingerprint`], computed on first use.
+    fingerprint: Fingerprint,
+}
+
+/// A lazily computed fingerprint; never part of a program's equality (two equal programs
+/// are equal whether or not either has computed it yet).
+#[derive(Clone, Debug, Default)]
+struct Fingerprint(std::sync::OnceLock<u64>);
+
+impl PartialEq for Fingerprint {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl ValidatedProgram {
@@ -97,6 +110,20 @@ impl ValidatedProgram {
     #[inline]
     pub fn tool_name(&self, t: u32) -> Option<&std::sync::Arc<str>> {
         self.tool_names.get(t as usize)
+    }
+
+    /// A 64-bit fingerprint of the program's content (FNV-1a of its encoding without
+    /// debug info: a stripped and an unstripped `.pbc` of one plan share it), stable
+    /// across processes and versions of the same file format. A saved run records it, so
+    /// it is never continued against another program. Computed once per program.
+    pub fn fingerprint(&self) -> u64 {
+        *self.fingerprint.0.get_or_init(|| {
+            let mut p = self.program.clone();
+            p.debug = None;
+            encode(&p).iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+            })
+        })
     }
 
     /// Bytes of literal text in template `t` (0 for an unknown index).

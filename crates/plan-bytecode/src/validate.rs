@@ -607,5 +607,6 @@ pub(crate) fn validate(program: Program) -> Result<ValidatedProgram> {
         template_lit_bytes,
         defuse,
         tool_names,
+        fingerprint: Default::default(),
     })
 }

@@ -12,7 +12,9 @@
 //!   templates are measured before they are built, so a doubling loop stops on the byte
 //!   limit without allocating past it.
 //! - Suspendable: [`VmState`] (pc, slots, outstanding requests, counters) serializes, so a
-//!   suspended run can continue in another process ([`Vm::from_state`]).
+//!   suspended run can continue in another process ([`Vm::from_state`]). It records its
+//!   [`STATE_FORMAT`] and its program's fingerprint: restoring it into another program or
+//!   from another format is refused with a message saying which.
 //! - Concurrent, yet sequential in result: while the head waits for a tool, the VM looks
 //!   ahead along the sequential path and issues every call whose inputs are settled
 //!   (out-of-order issue, in-order commit, like a CPU reorder buffer). Results are
@@ -72,7 +74,7 @@ mod state;
 mod vm;
 
 pub use sched::WINDOW;
-pub use state::{Pending, Status, VmState};
+pub use state::{Pending, STATE_FORMAT, Status, VmState};
 pub use vm::{MAX_VALUE_DEPTH, Vm};
 
 use std::sync::Arc;

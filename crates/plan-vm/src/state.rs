@@ -28,9 +28,19 @@ pub struct Pending {
     pub result: Option<Result<Value, String>>,
 }
 
+/// The format of [`VmState`] this version writes and reads. Raised whenever a field's
+/// meaning changes, so an old planvm refuses a newer state instead of misreading it.
+pub const STATE_FORMAT: u32 = 1;
+
 /// Everything a suspended run needs to continue (see [`crate::Vm::from_state`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct VmState {
+    /// [`STATE_FORMAT`] of the planvm that saved it (0: saved before formats existed).
+    #[serde(default)]
+    pub(crate) format: u32,
+    /// The [`ValidatedProgram::fingerprint`] of the program the run belongs to.
+    #[serde(default)]
+    pub(crate) program: u64,
     /// The head: the next instruction to commit in program order (while suspended, the
     /// call or condition waiting for its result).
     pub(crate) pc: Pc,
@@ -52,8 +62,10 @@ pub struct VmState {
 }
 
 impl VmState {
-    pub(crate) fn new(slot_count: usize) -> Self {
+    pub(crate) fn new(slot_count: usize, program: u64) -> Self {
         VmState {
+            format: STATE_FORMAT,
+            program,
             pc: 0,
             slots: vec![None; slot_count],
             extra: Map::new(),
@@ -63,6 +75,11 @@ impl VmState {
             next_call: 0,
             status: Status::Running,
         }
+    }
+
+    /// The fingerprint of the program the run belongs to.
+    pub fn program_fingerprint(&self) -> u64 {
+        self.program
     }
 
     /// Program counter of the head (the waiting instruction while suspended).
@@ -105,6 +122,26 @@ impl VmState {
 
     /// Checks a restored state against the program it claims to belong to.
     pub(crate) fn check(&self, program: &ValidatedProgram) -> Result<(), String> {
+        if self.format != STATE_FORMAT {
+            return Err(if self.format > STATE_FORMAT {
+                format!(
+                    "it was saved in state format {} by a newer planvm; this one reads format {STATE_FORMAT}",
+                    self.format
+                )
+            } else {
+                format!(
+                    "it was saved in state format {} by an older planvm; this one reads format {STATE_FORMAT}",
+                    self.format
+                )
+            });
+        }
+        if self.program != program.fingerprint() {
+            return Err(format!(
+                "it belongs to another program (fingerprint {:016x}, this program's is {:016x})",
+                self.program,
+                program.fingerprint()
+            ));
+        }
         if self.slots.len() != program.slots.len() {
             return Err(format!(
                 "state has {} slots, the program has {}",

@@ -76,7 +76,7 @@ impl<'p> Vm<'p> {
         Vm {
             prog: program,
             limits,
-            st: VmState::new(n),
+            st: VmState::new(n, program.fingerprint()),
             slot_bytes: vec![0; n],
             final_slot: program.final_answer_slot(),
             ended: false,

@@ -147,3 +147,50 @@ fn mismatched_state_is_refused() {
         .unwrap();
     assert!(e.message.contains("two pending requests"), "{}", e.message);
 }
+
+/// A state names its program by fingerprint and its format by number: another program,
+/// even one with the same slots and code shape, or another format, is refused by name.
+#[test]
+fn state_of_another_program_or_format_is_refused_by_name() {
+    let prog = program();
+    let mut vm = Vm::new(&prog, Limits::default());
+    let Halt::Yield(_) = vm.run() else { panic!() };
+    assert_eq!(vm.state().program_fingerprint(), prog.fingerprint());
+    let text = serde_json::to_string(vm.state()).unwrap();
+    let restore = |v: Value, p: &plan_bytecode::ValidatedProgram| {
+        let state: VmState = serde_json::from_value(v).unwrap();
+        Vm::from_state(p, state, Limits::default())
+            .err()
+            .map(|e| e.message)
+    };
+    let saved: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(restore(saved.clone(), &prog), None);
+
+    // The same program with one constant changed: same slots, same code, other plan.
+    let mut changed = prog.program().clone();
+    changed.consts[0] = json!(7);
+    let changed = plan_bytecode::validate(changed).unwrap();
+    assert_ne!(changed.fingerprint(), prog.fingerprint());
+    let e = restore(saved.clone(), &changed).expect("refused");
+    assert!(e.contains("belongs to another program"), "{e}");
+
+    // Debug info is not part of it: a stripped program continues the run.
+    let mut stripped = prog.program().clone();
+    stripped.debug = None;
+    let stripped = plan_bytecode::validate(stripped).unwrap();
+    assert_eq!(stripped.fingerprint(), prog.fingerprint());
+
+    for (format, says) in [
+        (json!(99), "by a newer planvm"),
+        (json!(0), "by an older planvm"),
+    ] {
+        let mut v = saved.clone();
+        v["format"] = format;
+        let e = restore(v, &prog).expect("refused");
+        assert!(e.contains(says), "{e}");
+    }
+    let mut v = saved;
+    v.as_object_mut().unwrap().remove("format");
+    let e = restore(v, &prog).expect("refused");
+    assert!(e.contains("by an older planvm"), "{e}");
+}
