@@ -4,7 +4,8 @@
 //! sequentially (`max_concurrency = 1`) and once concurrently (16); both must give the
 //! expected final answer, or fail with the expected error at the expected seq_no.
 //!
-//! `expected.json`: `{"final_answer": V}` or `{"error": "substring", "seq_no": N?}`, plus
+//! `expected.json`: `{"final_answer": V}` or `{"error": "substring", "code": "R00NN"?,
+//! "seq_no": N?}`, plus
 //! optional `"max_steps"`, `"max_bytes"` (limits) and `"vars"` (preset variables).
 
 use std::path::Path;
@@ -67,6 +68,14 @@ async fn run_case(dir: &Path, max_concurrency: u32) -> Result<(), String> {
                     report.final_answer
                 ));
             };
+            if let Some(code) = expected.get("code").and_then(Value::as_str)
+                && e.code.as_str() != code
+            {
+                return Err(format!(
+                    "{ctx}: failed with {}, expected {code}: {}",
+                    e.code, e.message
+                ));
+            }
             if !e.message.contains(want.as_str()) {
                 return Err(format!(
                     "{ctx}: error {:?} does not mention {want:?}",

@@ -15,7 +15,7 @@ use crate::error::{ToolError, secs};
 use crate::host::{CONDITION_TOOL, Host};
 use crate::trace::Tracer;
 use plan_bytecode::{Pc, ValidatedProgram};
-use plan_vm::{CallId, Event, Halt, Limits, RunError, ToolRequest};
+use plan_vm::{CallId, ErrorCode, Event, Halt, Limits, RunError, ToolRequest};
 
 /// Instructions the VM runs between two looks at the deadline (about 0.1 ms of work): a
 /// plan that loops without calling a tool, or whose calls all answer at once, still
@@ -77,6 +77,8 @@ pub enum RunStatus {
 /// Where and why a run failed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct ReportError {
+    /// Stable code (`R0001`, ...; see `plan_vm::ErrorCode`).
+    pub code: ErrorCode,
     pub message: String,
     pub seq_no: Option<i64>,
     pub line: Option<u32>,
@@ -103,6 +105,7 @@ impl RunReport {
             status: RunStatus::Failed,
             final_answer: Value::Null,
             error: Some(ReportError {
+                code: ErrorCode::NotStarted,
                 message,
                 seq_no: None,
                 line: None,
@@ -360,6 +363,7 @@ async fn drive<M: Machine>(
             deadline.map(secs).unwrap_or_default()
         );
         ReportError {
+            code: ErrorCode::Deadline,
             message,
             seq_no,
             line,
@@ -387,6 +391,7 @@ async fn drive<M: Machine>(
         if let Some(message) = calls.record_error.take() {
             let tool_calls = calls.finish(vm, tracer);
             let err = ReportError {
+                code: ErrorCode::RecordFailed,
                 message,
                 seq_no: None,
                 line: None,
@@ -410,6 +415,7 @@ async fn drive<M: Machine>(
             }
             Halt::Failed(e) => {
                 let err = ReportError {
+                    code: e.code,
                     message: e.message,
                     seq_no: e.seq_no,
                     line: e.line,
@@ -460,6 +466,7 @@ async fn drive<M: Machine>(
         let Some(done) = next else {
             // The VM yielded nothing new while nothing is in flight: it would wait forever.
             let err = ReportError {
+                code: ErrorCode::Internal,
                 message: "internal: the VM is waiting for tool results but no call is outstanding"
                     .into(),
                 seq_no: None,
@@ -487,6 +494,7 @@ async fn drive<M: Machine>(
         calls.answered.push((done.req, output, done.took));
         if let Err(e) = vm.resume(id, result) {
             let err = ReportError {
+                code: e.code,
                 message: e.message,
                 seq_no: e.seq_no,
                 line: e.line,
@@ -507,6 +515,7 @@ fn preview_chars(s: &str, n: usize) -> String {
 fn trace_end(tracer: &mut Tracer, report: &RunReport) {
     if let Some(e) = &report.error {
         let mut f = Map::new();
+        f.insert("code".into(), json!(e.code));
         f.insert("message".into(), json!(e.message));
         f.insert("seq_no".into(), json!(e.seq_no));
         f.insert("line".into(), json!(e.line));

@@ -251,9 +251,104 @@ impl<'de> Deserialize<'de> for Args {
     }
 }
 
+/// What kind of failure a [`RunError`] is: stable codes that scripts and tests match
+/// instead of message text (docs/semantics.md lists them with examples).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// R0001: the step limit (`--max-steps`).
+    #[serde(rename = "R0001")]
+    StepLimit,
+    /// R0002: a value over the per-value byte limit (text, array, object, tool output).
+    #[serde(rename = "R0002")]
+    ValueTooLarge,
+    /// R0003: all variables (or one call's arguments) over `max_total_bytes`.
+    #[serde(rename = "R0003")]
+    TotalTooLarge,
+    /// R0004: a value nested more than 100 levels deep.
+    #[serde(rename = "R0004")]
+    TooDeep,
+    /// R0005: a tool call (or a condition's LLM call) failed after its retries.
+    #[serde(rename = "R0005")]
+    ToolFailed,
+    /// R0006: a call with several output vars got no JSON object with those keys.
+    #[serde(rename = "R0006")]
+    MissingOutput,
+    /// R0007: a condition's answer is not a boolean.
+    #[serde(rename = "R0007")]
+    BadConditionAnswer,
+    /// R0008: the run went past the last instruction without setting final_answer.
+    #[serde(rename = "R0008")]
+    NoFinalAnswer,
+    /// R0009: the run's deadline (`--timeout`) passed.
+    #[serde(rename = "R0009")]
+    Deadline,
+    /// R0010: the run could not start: a preset variable over a limit, a tool with no
+    /// backend or API key.
+    #[serde(rename = "R0010")]
+    NotStarted,
+    /// R0011: a saved run that does not belong to the program, or the VM used wrongly
+    /// (a result for an unknown request).
+    #[serde(rename = "R0011")]
+    BadState,
+    /// R0012: a `--record` cassette could not be written.
+    #[serde(rename = "R0012")]
+    RecordFailed,
+    /// R0099: a bug in planvm itself.
+    #[default]
+    #[serde(rename = "R0099")]
+    Internal,
+}
+
+impl ErrorCode {
+    /// Every code, in order.
+    pub const ALL: [ErrorCode; 13] = [
+        ErrorCode::StepLimit,
+        ErrorCode::ValueTooLarge,
+        ErrorCode::TotalTooLarge,
+        ErrorCode::TooDeep,
+        ErrorCode::ToolFailed,
+        ErrorCode::MissingOutput,
+        ErrorCode::BadConditionAnswer,
+        ErrorCode::NoFinalAnswer,
+        ErrorCode::Deadline,
+        ErrorCode::NotStarted,
+        ErrorCode::BadState,
+        ErrorCode::RecordFailed,
+        ErrorCode::Internal,
+    ];
+
+    /// The code as written in reports: `R0001`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::StepLimit => "R0001",
+            ErrorCode::ValueTooLarge => "R0002",
+            ErrorCode::TotalTooLarge => "R0003",
+            ErrorCode::TooDeep => "R0004",
+            ErrorCode::ToolFailed => "R0005",
+            ErrorCode::MissingOutput => "R0006",
+            ErrorCode::BadConditionAnswer => "R0007",
+            ErrorCode::NoFinalAnswer => "R0008",
+            ErrorCode::Deadline => "R0009",
+            ErrorCode::NotStarted => "R0010",
+            ErrorCode::BadState => "R0011",
+            ErrorCode::RecordFailed => "R0012",
+            ErrorCode::Internal => "R0099",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A run's failure, with where it happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunError {
+    /// What kind of failure (stable; match this, not the message).
+    #[serde(default)]
+    pub code: ErrorCode,
     pub message: String,
     pub pc: Option<Pc>,
     pub seq_no: Option<i64>,

@@ -21,6 +21,7 @@ use plan_value::{
 };
 use serde_json::{Map, Value};
 
+use crate::ErrorCode;
 use crate::vm::{Fault, MAX_VALUE_DEPTH, Vm};
 
 /// Where values of slots come from while resolving.
@@ -136,6 +137,7 @@ impl<'p> Vm<'p> {
         if size.depth >= MAX_VALUE_DEPTH {
             return Err(self.error_at(
                 pc,
+                ErrorCode::TooDeep,
                 format!("value nested more than {MAX_VALUE_DEPTH} levels deep"),
             ));
         }
@@ -143,6 +145,7 @@ impl<'p> Vm<'p> {
         if total > self.limits.max_value_bytes {
             return Err(self.error_at(
                 pc,
+                ErrorCode::ValueTooLarge,
                 format!(
                     "value would be more than {} bytes, over the per-value limit of {} bytes \
                  (max_value_bytes)",
@@ -299,8 +302,15 @@ impl<'p> Vm<'p> {
         // may hold that much less than the limit: say so, or a text of exactly the limit
         // would read as "N bytes, over the limit of N".
         let text_limit = self.template_limit();
+        // NB: named after the tighter of the two limits it is checked against.
+        let code = if self.limits.max_total_bytes < self.limits.max_value_bytes {
+            ErrorCode::TotalTooLarge
+        } else {
+            ErrorCode::ValueTooLarge
+        };
         self.error_at(
             pc,
+            code,
             format!(
                 "interpolated text would be {len} bytes, over the {text_limit} bytes one value's \
                  text may hold (max_value_bytes / max_total_bytes = {limit}, less {NODE_BYTES} \

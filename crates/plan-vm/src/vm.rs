@@ -20,7 +20,9 @@ use serde_json::{Map, Value};
 
 use crate::resolve::{SlotView, as_text};
 use crate::state::{Pending, Status, VmState};
-use crate::{CallId, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolName, ToolRequest};
+use crate::{
+    CallId, ErrorCode, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolName, ToolRequest,
+};
 
 /// Deepest nesting of any value the VM stores or sends (arrays/objects). Kept below
 /// serde_json's parser limit (128) so that a saved [`VmState`], which nests values a few
@@ -69,6 +71,9 @@ pub(crate) type AssignValues = smallvec::SmallVec<[(Slot, Value); 4]>;
 /// A failure inside the VM, boxed so that `Result`s on the hot path stay small.
 pub(crate) type Fault = Box<RunError>;
 
+/// Why something may not be done: the error's code and message, placed by the caller.
+pub(crate) type Why = (ErrorCode, String);
+
 impl<'p> Vm<'p> {
     /// A fresh run of `program`.
     pub fn new(program: &'p ValidatedProgram, limits: Limits) -> Self {
@@ -96,6 +101,7 @@ impl<'p> Vm<'p> {
         limits: Limits,
     ) -> Result<Self, RunError> {
         let bad = |m: String| RunError {
+            code: ErrorCode::BadState,
             message: format!("saved run does not match the program: {m}"),
             pc: None,
             seq_no: None,
@@ -206,21 +212,21 @@ impl<'p> Vm<'p> {
     /// fails the run at the instruction that issued it). The next `run()` consumes it.
     pub fn resume(&mut self, id: CallId, result: Result<Value, String>) -> Result<(), RunError> {
         if !matches!(self.st.status, Status::Running) {
-            return Err(unplaced(format!(
-                "cannot resume request {}: the run has ended",
-                id.0
+            return Err(unplaced((
+                ErrorCode::BadState,
+                format!("cannot resume request {}: the run has ended", id.0),
             )));
         }
         let Some(p) = self.st.pending.iter_mut().find(|p| p.request.id == id) else {
-            return Err(unplaced(format!(
-                "no outstanding tool request with id {}",
-                id.0
+            return Err(unplaced((
+                ErrorCode::BadState,
+                format!("no outstanding tool request with id {}", id.0),
             )));
         };
         if p.result.is_some() {
-            return Err(unplaced(format!(
-                "tool request {} was already answered",
-                id.0
+            return Err(unplaced((
+                ErrorCode::BadState,
+                format!("tool request {} was already answered", id.0),
             )));
         }
         // Reject over-deep outputs now so the suspended state always serializes and
@@ -363,6 +369,7 @@ impl<'p> Vm<'p> {
         {
             Some(i) if self.st.pending[i].request.pc != pc => Err(self.error_at(
                 pc,
+                ErrorCode::Internal,
                 format!(
                     "internal error: request {} was issued for another instruction",
                     self.st.pending[i].request.id.0
@@ -377,7 +384,11 @@ impl<'p> Vm<'p> {
         match instr {
             Instr::Call { call } => self.call_request(slots, pc, call),
             Instr::Branch { cond, .. } => self.cond_request(slots, pc, cond),
-            _ => Err(self.error_at(pc, "internal error: request from a non-call".into())),
+            _ => Err(self.error_at(
+                pc,
+                ErrorCode::Internal,
+                "internal error: request from a non-call".into(),
+            )),
         }
     }
 
@@ -440,7 +451,10 @@ impl<'p> Vm<'p> {
             .and_then(|b| self.charged(self.slot_bytes[slot as usize], b))
             .map_err(|m| self.error_here(m))?;
         let Some(Value::String(mut text)) = self.st.slots[slot as usize].take() else {
-            return Err(self.error_here("internal error: append to a non-string".into()));
+            return Err(self.error_here((
+                ErrorCode::Internal,
+                "internal error: append to a non-string".into(),
+            )));
         };
         text.push_str(&suffix);
         self.store(slot, Value::String(text))
@@ -518,6 +532,7 @@ impl<'p> Vm<'p> {
             if bytes > self.limits.max_total_bytes {
                 return Err(self.error_at(
                     pc,
+                    ErrorCode::TotalTooLarge,
                     format!(
                         "tool arguments would be more than {} bytes, over the limit of {} bytes \
                          (max_total_bytes)",
@@ -594,7 +609,11 @@ impl<'p> Vm<'p> {
         match self.prog.code[pc as usize] {
             Instr::Call { call } => {
                 let output = result.map_err(|m| {
-                    self.error_at(pc, format!("tool `{}` failed: {m}", p.request.tool))
+                    self.error_at(
+                        pc,
+                        ErrorCode::ToolFailed,
+                        format!("tool `{}` failed: {m}", p.request.tool),
+                    )
                 })?;
                 for (slot, v) in self.outputs_of(pc, call, &p.request.tool, output)? {
                     self.store(slot, v)?;
@@ -612,16 +631,26 @@ impl<'p> Vm<'p> {
                 self.st.pc = target;
             }
             _ => {
-                return Err(self.error_at(pc, "internal error: request from a non-call".into()));
+                return Err(self.error_at(
+                    pc,
+                    ErrorCode::Internal,
+                    "internal error: request from a non-call".into(),
+                ));
             }
         }
         Ok(())
     }
 
     fn branch_answer(&self, pc: Pc, result: Result<Value, String>) -> Result<bool, Fault> {
-        let answer =
-            result.map_err(|m| self.error_at(pc, format!("condition call failed: {m}")))?;
-        parse_condition_answer(&answer).map_err(|m| self.error_at(pc, m))
+        let answer = result.map_err(|m| {
+            self.error_at(
+                pc,
+                ErrorCode::ToolFailed,
+                format!("condition call failed: {m}"),
+            )
+        })?;
+        parse_condition_answer(&answer)
+            .map_err(|m| self.error_at(pc, ErrorCode::BadConditionAnswer, m))
     }
 
     /// The values a call's output variables take from its `output`, or why it has none.
@@ -649,7 +678,7 @@ impl<'p> Vm<'p> {
                                 &extracted
                             }
                             None => {
-                                return Err(self.error_at(pc, format!(
+                                return Err(self.error_at(pc, ErrorCode::MissingOutput, format!(
                                 "output of tool `{tool}` has no JSON object with keys {}: {}",
                                 key_list(outputs.iter().map(|&s| prog.slots[s as usize].as_str())),
                                 preview(&output, ERROR_PREVIEW)
@@ -657,7 +686,7 @@ impl<'p> Vm<'p> {
                             }
                         },
                         other => {
-                            return Err(self.error_at(pc, format!(
+                            return Err(self.error_at(pc, ErrorCode::MissingOutput, format!(
                             "output of tool `{tool}` is not a JSON object (needed for keys {}): {}",
                             key_list(outputs.iter().map(|&s| prog.slots[s as usize].as_str())),
                             preview(other, ERROR_PREVIEW)
@@ -670,7 +699,7 @@ impl<'p> Vm<'p> {
                     match obj.get(key) {
                         Some(v) => values.push((slot, v.clone())),
                         None => {
-                            return Err(self.error_at(pc, format!(
+                            return Err(self.error_at(pc, ErrorCode::MissingOutput, format!(
                                 "output of tool `{tool}` has no key `{key}` (keys present: {}): {}",
                                 key_list(obj.keys().map(String::as_str)),
                                 preview(&output, ERROR_PREVIEW)
@@ -704,41 +733,48 @@ impl<'p> Vm<'p> {
     }
 
     /// Bytes of `v`, or why it may not be stored.
-    pub(crate) fn measure(&self, name: &str, v: &Value) -> Result<u64, String> {
+    pub(crate) fn measure(&self, name: &str, v: &Value) -> Result<u64, Why> {
         let size = value_size(v);
         if size.depth > MAX_VALUE_DEPTH {
-            return Err(format!(
-                "value for `{name}` is nested more than {MAX_VALUE_DEPTH} levels deep"
+            return Err((
+                ErrorCode::TooDeep,
+                format!("value for `{name}` is nested more than {MAX_VALUE_DEPTH} levels deep"),
             ));
         }
         self.within_value_limit(name, size.bytes)
     }
 
     /// `bytes`, if a value of that size may be stored in `name`.
-    fn within_value_limit(&self, name: &str, bytes: u64) -> Result<u64, String> {
+    fn within_value_limit(&self, name: &str, bytes: u64) -> Result<u64, Why> {
         if bytes > self.limits.max_value_bytes {
-            return Err(format!(
-                "value for `{name}` is {bytes} bytes, over the per-value limit of {} bytes \
-                 (max_value_bytes)",
-                self.limits.max_value_bytes
+            return Err((
+                ErrorCode::ValueTooLarge,
+                format!(
+                    "value for `{name}` is {bytes} bytes, over the per-value limit of {} bytes \
+                     (max_value_bytes)",
+                    self.limits.max_value_bytes
+                ),
             ));
         }
         Ok(bytes)
     }
 
     /// Replaces `old` bytes by `new` in the running total, if within `max_total_bytes`.
-    fn charge(&mut self, old: u64, new: u64) -> Result<(), String> {
+    fn charge(&mut self, old: u64, new: u64) -> Result<(), Why> {
         self.st.bytes = self.charged(old, new)?;
         Ok(())
     }
 
     /// The running total with `old` bytes replaced by `new`, if within `max_total_bytes`.
-    fn charged(&self, old: u64, new: u64) -> Result<u64, String> {
+    fn charged(&self, old: u64, new: u64) -> Result<u64, Why> {
         let total = self.st.bytes.saturating_sub(old).saturating_add(new);
         if total > self.limits.max_total_bytes {
-            return Err(format!(
-                "variables would hold {total} bytes, over the limit of {} bytes (max_total_bytes)",
-                self.limits.max_total_bytes
+            return Err((
+                ErrorCode::TotalTooLarge,
+                format!(
+                    "variables would hold {total} bytes, over the limit of {} bytes (max_total_bytes)",
+                    self.limits.max_total_bytes
+                ),
             ));
         }
         Ok(total)
@@ -790,7 +826,11 @@ impl<'p> Vm<'p> {
     #[cold]
     fn fall_off_end(&mut self) -> Halt {
         let last = (self.prog.code.len() as Pc).saturating_sub(1);
-        let e = self.error_at(last, "plan ended without setting final_answer".into());
+        let e = self.error_at(
+            last,
+            ErrorCode::NoFinalAnswer,
+            "plan ended without setting final_answer".into(),
+        );
         self.fail(*e)
     }
 
@@ -798,6 +838,7 @@ impl<'p> Vm<'p> {
     fn step_limit(&mut self, pc: Pc) -> Halt {
         let e = self.error_at(
             pc,
+            ErrorCode::StepLimit,
             format!(
                 "step limit exceeded: the plan executed {} instructions (max_steps = {}); \
                  raise it with --max-steps",
@@ -809,15 +850,16 @@ impl<'p> Vm<'p> {
 
     /// An error at the current instruction.
     #[cold]
-    pub(crate) fn error_here(&self, message: String) -> Fault {
-        self.error_at(self.st.pc, message)
+    pub(crate) fn error_here(&self, (code, message): Why) -> Fault {
+        self.error_at(self.st.pc, code, message)
     }
 
     #[cold]
-    pub(crate) fn error_at(&self, pc: Pc, message: String) -> Fault {
+    pub(crate) fn error_at(&self, pc: Pc, code: ErrorCode, message: String) -> Fault {
         let seq_no = self.prog.seq_no_at(pc);
         let line = self.prog.line_at(pc);
         Box::new(RunError {
+            code,
             message,
             pc: Some(pc),
             seq_no,
@@ -877,8 +919,9 @@ fn key_list<'a>(keys: impl Iterator<Item = &'a str>) -> String {
 
 /// An error not tied to an instruction (preset variables, resume misuse).
 #[cold]
-fn unplaced(message: String) -> RunError {
+fn unplaced((code, message): Why) -> RunError {
     RunError {
+        code,
         message,
         pc: None,
         seq_no: None,

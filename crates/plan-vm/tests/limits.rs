@@ -18,6 +18,7 @@ fn step_limit() {
         ..Limits::default()
     };
     let e = run_err(&b.build(), limits);
+    assert_eq!(e.code, plan_vm::ErrorCode::StepLimit);
     assert!(e.message.contains("max_steps = 100"), "{}", e.message);
     assert!(e.message.contains("--max-steps"), "{}", e.message);
     // Step 101 would be the Nop at pc 0.

@@ -340,7 +340,7 @@ fn print_report(report: &RunReport, format: Format) {
         }
         Format::Text => {
             if let Some(e) = &report.error {
-                let mut msg = format!("error: {}", e.message);
+                let mut msg = format!("error[{}]: {}", e.code, e.message);
                 match (e.seq_no, e.line) {
                     (Some(s), Some(l)) => msg.push_str(&format!("\n  --> seq_no {s}, line {l}")),
                     (Some(s), None) => msg.push_str(&format!("\n  --> seq_no {s}")),

@@ -163,6 +163,15 @@ fn json_format_reports_failures_with_location() {
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     assert_eq!(v["status"], "failed");
     assert_eq!(v["final_answer"], Value::Null);
+    let keys: Vec<&str> = v["error"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys, ["code", "message", "seq_no", "line"]);
+    // A missing cassette entry is a tool failure.
+    assert_eq!(v["error"]["code"], "R0005");
     assert_eq!(v["error"]["seq_no"], 10);
     assert!(v["error"]["line"].is_u64());
     assert!(
@@ -356,7 +365,7 @@ fn no_backend_fails_the_run_before_it_starts() {
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(
         r.stderr.contains(
-            "error: no backend for tools `retrieve_knowledge_graph`, `llm_generate`, `retrieve_embedded_chunks`, \
+            "error[R0010]: no backend for tools `retrieve_knowledge_graph`, `llm_generate`, `retrieve_embedded_chunks`, \
              `jmp_condition`: pass --replay CASSETTE"
         ),
         "{}",
@@ -475,6 +484,7 @@ fn the_deadline_fires_when_every_call_answers_at_once() {
     let took = t0.elapsed();
     assert_eq!(r.code, 1, "{}", r.stderr);
     let report: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(report["error"]["code"], "R0009", "{report}");
     assert_eq!(
         report["error"]["message"], "deadline of 1 s exceeded",
         "{report}"

@@ -124,6 +124,7 @@ impl Machine for Script {
                 Ok(v) => parts.push(v.to_string()),
                 Err(e) => {
                     return Halt::Failed(RunError {
+                        code: plan_vm::ErrorCode::ToolFailed,
                         message: e.clone(),
                         pc: Some(0),
                         seq_no: Some(id.0 as i64),

@@ -1,0 +1,21 @@
+//! Run error codes are stable, distinct, serialized as written, and documented.
+
+use plan_vm::ErrorCode;
+
+#[test]
+fn codes_are_distinct_serialized_as_written_and_documented() {
+    let docs = include_str!("../../../docs/semantics.md");
+    let mut seen = std::collections::HashSet::new();
+    for code in ErrorCode::ALL {
+        let s = code.as_str();
+        assert!(seen.insert(s), "{s} twice");
+        assert!(s.len() == 5 && s.starts_with('R'), "{s}");
+        assert_eq!(serde_json::to_value(code).unwrap(), serde_json::json!(s));
+        let back: ErrorCode = serde_json::from_value(serde_json::json!(s)).unwrap();
+        assert_eq!(back, code);
+        assert!(
+            docs.contains(&format!("| {s} |")),
+            "{s} is not in docs/semantics.md"
+        );
+    }
+}
