@@ -5,8 +5,11 @@
 //! - [`render_human`]: rustc-like, with the source snippet (codespan-reporting).
 //! - [`render_json`]: one JSON object per line, for tools and for feeding back to an LLM.
 //! - [`summary`]: the `plan.json: 2 errors, 1 warning` line.
-//! - [`files`]: file identity, so that no output of a CLI overwrites one of its inputs.
+//! - [`files`]: file identity, so that no output of a CLI overwrites one of its inputs;
+//!   the input size cap. [`exit`]: the exit codes of both CLIs. [`color_stderr`]: when
+//!   they colour.
 
+pub mod exit;
 pub mod files;
 
 /// Whether diagnostics on stderr get colour: only on a terminal, and not when `NO_COLOR`

@@ -31,25 +31,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// Process exit codes. The 6x/7x ones follow BSD sysexits so scripts can tell "your plan
-/// is wrong" (1) from "this file is not bytecode" (65) from "the disk said no" (73).
-mod exit {
-    pub(crate) const OK: u8 = 0;
-    /// The plan has errors (or warnings under `--deny-warnings`).
-    pub(crate) const PLAN_ERRORS: u8 = 1;
-    /// Bad command line; clap uses the same code for its own errors.
-    pub(crate) const USAGE: u8 = 2;
-    /// `EX_DATAERR`: a malformed `.pbc` file.
-    pub(crate) const DATA_ERR: u8 = 65;
-    /// `EX_NOINPUT`: a `.pbc` file that cannot be read.
-    pub(crate) const NO_INPUT: u8 = 66;
-    /// `EX_SOFTWARE`: the compiler broke its own contract (no program and no error).
-    pub(crate) const SOFTWARE: u8 = 70;
-    /// `EX_CANTCREAT`: the output file cannot be written.
-    pub(crate) const CANT_CREATE: u8 = 73;
-    /// `EX_USAGE`: the output would overwrite one of the command's inputs.
-    pub(crate) const OUTPUT_IS_INPUT: u8 = 64;
-}
+use plan_render::exit;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -30,28 +30,7 @@ use plan_manifest::Manifest;
 use plan_vm::Limits;
 use serde_json::Value;
 
-/// Process exit codes. 65/66/73 follow BSD sysexits, as `planc` does, so scripts can tell
-/// "the run failed" (1) from "the input is not a valid plan" (65).
-mod exit {
-    pub(crate) const OK: u8 = 0;
-    /// The run failed: a tool error (after retries), a missing cassette entry, a limit,
-    /// the deadline, no backend or API key for a tool, a condition answer that is not a
-    /// boolean, a missing output key, running off the end without `final_answer`.
-    pub(crate) const RUN_FAILED: u8 = 1;
-    /// Bad command line (clap uses it too), including an unreadable or malformed
-    /// `--tools` file (as for `planc`).
-    pub(crate) const USAGE: u8 = 2;
-    /// `EX_DATAERR`: the plan has errors, the `.pbc` is corrupted or truncated, or the
-    /// `--replay` cassette is malformed.
-    pub(crate) const DATA_ERR: u8 = 65;
-    /// `EX_NOINPUT`: FILE or the `--replay` cassette cannot be read.
-    pub(crate) const NO_INPUT: u8 = 66;
-    /// `EX_CANTCREAT`: the `--trace` or `--record` file cannot be created.
-    pub(crate) const CANT_CREATE: u8 = 73;
-    /// `EX_USAGE`: an output (`--trace`, `--record`, batch's `--output`) is one of the
-    /// command's inputs, or two outputs are one file.
-    pub(crate) const OUTPUT_IS_INPUT: u8 = 64;
-}
+use plan_render::exit;
 
 const EXIT_CODES_HELP: &str = "\
 Exit codes:
