@@ -3,7 +3,11 @@
 //! `Done`, `Failed`, or the overall deadline.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+// NB: tokio's clock, not the standard one, so tests can run the driver on paused time and
+// assert exact durations.
+use tokio::time::Instant;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
