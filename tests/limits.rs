@@ -19,6 +19,17 @@ fn with_value(value: &str) -> String {
     )
 }
 
+/// A tool declaring no params: it keeps every argument it is given.
+fn tool(name: &str) -> ToolSpec {
+    ToolSpec {
+        name: name.into(),
+        description: String::new(),
+        params: vec![],
+        effects: plan_manifest::Effects::Read,
+        backend: None,
+    }
+}
+
 /// Compiles `src`: at the limit it must load back from its bytes; past it, E0210.
 fn assert_at_limit(case: &str, src: &str, opts: &CompileOptions, over: bool) {
     let c = compile(src, opts);
@@ -133,15 +144,8 @@ fn arithmetic_stack() {
 
 #[test]
 fn call_arguments_assign_targets_and_variables() {
-    // A tool declaring no params keeps every argument it is given.
     let mut manifest = Manifest::builtin();
-    manifest.tools.push(ToolSpec {
-        name: "t".into(),
-        description: String::new(),
-        params: vec![],
-        effects: plan_manifest::Effects::Read,
-        backend: None,
-    });
+    manifest.tools.push(tool("t"));
     let opts = CompileOptions {
         manifest,
         ..CompileOptions::default()
@@ -204,13 +208,7 @@ fn call_arguments_assign_targets_and_variables() {
 fn tools_at_n_and_n_plus_one() {
     let mut manifest = Manifest::builtin();
     for i in 0..=MAX_TOOLS {
-        manifest.tools.push(ToolSpec {
-            name: format!("t{i}"),
-            description: String::new(),
-            params: vec![],
-            effects: plan_manifest::Effects::Read,
-            backend: None,
-        });
+        manifest.tools.push(tool(&format!("t{i}")));
     }
     let opts = CompileOptions {
         manifest,

@@ -3,8 +3,8 @@
 //! calls issued ahead that the sequential run would not have made are neither counted nor
 //! recorded, and the trace marks them.
 
-use std::path::Path;
-use std::process::Command;
+mod common;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-const BIN: &str = env!("CARGO_BIN_EXE_planvm");
+use common::{http_tools, lines, planvm, s};
 
 /// Answers `first`, `second`, ... in the order calls arrive, whatever they ask: identical
 /// calls get different answers, as LLM calls do.
@@ -24,44 +24,6 @@ impl Respond for Counting {
         let n = self.0.fetch_add(1, Ordering::SeqCst);
         ResponseTemplate::new(200).set_body_json(json!({ "text": WORDS[n.min(3)] }))
     }
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs planvm off the async runtime (the servers keep answering meanwhile).
-async fn planvm(args: Vec<String>) -> Out {
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(BIN)
-            .args(&args)
-            .env_remove("OPENAI_API_KEY")
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let out = Out {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
-    out
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
-fn lines(p: &Path) -> Vec<Value> {
-    std::fs::read_to_string(p)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 /// The issue's reproduction: `t` comes from a slow call, `a` asks for `${t}`, `b` asks for
@@ -85,16 +47,14 @@ async fn identical_calls_replay_in_program_order_at_any_concurrency() {
         .mount(&server)
         .await;
     let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.toml");
-    std::fs::write(
-        &tools,
-        format!(
-            "[[tool]]\nname = \"retrieve_knowledge_graph\"\n[tool.backend]\nkind = \"http\"\nurl = \"{0}/kg\"\npointer = \"/text\"\n\n\
-             [[tool]]\nname = \"llm_generate\"\n[tool.backend]\nkind = \"http\"\nurl = \"{0}/llm\"\npointer = \"/text\"\n",
-            server.uri()
-        ),
-    )
-    .unwrap();
+    let tools = http_tools(
+        dir.path(),
+        &server.uri(),
+        &[
+            ("retrieve_knowledge_graph", "/kg", Some("/text")),
+            ("llm_generate", "/llm", Some("/text")),
+        ],
+    );
     let plan = dir.path().join("plan.json");
     std::fs::write(
         &plan,
@@ -106,16 +66,19 @@ async fn identical_calls_replay_in_program_order_at_any_concurrency() {
     )
     .unwrap();
     let cassette = dir.path().join("rec.jsonl");
-    let rec = planvm(vec![
-        "run".into(),
-        s(&plan),
-        "--tools".into(),
-        s(&tools),
-        "--record".into(),
-        s(&cassette),
-        "--max-concurrency".into(),
-        "1".into(),
-    ])
+    let rec = planvm(
+        vec![
+            "run".into(),
+            s(&plan),
+            "--tools".into(),
+            s(&tools),
+            "--record".into(),
+            s(&cassette),
+            "--max-concurrency".into(),
+            "1".into(),
+        ],
+        &[],
+    )
     .await;
     assert_eq!(rec.code, Some(0), "{}", rec.stderr);
     assert_eq!(rec.stdout, "first|second\n");
@@ -126,14 +89,17 @@ async fn identical_calls_replay_in_program_order_at_any_concurrency() {
     // Replayed at the default concurrency: `b` goes out first, and still gets `second`.
     drop(server);
     let trace = dir.path().join("trace.jsonl");
-    let rep = planvm(vec![
-        "run".into(),
-        s(&plan),
-        "--replay".into(),
-        s(&cassette),
-        "--trace".into(),
-        s(&trace),
-    ])
+    let rep = planvm(
+        vec![
+            "run".into(),
+            s(&plan),
+            "--replay".into(),
+            s(&cassette),
+            "--trace".into(),
+            s(&trace),
+        ],
+        &[],
+    )
     .await;
     assert_eq!(rep.code, Some(0), "{}", rep.stderr);
     assert_eq!(rep.stdout, "first|second\n");
@@ -150,14 +116,17 @@ async fn identical_calls_replay_in_program_order_at_any_concurrency() {
 
     // Re-recording the replay gives the same cassette, up to latencies.
     let again = dir.path().join("again.jsonl");
-    let rr = planvm(vec![
-        "run".into(),
-        s(&plan),
-        "--replay".into(),
-        s(&cassette),
-        "--record".into(),
-        s(&again),
-    ])
+    let rr = planvm(
+        vec![
+            "run".into(),
+            s(&plan),
+            "--replay".into(),
+            s(&cassette),
+            "--record".into(),
+            s(&again),
+        ],
+        &[],
+    )
     .await;
     assert_eq!(rr.code, Some(0), "{}", rr.stderr);
     let strip = |mut v: Vec<Value>| {
@@ -195,17 +164,15 @@ async fn calls_issued_ahead_of_a_failure_are_not_counted_nor_recorded() {
         .mount(&server)
         .await;
     let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.toml");
-    std::fs::write(
-        &tools,
-        format!(
-            "[[tool]]\nname = \"retrieve_knowledge_graph\"\n[tool.backend]\nkind = \"http\"\nurl = \"{0}/kg\"\n\n\
-             [[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{0}/vs\"\n\n\
-             [[tool]]\nname = \"llm_generate\"\n[tool.backend]\nkind = \"http\"\nurl = \"{0}/llm\"\n",
-            server.uri()
-        ),
-    )
-    .unwrap();
+    let tools = http_tools(
+        dir.path(),
+        &server.uri(),
+        &[
+            ("retrieve_knowledge_graph", "/kg", None),
+            ("vector_search", "/vs", None),
+            ("llm_generate", "/llm", None),
+        ],
+    );
     let plan = dir.path().join("plan.json");
     std::fs::write(
         &plan,
@@ -218,18 +185,21 @@ async fn calls_issued_ahead_of_a_failure_are_not_counted_nor_recorded() {
     .unwrap();
     let cassette = dir.path().join("rec.jsonl");
     let trace = dir.path().join("trace.jsonl");
-    let out = planvm(vec![
-        "run".into(),
-        s(&plan),
-        "--tools".into(),
-        s(&tools),
-        "--record".into(),
-        s(&cassette),
-        "--trace".into(),
-        s(&trace),
-        "--format".into(),
-        "json".into(),
-    ])
+    let out = planvm(
+        vec![
+            "run".into(),
+            s(&plan),
+            "--tools".into(),
+            s(&tools),
+            "--record".into(),
+            s(&cassette),
+            "--trace".into(),
+            s(&trace),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
     .await;
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     let report: Value = serde_json::from_str(&out.stdout).unwrap();

@@ -1,14 +1,15 @@
 //! Hardening against tool servers, through real loopback servers: a key a server echoes
 //! back never reaches any output, and redirects never leave the configured origin.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-const BIN: &str = env!("CARGO_BIN_EXE_planvm");
+use common::{Out, planvm, s};
 const KEY: &str = "sk-sec-test-0123456789abcdef";
 
 /// Answers with `status` and a body quoting the request's Authorization header, as
@@ -30,35 +31,6 @@ impl Respond for Echo {
         let text = format!("{}bad key {auth}", "x".repeat(self.pad));
         ResponseTemplate::new(self.status).set_body_json(json!({"error": text, auth: "header"}))
     }
-}
-
-struct Out {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-async fn planvm(args: Vec<String>) -> Out {
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(BIN)
-            .args(&args)
-            .env("SEC_TEST_KEY", KEY)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let out = Out {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
-    out
-}
-
-fn s(p: &Path) -> String {
-    p.display().to_string()
 }
 
 /// No 8 consecutive characters of the key anywhere in `text`.
@@ -92,18 +64,21 @@ async fn run_against(dir: &Path, url: &str) -> (Out, String, String) {
     let trace = dir.join("trace.jsonl");
     let cassette = dir.join("rec.jsonl");
     let _ = std::fs::remove_file(&cassette);
-    let out = planvm(vec![
-        "run".into(),
-        s(&plan),
-        "--tools".into(),
-        s(&tools),
-        "--trace".into(),
-        s(&trace),
-        "--record".into(),
-        s(&cassette),
-        "--format".into(),
-        "json".into(),
-    ])
+    let out = planvm(
+        vec![
+            "run".into(),
+            s(&plan),
+            "--tools".into(),
+            s(&tools),
+            "--trace".into(),
+            s(&trace),
+            "--record".into(),
+            s(&cassette),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[("SEC_TEST_KEY", KEY)],
+    )
     .await;
     let trace = std::fs::read_to_string(&trace).unwrap();
     let cassette = std::fs::read_to_string(&cassette).unwrap_or_default();

@@ -1,0 +1,76 @@
+//! Helpers of the tests that run the planvm binary against loopback servers.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_planvm");
+
+pub struct Out {
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs planvm with `args` and the environment `env`, off the async runtime (the
+/// loopback servers keep answering meanwhile). Never a panic, whatever the input.
+pub async fn planvm(args: Vec<String>, env: &[(&str, &str)]) -> Out {
+    let env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        Command::new(BIN)
+            .args(&args)
+            .env_remove("OPENAI_API_KEY")
+            .envs(env)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let out = Out {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    out
+}
+
+pub fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// The JSON lines of a file.
+pub fn lines(p: &Path) -> Vec<Value> {
+    std::fs::read_to_string(p)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// A tools file serving each `(tool, path, pointer)` from `base` + path with the `http`
+/// backend, written into `dir`.
+pub fn http_tools(
+    dir: &Path,
+    base: &str,
+    tools: &[(&str, &str, Option<&str>)],
+) -> std::path::PathBuf {
+    let mut text = String::new();
+    for (tool, route, pointer) in tools {
+        text.push_str(&format!(
+            "[[tool]]\nname = \"{tool}\"\n[tool.backend]\nkind = \"http\"\nurl = \"{base}{route}\"\n"
+        ));
+        if let Some(p) = pointer {
+            text.push_str(&format!("pointer = \"{p}\"\n"));
+        }
+        text.push('\n');
+    }
+    let path = dir.join("tools.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
