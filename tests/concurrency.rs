@@ -1,8 +1,8 @@
 //! Independent tool calls run concurrently through the real host (issue 4): the plan with
 //! 4 aspects × (knowledge graph, vector search) → 4 syntheses → final answer makes 13
 //! calls of 300 ms replay latency each. Its critical path is 3 calls (0.9 s); run one
-//! call at a time it takes 3.9 s. The concurrent run must stay within 1.5 s and give the
-//! sequential result.
+//! call at a time it takes 3.9 s. On paused time both durations are exact: the concurrent
+//! run must take the critical path and give the sequential result.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

@@ -493,6 +493,9 @@ impl Recorder {
 fn drop_cut_line(file: &File) -> std::io::Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     let len = file.metadata()?.len();
+    if len == 0 {
+        return Ok(());
+    }
     let mut f = file;
     let mut end = len;
     let mut buf = vec![0u8; 64 << 10];
@@ -505,11 +508,29 @@ fn drop_cut_line(file: &File) -> std::io::Result<()> {
             return Ok(());
         }
         if let Some(i) = chunk.iter().rposition(|&b| b == b'\n') {
-            return file.set_len(start + i as u64 + 1);
+            return finish_last_line(file, start + i as u64 + 1, len);
         }
         end = start;
     }
-    file.set_len(0)
+    finish_last_line(file, 0, len)
+}
+
+/// The last line, `from..len`, has no newline: a whole entry (hand-written) gets one, a
+/// cut one is removed.
+fn finish_last_line(file: &File, from: u64, len: u64) -> std::io::Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = file;
+    let mut tail = Vec::new();
+    f.seek(SeekFrom::Start(from))?;
+    f.take(len - from).read_to_end(&mut tail)?;
+    let tail = std::str::from_utf8(&tail).ok().map(str::trim);
+    match tail {
+        // Blank: nothing to end.
+        Some("") => Ok(()),
+        // NB: the file is in append mode: this lands at its end.
+        Some(t) if parse_entry(t).is_ok() => f.write_all(b"\n"),
+        _ => file.set_len(from),
+    }
 }
 
 #[cfg(test)]
@@ -728,6 +749,10 @@ mod tests {
         drop(Recorder::create(&path).unwrap());
         assert_eq!(std::fs::read(&path).unwrap(), b"");
         std::fs::write(&path, format!("{good}\n")).unwrap();
+        drop(Recorder::create(&path).unwrap());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{good}\n"));
+        // A whole last entry without its newline (hand-written) is kept and ended.
+        std::fs::write(&path, good).unwrap();
         drop(Recorder::create(&path).unwrap());
         assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("{good}\n"));
     }

@@ -158,11 +158,11 @@ enum Attempt {
 
 impl Endpoint {
     /// POSTs `body` as JSON, retrying transient failures. All attempts together, with
-    /// their backoff, stop [`TOTAL_TIMEOUT_FACTOR`] × the per-attempt timeout after the
-    /// first attempt starts, so a server that never answers costs bounded time. Time spent
-    /// waiting for a concurrency slot before that does not count: a call queued behind
-    /// others (a batch, a plan's many calls) is not failed for being queued. The response
-    /// is parsed as JSON; a body that is not JSON is returned as a string.
+    /// their backoff and any wait for a slot between them, stop [`TOTAL_TIMEOUT_FACTOR`] ×
+    /// the per-attempt timeout after the first attempt starts, so a server that never
+    /// answers costs bounded time. The wait for the first slot does not count: a call
+    /// queued behind others (a batch, a plan's many calls) is not failed for being queued.
+    /// The response is parsed as JSON; a body that is not JSON is returned as a string.
     pub(crate) async fn post_json(&self, body: &Value) -> Result<Value, ToolError> {
         let total = self.timeout.map(|t| t.saturating_mul(TOTAL_TIMEOUT_FACTOR));
         let out_of_time = |total: Duration| {
@@ -182,12 +182,20 @@ impl Endpoint {
             let outcome = {
                 // NB: the permit is held for the request only, not across the backoff
                 // sleep, so a failing call does not starve the others.
-                let _permit = self.limit.acquire().await.map_err(|_| {
+                let closed = |_| {
                     ToolError::new(
                         ToolErrorKind::Config,
                         "internal: concurrency limiter closed",
                     )
-                })?;
+                };
+                // NB: once the first attempt has started, waiting for a slot counts too.
+                let _permit = match deadline {
+                    None => self.limit.acquire().await.map_err(closed)?,
+                    Some(at) => match tokio::time::timeout_at(at, self.limit.acquire()).await {
+                        Ok(p) => p.map_err(closed)?,
+                        Err(_) => return Err(out_of_time(total.unwrap_or(FAR))),
+                    },
+                };
                 let at = *deadline.get_or_insert_with(|| {
                     let now = tokio::time::Instant::now();
                     total.and_then(|t| now.checked_add(t)).unwrap_or(now + FAR)
@@ -209,14 +217,22 @@ impl Endpoint {
                     };
                     return Err(ToolError::new(kind, msg));
                 }
-                Attempt::Retry(_, asked) => {
+                Attempt::Retry(e, asked) => {
                     let d = asked
                         .map(|a| a.min(MAX_RETRY_AFTER))
                         .unwrap_or_else(|| self.retry.delay(attempt));
                     if let (Some(at), Some(t)) = (deadline, total)
                         && tokio::time::Instant::now() + d >= at
                     {
-                        return Err(out_of_time(t));
+                        // The last answer says more than "out of time".
+                        return Err(ToolError::new(
+                            e.kind,
+                            format!(
+                                "{} (gave up after {attempt} attempts: no time left for another within {} s, {TOTAL_TIMEOUT_FACTOR} × timeout_secs)",
+                                e.message,
+                                secs(t)
+                            ),
+                        ));
                     }
                     tokio::time::sleep(d).await;
                     attempt += 1;

@@ -291,18 +291,18 @@ async fn waiting_for_a_concurrency_slot_does_not_count_against_the_call() {
         .respond_with(
             ResponseTemplate::new(200)
                 .set_body_json(completion("ok"))
-                .set_delay(Duration::from_millis(150)),
+                .set_delay(Duration::from_millis(100)),
         )
         .mount(&server)
         .await;
-    // One call at a time, 0.2 s per attempt, so 0.6 s for all of a call's attempts: the
-    // sixth call waits 0.75 s for its slot, then answers in 0.15 s.
-    let mut backend = openai(&server.uri(), None, Some(0.2), Some(0));
+    // One call at a time, 0.5 s per attempt (5 × the answer's 0.1 s), so 1.5 s for all of
+    // a call's attempts: the last of 20 calls waits about 1.9 s for its slot.
+    let mut backend = openai(&server.uri(), None, Some(0.5), Some(0));
     if let plan_manifest::BackendConfig::Openai { concurrency, .. } = &mut backend {
         *concurrency = Some(1);
     }
     let host = Host::new(manifest_with("llm_generate", backend), opts()).unwrap();
-    let reqs: Vec<_> = (0..6)
+    let reqs: Vec<_> = (0..20)
         .map(|i| {
             req(
                 i,

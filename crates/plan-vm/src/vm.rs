@@ -466,8 +466,11 @@ impl<'p> Vm<'p> {
         // as the text it adds), so errors and what each value sees are unchanged.
         let prog = self.prog;
         let targets = &prog.assigns[assign as usize].targets;
+        // NB: only a slot no other target writes (a hand-made program may name a slot
+        // twice; the text must extend the value the slot holds now).
         let append = targets.iter().position(|&(slot, op)| {
             matches!(op, plan_bytecode::Operand::Template(t) if self.is_append(slot, t))
+                && targets.iter().filter(|&&(s, _)| s == slot).count() == 1
         });
         let Some(k) = append else {
             let values = self.assign_values(&self.st.slots[..], pc, assign)?;

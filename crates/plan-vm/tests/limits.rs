@@ -378,3 +378,23 @@ fn appending_in_place_fails_as_building_anew_does() {
     );
     assert_eq!(s, Some(json!("aaaaaa")));
 }
+
+/// A hand-made program may assign one slot twice in one instruction: the last value wins
+/// and is built from the slot's value before the instruction, never appended in place to
+/// the earlier target's value.
+#[test]
+fn a_slot_assigned_twice_is_never_appended_in_place() {
+    let mut b = B::new();
+    let x = b.c(json!("x"));
+    let grown = b.t("${s}!");
+    b.assign(0, vec![("s", x), ("s", grown)]);
+    let out = b.t("${s}");
+    b.set(1, "final_answer", out);
+    let prog = b.build();
+    let mut vm = plan_vm::Vm::new(&prog, Limits::default());
+    vm.set_var("s", json!("ab")).unwrap();
+    let Halt::Done(o) = vm.run() else {
+        panic!("runs")
+    };
+    assert_eq!(o.final_answer, json!("ab!"));
+}

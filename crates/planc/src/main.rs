@@ -178,13 +178,19 @@ struct Source {
 
 fn read_plan(path: &Path) -> Source {
     let name = path.display().to_string();
-    // NB: capped as planvm reads it: a larger file is reported by the reader's own size
-    // limit, never slurped whole.
+    // NB: capped as planvm reads it: a larger file is never slurped whole, and is refused
+    // by its size before anything looks at its bytes (a cut may split a character).
+    let max = plan_syntax::limits::MAX_SOURCE_BYTES;
     let text = match plan_render::files::read_capped(path) {
         Err(e) => Err(Diagnostic::error(
             render::E_READ,
             format!("cannot read `{name}`: {e}"),
         )),
+        Ok(bytes) if bytes.len() > max => Err(Diagnostic::error(
+            plan_syntax::codes::TOO_LARGE,
+            format!("`{name}` is larger than {max} bytes (16 MiB), the most a plan may be"),
+        )
+        .with_help("a plan is a few kilobytes of JSON: send only the instruction array")),
         Ok(bytes) => String::from_utf8(bytes).map_err(|e| {
             Diagnostic::error(
                 render::E_READ,

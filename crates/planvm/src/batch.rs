@@ -502,7 +502,11 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
             Ok((id, report)) => (id, report),
             Err(e) => {
                 let msg = format!("internal: the run ended without a report: {e}");
-                (e.id(), RunReport::failed_before_start(msg, Duration::ZERO))
+                let mut report = RunReport::failed_before_start(msg, Duration::ZERO);
+                if let Some(err) = &mut report.error {
+                    err.code = plan_vm::ErrorCode::Internal;
+                }
+                (e.id(), report)
             }
         };
         let (plan, line) = labels.remove(&id).unwrap_or_default();
