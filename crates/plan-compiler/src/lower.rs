@@ -491,8 +491,9 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             StepKind::Assign(vars) => {
                 let vars = last_of_each_name(vars);
                 writes = vars.iter().map(|(name, _)| self.slot(&name.text)).collect();
-                // Sorted, for the sibling check's lookups (an assign may set 100k names).
-                let mut siblings: Vec<Slot> = writes.to_vec();
+                // Sorted, for the sibling check's lookups (an assign may set 100k names; the
+                // usual few stay on the stack).
+                let mut siblings: SmallVec<[Slot; 8]> = writes.iter().copied().collect();
                 siblings.sort_unstable();
                 let mut targets: SmallVec<[(Slot, Operand); 2]> = SmallVec::new();
                 for ((name, value), &slot) in vars.iter().zip(&writes) {

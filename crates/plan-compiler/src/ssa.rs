@@ -18,7 +18,7 @@ use plan_bytecode::Slot;
 use smallvec::SmallVec;
 
 use crate::lower::Io;
-use crate::verify::{Cfg, Preds};
+use crate::verify::{Cfg, Preds, post_order};
 
 /// What a read sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,28 +52,7 @@ impl Ssa {
     /// `n` steps (the end of the plan, `n`, is not a node: nothing is read there).
     pub(crate) fn build(cfg: &Cfg, preds: &Preds, io: &Io, n: usize, nslots: usize) -> Ssa {
         // Reverse post-order of the reachable steps.
-        let mut post = Vec::with_capacity(n);
-        if n > 0 {
-            let mut seen = vec![false; n];
-            let mut stack: Vec<(usize, usize)> = vec![(0, 0)];
-            seen[0] = true;
-            while let Some((v, k)) = stack.last_mut() {
-                let v = *v;
-                match cfg.succ[v].get(*k) {
-                    Some(&w) => {
-                        *k += 1;
-                        if w < n && !seen[w] {
-                            seen[w] = true;
-                            stack.push((w, 0));
-                        }
-                    }
-                    None => {
-                        post.push(v);
-                        stack.pop();
-                    }
-                }
-            }
-        }
+        let post = post_order(&cfg.succ, (n > 0).then_some(0).into_iter(), |w| w < n);
         let rpo: Vec<usize> = post.iter().rev().copied().collect();
         let mut order = vec![NONE; n];
         for (k, &v) in rpo.iter().enumerate() {

@@ -109,11 +109,45 @@ fn seq_list(steps: &[Step<'_>], idx: &[usize]) -> String {
     s.join(", ")
 }
 
+/// Post-order of a depth-first search along `succ` from each of `roots` in turn (one not
+/// yet visited), through the nodes `keep` accepts. Iterative, so a 100k-step plan cannot
+/// overflow the stack.
+pub(crate) fn post_order(
+    succ: &[SmallVec<[usize; 2]>],
+    roots: impl Iterator<Item = usize>,
+    keep: impl Fn(usize) -> bool,
+) -> Vec<usize> {
+    let mut order = Vec::new();
+    let mut visited = vec![false; succ.len()];
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for root in roots {
+        if visited[root] {
+            continue;
+        }
+        visited[root] = true;
+        stack.push((root, 0));
+        while let Some((v, k)) = stack.last_mut() {
+            let v = *v;
+            if let Some(&w) = succ[v].get(*k) {
+                *k += 1;
+                if keep(w) && !visited[w] {
+                    visited[w] = true;
+                    stack.push((w, 0));
+                }
+            } else {
+                order.push(v);
+                stack.pop();
+            }
+        }
+    }
+    order
+}
+
 /// The loops a run can enter and never leave: the strongly connected components of the
 /// `stuck` steps (reachable, and no path from them ends the run) that no edge leaves.
 /// A loop whose exit leads only into another such loop is not one: its exit exists. Each
 /// loop's members are sorted; loops are in order of their first member. Kosaraju's two
-/// passes, iterative so that a 100k-step plan cannot overflow the stack.
+/// passes, both iterative.
 fn inescapable_loops(
     succ: &[SmallVec<[usize; 2]>],
     preds: &Preds,
@@ -125,29 +159,7 @@ fn inescapable_loops(
     }
     let in_sub = |i: usize| i < n && stuck[i];
     // Pass 1: post-order of a depth-first search along successors.
-    let mut order = Vec::new();
-    let mut visited = vec![false; n];
-    let mut stack: Vec<(usize, usize)> = Vec::new();
-    for root in (0..n).filter(|&r| stuck[r]) {
-        if visited[root] {
-            continue;
-        }
-        visited[root] = true;
-        stack.push((root, 0));
-        while let Some((v, k)) = stack.last_mut() {
-            let v = *v;
-            if let Some(&w) = succ[v].get(*k) {
-                *k += 1;
-                if in_sub(w) && !visited[w] {
-                    visited[w] = true;
-                    stack.push((w, 0));
-                }
-            } else {
-                order.push(v);
-                stack.pop();
-            }
-        }
-    }
+    let order = post_order(succ, (0..n).filter(|&r| stuck[r]), in_sub);
     // Pass 2: components along predecessors, in reverse post-order.
     const NONE: usize = usize::MAX;
     let mut comp = vec![NONE; n];

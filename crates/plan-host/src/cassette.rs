@@ -132,7 +132,8 @@ fn parse_entry(line: &str) -> Result<CassetteEntry, String> {
     let v: Value = serde_json::from_str(line).map_err(|e| {
         // serde_json names a lone UTF-16 surrogate (`"\ud800"` not followed by its pair)
         // by what it then tripped over.
-        let hint = if e.to_string().contains("hex escape") || e.to_string().contains("surrogate") {
+        let e = e.to_string();
+        let hint = if e.contains("hex escape") || e.contains("surrogate") {
             " (a \\uD800-\\uDFFF escape must be a surrogate pair: a lone surrogate is not text)"
         } else {
             ""

@@ -340,7 +340,10 @@ async fn drive<M: Machine>(
     };
     let mut steps_seen: u64 = 0;
 
-    let fail = |tracer: &mut Tracer, err: ReportError, steps: u64, tool_calls: u64| {
+    // Ends the run with `err`: the calls still out are settled (counted or discarded).
+    let fail = |tracer: &mut Tracer, calls: &mut Calls<'_>, vm: &M, steps_seen: u64, err| {
+        let steps = vm.steps().unwrap_or(steps_seen);
+        let tool_calls = calls.finish(vm, tracer);
         let report = RunReport {
             status: RunStatus::Failed,
             final_answer: Value::Null,
@@ -379,9 +382,7 @@ async fn drive<M: Machine>(
         // the task waits, and calls that answer at once never make it wait.
         if deadline_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
             let err = deadline_error(vm, &calls);
-            let steps = vm.steps().unwrap_or(steps_seen);
-            let tool_calls = calls.finish(vm, tracer);
-            return fail(tracer, err, steps, tool_calls);
+            return fail(tracer, &mut calls, vm, steps_seen, err);
         }
         let halt = vm.run();
         for ev in vm.take_events() {
@@ -391,16 +392,14 @@ async fn drive<M: Machine>(
             tracer.tagged(serde_json::to_value(&ev).unwrap_or(Value::Null));
         }
         calls.commit(vm);
-        let steps = vm.steps().unwrap_or(steps_seen);
         if let Some(message) = calls.record_error.take() {
-            let tool_calls = calls.finish(vm, tracer);
             let err = ReportError {
                 code: ErrorCode::RecordFailed,
                 message,
                 seq_no: None,
                 line: None,
             };
-            return fail(tracer, err, steps, tool_calls);
+            return fail(tracer, &mut calls, vm, steps_seen, err);
         }
         match halt {
             Halt::Done(outcome) => {
@@ -424,8 +423,7 @@ async fn drive<M: Machine>(
                     seq_no: e.seq_no,
                     line: e.line,
                 };
-                let tool_calls = calls.finish(vm, tracer);
-                return fail(tracer, err, steps, tool_calls);
+                return fail(tracer, &mut calls, vm, steps_seen, err);
             }
             Halt::Yield(reqs) => {
                 for req in reqs {
@@ -460,9 +458,7 @@ async fn drive<M: Machine>(
                 c = inflight.next() => c,
                 () = tokio::time::sleep_until(at) => {
                     let err = deadline_error(vm, &calls);
-                    let steps = vm.steps().unwrap_or(steps_seen);
-                    let tool_calls = calls.finish(vm, tracer);
-                    return fail(tracer, err, steps, tool_calls);
+                    return fail(tracer, &mut calls, vm, steps_seen, err);
                 }
             },
             None => inflight.next().await,
@@ -476,8 +472,7 @@ async fn drive<M: Machine>(
                 seq_no: None,
                 line: None,
             };
-            let tool_calls = calls.finish(vm, tracer);
-            return fail(tracer, err, vm.steps().unwrap_or(steps_seen), tool_calls);
+            return fail(tracer, &mut calls, vm, steps_seen, err);
         };
         calls.inflight.remove(&done.req.id);
         let mut f = Map::new();
@@ -503,8 +498,7 @@ async fn drive<M: Machine>(
                 seq_no: e.seq_no,
                 line: e.line,
             };
-            let tool_calls = calls.finish(vm, tracer);
-            return fail(tracer, err, vm.steps().unwrap_or(steps_seen), tool_calls);
+            return fail(tracer, &mut calls, vm, steps_seen, err);
         }
     }
 }

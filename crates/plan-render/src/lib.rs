@@ -211,15 +211,8 @@ fn to_codespan(src: &str, d: &Diagnostic) -> CsDiagnostic<()> {
 /// Spans come from the compiler, but the renderer slices the source with them: keep them
 /// inside the text and on char boundaries so a wrong span degrades the snippet, not the run.
 fn clamp(src: &str, span: Span) -> Range<usize> {
-    let fix = |mut i: usize| {
-        i = i.min(src.len());
-        while !src.is_char_boundary(i) {
-            i -= 1;
-        }
-        i
-    };
-    let start = fix(span.start as usize);
-    let end = fix(span.end as usize).max(start);
+    let start = floor_char(src, span.start as usize);
+    let end = floor_char(src, span.end as usize).max(start);
     start..end
 }
 

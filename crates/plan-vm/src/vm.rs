@@ -418,8 +418,7 @@ impl<'p> Vm<'p> {
     /// not a copy of everything so far per iteration. Same result, limits, errors and
     /// state as building the text anew.
     fn op_append(&mut self, pc: Pc, dst: Slot, t: u32) -> Result<(), Fault> {
-        let base = self.string_len(dst);
-        let suffix = self.template_suffix(&self.st.slots[..], pc, t, base)?;
+        let suffix = self.suffix(pc, dst, t)?;
         self.store_appended(dst, suffix)?;
         self.st.pc = pc + 1;
         Ok(())
@@ -430,6 +429,11 @@ impl<'p> Vm<'p> {
     #[inline(never)]
     fn is_append(&self, slot: Slot, t: u32) -> bool {
         matches!(self.st.slots[slot as usize], Some(Value::String(_))) && self.appends_to(t, slot)
+    }
+
+    /// What `slot = template t` adds to `slot`'s string (see [`Vm::appends_to`]).
+    fn suffix(&self, pc: Pc, slot: Slot, t: u32) -> Result<String, Fault> {
+        self.template_suffix(&self.st.slots[..], pc, t, self.string_len(slot))
     }
 
     /// Length of the string in `slot` (0 if it holds none).
@@ -485,8 +489,7 @@ impl<'p> Vm<'p> {
         for (i, &(slot, op)) in targets.iter().enumerate() {
             match op {
                 plan_bytecode::Operand::Template(t) if i == k => {
-                    let base = self.string_len(slot);
-                    suffix = self.template_suffix(&self.st.slots[..], pc, t, base)?;
+                    suffix = self.suffix(pc, slot, t)?;
                     values.push((slot, Value::Null));
                 }
                 _ => values.push((slot, self.resolve_in(&self.st.slots[..], pc, op)?)),
