@@ -12,22 +12,19 @@ use tokio::time::Instant;
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
-use crate::cassette::{CassetteEntry, Recorder, preview};
+use crate::cassette::Recorder;
 use crate::error::{ToolError, secs};
 use crate::host::{CONDITION_TOOL, Host};
-use crate::trace::Tracer;
+use crate::journal::{Journal, RecordJournal, TraceEvent};
 use plan_bytecode::{Pc, ValidatedProgram};
-use plan_vm::{CallId, ErrorCode, Event, Halt, Limits, RunError, ToolRequest};
+use plan_vm::{CallId, ErrorCode, Event, Halt, Limits, RunError, ToolRequest, VmState};
 
 /// Instructions the VM runs between two looks at the deadline (about 0.1 ms of work): a
 /// plan that loops without calling a tool, or whose calls all answer at once, still
 /// stops on `--timeout`.
 const STEP_SLICE: u64 = 10_000;
-
-/// How much of a call's args a `tool_call_start` trace event shows.
-const ARGS_PREVIEW_CHARS: usize = 200;
 
 /// Where an issued call stands, as far as the sequential run is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,6 +65,10 @@ pub trait Machine {
     fn call_state(&self, id: CallId) -> CallState {
         let _ = id;
         CallState::Committed
+    }
+    /// The whole state of the run, for journals that save commit points.
+    fn state(&self) -> Option<&VmState> {
+        None
     }
 }
 
@@ -126,7 +127,7 @@ impl RunReport {
     }
 }
 
-fn millis(d: Duration) -> u64 {
+pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -146,82 +147,75 @@ async fn perform(host: &Host, req: ToolRequest) -> Completed {
     }
 }
 
-/// The calls of one run between issue and commit: what counts in `tool_calls` and goes
-/// into the cassette is decided at commit, so that a call issued ahead that the sequential
-/// run would not have made (past a failure, or past the end) is neither counted nor
-/// recorded, and the cassette lists calls in program order.
-struct Calls<'r> {
-    recorder: Option<&'r Recorder>,
-    /// Answered, result not consumed by the VM yet: (request, output if it succeeded and
-    /// is to be recorded, latency).
-    answered: Vec<(ToolRequest, Option<Value>, Duration)>,
+/// The calls of one run between issue and commit: what counts in `tool_calls` and what
+/// journals see as committed is decided at commit, so that a call issued ahead that the
+/// sequential run would not have made (past a failure, or past the end) is neither counted
+/// nor recorded, and commits come in program order.
+struct Calls<'j> {
+    journal: &'j mut dyn Journal,
+    /// Answered, result not consumed by the VM yet.
+    answered: Vec<ToolRequest>,
     /// Issued, no answer yet: id → request (for deadline errors and the end of the run).
     inflight: BTreeMap<CallId, ToolRequest>,
     /// Calls committed so far: the report's `tool_calls`.
     committed: u64,
-    /// The first recording failure (it fails the run).
-    record_error: Option<String>,
+    /// The first journal failure (it fails the run).
+    journal_error: Option<String>,
 }
 
 impl Calls<'_> {
+    fn emit(&mut self, event: &TraceEvent<'_>) {
+        if let Err(e) = self.journal.record(event)
+            && self.journal_error.is_none()
+        {
+            self.journal_error = Some(e);
+        }
+    }
+
     /// Commits every answered call the VM has consumed since the last look: counts it and
-    /// records it (successful outputs only), in program order.
+    /// tells the journal, in program order.
     fn commit<M: Machine>(&mut self, vm: &M) {
+        if self.answered.is_empty() {
+            return;
+        }
         let (mut done, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.answered)
             .into_iter()
-            .partition(|(req, _, _)| vm.call_state(req.id) == CallState::Committed);
+            .partition(|req| vm.call_state(req.id) == CallState::Committed);
         self.answered = keep;
-        done.sort_by_key(|(req, _, _)| req.instance);
-        for (req, output, took) in done {
+        done.sort_by_key(|req| req.instance);
+        for request in &done {
             self.committed += 1;
-            let (Some(rec), Some(output)) = (self.recorder, output) else {
-                continue;
-            };
-            let entry = CassetteEntry {
-                tool: req.tool.to_string(),
-                args: req.args.into_map(),
-                output,
-                latency_ms: Some(millis(took)),
-                step: Some(req.instance),
-            };
-            if let Err(e) = rec.record(&entry)
-                && self.record_error.is_none()
-            {
-                self.record_error = Some(e.message);
-            }
+            self.emit(&TraceEvent::CallCommitted { request });
         }
     }
 
     /// At the end of the run: every call still uncommitted is either the head's (the
     /// sequential run made it: counted, as a deadline interrupts it) or speculative
-    /// (traced as discarded, not counted, not recorded). Returns `tool_calls`.
-    fn finish<M: Machine>(&mut self, vm: &M, tracer: &mut Tracer) -> u64 {
+    /// (discarded: not counted, not recorded). Returns `tool_calls`.
+    fn finish<M: Machine>(&mut self, vm: &M) -> u64 {
         self.commit(vm);
-        let answered = self.answered.drain(..).map(|(req, _, _)| (req, true));
+        let answered = self.answered.drain(..).map(|req| (req, true));
         let inflight = std::mem::take(&mut self.inflight)
             .into_values()
             .map(|req| (req, false));
         let mut rest: Vec<(ToolRequest, bool)> = answered.chain(inflight).collect();
         rest.sort_by_key(|(req, _)| req.instance);
-        for (req, answered) in rest {
-            if vm.call_state(req.id) != CallState::Ahead {
+        for (request, answered) in &rest {
+            if vm.call_state(request.id) != CallState::Ahead {
                 self.committed += 1;
                 continue;
             }
-            let mut f = Map::new();
-            f.insert("call_id".into(), json!(req.id.0));
-            f.insert("tool".into(), json!(req.tool));
-            f.insert("seq_no".into(), json!(req.seq_no));
-            f.insert("speculative".into(), json!(true));
-            f.insert("answered".into(), json!(answered));
-            tracer.event("tool_call_discarded", f);
+            self.emit(&TraceEvent::CallDiscarded {
+                request,
+                answered: *answered,
+            });
         }
         self.committed
     }
 }
 
-/// Runs a validated program to completion against `host`, recording committed calls to
-/// the host's `--record` cassette if it has one.
+/// Runs a validated program to completion against `host`, telling `journal` what
+/// happens and recording committed calls to the host's `--record` cassette if it has one.
 ///
 /// Every tool the program names (and `jmp_condition` if it has conditions) is checked
 /// to be servable before the first instruction runs, so a missing API key fails fast.
@@ -230,9 +224,9 @@ pub async fn run_plan(
     program: &ValidatedProgram,
     vars: Vec<(String, Value)>,
     limits: Limits,
-    tracer: &mut Tracer,
+    journal: &mut dyn Journal,
 ) -> RunReport {
-    run_plan_recording(host, program, vars, limits, tracer, host.recorder()).await
+    run_plan_recording(host, program, vars, limits, journal, host.recorder()).await
 }
 
 /// [`run_plan`] recording to `recorder` instead of the host's cassette (a batch records
@@ -242,38 +236,99 @@ pub async fn run_plan_recording(
     program: &ValidatedProgram,
     vars: Vec<(String, Value)>,
     limits: Limits,
-    tracer: &mut Tracer,
+    journal: &mut dyn Journal,
     recorder: Option<&Recorder>,
 ) -> RunReport {
     let start = Instant::now();
-    let mut tools: Vec<&str> = program.tools.iter().map(|t| t.name.as_str()).collect();
-    if !program.conds.is_empty() {
-        tools.push(CONDITION_TOOL);
-    }
-    if let Err(e) = host.prepare(tools) {
-        return finish_failed_early(tracer, e.message, start);
+    let mut journal = (journal, recorder.map(RecordJournal::new));
+    if let Err(e) = prepare(host, program) {
+        return finish_failed_early(&mut journal, e, start);
     }
     let mut vm = plan_vm::Vm::new(program, limits);
     for (name, value) in vars {
         if let Err(e) = vm.set_var(&name, value) {
-            return finish_failed_early(tracer, format!("--var {name}: {}", e.message), start);
+            let message = format!("--var {name}: {}", e.message);
+            return finish_failed_early(&mut journal, message, start);
         }
     }
-    vm.set_tracing(tracer.is_active());
-    vm.set_step_slice(Some(STEP_SLICE));
-    let mut m = VmMachine { vm, program };
-    drive(host, &mut m, tracer, recorder).await
+    let mut m = VmMachine::new(vm, program, &journal);
+    drive(host, &mut m, &mut journal, Vec::new()).await
 }
 
-fn finish_failed_early(tracer: &mut Tracer, message: String, start: Instant) -> RunReport {
-    let report = RunReport::failed_before_start(message, start.elapsed());
-    trace_end(tracer, &report);
+/// Continues a saved run: `state` as saved at a commit point ([`TraceEvent::Suspended`]),
+/// `answers` the results of its pending calls that arrived after it was saved. Calls
+/// still unanswered are issued again, so the caller must have decided that this is safe
+/// (a call with side effects may have happened already: see `VmState::unanswered`).
+/// `steps` in the report counts the whole run; `tool_calls` the calls committed now.
+pub async fn resume_plan(
+    host: &Host,
+    program: &ValidatedProgram,
+    state: VmState,
+    answers: Vec<(CallId, Result<Value, String>)>,
+    limits: Limits,
+    journal: &mut dyn Journal,
+) -> RunReport {
+    let start = Instant::now();
+    let mut journal = (journal, host.recorder().map(RecordJournal::new));
+    if let Err(e) = prepare(host, program) {
+        return finish_failed_early(&mut journal, e, start);
+    }
+    let mut vm = match plan_vm::Vm::from_state(program, state, limits) {
+        Ok(vm) => vm,
+        Err(e) => return finish_refused(&mut journal, e.code, e.message, start),
+    };
+    for (id, result) in answers {
+        if let Err(e) = vm.resume(id, result) {
+            return finish_refused(&mut journal, e.code, e.message, start);
+        }
+    }
+    let reissue = vm.state().unanswered();
+    let mut m = VmMachine::new(vm, program, &journal);
+    drive(host, &mut m, &mut journal, reissue).await
+}
+
+/// Checks that every tool the program calls can be served.
+fn prepare(host: &Host, program: &ValidatedProgram) -> Result<(), String> {
+    let mut tools: Vec<&str> = program.tools.iter().map(|t| t.name.as_str()).collect();
+    if !program.conds.is_empty() {
+        tools.push(CONDITION_TOOL);
+    }
+    host.prepare(tools).map_err(|e| e.message)
+}
+
+fn finish_failed_early(journal: &mut dyn Journal, message: String, start: Instant) -> RunReport {
+    finish_refused(journal, ErrorCode::NotStarted, message, start)
+}
+
+fn finish_refused(
+    journal: &mut dyn Journal,
+    code: ErrorCode,
+    message: String,
+    start: Instant,
+) -> RunReport {
+    let mut report = RunReport::failed_before_start(message, start.elapsed());
+    if let Some(err) = &mut report.error {
+        err.code = code;
+    }
+    if let Err(e) = journal.record(&TraceEvent::Finished { report: &report })
+        && let Some(err) = &mut report.error
+    {
+        err.message = format!("{}; also: {e}", err.message);
+    }
     report
 }
 
 struct VmMachine<'p> {
     vm: plan_vm::Vm<'p>,
     program: &'p ValidatedProgram,
+}
+
+impl<'p> VmMachine<'p> {
+    fn new(mut vm: plan_vm::Vm<'p>, program: &'p ValidatedProgram, journal: &dyn Journal) -> Self {
+        vm.set_tracing(journal.wants_vm_events());
+        vm.set_step_slice(Some(STEP_SLICE));
+        VmMachine { vm, program }
+    }
 }
 
 impl Machine for VmMachine<'_> {
@@ -314,36 +369,48 @@ impl Machine for VmMachine<'_> {
             Some(_) => CallState::Ahead,
         }
     }
+
+    fn state(&self) -> Option<&VmState> {
+        Some(self.vm.state())
+    }
 }
 
 /// The driver loop over any `Machine`, recording to the host's `--record` cassette.
-pub async fn run_machine<M: Machine>(host: &Host, vm: &mut M, tracer: &mut Tracer) -> RunReport {
-    drive(host, vm, tracer, host.recorder()).await
+pub async fn run_machine<M: Machine>(
+    host: &Host,
+    vm: &mut M,
+    journal: &mut dyn Journal,
+) -> RunReport {
+    let mut journal = (journal, host.recorder().map(RecordJournal::new));
+    drive(host, vm, &mut journal, Vec::new()).await
 }
 
+/// The loop: `reissue` are calls a restored VM issued before it was saved and that have
+/// no answer yet.
 async fn drive<M: Machine>(
     host: &Host,
     vm: &mut M,
-    tracer: &mut Tracer,
-    recorder: Option<&Recorder>,
+    journal: &mut dyn Journal,
+    reissue: Vec<ToolRequest>,
 ) -> RunReport {
     let start = Instant::now();
     let deadline = host.options().deadline;
     let deadline_at = deadline.and_then(|d| tokio::time::Instant::now().checked_add(d));
+    let wants_states = journal.wants_states();
     let mut inflight = FuturesUnordered::new();
     let mut calls = Calls {
-        recorder,
+        journal,
         answered: Vec::new(),
         inflight: BTreeMap::new(),
         committed: 0,
-        record_error: None,
+        journal_error: None,
     };
     let mut steps_seen: u64 = 0;
 
     // Ends the run with `err`: the calls still out are settled (counted or discarded).
-    let fail = |tracer: &mut Tracer, calls: &mut Calls<'_>, vm: &M, steps_seen: u64, err| {
+    let fail = |calls: &mut Calls<'_>, vm: &M, steps_seen: u64, err| {
         let steps = vm.steps().unwrap_or(steps_seen);
-        let tool_calls = calls.finish(vm, tracer);
+        let tool_calls = calls.finish(vm);
         let report = RunReport {
             status: RunStatus::Failed,
             final_answer: Value::Null,
@@ -353,7 +420,7 @@ async fn drive<M: Machine>(
             elapsed_ms: millis(start.elapsed()),
             vars: Map::new(),
         };
-        trace_end(tracer, &report);
+        calls.emit(&TraceEvent::Finished { report: &report });
         report
     };
 
@@ -376,35 +443,55 @@ async fn drive<M: Machine>(
             line,
         }
     };
+    let journal_failed = |message| ReportError {
+        code: ErrorCode::RecordFailed,
+        message,
+        seq_no: None,
+        line: None,
+    };
+
+    let issue = |calls: &mut Calls<'_>,
+                 inflight: &mut FuturesUnordered<_>,
+                 vm: &M,
+                 reqs: Vec<ToolRequest>| {
+        for request in reqs {
+            // Issued ahead of the head: made only if the run gets there.
+            let ahead = vm.call_state(request.id) == CallState::Ahead;
+            calls.emit(&TraceEvent::CallIssued {
+                request: &request,
+                ahead,
+            });
+            calls.inflight.insert(request.id, request.clone());
+            inflight.push(perform(host, request));
+        }
+    };
+    issue(&mut calls, &mut inflight, vm, reissue);
 
     loop {
         // NB: checked on every turn, not only by the timer below: a timer fires only when
         // the task waits, and calls that answer at once never make it wait.
         if deadline_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
             let err = deadline_error(vm, &calls);
-            return fail(tracer, &mut calls, vm, steps_seen, err);
+            return fail(&mut calls, vm, steps_seen, err);
         }
         let halt = vm.run();
         for ev in vm.take_events() {
             if matches!(ev, Event::Step { .. }) {
                 steps_seen += 1;
             }
-            tracer.tagged(serde_json::to_value(&ev).unwrap_or(Value::Null));
+            calls.emit(&TraceEvent::Vm(&ev));
         }
         calls.commit(vm);
-        if let Some(message) = calls.record_error.take() {
-            let err = ReportError {
-                code: ErrorCode::RecordFailed,
-                message,
-                seq_no: None,
-                line: None,
-            };
-            return fail(tracer, &mut calls, vm, steps_seen, err);
+        if let Some(message) = calls.journal_error.take() {
+            return fail(&mut calls, vm, steps_seen, journal_failed(message));
         }
         match halt {
             Halt::Done(outcome) => {
-                let tool_calls = calls.finish(vm, tracer);
-                let report = RunReport {
+                let tool_calls = calls.finish(vm);
+                if let Some(message) = calls.journal_error.take() {
+                    return fail(&mut calls, vm, steps_seen, journal_failed(message));
+                }
+                let mut report = RunReport {
                     status: RunStatus::Ok,
                     final_answer: outcome.final_answer,
                     error: None,
@@ -413,7 +500,12 @@ async fn drive<M: Machine>(
                     elapsed_ms: millis(start.elapsed()),
                     vars: outcome.vars,
                 };
-                trace_end(tracer, &report);
+                calls.emit(&TraceEvent::Finished { report: &report });
+                if let Some(message) = calls.journal_error.take() {
+                    // The answer is computed but not kept: the run is not what it claims.
+                    report.status = RunStatus::Failed;
+                    report.error = Some(journal_failed(message));
+                }
                 return report;
             }
             Halt::Failed(e) => {
@@ -423,27 +515,9 @@ async fn drive<M: Machine>(
                     seq_no: e.seq_no,
                     line: e.line,
                 };
-                return fail(tracer, &mut calls, vm, steps_seen, err);
+                return fail(&mut calls, vm, steps_seen, err);
             }
-            Halt::Yield(reqs) => {
-                for req in reqs {
-                    let mut f = Map::new();
-                    f.insert("call_id".into(), json!(req.id.0));
-                    f.insert("tool".into(), json!(req.tool));
-                    f.insert("seq_no".into(), json!(req.seq_no));
-                    let args = serde_json::to_string(&*req.args).unwrap_or_default();
-                    f.insert(
-                        "args".into(),
-                        json!(preview_chars(&args, ARGS_PREVIEW_CHARS)),
-                    );
-                    // Issued ahead of the head: made only if the run gets there.
-                    let ahead = vm.call_state(req.id) == CallState::Ahead;
-                    f.insert("ahead".into(), json!(ahead));
-                    tracer.event("tool_call_start", f);
-                    calls.inflight.insert(req.id, req.clone());
-                    inflight.push(perform(host, req));
-                }
-            }
+            Halt::Yield(reqs) => issue(&mut calls, &mut inflight, vm, reqs),
         }
 
         if vm.paused() {
@@ -452,13 +526,19 @@ async fn drive<M: Machine>(
             tokio::task::yield_now().await;
             continue;
         }
+        if wants_states && let Some(state) = vm.state() {
+            calls.emit(&TraceEvent::Suspended { state });
+            if let Some(message) = calls.journal_error.take() {
+                return fail(&mut calls, vm, steps_seen, journal_failed(message));
+            }
+        }
         // NB: suspension point. Wait for the next call to finish (or the deadline).
         let next = match deadline_at {
             Some(at) => tokio::select! {
                 c = inflight.next() => c,
                 () = tokio::time::sleep_until(at) => {
                     let err = deadline_error(vm, &calls);
-                    return fail(tracer, &mut calls, vm, steps_seen, err);
+                    return fail(&mut calls, vm, steps_seen, err);
                 }
             },
             None => inflight.next().await,
@@ -472,61 +552,24 @@ async fn drive<M: Machine>(
                 seq_no: None,
                 line: None,
             };
-            return fail(tracer, &mut calls, vm, steps_seen, err);
+            return fail(&mut calls, vm, steps_seen, err);
         };
         calls.inflight.remove(&done.req.id);
-        let mut f = Map::new();
-        f.insert("call_id".into(), json!(done.req.id.0));
-        f.insert("tool".into(), json!(done.req.tool));
-        f.insert("duration_ms".into(), json!(millis(done.took)));
-        f.insert("ok".into(), json!(done.result.is_ok()));
-        if let Err(e) = &done.result {
-            f.insert("error".into(), json!(e.message));
-        }
-        tracer.event("tool_call_end", f);
+        calls.emit(&TraceEvent::CallAnswered {
+            request: &done.req,
+            result: done.result.as_ref(),
+            took: done.took,
+        });
         let id = done.req.id;
-        let (output, result) = match done.result {
-            // NB: the copy is for the cassette only; outputs can be megabytes.
-            Ok(v) => (calls.recorder.is_some().then(|| v.clone()), Ok(v)),
-            Err(e) => (None, Err(e.message)),
-        };
-        calls.answered.push((done.req, output, done.took));
-        if let Err(e) = vm.resume(id, result) {
+        calls.answered.push(done.req);
+        if let Err(e) = vm.resume(id, done.result.map_err(|e| e.message)) {
             let err = ReportError {
                 code: e.code,
                 message: e.message,
                 seq_no: e.seq_no,
                 line: e.line,
             };
-            return fail(tracer, &mut calls, vm, steps_seen, err);
+            return fail(&mut calls, vm, steps_seen, err);
         }
     }
-}
-
-fn preview_chars(s: &str, n: usize) -> String {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
-}
-
-fn trace_end(tracer: &mut Tracer, report: &RunReport) {
-    if let Some(e) = &report.error {
-        let mut f = Map::new();
-        f.insert("code".into(), json!(e.code));
-        f.insert("message".into(), json!(e.message));
-        f.insert("seq_no".into(), json!(e.seq_no));
-        f.insert("line".into(), json!(e.line));
-        tracer.event("error", f);
-    }
-    let mut f = Map::new();
-    f.insert("status".into(), json!(report.status));
-    f.insert("steps".into(), json!(report.steps));
-    f.insert("tool_calls".into(), json!(report.tool_calls));
-    f.insert("elapsed_ms".into(), json!(report.elapsed_ms));
-    f.insert(
-        "final_answer".into(),
-        json!(preview(&plan_value::interpolated(&report.final_answer))),
-    );
-    tracer.event("done", f);
 }

@@ -19,7 +19,10 @@
 //!   [`MAX_REDIRECTS`]); host names that resolve to link-local addresses are refused.
 //!
 //! Module map (start with `driver`):
-//! - `driver`: `run_plan` / `run_machine`, the run → await → resume loop, `RunReport`.
+//! - `driver`: `run_plan` / `resume_plan` / `run_machine`, the run → await → resume loop,
+//!   `RunReport`.
+//! - `journal`: the `Journal` seam (typed `TraceEvent`s of a run); the trace and the
+//!   `--record` cassette are journals.
 //! - `host`: `Host`, backend selection, per-call timeout.
 //! - `backend`: the `Backend` trait, `Secret`, env lookup.
 //! - `openai`, `http`: network backends; `net`: retries, timeouts, limits shared by both.
@@ -35,6 +38,7 @@ mod driver;
 mod error;
 mod host;
 mod http;
+mod journal;
 mod net;
 mod openai;
 mod prompt;
@@ -44,11 +48,12 @@ mod trace;
 pub use backend::{Backend, EnvLookup, Secret, process_env};
 pub use cassette::{Cassette, CassetteEntry, Recorder, ReplayBackend};
 pub use driver::{
-    CallState, Machine, ReportError, RunReport, RunStatus, run_machine, run_plan,
+    CallState, Machine, ReportError, RunReport, RunStatus, resume_plan, run_machine, run_plan,
     run_plan_recording,
 };
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use host::{CONDITION_TOOL, Host, HostOptions};
+pub use journal::{Journal, RecordJournal, TraceEvent};
 pub use net::{MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR};
 pub use prompt::{CONDITION_INSTRUCTION, keys_instruction, user_message};
 pub use redact::{REDACTED, Redactor};

@@ -10,7 +10,14 @@
 use std::io::Write;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
+
+use crate::cassette::preview;
+use crate::driver::millis;
+use crate::journal::{Journal, TraceEvent};
+
+/// How much of a call's args a `tool_call_start` trace event shows.
+const ARGS_PREVIEW_CHARS: usize = 200;
 
 /// Receives progress events (the CLI's live status line).
 pub type Observer = Box<dyn FnMut(&Value) + Send>;
@@ -136,5 +143,93 @@ impl Tracer {
                 self.sink = None;
             }
         }
+    }
+}
+
+/// The trace as a journal: each event becomes one JSON line (commit points and commits
+/// are not traced). Never fails: a write error is kept in [`Tracer::write_error`].
+impl Journal for Tracer {
+    fn wants_vm_events(&self) -> bool {
+        self.is_active()
+    }
+
+    fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
+        if !self.is_active() {
+            return Ok(());
+        }
+        let mut f = Map::new();
+        let name = match event {
+            TraceEvent::Vm(ev) => {
+                self.tagged(serde_json::to_value(ev).unwrap_or(Value::Null));
+                return Ok(());
+            }
+            TraceEvent::CallIssued { request, ahead } => {
+                f.insert("call_id".into(), json!(request.id.0));
+                f.insert("tool".into(), json!(request.tool));
+                f.insert("seq_no".into(), json!(request.seq_no));
+                let args = serde_json::to_string(&*request.args).unwrap_or_default();
+                f.insert(
+                    "args".into(),
+                    json!(preview_chars(&args, ARGS_PREVIEW_CHARS)),
+                );
+                f.insert("ahead".into(), json!(ahead));
+                "tool_call_start"
+            }
+            TraceEvent::CallAnswered {
+                request,
+                result,
+                took,
+            } => {
+                f.insert("call_id".into(), json!(request.id.0));
+                f.insert("tool".into(), json!(request.tool));
+                f.insert("duration_ms".into(), json!(millis(*took)));
+                f.insert("ok".into(), json!(result.is_ok()));
+                if let Err(e) = result {
+                    f.insert("error".into(), json!(e.message));
+                }
+                "tool_call_end"
+            }
+            TraceEvent::CallDiscarded { request, answered } => {
+                f.insert("call_id".into(), json!(request.id.0));
+                f.insert("tool".into(), json!(request.tool));
+                f.insert("seq_no".into(), json!(request.seq_no));
+                f.insert("speculative".into(), json!(true));
+                f.insert("answered".into(), json!(answered));
+                "tool_call_discarded"
+            }
+            TraceEvent::Warning { message } => {
+                self.warning(message);
+                return Ok(());
+            }
+            TraceEvent::Finished { report } => {
+                if let Some(e) = &report.error {
+                    let mut f = Map::new();
+                    f.insert("code".into(), json!(e.code));
+                    f.insert("message".into(), json!(e.message));
+                    f.insert("seq_no".into(), json!(e.seq_no));
+                    f.insert("line".into(), json!(e.line));
+                    self.event("error", f);
+                }
+                f.insert("status".into(), json!(report.status));
+                f.insert("steps".into(), json!(report.steps));
+                f.insert("tool_calls".into(), json!(report.tool_calls));
+                f.insert("elapsed_ms".into(), json!(report.elapsed_ms));
+                f.insert(
+                    "final_answer".into(),
+                    json!(preview(&plan_value::interpolated(&report.final_answer))),
+                );
+                "done"
+            }
+            TraceEvent::CallCommitted { .. } | TraceEvent::Suspended { .. } => return Ok(()),
+        };
+        self.event(name, f);
+        Ok(())
+    }
+}
+
+fn preview_chars(s: &str, n: usize) -> String {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_owned(),
     }
 }

@@ -290,7 +290,8 @@ pub enum ErrorCode {
     /// (a result for an unknown request).
     #[serde(rename = "R0011")]
     BadState,
-    /// R0012: a `--record` cassette could not be written.
+    /// R0012: a journal of the run (a `--record` cassette, a run store) could not be
+    /// written.
     #[serde(rename = "R0012")]
     RecordFailed,
     /// R0099: a bug in planvm itself.

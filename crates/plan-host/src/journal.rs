@@ -1,0 +1,184 @@
+//! The journal seam: everything the driver does to a run, as typed events, to whoever keeps
+//! a record of it. The JSON-lines trace ([`crate::Tracer`]) and the `--record` cassette
+//! ([`RecordJournal`]) are two journals; a durable run store is a third.
+//!
+//! Order of events for one call: `CallIssued` → `CallAnswered` (as it completes, in any
+//! order) → `CallCommitted` (when the VM consumes its result, in program order) or
+//! `CallDiscarded` (issued ahead, the run ended before reaching it). `Suspended` comes
+//! each time the driver is about to wait for calls, with the VM's whole state: a commit
+//! point from which the run can continue ([`crate::resume_plan`]).
+//!
+//! A journal that fails to write fails the run (`R0012`): a cassette or a store that
+//! silently misses calls would be worse than no record. The trace never fails: it keeps
+//! its first write error for the caller to report.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use plan_vm::{CallId, Event, ToolRequest, VmState};
+use serde_json::Value;
+
+use crate::cassette::{CassetteEntry, Recorder};
+use crate::driver::{ReportError, RunReport};
+use crate::error::ToolError;
+
+/// One thing that happened in a run.
+#[derive(Debug)]
+pub enum TraceEvent<'a> {
+    /// The VM's own events (`step`, `var_set`, `jump`), when [`Journal::wants_vm_events`].
+    Vm(&'a Event),
+    /// A call was sent. `ahead`: issued ahead of the head, made only if the run gets there.
+    CallIssued {
+        request: &'a ToolRequest,
+        ahead: bool,
+    },
+    /// A call completed (successfully or not); the VM has not consumed the result yet.
+    CallAnswered {
+        request: &'a ToolRequest,
+        result: Result<&'a Value, &'a ToolError>,
+        took: Duration,
+    },
+    /// The VM consumed the result of call `request`: the sequential run made this call.
+    /// Comes in program order.
+    CallCommitted { request: &'a ToolRequest },
+    /// A call issued ahead that the run ended before reaching: not counted, not recorded.
+    CallDiscarded {
+        request: &'a ToolRequest,
+        answered: bool,
+    },
+    /// The driver is about to wait for calls; `state` is where the run stands.
+    Suspended { state: &'a VmState },
+    /// A warning about the run (a compiler warning, when the caller passes them on).
+    Warning { message: &'a str },
+    /// The run ended (successfully or not).
+    Finished { report: &'a RunReport },
+}
+
+impl TraceEvent<'_> {
+    /// The error of a failed run, if this is its end.
+    pub fn error(&self) -> Option<&ReportError> {
+        match self {
+            TraceEvent::Finished { report } => report.error.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// Receives a run's events. Returning an error fails the run (`R0012`).
+pub trait Journal: Send {
+    /// Whether the VM should record its per-instruction events (they cost time: off
+    /// unless someone reads them).
+    fn wants_vm_events(&self) -> bool {
+        false
+    }
+
+    /// Whether [`TraceEvent::Suspended`] is wanted (building it costs nothing, but a
+    /// journal that saves the state pays for serializing it).
+    fn wants_states(&self) -> bool {
+        false
+    }
+
+    fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String>;
+}
+
+/// Records nothing.
+impl Journal for () {
+    fn record(&mut self, _: &TraceEvent<'_>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl<J: Journal + ?Sized> Journal for &mut J {
+    fn wants_vm_events(&self) -> bool {
+        (**self).wants_vm_events()
+    }
+    fn wants_states(&self) -> bool {
+        (**self).wants_states()
+    }
+    fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
+        (**self).record(event)
+    }
+}
+
+impl<J: Journal> Journal for Option<J> {
+    fn wants_vm_events(&self) -> bool {
+        self.as_ref().is_some_and(J::wants_vm_events)
+    }
+    fn wants_states(&self) -> bool {
+        self.as_ref().is_some_and(J::wants_states)
+    }
+    fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
+        match self {
+            Some(j) => j.record(event),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Both journals get every event; the first error is returned, after both have seen it.
+impl<A: Journal, B: Journal> Journal for (A, B) {
+    fn wants_vm_events(&self) -> bool {
+        self.0.wants_vm_events() || self.1.wants_vm_events()
+    }
+    fn wants_states(&self) -> bool {
+        self.0.wants_states() || self.1.wants_states()
+    }
+    fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
+        let a = self.0.record(event);
+        let b = self.1.record(event);
+        a.and(b)
+    }
+}
+
+/// The `--record` cassette as a journal: a successful call's output is kept from its
+/// answer until its commit, then appended with its latency and step, so the cassette lists
+/// exactly the calls the sequential run makes, in program order.
+pub struct RecordJournal<'r> {
+    recorder: &'r Recorder,
+    /// Answered, not committed yet: output and latency.
+    answered: HashMap<CallId, (Value, Duration)>,
+}
+
+impl<'r> RecordJournal<'r> {
+    pub fn new(recorder: &'r Recorder) -> Self {
+        RecordJournal {
+            recorder,
+            answered: HashMap::new(),
+        }
+    }
+}
+
+impl Journal for RecordJournal<'_> {
+    fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
+        match event {
+            TraceEvent::CallAnswered {
+                request,
+                result: Ok(output),
+                took,
+            } => {
+                // NB: the copy is for the cassette only; outputs can be megabytes, which
+                // is why nothing is copied when no cassette is recorded.
+                self.answered.insert(request.id, ((*output).clone(), *took));
+            }
+            TraceEvent::CallCommitted { request } => {
+                let Some((output, took)) = self.answered.remove(&request.id) else {
+                    // A failed call: nothing to replay.
+                    return Ok(());
+                };
+                let entry = CassetteEntry {
+                    tool: request.tool.to_string(),
+                    args: (*request.args).clone(),
+                    output,
+                    latency_ms: Some(crate::driver::millis(took)),
+                    step: Some(request.instance),
+                };
+                self.recorder.record(&entry).map_err(|e| e.message)?;
+            }
+            TraceEvent::CallDiscarded { request, .. } => {
+                self.answered.remove(&request.id);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}
