@@ -1,16 +1,16 @@
 //! Resuming a run from a saved commit point (`plan_host::resume_plan`): the run is cut at
 //! every event of a full run in turn (the journal fails there, as a crash would), the
 //! last saved state goes through JSON as a store would keep it, and the resumed run must
-//! give the same answer without asking again for any call whose answer was saved.
+//! give the same answer without sending again any call whose answer was saved (including
+//! answers that arrived after the last saved state).
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use plan_bytecode::ValidatedProgram;
-use plan_host::{Host, HostOptions, Journal, TraceEvent, resume_plan, run_plan};
+use plan_host::{CassetteEntry, Host, HostOptions, Journal, TraceEvent, resume_plan, run_plan};
 use plan_manifest::Manifest;
-use plan_vm::{CallId, ErrorCode, Limits, VmState};
-use serde_json::Value;
+use plan_vm::{ErrorCode, Limits, VmState};
 
 /// A call as the sequential run knows it: (tool, args, step).
 type CallKey = (String, String, u64);
@@ -30,8 +30,12 @@ struct Saving {
     crash_at: Option<usize>,
     events: usize,
     state: Option<String>,
-    answers: Vec<(CallId, Result<Value, String>)>,
-    issued: Vec<CallKey>,
+    /// Every successful answer so far, as a store keeps them.
+    answers: Vec<CassetteEntry>,
+    /// Calls sent to the host (not answered from saved results).
+    sent: Vec<CallKey>,
+    /// Calls answered from saved results.
+    reused: usize,
 }
 
 impl Journal for Saving {
@@ -47,15 +51,24 @@ impl Journal for Saving {
         match event {
             TraceEvent::Suspended { state } => {
                 self.state = Some(serde_json::to_string(state).unwrap());
-                self.answers.clear();
             }
             TraceEvent::CallAnswered {
-                request, result, ..
-            } => {
-                let result = result.map(Value::clone).map_err(|e| e.message.clone());
-                self.answers.push((request.id, result));
-            }
-            TraceEvent::CallIssued { request, .. } => self.issued.push(key(request)),
+                request,
+                result: Ok(output),
+                ..
+            } => self.answers.push(CassetteEntry {
+                tool: request.tool.to_string(),
+                args: (*request.args).clone(),
+                output: (*output).clone(),
+                latency_ms: None,
+                step: Some(request.instance),
+            }),
+            TraceEvent::CallIssued {
+                request,
+                reused: false,
+                ..
+            } => self.sent.push(key(request)),
+            TraceEvent::CallIssued { reused: true, .. } => self.reused += 1,
             _ => {}
         }
         Ok(())
@@ -89,7 +102,7 @@ async fn a_run_cut_at_any_event_resumes_to_the_same_answer_without_repeating_sav
     let host = host();
     // How many resumes had saved answers to reuse, and how many asked for calls again:
     // both must happen, or the test proves nothing.
-    let (mut reused, mut reissued) = (0, 0);
+    let (mut reused, mut reissued, mut answered_from_store) = (0, 0, 0);
     for conc in [1, 16] {
         let mut full = Saving::default();
         let want = run_plan(&host, &program, vec![], limits(conc), &mut full).await;
@@ -114,18 +127,13 @@ async fn a_run_cut_at_any_event_resumes_to_the_same_answer_without_repeating_sav
                 continue;
             };
             let state: VmState = serde_json::from_str(saved).unwrap();
-            let known: BTreeSet<CallKey> = state
-                .pending()
+            let known: BTreeSet<CallKey> = first
+                .answers
                 .iter()
-                .filter(|p| p.result.is_some())
-                .map(|p| key(&p.request))
-                .chain(
-                    first
-                        .answers
-                        .iter()
-                        .filter_map(|(id, _)| state.pending().iter().find(|p| p.request.id == *id))
-                        .map(|p| key(&p.request)),
-                )
+                .map(|e| {
+                    let args = serde_json::to_string(&e.args).unwrap();
+                    (e.tool.clone(), args, e.step.unwrap())
+                })
                 .collect();
 
             let mut second = Saving::default();
@@ -135,14 +143,18 @@ async fn a_run_cut_at_any_event_resumes_to_the_same_answer_without_repeating_sav
             assert!(resumed.is_ok(), "{ctx}: {:?}", resumed.error);
             assert_eq!(resumed.final_answer, want.final_answer, "{ctx}");
             assert_eq!(resumed.steps, want.steps, "{ctx}");
-            for call in &second.issued {
+            for call in &second.sent {
                 assert!(!known.contains(call), "{ctx}: asked again for {call:?}");
             }
             reused += usize::from(!known.is_empty());
-            reissued += usize::from(!second.issued.is_empty());
+            reissued += usize::from(!second.sent.is_empty());
+            answered_from_store += second.reused;
         }
     }
-    assert!(reused > 0 && reissued > 0, "{reused} {reissued}");
+    assert!(
+        reused > 0 && reissued > 0 && answered_from_store > 0,
+        "{reused} {reissued} {answered_from_store}"
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -2,7 +2,7 @@
 //! once; as each completes, `resume` the VM with its result and `run()` again; stop on
 //! `Done`, `Failed`, or the overall deadline.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 // NB: tokio's clock, not the standard one, so tests can run the driver on paused time and
@@ -14,7 +14,7 @@ use futures::stream::FuturesUnordered;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::cassette::Recorder;
+use crate::cassette::{CassetteEntry, Recorder};
 use crate::error::{ToolError, secs};
 use crate::host::{CONDITION_TOOL, Host};
 use crate::journal::{Journal, RecordJournal, TraceEvent};
@@ -137,7 +137,15 @@ struct Completed {
     took: Duration,
 }
 
-async fn perform(host: &Host, req: ToolRequest) -> Completed {
+/// Sends `req`, or answers it from `known` (a saved result: nothing is sent).
+async fn perform(host: &Host, req: ToolRequest, known: Option<Value>) -> Completed {
+    if let Some(v) = known {
+        return Completed {
+            req,
+            result: Ok(v),
+            took: Duration::ZERO,
+        };
+    }
     let start = Instant::now();
     let result = host.call(&req).await;
     Completed {
@@ -252,19 +260,21 @@ pub async fn run_plan_recording(
         }
     }
     let mut m = VmMachine::new(vm, program, &journal);
-    drive(host, &mut m, &mut journal, Vec::new()).await
+    drive(host, &mut m, &mut journal, Vec::new(), Known::default()).await
 }
 
 /// Continues a saved run: `state` as saved at a commit point ([`TraceEvent::Suspended`]),
-/// `answers` the results of its pending calls that arrived after it was saved. Calls
-/// still unanswered are issued again, so the caller must have decided that this is safe
-/// (a call with side effects may have happened already: see `VmState::unanswered`).
-/// `steps` in the report counts the whole run; `tool_calls` the calls committed now.
+/// `known` the successful results saved since the run began (or at least since `state`).
+/// A call the resumed run makes is answered from `known` when an entry has its tool, args
+/// and step; only the others are sent. The caller must have decided that sending them is
+/// safe: a call with side effects that was in flight may have happened already (see
+/// `VmState::unanswered`). `steps` in the report counts the whole run; `tool_calls` the
+/// calls committed by this resumption.
 pub async fn resume_plan(
     host: &Host,
     program: &ValidatedProgram,
     state: VmState,
-    answers: Vec<(CallId, Result<Value, String>)>,
+    known: Vec<CassetteEntry>,
     limits: Limits,
     journal: &mut dyn Journal,
 ) -> RunReport {
@@ -273,18 +283,14 @@ pub async fn resume_plan(
     if let Err(e) = prepare(host, program) {
         return finish_failed_early(&mut journal, e, start);
     }
-    let mut vm = match plan_vm::Vm::from_state(program, state, limits) {
+    let vm = match plan_vm::Vm::from_state(program, state, limits) {
         Ok(vm) => vm,
         Err(e) => return finish_refused(&mut journal, e.code, e.message, start),
     };
-    for (id, result) in answers {
-        if let Err(e) = vm.resume(id, result) {
-            return finish_refused(&mut journal, e.code, e.message, start);
-        }
-    }
     let reissue = vm.state().unanswered();
     let mut m = VmMachine::new(vm, program, &journal);
-    drive(host, &mut m, &mut journal, reissue).await
+    let known = Known::new(known);
+    drive(host, &mut m, &mut journal, reissue, known).await
 }
 
 /// Checks that every tool the program calls can be served.
@@ -325,7 +331,8 @@ struct VmMachine<'p> {
 
 impl<'p> VmMachine<'p> {
     fn new(mut vm: plan_vm::Vm<'p>, program: &'p ValidatedProgram, journal: &dyn Journal) -> Self {
-        vm.set_tracing(journal.wants_vm_events());
+        vm.set_tracing(journal.wants_vm_events() || journal.wants_values() > 0);
+        vm.set_trace_values(journal.wants_values());
         vm.set_step_slice(Some(STEP_SLICE));
         VmMachine { vm, program }
     }
@@ -382,16 +389,45 @@ pub async fn run_machine<M: Machine>(
     journal: &mut dyn Journal,
 ) -> RunReport {
     let mut journal = (journal, host.recorder().map(RecordJournal::new));
-    drive(host, vm, &mut journal, Vec::new()).await
+    drive(host, vm, &mut journal, Vec::new(), Known::default()).await
+}
+
+/// Saved results a resumed run reuses: by tool and step, then args.
+#[derive(Default)]
+struct Known(HashMap<(String, u64), Vec<(Map<String, Value>, Value)>>);
+
+impl Known {
+    fn new(entries: Vec<CassetteEntry>) -> Self {
+        let mut map: HashMap<_, Vec<_>> = HashMap::new();
+        for e in entries {
+            if let Some(step) = e.step {
+                map.entry((e.tool, step))
+                    .or_default()
+                    .push((e.args, e.output));
+            }
+        }
+        Known(map)
+    }
+
+    /// The saved result of `req`, used at most once.
+    fn take(&mut self, req: &ToolRequest) -> Option<Value> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let list = self.0.get_mut(&(req.tool.to_string(), req.instance))?;
+        let i = list.iter().position(|(args, _)| *args == *req.args)?;
+        Some(list.swap_remove(i).1)
+    }
 }
 
 /// The loop: `reissue` are calls a restored VM issued before it was saved and that have
-/// no answer yet.
+/// no answer yet; `known` answers calls without sending them.
 async fn drive<M: Machine>(
     host: &Host,
     vm: &mut M,
     journal: &mut dyn Journal,
     reissue: Vec<ToolRequest>,
+    mut known: Known,
 ) -> RunReport {
     let start = Instant::now();
     let deadline = host.options().deadline;
@@ -450,19 +486,21 @@ async fn drive<M: Machine>(
         line: None,
     };
 
-    let issue = |calls: &mut Calls<'_>,
-                 inflight: &mut FuturesUnordered<_>,
-                 vm: &M,
-                 reqs: Vec<ToolRequest>| {
+    let mut issue = |calls: &mut Calls<'_>,
+                     inflight: &mut FuturesUnordered<_>,
+                     vm: &M,
+                     reqs: Vec<ToolRequest>| {
         for request in reqs {
             // Issued ahead of the head: made only if the run gets there.
             let ahead = vm.call_state(request.id) == CallState::Ahead;
+            let saved = known.take(&request);
             calls.emit(&TraceEvent::CallIssued {
                 request: &request,
                 ahead,
+                reused: saved.is_some(),
             });
             calls.inflight.insert(request.id, request.clone());
-            inflight.push(perform(host, request));
+            inflight.push(perform(host, request, saved));
         }
     };
     issue(&mut calls, &mut inflight, vm, reissue);

@@ -28,9 +28,11 @@ pub enum TraceEvent<'a> {
     /// The VM's own events (`step`, `var_set`, `jump`), when [`Journal::wants_vm_events`].
     Vm(&'a Event),
     /// A call was sent. `ahead`: issued ahead of the head, made only if the run gets there.
+    /// `reused`: not sent, answered from a saved result (a resumed run).
     CallIssued {
         request: &'a ToolRequest,
         ahead: bool,
+        reused: bool,
     },
     /// A call completed (successfully or not); the VM has not consumed the result yet.
     CallAnswered {
@@ -72,6 +74,12 @@ pub trait Journal: Send {
         false
     }
 
+    /// The largest value (in bytes) that `var_set` events should carry; 0: none. Implies
+    /// the VM's events when non-zero.
+    fn wants_values(&self) -> u64 {
+        0
+    }
+
     /// Whether [`TraceEvent::Suspended`] is wanted (building it costs nothing, but a
     /// journal that saves the state pays for serializing it).
     fn wants_states(&self) -> bool {
@@ -92,6 +100,9 @@ impl<J: Journal + ?Sized> Journal for &mut J {
     fn wants_vm_events(&self) -> bool {
         (**self).wants_vm_events()
     }
+    fn wants_values(&self) -> u64 {
+        (**self).wants_values()
+    }
     fn wants_states(&self) -> bool {
         (**self).wants_states()
     }
@@ -103,6 +114,9 @@ impl<J: Journal + ?Sized> Journal for &mut J {
 impl<J: Journal> Journal for Option<J> {
     fn wants_vm_events(&self) -> bool {
         self.as_ref().is_some_and(J::wants_vm_events)
+    }
+    fn wants_values(&self) -> u64 {
+        self.as_ref().map_or(0, J::wants_values)
     }
     fn wants_states(&self) -> bool {
         self.as_ref().is_some_and(J::wants_states)
@@ -119,6 +133,9 @@ impl<J: Journal> Journal for Option<J> {
 impl<A: Journal, B: Journal> Journal for (A, B) {
     fn wants_vm_events(&self) -> bool {
         self.0.wants_vm_events() || self.1.wants_vm_events()
+    }
+    fn wants_values(&self) -> u64 {
+        self.0.wants_values().max(self.1.wants_values())
     }
     fn wants_states(&self) -> bool {
         self.0.wants_states() || self.1.wants_states()

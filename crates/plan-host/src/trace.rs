@@ -163,7 +163,11 @@ impl Journal for Tracer {
                 self.tagged(serde_json::to_value(ev).unwrap_or(Value::Null));
                 return Ok(());
             }
-            TraceEvent::CallIssued { request, ahead } => {
+            TraceEvent::CallIssued {
+                request,
+                ahead,
+                reused,
+            } => {
                 f.insert("call_id".into(), json!(request.id.0));
                 f.insert("tool".into(), json!(request.tool));
                 f.insert("seq_no".into(), json!(request.seq_no));
@@ -173,6 +177,9 @@ impl Journal for Tracer {
                     json!(preview_chars(&args, ARGS_PREVIEW_CHARS)),
                 );
                 f.insert("ahead".into(), json!(ahead));
+                if *reused {
+                    f.insert("reused".into(), json!(true));
+                }
                 "tool_call_start"
             }
             TraceEvent::CallAnswered {

@@ -392,6 +392,10 @@ pub enum Event {
         name: String,
         preview: String,
         bytes: u64,
+        /// The value itself, when the host asked for values up to this size
+        /// ([`Vm::set_trace_values`]); never part of the serialized trace.
+        #[serde(skip)]
+        value: Option<Value>,
     },
     Jump {
         from_seq: Option<i64>,

@@ -58,6 +58,8 @@ pub struct Vm<'p> {
     /// The last `run()` returned because its slice was used up.
     paused: bool,
     tracing: bool,
+    /// `VarSet` events carry values of at most this many bytes (0: none).
+    trace_values: u64,
     events: Vec<Event>,
 }
 
@@ -89,6 +91,7 @@ impl<'p> Vm<'p> {
             stop_at: 0,
             paused: false,
             tracing: false,
+            trace_values: 0,
             events: Vec::new(),
         }
     }
@@ -178,6 +181,13 @@ impl<'p> Vm<'p> {
     /// Records trace events from now on (or stops).
     pub fn set_tracing(&mut self, on: bool) {
         self.tracing = on;
+    }
+
+    /// With tracing on, `VarSet` events also carry the value written when it holds at most
+    /// `max_bytes` (0: never). A journal that keeps every step's writes asks for them;
+    /// the cap keeps a loop that rewrites a large value from copying it at every step.
+    pub fn set_trace_values(&mut self, max_bytes: u64) {
+        self.trace_values = max_bytes;
     }
 
     /// Drains the recorded trace events.
@@ -729,6 +739,7 @@ impl<'p> Vm<'p> {
                 name: name.to_owned(),
                 preview: preview(&v, TRACE_PREVIEW),
                 bytes: size,
+                value: (size <= self.trace_values).then(|| v.clone()),
             });
         }
         self.st.slots[slot as usize] = Some(v);

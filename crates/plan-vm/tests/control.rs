@@ -191,7 +191,8 @@ fn tracing_records_steps_stores_and_jumps() {
         Event::VarSet {
             name: "i".into(),
             preview: "0".into(),
-            bytes: 16
+            bytes: 16,
+            value: None,
         }
     );
     assert_eq!(
