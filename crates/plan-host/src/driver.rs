@@ -394,7 +394,10 @@ pub async fn run_machine<M: Machine>(
 
 /// Saved results a resumed run reuses: by tool and step, then args.
 #[derive(Default)]
-struct Known(HashMap<(String, u64), Vec<(Map<String, Value>, Value)>>);
+struct Known(HashMap<(String, u64), Vec<SavedResult>>);
+
+/// A saved call's args and output.
+type SavedResult = (Map<String, Value>, Value);
 
 impl Known {
     fn new(entries: Vec<CassetteEntry>) -> Self {
