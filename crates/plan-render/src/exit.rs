@@ -21,3 +21,7 @@ pub const NO_INPUT: u8 = 66;
 pub const SOFTWARE: u8 = 70;
 /// `EX_CANTCREAT`: an output file that cannot be created or written.
 pub const CANT_CREATE: u8 = 73;
+/// `EX_IOERR`: `planvm`: the run store could not be read or written.
+pub const IO_ERR: u8 = 74;
+/// `EX_TEMPFAIL`: `planvm`: the stored run is held by another live process; try later.
+pub const TEMP_FAIL: u8 = 75;

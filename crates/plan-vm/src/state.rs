@@ -120,6 +120,21 @@ impl VmState {
         self.slots.get(slot as usize).and_then(Option::as_ref)
     }
 
+    /// Every variable set so far, by name: the program's variables, then presets the
+    /// program has no slot for. `program` must be the state's own program.
+    pub fn variables(&self, program: &ValidatedProgram) -> Map<String, Value> {
+        let mut vars = Map::new();
+        for (name, v) in program.slots.iter().zip(&self.slots) {
+            if let Some(v) = v {
+                vars.insert(name.clone(), v.clone());
+            }
+        }
+        for (name, v) in &self.extra {
+            vars.insert(name.clone(), v.clone());
+        }
+        vars
+    }
+
     /// Checks a restored state against the program it claims to belong to.
     pub(crate) fn check(&self, program: &ValidatedProgram) -> Result<(), String> {
         if self.format != STATE_FORMAT {

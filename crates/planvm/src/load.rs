@@ -16,6 +16,8 @@ pub(crate) struct Loaded {
     pub(crate) warnings: Vec<String>,
     /// The compiler's diagnostics rendered rustc-style (empty when there are none).
     pub(crate) rendered: String,
+    /// The plan source (None for a `.pbc` file), kept with a stored run.
+    pub(crate) source: Option<String>,
 }
 
 pub(crate) enum LoadError {
@@ -69,6 +71,7 @@ pub(crate) fn load_program(
             program,
             warnings: Vec::new(),
             rendered: String::new(),
+            source: None,
         });
     }
     if bytes.len() as u64 > plan_syntax::limits::MAX_SOURCE_BYTES as u64 {
@@ -130,6 +133,7 @@ pub(crate) fn load_program(
         program,
         warnings,
         rendered,
+        source: Some(src),
     })
 }
 

@@ -18,6 +18,7 @@
 mod batch;
 mod load;
 mod progress;
+mod stored;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -66,6 +67,13 @@ enum Command {
     /// printing one JSON line per run.
     #[command(after_help = batch::BATCH_HELP)]
     Batch(batch::BatchArgs),
+    /// Continue a stored run from its last commit point (a finished run prints its
+    /// stored answer and calls nothing).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Resume(stored::ResumeArgs),
+    /// List or inspect the runs of a store.
+    #[command(subcommand)]
+    Runs(stored::RunsCommand),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -103,6 +111,8 @@ struct RunArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    #[command(flatten)]
+    store: stored::StoreArgs,
 }
 
 /// Limits of one run, shared by `run` and `batch` (in a batch they apply to each run).
@@ -127,6 +137,13 @@ pub(crate) struct LimitArgs {
 }
 
 impl LimitArgs {
+    pub(crate) fn times(&self) -> Times {
+        Times {
+            deadline: self.timeout,
+            tool_timeout: self.tool_timeout,
+        }
+    }
+
     pub(crate) fn limits(&self) -> Limits {
         Limits {
             max_steps: self.max_steps,
@@ -167,6 +184,8 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Run(args) => ExitCode::from(run(args)),
         Command::Batch(args) => ExitCode::from(batch::batch(args)),
+        Command::Resume(args) => ExitCode::from(stored::resume(args)),
+        Command::Runs(cmd) => ExitCode::from(stored::runs(cmd)),
     }
 }
 
@@ -229,79 +248,149 @@ fn run(args: RunArgs) -> u8 {
         }
     };
 
-    let mut tracer = match &args.trace {
-        Some(path) => match std::fs::File::create(path) {
-            Ok(f) => Tracer::to_writer(Box::new(std::io::BufWriter::new(f))),
-            Err(e) => {
-                return fail(
-                    exit::CANT_CREATE,
-                    format_args!("cannot create trace file {}: {e}", path.display()),
-                );
-            }
-        },
-        None => Tracer::none(),
+    let mut tracer = match open_trace(args.trace.as_deref()) {
+        Ok(t) => t,
+        Err(code) => return code,
     };
     for w in &loaded.warnings {
         tracer.warning(w);
     }
-    let status_line = (args.format == Format::Text && std::io::stderr().is_terminal())
-        .then(progress::StatusLine::new);
-    if let Some(line) = &status_line {
-        tracer = tracer.with_observer(line.observer());
-    }
-
-    let opts = HostOptions {
-        replay: args.replay.clone(),
-        record: args.record.clone(),
-        tool_timeout: args.limits.tool_timeout,
-        deadline: args.limits.timeout,
-        ..HostOptions::default()
-    };
-    let host = match Host::new(manifest, opts) {
+    let status_line = status_line(args.format, &mut tracer);
+    let host = match make_host(
+        manifest,
+        args.replay.clone(),
+        args.record.clone(),
+        &args.limits.times(),
+        &mut tracer,
+    ) {
         Ok(h) => h,
-        Err(e) => {
-            let code = match e.kind {
-                HostErrorKind::InvalidInput => exit::DATA_ERR,
-                HostErrorKind::Io => exit::NO_INPUT,
-                HostErrorKind::Create => exit::CANT_CREATE,
-                HostErrorKind::Config => exit::RUN_FAILED,
-            };
-            return fail(code, e);
+        Err(code) => return code,
+    };
+    let limits = args.limits.limits();
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+
+    let mut stored = match &args.store.store {
+        None => None,
+        Some(path) => {
+            let presets: serde_json::Map<String, Value> = args.vars.iter().cloned().collect();
+            match stored::start_run(path, &args.store, &args.file, &loaded, &presets, &limits) {
+                Ok(s) => Some(s),
+                Err(code) => return code,
+            }
         }
     };
+    tracer.restart_clock();
+    let report = match &mut stored {
+        None => runtime.block_on(plan_host::run_plan(
+            &host,
+            &loaded.program,
+            args.vars,
+            limits,
+            &mut tracer,
+        )),
+        Some(s) => {
+            let mut journal = (&mut tracer, s.journal(0));
+            runtime.block_on(plan_host::run_plan(
+                &host,
+                &loaded.program,
+                args.vars,
+                limits,
+                &mut journal,
+            ))
+        }
+    };
+    finish(report, args.format, &tracer, status_line)
+}
+
+/// Opens `--trace FILE` (or traces nothing).
+fn open_trace(path: Option<&Path>) -> Result<Tracer, u8> {
+    match path {
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Ok(Tracer::to_writer(Box::new(std::io::BufWriter::new(f)))),
+            Err(e) => Err(fail(
+                exit::CANT_CREATE,
+                format_args!("cannot create trace file {}: {e}", path.display()),
+            )),
+        },
+        None => Ok(Tracer::none()),
+    }
+}
+
+/// The live status line, for people watching a terminal.
+fn status_line(format: Format, tracer: &mut Tracer) -> Option<progress::StatusLine> {
+    let line = (format == Format::Text && std::io::stderr().is_terminal())
+        .then(progress::StatusLine::new)?;
+    let t = std::mem::take(tracer);
+    *tracer = t.with_observer(line.observer());
+    Some(line)
+}
+
+/// The run's deadline and per-call limit.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Times {
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) tool_timeout: Option<Duration>,
+}
+
+fn make_host(
+    manifest: Manifest,
+    replay: Option<PathBuf>,
+    record: Option<PathBuf>,
+    times: &Times,
+    tracer: &mut Tracer,
+) -> Result<Host, u8> {
+    let opts = HostOptions {
+        replay,
+        record,
+        tool_timeout: times.tool_timeout,
+        deadline: times.deadline,
+        ..HostOptions::default()
+    };
+    let host = Host::new(manifest, opts).map_err(|e| {
+        let code = match e.kind {
+            HostErrorKind::InvalidInput => exit::DATA_ERR,
+            HostErrorKind::Io => exit::NO_INPUT,
+            HostErrorKind::Create => exit::CANT_CREATE,
+            HostErrorKind::Config => exit::RUN_FAILED,
+        };
+        fail(code, e)
+    })?;
     for w in host.warnings() {
         eprintln!("warning: {w}");
         tracer.warning(w);
     }
-    let limits = args.limits.limits();
+    Ok(host)
+}
 
-    let runtime = match tokio::runtime::Builder::new_current_thread()
+fn runtime() -> Result<tokio::runtime::Runtime, u8> {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-    {
-        Ok(r) => r,
-        Err(e) => {
-            return fail(
+        .map_err(|e| {
+            fail(
                 exit::RUN_FAILED,
                 format_args!("cannot start the async runtime: {e}"),
-            );
-        }
-    };
-    tracer.restart_clock();
-    let report = runtime.block_on(plan_host::run_plan(
-        &host,
-        &loaded.program,
-        args.vars,
-        limits,
-        &mut tracer,
-    ));
+            )
+        })
+}
+
+/// Prints the report and returns the exit code.
+fn finish(
+    report: RunReport,
+    format: Format,
+    tracer: &Tracer,
+    status_line: Option<progress::StatusLine>,
+) -> u8 {
     if let Some(line) = status_line {
         line.finish();
     }
     if let Some(e) = tracer.write_error() {
         eprintln!("warning: writing the trace failed: {e}");
     }
-    print_report(&report, args.format);
+    print_report(&report, format);
     if report.is_ok() {
         exit::OK
     } else {

@@ -1,0 +1,332 @@
+//! `plan-store`: durable runs. A run's program, presets and limits, every committed step
+//! with the variables it wrote, every tool call from the moment it is sent, and the VM's
+//! state at each commit point go into a [`RunStore`], so that a run killed at any moment
+//! can continue ([`StoreJournal`] writes it, `plan_host::resume_plan` continues it) and
+//! a run can be inspected or branched at any step ([`replay`]).
+//!
+//! The store sits above the host and below the CLIs: the VM and the host know nothing of
+//! it; the driver sees it as one more `plan_host::Journal`.
+//!
+//! [`RunStore`] is narrow on purpose: [`SqliteStore`] (embedded, the default) implements it
+//! for one machine; a server database with leases shared by many machines can implement
+//! the same calls.
+//!
+//! Guarantees (docs/durability.md): a call whose answer was stored is never sent again
+//! for the same run; a `write` call that was in flight when the process died has an
+//! unknown outcome and is re-sent only when the user says so; everything up to the last
+//! commit point survives a process crash (`--durability normal`) or a power loss
+//! (`full`).
+
+mod journal;
+pub mod replay;
+mod sqlite;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use journal::{MAX_KEPT_VALUE_BYTES, StoreJournal};
+pub use sqlite::{Durability, SqliteStore};
+
+/// How long a run's lease lasts without renewal: past it, a `running` run whose process
+/// stopped renewing is `interrupted` and may be resumed elsewhere.
+pub const LEASE_MS: i64 = 10_000;
+
+/// Where a run stands, as `runs list` shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// A live process is running it.
+    Running,
+    Ok,
+    Failed,
+    /// Its process died (or stopped renewing its lease) before the run ended.
+    Interrupted,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Ok => "ok",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// One run's row.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunInfo {
+    pub id: String,
+    pub status: RunStatus,
+    pub plan: String,
+    /// Content hash of its program.
+    pub program: String,
+    pub parent: Option<String>,
+    pub branch_seq: Option<i64>,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub steps: u64,
+    pub tool_calls: u64,
+    pub final_answer: Option<Value>,
+    pub error: Option<Value>,
+    pub presets: Map<String, Value>,
+    pub limits: plan_vm::Limits,
+    /// `host:pid` of the process that runs (or last ran) it.
+    pub owner: Option<String>,
+}
+
+/// A run about to start.
+#[derive(Clone, Debug)]
+pub struct NewRun<'a> {
+    pub id: &'a str,
+    pub plan: &'a str,
+    /// The plan source (None for a run of a `.pbc` file).
+    pub source: Option<&'a str>,
+    /// The program as `.pbc` bytes.
+    pub pbc: &'a [u8],
+    pub presets: &'a Map<String, Value>,
+    pub limits: &'a plan_vm::Limits,
+    /// For a branch: the parent run and the seq_no the branch starts at.
+    pub parent: Option<(&'a str, i64)>,
+}
+
+/// A stored program.
+#[derive(Clone, Debug)]
+pub struct StoredProgram {
+    pub hash: String,
+    pub source: Option<String>,
+    pub pbc: Vec<u8>,
+}
+
+/// One committed instruction.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StepRow {
+    /// 1 for the first instruction the run executed.
+    pub step: u64,
+    pub seq_no: Option<i64>,
+    pub pc: u32,
+    pub op: String,
+    /// The variables it wrote and their values.
+    pub writes: Map<String, Value>,
+    /// Variables it wrote whose values were too large to keep here, with their sizes
+    /// (the checkpoint and a replay have them).
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    pub omitted: Map<String, Value>,
+}
+
+/// Where a call stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CallState {
+    /// Sent, no answer stored: if the process died, its outcome is unknown.
+    Inflight,
+    /// Answered, not yet consumed by the run.
+    Answered,
+    /// Consumed: the sequential run made this call.
+    Committed,
+    /// Issued ahead; the run ended before reaching it.
+    Discarded,
+}
+
+impl CallState {
+    fn as_str(self) -> &'static str {
+        match self {
+            CallState::Inflight => "inflight",
+            CallState::Answered => "answered",
+            CallState::Committed => "committed",
+            CallState::Discarded => "discarded",
+        }
+    }
+
+    fn parse(s: &str) -> Option<CallState> {
+        Some(match s {
+            "inflight" => CallState::Inflight,
+            "answered" => CallState::Answered,
+            "committed" => CallState::Committed,
+            "discarded" => CallState::Discarded,
+            _ => return None,
+        })
+    }
+}
+
+/// One tool call.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallRow {
+    /// The instruction instance that makes it (the cassette's `step`).
+    pub step: u64,
+    pub seq_no: Option<i64>,
+    pub tool: String,
+    pub args: Map<String, Value>,
+    pub state: CallState,
+    pub output: Option<Value>,
+    pub error: Option<String>,
+    pub latency_ms: Option<u64>,
+}
+
+/// What one commit point writes, in one transaction.
+#[derive(Debug, Default)]
+pub struct CommitPoint<'a> {
+    pub steps: &'a [StepRow],
+    /// Calls the run consumed since the last commit point (by `step`).
+    pub committed: &'a [u64],
+    pub discarded: &'a [u64],
+    /// The VM state to continue from (`None` at the end of a run).
+    pub state: Option<(u64, &'a str)>,
+    /// Instructions committed in all.
+    pub total_steps: u64,
+}
+
+/// How a run ended.
+#[derive(Debug)]
+pub struct RunEnd<'a> {
+    pub ok: bool,
+    pub final_answer: &'a Value,
+    pub error: Option<Value>,
+}
+
+/// The process running a run: `host:pid`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Owner(pub String);
+
+impl Owner {
+    /// This process.
+    pub fn this_process() -> Owner {
+        Owner(format!("{}:{}", host_name(), std::process::id()))
+    }
+
+    /// Whether the owner is a process of this machine that no longer exists. `false`
+    /// when that cannot be known (another machine, no `/proc`): the lease decides then.
+    pub fn is_gone(&self) -> bool {
+        let Some((host, pid)) = self.0.rsplit_once(':') else {
+            return false;
+        };
+        if host != host_name() || !std::path::Path::new("/proc/self").exists() {
+            return false;
+        }
+        !std::path::Path::new("/proc").join(pid).exists()
+    }
+}
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}
+
+/// A store failure: what went wrong, in words a user can act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreError {
+    pub kind: StoreErrorKind,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreErrorKind {
+    /// The file is not a planvm store, or from a newer planvm.
+    NotAStore,
+    /// No run with that id.
+    UnknownRun,
+    /// The run id is taken.
+    DuplicateRun,
+    /// Another live process runs it.
+    Busy,
+    /// The store is locked by another process for too long, or the disk failed.
+    Io,
+}
+
+impl StoreError {
+    pub(crate) fn new(kind: StoreErrorKind, message: impl Into<String>) -> StoreError {
+        StoreError {
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// The calls a durable run needs. One store may be shared by several processes; every
+/// write is one transaction.
+pub trait RunStore: Send {
+    /// Stores the program (once per content hash) and creates run `run.id`, owned by
+    /// `owner` and `running`.
+    fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError>;
+    /// Takes over run `id` to continue it: refused (`Busy`) while another live process
+    /// holds it.
+    fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError>;
+    /// Extends `owner`'s lease on run `id`.
+    fn renew(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError>;
+    /// A call was sent (its row becomes `inflight`, replacing an earlier attempt's).
+    fn call_sent(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError>;
+    /// A call's answer arrived (stored at once: a crash loses only calls in flight).
+    fn call_answered(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError>;
+    /// A commit point.
+    fn commit(&mut self, id: &str, point: &CommitPoint<'_>) -> Result<(), StoreError>;
+    /// The run ended; the lease is released.
+    fn finish(&mut self, id: &str, end: &RunEnd<'_>) -> Result<(), StoreError>;
+
+    fn run(&self, id: &str) -> Result<RunInfo, StoreError>;
+    /// Every run, oldest first.
+    fn runs(&self) -> Result<Vec<RunInfo>, StoreError>;
+    fn program(&self, hash: &str) -> Result<StoredProgram, StoreError>;
+    fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError>;
+    /// Every call of the run, in step order.
+    fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError>;
+    /// The latest commit point: (instructions committed, VmState JSON).
+    fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError>;
+}
+
+/// A new sortable run id (UUID v7: ordered by creation time).
+pub fn new_run_id() -> String {
+    uuid::Uuid::now_v7().to_string()
+}
+
+/// Checks a user-chosen run id: 1 to 128 characters from `[A-Za-z0-9._-]`, so ids are
+/// safe in file names and shells.
+pub fn check_run_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > 128 {
+        return Err("a run id has 1 to 128 characters".into());
+    }
+    if let Some(c) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "a run id may contain letters, digits, `.`, `_` and `-`, not {c:?}"
+        ));
+    }
+    Ok(())
+}
+
+/// The saved successful answers of a run, as a resumed run reuses them.
+pub fn known_answers(calls: &[CallRow]) -> Vec<plan_host::CassetteEntry> {
+    calls
+        .iter()
+        .filter_map(|c| {
+            Some(plan_host::CassetteEntry {
+                tool: c.tool.clone(),
+                args: c.args.clone(),
+                output: c.output.clone()?,
+                latency_ms: c.latency_ms,
+                step: Some(c.step),
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}

@@ -1,0 +1,516 @@
+//! The embedded store: one SQLite file (WAL mode), schema in `migrations/`, applied by
+//! `rusqlite_migration` (the schema version is SQLite's `user_version`).
+
+use std::path::Path;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite_migration::{M, Migrations};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::{
+    CallRow, CallState, CommitPoint, LEASE_MS, NewRun, Owner, RunEnd, RunInfo, RunStatus, RunStore,
+    StepRow, StoreError, StoreErrorKind, StoredProgram, now_ms,
+};
+
+/// `PRAGMA application_id` of a planvm store ('plnr').
+const APPLICATION_ID: i64 = 0x706c_6e72;
+
+/// How long a write waits for another process's transaction before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+static MIGRATIONS: LazyLock<Migrations<'static>> =
+    LazyLock::new(|| Migrations::new(vec![M::up(include_str!("migrations/001_init.sql"))]));
+
+/// The schema version this planvm writes (the number of migrations).
+const SCHEMA_VERSION: i64 = 1;
+
+/// What a commit survives (SQLite's `synchronous` in WAL mode).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `NORMAL`: a commit survives the process dying; a power loss may lose the last
+    /// commits (never corrupts the store).
+    #[default]
+    Normal,
+    /// `FULL`: every commit is on disk before the run goes on; survives a power loss.
+    Full,
+}
+
+/// A run store in one SQLite file.
+pub struct SqliteStore {
+    conn: Connection,
+    path: String,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating it if needed) the store at `path` and brings its schema up to
+    /// date. Refuses a file that is not a planvm store, or one from a newer planvm.
+    pub fn open(path: &Path, durability: Durability) -> Result<SqliteStore, StoreError> {
+        let shown = path.display().to_string();
+        let not_a_store = |why: String| {
+            StoreError::new(
+                StoreErrorKind::NotAStore,
+                format!("{shown} is not a planvm run store ({why})"),
+            )
+        };
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| io(&shown, e))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(&shown, e))?;
+        // NB: the first read of the file: a file that is not SQLite fails here.
+        let (app, version): (i64, i64) = conn
+            .query_row(
+                "SELECT (SELECT application_id FROM pragma_application_id), \
+                        (SELECT user_version FROM pragma_user_version)",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(|e| match e.sqlite_error_code() {
+                Some(rusqlite::ErrorCode::NotADatabase) => not_a_store("not an SQLite file".into()),
+                _ => io(&shown, e),
+            })?;
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+            .map_err(|e| io(&shown, e))?;
+        if app != APPLICATION_ID && (app != 0 || version != 0 || tables != 0) {
+            return Err(not_a_store("an SQLite file of another program".into()));
+        }
+        if version > SCHEMA_VERSION {
+            return Err(not_a_store(format!(
+                "its schema version {version} is newer than this planvm's {SCHEMA_VERSION}; use a newer planvm"
+            )));
+        }
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(|e| io(&shown, e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::new(
+                StoreErrorKind::Io,
+                format!("{shown}: cannot switch to WAL mode (got {mode})"),
+            ));
+        }
+        let sync = match durability {
+            Durability::Normal => "NORMAL",
+            Durability::Full => "FULL",
+        };
+        conn.pragma_update(None, "synchronous", sync)
+            .map_err(|e| io(&shown, e))?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(|e| io(&shown, e))?;
+        let mut store = SqliteStore { conn, path: shown };
+        MIGRATIONS
+            .to_latest(&mut store.conn)
+            .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("{}: {e}", store.path)))?;
+        Ok(store)
+    }
+
+    fn io(&self, e: rusqlite::Error) -> StoreError {
+        io(&self.path, e)
+    }
+
+    fn write(&mut self) -> Result<rusqlite::Transaction<'_>, StoreError> {
+        let path = self.path.clone();
+        self.conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| io(&path, e))
+    }
+
+    fn exists(&self, id: &str) -> Result<(), StoreError> {
+        let found: Option<i64> = self
+            .conn
+            .query_row("SELECT 1 FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.io(e))?;
+        match found {
+            Some(_) => Ok(()),
+            None => Err(unknown_run(id)),
+        }
+    }
+}
+
+fn unknown_run(id: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::UnknownRun,
+        format!("no run `{id}` in this store (`planvm runs list` shows them)"),
+    )
+}
+
+fn io(path: &str, e: rusqlite::Error) -> StoreError {
+    let message = match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => format!(
+            "{path}: the store is locked by another process (waited {} s)",
+            BUSY_TIMEOUT.as_secs()
+        ),
+        _ => format!("{path}: {e}"),
+    };
+    StoreError::new(StoreErrorKind::Io, message)
+}
+
+fn json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned())
+}
+
+fn parse<T: serde::de::DeserializeOwned>(s: Option<String>) -> Option<T> {
+    s.and_then(|s| serde_json::from_str(&s).ok())
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+const RUN_COLUMNS: &str = "id, status, plan, program, parent, branch_seq, created_at, updated_at, \
+     steps, (SELECT count(*) FROM calls c WHERE c.run = runs.id AND c.state = 'committed'), \
+     final_answer, error, presets, limits, owner, lease_until";
+
+fn run_info(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
+    let stored: String = r.get(1)?;
+    let owner: Option<String> = r.get(14)?;
+    let lease: Option<i64> = r.get(15)?;
+    let status = match stored.as_str() {
+        "ok" => RunStatus::Ok,
+        "failed" => RunStatus::Failed,
+        _ => {
+            let gone = owner.as_ref().is_some_and(|o| Owner(o.clone()).is_gone());
+            if gone || lease.is_none_or(|l| l < now) {
+                RunStatus::Interrupted
+            } else {
+                RunStatus::Running
+            }
+        }
+    };
+    Ok(RunInfo {
+        id: r.get(0)?,
+        status,
+        plan: r.get(2)?,
+        program: r.get(3)?,
+        parent: r.get(4)?,
+        branch_seq: r.get(5)?,
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+        steps: u64::try_from(r.get::<_, i64>(8)?).unwrap_or(0),
+        tool_calls: u64::try_from(r.get::<_, i64>(9)?).unwrap_or(0),
+        final_answer: parse(r.get(10)?),
+        error: parse(r.get(11)?),
+        presets: parse(r.get(12)?).unwrap_or_default(),
+        limits: parse(r.get(13)?).unwrap_or_default(),
+        owner,
+    })
+}
+
+fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CallRow> {
+    let state: String = r.get(4)?;
+    Ok(CallRow {
+        step: u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+        seq_no: r.get(1)?,
+        tool: r.get(2)?,
+        args: parse(r.get(3)?).unwrap_or_default(),
+        state: CallState::parse(&state).unwrap_or(CallState::Inflight),
+        output: parse(r.get(5)?),
+        error: r.get(6)?,
+        latency_ms: r
+            .get::<_, Option<i64>>(7)?
+            .and_then(|n| u64::try_from(n).ok()),
+    })
+}
+
+impl RunStore for SqliteStore {
+    fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError> {
+        let hash = format!("{:x}", Sha256::digest(run.pbc));
+        let now = now_ms();
+        let path = self.path.clone();
+        let tx = self.write()?;
+        let taken: Option<i64> = tx
+            .query_row("SELECT 1 FROM runs WHERE id = ?1", [run.id], |r| r.get(0))
+            .optional()
+            .map_err(|e| io(&path, e))?;
+        if taken.is_some() {
+            return Err(StoreError::new(
+                StoreErrorKind::DuplicateRun,
+                format!(
+                    "run `{}` already exists in this store; `planvm resume {}` continues it",
+                    run.id, run.id
+                ),
+            ));
+        }
+        tx.execute(
+            "INSERT OR IGNORE INTO programs (hash, source, pbc) VALUES (?1, ?2, ?3)",
+            params![hash, run.source, run.pbc],
+        )
+        .map_err(|e| io(&path, e))?;
+        tx.execute(
+            "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
+                               created_at, updated_at, owner, lease_until) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?8, ?9, ?10)",
+            params![
+                run.id,
+                hash,
+                run.plan,
+                run.parent.map(|(p, _)| p),
+                run.parent.map(|(_, s)| s),
+                json(run.presets),
+                json(run.limits),
+                now,
+                owner.0,
+                now + LEASE_MS
+            ],
+        )
+        .map_err(|e| io(&path, e))?;
+        tx.commit().map_err(|e| io(&path, e))
+    }
+
+    fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError> {
+        let now = now_ms();
+        let path = self.path.clone();
+        let tx = self.write()?;
+        let row: Option<(String, Option<String>, Option<i64>)> = tx
+            .query_row(
+                "SELECT status, owner, lease_until FROM runs WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| io(&path, e))?;
+        let Some((status, holder, lease)) = row else {
+            return Err(unknown_run(id));
+        };
+        if status == "running"
+            && let Some(holder) = holder
+            && holder != owner.0
+            && lease.is_some_and(|l| l >= now)
+            && !Owner(holder.clone()).is_gone()
+        {
+            return Err(StoreError::new(
+                StoreErrorKind::Busy,
+                format!(
+                    "run `{id}` is being run by another process ({holder}); wait for it to end, or for its lease to lapse ({} s after it stops)",
+                    LEASE_MS / 1000
+                ),
+            ));
+        }
+        tx.execute(
+            "UPDATE runs SET status = 'running', owner = ?2, lease_until = ?3, updated_at = ?4, \
+                             final_answer = NULL, error = NULL WHERE id = ?1",
+            params![id, owner.0, now + LEASE_MS, now],
+        )
+        .map_err(|e| io(&path, e))?;
+        tx.commit().map_err(|e| io(&path, e))
+    }
+
+    fn renew(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE runs SET lease_until = ?3 WHERE id = ?1 AND owner = ?2 AND status = 'running'",
+                params![id, owner.0, now_ms() + LEASE_MS],
+            )
+            .map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    fn call_sent(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT OR REPLACE INTO calls (run, step, seq_no, tool, args, state) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'inflight')",
+                params![
+                    id,
+                    to_i64(call.step),
+                    call.seq_no,
+                    call.tool,
+                    json(&call.args)
+                ],
+            )
+            .map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    fn call_answered(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE calls SET state = 'answered', output = ?3, error = ?4, latency_ms = ?5 \
+                 WHERE run = ?1 AND step = ?2",
+                params![
+                    id,
+                    to_i64(call.step),
+                    call.output.as_ref().map(json),
+                    call.error,
+                    call.latency_ms.map(to_i64)
+                ],
+            )
+            .map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    fn commit(&mut self, id: &str, point: &CommitPoint<'_>) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let tx = self.write()?;
+        {
+            let mut step = tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO steps (run, step, seq_no, pc, op, writes, omitted) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .map_err(|e| io(&path, e))?;
+            for s in point.steps {
+                let omitted = (!s.omitted.is_empty()).then(|| json(&s.omitted));
+                step.execute(params![
+                    id,
+                    to_i64(s.step),
+                    s.seq_no,
+                    s.pc,
+                    s.op,
+                    json(&s.writes),
+                    omitted
+                ])
+                .map_err(|e| io(&path, e))?;
+            }
+            let mut mark = tx
+                .prepare_cached("UPDATE calls SET state = ?3 WHERE run = ?1 AND step = ?2")
+                .map_err(|e| io(&path, e))?;
+            for (steps, state) in [
+                (point.committed, CallState::Committed),
+                (point.discarded, CallState::Discarded),
+            ] {
+                for &s in steps {
+                    mark.execute(params![id, to_i64(s), state.as_str()])
+                        .map_err(|e| io(&path, e))?;
+                }
+            }
+        }
+        if let Some((steps, state)) = point.state {
+            tx.execute(
+                "INSERT OR REPLACE INTO checkpoints (run, steps, state) VALUES (?1, ?2, ?3)",
+                params![id, to_i64(steps), state],
+            )
+            .map_err(|e| io(&path, e))?;
+        }
+        tx.execute(
+            "UPDATE runs SET steps = ?2, updated_at = ?3 WHERE id = ?1",
+            params![id, to_i64(point.total_steps), now_ms()],
+        )
+        .map_err(|e| io(&path, e))?;
+        tx.commit().map_err(|e| io(&path, e))
+    }
+
+    fn finish(&mut self, id: &str, end: &RunEnd<'_>) -> Result<(), StoreError> {
+        let status = if end.ok { "ok" } else { "failed" };
+        self.conn
+            .execute(
+                "UPDATE runs SET status = ?2, final_answer = ?3, error = ?4, updated_at = ?5, \
+                                 lease_until = NULL WHERE id = ?1",
+                params![
+                    id,
+                    status,
+                    end.ok.then(|| json(end.final_answer)),
+                    end.error.as_ref().map(json),
+                    now_ms()
+                ],
+            )
+            .map_err(|e| self.io(e))?;
+        Ok(())
+    }
+
+    fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
+        let now = now_ms();
+        self.conn
+            .query_row(
+                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
+                [id],
+                |r| run_info(r, now),
+            )
+            .optional()
+            .map_err(|e| self.io(e))?
+            .ok_or_else(|| unknown_run(id))
+    }
+
+    fn runs(&self) -> Result<Vec<RunInfo>, StoreError> {
+        let now = now_ms();
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs ORDER BY created_at, id"
+            ))
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map([], |r| run_info(r, now))
+            .map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
+    fn program(&self, hash: &str) -> Result<StoredProgram, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT hash, source, pbc FROM programs WHERE hash = ?1",
+                [hash],
+                |r| {
+                    Ok(StoredProgram {
+                        hash: r.get(0)?,
+                        source: r.get(1)?,
+                        pbc: r.get(2)?,
+                    })
+                },
+            )
+            .map_err(|e| self.io(e))
+    }
+
+    fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError> {
+        self.exists(id)?;
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT step, seq_no, pc, op, writes, omitted FROM steps WHERE run = ?1 ORDER BY step",
+            )
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map([id], |r| {
+                Ok(StepRow {
+                    step: u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                    seq_no: r.get(1)?,
+                    pc: r.get(2)?,
+                    op: r.get(3)?,
+                    writes: parse::<Map<String, Value>>(r.get(4)?).unwrap_or_default(),
+                    omitted: parse::<Map<String, Value>>(r.get(5)?).unwrap_or_default(),
+                })
+            })
+            .map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
+    fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError> {
+        self.exists(id)?;
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT step, seq_no, tool, args, state, output, error, latency_ms \
+                 FROM calls WHERE run = ?1 ORDER BY step",
+            )
+            .map_err(|e| self.io(e))?;
+        let rows = stmt.query_map([id], call_row).map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
+    fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {
+        self.exists(id)?;
+        self.conn
+            .query_row(
+                "SELECT steps, state FROM checkpoints WHERE run = ?1",
+                [id],
+                |r| Ok((u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0), r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.io(e))
+    }
+}

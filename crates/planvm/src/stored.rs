@@ -1,0 +1,613 @@
+//! Durable runs on the command line: `run --store`, `resume`, `runs list|show`. The store
+//! itself is `plan_store`; this module opens it, keeps the run's lease alive, and prints.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+use plan_bytecode::ValidatedProgram;
+use plan_host::{ReportError, RunReport, RunStatus as ReportStatus};
+use plan_manifest::{Effects, Manifest};
+use plan_store::{
+    CallState, Durability, LEASE_MS, NewRun, Owner, RunInfo, RunStatus, RunStore, SqliteStore,
+    StoreError, StoreErrorKind, StoreJournal,
+};
+use plan_vm::{Limits, VmState};
+use serde_json::{Map, Value, json};
+
+use crate::{Format, exit, fail, load::Loaded};
+
+/// Store options of `run` (and `batch`).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct StoreArgs {
+    /// Journal the run in this store (an SQLite file, created if missing) so that it can
+    /// be resumed after a crash, inspected and branched. Default: $PLANVM_STORE.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    pub(crate) store: Option<PathBuf>,
+    /// The stored run's id (default: a new UUID v7). Letters, digits, `.`, `_`, `-`.
+    #[arg(long, value_name = "ID", requires = "store", value_parser = parse_run_id)]
+    pub(crate) run_id: Option<String>,
+    #[command(flatten)]
+    pub(crate) durability: DurabilityArg,
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+pub(crate) struct DurabilityArg {
+    /// What each commit survives: `normal`, a crash of planvm (SQLite synchronous=NORMAL);
+    /// `full`, also a power loss (synchronous=FULL, slower).
+    #[arg(long, value_enum, default_value_t = DurabilityLevel::Normal)]
+    durability: DurabilityLevel,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum DurabilityLevel {
+    Normal,
+    Full,
+}
+
+impl DurabilityArg {
+    fn get(self) -> Durability {
+        match self.durability {
+            DurabilityLevel::Normal => Durability::Normal,
+            DurabilityLevel::Full => Durability::Full,
+        }
+    }
+}
+
+fn parse_run_id(s: &str) -> Result<String, String> {
+    plan_store::check_run_id(s)?;
+    Ok(s.to_owned())
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ResumeArgs {
+    /// The run to continue.
+    #[arg(value_name = "ID")]
+    id: String,
+    /// The store holding it. Default: $PLANVM_STORE.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    store: PathBuf,
+    /// Tools file (as for `run`); needed when the run used one.
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// Serve every tool call the run still has to make from this cassette.
+    #[arg(long, value_name = "CASSETTE")]
+    replay: Option<PathBuf>,
+    /// Re-send `write` calls that were in flight when the run stopped (their outcome is
+    /// unknown: they may have taken effect).
+    #[arg(long)]
+    retry_unknown_writes: bool,
+    /// Maximum instructions executed in all (default: the run's own limit).
+    #[arg(long, value_name = "N")]
+    max_steps: Option<u64>,
+    /// Maximum bytes held in all variables together (default: the run's own).
+    #[arg(long, value_name = "BYTES")]
+    max_bytes: Option<u64>,
+    /// Maximum tool calls in flight at once (default: the run's own).
+    #[arg(long, value_name = "N")]
+    max_concurrency: Option<u32>,
+    /// Deadline of this resumption, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = crate::parse_secs)]
+    timeout: Option<Duration>,
+    /// Limit on one tool call, retries included, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = crate::parse_secs)]
+    tool_timeout: Option<Duration>,
+    /// Write trace events (JSON lines) to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    #[command(flatten)]
+    durability: DurabilityArg,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum RunsCommand {
+    /// One line per run: id, status (running, ok, failed, interrupted), steps, tool
+    /// calls, last update, plan.
+    List {
+        /// The store. Default: $PLANVM_STORE.
+        #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+        store: PathBuf,
+        /// `json`: one JSON object per line.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// A run's committed steps with the variables they wrote, and its tool calls.
+    Show {
+        #[arg(value_name = "ID")]
+        id: String,
+        /// The store. Default: $PLANVM_STORE.
+        #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+        store: PathBuf,
+        /// Print every variable as it was just before the run first executed seq_no SEQ
+        /// (found by running the plan again on its stored answers; nothing is sent).
+        #[arg(long, value_name = "SEQ", allow_negative_numbers = true)]
+        at: Option<i64>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+/// The exit code for a store failure.
+fn store_exit(e: &StoreError) -> u8 {
+    match e.kind {
+        StoreErrorKind::NotAStore => exit::DATA_ERR,
+        StoreErrorKind::UnknownRun => exit::NO_INPUT,
+        StoreErrorKind::DuplicateRun => exit::USAGE,
+        StoreErrorKind::Busy => exit::TEMP_FAIL,
+        StoreErrorKind::Io => exit::IO_ERR,
+    }
+}
+
+fn open(path: &Path, durability: Durability) -> Result<SqliteStore, u8> {
+    SqliteStore::open(path, durability).map_err(|e| fail(store_exit(&e), e))
+}
+
+/// A stored run in progress: the store, the run's id, and the thread renewing its lease.
+pub(crate) struct StoredRun {
+    store: SqliteStore,
+    id: String,
+    _lease: Lease,
+}
+
+impl StoredRun {
+    pub(crate) fn journal(&mut self, steps_done: u64) -> StoreJournal<'_> {
+        StoreJournal::new(&mut self.store, &self.id, steps_done)
+    }
+}
+
+/// Creates the stored run for `run --store` and prints `run ID` on stderr.
+pub(crate) fn start_run(
+    path: &Path,
+    args: &StoreArgs,
+    plan: &Path,
+    loaded: &Loaded,
+    presets: &Map<String, Value>,
+    limits: &Limits,
+) -> Result<StoredRun, u8> {
+    let durability = args.durability.get();
+    let mut store = open(path, durability)?;
+    let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
+    let pbc = plan_bytecode::encode(&loaded.program);
+    let owner = Owner::this_process();
+    let new = NewRun {
+        id: &id,
+        plan: &plan.display().to_string(),
+        source: loaded.source.as_deref(),
+        pbc: &pbc,
+        presets,
+        limits,
+        parent: None,
+    };
+    store
+        .create_run(&new, &owner)
+        .map_err(|e| fail(store_exit(&e), e))?;
+    eprintln!("run {id}");
+    let lease = Lease::start(path, durability, &id, owner);
+    Ok(StoredRun {
+        store,
+        id,
+        _lease: lease,
+    })
+}
+
+/// Renews a run's lease from a thread of its own (its own connection) until dropped, so
+/// that a run waiting minutes for one call still shows as `running`, and a run whose
+/// process died shows as `interrupted` within [`LEASE_MS`].
+struct Lease {
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Lease {
+    fn start(path: &Path, durability: Durability, id: &str, owner: Owner) -> Lease {
+        let (tx, rx) = mpsc::channel::<()>();
+        let (path, id) = (path.to_owned(), id.to_owned());
+        let every = Duration::from_millis(u64::try_from(LEASE_MS / 4).unwrap_or(2_500));
+        let thread = std::thread::spawn(move || {
+            let Ok(mut store) = SqliteStore::open(&path, durability) else {
+                return;
+            };
+            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
+                // NB: a failed renewal is not the run's failure: at worst another
+                // process may take the run over after the lease lapses.
+                let _ = store.renew(&id, &owner);
+            }
+        });
+        Lease {
+            stop: Some(tx),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A finished run's report, from its row (nothing runs).
+fn stored_report(run: &RunInfo) -> RunReport {
+    let error = run.error.as_ref().map(|e| ReportError {
+        code: serde_json::from_value(e["code"].clone()).unwrap_or_default(),
+        message: e["message"].as_str().unwrap_or_default().to_owned(),
+        seq_no: e["seq_no"].as_i64(),
+        line: e["line"].as_u64().and_then(|l| u32::try_from(l).ok()),
+    });
+    RunReport {
+        status: if run.status == RunStatus::Ok {
+            ReportStatus::Ok
+        } else {
+            ReportStatus::Failed
+        },
+        final_answer: run.final_answer.clone().unwrap_or(Value::Null),
+        error,
+        steps: run.steps,
+        tool_calls: run.tool_calls,
+        elapsed_ms: 0,
+        vars: Map::new(),
+    }
+}
+
+fn load_stored_program(store: &SqliteStore, run: &RunInfo) -> Result<ValidatedProgram, u8> {
+    let stored = store
+        .program(&run.program)
+        .map_err(|e| fail(store_exit(&e), e))?;
+    // NB: bytes from a file: validated like any .pbc.
+    plan_bytecode::load(&stored.pbc).map_err(|e| {
+        fail(
+            exit::DATA_ERR,
+            format_args!("the stored program of run `{}` is damaged: {e}", run.id),
+        )
+    })
+}
+
+pub(crate) fn resume(args: ResumeArgs) -> u8 {
+    let durability = args.durability.get();
+    let mut store = match open(&args.store, durability) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let run = match store.run(&args.id) {
+        Ok(r) => r,
+        Err(e) => return fail(store_exit(&e), e),
+    };
+    if run.status == RunStatus::Ok {
+        crate::print_report(&stored_report(&run), args.format);
+        return exit::OK;
+    }
+    let manifest = match &args.tools {
+        Some(path) => match Manifest::load(path) {
+            Ok(m) => m,
+            Err(e) => return fail(exit::USAGE, format_args!("cannot load tools file: {e}")),
+        },
+        None => Manifest::builtin(),
+    };
+    let program = match load_stored_program(&store, &run) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let calls = match store.calls(&run.id) {
+        Ok(c) => c,
+        Err(e) => return fail(store_exit(&e), e),
+    };
+    let unknown: Vec<String> = calls
+        .iter()
+        .filter(|c| c.state == CallState::Inflight)
+        .filter(|c| {
+            manifest
+                .get(&c.tool)
+                .is_some_and(|t| t.effects == Effects::Write)
+        })
+        .map(|c| match c.seq_no {
+            Some(s) => format!("`{}` (seq_no {s})", c.tool),
+            None => format!("`{}`", c.tool),
+        })
+        .collect();
+    if !unknown.is_empty() && !args.retry_unknown_writes {
+        return fail(
+            exit::USAGE,
+            format_args!(
+                "run `{}` stopped while the write call {} was in flight: it may or may not have taken effect. \
+                 Check, then resume with --retry-unknown-writes to send it again",
+                run.id,
+                unknown.join(", ")
+            ),
+        );
+    }
+    let limits = Limits {
+        max_steps: args.max_steps.unwrap_or(run.limits.max_steps),
+        max_total_bytes: args.max_bytes.unwrap_or(run.limits.max_total_bytes),
+        max_concurrency: args.max_concurrency.unwrap_or(run.limits.max_concurrency),
+        ..run.limits.clone()
+    };
+    let (steps_done, state) = match store.checkpoint(&run.id) {
+        Ok(Some((steps, json))) => match serde_json::from_str::<VmState>(&json) {
+            Ok(state) => (steps, state),
+            Err(e) => {
+                return fail(
+                    exit::DATA_ERR,
+                    format_args!("the saved state of run `{}` is damaged: {e}", run.id),
+                );
+            }
+        },
+        // Stopped before its first commit point: start over (saved answers still count).
+        Ok(None) => {
+            let mut vm = plan_vm::Vm::new(&program, limits.clone());
+            for (name, value) in &run.presets {
+                if let Err(e) = vm.set_var(name, value.clone()) {
+                    return fail(exit::DATA_ERR, format_args!("preset `{name}`: {e}"));
+                }
+            }
+            (0, vm.into_state())
+        }
+        Err(e) => return fail(store_exit(&e), e),
+    };
+    let owner = Owner::this_process();
+    if let Err(e) = store.claim(&run.id, &owner) {
+        return fail(store_exit(&e), e);
+    }
+    eprintln!("run {}", run.id);
+    let _lease = Lease::start(&args.store, durability, &run.id, owner);
+
+    let mut tracer = match crate::open_trace(args.trace.as_deref()) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let status_line = crate::status_line(args.format, &mut tracer);
+    let times = crate::Times {
+        deadline: args.timeout,
+        tool_timeout: args.tool_timeout,
+    };
+    let host = match crate::make_host(manifest, args.replay.clone(), None, &times, &mut tracer) {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    let runtime = match crate::runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let known = plan_store::known_answers(&calls);
+    let mut report = {
+        let mut journal = (
+            &mut tracer,
+            StoreJournal::new(&mut store, &run.id, steps_done),
+        );
+        runtime.block_on(plan_host::resume_plan(
+            &host,
+            &program,
+            state,
+            known,
+            limits,
+            &mut journal,
+        ))
+    };
+    // The whole run's calls, not only this resumption's.
+    if let Ok(r) = store.run(&run.id) {
+        report.tool_calls = r.tool_calls;
+    }
+    crate::finish(report, args.format, &tracer, status_line)
+}
+
+pub(crate) fn runs(cmd: RunsCommand) -> u8 {
+    match cmd {
+        RunsCommand::List { store, format } => list(&store, format),
+        RunsCommand::Show {
+            id,
+            store,
+            at,
+            format,
+        } => show(&store, &id, at, format),
+    }
+}
+
+fn list(path: &Path, format: Format) -> u8 {
+    let store = match open(path, Durability::Normal) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let runs = match store.runs() {
+        Ok(r) => r,
+        Err(e) => return fail(store_exit(&e), e),
+    };
+    let mut out = std::io::stdout().lock();
+    for r in &runs {
+        let line = match format {
+            Format::Json => json!({
+                "id": r.id,
+                "status": r.status,
+                "plan": r.plan,
+                "created_at": utc(r.created_at),
+                "updated_at": utc(r.updated_at),
+                "steps": r.steps,
+                "tool_calls": r.tool_calls,
+                "parent": r.parent,
+                "branch_seq": r.branch_seq,
+            })
+            .to_string(),
+            Format::Text => format!(
+                "{}  {:<11}  {:>6} steps  {:>4} calls  {}  {}{}",
+                r.id,
+                r.status.as_str(),
+                r.steps,
+                r.tool_calls,
+                utc(r.updated_at),
+                r.plan,
+                match (&r.parent, r.branch_seq) {
+                    (Some(p), Some(s)) => format!("  (branch of {p} at seq_no {s})"),
+                    _ => String::new(),
+                }
+            ),
+        };
+        if writeln!(out, "{line}").is_err() {
+            break;
+        }
+    }
+    exit::OK
+}
+
+/// Characters of a value shown by `runs show` in text form.
+const SHOW_PREVIEW: usize = 100;
+
+fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
+    let store = match open(path, Durability::Normal) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let run = match store.run(id) {
+        Ok(r) => r,
+        Err(e) => return fail(store_exit(&e), e),
+    };
+    let calls = match store.calls(id) {
+        Ok(c) => c,
+        Err(e) => return fail(store_exit(&e), e),
+    };
+    let mut out = std::io::stdout().lock();
+    if let Some(seq) = at {
+        let program = match load_stored_program(&store, &run) {
+            Ok(p) => p,
+            Err(code) => return code,
+        };
+        let vars = match plan_store::replay::variables_before(
+            &program,
+            &run.presets,
+            &run.limits,
+            &calls,
+            seq,
+        ) {
+            Ok(v) => v,
+            Err(e) => return fail(exit::USAGE, format_args!("run `{id}`: {e}")),
+        };
+        let _ = match format {
+            Format::Json => writeln!(out, "{}", Value::Object(vars)),
+            Format::Text => {
+                let mut text = String::new();
+                for (name, v) in &vars {
+                    text.push_str(&format!(
+                        "{name} = {}\n",
+                        plan_value::preview(v, SHOW_PREVIEW)
+                    ));
+                }
+                write!(out, "{text}")
+            }
+        };
+        return exit::OK;
+    }
+    let steps = match store.steps(id) {
+        Ok(s) => s,
+        Err(e) => return fail(store_exit(&e), e),
+    };
+    let _ = match format {
+        Format::Json => writeln!(
+            out,
+            "{}",
+            json!({"run": run, "steps": steps, "calls": calls})
+        ),
+        Format::Text => {
+            let mut t = format!(
+                "run {}  {}  {}\n  {} steps, {} tool calls, created {}, updated {}\n",
+                run.id,
+                run.status.as_str(),
+                run.plan,
+                run.steps,
+                run.tool_calls,
+                utc(run.created_at),
+                utc(run.updated_at)
+            );
+            if let (Some(p), Some(s)) = (&run.parent, run.branch_seq) {
+                t.push_str(&format!("  branch of {p} at seq_no {s}\n"));
+            }
+            if let Some(a) = &run.final_answer {
+                t.push_str(&format!(
+                    "  final_answer: {}\n",
+                    plan_value::preview(a, SHOW_PREVIEW)
+                ));
+            }
+            if let Some(e) = &run.error {
+                t.push_str(&format!(
+                    "  error[{}]: {}\n",
+                    e["code"].as_str().unwrap_or("?"),
+                    e["message"].as_str().unwrap_or("")
+                ));
+            }
+            t.push_str("\nsteps:\n");
+            for s in &steps {
+                let seq = s.seq_no.map_or("-".to_owned(), |n| n.to_string());
+                t.push_str(&format!("  {:>5}  seq {seq:>3}  {}\n", s.step, s.op));
+                for (name, v) in &s.writes {
+                    t.push_str(&format!(
+                        "           {name} = {}\n",
+                        plan_value::preview(v, SHOW_PREVIEW)
+                    ));
+                }
+                for (name, bytes) in &s.omitted {
+                    t.push_str(&format!("           {name} = ({bytes} bytes, not kept)\n"));
+                }
+            }
+            t.push_str("\ncalls:\n");
+            for c in &calls {
+                let seq = c.seq_no.map_or("-".to_owned(), |n| n.to_string());
+                let result = match (&c.output, &c.error) {
+                    (Some(v), _) => plan_value::preview(v, SHOW_PREVIEW),
+                    (None, Some(e)) => format!("error: {e}"),
+                    (None, None) => "(no answer)".to_owned(),
+                };
+                let latency = c.latency_ms.map_or(String::new(), |l| format!(" {l} ms"));
+                t.push_str(&format!(
+                    "  step {:>5}  seq {seq:>3}  {} [{}{latency}]\n    args: {}\n    -> {result}\n",
+                    c.step,
+                    c.tool,
+                    serde_json::to_value(c.state)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_owned))
+                        .unwrap_or_default(),
+                    plan_value::preview(&Value::Object(c.args.clone()), SHOW_PREVIEW),
+                ));
+            }
+            write!(out, "{t}")
+        }
+    };
+    exit::OK
+}
+
+/// Unix milliseconds as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc;
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_441_543_000), "2026-11-23T13:45:43Z");
+    }
+}

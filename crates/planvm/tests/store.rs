@@ -1,0 +1,464 @@
+//! Durable runs against a loopback HTTP tool server: `planvm run --store` killed with
+//! SIGKILL at many points, then `planvm resume`, must give the uninterrupted answer, and
+//! no call whose answer the store holds is requested again. Also: a loop killed mid-loop,
+//! a failed run resumed after its backend comes back, a `write` call in flight, two
+//! resumes of one run, bad stores and ids.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use wiremock::matchers::method;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+use common::{BIN, Out, planvm, s};
+
+/// Tool latency of the loopback server.
+const LATENCY: Duration = Duration::from_millis(250);
+
+/// Answers every tool from its request: `/cond` says whether the number in the prompt is
+/// greater than zero; every other path echoes `path(body)`. While `down` is set, `/llm`
+/// answers 400 (not retried).
+struct Echo {
+    down: Arc<AtomicBool>,
+}
+
+impl Respond for Echo {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let path = req.url.path().to_owned();
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        if path == "/llm" && self.down.load(Ordering::SeqCst) {
+            return ResponseTemplate::new(400).set_body_string("backend is down");
+        }
+        let text = if path == "/cond" {
+            let prompt = body["prompt"].as_str().unwrap_or("");
+            let n: i64 = prompt
+                .split(|c: char| !c.is_ascii_digit() && c != '-')
+                .find_map(|w| w.parse().ok())
+                .unwrap_or(0);
+            (if n > 0 { "true" } else { "false" }).to_owned()
+        } else {
+            format!("{path}({body})")
+        };
+        ResponseTemplate::new(200)
+            .set_body_json(json!({ "text": text }))
+            .set_delay(LATENCY)
+    }
+}
+
+struct Fixture {
+    server: MockServer,
+    down: Arc<AtomicBool>,
+    dir: tempfile::TempDir,
+    tools: PathBuf,
+}
+
+async fn fixture() -> Fixture {
+    let server = MockServer::start().await;
+    let down = Arc::new(AtomicBool::new(false));
+    Mock::given(method("POST"))
+        .respond_with(Echo { down: down.clone() })
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = server.uri();
+    let mut text = String::new();
+    for (tool, route) in [
+        ("vector_search", "/search"),
+        ("llm_generate", "/llm"),
+        ("jmp_condition", "/cond"),
+    ] {
+        text.push_str(&format!(
+            "[[tool]]\nname = \"{tool}\"\n[tool.backend]\nkind = \"http\"\nurl = \"{base}{route}\"\npointer = \"/text\"\n\n"
+        ));
+    }
+    text.push_str(&format!(
+        "[[tool]]\nname = \"post_note\"\neffects = \"write\"\nparams = [ {{ name = \"text\", type = \"string\", required = true }} ]\n\
+         [tool.backend]\nkind = \"http\"\nurl = \"{base}/note\"\npointer = \"/text\"\n"
+    ));
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(&tools, text).unwrap();
+    Fixture {
+        server,
+        down,
+        dir,
+        tools,
+    }
+}
+
+impl Fixture {
+    fn plan(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Every request so far: (path, body).
+    async fn requests(&self) -> Vec<(String, Value)> {
+        self.server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r.url.path().to_owned(),
+                    serde_json::from_slice(&r.body).unwrap_or(Value::Null),
+                )
+            })
+            .collect()
+    }
+
+    fn args(&self, cmd: &[&str], plan: Option<&Path>, db: &Path) -> Vec<String> {
+        let mut a: Vec<String> = cmd.iter().map(|s| (*s).to_owned()).collect();
+        if let Some(p) = plan {
+            a.push(s(p));
+        }
+        a.extend(["--tools".into(), s(&self.tools), "--store".into(), s(db)]);
+        a
+    }
+}
+
+/// Three independent searches, an LLM call on them, a dependent search, a last LLM call.
+const DAG: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "a", "top_k": 1}, "output_vars": ["a"]}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "b", "top_k": 1}, "output_vars": ["b"]}},
+ {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "c", "top_k": 1}, "output_vars": ["c"]}},
+ {"seq_no": 3, "type": "calling", "parameters": {"tool_name": "llm_generate", "tool_params": {"prompt": "sum ${a} ${b} ${c}"}, "output_vars": ["d"]}},
+ {"seq_no": 4, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "more on ${d}", "top_k": 1}, "output_vars": ["e"]}},
+ {"seq_no": 5, "type": "calling", "parameters": {"tool_name": "llm_generate", "tool_params": {"prompt": "answer from ${e}"}, "output_vars": ["final_answer"]}}
+]"#;
+
+/// A loop of three LLM calls, counted down with arithmetic and an LLM condition.
+const LOOP: &str = r#"[
+ {"seq_no": 0, "type": "assign", "parameters": {"n": 3, "log": "log"}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "llm_generate", "tool_params": {"prompt": "line ${n}"}, "output_vars": ["line"]}},
+ {"seq_no": 2, "type": "assign", "parameters": {"log": "${log}|${line}", "n": "${n} - 1"}},
+ {"seq_no": 3, "type": "jmp", "parameters": {"condition_prompt": "left: ${n}", "jump_if_true": 1, "jump_if_false": 4}},
+ {"seq_no": 4, "type": "assign", "parameters": {"final_answer": "${log}"}}
+]"#;
+
+/// The calls the store holds an answer for: (path, body) as the server saw them.
+async fn answered_in_store(db: &Path, id: &str) -> Vec<(String, Value)> {
+    let out = planvm(
+        vec![
+            "runs".into(),
+            "show".into(),
+            id.into(),
+            "--store".into(),
+            s(db),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let shown: Value = serde_json::from_str(&out.stdout).unwrap();
+    let route = |tool: &str| match tool {
+        "vector_search" => "/search",
+        "llm_generate" => "/llm",
+        "jmp_condition" => "/cond",
+        _ => "/note",
+    };
+    shown["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| !c["output"].is_null())
+        .map(|c| {
+            (
+                route(c["tool"].as_str().unwrap()).to_owned(),
+                c["args"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// Starts `planvm run --store`, kills it with SIGKILL after `after`, and waits for it.
+async fn run_and_kill(args: Vec<String>, after: Duration) {
+    let mut child = Command::new(BIN)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(after).await;
+    let _ = child.kill();
+    tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+}
+
+/// The uninterrupted answer of `plan`, without a store.
+async fn uninterrupted(f: &Fixture, plan: &Path) -> String {
+    let out = planvm(
+        vec!["run".into(), s(plan), "--tools".into(), s(&f.tools)],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    out.stdout
+}
+
+async fn resume(f: &Fixture, db: &Path, id: &str, extra: &[&str]) -> Out {
+    let mut args = f.args(&["resume", id], None, db);
+    args.extend(extra.iter().map(|s| (*s).to_owned()));
+    planvm(args, &[]).await
+}
+
+/// Kills a run at `cut` and resumes it: the same answer, and no call answered in the
+/// store is requested again. Returns (calls answered in the store, calls the resume sent).
+async fn kill_and_resume(
+    f: &Fixture,
+    plan: &Path,
+    want: &str,
+    cut: Duration,
+    id: &str,
+) -> (usize, usize) {
+    let db = f.dir.path().join(format!("{id}.db"));
+    let args = f.args(&["run"], Some(plan), &db);
+    let mut args = args;
+    args.extend(["--run-id".into(), id.into()]);
+    run_and_kill(args, cut).await;
+    let saved = answered_in_store(&db, id).await;
+    let before = f.requests().await.len();
+    let out = resume(f, &db, id, &[]).await;
+    assert_eq!(out.code, Some(0), "cut at {cut:?}: {}", out.stderr);
+    assert_eq!(out.stdout, want, "cut at {cut:?}");
+    let again = f.requests().await;
+    for req in &again[before..] {
+        assert!(
+            !saved.contains(req),
+            "cut at {cut:?}: {req:?} was answered and stored, but requested again"
+        );
+    }
+    let counts = (saved.len(), again.len() - before);
+    // A finished run prints its stored answer and calls nothing.
+    let before = f.requests().await.len();
+    let out = resume(f, &db, id, &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, want);
+    assert_eq!(f.requests().await.len(), before);
+    counts
+}
+
+/// The cuts must include some after which the store held answers and some after which
+/// the resume had calls left to make, or the test proves nothing.
+fn assert_cuts_mattered(counts: &[(usize, usize)]) {
+    assert!(counts.iter().any(|&(saved, _)| saved > 0), "{counts:?}");
+    assert!(counts.iter().any(|&(_, sent)| sent > 0), "{counts:?}");
+    assert!(
+        counts.iter().any(|&(saved, sent)| saved > 0 && sent > 0),
+        "{counts:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_at_any_point_resumes_to_the_same_answer_without_repeating_stored_calls() {
+    let f = fixture().await;
+    let plan = f.plan("dag.json", DAG);
+    let want = uninterrupted(&f, &plan).await;
+    // The run takes about 4 × LATENCY: cuts before, during and between its levels.
+    let mut counts = Vec::new();
+    for (i, ms) in [30u64, 150, 300, 420, 560, 700, 850, 1000]
+        .iter()
+        .enumerate()
+    {
+        let cut = Duration::from_millis(*ms);
+        counts.push(kill_and_resume(&f, &plan, &want, cut, &format!("dag{i}")).await);
+    }
+    assert_cuts_mattered(&counts);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_killed_mid_loop_resumes_to_the_same_answer() {
+    let f = fixture().await;
+    let plan = f.plan("loop.json", LOOP);
+    let want = uninterrupted(&f, &plan).await;
+    assert_eq!(want.matches("/llm(").count(), 3, "{want}");
+    let mut counts = Vec::new();
+    for (i, ms) in [400u64, 900, 1300].iter().enumerate() {
+        let cut = Duration::from_millis(*ms);
+        counts.push(kill_and_resume(&f, &plan, &want, cut, &format!("loop{i}")).await);
+    }
+    assert_cuts_mattered(&counts);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_resumes_from_the_failed_step_once_its_backend_is_back() {
+    let f = fixture().await;
+    let plan = f.plan("dag.json", DAG);
+    let want = uninterrupted(&f, &plan).await;
+    let db = f.dir.path().join("failed.db");
+    f.down.store(true, Ordering::SeqCst);
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "r".into()]);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("backend is down"), "{}", out.stderr);
+    let searches = f.requests().await.len();
+
+    f.down.store(false, Ordering::SeqCst);
+    let out = resume(&f, &db, "r", &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, want);
+    let after: Vec<String> = f.requests().await[searches..]
+        .iter()
+        .map(|(p, _)| p.clone())
+        .collect();
+    // The three searches were stored: only the failed step and the rest are requested.
+    assert_eq!(after, ["/llm", "/search", "/llm"]);
+    let list = planvm(
+        vec![
+            "runs".into(),
+            "list".into(),
+            "--store".into(),
+            s(&db),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    let row: Value = serde_json::from_str(list.stdout.trim()).unwrap();
+    assert_eq!(row["status"], "ok");
+    assert_eq!(row["tool_calls"], 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_call_in_flight_is_resent_only_when_asked() {
+    let f = fixture().await;
+    let plan = f.plan(
+        "write.json",
+        r#"[{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "post_note", "tool_params": {"text": "hello"}, "output_vars": ["final_answer"]}}]"#,
+    );
+    let db = f.dir.path().join("write.db");
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "w".into()]);
+    run_and_kill(args, LATENCY / 2 + Duration::from_millis(50)).await;
+    let sent = f.requests().await.len();
+    assert_eq!(sent, 1, "the write call was sent before the kill");
+
+    let out = resume(&f, &db, "w", &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--retry-unknown-writes"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("`post_note` (seq_no 0)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(f.requests().await.len(), 1, "refused without sending");
+
+    let out = resume(&f, &db, "w", &["--retry-unknown-writes"]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), r#"/note({"text":"hello"})"#);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_held_by_a_live_process_is_not_resumed_twice() {
+    let f = fixture().await;
+    let plan = f.plan("dag.json", DAG);
+    let db = f.dir.path().join("busy.db");
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "b".into()]);
+    let mut child = Command::new(BIN)
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(LATENCY).await;
+    let out = resume(&f, &db, "b", &[]).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(out.code, Some(75), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("being run by another process"),
+        "{}",
+        out.stderr
+    );
+    // Its process is gone now: the run is interrupted and can be resumed at once.
+    let list = planvm(
+        vec!["runs".into(), "list".into(), "--store".into(), s(&db)],
+        &[],
+    )
+    .await;
+    assert!(list.stdout.contains("interrupted"), "{}", list.stdout);
+    let out = resume(&f, &db, "b", &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_stores_and_ids_get_clear_errors() {
+    let f = fixture().await;
+    let dir = f.dir.path();
+    let not_sqlite = dir.join("notes.txt");
+    std::fs::write(
+        &not_sqlite,
+        "just text, long enough to look like a file header........",
+    )
+    .unwrap();
+    let out = planvm(
+        vec![
+            "runs".into(),
+            "list".into(),
+            "--store".into(),
+            s(&not_sqlite),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, Some(65), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("is not a planvm run store"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(&not_sqlite).unwrap(),
+        "just text, long enough to look like a file header........",
+        "nothing written"
+    );
+
+    let db = dir.join("runs.db");
+    let out = resume(&f, &db, "nope", &[]).await;
+    assert_eq!(out.code, Some(66), "{}", out.stderr);
+    assert!(out.stderr.contains("no run `nope`"), "{}", out.stderr);
+
+    let plan = f.plan(
+        "one.json",
+        r#"[{"seq_no": 0, "type": "assign", "parameters": {"final_answer": "x"}}]"#,
+    );
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "x".into()]);
+    let out = planvm(args.clone(), &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("run x"), "{}", out.stderr);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("already exists"), "{}", out.stderr);
+
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "a/b".into()]);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+
+    // PLANVM_STORE sets the default store.
+    let out = planvm(
+        vec!["runs".into(), "list".into()],
+        &[("PLANVM_STORE", db.to_str().unwrap())],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.starts_with("x "), "{}", out.stdout);
+}
