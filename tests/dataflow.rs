@@ -152,3 +152,68 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A branch (`planvm branch`): verified from step `entry` with some variables set.
+    /// W0202 where a path from the entry reaches the read with no write of a variable that
+    /// was not set at the entry; E0211 for a read of a variable neither set nor written.
+    #[test]
+    fn may_be_unset_from_a_branch_entry_matches_a_path_search(
+        (body, entry) in (1..9usize).prop_flat_map(|len| (proptest::collection::vec(step(len), len), 0..=len)),
+        preset_mask in 0..8usize,
+    ) {
+        let src = plan_json(&body);
+        let preset: Vec<usize> = (0..3).filter(|v| preset_mask & (1 << v) != 0).collect();
+        let opts = CompileOptions {
+            entry: Some(plan_compiler::Entry {
+                seq_no: entry as i64,
+                vars: preset.iter().map(|&v| VARS[v].to_owned()).collect(),
+            }),
+            ..CompileOptions::default()
+        };
+        let compiled = compile(&src, &opts);
+        let g = graph(&body);
+        let n = g.succ.len();
+        let reachable = reach_avoiding(&g, &[entry], usize::MAX);
+        let written: BTreeSet<usize> = g.writes.iter().flatten().copied().collect();
+        let never_set: BTreeSet<String> = (0..n)
+            .filter(|&i| reachable[i])
+            .filter_map(|i| g.reads[i])
+            .filter(|v| !written.contains(v) && !preset.contains(v))
+            .map(|v| VARS[v].to_owned())
+            .collect();
+        let got_errors: BTreeSet<String> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == "E0211")
+            .map(|d| d.message.split('`').nth(1).unwrap_or("").to_owned())
+            .collect();
+        prop_assert_eq!(&got_errors, &never_set, "{}", src);
+        prop_assert!(compiled.diagnostics.iter().all(|d| d.code != "W0201" && d.code != "W0204" || d.seq_no.is_some_and(|s| s >= entry as i64)), "{:?}", compiled.diagnostics);
+
+        let mut want = BTreeSet::new();
+        for (var, name) in VARS.iter().enumerate() {
+            if preset.contains(&var) || !written.contains(&var) {
+                continue;
+            }
+            let free = reach_avoiding(&g, &[entry], var);
+            for i in 0..n {
+                if reachable[i] && g.reads[i] == Some(var) && free[i] {
+                    want.insert((i as i64, (*name).to_owned()));
+                }
+            }
+        }
+        let got: BTreeSet<(i64, String)> = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.code == "W0202")
+            .map(|d| {
+                let var = d.message.split('`').nth(1).unwrap_or("").to_owned();
+                (d.seq_no.unwrap_or(-1), var)
+            })
+            .collect();
+        prop_assert_eq!(got, want, "{}", src);
+    }
+}

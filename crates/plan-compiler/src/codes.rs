@@ -22,6 +22,9 @@ pub const DUPLICATE_OUTPUT: &str = "E0208";
 pub const BAD_VAR_NAME: &str = "E0209";
 /// `"${a}${a}…"` with 70,000 parts: past a limit of the bytecode (`plan_bytecode::limits`).
 pub const OVER_LIMIT: &str = "E0210";
+/// `planvm branch` to a plan reading `${x}` where `x` neither exists at the branch point
+/// nor is assigned anywhere in the plan.
+pub const UNKNOWN_VAR_AT_ENTRY: &str = "E0211";
 
 /// `"${summary}"` where no instruction ever assigns `summary`.
 pub const NEVER_ASSIGNED: &str = "W0201";

@@ -38,6 +38,19 @@ pub struct CompileOptions {
     pub manifest: Manifest,
     /// File name recorded in the debug section.
     pub source_name: Option<String>,
+    /// Verify the plan as run from one of its instructions with some variables already
+    /// set (a branch of a stored run), instead of from its first instruction.
+    pub entry: Option<Entry>,
+}
+
+/// Where a run of the plan starts, and what is set when it does.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Entry {
+    /// The instruction the run starts at.
+    pub seq_no: i64,
+    /// Variables set at the start. A reference to a variable that is neither among them
+    /// nor assigned anywhere in the plan is an error ([`codes::UNKNOWN_VAR_AT_ENTRY`]).
+    pub vars: Vec<String>,
 }
 
 impl Default for CompileOptions {
@@ -47,6 +60,7 @@ impl Default for CompileOptions {
             strip: false,
             manifest: Manifest::builtin(),
             source_name: None,
+            entry: None,
         }
     }
 }
@@ -176,14 +190,21 @@ fn compile_inner(
         );
     }
     let final_slot = lw.program.final_answer_slot();
-    let cfg = verify::Cfg::new(&steps, &lw.io, &targets, final_slot);
+    let entry = entry_of(
+        opts.entry.as_ref(),
+        &steps,
+        &lw.program.slots,
+        plan.span,
+        &mut lw.diags,
+    );
+    let cfg = verify::Cfg::new(&steps, &lw.io, &targets, final_slot, entry.step);
     if complete {
         verify::verify(
             &steps,
             &lw.io,
             &cfg,
             &lw.program.slots,
-            final_slot,
+            &entry,
             plan.span,
             &mut lw.diags,
         );
@@ -331,6 +352,45 @@ pub fn explain(src: &str, opts: &CompileOptions) -> Result<Vec<ExplainStep>, Box
     }
 }
 
+/// The verifier's view of `entry`: the step it names (an error if none does) and the
+/// slots of its variables.
+fn entry_of(
+    entry: Option<&Entry>,
+    steps: &[flatten::Step<'_>],
+    slots: &[String],
+    plan_span: plan_syntax::Span,
+    diags: &mut Vec<Diagnostic>,
+) -> verify::Entry {
+    let Some(e) = entry else {
+        return verify::Entry::default();
+    };
+    let step = steps
+        .iter()
+        .position(|s| s.seq_no == Some(e.seq_no) && !s.synthetic);
+    if step.is_none() {
+        diags.push(
+            Diagnostic::error(
+                codes::BAD_TARGET,
+                format!("no instruction has seq_no {} to start at", e.seq_no),
+            )
+            .with_span(plan_span)
+            .with_help("start at the seq_no of an instruction of this plan"),
+        );
+    }
+    let mut preset: Vec<plan_bytecode::Slot> = e
+        .vars
+        .iter()
+        .filter_map(|name| slots.iter().position(|s| s == name))
+        .map(|i| i as plan_bytecode::Slot)
+        .collect();
+    preset.sort_unstable();
+    verify::Entry {
+        step: step.unwrap_or(0),
+        preset,
+        branch: true,
+    }
+}
+
 /// For each step, the steps whose writes of a variable it reads may still be live when it
 /// runs (reaching definitions, from the SSA names of `ssa.rs`).
 fn explain_steps(
@@ -342,7 +402,14 @@ fn explain_steps(
     // NB: from SSA names, not a set of definitions per step: that was steps × writes bits
     // (a 100k-step chain took 1.4 GB and half a minute).
     let preds = verify::Preds::new(&cfg.succ, n + 1);
-    let ssa = ssa::Ssa::build(cfg, &preds, &lw.io, n, lw.program.slots.len());
+    let ssa = ssa::Ssa::build(
+        cfg,
+        &preds,
+        &lw.io,
+        n,
+        lw.program.slots.len(),
+        &verify::Entry::default(),
+    );
     let mut seen = vec![false; ssa.phi_count()];
     let mut defs: Vec<usize> = Vec::new();
     let name = |s: &u32| lw.program.slots[*s as usize].clone();

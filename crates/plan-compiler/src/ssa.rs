@@ -18,13 +18,15 @@ use plan_bytecode::Slot;
 use smallvec::SmallVec;
 
 use crate::lower::Io;
-use crate::verify::{Cfg, Preds, post_order};
+use crate::verify::{Cfg, Entry, Preds, post_order};
 
 /// What a read sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Name {
     /// No write on some path: the variable may be unset.
     Unset,
+    /// Set before the run started (a branch's variables).
+    Preset,
     /// The write of step `i`.
     Def(u32),
     /// The merge `i` of `Ssa::phis`.
@@ -50,9 +52,17 @@ const NONE: usize = usize::MAX;
 
 impl Ssa {
     /// `n` steps (the end of the plan, `n`, is not a node: nothing is read there).
-    pub(crate) fn build(cfg: &Cfg, preds: &Preds, io: &Io, n: usize, nslots: usize) -> Ssa {
+    pub(crate) fn build(
+        cfg: &Cfg,
+        preds: &Preds,
+        io: &Io,
+        n: usize,
+        nslots: usize,
+        entry: &Entry,
+    ) -> Ssa {
         // Reverse post-order of the reachable steps.
-        let post = post_order(&cfg.succ, (n > 0).then_some(0).into_iter(), |w| w < n);
+        let root = (entry.step < n).then_some(entry.step);
+        let post = post_order(&cfg.succ, root.into_iter(), |w| w < n);
         let rpo: Vec<usize> = post.iter().rev().copied().collect();
         let mut order = vec![NONE; n];
         for (k, &v) in rpo.iter().enumerate() {
@@ -187,13 +197,21 @@ impl Ssa {
         }
         starts.push(total);
         let mut names = vec![Name::Unset; total];
-        // The entry edge into the first step brings "unset" to its φs.
+        // The entry edge into the first step brings "unset" to its φs (a preset variable:
+        // its preset value).
+        let preset = |s: Slot| entry.preset.binary_search(&s).is_ok();
         if let Some(r) = root {
-            for &(_, phi) in &phis_at[r] {
-                phis[phi as usize].operands.push(Name::Unset);
+            for &(s, phi) in &phis_at[r] {
+                let name = if preset(s) { Name::Preset } else { Name::Unset };
+                phis[phi as usize].operands.push(name);
             }
         }
         let mut current: Vec<Vec<Name>> = vec![Vec::new(); nslots];
+        for &s in &entry.preset {
+            // NB: at the bottom of its stack, never popped: what every read sees unless a
+            // write or a φ is on top.
+            current[s as usize].push(Name::Preset);
+        }
         let top = |current: &[Vec<Name>], s: Slot| {
             current[s as usize].last().copied().unwrap_or(Name::Unset)
         };
@@ -278,7 +296,7 @@ impl Ssa {
     pub(crate) fn may_be_unset(&self, i: usize, k: usize) -> bool {
         match self.name(i, k) {
             Name::Unset => true,
-            Name::Def(_) => false,
+            Name::Def(_) | Name::Preset => false,
             Name::Phi(p) => self.phi_unset[p as usize],
         }
     }
@@ -290,7 +308,7 @@ impl Ssa {
         let mut visited: Vec<u32> = Vec::new();
         while let Some(name) = stack.pop() {
             match name {
-                Name::Unset => {}
+                Name::Unset | Name::Preset => {}
                 Name::Def(d) => out.push(d as usize),
                 Name::Phi(p) => {
                     if !std::mem::replace(&mut seen[p as usize], true) {

@@ -14,6 +14,20 @@ use crate::lower::Io;
 pub(crate) struct Cfg {
     pub(crate) succ: Vec<SmallVec<[usize; 2]>>,
     pub(crate) reachable: Vec<bool>,
+    /// The slot of `final_answer`: a step writing it ends the run.
+    pub(crate) final_slot: Option<Slot>,
+}
+
+/// Where runs start: the first step with nothing set, or (a branch) another step with
+/// some variables set.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Entry {
+    pub(crate) step: usize,
+    /// Slots set at the start, sorted.
+    pub(crate) preset: Vec<Slot>,
+    /// A branch: references to variables that are never set are errors, and the steps
+    /// before the entry are not reported as unreachable.
+    pub(crate) branch: bool,
 }
 
 impl Cfg {
@@ -22,6 +36,7 @@ impl Cfg {
         io: &Io,
         targets: &[SmallVec<[usize; 2]>],
         final_slot: Option<Slot>,
+        entry: usize,
     ) -> Cfg {
         let n = steps.len();
         let succ: Vec<SmallVec<[usize; 2]>> = (0..n)
@@ -37,7 +52,7 @@ impl Cfg {
             })
             .collect();
         let mut reachable = vec![false; n + 1];
-        let mut stack = vec![0usize];
+        let mut stack = vec![entry];
         while let Some(i) = stack.pop() {
             if reachable[i] {
                 continue;
@@ -47,7 +62,11 @@ impl Cfg {
                 stack.extend(succ[i].iter().copied().filter(|&s| !reachable[s]));
             }
         }
-        Cfg { succ, reachable }
+        Cfg {
+            succ,
+            reachable,
+            final_slot,
+        }
     }
 }
 
@@ -216,11 +235,12 @@ pub(crate) fn verify(
     io: &Io,
     cfg: &Cfg,
     slots: &[String],
-    final_slot: Option<Slot>,
+    entry: &Entry,
     plan_span: Span,
     diags: &mut Vec<Diagnostic>,
 ) {
     let n = steps.len();
+    let final_slot = cfg.final_slot;
     if n == 0 {
         diags.push(
             Diagnostic::error(codes::NO_FINAL_ANSWER, "the plan has no instructions")
@@ -233,7 +253,7 @@ pub(crate) fn verify(
     }
 
     // --- seq_no hygiene and style -------------------------------------------------------
-    if !matches!(steps[0].kind, StepKind::Nop) {
+    if !entry.branch && !matches!(steps[0].kind, StepKind::Nop) {
         diags.push(
             Diagnostic::warning(codes::FIRST_NOT_REASONING, "the first instruction is not `reasoning`")
                 .with_span(steps[0].span)
@@ -261,7 +281,8 @@ pub(crate) fn verify(
 
     // --- reachability -----------------------------------------------------------------------
     let writes_final = |i: usize| final_slot.is_some_and(|f| io.writes(i).contains(&f));
-    let mut i = 0;
+    // NB: a branch starts past its first steps on purpose: they are not reported.
+    let mut i = if entry.branch { entry.step } else { 0 };
     while i < n {
         if cfg.reachable[i] || steps[i].synthetic {
             i += 1;
@@ -391,8 +412,12 @@ pub(crate) fn verify(
     // --- definitely-assigned variables (forward must-analysis) ------------------------------
     let nslots = slots.len();
     let mut assigned_anywhere = bitset(nslots);
-    for w in io.all_writes() {
+    for w in io.all_writes().iter().chain(&entry.preset) {
         set(&mut assigned_anywhere, *w as usize);
+    }
+    let mut preset = bitset(nslots);
+    for &w in &entry.preset {
+        set(&mut preset, w as usize);
     }
     let words = nslots.div_ceil(64);
     let order: Vec<usize> = (0..n).filter(|&i| cfg.reachable[i]).collect();
@@ -400,6 +425,7 @@ pub(crate) fn verify(
         assigned_anywhere,
         warned_never: bitset(nslots),
         warned_here: SmallVec::new(),
+        never_is_error: entry.branch,
     };
     let (mut inn, mut out) = (vec![0u64; words], vec![0u64; words]);
     // `out` := the out-set of `p` (its in-set plus what it writes), then `inn &= out`.
@@ -427,7 +453,11 @@ pub(crate) fn verify(
         let mut held: Vec<Vec<u64>> = vec![Vec::new(); n];
         let mut spare: Vec<Vec<u64>> = Vec::new();
         for &i in &order {
-            inn.fill(if i == 0 { 0 } else { !0 });
+            if i == entry.step {
+                inn.copy_from_slice(&preset);
+            } else {
+                inn.fill(!0);
+            }
             for &p in preds.of(i).iter().filter(|&&p| cfg.reachable[p]) {
                 meet(&mut inn, &mut out, &held[p], p);
                 uses[p] -= 1;
@@ -447,7 +477,7 @@ pub(crate) fn verify(
 
     // A plan that jumps back: the reads are checked against SSA names (see `ssa.rs`),
     // not against an in-set per step, which for a loop needed a steps × variables table.
-    let ssa = crate::ssa::Ssa::build(cfg, &preds, io, n, nslots);
+    let ssa = crate::ssa::Ssa::build(cfg, &preds, io, n, nslots, entry);
     for &i in &order {
         check.step(i, |k, _| ssa.may_be_unset(i, k), io, steps, slots, diags);
     }
@@ -460,6 +490,8 @@ struct ReadCheck {
     /// Slots already reported at this step: a step reads a handful, so a short list beats
     /// a bitset over all slots per step.
     warned_here: SmallVec<[Slot; 8]>,
+    /// A branch: a variable never set is an error (E0211), not a warning.
+    never_is_error: bool,
 }
 
 impl ReadCheck {
@@ -481,12 +513,14 @@ impl ReadCheck {
             if !get(&self.assigned_anywhere, s) {
                 if !get(&self.warned_never, s) {
                     set(&mut self.warned_never, s);
-                    diags.push(
+                    let d = if self.never_is_error {
+                        Diagnostic::error(codes::UNKNOWN_VAR_AT_ENTRY, format!("`{name}` is neither set at the branch point nor assigned in the plan"))
+                            .with_help(format!("assign `{name}` before this instruction, or branch at a step where the run had set it"))
+                    } else {
                         Diagnostic::warning(codes::NEVER_ASSIGNED, format!("`{name}` is never assigned"))
-                            .with_span(span)
-                            .with_seq(steps[i].seq_no)
-                            .with_help(format!("assign `{name}` in an earlier instruction (or pass it with `planvm run --var {name}=...`); until then the reference stays as literal text")),
-                    );
+                            .with_help(format!("assign `{name}` in an earlier instruction (or pass it with `planvm run --var {name}=...`); until then the reference stays as literal text"))
+                    };
+                    diags.push(d.with_span(span).with_seq(steps[i].seq_no));
                 }
             } else if may_be_unset(k, s) && !self.warned_here.contains(&slot) {
                 self.warned_here.push(slot);

@@ -4,24 +4,61 @@
 
 use std::collections::HashMap;
 
-use plan_bytecode::ValidatedProgram;
-use plan_vm::{Halt, Limits, Status, Vm};
+use plan_bytecode::{Pc, ValidatedProgram};
+use plan_vm::{Halt, Limits, Status, Vm, VmState};
 use serde_json::{Map, Value};
 
 use crate::CallRow;
 
+/// The first instruction of `seq` in `program` (programs without debug info have none).
+pub fn pc_of_seq(program: &ValidatedProgram, seq: i64) -> Option<Pc> {
+    (0..program.code.len() as Pc).find(|&pc| program.seq_no_at(pc) == Some(seq))
+}
+
+/// A fresh run of `program` with `presets` set, starting at `start` (a branch's seq_no)
+/// or at the first instruction.
+pub fn fresh_state(
+    program: &ValidatedProgram,
+    presets: &Map<String, Value>,
+    limits: &Limits,
+    start: Option<i64>,
+) -> Result<VmState, String> {
+    Ok(fresh_vm(program, presets, limits.clone(), start)?.into_state())
+}
+
+fn fresh_vm<'p>(
+    program: &'p ValidatedProgram,
+    presets: &Map<String, Value>,
+    limits: Limits,
+    start: Option<i64>,
+) -> Result<Vm<'p>, String> {
+    let mut vm = Vm::new(program, limits);
+    for (name, value) in presets {
+        vm.set_var(name, value.clone())
+            .map_err(|e| format!("variable `{name}`: {}", e.message))?;
+    }
+    if let Some(seq) = start {
+        let pc = pc_of_seq(program, seq)
+            .ok_or_else(|| format!("the program has no instruction with seq_no {seq}"))?;
+        vm.start_at(pc).map_err(|e| e.message)?;
+    }
+    Ok(vm)
+}
+
 /// The variables just before the run first executed an instruction of `seq` (its
 /// presets, if that is the first instruction). Fails when the run never got there: it
 /// ended before, or its stored calls stop before (a run still going, or interrupted).
+/// `start`: a branch's own starting seq_no.
 pub fn variables_before(
     program: &ValidatedProgram,
     presets: &Map<String, Value>,
     limits: &Limits,
+    start: Option<i64>,
     calls: &[CallRow],
     seq: i64,
 ) -> Result<Map<String, Value>, String> {
     let not_reached = |why: &str| format!("the run never reached seq_no {seq} ({why})");
-    if !(0..program.code.len()).any(|pc| program.seq_no_at(pc as u32) == Some(seq)) {
+    if pc_of_seq(program, seq).is_none() {
         return Err(format!("the plan has no instruction with seq_no {seq}"));
     }
     // NB: one call at a time and one instruction per `run()`, so the head is seen at
@@ -30,11 +67,7 @@ pub fn variables_before(
         max_concurrency: 1,
         ..limits.clone()
     };
-    let mut vm = Vm::new(program, limits);
-    for (name, value) in presets {
-        vm.set_var(name, value.clone())
-            .map_err(|e| format!("preset `{name}`: {}", e.message))?;
-    }
+    let mut vm = fresh_vm(program, presets, limits, start)?;
     vm.set_step_slice(Some(1));
     let by_step: HashMap<u64, &CallRow> = calls.iter().map(|c| (c.step, c)).collect();
     loop {

@@ -131,6 +131,26 @@ impl<'p> Vm<'p> {
         Ok(vm)
     }
 
+    /// Makes a fresh run start at `pc` instead of the first instruction: a branch of a
+    /// stored run continues that run's variables (set with [`Vm::set_var`]) at one of the
+    /// new plan's instructions. Only before the first `run()`.
+    pub fn start_at(&mut self, pc: Pc) -> Result<(), RunError> {
+        if self.st.steps != 0 || !self.st.pending.is_empty() || self.st.pc != 0 {
+            return Err(unplaced((
+                ErrorCode::BadState,
+                "start_at: the run has already started".into(),
+            )));
+        }
+        if pc as usize >= self.prog.code.len() {
+            return Err(unplaced((
+                ErrorCode::BadState,
+                format!("start_at: pc {pc} is beyond the program"),
+            )));
+        }
+        self.st.pc = pc;
+        Ok(())
+    }
+
     pub fn state(&self) -> &VmState {
         &self.st
     }

@@ -620,7 +620,7 @@ fn load_plan(
 ) -> Result<ValidatedProgram, NotLoaded> {
     // NB: called once per distinct plan, not once per run. Warnings (LLM-output repairs)
     // are not printed: across thousands of plans they would bury the errors.
-    match load::load_program(path, manifest, color) {
+    match load::load_program(path, manifest, color, None) {
         Ok(l) => Ok(l.program),
         Err(load::LoadError::Unreadable(msg)) => Err(msg),
         Err(load::LoadError::Invalid(inv)) => {

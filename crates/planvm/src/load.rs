@@ -56,10 +56,13 @@ impl Invalid {
     }
 }
 
+/// `entry`: verify the plan as run from that instruction with those variables set (a
+/// branch), not from its start.
 pub(crate) fn load_program(
     path: &Path,
     manifest: &Manifest,
     color: bool,
+    entry: Option<&plan_compiler::Entry>,
 ) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
     let bytes = plan_render::files::read_capped(path)
@@ -89,6 +92,7 @@ pub(crate) fn load_program(
     let opts = CompileOptions {
         manifest: manifest.clone(),
         source_name: Some(shown.clone()),
+        entry: entry.cloned(),
         ..CompileOptions::default()
     };
     let compiled = plan_compiler::compile(&src, &opts);

@@ -71,6 +71,10 @@ enum Command {
     /// stored answer and calls nothing).
     #[command(after_help = EXIT_CODES_HELP)]
     Resume(stored::ResumeArgs),
+    /// Start a new run from a stored run's state just before it first executed seq_no
+    /// SEQ, continuing with another plan at its instruction SEQ (the parent is untouched).
+    #[command(after_help = EXIT_CODES_HELP)]
+    Branch(stored::BranchArgs),
     /// List or inspect the runs of a store.
     #[command(subcommand)]
     Runs(stored::RunsCommand),
@@ -185,6 +189,7 @@ fn main() -> ExitCode {
         Command::Run(args) => ExitCode::from(run(args)),
         Command::Batch(args) => ExitCode::from(batch::batch(args)),
         Command::Resume(args) => ExitCode::from(stored::resume(args)),
+        Command::Branch(args) => ExitCode::from(stored::branch(args)),
         Command::Runs(cmd) => ExitCode::from(stored::runs(cmd)),
     }
 }
@@ -228,15 +233,13 @@ fn run(args: RunArgs) -> u8 {
     if let Err(msg) = check_outputs(&outputs, &inputs) {
         return fail(exit::OUTPUT_IS_INPUT, msg);
     }
-    let manifest = match &args.tools {
-        Some(path) => match Manifest::load(path) {
-            Ok(m) => m,
-            Err(e) => return fail(exit::USAGE, format_args!("cannot load tools file: {e}")),
-        },
-        None => Manifest::builtin(),
+    let manifest = match load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
     };
 
-    let loaded = match load::load_program(&args.file, &manifest, plan_render::color_stderr()) {
+    let loaded = match load::load_program(&args.file, &manifest, plan_render::color_stderr(), None)
+    {
         Ok(l) => {
             eprint!("{}", l.rendered);
             l
@@ -303,6 +306,15 @@ fn run(args: RunArgs) -> u8 {
         }
     };
     finish(report, args.format, &tracer, status_line)
+}
+
+/// The `--tools` file, or the built-in tools.
+fn load_manifest(tools: Option<&Path>) -> Result<Manifest, u8> {
+    match tools {
+        Some(path) => Manifest::load(path)
+            .map_err(|e| fail(exit::USAGE, format_args!("cannot load tools file: {e}"))),
+        None => Ok(Manifest::builtin()),
+    }
 }
 
 /// Opens `--trace FILE` (or traces nothing).

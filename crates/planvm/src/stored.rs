@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use plan_bytecode::ValidatedProgram;
 use plan_host::{ReportError, RunReport, RunStatus as ReportStatus};
-use plan_manifest::{Effects, Manifest};
+use plan_manifest::Effects;
 use plan_store::{
     CallState, Durability, LEASE_MS, NewRun, Owner, RunInfo, RunStatus, RunStore, SqliteStore,
     StoreError, StoreErrorKind, StoreJournal,
@@ -94,6 +94,44 @@ pub(crate) struct ResumeArgs {
     /// Limit on one tool call, retries included, in seconds.
     #[arg(long, value_name = "SECS", value_parser = crate::parse_secs)]
     tool_timeout: Option<Duration>,
+    /// Write trace events (JSON lines) to this file.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    #[command(flatten)]
+    durability: DurabilityArg,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct BranchArgs {
+    /// The run to branch from (it is not changed).
+    #[arg(value_name = "ID")]
+    id: String,
+    /// Branch just before the parent first executed this seq_no; the new plan continues
+    /// at its own instruction with this seq_no.
+    #[arg(long, value_name = "SEQ", allow_negative_numbers = true)]
+    at: i64,
+    /// The new plan (source or .pbc), verified with the variables that exist at the
+    /// branch point counted as set before anything runs.
+    #[arg(long, value_name = "NEW_PLAN")]
+    plan: PathBuf,
+    /// The store holding the parent; the branch is stored there too. Default:
+    /// $PLANVM_STORE.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    store: PathBuf,
+    /// The new run's id (default: a new UUID v7).
+    #[arg(long, value_name = "ID", value_parser = parse_run_id)]
+    run_id: Option<String>,
+    /// Tools file (as for `run`).
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// Serve every tool call from this cassette (no network).
+    #[arg(long, value_name = "CASSETTE")]
+    replay: Option<PathBuf>,
+    #[command(flatten)]
+    limits: crate::LimitArgs,
     /// Write trace events (JSON lines) to this file.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -284,12 +322,9 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         crate::print_report(&stored_report(&run), args.format);
         return exit::OK;
     }
-    let manifest = match &args.tools {
-        Some(path) => match Manifest::load(path) {
-            Ok(m) => m,
-            Err(e) => return fail(exit::USAGE, format_args!("cannot load tools file: {e}")),
-        },
-        None => Manifest::builtin(),
+    let manifest = match crate::load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
     };
     let program = match load_stored_program(&store, &run) {
         Ok(p) => p,
@@ -341,13 +376,10 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         },
         // Stopped before its first commit point: start over (saved answers still count).
         Ok(None) => {
-            let mut vm = plan_vm::Vm::new(&program, limits.clone());
-            for (name, value) in &run.presets {
-                if let Err(e) = vm.set_var(name, value.clone()) {
-                    return fail(exit::DATA_ERR, format_args!("preset `{name}`: {e}"));
-                }
+            match plan_store::replay::fresh_state(&program, &run.presets, &limits, run.branch_seq) {
+                Ok(state) => (0, state),
+                Err(e) => return fail(exit::DATA_ERR, format_args!("run `{}`: {e}", run.id)),
             }
-            (0, vm.into_state())
         }
         Err(e) => return fail(store_exit(&e), e),
     };
@@ -394,6 +426,136 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     if let Ok(r) = store.run(&run.id) {
         report.tool_calls = r.tool_calls;
     }
+    crate::finish(report, args.format, &tracer, status_line)
+}
+
+pub(crate) fn branch(args: BranchArgs) -> u8 {
+    let mut inputs: Vec<(&str, &Path)> = vec![("the --plan file", &args.plan)];
+    inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
+    inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
+    inputs.push(("the store", &args.store));
+    let outputs: Vec<(&str, &Path)> = args
+        .trace
+        .as_deref()
+        .map(|p| ("--trace", p))
+        .into_iter()
+        .collect();
+    if let Err(msg) = crate::check_outputs(&outputs, &inputs) {
+        return fail(exit::OUTPUT_IS_INPUT, msg);
+    }
+    let durability = args.durability.get();
+    let mut store = match open(&args.store, durability) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let parent = match store.run(&args.id) {
+        Ok(r) => r,
+        Err(e) => return fail(store_exit(&e), e),
+    };
+    let parent_program = match load_stored_program(&store, &parent) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let calls = match store.calls(&parent.id) {
+        Ok(c) => c,
+        Err(e) => return fail(store_exit(&e), e),
+    };
+    let vars = match plan_store::replay::variables_before(
+        &parent_program,
+        &parent.presets,
+        &parent.limits,
+        parent.branch_seq,
+        &calls,
+        args.at,
+    ) {
+        Ok(v) => v,
+        Err(e) => {
+            return fail(
+                exit::USAGE,
+                format_args!(
+                    "cannot branch run `{}` at seq_no {}: {e}",
+                    parent.id, args.at
+                ),
+            );
+        }
+    };
+    let manifest = match crate::load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let entry = plan_compiler::Entry {
+        seq_no: args.at,
+        vars: vars.keys().cloned().collect(),
+    };
+    let color = plan_render::color_stderr();
+    let loaded = match crate::load::load_program(&args.plan, &manifest, color, Some(&entry)) {
+        Ok(l) => {
+            eprint!("{}", l.rendered);
+            l
+        }
+        Err(crate::load::LoadError::Unreadable(msg)) => return fail(exit::NO_INPUT, msg),
+        Err(crate::load::LoadError::Invalid(inv)) => {
+            eprint!("{}", inv.rendered);
+            return fail(exit::DATA_ERR, inv.message);
+        }
+    };
+    let limits = args.limits.limits();
+    let state =
+        match plan_store::replay::fresh_state(&loaded.program, &vars, &limits, Some(args.at)) {
+            Ok(s) => s,
+            Err(e) => return fail(exit::DATA_ERR, format_args!("{}: {e}", args.plan.display())),
+        };
+    let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
+    let pbc = plan_bytecode::encode(&loaded.program);
+    let owner = Owner::this_process();
+    let new = NewRun {
+        id: &id,
+        plan: &args.plan.display().to_string(),
+        source: loaded.source.as_deref(),
+        pbc: &pbc,
+        presets: &vars,
+        limits: &limits,
+        parent: Some((&parent.id, args.at)),
+    };
+    if let Err(e) = store.create_run(&new, &owner) {
+        return fail(store_exit(&e), e);
+    }
+    eprintln!("run {id}");
+    let _lease = Lease::start(&args.store, durability, &id, owner);
+
+    let mut tracer = match crate::open_trace(args.trace.as_deref()) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    for w in &loaded.warnings {
+        tracer.warning(w);
+    }
+    let status_line = crate::status_line(args.format, &mut tracer);
+    let host = match crate::make_host(
+        manifest,
+        args.replay.clone(),
+        None,
+        &args.limits.times(),
+        &mut tracer,
+    ) {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    let runtime = match crate::runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let report = {
+        let mut journal = (&mut tracer, StoreJournal::new(&mut store, &id, 0));
+        runtime.block_on(plan_host::resume_plan(
+            &host,
+            &loaded.program,
+            state,
+            Vec::new(),
+            limits,
+            &mut journal,
+        ))
+    };
     crate::finish(report, args.format, &tracer, status_line)
 }
 
@@ -480,6 +642,7 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
             &program,
             &run.presets,
             &run.limits,
+            run.branch_seq,
             &calls,
             seq,
         ) {

@@ -462,3 +462,126 @@ async fn bad_stores_and_ids_get_clear_errors() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.starts_with("x "), "{}", out.stdout);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_from_a_middle_step_makes_only_the_calls_from_that_step_on() {
+    let f = fixture().await;
+    let plan = f.plan("dag.json", DAG);
+    let db = f.dir.path().join("branch.db");
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "parent".into()]);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let parent_answer = out.stdout;
+
+    // The new plan asks something else from seq 4 on.
+    let new = f.plan(
+        "new.json",
+        &DAG.replace("more on ${d}", "other ${d} ${a}")
+            .replace("answer from ${e}", "new answer from ${e}"),
+    );
+    let before = f.requests().await.len();
+    let mut args = f.args(&["branch", "parent", "--at", "4", "--plan"], None, &db);
+    args.insert(5, s(&new));
+    args.extend(["--run-id".into(), "child".into()]);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("run child"), "{}", out.stderr);
+    assert!(
+        !out.stderr.contains("warning"),
+        "no false warnings: {}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.starts_with(
+            "/llm({\"prompt\":\"new answer from /search({\\\"query\\\":\\\"other /llm("
+        ),
+        "{}",
+        out.stdout
+    );
+    let made: Vec<String> = f.requests().await[before..]
+        .iter()
+        .map(|(p, _)| p.clone())
+        .collect();
+    assert_eq!(made, ["/search", "/llm"]);
+
+    // The parent is untouched; the branch names it.
+    let out = resume(&f, &db, "parent", &[]).await;
+    assert_eq!(out.stdout, parent_answer);
+    let list = planvm(
+        vec![
+            "runs".into(),
+            "list".into(),
+            "--store".into(),
+            s(&db),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    let rows: Vec<Value> = list
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["id"], "child");
+    assert_eq!(rows[1]["parent"], "parent");
+    assert_eq!(rows[1]["branch_seq"], 4);
+    assert_eq!(rows[1]["tool_calls"], 2);
+
+    // `runs show --at` sees the branch point's variables.
+    let out = planvm(
+        vec![
+            "runs".into(),
+            "show".into(),
+            "parent".into(),
+            "--store".into(),
+            s(&db),
+            "--at".into(),
+            "4".into(),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    let vars: Value = serde_json::from_str(&out.stdout).unwrap();
+    let names: Vec<&str> = vars
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, ["a", "b", "c", "d"]);
+
+    // A variable that neither exists at the branch point nor is assigned: an error, and
+    // nothing runs or is stored.
+    let bad = f.plan(
+        "bad.json",
+        r#"[{"seq_no": 4, "type": "assign", "parameters": {"final_answer": "${nowhere}"}}]"#,
+    );
+    let mut args = f.args(&["branch", "parent", "--at", "4", "--plan"], None, &db);
+    args.insert(5, s(&bad));
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(65), "{}", out.stderr);
+    assert!(out.stderr.contains("E0211"), "{}", out.stderr);
+
+    // A branch point the run never reached.
+    let mut args = f.args(&["branch", "parent", "--at", "9", "--plan"], None, &db);
+    args.insert(5, s(&new));
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no instruction with seq_no 9"),
+        "{}",
+        out.stderr
+    );
+    let list = planvm(
+        vec!["runs".into(), "list".into(), "--store".into(), s(&db)],
+        &[],
+    )
+    .await;
+    assert_eq!(list.stdout.lines().count(), 2, "{}", list.stdout);
+}
