@@ -4,76 +4,16 @@
 //! give the same answer without sending again any call whose answer was saved (including
 //! answers that arrived after the last saved state).
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use common::{CallKey, Saving};
 use plan_bytecode::ValidatedProgram;
-use plan_host::{CassetteEntry, Host, HostOptions, Journal, TraceEvent, resume_plan, run_plan};
+use plan_host::{Host, HostOptions, resume_plan, run_plan};
 use plan_manifest::Manifest;
 use plan_vm::{ErrorCode, Limits, VmState};
-
-/// A call as the sequential run knows it: (tool, args, step).
-type CallKey = (String, String, u64);
-
-fn key(req: &plan_vm::ToolRequest) -> CallKey {
-    (
-        req.tool.to_string(),
-        serde_json::to_string(&*req.args).unwrap(),
-        req.instance,
-    )
-}
-
-/// Saves what a store would: the state at each commit point and the answers that arrive
-/// after it. Fails (the "crash") at event number `crash_at`.
-#[derive(Default)]
-struct Saving {
-    crash_at: Option<usize>,
-    events: usize,
-    state: Option<String>,
-    /// Every successful answer so far, as a store keeps them.
-    answers: Vec<CassetteEntry>,
-    /// Calls sent to the host (not answered from saved results).
-    sent: Vec<CallKey>,
-    /// Calls answered from saved results.
-    reused: usize,
-}
-
-impl Journal for Saving {
-    fn wants_states(&self) -> bool {
-        true
-    }
-
-    fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
-        self.events += 1;
-        if self.crash_at == Some(self.events) {
-            return Err("simulated crash".into());
-        }
-        match event {
-            TraceEvent::Suspended { state } => {
-                self.state = Some(serde_json::to_string(state).unwrap());
-            }
-            TraceEvent::CallAnswered {
-                request,
-                result: Ok(output),
-                ..
-            } => self.answers.push(CassetteEntry {
-                tool: request.tool.to_string(),
-                args: (*request.args).clone(),
-                output: (*output).clone(),
-                latency_ms: None,
-                step: Some(request.instance),
-            }),
-            TraceEvent::CallIssued {
-                request,
-                reused: false,
-                ..
-            } => self.sent.push(key(request)),
-            TraceEvent::CallIssued { reused: true, .. } => self.reused += 1,
-            _ => {}
-        }
-        Ok(())
-    }
-}
 
 fn program() -> ValidatedProgram {
     let src = std::fs::read_to_string("examples/tidb_overview.json").unwrap();
