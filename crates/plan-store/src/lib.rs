@@ -264,8 +264,8 @@ pub trait RunStore: Send {
     /// Takes over run `id` to continue it: refused (`Busy`) while another live process
     /// holds it.
     fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError>;
-    /// Extends `owner`'s lease on run `id`.
-    fn renew(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError>;
+    /// Extends `owner`'s lease on every run it is running.
+    fn renew(&mut self, owner: &Owner) -> Result<(), StoreError>;
     /// A call was sent (its row becomes `inflight`, replacing an earlier attempt's).
     fn call_sent(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError>;
     /// A call's answer arrived (stored at once: a crash loses only calls in flight).
@@ -286,9 +286,82 @@ pub trait RunStore: Send {
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError>;
 }
 
+/// A store shared by the tasks of one process (a batch): each call holds the lock for
+/// one transaction.
+impl<S: RunStore> RunStore for std::sync::Arc<std::sync::Mutex<S>> {
+    fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError> {
+        lock(self)?.create_run(run, owner)
+    }
+    fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError> {
+        lock(self)?.claim(id, owner)
+    }
+    fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {
+        lock(self)?.renew(owner)
+    }
+    fn call_sent(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError> {
+        lock(self)?.call_sent(id, call)
+    }
+    fn call_answered(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError> {
+        lock(self)?.call_answered(id, call)
+    }
+    fn commit(&mut self, id: &str, point: &CommitPoint<'_>) -> Result<(), StoreError> {
+        lock(self)?.commit(id, point)
+    }
+    fn finish(&mut self, id: &str, end: &RunEnd<'_>) -> Result<(), StoreError> {
+        lock(self)?.finish(id, end)
+    }
+    fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
+        lock(self)?.run(id)
+    }
+    fn runs(&self) -> Result<Vec<RunInfo>, StoreError> {
+        lock(self)?.runs()
+    }
+    fn program(&self, hash: &str) -> Result<StoredProgram, StoreError> {
+        lock(self)?.program(hash)
+    }
+    fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError> {
+        lock(self)?.steps(id)
+    }
+    fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError> {
+        lock(self)?.calls(id)
+    }
+    fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {
+        lock(self)?.checkpoint(id)
+    }
+}
+
+fn lock<S>(m: &std::sync::Mutex<S>) -> Result<std::sync::MutexGuard<'_, S>, StoreError> {
+    m.lock().map_err(|_| {
+        StoreError::new(
+            StoreErrorKind::Io,
+            "internal: a run panicked while writing the store",
+        )
+    })
+}
+
 /// A new sortable run id (UUID v7: ordered by creation time).
 pub fn new_run_id() -> String {
     uuid::Uuid::now_v7().to_string()
+}
+
+/// A run id made of `name`: characters outside `[A-Za-z0-9._-]` become `_`, and it is
+/// cut to 128 bytes.
+pub fn run_id_from(name: &str) -> String {
+    let mut id: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    id.truncate(128);
+    if id.is_empty() {
+        id.push('_');
+    }
+    id
 }
 
 /// Checks a user-chosen run id: 1 to 128 characters from `[A-Za-z0-9._-]`, so ids are

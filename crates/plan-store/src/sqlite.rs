@@ -310,11 +310,11 @@ impl RunStore for SqliteStore {
         tx.commit().map_err(|e| io(&path, e))
     }
 
-    fn renew(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError> {
+    fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {
         self.conn
             .execute(
-                "UPDATE runs SET lease_until = ?3 WHERE id = ?1 AND owner = ?2 AND status = 'running'",
-                params![id, owner.0, now_ms() + LEASE_MS],
+                "UPDATE runs SET lease_until = ?2 WHERE owner = ?1 AND status = 'running'",
+                params![owner.0, now_ms() + LEASE_MS],
             )
             .map_err(|e| self.io(e))?;
         Ok(())

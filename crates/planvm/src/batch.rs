@@ -21,7 +21,7 @@
 use std::collections::HashMap;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args};
@@ -32,6 +32,7 @@ use plan_host::{
     Tracer,
 };
 use plan_manifest::Manifest;
+use plan_store::{NewRun, Owner, RunStore, SqliteStore, StoreJournal};
 use plan_vm::Limits;
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
@@ -118,6 +119,15 @@ pub(crate) struct BatchArgs {
     /// Write each run's trace events to DIR/<run>.trace.jsonl (DIR is created).
     #[arg(long, value_name = "DIR")]
     trace: Option<PathBuf>,
+    /// Journal every run in this store, as `run --store` does; run ids are
+    /// `<batch id>.<run name>`. Default: $PLANVM_STORE.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    store: Option<PathBuf>,
+    /// The batch's id in its runs' ids (default: a new UUID v7).
+    #[arg(long, value_name = "ID", requires = "store", value_parser = crate::stored::parse_run_id)]
+    batch_id: Option<String>,
+    #[command(flatten)]
+    durability: crate::stored::DurabilityArg,
 }
 
 /// One run to do.
@@ -233,7 +243,28 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             );
         }
     };
+    let (store, _lease) = match &args.store {
+        None => (None, None),
+        Some(path) => {
+            let durability = args.durability.get();
+            let store = match crate::stored::open(path, durability) {
+                Ok(s) => s,
+                Err(code) => return code,
+            };
+            let batch = args.batch_id.clone().unwrap_or_else(plan_store::new_run_id);
+            eprintln!("batch {batch}");
+            let owner = Owner::this_process();
+            let lease = crate::stored::Lease::start(path, durability, owner.clone());
+            let store = StoreCtx {
+                store: Arc::new(Mutex::new(store)),
+                batch,
+                owner,
+            };
+            (Some(store), Some(lease))
+        }
+    };
     let ctx = Ctx {
+        store,
         manifest,
         shared,
         opts,
@@ -283,8 +314,16 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     }
 }
 
+/// The store every run of a `--store` batch is journaled in.
+struct StoreCtx {
+    store: Arc<Mutex<SqliteStore>>,
+    batch: String,
+    owner: Owner,
+}
+
 /// Everything the runs share.
 struct Ctx {
+    store: Option<StoreCtx>,
     manifest: Manifest,
     shared: Arc<Host>,
     opts: HostOptions,
@@ -308,7 +347,7 @@ struct Sink {
 }
 
 impl Sink {
-    fn line(&mut self, plan: &Path, line: Option<usize>, report: &RunReport) {
+    fn line(&mut self, plan: &Path, line: Option<usize>, run_id: Option<&str>, report: &RunReport) {
         if self.error.is_some() {
             return;
         }
@@ -316,6 +355,9 @@ impl Sink {
         m.insert("plan".into(), Value::String(plan.display().to_string()));
         if let Some(l) = line {
             m.insert("line".into(), Value::from(l));
+        }
+        if let Some(id) = run_id {
+            m.insert("run_id".into(), Value::from(id));
         }
         if let Ok(Value::Object(r)) = serde_json::to_value(report) {
             m.extend(r);
@@ -409,26 +451,25 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
         ProgressBar::hidden()
     };
 
-    let mut programs: Cache<Result<Arc<ValidatedProgram>, NotLoaded>> =
+    let mut programs: Cache<Result<Arc<Plan>, NotLoaded>> =
         Cache::new(jobs.iter().map(|j| &j.plan));
     let mut cassettes: Cache<Result<Arc<ReplayBackend>, NotLoaded>> =
         Cache::new(jobs.iter().filter_map(|j| j.cassette.as_ref()));
     let mut tasks: JoinSet<RunReport> = JoinSet::new();
-    // task id → (plan, list line), to label a run that ended without a report.
-    let mut labels: HashMap<tokio::task::Id, (PathBuf, Option<usize>)> = HashMap::new();
+    // task id → (plan, list line, run id), to label each run's line.
+    let mut labels: HashMap<tokio::task::Id, Label> = HashMap::new();
     let mut pending = jobs.into_iter();
     let mut exhausted = false;
 
     let finish = |sink: &mut Sink,
                   tally: &mut Tally,
-                  plan: &Path,
-                  line: Option<usize>,
+                  (plan, line, run_id): (&Path, Option<usize>, Option<&str>),
                   report: &RunReport| {
         tally.runs += 1;
         if report.is_ok() {
             tally.ok += 1;
         }
-        sink.line(plan, line, report);
+        sink.line(plan, line, run_id, report);
         bar.inc(1);
         let failed = tally.runs - tally.ok;
         if failed > 0 {
@@ -443,7 +484,7 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 break;
             };
             let program = programs.take(&job.plan, |p| {
-                load_plan(p, &ctx.manifest, color, &bar).map(Arc::new)
+                load_plan(p, &ctx.manifest, color, &bar, ctx.store.is_some()).map(Arc::new)
             });
             let replay = match (&job.cassette, &ctx.replay) {
                 (Some(c), _) => Some(cassettes.take(c, |p| load_cassette(p, &bar))),
@@ -455,7 +496,7 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 (Err(msg), _) | (_, Err(msg)) => {
                     tally.invalid += 1;
                     let report = RunReport::failed_before_start(msg, Duration::ZERO);
-                    finish(sink, &mut tally, &job.plan, job.line, &report);
+                    finish(sink, &mut tally, (&job.plan, job.line, None), &report);
                     continue;
                 }
             };
@@ -468,32 +509,63 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                         tally.unwritable += 1;
                     }
                     let report = RunReport::failed_before_start(msg, Duration::ZERO);
-                    finish(sink, &mut tally, &job.plan, job.line, &report);
+                    finish(sink, &mut tally, (&job.plan, job.line, None), &report);
                     continue;
                 }
             };
             let vars = merge_vars(&ctx.global_vars, job.vars);
             let host = match replay {
-                Some(r) => replay_host(&ctx.opts, &program, &r),
+                Some(r) => replay_host(&ctx.opts, &program.program, &r),
                 None => Ok(ctx.shared.clone()),
             };
             let limits = ctx.limits.clone();
+            let stored = ctx.store.as_ref().map(|s| {
+                let id = plan_store::run_id_from(&format!("{}.{}", s.batch, job.name));
+                (s.store.clone(), s.owner.clone(), id)
+            });
+            let run_id = stored.as_ref().map(|(_, _, id)| id.clone());
+            let plan_name = job.plan.display().to_string();
             let handle = tasks.spawn(async move {
                 let host = match host {
                     Ok(h) => h,
                     Err(msg) => return RunReport::failed_before_start(msg, Duration::ZERO),
                 };
+                let Some((mut store, owner, id)) = stored else {
+                    return plan_host::run_plan_recording(
+                        &host,
+                        &program.program,
+                        vars,
+                        limits,
+                        &mut tracer,
+                        recorder.as_ref(),
+                    )
+                    .await;
+                };
+                let presets: Map<String, Value> = vars.iter().cloned().collect();
+                let new = NewRun {
+                    id: &id,
+                    plan: &plan_name,
+                    source: program.source.as_deref(),
+                    pbc: &program.pbc,
+                    presets: &presets,
+                    limits: &limits,
+                    parent: None,
+                };
+                if let Err(e) = store.create_run(&new, &owner) {
+                    return RunReport::failed_before_start(e.message, Duration::ZERO);
+                }
+                let mut journal = (&mut tracer, StoreJournal::new(&mut store, &id, 0));
                 plan_host::run_plan_recording(
                     &host,
-                    &program,
+                    &program.program,
                     vars,
                     limits,
-                    &mut tracer,
+                    &mut journal,
                     recorder.as_ref(),
                 )
                 .await
             });
-            labels.insert(handle.id(), (job.plan, job.line));
+            labels.insert(handle.id(), (job.plan, job.line, run_id));
         }
         let Some(done) = tasks.join_next_with_id().await else {
             break;
@@ -509,8 +581,8 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 (e.id(), report)
             }
         };
-        let (plan, line) = labels.remove(&id).unwrap_or_default();
-        finish(sink, &mut tally, &plan, line, &report);
+        let (plan, line, run_id) = labels.remove(&id).unwrap_or_default();
+        finish(sink, &mut tally, (&plan, line, run_id.as_deref()), &report);
     }
     bar.finish_and_clear();
     tally.elapsed = start.elapsed();
@@ -612,16 +684,36 @@ fn name_runs(jobs: &mut [Job]) {
     }
 }
 
+/// A loaded plan, shared by its runs.
+struct Plan {
+    program: ValidatedProgram,
+    /// For the store: the source (None for a .pbc file) and the `.pbc` bytes.
+    source: Option<String>,
+    pbc: Vec<u8>,
+}
+
+/// (plan, list line, run id in the store) of a run in flight.
+type Label = (PathBuf, Option<usize>, Option<String>);
+
 fn load_plan(
     path: &Path,
     manifest: &Manifest,
     color: bool,
     bar: &ProgressBar,
-) -> Result<ValidatedProgram, NotLoaded> {
+    for_store: bool,
+) -> Result<Plan, NotLoaded> {
     // NB: called once per distinct plan, not once per run. Warnings (LLM-output repairs)
     // are not printed: across thousands of plans they would bury the errors.
     match load::load_program(path, manifest, color, None) {
-        Ok(l) => Ok(l.program),
+        Ok(l) => Ok(Plan {
+            pbc: if for_store {
+                plan_bytecode::encode(&l.program)
+            } else {
+                Vec::new()
+            },
+            source: l.source.filter(|_| for_store),
+            program: l.program,
+        }),
         Err(load::LoadError::Unreadable(msg)) => Err(msg),
         Err(load::LoadError::Invalid(inv)) => {
             bar.suspend(|| eprint!("{}", inv.rendered));

@@ -48,7 +48,7 @@ enum DurabilityLevel {
 }
 
 impl DurabilityArg {
-    fn get(self) -> Durability {
+    pub(crate) fn get(self) -> Durability {
         match self.durability {
             DurabilityLevel::Normal => Durability::Normal,
             DurabilityLevel::Full => Durability::Full,
@@ -56,7 +56,7 @@ impl DurabilityArg {
     }
 }
 
-fn parse_run_id(s: &str) -> Result<String, String> {
+pub(crate) fn parse_run_id(s: &str) -> Result<String, String> {
     plan_store::check_run_id(s)?;
     Ok(s.to_owned())
 }
@@ -171,7 +171,7 @@ pub(crate) enum RunsCommand {
 }
 
 /// The exit code for a store failure.
-fn store_exit(e: &StoreError) -> u8 {
+pub(crate) fn store_exit(e: &StoreError) -> u8 {
     match e.kind {
         StoreErrorKind::NotAStore => exit::DATA_ERR,
         StoreErrorKind::UnknownRun => exit::NO_INPUT,
@@ -181,7 +181,7 @@ fn store_exit(e: &StoreError) -> u8 {
     }
 }
 
-fn open(path: &Path, durability: Durability) -> Result<SqliteStore, u8> {
+pub(crate) fn open(path: &Path, durability: Durability) -> Result<SqliteStore, u8> {
     SqliteStore::open(path, durability).map_err(|e| fail(store_exit(&e), e))
 }
 
@@ -225,7 +225,7 @@ pub(crate) fn start_run(
         .create_run(&new, &owner)
         .map_err(|e| fail(store_exit(&e), e))?;
     eprintln!("run {id}");
-    let lease = Lease::start(path, durability, &id, owner);
+    let lease = Lease::start(path, durability, owner);
     Ok(StoredRun {
         store,
         id,
@@ -233,18 +233,18 @@ pub(crate) fn start_run(
     })
 }
 
-/// Renews a run's lease from a thread of its own (its own connection) until dropped, so
-/// that a run waiting minutes for one call still shows as `running`, and a run whose
-/// process died shows as `interrupted` within [`LEASE_MS`].
-struct Lease {
+/// Renews the leases of this process's runs from a thread of its own (its own
+/// connection) until dropped, so that a run waiting minutes for one call still shows as
+/// `running`, and a run whose process died shows as `interrupted` within [`LEASE_MS`].
+pub(crate) struct Lease {
     stop: Option<mpsc::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Lease {
-    fn start(path: &Path, durability: Durability, id: &str, owner: Owner) -> Lease {
+    pub(crate) fn start(path: &Path, durability: Durability, owner: Owner) -> Lease {
         let (tx, rx) = mpsc::channel::<()>();
-        let (path, id) = (path.to_owned(), id.to_owned());
+        let path = path.to_owned();
         let every = Duration::from_millis(u64::try_from(LEASE_MS / 4).unwrap_or(2_500));
         let thread = std::thread::spawn(move || {
             let Ok(mut store) = SqliteStore::open(&path, durability) else {
@@ -253,7 +253,7 @@ impl Lease {
             while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
                 // NB: a failed renewal is not the run's failure: at worst another
                 // process may take the run over after the lease lapses.
-                let _ = store.renew(&id, &owner);
+                let _ = store.renew(&owner);
             }
         });
         Lease {
@@ -388,7 +388,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         return fail(store_exit(&e), e);
     }
     eprintln!("run {}", run.id);
-    let _lease = Lease::start(&args.store, durability, &run.id, owner);
+    let _lease = Lease::start(&args.store, durability, owner);
 
     let mut tracer = match crate::open_trace(args.trace.as_deref()) {
         Ok(t) => t,
@@ -521,7 +521,7 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         return fail(store_exit(&e), e);
     }
     eprintln!("run {id}");
-    let _lease = Lease::start(&args.store, durability, &id, owner);
+    let _lease = Lease::start(&args.store, durability, owner);
 
     let mut tracer = match crate::open_trace(args.trace.as_deref()) {
         Ok(t) => t,
@@ -581,6 +581,7 @@ fn list(path: &Path, format: Format) -> u8 {
         Err(e) => return fail(store_exit(&e), e),
     };
     let mut out = std::io::stdout().lock();
+    let width = runs.iter().map(|r| r.id.len()).max().unwrap_or(0);
     for r in &runs {
         let line = match format {
             Format::Json => json!({
@@ -596,7 +597,7 @@ fn list(path: &Path, format: Format) -> u8 {
             })
             .to_string(),
             Format::Text => format!(
-                "{}  {:<11}  {:>6} steps  {:>4} calls  {}  {}{}",
+                "{:<width$}  {:<11}  {:>6} steps  {:>4} calls  {}  {}{}",
                 r.id,
                 r.status.as_str(),
                 r.steps,

@@ -184,6 +184,7 @@ async fn answered_in_store(db: &Path, id: &str) -> Vec<(String, Value)> {
 async fn run_and_kill(args: Vec<String>, after: Duration) {
     let mut child = Command::new(BIN)
         .args(&args)
+        .env_remove("PLANVM_STORE")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -373,6 +374,7 @@ async fn a_run_held_by_a_live_process_is_not_resumed_twice() {
     args.extend(["--run-id".into(), "b".into()]);
     let mut child = Command::new(BIN)
         .args(&args)
+        .env_remove("PLANVM_STORE")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -584,4 +586,34 @@ async fn a_branch_from_a_middle_step_makes_only_the_calls_from_that_step_on() {
     )
     .await;
     assert_eq!(list.stdout.lines().count(), 2, "{}", list.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_journals_every_run_under_ids_from_the_batch_and_run_names() {
+    let f = fixture().await;
+    let plans = f.dir.path().join("plans");
+    std::fs::create_dir(&plans).unwrap();
+    std::fs::write(plans.join("dag.json"), DAG).unwrap();
+    std::fs::write(plans.join("loop.json"), LOOP).unwrap();
+    let db = f.dir.path().join("batch.db");
+    let mut args = f.args(&["batch"], Some(&plans), &db);
+    args.extend(["--batch-id".into(), "nightly".into()]);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let ids: Vec<&str> = lines
+        .iter()
+        .map(|l| l["run_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["nightly.dag", "nightly.loop"]);
+    for (line, id) in lines.iter().zip(&ids) {
+        let out = resume(&f, &db, id, &["--format", "json"]).await;
+        let stored: Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(stored["final_answer"], line["final_answer"], "{id}");
+        assert_eq!(stored["tool_calls"], line["tool_calls"], "{id}");
+    }
 }

@@ -25,6 +25,7 @@ pub async fn planvm(args: Vec<String>, env: &[(&str, &str)]) -> Out {
         Command::new(BIN)
             .args(&args)
             .env_remove("OPENAI_API_KEY")
+            .env_remove("PLANVM_STORE")
             .envs(env)
             .output()
             .unwrap()
