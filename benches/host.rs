@@ -1,6 +1,8 @@
 //! Host overhead per tool call with the replay backend: a plan of 100 tool calls run by
 //! `plan_host::run_plan` on a tokio runtime from a zero-latency cassette, next to the
-//! same program run in-process with an instant host (the difference is the host's cost).
+//! same program run in-process with an instant host (the difference is the host's cost),
+//! and the same run journaled in a run store (SQLite, WAL, synchronous=NORMAL, a file in
+//! a temporary directory): the difference is the store's cost per committed step.
 //! Run: `cargo bench --bench host`.
 
 mod common;
@@ -87,6 +89,39 @@ fn host_overhead(c: &mut Criterion) {
                 vec![],
                 Limits::default(),
                 &mut tracer,
+            ));
+            debug_assert!(r.is_ok());
+            r
+        })
+    });
+    let db = dir.path().join("runs.db");
+    let mut store = plan_store::SqliteStore::open(&db, plan_store::Durability::Normal).unwrap();
+    let pbc = plan_bytecode::encode(&program);
+    let owner = plan_store::Owner::this_process();
+    let presets = serde_json::Map::new();
+    let limits = Limits::default();
+    let mut n = 0u64;
+    g.bench_function("replay_run_plan_store", |b| {
+        b.iter(|| {
+            n += 1;
+            let id = format!("r{n}");
+            let new = plan_store::NewRun {
+                id: &id,
+                plan: "chain.json",
+                source: None,
+                pbc: &pbc,
+                presets: &presets,
+                limits: &limits,
+                parent: None,
+            };
+            plan_store::RunStore::create_run(&mut store, &new, &owner).unwrap();
+            let mut journal = plan_store::StoreJournal::new(&mut store, &id, 0);
+            let r = rt.block_on(run_plan(
+                &host,
+                &program,
+                vec![],
+                Limits::default(),
+                &mut journal,
             ));
             debug_assert!(r.is_ok());
             r

@@ -569,6 +569,14 @@ async fn drive<M: Machine>(
         }
         if wants_states && let Some(state) = vm.state() {
             calls.emit(&TraceEvent::Suspended { state });
+            // NB: the calls just issued go out only when the driver waits below: a
+            // journal writing in the background must have them on record first.
+            if let Some(durable) = calls.journal.durable()
+                && let Err(e) = durable.await
+                && calls.journal_error.is_none()
+            {
+                calls.journal_error = Some(e);
+            }
             if let Some(message) = calls.journal_error.take() {
                 return fail(&mut calls, vm, steps_seen, journal_failed(message));
             }

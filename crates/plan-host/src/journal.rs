@@ -66,6 +66,9 @@ impl TraceEvent<'_> {
     }
 }
 
+/// A wait for a journal's writes to be on record (see [`Journal::durable`]).
+pub type Durable = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send>>;
+
 /// Receives a run's events. Returning an error fails the run (`R0012`).
 pub trait Journal: Send {
     /// Whether the VM should record its per-instruction events (they cost time: off
@@ -87,6 +90,14 @@ pub trait Journal: Send {
     }
 
     fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String>;
+
+    /// For a journal that writes in the background: a wait until what it was given so
+    /// far is on record. The driver waits for it after each [`TraceEvent::Suspended`],
+    /// before it sends the calls just issued; whoever ran the driver waits for it after
+    /// the end. `None`: everything is already written.
+    fn durable(&mut self) -> Option<Durable> {
+        None
+    }
 }
 
 /// Records nothing.
@@ -109,6 +120,9 @@ impl<J: Journal + ?Sized> Journal for &mut J {
     fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
         (**self).record(event)
     }
+    fn durable(&mut self) -> Option<Durable> {
+        (**self).durable()
+    }
 }
 
 impl<J: Journal> Journal for Option<J> {
@@ -127,6 +141,9 @@ impl<J: Journal> Journal for Option<J> {
             None => Ok(()),
         }
     }
+    fn durable(&mut self) -> Option<Durable> {
+        self.as_mut().and_then(J::durable)
+    }
 }
 
 /// Both journals get every event; the first error is returned, after both have seen it.
@@ -144,6 +161,15 @@ impl<A: Journal, B: Journal> Journal for (A, B) {
         let a = self.0.record(event);
         let b = self.1.record(event);
         a.and(b)
+    }
+    fn durable(&mut self) -> Option<Durable> {
+        match (self.0.durable(), self.1.durable()) {
+            (Some(a), Some(b)) => Some(Box::pin(async move {
+                let (a, b) = futures::join!(a, b);
+                a.and(b)
+            })),
+            (a, b) => a.or(b),
+        }
     }
 }
 

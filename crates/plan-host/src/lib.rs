@@ -53,7 +53,7 @@ pub use driver::{
 };
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use host::{CONDITION_TOOL, Host, HostOptions};
-pub use journal::{Journal, RecordJournal, TraceEvent};
+pub use journal::{Durable, Journal, RecordJournal, TraceEvent};
 pub use net::{MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR};
 pub use prompt::{CONDITION_INSTRUCTION, keys_instruction, user_message};
 pub use redact::{REDACTED, Redactor};

@@ -1,63 +1,93 @@
-//! The store as a journal of the driver: calls are written as they are sent and as they
-//! are answered; steps, commits and the VM state once per commit point, in one
-//! transaction.
+//! The store as a journal of the driver: everything since the last commit point (calls
+//! about to be sent, answers, steps, commits, the VM state) is written in one
+//! transaction when the driver is about to wait, and when the run ends.
 
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
-use plan_host::{Journal, TraceEvent};
+use plan_host::{Durable, Journal, TraceEvent};
 use plan_vm::{CallId, Event, ToolRequest};
 use serde_json::{Map, Value};
 
-use crate::{CallRow, CallState, CommitPoint, RunEnd, RunStore, StepRow};
+use crate::{CallRow, CallState, CommitPoint, GroupStore, RunEnd, RunStore, StepRow, StoreWrite};
 
 /// The largest value a step row keeps (bytes as the VM counts them). Larger values are
 /// listed with their size only: copying them at every step of a loop that rewrites them
 /// would cost time quadratic in the loop. The checkpoint always has every value.
 pub const MAX_KEPT_VALUE_BYTES: u64 = 64 * 1024;
 
+/// A commit point saves the VM state when this much time has passed since the last
+/// saved state...
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+/// ...or this many instructions were committed since. In between, only the calls and
+/// steps are written: a resumed run starts from the last saved state (or from the start)
+/// and runs again up to where it stopped, answering from the stored calls, which costs
+/// microseconds per step, while writing the state at every commit point cost a
+/// transaction's worth of pages each time.
+pub const CHECKPOINT_STEPS: u64 = 4096;
+
+/// Where a journal's commit points go.
+enum Target<'s> {
+    /// Committed at once, in the driver's task (one run in a process).
+    Direct(&'s mut dyn RunStore),
+    /// Queued to a writer thread that commits many runs' points together (a batch);
+    /// the driver waits for them through [`Journal::durable`].
+    Group(GroupStore),
+}
+
 /// Journals one run into a store.
 pub struct StoreJournal<'s> {
-    store: &'s mut dyn RunStore,
+    target: Target<'s>,
     run: String,
     /// Instructions committed so far (a resumed run starts from its checkpoint's count).
     steps_done: u64,
-    /// Steps since the last commit point.
-    steps: Vec<StepRow>,
-    committed: Vec<u64>,
-    discarded: Vec<u64>,
+    /// What the next commit point writes.
+    point: CommitPoint,
     /// Calls answered from saved results: their rows are not touched.
     reused: HashSet<CallId>,
+    /// When and at which step count the state was last saved.
+    last_checkpoint: (Instant, u64),
+    /// Group commits not known to be written yet.
+    waiting: Vec<Durable>,
 }
 
 impl<'s> StoreJournal<'s> {
     /// `steps_done`: 0 for a new run, the checkpoint's count for a resumed one.
     pub fn new(store: &'s mut dyn RunStore, run: &str, steps_done: u64) -> Self {
+        Self::to(Target::Direct(store), run, steps_done)
+    }
+
+    /// A journal whose commit points go through a group-committing writer.
+    pub fn grouped(store: GroupStore, run: &str, steps_done: u64) -> StoreJournal<'static> {
+        StoreJournal::to(Target::Group(store), run, steps_done)
+    }
+
+    fn to(target: Target<'s>, run: &str, steps_done: u64) -> Self {
         StoreJournal {
-            store,
+            target,
             run: run.to_owned(),
             steps_done,
-            steps: Vec::new(),
-            committed: Vec::new(),
-            discarded: Vec::new(),
+            point: CommitPoint::default(),
             reused: HashSet::new(),
+            last_checkpoint: (Instant::now(), steps_done),
+            waiting: Vec::new(),
         }
     }
 
-    fn flush(&mut self, state: Option<(u64, &str)>) -> Result<(), String> {
-        let point = CommitPoint {
-            steps: &self.steps,
-            committed: &self.committed,
-            discarded: &self.discarded,
-            state,
-            total_steps: self.steps_done,
-        };
-        self.store
-            .commit(&self.run, &point)
-            .map_err(|e| e.message)?;
-        self.steps.clear();
-        self.committed.clear();
-        self.discarded.clear();
-        Ok(())
+    fn flush(&mut self, state: Option<(u64, String)>, end: Option<RunEnd>) -> Result<(), String> {
+        let mut point = std::mem::take(&mut self.point);
+        point.state = state;
+        point.end = end;
+        point.total_steps = self.steps_done;
+        match &mut self.target {
+            Target::Direct(store) => store.commit(&self.run, &point).map_err(|e| e.message),
+            Target::Group(store) => {
+                let done = store.submit(StoreWrite::Commit(self.run.clone(), point));
+                self.waiting
+                    .push(Box::pin(async move { done.await.map_err(|e| e.message) }));
+                Ok(())
+            }
+        }
     }
 }
 
@@ -83,11 +113,19 @@ impl Journal for StoreJournal<'_> {
         true
     }
 
+    fn durable(&mut self) -> Option<Durable> {
+        if self.waiting.is_empty() {
+            return None;
+        }
+        let all = futures::future::try_join_all(std::mem::take(&mut self.waiting));
+        Some(Box::pin(async move { all.await.map(|_| ()) }))
+    }
+
     fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
         match event {
             TraceEvent::Vm(Event::Step { pc, seq_no, op }) => {
                 self.steps_done += 1;
-                self.steps.push(StepRow {
+                self.point.steps.push(StepRow {
                     step: self.steps_done,
                     seq_no: *seq_no,
                     pc: *pc,
@@ -99,7 +137,7 @@ impl Journal for StoreJournal<'_> {
             TraceEvent::Vm(Event::VarSet {
                 name, value, bytes, ..
             }) => {
-                if let Some(step) = self.steps.last_mut() {
+                if let Some(step) = self.point.steps.last_mut() {
                     match value {
                         Some(v) => step.writes.insert(name.clone(), v.clone()),
                         None => step.omitted.insert(name.clone(), Value::from(*bytes)),
@@ -115,9 +153,7 @@ impl Journal for StoreJournal<'_> {
                 self.reused.insert(request.id);
             }
             TraceEvent::CallIssued { request, .. } => {
-                self.store
-                    .call_sent(&self.run, &row(request, CallState::Inflight))
-                    .map_err(|e| e.message)?;
+                self.point.sent.push(row(request, CallState::Inflight));
             }
             TraceEvent::CallAnswered {
                 request,
@@ -133,33 +169,36 @@ impl Journal for StoreJournal<'_> {
                     Err(e) => call.error = Some(e.message.clone()),
                 }
                 call.latency_ms = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
-                self.store
-                    .call_answered(&self.run, &call)
-                    .map_err(|e| e.message)?;
+                self.point.answered.push(call);
             }
-            TraceEvent::CallCommitted { request } => self.committed.push(request.instance),
-            TraceEvent::CallDiscarded { request, .. } => self.discarded.push(request.instance),
+            TraceEvent::CallCommitted { request } => self.point.committed.push(request.instance),
+            TraceEvent::CallDiscarded { request, .. } => {
+                self.point.discarded.push(request.instance);
+            }
             TraceEvent::Suspended { state } => {
-                let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
-                self.flush(Some((state.steps(), &json)))?;
+                let (at, steps) = self.last_checkpoint;
+                if at.elapsed() >= CHECKPOINT_INTERVAL
+                    || state.steps().saturating_sub(steps) >= CHECKPOINT_STEPS
+                {
+                    let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
+                    self.flush(Some((state.steps(), json)), None)?;
+                    self.last_checkpoint = (Instant::now(), state.steps());
+                } else {
+                    self.flush(None, None)?;
+                }
             }
             TraceEvent::Warning { .. } => {}
             TraceEvent::Finished { report } => {
-                self.flush(None)?;
                 let error = report
                     .error
                     .as_ref()
                     .map(|e| serde_json::to_value(e).unwrap_or(Value::Null));
-                self.store
-                    .finish(
-                        &self.run,
-                        &RunEnd {
-                            ok: report.is_ok(),
-                            final_answer: &report.final_answer,
-                            error,
-                        },
-                    )
-                    .map_err(|e| e.message)?;
+                let end = RunEnd {
+                    ok: report.is_ok(),
+                    final_answer: report.final_answer.clone(),
+                    error,
+                };
+                self.flush(None, Some(end))?;
             }
         }
         Ok(())

@@ -17,6 +17,7 @@
 //! commit point survives a process crash (`--durability normal`) or a power loss
 //! (`full`).
 
+mod group;
 mod journal;
 pub mod replay;
 mod sqlite;
@@ -24,7 +25,8 @@ mod sqlite;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-pub use journal::{MAX_KEPT_VALUE_BYTES, StoreJournal};
+pub use group::GroupStore;
+pub use journal::{CHECKPOINT_INTERVAL, CHECKPOINT_STEPS, MAX_KEPT_VALUE_BYTES, StoreJournal};
 pub use sqlite::{Durability, SqliteStore};
 
 /// How long a run's lease lasts without renewal: past it, a `running` run whose process
@@ -164,25 +166,68 @@ pub struct CallRow {
     pub latency_ms: Option<u64>,
 }
 
-/// What one commit point writes, in one transaction.
+/// What one commit point writes, in one transaction: the driver is about to wait for
+/// calls (or the run ended). Calls are written as sent here, before the driver sends
+/// them (the requests go out only when it waits), and the answers that arrived since the
+/// last commit point come with it: a crash loses only the calls in flight.
 #[derive(Debug, Default)]
-pub struct CommitPoint<'a> {
-    pub steps: &'a [StepRow],
+pub struct CommitPoint {
+    /// Calls about to be sent (`inflight` rows, replacing an earlier attempt's).
+    pub sent: Vec<CallRow>,
+    /// Calls answered since the last commit point (output or error, latency).
+    pub answered: Vec<CallRow>,
+    pub steps: Vec<StepRow>,
     /// Calls the run consumed since the last commit point (by `step`).
-    pub committed: &'a [u64],
-    pub discarded: &'a [u64],
-    /// The VM state to continue from (`None` at the end of a run).
-    pub state: Option<(u64, &'a str)>,
-    /// Instructions committed in all.
+    pub committed: Vec<u64>,
+    pub discarded: Vec<u64>,
+    /// The VM state to continue from, with its step count (only now and then: see
+    /// [`CHECKPOINT_INTERVAL`]).
+    pub state: Option<(u64, String)>,
+    /// Instructions committed in all (written with a state or the end).
     pub total_steps: u64,
+    /// The run ended: its final row (the lease is released).
+    pub end: Option<RunEnd>,
 }
 
 /// How a run ended.
 #[derive(Debug)]
-pub struct RunEnd<'a> {
+pub struct RunEnd {
     pub ok: bool,
-    pub final_answer: &'a Value,
+    pub final_answer: Value,
     pub error: Option<Value>,
+}
+
+/// A run about to start, owned (to hand to another thread).
+#[derive(Clone, Debug)]
+pub struct OwnedNewRun {
+    pub id: String,
+    pub plan: String,
+    pub source: Option<String>,
+    pub pbc: Vec<u8>,
+    pub presets: Map<String, Value>,
+    pub limits: plan_vm::Limits,
+    pub parent: Option<(String, i64)>,
+}
+
+impl OwnedNewRun {
+    pub fn borrow(&self) -> NewRun<'_> {
+        NewRun {
+            id: &self.id,
+            plan: &self.plan,
+            source: self.source.as_deref(),
+            pbc: &self.pbc,
+            presets: &self.presets,
+            limits: &self.limits,
+            parent: self.parent.as_ref().map(|(p, s)| (p.as_str(), *s)),
+        }
+    }
+}
+
+/// One write of a group commit ([`GroupStore`]).
+#[derive(Debug)]
+pub enum StoreWrite {
+    Create(OwnedNewRun, Owner),
+    Commit(String, CommitPoint),
 }
 
 /// The process running a run: `host:pid`.
@@ -266,14 +311,12 @@ pub trait RunStore: Send {
     fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError>;
     /// Extends `owner`'s lease on every run it is running.
     fn renew(&mut self, owner: &Owner) -> Result<(), StoreError>;
-    /// A call was sent (its row becomes `inflight`, replacing an earlier attempt's).
-    fn call_sent(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError>;
-    /// A call's answer arrived (stored at once: a crash loses only calls in flight).
-    fn call_answered(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError>;
-    /// A commit point.
-    fn commit(&mut self, id: &str, point: &CommitPoint<'_>) -> Result<(), StoreError>;
-    /// The run ended; the lease is released.
-    fn finish(&mut self, id: &str, end: &RunEnd<'_>) -> Result<(), StoreError>;
+    /// A commit point, in one transaction.
+    fn commit(&mut self, id: &str, point: &CommitPoint) -> Result<(), StoreError>;
+    /// Several writes (of several runs) in one transaction: one result per write. A
+    /// write refused on its own (a duplicate run id) leaves the others; a failure of the
+    /// transaction fails them all.
+    fn write_group(&mut self, writes: &[StoreWrite]) -> Vec<Result<(), StoreError>>;
 
     fn run(&self, id: &str) -> Result<RunInfo, StoreError>;
     /// Every run, oldest first.
@@ -298,17 +341,14 @@ impl<S: RunStore> RunStore for std::sync::Arc<std::sync::Mutex<S>> {
     fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {
         lock(self)?.renew(owner)
     }
-    fn call_sent(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError> {
-        lock(self)?.call_sent(id, call)
-    }
-    fn call_answered(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError> {
-        lock(self)?.call_answered(id, call)
-    }
-    fn commit(&mut self, id: &str, point: &CommitPoint<'_>) -> Result<(), StoreError> {
+    fn commit(&mut self, id: &str, point: &CommitPoint) -> Result<(), StoreError> {
         lock(self)?.commit(id, point)
     }
-    fn finish(&mut self, id: &str, end: &RunEnd<'_>) -> Result<(), StoreError> {
-        lock(self)?.finish(id, end)
+    fn write_group(&mut self, writes: &[StoreWrite]) -> Vec<Result<(), StoreError>> {
+        match lock(self) {
+            Ok(mut s) => s.write_group(writes),
+            Err(e) => writes.iter().map(|_| Err(e.clone())).collect(),
+        }
     }
     fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
         lock(self)?.run(id)

@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CallState, CommitPoint, LEASE_MS, NewRun, Owner, RunEnd, RunInfo, RunStatus, RunStore,
-    StepRow, StoreError, StoreErrorKind, StoredProgram, now_ms,
+    CallRow, CallState, CommitPoint, LEASE_MS, NewRun, Owner, RunInfo, RunStatus, RunStore,
+    StepRow, StoreError, StoreErrorKind, StoreWrite, StoredProgram, now_ms,
 };
 
 /// `PRAGMA application_id` of a planvm store ('plnr').
@@ -229,46 +229,9 @@ fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CallRow> {
 
 impl RunStore for SqliteStore {
     fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError> {
-        let hash = format!("{:x}", Sha256::digest(run.pbc));
-        let now = now_ms();
         let path = self.path.clone();
         let tx = self.write()?;
-        let taken: Option<i64> = tx
-            .query_row("SELECT 1 FROM runs WHERE id = ?1", [run.id], |r| r.get(0))
-            .optional()
-            .map_err(|e| io(&path, e))?;
-        if taken.is_some() {
-            return Err(StoreError::new(
-                StoreErrorKind::DuplicateRun,
-                format!(
-                    "run `{}` already exists in this store; `planvm resume {}` continues it",
-                    run.id, run.id
-                ),
-            ));
-        }
-        tx.execute(
-            "INSERT OR IGNORE INTO programs (hash, source, pbc) VALUES (?1, ?2, ?3)",
-            params![hash, run.source, run.pbc],
-        )
-        .map_err(|e| io(&path, e))?;
-        tx.execute(
-            "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
-                               created_at, updated_at, owner, lease_until) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?8, ?9, ?10)",
-            params![
-                run.id,
-                hash,
-                run.plan,
-                run.parent.map(|(p, _)| p),
-                run.parent.map(|(_, s)| s),
-                json(run.presets),
-                json(run.limits),
-                now,
-                owner.0,
-                now + LEASE_MS
-            ],
-        )
-        .map_err(|e| io(&path, e))?;
+        create(&tx, &path, run, owner)?;
         tx.commit().map_err(|e| io(&path, e))
     }
 
@@ -320,107 +283,37 @@ impl RunStore for SqliteStore {
         Ok(())
     }
 
-    fn call_sent(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "INSERT OR REPLACE INTO calls (run, step, seq_no, tool, args, state) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'inflight')",
-                params![
-                    id,
-                    to_i64(call.step),
-                    call.seq_no,
-                    call.tool,
-                    json(&call.args)
-                ],
-            )
-            .map_err(|e| self.io(e))?;
-        Ok(())
-    }
-
-    fn call_answered(&mut self, id: &str, call: &CallRow) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "UPDATE calls SET state = 'answered', output = ?3, error = ?4, latency_ms = ?5 \
-                 WHERE run = ?1 AND step = ?2",
-                params![
-                    id,
-                    to_i64(call.step),
-                    call.output.as_ref().map(json),
-                    call.error,
-                    call.latency_ms.map(to_i64)
-                ],
-            )
-            .map_err(|e| self.io(e))?;
-        Ok(())
-    }
-
-    fn commit(&mut self, id: &str, point: &CommitPoint<'_>) -> Result<(), StoreError> {
+    fn commit(&mut self, id: &str, point: &CommitPoint) -> Result<(), StoreError> {
         let path = self.path.clone();
         let tx = self.write()?;
-        {
-            let mut step = tx
-                .prepare_cached(
-                    "INSERT OR REPLACE INTO steps (run, step, seq_no, pc, op, writes, omitted) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .map_err(|e| io(&path, e))?;
-            for s in point.steps {
-                let omitted = (!s.omitted.is_empty()).then(|| json(&s.omitted));
-                step.execute(params![
-                    id,
-                    to_i64(s.step),
-                    s.seq_no,
-                    s.pc,
-                    s.op,
-                    json(&s.writes),
-                    omitted
-                ])
-                .map_err(|e| io(&path, e))?;
-            }
-            let mut mark = tx
-                .prepare_cached("UPDATE calls SET state = ?3 WHERE run = ?1 AND step = ?2")
-                .map_err(|e| io(&path, e))?;
-            for (steps, state) in [
-                (point.committed, CallState::Committed),
-                (point.discarded, CallState::Discarded),
-            ] {
-                for &s in steps {
-                    mark.execute(params![id, to_i64(s), state.as_str()])
-                        .map_err(|e| io(&path, e))?;
-                }
-            }
-        }
-        if let Some((steps, state)) = point.state {
-            tx.execute(
-                "INSERT OR REPLACE INTO checkpoints (run, steps, state) VALUES (?1, ?2, ?3)",
-                params![id, to_i64(steps), state],
-            )
-            .map_err(|e| io(&path, e))?;
-        }
-        tx.execute(
-            "UPDATE runs SET steps = ?2, updated_at = ?3 WHERE id = ?1",
-            params![id, to_i64(point.total_steps), now_ms()],
-        )
-        .map_err(|e| io(&path, e))?;
+        commit(&tx, &path, id, point)?;
         tx.commit().map_err(|e| io(&path, e))
     }
 
-    fn finish(&mut self, id: &str, end: &RunEnd<'_>) -> Result<(), StoreError> {
-        let status = if end.ok { "ok" } else { "failed" };
-        self.conn
-            .execute(
-                "UPDATE runs SET status = ?2, final_answer = ?3, error = ?4, updated_at = ?5, \
-                                 lease_until = NULL WHERE id = ?1",
-                params![
-                    id,
-                    status,
-                    end.ok.then(|| json(end.final_answer)),
-                    end.error.as_ref().map(json),
-                    now_ms()
-                ],
-            )
-            .map_err(|e| self.io(e))?;
-        Ok(())
+    fn write_group(&mut self, writes: &[StoreWrite]) -> Vec<Result<(), StoreError>> {
+        let path = self.path.clone();
+        let all_failed = |e: StoreError| writes.iter().map(|_| Err(e.clone())).collect();
+        let tx = match self.write() {
+            Ok(tx) => tx,
+            Err(e) => return all_failed(e),
+        };
+        let mut results = Vec::with_capacity(writes.len());
+        for w in writes {
+            let r = match w {
+                StoreWrite::Create(run, owner) => create(&tx, &path, &run.borrow(), owner),
+                StoreWrite::Commit(id, point) => commit(&tx, &path, id, point),
+            };
+            match r {
+                // NB: refused before writing anything: the others go on.
+                Err(e) if e.kind == StoreErrorKind::DuplicateRun => results.push(Err(e)),
+                Err(e) => return all_failed(e),
+                Ok(()) => results.push(Ok(())),
+            }
+        }
+        match tx.commit() {
+            Ok(()) => results,
+            Err(e) => all_failed(io(&path, e)),
+        }
     }
 
     fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
@@ -513,4 +406,150 @@ impl RunStore for SqliteStore {
             .optional()
             .map_err(|e| self.io(e))
     }
+}
+
+/// Stores the program (once per hash) and creates the run, inside `tx`.
+fn create(
+    tx: &rusqlite::Transaction<'_>,
+    path: &str,
+    run: &NewRun<'_>,
+    owner: &Owner,
+) -> Result<(), StoreError> {
+    let hash = format!("{:x}", Sha256::digest(run.pbc));
+    let now = now_ms();
+    let taken: Option<i64> = tx
+        .query_row("SELECT 1 FROM runs WHERE id = ?1", [run.id], |r| r.get(0))
+        .optional()
+        .map_err(|e| io(path, e))?;
+    if taken.is_some() {
+        return Err(StoreError::new(
+            StoreErrorKind::DuplicateRun,
+            format!(
+                "run `{}` already exists in this store; `planvm resume {}` continues it",
+                run.id, run.id
+            ),
+        ));
+    }
+    tx.execute(
+        "INSERT OR IGNORE INTO programs (hash, source, pbc) VALUES (?1, ?2, ?3)",
+        params![hash, run.source, run.pbc],
+    )
+    .map_err(|e| io(path, e))?;
+    tx.execute(
+        "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
+                               created_at, updated_at, owner, lease_until) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?8, ?9, ?10)",
+        params![
+            run.id,
+            hash,
+            run.plan,
+            run.parent.map(|(p, _)| p),
+            run.parent.map(|(_, s)| s),
+            json(run.presets),
+            json(run.limits),
+            now,
+            owner.0,
+            now + LEASE_MS
+        ],
+    )
+    .map_err(|e| io(path, e))?;
+    Ok(())
+}
+
+/// Writes a commit point, inside `tx`.
+fn commit(
+    tx: &rusqlite::Transaction<'_>,
+    path: &str,
+    id: &str,
+    point: &CommitPoint,
+) -> Result<(), StoreError> {
+    {
+        let mut sent = tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO calls (run, step, seq_no, tool, args, state) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, 'inflight')",
+            )
+            .map_err(|e| io(path, e))?;
+        for c in &point.sent {
+            sent.execute(params![id, to_i64(c.step), c.seq_no, c.tool, json(&c.args)])
+                .map_err(|e| io(path, e))?;
+        }
+        let mut answered = tx
+            .prepare_cached(
+                "UPDATE calls SET state = 'answered', output = ?3, error = ?4, latency_ms = ?5 \
+                     WHERE run = ?1 AND step = ?2",
+            )
+            .map_err(|e| io(path, e))?;
+        for c in &point.answered {
+            answered
+                .execute(params![
+                    id,
+                    to_i64(c.step),
+                    c.output.as_ref().map(json),
+                    c.error,
+                    c.latency_ms.map(to_i64)
+                ])
+                .map_err(|e| io(path, e))?;
+        }
+        let mut step = tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO steps (run, step, seq_no, pc, op, writes, omitted) \
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )
+            .map_err(|e| io(path, e))?;
+        for s in &point.steps {
+            let omitted = (!s.omitted.is_empty()).then(|| json(&s.omitted));
+            step.execute(params![
+                id,
+                to_i64(s.step),
+                s.seq_no,
+                s.pc,
+                s.op,
+                json(&s.writes),
+                omitted
+            ])
+            .map_err(|e| io(path, e))?;
+        }
+        let mut mark = tx
+            .prepare_cached("UPDATE calls SET state = ?3 WHERE run = ?1 AND step = ?2")
+            .map_err(|e| io(path, e))?;
+        for (steps, state) in [
+            (&point.committed, CallState::Committed),
+            (&point.discarded, CallState::Discarded),
+        ] {
+            for &s in steps {
+                mark.execute(params![id, to_i64(s), state.as_str()])
+                    .map_err(|e| io(path, e))?;
+            }
+        }
+    }
+    if let Some((steps, state)) = &point.state {
+        tx.prepare_cached(
+            "INSERT OR REPLACE INTO checkpoints (run, steps, state) VALUES (?1, ?2, ?3)",
+        )
+        .and_then(|mut st| st.execute(params![id, to_i64(*steps), state]))
+        .map_err(|e| io(path, e))?;
+    }
+    // NB: the run's row only with a saved state or at the end: one page less per
+    // commit point (its step count and update time lag by at most a checkpoint).
+    if point.state.is_some() || point.end.is_some() {
+        tx.prepare_cached("UPDATE runs SET steps = ?2, updated_at = ?3 WHERE id = ?1")
+            .and_then(|mut st| st.execute(params![id, to_i64(point.total_steps), now_ms()]))
+            .map_err(|e| io(path, e))?;
+    }
+    if let Some(end) = &point.end {
+        let status = if end.ok { "ok" } else { "failed" };
+        tx.execute(
+            "UPDATE runs SET status = ?2, final_answer = ?3, error = ?4, lease_until = NULL \
+                 WHERE id = ?1",
+            params![
+                id,
+                status,
+                end.ok.then(|| json(&end.final_answer)),
+                end.error.as_ref().map(json)
+            ],
+        )
+        .map_err(|e| io(path, e))?;
+    }
+    Ok(())
 }

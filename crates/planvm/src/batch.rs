@@ -21,18 +21,19 @@
 use std::collections::HashMap;
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args};
 use indicatif::{ProgressBar, ProgressStyle};
 use plan_bytecode::ValidatedProgram;
+use plan_host::Journal;
 use plan_host::{
     Backend, CONDITION_TOOL, Host, HostErrorKind, HostOptions, Recorder, ReplayBackend, RunReport,
     Tracer,
 };
 use plan_manifest::Manifest;
-use plan_store::{NewRun, Owner, RunStore, SqliteStore, StoreJournal};
+use plan_store::{GroupStore, OwnedNewRun, Owner, StoreJournal, StoreWrite};
 use plan_vm::Limits;
 use serde_json::{Map, Value};
 use tokio::task::JoinSet;
@@ -256,7 +257,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             let owner = Owner::this_process();
             let lease = crate::stored::Lease::start(path, durability, owner.clone());
             let store = StoreCtx {
-                store: Arc::new(Mutex::new(store)),
+                store: GroupStore::spawn(store),
                 batch,
                 owner,
             };
@@ -314,9 +315,10 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     }
 }
 
-/// The store every run of a `--store` batch is journaled in.
+/// The store every run of a `--store` batch is journaled in (group commit: the runs'
+/// commit points share transactions).
 struct StoreCtx {
-    store: Arc<Mutex<SqliteStore>>,
+    store: GroupStore,
     batch: String,
     owner: Owner,
 }
@@ -530,7 +532,7 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                     Ok(h) => h,
                     Err(msg) => return RunReport::failed_before_start(msg, Duration::ZERO),
                 };
-                let Some((mut store, owner, id)) = stored else {
+                let Some((store, owner, id)) = stored else {
                     return plan_host::run_plan_recording(
                         &host,
                         &program.program,
@@ -541,21 +543,20 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                     )
                     .await;
                 };
-                let presets: Map<String, Value> = vars.iter().cloned().collect();
-                let new = NewRun {
-                    id: &id,
-                    plan: &plan_name,
-                    source: program.source.as_deref(),
-                    pbc: &program.pbc,
-                    presets: &presets,
-                    limits: &limits,
+                let new = OwnedNewRun {
+                    id: id.clone(),
+                    plan: plan_name,
+                    source: program.source.clone(),
+                    pbc: program.pbc.clone(),
+                    presets: vars.iter().cloned().collect(),
+                    limits: limits.clone(),
                     parent: None,
                 };
-                if let Err(e) = store.create_run(&new, &owner) {
+                if let Err(e) = store.submit(StoreWrite::Create(new, owner)).await {
                     return RunReport::failed_before_start(e.message, Duration::ZERO);
                 }
-                let mut journal = (&mut tracer, StoreJournal::new(&mut store, &id, 0));
-                plan_host::run_plan_recording(
+                let mut journal = (&mut tracer, StoreJournal::grouped(store, &id, 0));
+                let mut report = plan_host::run_plan_recording(
                     &host,
                     &program.program,
                     vars,
@@ -563,7 +564,20 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                     &mut journal,
                     recorder.as_ref(),
                 )
-                .await
+                .await;
+                // NB: the run's line is printed only once its end is on record.
+                if let Some(durable) = journal.durable()
+                    && let Err(message) = durable.await
+                {
+                    report.status = plan_host::RunStatus::Failed;
+                    report.error = Some(plan_host::ReportError {
+                        code: plan_vm::ErrorCode::RecordFailed,
+                        message,
+                        seq_no: None,
+                        line: None,
+                    });
+                }
+                report
             });
             labels.insert(handle.id(), (job.plan, job.line, run_id));
         }
