@@ -82,7 +82,8 @@ impl<'s> StoreJournal<'s> {
         match &mut self.target {
             Target::Direct(store) => store.commit(&self.run, &point).map_err(|e| e.message),
             Target::Group(store) => {
-                let done = store.submit(StoreWrite::Commit(self.run.clone(), point));
+                let entry = point.journal_entry();
+                let done = store.submit(StoreWrite::Commit(self.run.clone(), point, entry));
                 self.waiting
                     .push(Box::pin(async move { done.await.map_err(|e| e.message) }));
                 Ok(())

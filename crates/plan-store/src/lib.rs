@@ -22,7 +22,7 @@ mod journal;
 pub mod replay;
 mod sqlite;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use group::GroupStore;
@@ -102,7 +102,7 @@ pub struct StoredProgram {
 }
 
 /// One committed instruction.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StepRow {
     /// 1 for the first instruction the run executed.
     pub step: u64,
@@ -113,7 +113,7 @@ pub struct StepRow {
     pub writes: Map<String, Value>,
     /// Variables it wrote whose values were too large to keep here, with their sizes
     /// (the checkpoint and a replay have them).
-    #[serde(skip_serializing_if = "Map::is_empty")]
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub omitted: Map<String, Value>,
 }
 
@@ -132,23 +132,13 @@ pub enum CallState {
 }
 
 impl CallState {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             CallState::Inflight => "inflight",
             CallState::Answered => "answered",
             CallState::Committed => "committed",
             CallState::Discarded => "discarded",
         }
-    }
-
-    fn parse(s: &str) -> Option<CallState> {
-        Some(match s {
-            "inflight" => CallState::Inflight,
-            "answered" => CallState::Answered,
-            "committed" => CallState::Committed,
-            "discarded" => CallState::Discarded,
-            _ => return None,
-        })
     }
 }
 
@@ -189,6 +179,78 @@ pub struct CommitPoint {
     pub end: Option<RunEnd>,
 }
 
+impl CommitPoint {
+    /// The point's calls and steps as one journal entry (JSON; the format is in
+    /// migrations/001_init.sql), or None when it holds none (a point that only saves the
+    /// state or ends the run).
+    pub fn journal_entry(&self) -> Option<String> {
+        #[derive(Serialize)]
+        struct Sent<'a> {
+            step: u64,
+            seq_no: Option<i64>,
+            tool: &'a str,
+            args: &'a Map<String, Value>,
+        }
+        #[derive(Serialize)]
+        struct Answer<'a> {
+            step: u64,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            output: Option<&'a Value>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            error: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            latency_ms: Option<u64>,
+        }
+        #[derive(Serialize)]
+        struct Entry<'a> {
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            sent: Vec<Sent<'a>>,
+            #[serde(skip_serializing_if = "Vec::is_empty")]
+            answered: Vec<Answer<'a>>,
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            steps: &'a [StepRow],
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            committed: &'a [u64],
+            #[serde(skip_serializing_if = "<[_]>::is_empty")]
+            discarded: &'a [u64],
+        }
+        if self.sent.is_empty()
+            && self.answered.is_empty()
+            && self.steps.is_empty()
+            && self.committed.is_empty()
+            && self.discarded.is_empty()
+        {
+            return None;
+        }
+        let entry = Entry {
+            sent: self
+                .sent
+                .iter()
+                .map(|c| Sent {
+                    step: c.step,
+                    seq_no: c.seq_no,
+                    tool: &c.tool,
+                    args: &c.args,
+                })
+                .collect(),
+            answered: self
+                .answered
+                .iter()
+                .map(|c| Answer {
+                    step: c.step,
+                    output: c.output.as_ref(),
+                    error: c.error.as_deref(),
+                    latency_ms: c.latency_ms,
+                })
+                .collect(),
+            steps: &self.steps,
+            committed: &self.committed,
+            discarded: &self.discarded,
+        };
+        serde_json::to_string(&entry).ok()
+    }
+}
+
 /// How a run ended.
 #[derive(Debug)]
 pub struct RunEnd {
@@ -227,7 +289,9 @@ impl OwnedNewRun {
 #[derive(Debug)]
 pub enum StoreWrite {
     Create(OwnedNewRun, Owner),
-    Commit(String, CommitPoint),
+    /// Run id, point, and its journal entry when already encoded (by the run's own task,
+    /// so the writer thread does not).
+    Commit(String, CommitPoint, Option<String>),
 }
 
 /// The process running a run: `host:pid`.

@@ -7,6 +7,10 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use rusqlite_migration::{M, Migrations};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -111,6 +115,10 @@ impl SqliteStore {
             .map_err(|e| io(&shown, e))?;
         conn.pragma_update(None, "foreign_keys", "ON")
             .map_err(|e| io(&shown, e))?;
+        // NB: statement journals (one per statement of a multi-statement transaction)
+        // in memory, not in temporary files.
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(|e| io(&shown, e))?;
         let mut store = SqliteStore { conn, path: shown };
         MIGRATIONS
             .to_latest(&mut store.conn)
@@ -127,6 +135,33 @@ impl SqliteStore {
         self.conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| io(&path, e))
+    }
+
+    /// The run's journal entries, in order.
+    fn entries(&self, id: &str) -> Result<Vec<Entry>, StoreError> {
+        self.exists(id)?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT seq, entry FROM journal WHERE run = ?1 ORDER BY seq")
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| self.io(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, text) = row.map_err(|e| self.io(e))?;
+            let entry = serde_json::from_str(&text).map_err(|e| {
+                StoreError::new(
+                    StoreErrorKind::NotAStore,
+                    format!(
+                        "{}: journal entry {seq} of run `{id}` is damaged: {e}",
+                        self.path
+                    ),
+                )
+            })?;
+            out.push(entry);
+        }
+        Ok(out)
     }
 
     fn exists(&self, id: &str) -> Result<(), StoreError> {
@@ -172,8 +207,10 @@ fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+// NB: tool_calls counts distinct steps: a resumed run may commit a call again.
 const RUN_COLUMNS: &str = "id, status, plan, program, parent, branch_seq, created_at, updated_at, \
-     steps, (SELECT count(*) FROM calls c WHERE c.run = runs.id AND c.state = 'committed'), \
+     steps, (SELECT count(DISTINCT c.value) FROM journal j, json_each(j.entry, '$.committed') c \
+             WHERE j.run = runs.id), \
      final_answer, error, presets, limits, owner, lease_until";
 
 fn run_info(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
@@ -208,22 +245,6 @@ fn run_info(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
         presets: parse(r.get(12)?).unwrap_or_default(),
         limits: parse(r.get(13)?).unwrap_or_default(),
         owner,
-    })
-}
-
-fn call_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<CallRow> {
-    let state: String = r.get(4)?;
-    Ok(CallRow {
-        step: u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
-        seq_no: r.get(1)?,
-        tool: r.get(2)?,
-        args: parse(r.get(3)?).unwrap_or_default(),
-        state: CallState::parse(&state).unwrap_or(CallState::Inflight),
-        output: parse(r.get(5)?),
-        error: r.get(6)?,
-        latency_ms: r
-            .get::<_, Option<i64>>(7)?
-            .and_then(|n| u64::try_from(n).ok()),
     })
 }
 
@@ -286,7 +307,7 @@ impl RunStore for SqliteStore {
     fn commit(&mut self, id: &str, point: &CommitPoint) -> Result<(), StoreError> {
         let path = self.path.clone();
         let tx = self.write()?;
-        commit(&tx, &path, id, point)?;
+        commit(&tx, &path, id, point, None)?;
         tx.commit().map_err(|e| io(&path, e))
     }
 
@@ -301,7 +322,9 @@ impl RunStore for SqliteStore {
         for w in writes {
             let r = match w {
                 StoreWrite::Create(run, owner) => create(&tx, &path, &run.borrow(), owner),
-                StoreWrite::Commit(id, point) => commit(&tx, &path, id, point),
+                StoreWrite::Commit(id, point, entry) => {
+                    commit(&tx, &path, id, point, entry.as_deref())
+                }
             };
             match r {
                 // NB: refused before writing anything: the others go on.
@@ -360,39 +383,53 @@ impl RunStore for SqliteStore {
     }
 
     fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError> {
-        self.exists(id)?;
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT step, seq_no, pc, op, writes, omitted FROM steps WHERE run = ?1 ORDER BY step",
-            )
-            .map_err(|e| self.io(e))?;
-        let rows = stmt
-            .query_map([id], |r| {
-                Ok(StepRow {
-                    step: u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
-                    seq_no: r.get(1)?,
-                    pc: r.get(2)?,
-                    op: r.get(3)?,
-                    writes: parse::<Map<String, Value>>(r.get(4)?).unwrap_or_default(),
-                    omitted: parse::<Map<String, Value>>(r.get(5)?).unwrap_or_default(),
-                })
-            })
-            .map_err(|e| self.io(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+        let mut steps: BTreeMap<u64, StepRow> = BTreeMap::new();
+        for e in self.entries(id)? {
+            for s in e.steps {
+                steps.insert(s.step, s);
+            }
+        }
+        Ok(steps.into_values().collect())
     }
 
     fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError> {
-        self.exists(id)?;
-        let mut stmt = self
-            .conn
-            .prepare(
-                "SELECT step, seq_no, tool, args, state, output, error, latency_ms \
-                 FROM calls WHERE run = ?1 ORDER BY step",
-            )
-            .map_err(|e| self.io(e))?;
-        let rows = stmt.query_map([id], call_row).map_err(|e| self.io(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+        let mut calls: BTreeMap<u64, CallRow> = BTreeMap::new();
+        for e in self.entries(id)? {
+            for c in e.sent {
+                calls.insert(
+                    c.step,
+                    CallRow {
+                        step: c.step,
+                        seq_no: c.seq_no,
+                        tool: c.tool,
+                        args: c.args,
+                        state: CallState::Inflight,
+                        output: None,
+                        error: None,
+                        latency_ms: None,
+                    },
+                );
+            }
+            for a in e.answered {
+                if let Some(c) = calls.get_mut(&a.step) {
+                    c.state = CallState::Answered;
+                    c.output = a.output;
+                    c.error = a.error;
+                    c.latency_ms = a.latency_ms;
+                }
+            }
+            for (steps, state) in [
+                (e.committed, CallState::Committed),
+                (e.discarded, CallState::Discarded),
+            ] {
+                for s in steps {
+                    if let Some(c) = calls.get_mut(&s) {
+                        c.state = state;
+                    }
+                }
+            }
+        }
+        Ok(calls.into_values().collect())
     }
 
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {
@@ -457,71 +494,25 @@ fn create(
 }
 
 /// Writes a commit point, inside `tx`.
+/// `entry`: the point's journal entry if the caller encoded it already.
 fn commit(
     tx: &rusqlite::Transaction<'_>,
     path: &str,
     id: &str,
     point: &CommitPoint,
+    entry: Option<&str>,
 ) -> Result<(), StoreError> {
+    if let Some(entry) = entry
+        .map(Cow::Borrowed)
+        .or_else(|| point.journal_entry().map(Cow::Owned))
     {
-        let mut sent = tx
-            .prepare_cached(
-                "INSERT OR REPLACE INTO calls (run, step, seq_no, tool, args, state) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, 'inflight')",
-            )
-            .map_err(|e| io(path, e))?;
-        for c in &point.sent {
-            sent.execute(params![id, to_i64(c.step), c.seq_no, c.tool, json(&c.args)])
-                .map_err(|e| io(path, e))?;
-        }
-        let mut answered = tx
-            .prepare_cached(
-                "UPDATE calls SET state = 'answered', output = ?3, error = ?4, latency_ms = ?5 \
-                     WHERE run = ?1 AND step = ?2",
-            )
-            .map_err(|e| io(path, e))?;
-        for c in &point.answered {
-            answered
-                .execute(params![
-                    id,
-                    to_i64(c.step),
-                    c.output.as_ref().map(json),
-                    c.error,
-                    c.latency_ms.map(to_i64)
-                ])
-                .map_err(|e| io(path, e))?;
-        }
-        let mut step = tx
-            .prepare_cached(
-                "INSERT OR REPLACE INTO steps (run, step, seq_no, pc, op, writes, omitted) \
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            )
-            .map_err(|e| io(path, e))?;
-        for s in &point.steps {
-            let omitted = (!s.omitted.is_empty()).then(|| json(&s.omitted));
-            step.execute(params![
-                id,
-                to_i64(s.step),
-                s.seq_no,
-                s.pc,
-                s.op,
-                json(&s.writes),
-                omitted
-            ])
-            .map_err(|e| io(path, e))?;
-        }
-        let mut mark = tx
-            .prepare_cached("UPDATE calls SET state = ?3 WHERE run = ?1 AND step = ?2")
-            .map_err(|e| io(path, e))?;
-        for (steps, state) in [
-            (&point.committed, CallState::Committed),
-            (&point.discarded, CallState::Discarded),
-        ] {
-            for &s in steps {
-                mark.execute(params![id, to_i64(s), state.as_str()])
-                    .map_err(|e| io(path, e))?;
-            }
-        }
+        // NB: one row per commit point, however many calls and steps it holds.
+        tx.prepare_cached(
+            "INSERT INTO journal (run, seq, at, entry) \
+             SELECT ?1, coalesce(max(seq) + 1, 0), ?2, ?3 FROM journal WHERE run = ?1",
+        )
+        .and_then(|mut st| st.execute(params![id, now_ms(), entry]))
+        .map_err(|e| io(path, e))?;
     }
     if let Some((steps, state)) = &point.state {
         tx.prepare_cached(
@@ -552,4 +543,39 @@ fn commit(
         .map_err(|e| io(path, e))?;
     }
     Ok(())
+}
+
+/// One journal entry as read back (see migrations/001_init.sql and
+/// [`CommitPoint::journal_entry`]).
+#[derive(Default, Deserialize)]
+struct Entry {
+    #[serde(default)]
+    sent: Vec<Sent>,
+    #[serde(default)]
+    answered: Vec<Answer>,
+    #[serde(default)]
+    steps: Vec<StepRow>,
+    #[serde(default)]
+    committed: Vec<u64>,
+    #[serde(default)]
+    discarded: Vec<u64>,
+}
+
+#[derive(Deserialize)]
+struct Sent {
+    step: u64,
+    seq_no: Option<i64>,
+    tool: String,
+    args: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    step: u64,
+    #[serde(default)]
+    output: Option<Value>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    latency_ms: Option<u64>,
 }

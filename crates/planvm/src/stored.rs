@@ -729,10 +729,7 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
                     "  step {:>5}  seq {seq:>3}  {} [{}{latency}]\n    args: {}\n    -> {result}\n",
                     c.step,
                     c.tool,
-                    serde_json::to_value(c.state)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_owned))
-                        .unwrap_or_default(),
+                    c.state.as_str(),
                     plan_value::preview(&Value::Object(c.args.clone()), SHOW_PREVIEW),
                 ));
             }

@@ -22,39 +22,48 @@ CREATE TABLE runs (
     status       TEXT NOT NULL CHECK (status IN ('running', 'ok', 'failed')),
     created_at   INTEGER NOT NULL,
     updated_at   INTEGER NOT NULL,
-    steps        INTEGER NOT NULL DEFAULT 0,  -- instructions committed
+    steps        INTEGER NOT NULL DEFAULT 0,  -- instructions committed (as of the last state or the end)
     final_answer TEXT,              -- JSON, once ok
     error        TEXT,              -- JSON {code, message, seq_no, line}, once failed
     owner        TEXT,              -- host:pid of the process running it
     lease_until  INTEGER            -- a 'running' run past this (or whose owner is gone) is interrupted
 ) STRICT;
 
--- Every committed instruction, with the variables it wrote.
-CREATE TABLE steps (
-    run     TEXT NOT NULL REFERENCES runs(id),
-    step    INTEGER NOT NULL,  -- 1 for the first instruction the run executed
-    seq_no  INTEGER,
-    pc      INTEGER NOT NULL,
-    op      TEXT NOT NULL,
-    writes  TEXT NOT NULL,     -- JSON object: variable -> value
-    omitted TEXT,              -- JSON object: variable -> bytes, for values too large to keep here
-    PRIMARY KEY (run, step)
-) STRICT, WITHOUT ROWID;
+-- The run's journal: one entry per commit point (the driver is about to wait for calls,
+-- or the run ended), appended in one transaction with everything since the last one:
+--   {"sent":      [{"step", "seq_no", "tool", "args"}],   calls about to be sent
+--    "answered":  [{"step", "output" | "error", "latency_ms"}],
+--    "steps":     [{"step", "seq_no", "pc", "op", "writes", "omitted"?}],
+--    "committed": [step, ...], "discarded": [step, ...]}
+-- (empty lists left out). A call is known by its `step`: the number of instructions the
+-- run commits before it (the cassette's `step`). A resumed run appends after the entries
+-- of its earlier attempts; a later entry about the same step wins. The views below
+-- unfold it for the sqlite3 shell.
+-- NB: a rowid table: entries are appended, and are too large for WITHOUT ROWID to pay.
+CREATE TABLE journal (
+    run   TEXT NOT NULL REFERENCES runs(id),
+    seq   INTEGER NOT NULL,  -- 0, 1, ... per run
+    at    INTEGER NOT NULL,
+    entry TEXT NOT NULL,
+    UNIQUE (run, seq)
+) STRICT;
 
--- Every tool call, from the moment it is sent. One per instruction instance: `step` is
--- the number of instructions the run commits before it (the cassette's `step`).
-CREATE TABLE calls (
-    run        TEXT NOT NULL REFERENCES runs(id),
-    step       INTEGER NOT NULL,
-    seq_no     INTEGER,
-    tool       TEXT NOT NULL,
-    args       TEXT NOT NULL,   -- JSON object
-    state      TEXT NOT NULL CHECK (state IN ('inflight', 'answered', 'committed', 'discarded')),
-    output     TEXT,            -- JSON, when it succeeded
-    error      TEXT,            -- when it failed
-    latency_ms INTEGER,
-    PRIMARY KEY (run, step)
-) STRICT, WITHOUT ROWID;
+CREATE VIEW journal_calls AS
+    SELECT j.run, j.seq, json_extract(c.value, '$.step') AS step,
+           json_extract(c.value, '$.seq_no') AS seq_no, json_extract(c.value, '$.tool') AS tool,
+           json_extract(c.value, '$.args') AS args
+    FROM journal j, json_each(j.entry, '$.sent') c;
+
+CREATE VIEW journal_answers AS
+    SELECT j.run, j.seq, json_extract(a.value, '$.step') AS step,
+           json_extract(a.value, '$.output') AS output, json_extract(a.value, '$.error') AS error,
+           json_extract(a.value, '$.latency_ms') AS latency_ms
+    FROM journal j, json_each(j.entry, '$.answered') a;
+
+CREATE VIEW journal_steps AS
+    SELECT j.run, json_extract(s.value, '$.step') AS step, json_extract(s.value, '$.seq_no') AS seq_no,
+           json_extract(s.value, '$.op') AS op, json_extract(s.value, '$.writes') AS writes
+    FROM journal j, json_each(j.entry, '$.steps') s;
 
 -- The latest commit point of each run: the VM state to continue from.
 CREATE TABLE checkpoints (
