@@ -6,14 +6,18 @@
 //!                 [--max-concurrency N] [--timeout SECS] [--tool-timeout SECS]
 //!                 [--trace FILE] [--format text|json]
 //! planvm batch (DIR | --list FILE) [--jobs N] [--output FILE] [run's options]
+//! planvm resume ID --store DB [--tools FILE] [--replay FILE] [--retry-unknown-writes] [limits]
+//! planvm branch ID --at SEQ --plan NEW_PLAN --store DB [run's options]
+//! planvm runs list|show [ID] --store DB [--at SEQ] [--format text|json]
 //! ```
 //!
 //! Exit codes (see [`exit`]) are printed by `planvm run --help`.
 //!
 //! Module map: this file parses arguments and maps outcomes to exit codes; `load` turns
 //! FILE into a validated program (bytecode by magic, else compiled source) and renders
-//! diagnostics; `progress` draws the live status line; `batch` runs many plans at once.
-//! The run itself is `plan_host::run_plan`. Only this crate prints.
+//! diagnostics; `progress` draws the live status line; `batch` runs many plans at once;
+//! `stored` is `--store`, `resume`, `branch` and `runs` (docs/durability.md). The run
+//! itself is `plan_host::run_plan` (`resume_plan` to continue one). Only this crate prints.
 
 mod batch;
 mod load;
@@ -37,14 +41,18 @@ const EXIT_CODES_HELP: &str = "\
 Exit codes:
   0   the run finished with a final answer
   1   the run failed (tool error after retries, missing cassette entry, limit or deadline
-      exceeded, no backend or API key for a tool, ...)
-  2   usage error, including an unreadable or malformed --tools file
+      exceeded, no backend or API key for a tool, a store write failed, ...)
+  2   usage error, including an unreadable or malformed --tools file, a --run-id that
+      exists, a branch point the run never reached, a write call in flight on resume
+      without --retry-unknown-writes
   64  the --trace or --record file is one of the inputs (FILE, --tools, --replay) or
       both are one file
-  65  the plan has errors, the .pbc file is corrupted or truncated, or the --replay
-      cassette is malformed
-  66  FILE or the --replay cassette cannot be read
-  73  the --trace or --record file cannot be created";
+  65  the plan has errors, the .pbc file is corrupted or truncated, the --replay
+      cassette is malformed, or the --store file is not a planvm store (or is newer)
+  66  FILE or the --replay cassette cannot be read, or no run has that ID
+  73  the --trace or --record file cannot be created
+  74  the --store file cannot be read or written (or stays locked)
+  75  the stored run is being run by another live process";
 
 #[derive(Parser, Debug)]
 #[command(

@@ -9,7 +9,6 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use plan_bytecode::ValidatedProgram;
 use plan_host::{ReportError, RunReport, RunStatus as ReportStatus};
-use plan_manifest::Effects;
 use plan_store::{
     CallState, Durability, LEASE_MS, NewRun, Owner, RunInfo, RunStatus, RunStore, SqliteStore,
     StoreError, StoreErrorKind, StoreJournal,
@@ -337,10 +336,12 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     let unknown: Vec<String> = calls
         .iter()
         .filter(|c| c.state == CallState::Inflight)
+        // NB: the effects compiled into the run's own program, whatever --tools says now.
         .filter(|c| {
-            manifest
-                .get(&c.tool)
-                .is_some_and(|t| t.effects == Effects::Write)
+            program
+                .tools
+                .iter()
+                .any(|t| t.name == c.tool && t.effects == plan_bytecode::Effects::Write)
         })
         .map(|c| match c.seq_no {
             Some(s) => format!("`{}` (seq_no {s})", c.tool),

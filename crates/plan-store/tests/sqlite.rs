@@ -1,0 +1,194 @@
+//! The SQLite store on its own: what it refuses to open, leases between processes, group
+//! writes where one is refused, and the journal folded back into calls and steps.
+
+use plan_store::{
+    CallRow, CallState, CommitPoint, Durability, NewRun, OwnedNewRun, Owner, RunEnd, RunStatus,
+    RunStore, SqliteStore, StepRow, StoreErrorKind, StoreWrite,
+};
+use serde_json::{Map, Value, json};
+
+fn new_run(id: &str) -> OwnedNewRun {
+    OwnedNewRun {
+        id: id.to_owned(),
+        plan: "plan.json".to_owned(),
+        source: Some("[]".to_owned()),
+        pbc: vec![1, 2, 3],
+        presets: Map::new(),
+        limits: plan_vm::Limits::default(),
+        parent: None,
+    }
+}
+
+fn call(step: u64, tool: &str) -> CallRow {
+    CallRow {
+        step,
+        seq_no: Some(step as i64),
+        tool: tool.to_owned(),
+        args: json!({"query": format!("q{step}")})
+            .as_object()
+            .unwrap()
+            .clone(),
+        state: CallState::Inflight,
+        output: None,
+        error: None,
+        latency_ms: None,
+    }
+}
+
+#[test]
+fn refuses_files_that_are_not_planvm_stores_and_newer_schemas() {
+    let dir = tempfile::tempdir().unwrap();
+    let other = dir.path().join("other.db");
+    rusqlite::Connection::open(&other)
+        .unwrap()
+        .execute_batch("CREATE TABLE notes (x TEXT); INSERT INTO notes VALUES ('keep me');")
+        .unwrap();
+    let e = SqliteStore::open(&other, Durability::Normal).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::NotAStore);
+    assert!(e.message.contains("another program"), "{}", e.message);
+    let kept: String = rusqlite::Connection::open(&other)
+        .unwrap()
+        .query_row("SELECT x FROM notes", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(kept, "keep me");
+
+    let newer = dir.path().join("newer.db");
+    drop(SqliteStore::open(&newer, Durability::Normal).unwrap());
+    rusqlite::Connection::open(&newer)
+        .unwrap()
+        .pragma_update(None, "user_version", 99)
+        .unwrap();
+    let e = SqliteStore::open(&newer, Durability::Full).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::NotAStore);
+    assert!(e.message.contains("newer"), "{}", e.message);
+
+    // Opening a store again is fine (the schema is applied once).
+    let ok = dir.path().join("ok.db");
+    drop(SqliteStore::open(&ok, Durability::Normal).unwrap());
+    SqliteStore::open(&ok, Durability::Normal).unwrap();
+}
+
+#[test]
+fn a_run_held_by_a_live_process_cannot_be_claimed_but_one_of_a_dead_process_can() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.db"), Durability::Normal).unwrap();
+    let me = Owner::this_process();
+    let run = new_run("r");
+    store.create_run(&run.borrow(), &me).unwrap();
+    assert_eq!(store.run("r").unwrap().status, RunStatus::Running);
+
+    let other = Owner("another-host:1".into());
+    let e = store.claim("r", &other).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::Busy);
+
+    // A process of this machine that no longer exists holds nothing.
+    let (host, _) = me.0.rsplit_once(':').unwrap();
+    let dead = Owner(format!("{host}:{}", u32::MAX - 1));
+    let run2 = new_run("r2");
+    store.create_run(&run2.borrow(), &dead).unwrap();
+    assert_eq!(store.run("r2").unwrap().status, RunStatus::Interrupted);
+    store.claim("r2", &me).unwrap();
+    assert_eq!(store.run("r2").unwrap().status, RunStatus::Running);
+
+    let e = store.claim("missing", &me).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::UnknownRun);
+}
+
+#[test]
+fn a_refused_write_in_a_group_leaves_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.db"), Durability::Normal).unwrap();
+    let me = Owner::this_process();
+    store.create_run(&new_run("a").borrow(), &me).unwrap();
+    let point = CommitPoint {
+        sent: vec![call(0, "search")],
+        ..CommitPoint::default()
+    };
+    let results = store.write_group(&[
+        StoreWrite::Create(new_run("a"), me.clone()),
+        StoreWrite::Create(new_run("b"), me.clone()),
+        StoreWrite::Commit("a".into(), point, None),
+    ]);
+    assert_eq!(
+        results[0].as_ref().unwrap_err().kind,
+        StoreErrorKind::DuplicateRun
+    );
+    assert!(results[1].is_ok() && results[2].is_ok(), "{results:?}");
+    assert_eq!(store.runs().unwrap().len(), 2);
+    assert_eq!(store.calls("a").unwrap().len(), 1);
+}
+
+#[test]
+fn the_journal_folds_back_into_calls_steps_and_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.db"), Durability::Normal).unwrap();
+    let me = Owner::this_process();
+    let run = new_run("r");
+    let new: NewRun<'_> = run.borrow();
+    store.create_run(&new, &me).unwrap();
+    let step = |n: u64, var: &str, v: Value| StepRow {
+        step: n,
+        seq_no: Some(n as i64 - 1),
+        pc: n as u32 - 1,
+        op: "call search".into(),
+        writes: [(var.to_owned(), v)].into_iter().collect(),
+        omitted: Map::new(),
+    };
+    // Two calls sent; the first answered and committed; then a resumed attempt commits
+    // the first again and answers the second.
+    let mut answered = call(0, "search");
+    answered.output = Some(json!("a0"));
+    answered.latency_ms = Some(5);
+    store
+        .commit(
+            "r",
+            &CommitPoint {
+                sent: vec![call(0, "search"), call(1, "search")],
+                ..CommitPoint::default()
+            },
+        )
+        .unwrap();
+    store
+        .commit(
+            "r",
+            &CommitPoint {
+                answered: vec![answered.clone()],
+                steps: vec![step(1, "x", json!("a0"))],
+                committed: vec![0],
+                ..CommitPoint::default()
+            },
+        )
+        .unwrap();
+    let mut second = call(1, "search");
+    second.error = Some("down".into());
+    store
+        .commit(
+            "r",
+            &CommitPoint {
+                answered: vec![second],
+                steps: vec![step(1, "x", json!("a0"))],
+                committed: vec![0],
+                end: Some(RunEnd {
+                    ok: false,
+                    final_answer: Value::Null,
+                    error: Some(json!({"code": "R0003", "message": "down"})),
+                }),
+                total_steps: 1,
+                ..CommitPoint::default()
+            },
+        )
+        .unwrap();
+    let calls = store.calls("r").unwrap();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].state, CallState::Committed);
+    assert_eq!(calls[0].output, Some(json!("a0")));
+    assert_eq!(calls[0].latency_ms, Some(5));
+    assert_eq!(calls[1].state, CallState::Answered);
+    assert_eq!(calls[1].error.as_deref(), Some("down"));
+    assert_eq!(store.steps("r").unwrap().len(), 1);
+    let info = store.run("r").unwrap();
+    assert_eq!(info.status, RunStatus::Failed);
+    assert_eq!(info.tool_calls, 1, "a call committed twice counts once");
+    assert_eq!(info.steps, 1);
+    assert_eq!(plan_store::known_answers(&calls).len(), 1);
+}
