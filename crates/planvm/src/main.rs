@@ -117,14 +117,21 @@ struct RunArgs {
     vars: Vec<(String, Value)>,
     #[command(flatten)]
     limits: LimitArgs,
-    /// Write trace events (JSON lines) to this file.
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    #[command(flatten)]
+    output: OutputArgs,
     #[command(flatten)]
     store: stored::StoreArgs,
+}
+
+/// Where a run's trace and result go (`run`, `resume`, `branch`).
+#[derive(Args, Debug)]
+pub(crate) struct OutputArgs {
+    /// Write trace events (JSON lines) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) trace: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
 }
 
 /// Limits of one run, shared by `run` and `batch` (in a batch they apply to each run).
@@ -236,7 +243,7 @@ fn run(args: RunArgs) -> u8 {
     inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
     inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
     let mut outputs: Vec<(&str, &Path)> = Vec::new();
-    outputs.extend(args.trace.as_deref().map(|p| ("--trace", p)));
+    outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
     outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
     if let Err(msg) = check_outputs(&outputs, &inputs) {
         return fail(exit::OUTPUT_IS_INPUT, msg);
@@ -259,14 +266,14 @@ fn run(args: RunArgs) -> u8 {
         }
     };
 
-    let mut tracer = match open_trace(args.trace.as_deref()) {
+    let mut tracer = match open_trace(args.output.trace.as_deref()) {
         Ok(t) => t,
         Err(code) => return code,
     };
     for w in &loaded.warnings {
         tracer.warning(w);
     }
-    let status_line = status_line(args.format, &mut tracer);
+    let status_line = status_line(args.output.format, &mut tracer);
     let host = match make_host(
         manifest,
         args.replay.clone(),
@@ -313,7 +320,7 @@ fn run(args: RunArgs) -> u8 {
             ))
         }
     };
-    finish(report, args.format, &tracer, status_line)
+    finish(report, args.output.format, &tracer, status_line)
 }
 
 /// The `--tools` file, or the built-in tools.

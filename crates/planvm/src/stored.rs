@@ -93,12 +93,8 @@ pub(crate) struct ResumeArgs {
     /// Limit on one tool call, retries included, in seconds.
     #[arg(long, value_name = "SECS", value_parser = crate::parse_secs)]
     tool_timeout: Option<Duration>,
-    /// Write trace events (JSON lines) to this file.
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    #[command(flatten)]
+    output: crate::OutputArgs,
     #[command(flatten)]
     durability: DurabilityArg,
 }
@@ -131,12 +127,8 @@ pub(crate) struct BranchArgs {
     replay: Option<PathBuf>,
     #[command(flatten)]
     limits: crate::LimitArgs,
-    /// Write trace events (JSON lines) to this file.
-    #[arg(long, value_name = "FILE")]
-    trace: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    format: Format,
+    #[command(flatten)]
+    output: crate::OutputArgs,
     #[command(flatten)]
     durability: DurabilityArg,
 }
@@ -307,31 +299,51 @@ fn load_stored_program(store: &SqliteStore, run: &RunInfo) -> Result<ValidatedPr
     })
 }
 
+/// The store at `path` and its run `id`.
+fn open_run(path: &Path, durability: Durability, id: &str) -> Result<(SqliteStore, RunInfo), u8> {
+    let store = open(path, durability)?;
+    let run = store.run(id).map_err(|e| fail(store_exit(&e), e))?;
+    Ok((store, run))
+}
+
+/// A stored run with its program and calls, to continue or branch from.
+struct Stored {
+    store: SqliteStore,
+    run: RunInfo,
+    program: ValidatedProgram,
+    calls: Vec<plan_store::CallRow>,
+}
+
+fn load_run(path: &Path, durability: Durability, id: &str) -> Result<Stored, u8> {
+    let (store, run) = open_run(path, durability, id)?;
+    let program = load_stored_program(&store, &run)?;
+    let calls = store.calls(&run.id).map_err(|e| fail(store_exit(&e), e))?;
+    Ok(Stored {
+        store,
+        run,
+        program,
+        calls,
+    })
+}
+
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
     let durability = args.durability.get();
-    let mut store = match open(&args.store, durability) {
-        Ok(s) => s,
+    let Stored {
+        mut store,
+        run,
+        program,
+        calls,
+    } = match load_run(&args.store, durability, &args.id) {
+        Ok(x) => x,
         Err(code) => return code,
     };
-    let run = match store.run(&args.id) {
-        Ok(r) => r,
-        Err(e) => return fail(store_exit(&e), e),
-    };
     if run.status == RunStatus::Ok {
-        crate::print_report(&stored_report(&run), args.format);
+        crate::print_report(&stored_report(&run), args.output.format);
         return exit::OK;
     }
     let manifest = match crate::load_manifest(args.tools.as_deref()) {
         Ok(m) => m,
         Err(code) => return code,
-    };
-    let program = match load_stored_program(&store, &run) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let calls = match store.calls(&run.id) {
-        Ok(c) => c,
-        Err(e) => return fail(store_exit(&e), e),
     };
     let unknown: Vec<String> = calls
         .iter()
@@ -391,16 +403,56 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     eprintln!("run {}", run.id);
     let _lease = Lease::start(&args.store, durability, owner);
 
-    let mut tracer = match crate::open_trace(args.trace.as_deref()) {
+    continue_stored(Continue {
+        store: &mut store,
+        id: &run.id,
+        steps_done,
+        program: &program,
+        state,
+        known: plan_store::known_answers(&calls),
+        limits,
+        manifest,
+        replay: args.replay.clone(),
+        times: crate::Times {
+            deadline: args.timeout,
+            tool_timeout: args.tool_timeout,
+        },
+        trace: args.output.trace.as_deref(),
+        warnings: &[],
+        format: args.output.format,
+    })
+}
+
+/// A stored run about to go on: a resumed run, or a new branch.
+struct Continue<'a> {
+    store: &'a mut SqliteStore,
+    id: &'a str,
+    /// Instructions the saved state had committed.
+    steps_done: u64,
+    program: &'a ValidatedProgram,
+    state: VmState,
+    known: Vec<plan_host::CassetteEntry>,
+    limits: Limits,
+    manifest: plan_manifest::Manifest,
+    replay: Option<PathBuf>,
+    times: crate::Times,
+    trace: Option<&'a Path>,
+    /// Compiler warnings, for the trace.
+    warnings: &'a [String],
+    format: Format,
+}
+
+/// Runs `c` to its end, journaled in its store, and prints it like `run`.
+fn continue_stored(c: Continue<'_>) -> u8 {
+    let mut tracer = match crate::open_trace(c.trace) {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let status_line = crate::status_line(args.format, &mut tracer);
-    let times = crate::Times {
-        deadline: args.timeout,
-        tool_timeout: args.tool_timeout,
-    };
-    let host = match crate::make_host(manifest, args.replay.clone(), None, &times, &mut tracer) {
+    for w in c.warnings {
+        tracer.warning(w);
+    }
+    let status_line = crate::status_line(c.format, &mut tracer);
+    let host = match crate::make_host(c.manifest, c.replay, None, &c.times, &mut tracer) {
         Ok(h) => h,
         Err(code) => return code,
     };
@@ -408,26 +460,25 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let known = plan_store::known_answers(&calls);
     let mut report = {
         let mut journal = (
             &mut tracer,
-            StoreJournal::new(&mut store, &run.id, steps_done),
+            StoreJournal::new(&mut *c.store, c.id, c.steps_done),
         );
         runtime.block_on(plan_host::resume_plan(
             &host,
-            &program,
-            state,
-            known,
-            limits,
+            c.program,
+            c.state,
+            c.known,
+            c.limits,
             &mut journal,
         ))
     };
     // The whole run's calls, not only this resumption's.
-    if let Ok(r) = store.run(&run.id) {
+    if let Ok(r) = c.store.run(c.id) {
         report.tool_calls = r.tool_calls;
     }
-    crate::finish(report, args.format, &tracer, status_line)
+    crate::finish(report, c.format, &tracer, status_line)
 }
 
 pub(crate) fn branch(args: BranchArgs) -> u8 {
@@ -436,6 +487,7 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
     inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
     inputs.push(("the store", &args.store));
     let outputs: Vec<(&str, &Path)> = args
+        .output
         .trace
         .as_deref()
         .map(|p| ("--trace", p))
@@ -445,21 +497,14 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         return fail(exit::OUTPUT_IS_INPUT, msg);
     }
     let durability = args.durability.get();
-    let mut store = match open(&args.store, durability) {
-        Ok(s) => s,
+    let Stored {
+        mut store,
+        run: parent,
+        program: parent_program,
+        calls,
+    } = match load_run(&args.store, durability, &args.id) {
+        Ok(x) => x,
         Err(code) => return code,
-    };
-    let parent = match store.run(&args.id) {
-        Ok(r) => r,
-        Err(e) => return fail(store_exit(&e), e),
-    };
-    let parent_program = match load_stored_program(&store, &parent) {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
-    let calls = match store.calls(&parent.id) {
-        Ok(c) => c,
-        Err(e) => return fail(store_exit(&e), e),
     };
     let vars = match plan_store::replay::variables_before(
         &parent_program,
@@ -524,40 +569,21 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
     eprintln!("run {id}");
     let _lease = Lease::start(&args.store, durability, owner);
 
-    let mut tracer = match crate::open_trace(args.trace.as_deref()) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    for w in &loaded.warnings {
-        tracer.warning(w);
-    }
-    let status_line = crate::status_line(args.format, &mut tracer);
-    let host = match crate::make_host(
+    continue_stored(Continue {
+        store: &mut store,
+        id: &id,
+        steps_done: 0,
+        program: &loaded.program,
+        state,
+        known: Vec::new(),
+        limits,
         manifest,
-        args.replay.clone(),
-        None,
-        &args.limits.times(),
-        &mut tracer,
-    ) {
-        Ok(h) => h,
-        Err(code) => return code,
-    };
-    let runtime = match crate::runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    let report = {
-        let mut journal = (&mut tracer, StoreJournal::new(&mut store, &id, 0));
-        runtime.block_on(plan_host::resume_plan(
-            &host,
-            &loaded.program,
-            state,
-            Vec::new(),
-            limits,
-            &mut journal,
-        ))
-    };
-    crate::finish(report, args.format, &tracer, status_line)
+        replay: args.replay.clone(),
+        times: args.limits.times(),
+        trace: args.output.trace.as_deref(),
+        warnings: &loaded.warnings,
+        format: args.output.format,
+    })
 }
 
 pub(crate) fn runs(cmd: RunsCommand) -> u8 {
@@ -622,13 +648,9 @@ fn list(path: &Path, format: Format) -> u8 {
 const SHOW_PREVIEW: usize = 100;
 
 fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
-    let store = match open(path, Durability::Normal) {
-        Ok(s) => s,
+    let (store, run) = match open_run(path, Durability::Normal, id) {
+        Ok(x) => x,
         Err(code) => return code,
-    };
-    let run = match store.run(id) {
-        Ok(r) => r,
-        Err(e) => return fail(store_exit(&e), e),
     };
     let calls = match store.calls(id) {
         Ok(c) => c,

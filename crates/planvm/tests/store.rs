@@ -185,15 +185,31 @@ async fn answered_in_store(db: &Path, id: &str) -> Option<Vec<(String, Value)>> 
     )
 }
 
-/// Starts `planvm run --store`, kills it with SIGKILL after `after`, and waits for it.
-async fn run_and_kill(args: Vec<String>, after: Duration) {
-    let mut child = Command::new(BIN)
-        .args(&args)
+/// `planvm runs list --format json`: one object per run.
+async fn runs_json(db: &Path) -> Vec<Value> {
+    let args = ["runs", "list", "--store", &s(db), "--format", "json"];
+    let out = planvm(args.iter().map(|a| (*a).to_owned()).collect(), &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    out.stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Starts planvm in the background, its output discarded.
+fn spawn_planvm(args: &[String]) -> std::process::Child {
+    Command::new(BIN)
+        .args(args)
         .env_remove("PLANVM_STORE")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+/// Starts `planvm run --store`, kills it with SIGKILL after `after`, and waits for it.
+async fn run_and_kill(args: Vec<String>, after: Duration) {
+    let mut child = spawn_planvm(&args);
     tokio::time::sleep(after).await;
     let _ = child.kill();
     tokio::task::spawn_blocking(move || child.wait().unwrap())
@@ -256,9 +272,15 @@ async fn kill_and_resume(
     counts
 }
 
-/// The cuts must include some after which the store held answers and some after which
-/// the resume had calls left to make, or the test proves nothing.
-fn assert_cuts_mattered(counts: &[(usize, usize)]) {
+/// [`kill_and_resume`] at each cut (ms after the start), runs `<prefix><i>`. The cuts must
+/// include some after which the store held answers and some after which the resume had
+/// calls left to make, or the test proves nothing.
+async fn kill_at_each(f: &Fixture, plan: &Path, want: &str, cuts: &[u64], prefix: &str) {
+    let mut counts = Vec::new();
+    for (i, ms) in cuts.iter().enumerate() {
+        let cut = Duration::from_millis(*ms);
+        counts.push(kill_and_resume(f, plan, want, cut, &format!("{prefix}{i}")).await);
+    }
     assert!(counts.iter().any(|&(saved, _)| saved > 0), "{counts:?}");
     assert!(counts.iter().any(|&(_, sent)| sent > 0), "{counts:?}");
     assert!(
@@ -273,15 +295,14 @@ async fn a_run_killed_at_any_point_resumes_to_the_same_answer_without_repeating_
     let plan = f.plan("dag.json", DAG);
     let want = uninterrupted(&f, &plan).await;
     // The run takes about 4 × LATENCY: cuts before, during and between its levels.
-    let mut counts = Vec::new();
-    for (i, ms) in [30u64, 150, 300, 420, 560, 700, 850, 1000]
-        .iter()
-        .enumerate()
-    {
-        let cut = Duration::from_millis(*ms);
-        counts.push(kill_and_resume(&f, &plan, &want, cut, &format!("dag{i}")).await);
-    }
-    assert_cuts_mattered(&counts);
+    kill_at_each(
+        &f,
+        &plan,
+        &want,
+        &[30, 150, 300, 420, 560, 700, 850, 1000],
+        "dag",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,12 +311,7 @@ async fn a_loop_killed_mid_loop_resumes_to_the_same_answer() {
     let plan = f.plan("loop.json", LOOP);
     let want = uninterrupted(&f, &plan).await;
     assert_eq!(want.matches("/llm(").count(), 3, "{want}");
-    let mut counts = Vec::new();
-    for (i, ms) in [400u64, 900, 1300].iter().enumerate() {
-        let cut = Duration::from_millis(*ms);
-        counts.push(kill_and_resume(&f, &plan, &want, cut, &format!("loop{i}")).await);
-    }
-    assert_cuts_mattered(&counts);
+    kill_at_each(&f, &plan, &want, &[400, 900, 1300], "loop").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -322,19 +338,8 @@ async fn a_failed_run_resumes_from_the_failed_step_once_its_backend_is_back() {
         .collect();
     // The three searches were stored: only the failed step and the rest are requested.
     assert_eq!(after, ["/llm", "/search", "/llm"]);
-    let list = planvm(
-        vec![
-            "runs".into(),
-            "list".into(),
-            "--store".into(),
-            s(&db),
-            "--format".into(),
-            "json".into(),
-        ],
-        &[],
-    )
-    .await;
-    let row: Value = serde_json::from_str(list.stdout.trim()).unwrap();
+    let rows = runs_json(&db).await;
+    let row = &rows[0];
     assert_eq!(row["status"], "ok");
     assert_eq!(row["tool_calls"], 6);
 }
@@ -379,13 +384,7 @@ async fn a_run_held_by_a_live_process_is_not_resumed_twice() {
     let db = f.dir.path().join("busy.db");
     let mut args = f.args(&["run"], Some(&plan), &db);
     args.extend(["--run-id".into(), "b".into()]);
-    let mut child = Command::new(BIN)
-        .args(&args)
-        .env_remove("PLANVM_STORE")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_planvm(&args);
     tokio::time::sleep(LATENCY).await;
     let out = resume(&f, &db, "b", &[]).await;
     let _ = child.kill();
@@ -517,23 +516,7 @@ async fn a_branch_from_a_middle_step_makes_only_the_calls_from_that_step_on() {
     // The parent is untouched; the branch names it.
     let out = resume(&f, &db, "parent", &[]).await;
     assert_eq!(out.stdout, parent_answer);
-    let list = planvm(
-        vec![
-            "runs".into(),
-            "list".into(),
-            "--store".into(),
-            s(&db),
-            "--format".into(),
-            "json".into(),
-        ],
-        &[],
-    )
-    .await;
-    let rows: Vec<Value> = list
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows = runs_json(&db).await;
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[1]["id"], "child");
     assert_eq!(rows[1]["parent"], "parent");
@@ -587,12 +570,7 @@ async fn a_branch_from_a_middle_step_makes_only_the_calls_from_that_step_on() {
         "{}",
         out.stderr
     );
-    let list = planvm(
-        vec!["runs".into(), "list".into(), "--store".into(), s(&db)],
-        &[],
-    )
-    .await;
-    assert_eq!(list.stdout.lines().count(), 2, "{}", list.stdout);
+    assert_eq!(runs_json(&db).await.len(), 2, "nothing stored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
