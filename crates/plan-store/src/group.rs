@@ -1,9 +1,10 @@
 //! Group commit for many runs in one process (`planvm batch --store`): one writer thread
-//! owns the store's connection; runs hand it their writes and wait for them without
-//! blocking their task; everything that queued up while a transaction was being written
-//! goes into the next one. Sixty-four concurrent runs pay for one transaction where they
-//! paid for sixty-four, and each still waits until its own writes are committed.
+//! owns the store's connection; runs hand it their writes without blocking their task;
+//! everything that queued up while a transaction was being written goes into the next
+//! one, each run's commit points merged into one journal row. A run waits for its writes
+//! only where it must (see `StoreJournal::grouped`).
 
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::mpsc;
 
@@ -14,9 +15,11 @@ use crate::{RunStore, SqliteStore, StoreError, StoreErrorKind, StoreWrite};
 /// The most writes one transaction takes (a bound on its size and latency).
 const MAX_GROUP: usize = 256;
 
+type Done = oneshot::Sender<Result<(), StoreError>>;
+
 struct Job {
     write: StoreWrite,
-    done: oneshot::Sender<Result<(), StoreError>>,
+    done: Done,
 }
 
 /// A handle on the writer thread; clones share it. The thread ends when the last handle
@@ -39,10 +42,66 @@ fn closed() -> StoreError {
     )
 }
 
+/// Writes a group. A run whose creation was refused (its id exists) gets none of its
+/// points written, now or later: they would land in the other run's journal.
+fn write(
+    store: &mut SqliteStore,
+    refused: &mut HashSet<String>,
+    writes: &[StoreWrite],
+) -> Vec<Result<(), StoreError>> {
+    let is_refused = |w: &StoreWrite, refused: &HashSet<String>| matches!(w, StoreWrite::Commit(run, ..) if refused.contains(run));
+    let kept: Vec<&StoreWrite> = writes.iter().filter(|w| !is_refused(w, refused)).collect();
+    let mut results = store.write_group(&kept).into_iter();
+    let mut out = Vec::with_capacity(writes.len());
+    for w in writes {
+        if is_refused(w, refused) {
+            out.push(Err(StoreError::new(
+                StoreErrorKind::DuplicateRun,
+                "the run was not created: its id exists",
+            )));
+            continue;
+        }
+        let r = results.next().unwrap_or_else(|| Err(closed()));
+        if let (StoreWrite::Create(run, _), Err(e)) = (w, &r)
+            && e.kind == StoreErrorKind::DuplicateRun
+        {
+            refused.insert(run.id.clone());
+        }
+        out.push(r);
+    }
+    out
+}
+
+/// The group's writes, with each run's commit points merged into its first (one journal
+/// row per run and transaction), and who waits for each.
+fn merge(group: Vec<Job>) -> (Vec<StoreWrite>, Vec<Vec<Done>>) {
+    let mut writes: Vec<StoreWrite> = Vec::with_capacity(group.len());
+    let mut done: Vec<Vec<Done>> = Vec::with_capacity(group.len());
+    let mut first: HashMap<String, usize> = HashMap::new();
+    for job in group {
+        if let StoreWrite::Commit(run, point, entry) = job.write {
+            if let Some(&i) = first.get(&run)
+                && let StoreWrite::Commit(_, into, into_entry) = &mut writes[i]
+            {
+                into.absorb(into_entry, point, entry);
+                done[i].push(job.done);
+                continue;
+            }
+            first.insert(run.clone(), writes.len());
+            writes.push(StoreWrite::Commit(run, point, entry));
+        } else {
+            writes.push(job.write);
+        }
+        done.push(vec![job.done]);
+    }
+    (writes, done)
+}
+
 impl GroupStore {
     pub fn spawn(mut store: SqliteStore) -> GroupStore {
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::spawn(move || {
+            let mut refused = HashSet::new();
             while let Ok(first) = queue.recv() {
                 let mut group = vec![first];
                 while group.len() < MAX_GROUP
@@ -50,11 +109,13 @@ impl GroupStore {
                 {
                     group.push(job);
                 }
-                let (writes, done): (Vec<StoreWrite>, Vec<_>) =
-                    group.into_iter().map(|j| (j.write, j.done)).unzip();
-                for (d, r) in done.into_iter().zip(store.write_group(&writes)) {
-                    // NB: a run that gave up waiting is not the writer's problem.
-                    let _ = d.send(r);
+                let (writes, done) = merge(group);
+                let results = write(&mut store, &mut refused, &writes);
+                for (waiting, r) in done.into_iter().zip(results) {
+                    for d in waiting {
+                        // NB: a run that gave up waiting is not the writer's problem.
+                        let _ = d.send(r.clone());
+                    }
                 }
             }
         });

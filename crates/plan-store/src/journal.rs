@@ -49,6 +49,10 @@ pub struct StoreJournal<'s> {
     last_checkpoint: (Instant, u64),
     /// Group commits not known to be written yet.
     waiting: Vec<Durable>,
+    /// Tools with `write` effects (a grouped journal waits before one is sent).
+    write_tools: HashSet<String>,
+    /// A write call was issued since the last wait.
+    must_wait: bool,
 }
 
 impl<'s> StoreJournal<'s> {
@@ -57,9 +61,34 @@ impl<'s> StoreJournal<'s> {
         Self::to(Target::Direct(store), run, steps_done)
     }
 
-    /// A journal whose commit points go through a group-committing writer.
-    pub fn grouped(store: GroupStore, run: &str, steps_done: u64) -> StoreJournal<'static> {
-        StoreJournal::to(Target::Group(store), run, steps_done)
+    /// A journal whose commit points go through a group-committing writer. The driver
+    /// waits for them ([`Journal::durable`]) only before it sends a call of one of
+    /// `program`'s `write` tools, so that a write in flight is always on record; other
+    /// points are written while the run goes on, at most a transaction later. The caller
+    /// waits for everything at the end ([`StoreJournal::written`]).
+    pub fn grouped(
+        store: GroupStore,
+        run: &str,
+        steps_done: u64,
+        program: &plan_bytecode::ValidatedProgram,
+    ) -> StoreJournal<'static> {
+        let mut j = StoreJournal::to(Target::Group(store), run, steps_done);
+        j.write_tools = program
+            .tools
+            .iter()
+            .filter(|t| t.effects == plan_bytecode::Effects::Write)
+            .map(|t| t.name.clone())
+            .collect();
+        j
+    }
+
+    /// A wait until every point given so far is written (None: nothing pending).
+    pub fn written(&mut self) -> Option<Durable> {
+        if self.waiting.is_empty() {
+            return None;
+        }
+        let all = futures::future::try_join_all(std::mem::take(&mut self.waiting));
+        Some(Box::pin(async move { all.await.map(|_| ()) }))
     }
 
     fn to(target: Target<'s>, run: &str, steps_done: u64) -> Self {
@@ -71,6 +100,8 @@ impl<'s> StoreJournal<'s> {
             reused: HashSet::new(),
             last_checkpoint: (Instant::now(), steps_done),
             waiting: Vec::new(),
+            write_tools: HashSet::new(),
+            must_wait: false,
         }
     }
 
@@ -115,11 +146,10 @@ impl Journal for StoreJournal<'_> {
     }
 
     fn durable(&mut self) -> Option<Durable> {
-        if self.waiting.is_empty() {
+        if !std::mem::take(&mut self.must_wait) {
             return None;
         }
-        let all = futures::future::try_join_all(std::mem::take(&mut self.waiting));
-        Some(Box::pin(async move { all.await.map(|_| ()) }))
+        self.written()
     }
 
     fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
@@ -154,6 +184,7 @@ impl Journal for StoreJournal<'_> {
                 self.reused.insert(request.id);
             }
             TraceEvent::CallIssued { request, .. } => {
+                self.must_wait |= self.write_tools.contains(request.tool.as_str());
                 self.point.sent.push(row(request, CallState::Inflight));
             }
             TraceEvent::CallAnswered {

@@ -180,9 +180,9 @@ pub struct CommitPoint {
 }
 
 impl CommitPoint {
-    /// The point's calls and steps as one journal entry (JSON; the format is in
-    /// migrations/001_init.sql), or None when it holds none (a point that only saves the
-    /// state or ends the run).
+    /// The point's calls and steps as a journal entry of one point (a JSON array; the
+    /// format is in migrations/001_init.sql), or None when it holds none (a point that
+    /// only saves the state or ends the run).
     pub fn journal_entry(&self) -> Option<String> {
         #[derive(Serialize)]
         struct Sent<'a> {
@@ -247,7 +247,38 @@ impl CommitPoint {
             committed: &self.committed,
             discarded: &self.discarded,
         };
-        serde_json::to_string(&entry).ok()
+        serde_json::to_string(&[entry]).ok()
+    }
+
+    /// Appends `later`, the run's next point, to this one: both then commit as one row.
+    /// `entry` and `later_entry` are their journal entries.
+    pub fn absorb(
+        &mut self,
+        entry: &mut Option<String>,
+        later: CommitPoint,
+        later_entry: Option<String>,
+    ) {
+        self.sent.extend(later.sent);
+        self.answered.extend(later.answered);
+        self.steps.extend(later.steps);
+        self.committed.extend(later.committed);
+        self.discarded.extend(later.discarded);
+        if later.state.is_some() {
+            self.state = later.state;
+        }
+        if later.end.is_some() {
+            self.end = later.end;
+        }
+        self.total_steps = self.total_steps.max(later.total_steps);
+        // NB: two arrays of points become one, without parsing either.
+        *entry = match (entry.take(), later_entry) {
+            (Some(a), Some(b)) => Some(format!(
+                "{},{}",
+                a.strip_suffix(']').unwrap_or(&a),
+                b.strip_prefix('[').unwrap_or(&b)
+            )),
+            (a, b) => a.or(b),
+        };
     }
 }
 
@@ -380,7 +411,7 @@ pub trait RunStore: Send {
     /// Several writes (of several runs) in one transaction: one result per write. A
     /// write refused on its own (a duplicate run id) leaves the others; a failure of the
     /// transaction fails them all.
-    fn write_group(&mut self, writes: &[StoreWrite]) -> Vec<Result<(), StoreError>>;
+    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>>;
 
     fn run(&self, id: &str) -> Result<RunInfo, StoreError>;
     /// Every run, oldest first.
@@ -408,7 +439,7 @@ impl<S: RunStore> RunStore for std::sync::Arc<std::sync::Mutex<S>> {
     fn commit(&mut self, id: &str, point: &CommitPoint) -> Result<(), StoreError> {
         lock(self)?.commit(id, point)
     }
-    fn write_group(&mut self, writes: &[StoreWrite]) -> Vec<Result<(), StoreError>> {
+    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
         match lock(self) {
             Ok(mut s) => s.write_group(writes),
             Err(e) => writes.iter().map(|_| Err(e.clone())).collect(),

@@ -150,7 +150,7 @@ impl SqliteStore {
         let mut out = Vec::new();
         for row in rows {
             let (seq, text) = row.map_err(|e| self.io(e))?;
-            let entry = serde_json::from_str(&text).map_err(|e| {
+            let points: Vec<Entry> = serde_json::from_str(&text).map_err(|e| {
                 StoreError::new(
                     StoreErrorKind::NotAStore,
                     format!(
@@ -159,7 +159,7 @@ impl SqliteStore {
                     ),
                 )
             })?;
-            out.push(entry);
+            out.extend(points);
         }
         Ok(out)
     }
@@ -209,8 +209,8 @@ fn to_i64(n: u64) -> i64 {
 
 // NB: tool_calls counts distinct steps: a resumed run may commit a call again.
 const RUN_COLUMNS: &str = "id, status, plan, program, parent, branch_seq, created_at, updated_at, \
-     steps, (SELECT count(DISTINCT c.value) FROM journal j, json_each(j.entry, '$.committed') c \
-             WHERE j.run = runs.id), \
+     steps, (SELECT count(DISTINCT c.value) FROM journal j, json_each(j.entry) p, \
+             json_each(p.value, '$.committed') c WHERE j.run = runs.id), \
      final_answer, error, presets, limits, owner, lease_until";
 
 fn run_info(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
@@ -311,7 +311,7 @@ impl RunStore for SqliteStore {
         tx.commit().map_err(|e| io(&path, e))
     }
 
-    fn write_group(&mut self, writes: &[StoreWrite]) -> Vec<Result<(), StoreError>> {
+    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
         let path = self.path.clone();
         let all_failed = |e: StoreError| writes.iter().map(|_| Err(e.clone())).collect();
         let tx = match self.write() {

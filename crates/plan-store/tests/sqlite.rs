@@ -104,11 +104,12 @@ fn a_refused_write_in_a_group_leaves_the_others() {
         sent: vec![call(0, "search")],
         ..CommitPoint::default()
     };
-    let results = store.write_group(&[
+    let writes = [
         StoreWrite::Create(new_run("a"), me.clone()),
         StoreWrite::Create(new_run("b"), me.clone()),
         StoreWrite::Commit("a".into(), point, None),
-    ]);
+    ];
+    let results = store.write_group(&writes.iter().collect::<Vec<_>>());
     assert_eq!(
         results[0].as_ref().unwrap_err().kind,
         StoreErrorKind::DuplicateRun

@@ -27,7 +27,6 @@ use std::time::{Duration, Instant};
 use clap::{ArgGroup, Args};
 use indicatif::{ProgressBar, ProgressStyle};
 use plan_bytecode::ValidatedProgram;
-use plan_host::Journal;
 use plan_host::{
     Backend, CONDITION_TOOL, Host, HostErrorKind, HostOptions, Recorder, ReplayBackend, RunReport,
     Tracer,
@@ -253,6 +252,20 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
                 Err(code) => return code,
             };
             let batch = args.batch_id.clone().unwrap_or_else(plan_store::new_run_id);
+            // NB: refused up front: a run whose id exists would fail only at its end.
+            if let Some(j) = jobs
+                .iter()
+                .find(|j| plan_store::RunStore::run(&store, &run_id(&batch, &j.name)).is_ok())
+            {
+                return fail(
+                    exit::USAGE,
+                    format_args!(
+                        "run `{}` already exists in {}: choose another --batch-id",
+                        run_id(&batch, &j.name),
+                        path.display()
+                    ),
+                );
+            }
             eprintln!("batch {batch}");
             let owner = Owner::this_process();
             let lease = crate::stored::Lease::start(path, durability, owner.clone());
@@ -522,7 +535,7 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
             };
             let limits = ctx.limits.clone();
             let stored = ctx.store.as_ref().map(|s| {
-                let id = plan_store::run_id_from(&format!("{}.{}", s.batch, job.name));
+                let id = run_id(&s.batch, &job.name);
                 (s.store.clone(), s.owner.clone(), id)
             });
             let run_id = stored.as_ref().map(|(_, _, id)| id.clone());
@@ -552,10 +565,13 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                     limits: limits.clone(),
                     parent: None,
                 };
-                if let Err(e) = store.submit(StoreWrite::Create(new, owner)).await {
-                    return RunReport::failed_before_start(e.message, Duration::ZERO);
-                }
-                let mut journal = (&mut tracer, StoreJournal::grouped(store, &id, 0));
+                // NB: not waited for: the writer takes writes in order, so the run exists
+                // before its first point; a refused creation fails the run at its end.
+                let created = store.submit(StoreWrite::Create(new, owner));
+                let mut journal = (
+                    &mut tracer,
+                    StoreJournal::grouped(store, &id, 0, &program.program),
+                );
                 let mut report = plan_host::run_plan_recording(
                     &host,
                     &program.program,
@@ -566,9 +582,11 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 )
                 .await;
                 // NB: the run's line is printed only once its end is on record.
-                if let Some(durable) = journal.durable()
-                    && let Err(message) = durable.await
-                {
+                let written = match journal.1.written() {
+                    Some(durable) => durable.await,
+                    None => Ok(()),
+                };
+                if let Err(message) = created.await.map_err(|e| e.message).and(written) {
                     report.status = plan_host::RunStatus::Failed;
                     report.error = Some(plan_host::ReportError {
                         code: plan_vm::ErrorCode::RecordFailed,
@@ -696,6 +714,11 @@ fn name_runs(jobs: &mut [Job]) {
         }
         j.name = unique;
     }
+}
+
+/// The stored run id of run `name` of batch `batch`.
+fn run_id(batch: &str, name: &str) -> String {
+    plan_store::run_id_from(&format!("{batch}.{name}"))
 }
 
 /// A loaded plan, shared by its runs.

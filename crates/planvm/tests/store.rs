@@ -583,7 +583,7 @@ async fn a_batch_journals_every_run_under_ids_from_the_batch_and_run_names() {
     let db = f.dir.path().join("batch.db");
     let mut args = f.args(&["batch"], Some(&plans), &db);
     args.extend(["--batch-id".into(), "nightly".into()]);
-    let out = planvm(args, &[]).await;
+    let out = planvm(args.clone(), &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines: Vec<Value> = out
         .stdout
@@ -601,4 +601,15 @@ async fn a_batch_journals_every_run_under_ids_from_the_batch_and_run_names() {
         assert_eq!(stored["final_answer"], line["final_answer"], "{id}");
         assert_eq!(stored["tool_calls"], line["tool_calls"], "{id}");
     }
+
+    // The same batch id again: refused before anything runs.
+    let before = f.requests().await.len();
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("choose another --batch-id"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(f.requests().await.len(), before);
 }

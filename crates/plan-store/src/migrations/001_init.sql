@@ -29,17 +29,18 @@ CREATE TABLE runs (
     lease_until  INTEGER            -- a 'running' run past this (or whose owner is gone) is interrupted
 ) STRICT;
 
--- The run's journal: one entry per commit point (the driver is about to wait for calls,
--- or the run ended), appended in one transaction with everything since the last one:
+-- The run's journal: each row holds one or more commit points (the driver about to wait
+-- for calls, or the run ended), in order, as a JSON array; a point holds everything since
+-- the point before:
 --   {"sent":      [{"step", "seq_no", "tool", "args"}],   calls about to be sent
 --    "answered":  [{"step", "output" | "error", "latency_ms"}],
 --    "steps":     [{"step", "seq_no", "pc", "op", "writes", "omitted"?}],
 --    "committed": [step, ...], "discarded": [step, ...]}
 -- (empty lists left out). A call is known by its `step`: the number of instructions the
--- run commits before it (the cassette's `step`). A resumed run appends after the entries
--- of its earlier attempts; a later entry about the same step wins. The views below
--- unfold it for the sqlite3 shell.
--- NB: a rowid table: entries are appended, and are too large for WITHOUT ROWID to pay.
+-- run commits before it (the cassette's `step`). A resumed run appends after the rows of
+-- its earlier attempts; a later point about the same step wins. The views below unfold
+-- it for the sqlite3 shell.
+-- NB: a rowid table: rows are appended, and are too large for WITHOUT ROWID to pay.
 CREATE TABLE journal (
     run   TEXT NOT NULL REFERENCES runs(id),
     seq   INTEGER NOT NULL,  -- 0, 1, ... per run
@@ -48,22 +49,26 @@ CREATE TABLE journal (
     UNIQUE (run, seq)
 ) STRICT;
 
+CREATE VIEW journal_points AS
+    SELECT j.run, j.seq, p.key AS point, p.value AS point_json
+    FROM journal j, json_each(j.entry) p;
+
 CREATE VIEW journal_calls AS
-    SELECT j.run, j.seq, json_extract(c.value, '$.step') AS step,
+    SELECT p.run, json_extract(c.value, '$.step') AS step,
            json_extract(c.value, '$.seq_no') AS seq_no, json_extract(c.value, '$.tool') AS tool,
            json_extract(c.value, '$.args') AS args
-    FROM journal j, json_each(j.entry, '$.sent') c;
+    FROM journal_points p, json_each(p.point_json, '$.sent') c;
 
 CREATE VIEW journal_answers AS
-    SELECT j.run, j.seq, json_extract(a.value, '$.step') AS step,
+    SELECT p.run, json_extract(a.value, '$.step') AS step,
            json_extract(a.value, '$.output') AS output, json_extract(a.value, '$.error') AS error,
            json_extract(a.value, '$.latency_ms') AS latency_ms
-    FROM journal j, json_each(j.entry, '$.answered') a;
+    FROM journal_points p, json_each(p.point_json, '$.answered') a;
 
 CREATE VIEW journal_steps AS
-    SELECT j.run, json_extract(s.value, '$.step') AS step, json_extract(s.value, '$.seq_no') AS seq_no,
+    SELECT p.run, json_extract(s.value, '$.step') AS step, json_extract(s.value, '$.seq_no') AS seq_no,
            json_extract(s.value, '$.op') AS op, json_extract(s.value, '$.writes') AS writes
-    FROM journal j, json_each(j.entry, '$.steps') s;
+    FROM journal_points p, json_each(p.point_json, '$.steps') s;
 
 -- The latest commit point of each run: the VM state to continue from.
 CREATE TABLE checkpoints (
