@@ -115,7 +115,8 @@ fn host_overhead(c: &mut Criterion) {
                 parent: None,
             };
             plan_store::RunStore::create_run(&mut store, &new, &owner).unwrap();
-            let mut journal = plan_store::StoreJournal::new(&mut store, &id, 0);
+            let mut journal =
+                plan_store::StoreJournal::new(&mut store, &id, owner.clone(), 0, &program);
             let r = rt.block_on(run_plan(
                 &host,
                 &program,

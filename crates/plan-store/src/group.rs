@@ -4,7 +4,7 @@
 //! one, each run's commit points merged into one journal row. A run waits for its writes
 //! only where it must (see `StoreJournal::grouped`).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::mpsc;
 
@@ -42,53 +42,25 @@ fn closed() -> StoreError {
     )
 }
 
-/// Writes a group. A run whose creation was refused (its id exists) gets none of its
-/// points written, now or later: they would land in the other run's journal.
-fn write(
-    store: &mut SqliteStore,
-    refused: &mut HashSet<String>,
-    writes: &[StoreWrite],
-) -> Vec<Result<(), StoreError>> {
-    let is_refused = |w: &StoreWrite, refused: &HashSet<String>| matches!(w, StoreWrite::Commit(run, ..) if refused.contains(run));
-    let kept: Vec<&StoreWrite> = writes.iter().filter(|w| !is_refused(w, refused)).collect();
-    let mut results = store.write_group(&kept).into_iter();
-    let mut out = Vec::with_capacity(writes.len());
-    for w in writes {
-        if is_refused(w, refused) {
-            out.push(Err(StoreError::new(
-                StoreErrorKind::DuplicateRun,
-                "the run was not created: its id exists",
-            )));
-            continue;
-        }
-        let r = results.next().unwrap_or_else(|| Err(closed()));
-        if let (StoreWrite::Create(run, _), Err(e)) = (w, &r)
-            && e.kind == StoreErrorKind::DuplicateRun
-        {
-            refused.insert(run.id.clone());
-        }
-        out.push(r);
-    }
-    out
-}
-
 /// The group's writes, with each run's commit points merged into its first (one journal
-/// row per run and transaction), and who waits for each.
+/// row per run and transaction), and who waits for each. (A process's run ids are
+/// distinct; a point of a run that was not created, or that another process took over,
+/// is refused by the store's ownership check.)
 fn merge(group: Vec<Job>) -> (Vec<StoreWrite>, Vec<Vec<Done>>) {
     let mut writes: Vec<StoreWrite> = Vec::with_capacity(group.len());
     let mut done: Vec<Vec<Done>> = Vec::with_capacity(group.len());
     let mut first: HashMap<String, usize> = HashMap::new();
     for job in group {
-        if let StoreWrite::Commit(run, point, entry) = job.write {
+        if let StoreWrite::Commit(run, owner, point, entry) = job.write {
             if let Some(&i) = first.get(&run)
-                && let StoreWrite::Commit(_, into, into_entry) = &mut writes[i]
+                && let StoreWrite::Commit(_, _, into, into_entry) = &mut writes[i]
             {
                 into.absorb(into_entry, point, entry);
                 done[i].push(job.done);
                 continue;
             }
             first.insert(run.clone(), writes.len());
-            writes.push(StoreWrite::Commit(run, point, entry));
+            writes.push(StoreWrite::Commit(run, owner, point, entry));
         } else {
             writes.push(job.write);
         }
@@ -101,7 +73,6 @@ impl GroupStore {
     pub fn spawn(mut store: SqliteStore) -> GroupStore {
         let (jobs, queue) = mpsc::channel::<Job>();
         std::thread::spawn(move || {
-            let mut refused = HashSet::new();
             while let Ok(first) = queue.recv() {
                 let mut group = vec![first];
                 while group.len() < MAX_GROUP
@@ -110,7 +81,7 @@ impl GroupStore {
                     group.push(job);
                 }
                 let (writes, done) = merge(group);
-                let results = write(&mut store, &mut refused, &writes);
+                let results = store.write_group(&writes.iter().collect::<Vec<_>>());
                 for (waiting, r) in done.into_iter().zip(results) {
                     for d in waiting {
                         // NB: a run that gave up waiting is not the writer's problem.

@@ -5,16 +5,26 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use plan_host::{Durable, Journal, TraceEvent};
+use plan_host::{Durable, Journal, ToolErrorKind, TraceEvent};
+use plan_value::value_size;
+use plan_vm::MAX_VALUE_DEPTH;
 use plan_vm::{CallId, Event, ToolRequest};
+
 use serde_json::{Map, Value};
 
-use crate::{CallRow, CallState, CommitPoint, GroupStore, RunEnd, RunStore, StepRow, StoreWrite};
+use plan_bytecode::{Effects, ValidatedProgram};
+
+use crate::{
+    CallRow, CallState, CommitPoint, GroupStore, Owner, RunEnd, RunStore, StepRow, StoreWrite,
+};
 
 /// The largest value a step row keeps (bytes as the VM counts them). Larger values are
 /// listed with their size only: copying them at every step of a loop that rewrites them
 /// would cost time quadratic in the loop. The checkpoint always has every value.
 pub const MAX_KEPT_VALUE_BYTES: u64 = 64 * 1024;
+
+/// Bytes of values a run's step records keep in all; past it, only sizes.
+pub const MAX_KEPT_RUN_BYTES: u64 = 16 << 20;
 
 /// A commit point saves the VM state when this much time has passed since the last
 /// saved state...
@@ -39,6 +49,8 @@ enum Target<'s> {
 pub struct StoreJournal<'s> {
     target: Target<'s>,
     run: String,
+    /// This process: every point is written only while it holds the run.
+    owner: Owner,
     /// Instructions committed so far (a resumed run starts from its checkpoint's count).
     steps_done: u64,
     /// What the next commit point writes.
@@ -49,6 +61,8 @@ pub struct StoreJournal<'s> {
     last_checkpoint: (Instant, u64),
     /// Group commits not known to be written yet.
     waiting: Vec<Durable>,
+    /// Bytes of values kept in step records so far.
+    kept_bytes: u64,
     /// Tools with `write` effects (a grouped journal waits before one is sent).
     write_tools: HashSet<String>,
     /// A write call was issued since the last wait.
@@ -56,9 +70,16 @@ pub struct StoreJournal<'s> {
 }
 
 impl<'s> StoreJournal<'s> {
-    /// `steps_done`: 0 for a new run, the checkpoint's count for a resumed one.
-    pub fn new(store: &'s mut dyn RunStore, run: &str, steps_done: u64) -> Self {
-        Self::to(Target::Direct(store), run, steps_done)
+    /// `steps_done`: 0 for a new run, the checkpoint's count for a resumed one. `program`
+    /// is the run's program (its `write` tools are treated with care).
+    pub fn new(
+        store: &'s mut dyn RunStore,
+        run: &str,
+        owner: Owner,
+        steps_done: u64,
+        program: &ValidatedProgram,
+    ) -> Self {
+        Self::to(Target::Direct(store), run, owner, steps_done, program)
     }
 
     /// A journal whose commit points go through a group-committing writer. The driver
@@ -69,17 +90,11 @@ impl<'s> StoreJournal<'s> {
     pub fn grouped(
         store: GroupStore,
         run: &str,
+        owner: Owner,
         steps_done: u64,
-        program: &plan_bytecode::ValidatedProgram,
+        program: &ValidatedProgram,
     ) -> StoreJournal<'static> {
-        let mut j = StoreJournal::to(Target::Group(store), run, steps_done);
-        j.write_tools = program
-            .tools
-            .iter()
-            .filter(|t| t.effects == plan_bytecode::Effects::Write)
-            .map(|t| t.name.clone())
-            .collect();
-        j
+        StoreJournal::to(Target::Group(store), run, owner, steps_done, program)
     }
 
     /// A wait until every point given so far is written (None: nothing pending).
@@ -91,17 +106,30 @@ impl<'s> StoreJournal<'s> {
         Some(Box::pin(async move { all.await.map(|_| ()) }))
     }
 
-    fn to(target: Target<'s>, run: &str, steps_done: u64) -> Self {
+    fn to(
+        target: Target<'s>,
+        run: &str,
+        owner: Owner,
+        steps_done: u64,
+        program: &ValidatedProgram,
+    ) -> Self {
         StoreJournal {
             target,
             run: run.to_owned(),
+            owner,
             steps_done,
             point: CommitPoint::default(),
             reused: HashSet::new(),
             last_checkpoint: (Instant::now(), steps_done),
             waiting: Vec::new(),
-            write_tools: HashSet::new(),
+            write_tools: program
+                .tools
+                .iter()
+                .filter(|t| t.effects == Effects::Write)
+                .map(|t| t.name.clone())
+                .collect(),
             must_wait: false,
+            kept_bytes: 0,
         }
     }
 
@@ -111,10 +139,13 @@ impl<'s> StoreJournal<'s> {
         point.end = end;
         point.total_steps = self.steps_done;
         match &mut self.target {
-            Target::Direct(store) => store.commit(&self.run, &point).map_err(|e| e.message),
+            Target::Direct(store) => store
+                .commit(&self.run, &self.owner, &point)
+                .map_err(|e| e.message),
             Target::Group(store) => {
                 let entry = point.journal_entry();
-                let done = store.submit(StoreWrite::Commit(self.run.clone(), point, entry));
+                let write = StoreWrite::Commit(self.run.clone(), self.owner.clone(), point, entry);
+                let done = store.submit(write);
                 self.waiting
                     .push(Box::pin(async move { done.await.map_err(|e| e.message) }));
                 Ok(())
@@ -169,10 +200,17 @@ impl Journal for StoreJournal<'_> {
                 name, value, bytes, ..
             }) => {
                 if let Some(step) = self.point.steps.last_mut() {
+                    // NB: a loop rewriting a large value would keep a copy per step: past
+                    // the run's budget, only sizes are kept.
                     match value {
-                        Some(v) => step.writes.insert(name.clone(), v.clone()),
-                        None => step.omitted.insert(name.clone(), Value::from(*bytes)),
-                    };
+                        Some(v) if self.kept_bytes < MAX_KEPT_RUN_BYTES => {
+                            self.kept_bytes += *bytes;
+                            step.writes.insert(name.clone(), v.clone());
+                        }
+                        _ => {
+                            step.omitted.insert(name.clone(), Value::from(*bytes));
+                        }
+                    }
                 }
             }
             TraceEvent::Vm(Event::Jump { .. }) => {}
@@ -197,8 +235,28 @@ impl Journal for StoreJournal<'_> {
                 }
                 let mut call = row(request, CallState::Answered);
                 match result {
-                    Ok(v) => call.output = Some((*v).clone()),
+                    // NB: a write that timed out or lost its connection may have taken
+                    // effect: left in flight (unknown), not recorded as failed, so that
+                    // `resume` does not send it again unasked.
+                    Err(e)
+                        if self.write_tools.contains(request.tool.as_str())
+                            && matches!(
+                                e.kind,
+                                ToolErrorKind::Timeout | ToolErrorKind::Transport
+                            ) =>
+                    {
+                        return Ok(());
+                    }
                     Err(e) => call.error = Some(e.message.clone()),
+                    // NB: deeper than the VM accepts (it fails the run on it): recorded as
+                    // that failure, since the journal could not be read back past
+                    // serde_json's nesting limit.
+                    Ok(v) if value_size(v).depth > MAX_VALUE_DEPTH => {
+                        call.error = Some(format!(
+                            "the output is nested more than {MAX_VALUE_DEPTH} levels deep"
+                        ));
+                    }
+                    Ok(v) => call.output = Some((*v).clone()),
                 }
                 call.latency_ms = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
                 self.point.answered.push(call);

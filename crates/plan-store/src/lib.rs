@@ -26,7 +26,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use group::GroupStore;
-pub use journal::{CHECKPOINT_INTERVAL, CHECKPOINT_STEPS, MAX_KEPT_VALUE_BYTES, StoreJournal};
+pub use journal::{
+    CHECKPOINT_INTERVAL, CHECKPOINT_STEPS, MAX_KEPT_RUN_BYTES, MAX_KEPT_VALUE_BYTES, StoreJournal,
+};
 pub use sqlite::{Durability, SqliteStore};
 
 /// How long a run's lease lasts without renewal: past it, a `running` run whose process
@@ -320,31 +322,54 @@ impl OwnedNewRun {
 #[derive(Debug)]
 pub enum StoreWrite {
     Create(OwnedNewRun, Owner),
-    /// Run id, point, and its journal entry when already encoded (by the run's own task,
-    /// so the writer thread does not).
-    Commit(String, CommitPoint, Option<String>),
+    /// Run id, its owner, the point, and its journal entry when already encoded (by the
+    /// run's own task, so the writer thread does not).
+    Commit(String, Owner, CommitPoint, Option<String>),
 }
 
-/// The process running a run: `host:pid`.
+/// The process running a run: `host:pid:nonce`. The nonce (random, per process) tells
+/// two processes apart that got the same host name and pid (a restarted container).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Owner(pub String);
 
 impl Owner {
-    /// This process.
+    /// This process (the same value for its whole life).
     pub fn this_process() -> Owner {
-        Owner(format!("{}:{}", host_name(), std::process::id()))
+        static THIS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        let id = THIS.get_or_init(|| {
+            let nonce = uuid::Uuid::now_v7().simple().to_string();
+            format!("{}:{}:{}", host_name(), std::process::id(), &nonce[20..])
+        });
+        Owner(id.clone())
+    }
+
+    /// The host name and pid it names.
+    fn host_pid(&self) -> Option<(&str, &str)> {
+        let mut parts = self.0.rsplitn(3, ':');
+        let _nonce = parts.next()?;
+        let pid = parts.next()?;
+        Some((parts.next()?, pid))
     }
 
     /// Whether the owner is a process of this machine that no longer exists. `false`
     /// when that cannot be known (another machine, no `/proc`): the lease decides then.
     pub fn is_gone(&self) -> bool {
-        let Some((host, pid)) = self.0.rsplit_once(':') else {
-            return false;
-        };
+        self.on_this_host() == Some(false)
+    }
+
+    /// Whether the owner is a live process of this machine (`true`), a process of this
+    /// machine that is gone (`false`), or cannot be told (None).
+    fn on_this_host(&self) -> Option<bool> {
+        let (host, pid) = self.host_pid()?;
         if host != host_name() || !std::path::Path::new("/proc/self").exists() {
-            return false;
+            return None;
         }
-        !std::path::Path::new("/proc").join(pid).exists()
+        Some(std::path::Path::new("/proc").join(pid).exists())
+    }
+
+    /// Whether the owner is certainly alive: a live process of this machine.
+    pub fn is_alive_here(&self) -> bool {
+        self.on_this_host() == Some(true)
     }
 }
 
@@ -372,8 +397,10 @@ pub enum StoreErrorKind {
     UnknownRun,
     /// The run id is taken.
     DuplicateRun,
-    /// Another live process runs it.
+    /// Another live process runs it, or took it over from this one.
     Busy,
+    /// No store at that path (a command that only reads).
+    NoStore,
     /// The store is locked by another process for too long, or the disk failed.
     Io,
 }
@@ -406,8 +433,9 @@ pub trait RunStore: Send {
     fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError>;
     /// Extends `owner`'s lease on every run it is running.
     fn renew(&mut self, owner: &Owner) -> Result<(), StoreError>;
-    /// A commit point, in one transaction.
-    fn commit(&mut self, id: &str, point: &CommitPoint) -> Result<(), StoreError>;
+    /// A commit point of `owner`'s, in one transaction; refused (`Busy`) when another
+    /// process has taken the run over.
+    fn commit(&mut self, id: &str, owner: &Owner, point: &CommitPoint) -> Result<(), StoreError>;
     /// Several writes (of several runs) in one transaction: one result per write. A
     /// write refused on its own (a duplicate run id) leaves the others; a failure of the
     /// transaction fails them all.
@@ -422,56 +450,6 @@ pub trait RunStore: Send {
     fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError>;
     /// The latest commit point: (instructions committed, VmState JSON).
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError>;
-}
-
-/// A store shared by the tasks of one process (a batch): each call holds the lock for
-/// one transaction.
-impl<S: RunStore> RunStore for std::sync::Arc<std::sync::Mutex<S>> {
-    fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError> {
-        lock(self)?.create_run(run, owner)
-    }
-    fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError> {
-        lock(self)?.claim(id, owner)
-    }
-    fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {
-        lock(self)?.renew(owner)
-    }
-    fn commit(&mut self, id: &str, point: &CommitPoint) -> Result<(), StoreError> {
-        lock(self)?.commit(id, point)
-    }
-    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
-        match lock(self) {
-            Ok(mut s) => s.write_group(writes),
-            Err(e) => writes.iter().map(|_| Err(e.clone())).collect(),
-        }
-    }
-    fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
-        lock(self)?.run(id)
-    }
-    fn runs(&self) -> Result<Vec<RunInfo>, StoreError> {
-        lock(self)?.runs()
-    }
-    fn program(&self, hash: &str) -> Result<StoredProgram, StoreError> {
-        lock(self)?.program(hash)
-    }
-    fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError> {
-        lock(self)?.steps(id)
-    }
-    fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError> {
-        lock(self)?.calls(id)
-    }
-    fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {
-        lock(self)?.checkpoint(id)
-    }
-}
-
-fn lock<S>(m: &std::sync::Mutex<S>) -> Result<std::sync::MutexGuard<'_, S>, StoreError> {
-    m.lock().map_err(|_| {
-        StoreError::new(
-            StoreErrorKind::Io,
-            "internal: a run panicked while writing the store",
-        )
-    })
 }
 
 /// A new sortable run id (UUID v7: ordered by creation time).

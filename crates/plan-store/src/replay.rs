@@ -70,31 +70,33 @@ pub fn variables_before(
     let mut vm = fresh_vm(program, presets, limits, start)?;
     vm.set_step_slice(Some(1));
     let by_step: HashMap<u64, &CallRow> = calls.iter().map(|c| (c.step, c)).collect();
+    // NB: requests are answered only after the head has been looked at: a run stopped
+    // while waiting for the call at `seq` has no answer for it, and needs none.
+    let mut issued: Vec<plan_vm::ToolRequest> = Vec::new();
     loop {
         let st = vm.state();
         if matches!(st.status(), Status::Running) && program.seq_no_at(st.pc()) == Some(seq) {
             return Ok(st.variables(program));
         }
-        match vm.run() {
-            Halt::Yield(reqs) => {
-                for req in reqs {
-                    let Some(call) = by_step.get(&req.instance) else {
-                        return Err(not_reached("its stored calls end before"));
-                    };
-                    if call.tool != req.tool.as_str() || call.args != *req.args {
-                        return Err(format!(
-                            "the stored call at step {} does not match the plan ({} vs {}): the store was changed",
-                            req.instance, call.tool, req.tool
-                        ));
-                    }
-                    let result = match (&call.output, &call.error) {
-                        (Some(v), _) => Ok(v.clone()),
-                        (None, Some(e)) => Err(e.clone()),
-                        (None, None) => return Err(not_reached("a call before it has no answer")),
-                    };
-                    vm.resume(req.id, result).map_err(|e| e.message)?;
-                }
+        for req in issued.drain(..) {
+            let Some(call) = by_step.get(&req.instance) else {
+                return Err(not_reached("its stored calls end before"));
+            };
+            if call.tool != req.tool.as_str() || call.args != *req.args {
+                return Err(format!(
+                    "the stored call at step {} does not match the plan ({} vs {}): the store was changed",
+                    req.instance, call.tool, req.tool
+                ));
             }
+            let result = match (&call.output, &call.error) {
+                (Some(v), _) => Ok(v.clone()),
+                (None, Some(e)) => Err(e.clone()),
+                (None, None) => return Err(not_reached("a call before it has no answer")),
+            };
+            vm.resume(req.id, result).map_err(|e| e.message)?;
+        }
+        match vm.run() {
+            Halt::Yield(reqs) => issued = reqs,
             Halt::Done(_) => return Err(not_reached("it ended before")),
             Halt::Failed(e) => {
                 return Err(not_reached(&format!("it failed before: {}", e.message)));

@@ -60,6 +60,26 @@ impl SqliteStore {
     /// Opens (creating it if needed) the store at `path` and brings its schema up to
     /// date. Refuses a file that is not a planvm store, or one from a newer planvm.
     pub fn open(path: &Path, durability: Durability) -> Result<SqliteStore, StoreError> {
+        Self::open_with(path, durability, true)
+    }
+
+    /// Opens an existing store (commands that only read or continue runs): a missing
+    /// file is `NoStore`, not a new empty store.
+    pub fn open_existing(path: &Path, durability: Durability) -> Result<SqliteStore, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::new(
+                StoreErrorKind::NoStore,
+                format!("no store at {}", path.display()),
+            ));
+        }
+        Self::open_with(path, durability, false)
+    }
+
+    fn open_with(
+        path: &Path,
+        durability: Durability,
+        create: bool,
+    ) -> Result<SqliteStore, StoreError> {
         let shown = path.display().to_string();
         let not_a_store = |why: String| {
             StoreError::new(
@@ -67,13 +87,11 @@ impl SqliteStore {
                 format!("{shown} is not a planvm run store ({why})"),
             )
         };
-        let conn = Connection::open_with_flags(
-            path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|e| io(&shown, e))?;
+        let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        if create {
+            flags |= OpenFlags::SQLITE_OPEN_CREATE;
+        }
+        let conn = Connection::open_with_flags(path, flags).map_err(|e| io(&shown, e))?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(&shown, e))?;
         // NB: the first read of the file: a file that is not SQLite fails here.
         let (app, version): (i64, i64) = conn
@@ -120,9 +138,22 @@ impl SqliteStore {
         conn.pragma_update(None, "temp_store", "MEMORY")
             .map_err(|e| io(&shown, e))?;
         let mut store = SqliteStore { conn, path: shown };
-        MIGRATIONS
-            .to_latest(&mut store.conn)
-            .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("{}: {e}", store.path)))?;
+        if let Err(e) = MIGRATIONS.to_latest(&mut store.conn) {
+            // NB: two processes creating one store at once: the one that lost the race
+            // finds the schema in place.
+            let now: i64 = store
+                .conn
+                .query_row("SELECT user_version FROM pragma_user_version", [], |r| {
+                    r.get(0)
+                })
+                .unwrap_or(0);
+            if now != SCHEMA_VERSION {
+                return Err(StoreError::new(
+                    StoreErrorKind::Io,
+                    format!("{}: {e}", store.path),
+                ));
+            }
+        }
         Ok(store)
     }
 
@@ -137,8 +168,8 @@ impl SqliteStore {
             .map_err(|e| io(&path, e))
     }
 
-    /// The run's journal entries, in order.
-    fn entries(&self, id: &str) -> Result<Vec<Entry>, StoreError> {
+    /// The points of the run's journal, in order.
+    fn entries<P: serde::de::DeserializeOwned>(&self, id: &str) -> Result<Vec<P>, StoreError> {
         self.exists(id)?;
         let mut stmt = self
             .conn
@@ -150,7 +181,7 @@ impl SqliteStore {
         let mut out = Vec::new();
         for row in rows {
             let (seq, text) = row.map_err(|e| self.io(e))?;
-            let points: Vec<Entry> = serde_json::from_str(&text).map_err(|e| {
+            let points: Vec<P> = serde_json::from_str(&text).map_err(|e| {
                 StoreError::new(
                     StoreErrorKind::NotAStore,
                     format!(
@@ -274,8 +305,8 @@ impl RunStore for SqliteStore {
         if status == "running"
             && let Some(holder) = holder
             && holder != owner.0
-            && lease.is_some_and(|l| l >= now)
-            && !Owner(holder.clone()).is_gone()
+            && (Owner(holder.clone()).is_alive_here()
+                || (lease.is_some_and(|l| l >= now) && !Owner(holder.clone()).is_gone()))
         {
             return Err(StoreError::new(
                 StoreErrorKind::Busy,
@@ -304,34 +335,38 @@ impl RunStore for SqliteStore {
         Ok(())
     }
 
-    fn commit(&mut self, id: &str, point: &CommitPoint) -> Result<(), StoreError> {
+    fn commit(&mut self, id: &str, owner: &Owner, point: &CommitPoint) -> Result<(), StoreError> {
         let path = self.path.clone();
         let tx = self.write()?;
-        commit(&tx, &path, id, point, None)?;
+        commit(&tx, &path, id, owner, point, None)?;
         tx.commit().map_err(|e| io(&path, e))
     }
 
     fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
         let path = self.path.clone();
         let all_failed = |e: StoreError| writes.iter().map(|_| Err(e.clone())).collect();
-        let tx = match self.write() {
+        let mut tx = match self.write() {
             Ok(tx) => tx,
             Err(e) => return all_failed(e),
         };
         let mut results = Vec::with_capacity(writes.len());
         for w in writes {
-            let r = match w {
-                StoreWrite::Create(run, owner) => create(&tx, &path, &run.borrow(), owner),
-                StoreWrite::Commit(id, point, entry) => {
-                    commit(&tx, &path, id, point, entry.as_deref())
+            // NB: each write in a savepoint of its own: one that fails (a duplicate id,
+            // a run taken over, a constraint) is undone alone and the others go on.
+            let r = tx.savepoint().map_err(|e| io(&path, e)).and_then(|mut sp| {
+                sp.set_drop_behavior(rusqlite::DropBehavior::Rollback);
+                let r = match w {
+                    StoreWrite::Create(run, owner) => create(&sp, &path, &run.borrow(), owner),
+                    StoreWrite::Commit(id, owner, point, entry) => {
+                        commit(&sp, &path, id, owner, point, entry.as_deref())
+                    }
+                };
+                if r.is_ok() {
+                    sp.commit().map_err(|e| io(&path, e))?;
                 }
-            };
-            match r {
-                // NB: refused before writing anything: the others go on.
-                Err(e) if e.kind == StoreErrorKind::DuplicateRun => results.push(Err(e)),
-                Err(e) => return all_failed(e),
-                Ok(()) => results.push(Ok(())),
-            }
+                r
+            });
+            results.push(r);
         }
         match tx.commit() {
             Ok(()) => results,
@@ -384,7 +419,7 @@ impl RunStore for SqliteStore {
 
     fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError> {
         let mut steps: BTreeMap<u64, StepRow> = BTreeMap::new();
-        for e in self.entries(id)? {
+        for e in self.entries::<StepsPoint>(id)? {
             for s in e.steps {
                 steps.insert(s.step, s);
             }
@@ -394,7 +429,7 @@ impl RunStore for SqliteStore {
 
     fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError> {
         let mut calls: BTreeMap<u64, CallRow> = BTreeMap::new();
-        for e in self.entries(id)? {
+        for e in self.entries::<CallsPoint>(id)? {
             for c in e.sent {
                 calls.insert(
                     c.step,
@@ -447,7 +482,7 @@ impl RunStore for SqliteStore {
 
 /// Stores the program (once per hash) and creates the run, inside `tx`.
 fn create(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &rusqlite::Connection,
     path: &str,
     run: &NewRun<'_>,
     owner: &Owner,
@@ -496,12 +531,27 @@ fn create(
 /// Writes a commit point, inside `tx`.
 /// `entry`: the point's journal entry if the caller encoded it already.
 fn commit(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &rusqlite::Connection,
     path: &str,
     id: &str,
+    owner: &Owner,
     point: &CommitPoint,
     entry: Option<&str>,
 ) -> Result<(), StoreError> {
+    // NB: fencing. A process that lost the run (paused past its lease, then resumed
+    // elsewhere) must not write into it: checked under the write lock.
+    let holds: Option<i64> = tx
+        .prepare_cached("SELECT 1 FROM runs WHERE id = ?1 AND owner = ?2 AND status = 'running'")
+        .and_then(|mut st| st.query_row(params![id, owner.0], |r| r.get(0)).optional())
+        .map_err(|e| io(path, e))?;
+    if holds.is_none() {
+        return Err(StoreError::new(
+            StoreErrorKind::Busy,
+            format!(
+                "run `{id}` is no longer held by this process (another process took it over, or it was not created)"
+            ),
+        ));
+    }
     if let Some(entry) = entry
         .map(Cow::Borrowed)
         .or_else(|| point.journal_entry().map(Cow::Owned))
@@ -545,20 +595,25 @@ fn commit(
     Ok(())
 }
 
-/// One journal entry as read back (see migrations/001_init.sql and
-/// [`CommitPoint::journal_entry`]).
+/// One point of a journal entry as read back for its calls (see migrations/001_init.sql
+/// and [`CommitPoint::journal_entry`]); its steps are skipped unread.
 #[derive(Default, Deserialize)]
-struct Entry {
+struct CallsPoint {
     #[serde(default)]
     sent: Vec<Sent>,
     #[serde(default)]
     answered: Vec<Answer>,
     #[serde(default)]
-    steps: Vec<StepRow>,
-    #[serde(default)]
     committed: Vec<u64>,
     #[serde(default)]
     discarded: Vec<u64>,
+}
+
+/// One point of a journal entry as read back for its steps.
+#[derive(Default, Deserialize)]
+struct StepsPoint {
+    #[serde(default)]
+    steps: Vec<StepRow>,
 }
 
 #[derive(Deserialize)]

@@ -82,8 +82,8 @@ fn a_run_held_by_a_live_process_cannot_be_claimed_but_one_of_a_dead_process_can(
     assert_eq!(e.kind, StoreErrorKind::Busy);
 
     // A process of this machine that no longer exists holds nothing.
-    let (host, _) = me.0.rsplit_once(':').unwrap();
-    let dead = Owner(format!("{host}:{}", u32::MAX - 1));
+    let host = me.0.rsplitn(3, ':').nth(2).unwrap();
+    let dead = Owner(format!("{host}:{}:nonce", u32::MAX - 1));
     let run2 = new_run("r2");
     store.create_run(&run2.borrow(), &dead).unwrap();
     assert_eq!(store.run("r2").unwrap().status, RunStatus::Interrupted);
@@ -107,7 +107,7 @@ fn a_refused_write_in_a_group_leaves_the_others() {
     let writes = [
         StoreWrite::Create(new_run("a"), me.clone()),
         StoreWrite::Create(new_run("b"), me.clone()),
-        StoreWrite::Commit("a".into(), point, None),
+        StoreWrite::Commit("a".into(), me.clone(), point, None),
     ];
     let results = store.write_group(&writes.iter().collect::<Vec<_>>());
     assert_eq!(
@@ -117,6 +117,47 @@ fn a_refused_write_in_a_group_leaves_the_others() {
     assert!(results[1].is_ok() && results[2].is_ok(), "{results:?}");
     assert_eq!(store.runs().unwrap().len(), 2);
     assert_eq!(store.calls("a").unwrap().len(), 1);
+}
+
+#[test]
+fn a_process_that_lost_its_run_cannot_write_into_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.db"), Durability::Normal).unwrap();
+    let (host, _) = {
+        let me = Owner::this_process();
+        let mut parts = me.0.rsplitn(3, ':');
+        let (_, _, host) = (parts.next(), parts.next(), parts.next().unwrap().to_owned());
+        (host, me)
+    };
+    // A holder on another machine whose lease lapsed: taken over.
+    let paused = Owner("elsewhere:7:abc".into());
+    store.create_run(&new_run("r").borrow(), &paused).unwrap();
+    rusqlite::Connection::open(dir.path().join("s.db"))
+        .unwrap()
+        .execute("UPDATE runs SET lease_until = 0", [])
+        .unwrap();
+    let me = Owner::this_process();
+    store.claim("r", &me).unwrap();
+    let point = CommitPoint {
+        sent: vec![call(0, "search")],
+        ..CommitPoint::default()
+    };
+    let e = store.commit("r", &paused, &point).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::Busy);
+    assert!(store.calls("r").unwrap().is_empty());
+    store.commit("r", &me, &point).unwrap();
+
+    // A live process of this machine holds its run whatever its lease says.
+    let live = Owner(format!("{host}:{}:zzz", std::process::id()));
+    store.create_run(&new_run("s").borrow(), &live).unwrap();
+    rusqlite::Connection::open(dir.path().join("s.db"))
+        .unwrap()
+        .execute("UPDATE runs SET lease_until = 0", [])
+        .unwrap();
+    let e = store
+        .claim("s", &Owner("elsewhere:8:def".into()))
+        .unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::Busy);
 }
 
 #[test]
@@ -143,6 +184,7 @@ fn the_journal_folds_back_into_calls_steps_and_counts() {
     store
         .commit(
             "r",
+            &me,
             &CommitPoint {
                 sent: vec![call(0, "search"), call(1, "search")],
                 ..CommitPoint::default()
@@ -152,6 +194,7 @@ fn the_journal_folds_back_into_calls_steps_and_counts() {
     store
         .commit(
             "r",
+            &me,
             &CommitPoint {
                 answered: vec![answered.clone()],
                 steps: vec![step(1, "x", json!("a0"))],
@@ -165,6 +208,7 @@ fn the_journal_folds_back_into_calls_steps_and_counts() {
     store
         .commit(
             "r",
+            &me,
             &CommitPoint {
                 answered: vec![second],
                 steps: vec![step(1, "x", json!("a0"))],

@@ -195,6 +195,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         inputs.extend(args.list.as_deref().map(|p| ("the --list file", p)));
         inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
         inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
+        inputs.extend(args.store.as_deref().map(|p| ("the --store file", p)));
         for j in &jobs {
             inputs.push(("a plan", &j.plan));
             inputs.extend(j.cassette.as_deref().map(|p| ("a cassette", p)));
@@ -252,16 +253,16 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
                 Err(code) => return code,
             };
             let batch = args.batch_id.clone().unwrap_or_else(plan_store::new_run_id);
+            let ids = run_ids(&batch, &jobs);
             // NB: refused up front: a run whose id exists would fail only at its end.
-            if let Some(j) = jobs
-                .iter()
-                .find(|j| plan_store::RunStore::run(&store, &run_id(&batch, &j.name)).is_ok())
+            if let Some(id) = ids
+                .values()
+                .find(|id| plan_store::RunStore::run(&store, id).is_ok())
             {
                 return fail(
                     exit::USAGE,
                     format_args!(
-                        "run `{}` already exists in {}: choose another --batch-id",
-                        run_id(&batch, &j.name),
+                        "run `{id}` already exists in {}: choose another --batch-id",
                         path.display()
                     ),
                 );
@@ -271,7 +272,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             let lease = crate::stored::Lease::start(path, durability, owner.clone());
             let store = StoreCtx {
                 store: GroupStore::spawn(store),
-                batch,
+                ids,
                 owner,
             };
             (Some(store), Some(lease))
@@ -332,7 +333,8 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
 /// commit points share transactions).
 struct StoreCtx {
     store: GroupStore,
-    batch: String,
+    /// Run name → stored run id.
+    ids: HashMap<String, String>,
     owner: Owner,
 }
 
@@ -535,7 +537,7 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
             };
             let limits = ctx.limits.clone();
             let stored = ctx.store.as_ref().map(|s| {
-                let id = run_id(&s.batch, &job.name);
+                let id = s.ids.get(&job.name).cloned().unwrap_or_default();
                 (s.store.clone(), s.owner.clone(), id)
             });
             let run_id = stored.as_ref().map(|(_, _, id)| id.clone());
@@ -567,10 +569,11 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 };
                 // NB: not waited for: the writer takes writes in order, so the run exists
                 // before its first point; a refused creation fails the run at its end.
+                let owner_again = owner.clone();
                 let created = store.submit(StoreWrite::Create(new, owner));
                 let mut journal = (
                     &mut tracer,
-                    StoreJournal::grouped(store, &id, 0, &program.program),
+                    StoreJournal::grouped(store, &id, owner_again, 0, &program.program),
                 );
                 let mut report = plan_host::run_plan_recording(
                     &host,
@@ -716,9 +719,24 @@ fn name_runs(jobs: &mut [Job]) {
     }
 }
 
-/// The stored run id of run `name` of batch `batch`.
-fn run_id(batch: &str, name: &str) -> String {
-    plan_store::run_id_from(&format!("{batch}.{name}"))
+/// The stored run id of each run: `<batch>.<name>`, made of the characters run ids
+/// allow, numbered (`.2`, `.3`, ...) where two names give one id.
+fn run_ids(batch: &str, jobs: &[Job]) -> HashMap<String, String> {
+    let mut taken = std::collections::HashSet::new();
+    let mut ids = HashMap::new();
+    for j in jobs {
+        let base = plan_store::run_id_from(&format!("{batch}.{}", j.name));
+        let mut id = base.clone();
+        let mut k = 1;
+        while !taken.insert(id.clone()) {
+            k += 1;
+            // NB: ASCII (run_id_from's doing), so any cut is a char boundary; room is
+            // left for the number within the 128 bytes.
+            id = format!("{}.{k}", &base[..base.len().min(116)]);
+        }
+        ids.insert(j.name.clone(), id);
+    }
+    ids
 }
 
 /// A loaded plan, shared by its runs.
@@ -1146,5 +1164,37 @@ mod tests {
         );
         assert_eq!(sibling_cassette(d, "c.json"), None);
         assert_eq!(sibling_cassette(d, ".json"), None);
+    }
+}
+
+#[cfg(test)]
+mod run_id_tests {
+    use super::{Job, run_ids};
+
+    fn job(name: &str) -> Job {
+        Job {
+            plan: name.into(),
+            cassette: None,
+            vars: Vec::new(),
+            line: None,
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn names_that_map_to_one_id_are_numbered() {
+        let long = "x".repeat(200);
+        let jobs = [
+            job("my plan"),
+            job("my_plan"),
+            job(&format!("{long}a")),
+            job(&format!("{long}b")),
+        ];
+        let ids = run_ids("b", &jobs);
+        assert_eq!(ids["my plan"], "b.my_plan");
+        assert_eq!(ids["my_plan"], "b.my_plan.2");
+        let (a, b) = (&ids[&format!("{long}a")], &ids[&format!("{long}b")]);
+        assert_ne!(a, b);
+        assert!(a.len() <= 128 && b.len() <= 128);
     }
 }

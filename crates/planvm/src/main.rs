@@ -242,6 +242,7 @@ fn run(args: RunArgs) -> u8 {
     let mut inputs: Vec<(&str, &Path)> = vec![("the plan FILE", &args.file)];
     inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
     inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
+    inputs.extend(args.store.store.as_deref().map(|p| ("the --store file", p)));
     let mut outputs: Vec<(&str, &Path)> = Vec::new();
     outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
     outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
@@ -310,7 +311,7 @@ fn run(args: RunArgs) -> u8 {
             &mut tracer,
         )),
         Some(s) => {
-            let mut journal = (&mut tracer, s.journal(0));
+            let mut journal = (&mut tracer, s.journal(&loaded.program));
             runtime.block_on(plan_host::run_plan(
                 &host,
                 &loaded.program,

@@ -10,8 +10,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use plan_bytecode::ValidatedProgram;
 use plan_host::{ReportError, RunReport, RunStatus as ReportStatus};
 use plan_store::{
-    CallState, Durability, LEASE_MS, NewRun, Owner, RunInfo, RunStatus, RunStore, SqliteStore,
-    StoreError, StoreErrorKind, StoreJournal,
+    CallState, Durability, LEASE_MS, NewRun, OwnedNewRun, Owner, RunInfo, RunStatus, RunStore,
+    SqliteStore, StoreError, StoreErrorKind, StoreJournal,
 };
 use plan_vm::{Limits, VmState};
 use serde_json::{Map, Value, json};
@@ -165,7 +165,7 @@ pub(crate) enum RunsCommand {
 pub(crate) fn store_exit(e: &StoreError) -> u8 {
     match e.kind {
         StoreErrorKind::NotAStore => exit::DATA_ERR,
-        StoreErrorKind::UnknownRun => exit::NO_INPUT,
+        StoreErrorKind::UnknownRun | StoreErrorKind::NoStore => exit::NO_INPUT,
         StoreErrorKind::DuplicateRun => exit::USAGE,
         StoreErrorKind::Busy => exit::TEMP_FAIL,
         StoreErrorKind::Io => exit::IO_ERR,
@@ -176,6 +176,11 @@ pub(crate) fn open(path: &Path, durability: Durability) -> Result<SqliteStore, u
     SqliteStore::open(path, durability).map_err(|e| fail(store_exit(&e), e))
 }
 
+/// A store that must exist already (commands that read or continue runs).
+fn open_existing(path: &Path, durability: Durability) -> Result<SqliteStore, u8> {
+    SqliteStore::open_existing(path, durability).map_err(|e| fail(store_exit(&e), e))
+}
+
 /// A stored run in progress: the store, the run's id, and the thread renewing its lease.
 pub(crate) struct StoredRun {
     store: SqliteStore,
@@ -184,8 +189,9 @@ pub(crate) struct StoredRun {
 }
 
 impl StoredRun {
-    pub(crate) fn journal(&mut self, steps_done: u64) -> StoreJournal<'_> {
-        StoreJournal::new(&mut self.store, &self.id, steps_done)
+    pub(crate) fn journal(&mut self, program: &ValidatedProgram) -> StoreJournal<'_> {
+        let owner = Owner::this_process();
+        StoreJournal::new(&mut self.store, &self.id, owner, 0, program)
     }
 }
 
@@ -238,13 +244,23 @@ impl Lease {
         let path = path.to_owned();
         let every = Duration::from_millis(u64::try_from(LEASE_MS / 4).unwrap_or(2_500));
         let thread = std::thread::spawn(move || {
-            let Ok(mut store) = SqliteStore::open(&path, durability) else {
-                return;
+            let mut store = match SqliteStore::open(&path, durability) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("warning: cannot renew the run's lease: {e}");
+                    return;
+                }
             };
+            let mut warned = false;
             while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
                 // NB: a failed renewal is not the run's failure: at worst another
-                // process may take the run over after the lease lapses.
-                let _ = store.renew(&owner);
+                // process takes the run over once the lease lapses, and from then on
+                // this one's commit points are refused (the run fails with R0012).
+                if let Err(e) = store.renew(&owner)
+                    && !std::mem::replace(&mut warned, true)
+                {
+                    eprintln!("warning: cannot renew the run's lease: {e}");
+                }
             }
         });
         Lease {
@@ -301,7 +317,7 @@ fn load_stored_program(store: &SqliteStore, run: &RunInfo) -> Result<ValidatedPr
 
 /// The store at `path` and its run `id`.
 fn open_run(path: &Path, durability: Durability, id: &str) -> Result<(SqliteStore, RunInfo), u8> {
-    let store = open(path, durability)?;
+    let store = open_existing(path, durability)?;
     let run = store.run(id).map_err(|e| fail(store_exit(&e), e))?;
     Ok((store, run))
 }
@@ -337,9 +353,35 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(x) => x,
         Err(code) => return code,
     };
-    if run.status == RunStatus::Ok {
-        crate::print_report(&stored_report(&run), args.output.format);
-        return exit::OK;
+    match run.status {
+        RunStatus::Ok => {
+            crate::print_report(&stored_report(&run), args.output.format);
+            return exit::OK;
+        }
+        // NB: before anything else: what it has in flight is not unknown, it is live.
+        RunStatus::Running => {
+            return fail(
+                exit::TEMP_FAIL,
+                format_args!(
+                    "run `{}` is being run by another process ({}); wait for it to end",
+                    run.id,
+                    run.owner.as_deref().unwrap_or("?")
+                ),
+            );
+        }
+        RunStatus::Failed | RunStatus::Interrupted => {}
+    }
+    if let Err(msg) = crate::check_outputs(
+        &args
+            .output
+            .trace
+            .as_deref()
+            .map(|p| ("--trace", p))
+            .into_iter()
+            .collect::<Vec<_>>(),
+        &[("the store", &args.store)],
+    ) {
+        return fail(exit::OUTPUT_IS_INPUT, msg);
     }
     let manifest = match crate::load_manifest(args.tools.as_deref()) {
         Ok(m) => m,
@@ -396,14 +438,13 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         }
         Err(e) => return fail(store_exit(&e), e),
     };
-    let owner = Owner::this_process();
-    if let Err(e) = store.claim(&run.id, &owner) {
-        return fail(store_exit(&e), e);
-    }
-    eprintln!("run {}", run.id);
-    let _lease = Lease::start(&args.store, durability, owner);
-
+    let run_id = run.id.clone();
     continue_stored(Continue {
+        start: Box::new(move |store: &mut SqliteStore| {
+            store.claim(&run_id, &Owner::this_process())
+        }),
+        path: &args.store,
+        durability,
         store: &mut store,
         id: &run.id,
         steps_done,
@@ -423,8 +464,15 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     })
 }
 
+/// Takes the run for this process (claims it, or creates it) once everything else is
+/// ready: a command refused before that leaves the store as it was.
+type Start<'a> = Box<dyn FnOnce(&mut SqliteStore) -> Result<(), plan_store::StoreError> + 'a>;
+
 /// A stored run about to go on: a resumed run, or a new branch.
 struct Continue<'a> {
+    start: Start<'a>,
+    path: &'a Path,
+    durability: Durability,
     store: &'a mut SqliteStore,
     id: &'a str,
     /// Instructions the saved state had committed.
@@ -460,11 +508,15 @@ fn continue_stored(c: Continue<'_>) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
+    if let Err(e) = (c.start)(&mut *c.store) {
+        return fail(store_exit(&e), e);
+    }
+    eprintln!("run {}", c.id);
+    let owner = Owner::this_process();
+    let _lease = Lease::start(c.path, c.durability, owner.clone());
     let mut report = {
-        let mut journal = (
-            &mut tracer,
-            StoreJournal::new(&mut *c.store, c.id, c.steps_done),
-        );
+        let journal = StoreJournal::new(&mut *c.store, c.id, owner, c.steps_done, c.program);
+        let mut journal = (&mut tracer, journal);
         runtime.block_on(plan_host::resume_plan(
             &host,
             c.program,
@@ -553,23 +605,21 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         };
     let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
     let pbc = plan_bytecode::encode(&loaded.program);
-    let owner = Owner::this_process();
-    let new = NewRun {
-        id: &id,
-        plan: &args.plan.display().to_string(),
-        source: loaded.source.as_deref(),
-        pbc: &pbc,
-        presets: &vars,
-        limits: &limits,
-        parent: Some((&parent.id, args.at)),
+    let new = OwnedNewRun {
+        id: id.clone(),
+        plan: args.plan.display().to_string(),
+        source: loaded.source.clone(),
+        pbc,
+        presets: vars,
+        limits: limits.clone(),
+        parent: Some((parent.id.clone(), args.at)),
     };
-    if let Err(e) = store.create_run(&new, &owner) {
-        return fail(store_exit(&e), e);
-    }
-    eprintln!("run {id}");
-    let _lease = Lease::start(&args.store, durability, owner);
-
     continue_stored(Continue {
+        start: Box::new(move |store: &mut SqliteStore| {
+            store.create_run(&new.borrow(), &Owner::this_process())
+        }),
+        path: &args.store,
+        durability,
         store: &mut store,
         id: &id,
         steps_done: 0,
@@ -599,7 +649,7 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
 }
 
 fn list(path: &Path, format: Format) -> u8 {
-    let store = match open(path, Durability::Normal) {
+    let store = match open_existing(path, Durability::Normal) {
         Ok(s) => s,
         Err(code) => return code,
     };

@@ -438,10 +438,12 @@ async fn bad_stores_and_ids_get_clear_errors() {
         "nothing written"
     );
 
+    // Commands that read do not create a store.
     let db = dir.join("runs.db");
     let out = resume(&f, &db, "nope", &[]).await;
     assert_eq!(out.code, Some(66), "{}", out.stderr);
-    assert!(out.stderr.contains("no run `nope`"), "{}", out.stderr);
+    assert!(out.stderr.contains("no store at"), "{}", out.stderr);
+    assert!(!db.exists());
 
     let plan = f.plan(
         "one.json",
@@ -452,6 +454,15 @@ async fn bad_stores_and_ids_get_clear_errors() {
     let out = planvm(args.clone(), &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stderr.contains("run x"), "{}", out.stderr);
+    let out = resume(&f, &db, "nope", &[]).await;
+    assert_eq!(out.code, Some(66), "{}", out.stderr);
+    assert!(out.stderr.contains("no run `nope`"), "{}", out.stderr);
+
+    // The store is an input: no output may overwrite it.
+    let mut clobber = args.clone();
+    clobber.extend(["--trace".into(), s(&db)]);
+    let out = planvm(clobber, &[]).await;
+    assert_eq!(out.code, Some(64), "{}", out.stderr);
     let out = planvm(args, &[]).await;
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("already exists"), "{}", out.stderr);
