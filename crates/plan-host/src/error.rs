@@ -17,8 +17,10 @@ pub struct ToolError {
 pub enum ToolErrorKind {
     /// The call (or one HTTP attempt that was not retried further) exceeded its timeout.
     Timeout,
-    /// Network or HTTP-level failure after all retries.
+    /// Network or HTTP-level failure after all retries (the service may have acted).
     Transport,
+    /// The service refused the request (an HTTP 4xx other than 429): it did not act.
+    Refused,
     /// The service answered, but not in the expected shape.
     BadResponse,
     /// No cassette entry matches the call.

@@ -296,15 +296,24 @@ impl Endpoint {
         }
         if !status.is_success() {
             let text = String::from_utf8_lossy(&bytes);
+            let retry = status.as_u16() == 429 || status.is_server_error();
+            // NB: a client error other than 429 says the service did not act on the
+            // request (a run store may send a `write` call again after it, not after a
+            // timeout or a 5xx).
+            let kind = if retry {
+                ToolErrorKind::Transport
+            } else {
+                ToolErrorKind::Refused
+            };
             let err = ToolError::new(
-                ToolErrorKind::Transport,
+                kind,
                 format!(
                     "POST {}: HTTP {status}: {}",
                     self.url,
                     self.preview(text.trim())
                 ),
             );
-            return if status.as_u16() == 429 || status.is_server_error() {
+            return if retry {
                 Attempt::Retry(err, retry_after)
             } else {
                 Attempt::Fatal(err)

@@ -208,6 +208,8 @@ async fn client_errors_are_not_retried() {
         .await
         .unwrap_err();
     assert_eq!(server.received_requests().await.unwrap().len(), 1);
+    // The service did not act on it (a run store may send a write again after this).
+    assert_eq!(err.kind, ToolErrorKind::Refused);
     assert!(
         err.message.contains("HTTP 401 Unauthorized"),
         "{}",

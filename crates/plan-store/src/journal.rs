@@ -23,7 +23,8 @@ use crate::{
 /// would cost time quadratic in the loop. The checkpoint always has every value.
 pub const MAX_KEPT_VALUE_BYTES: u64 = 64 * 1024;
 
-/// Bytes of values a run's step records keep in all; past it, only sizes.
+/// Bytes of values the step records of one process's part of a run keep in all (a
+/// resumed run starts again from zero); past it, only sizes.
 pub const MAX_KEPT_RUN_BYTES: u64 = 16 << 20;
 
 /// A commit point saves the VM state when this much time has passed since the last
@@ -235,14 +236,18 @@ impl Journal for StoreJournal<'_> {
                 }
                 let mut call = row(request, CallState::Answered);
                 match result {
-                    // NB: a write that timed out or lost its connection may have taken
-                    // effect: left in flight (unknown), not recorded as failed, so that
-                    // `resume` does not send it again unasked.
+                    // NB: a write that failed in any way but a refusal (timed out, lost
+                    // its connection, a 5xx, an answer of the wrong shape) may have taken
+                    // effect: no answer is recorded, so it stays unknown (even once the
+                    // run has consumed the failure) and `resume` does not send it again
+                    // unasked. Never sent at all (no cassette entry, no backend): failed.
                     Err(e)
                         if self.write_tools.contains(request.tool.as_str())
-                            && matches!(
+                            && !matches!(
                                 e.kind,
-                                ToolErrorKind::Timeout | ToolErrorKind::Transport
+                                ToolErrorKind::Refused
+                                    | ToolErrorKind::Replay
+                                    | ToolErrorKind::Config
                             ) =>
                     {
                         return Ok(());
@@ -252,6 +257,10 @@ impl Journal for StoreJournal<'_> {
                     // that failure, since the journal could not be read back past
                     // serde_json's nesting limit.
                     Ok(v) if value_size(v).depth > MAX_VALUE_DEPTH => {
+                        if self.write_tools.contains(request.tool.as_str()) {
+                            // It took effect, but its answer cannot be kept: unknown.
+                            return Ok(());
+                        }
                         call.error = Some(format!(
                             "the output is nested more than {MAX_VALUE_DEPTH} levels deep"
                         ));

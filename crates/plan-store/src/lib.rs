@@ -76,7 +76,7 @@ pub struct RunInfo {
     pub error: Option<Value>,
     pub presets: Map<String, Value>,
     pub limits: plan_vm::Limits,
-    /// `host:pid` of the process that runs (or last ran) it.
+    /// `host:pid:start.nonce` of the process that runs (or last ran) it.
     pub owner: Option<String>,
 }
 
@@ -327,8 +327,10 @@ pub enum StoreWrite {
     Commit(String, Owner, CommitPoint, Option<String>),
 }
 
-/// The process running a run: `host:pid:nonce`. The nonce (random, per process) tells
-/// two processes apart that got the same host name and pid (a restarted container).
+/// The process running a run: `host:pid:start.nonce`, where `start` is the process's
+/// start time (from `/proc`, 0 where there is none) and `nonce` a random per-process
+/// number: together they tell a process apart from a later one that got the same host
+/// name and pid (a restarted container, a reused pid).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Owner(pub String);
 
@@ -337,18 +339,12 @@ impl Owner {
     pub fn this_process() -> Owner {
         static THIS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         let id = THIS.get_or_init(|| {
+            let pid = std::process::id();
+            let start = start_time(pid).unwrap_or(0);
             let nonce = uuid::Uuid::now_v7().simple().to_string();
-            format!("{}:{}:{}", host_name(), std::process::id(), &nonce[20..])
+            format!("{}:{pid}:{start}.{}", host_name(), &nonce[20..])
         });
         Owner(id.clone())
-    }
-
-    /// The host name and pid it names.
-    fn host_pid(&self) -> Option<(&str, &str)> {
-        let mut parts = self.0.rsplitn(3, ':');
-        let _nonce = parts.next()?;
-        let pid = parts.next()?;
-        Some((parts.next()?, pid))
     }
 
     /// Whether the owner is a process of this machine that no longer exists. `false`
@@ -357,20 +353,37 @@ impl Owner {
         self.on_this_host() == Some(false)
     }
 
-    /// Whether the owner is a live process of this machine (`true`), a process of this
-    /// machine that is gone (`false`), or cannot be told (None).
-    fn on_this_host(&self) -> Option<bool> {
-        let (host, pid) = self.host_pid()?;
-        if host != host_name() || !std::path::Path::new("/proc/self").exists() {
-            return None;
-        }
-        Some(std::path::Path::new("/proc").join(pid).exists())
-    }
-
     /// Whether the owner is certainly alive: a live process of this machine.
     pub fn is_alive_here(&self) -> bool {
         self.on_this_host() == Some(true)
     }
+
+    /// Whether the owner is a live process of this machine (`true`), a process of this
+    /// machine that is gone (`false`), or cannot be told (None).
+    fn on_this_host(&self) -> Option<bool> {
+        let mut parts = self.0.rsplitn(3, ':');
+        let (tail, pid, host) = (parts.next()?, parts.next()?, parts.next()?);
+        if host != host_name() || !std::path::Path::new("/proc/self/stat").exists() {
+            return None;
+        }
+        if *self == Owner::this_process() {
+            return Some(true);
+        }
+        let Ok(pid) = pid.parse::<u32>() else {
+            return Some(false);
+        };
+        let start: u64 = tail.split('.').next()?.parse().ok()?;
+        // NB: the same pid with another start time is a later process.
+        Some(pid != std::process::id() && start_time(pid) == Some(start))
+    }
+}
+
+/// When process `pid` started (clock ticks since boot, `/proc/PID/stat` field 22).
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // NB: after the command name, which may itself hold spaces and parentheses.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(19)?.parse().ok()
 }
 
 fn host_name() -> String {
@@ -431,6 +444,17 @@ pub trait RunStore: Send {
     /// Takes over run `id` to continue it: refused (`Busy`) while another live process
     /// holds it.
     fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError>;
+    /// [`RunStore::claim`], refused as well when the run's journal is no longer `seen`
+    /// (its last entry's number when the caller read it): another process went on with
+    /// the run meanwhile, and what the caller read is stale.
+    fn claim_unchanged(
+        &mut self,
+        id: &str,
+        owner: &Owner,
+        seen: Option<i64>,
+    ) -> Result<(), StoreError>;
+    /// The number of the run's last journal entry (None: none yet).
+    fn journal_head(&self, id: &str) -> Result<Option<i64>, StoreError>;
     /// Extends `owner`'s lease on every run it is running.
     fn renew(&mut self, owner: &Owner) -> Result<(), StoreError>;
     /// A commit point of `owner`'s, in one transaction; refused (`Busy`) when another

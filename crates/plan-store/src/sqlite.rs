@@ -195,6 +195,68 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// `seen`: with `Some`, refuse unless the journal's last entry is still that one.
+    fn claim_inner(
+        &mut self,
+        id: &str,
+        owner: &Owner,
+        seen: Option<Option<i64>>,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let path = self.path.clone();
+        let tx = self.write()?;
+        let row: Option<(String, Option<String>, Option<i64>)> = tx
+            .query_row(
+                "SELECT status, owner, lease_until FROM runs WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| io(&path, e))?;
+        let Some((status, holder, lease)) = row else {
+            return Err(unknown_run(id));
+        };
+        if status == "ok" {
+            return Err(StoreError::new(
+                StoreErrorKind::Busy,
+                format!("run `{id}` has finished meanwhile (another process resumed it)"),
+            ));
+        }
+        if let Some(seen) = seen {
+            let head: Option<i64> = tx
+                .query_row("SELECT max(seq) FROM journal WHERE run = ?1", [id], |r| {
+                    r.get(0)
+                })
+                .map_err(|e| io(&path, e))?;
+            if head != seen {
+                return Err(StoreError::new(
+                    StoreErrorKind::Busy,
+                    format!("run `{id}` went on in another process meanwhile; resume it again"),
+                ));
+            }
+        }
+        if status == "running"
+            && let Some(holder) = holder
+            && holder != owner.0
+            && holds(&holder, lease, now)
+        {
+            return Err(StoreError::new(
+                StoreErrorKind::Busy,
+                format!(
+                    "run `{id}` is being run by another process ({holder}); wait for it to end, or for its lease to lapse ({} s after it stops)",
+                    LEASE_MS / 1000
+                ),
+            ));
+        }
+        tx.execute(
+            "UPDATE runs SET status = 'running', owner = ?2, lease_until = ?3, updated_at = ?4, \
+                             final_answer = NULL, error = NULL WHERE id = ?1",
+            params![id, owner.0, now + LEASE_MS, now],
+        )
+        .map_err(|e| io(&path, e))?;
+        tx.commit().map_err(|e| io(&path, e))
+    }
+
     fn exists(&self, id: &str) -> Result<(), StoreError> {
         let found: Option<i64> = self
             .conn
@@ -244,6 +306,13 @@ const RUN_COLUMNS: &str = "id, status, plan, program, parent, branch_seq, create
              json_each(p.value, '$.committed') c WHERE j.run = runs.id), \
      final_answer, error, presets, limits, owner, lease_until";
 
+/// Whether `holder` (of a `running` run) still holds it: a live process of this machine
+/// whatever its lease says, else a holder whose lease runs and that is not known gone.
+fn holds(holder: &str, lease: Option<i64>, now: i64) -> bool {
+    let holder = Owner(holder.to_owned());
+    holder.is_alive_here() || (lease.is_some_and(|l| l >= now) && !holder.is_gone())
+}
+
 fn run_info(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
     let stored: String = r.get(1)?;
     let owner: Option<String> = r.get(14)?;
@@ -252,11 +321,10 @@ fn run_info(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
         "ok" => RunStatus::Ok,
         "failed" => RunStatus::Failed,
         _ => {
-            let gone = owner.as_ref().is_some_and(|o| Owner(o.clone()).is_gone());
-            if gone || lease.is_none_or(|l| l < now) {
-                RunStatus::Interrupted
-            } else {
+            if owner.as_ref().is_some_and(|o| holds(o, lease, now)) {
                 RunStatus::Running
+            } else {
+                RunStatus::Interrupted
             }
         }
     };
@@ -288,41 +356,24 @@ impl RunStore for SqliteStore {
     }
 
     fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError> {
-        let now = now_ms();
-        let path = self.path.clone();
-        let tx = self.write()?;
-        let row: Option<(String, Option<String>, Option<i64>)> = tx
-            .query_row(
-                "SELECT status, owner, lease_until FROM runs WHERE id = ?1",
-                [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()
-            .map_err(|e| io(&path, e))?;
-        let Some((status, holder, lease)) = row else {
-            return Err(unknown_run(id));
-        };
-        if status == "running"
-            && let Some(holder) = holder
-            && holder != owner.0
-            && (Owner(holder.clone()).is_alive_here()
-                || (lease.is_some_and(|l| l >= now) && !Owner(holder.clone()).is_gone()))
-        {
-            return Err(StoreError::new(
-                StoreErrorKind::Busy,
-                format!(
-                    "run `{id}` is being run by another process ({holder}); wait for it to end, or for its lease to lapse ({} s after it stops)",
-                    LEASE_MS / 1000
-                ),
-            ));
-        }
-        tx.execute(
-            "UPDATE runs SET status = 'running', owner = ?2, lease_until = ?3, updated_at = ?4, \
-                             final_answer = NULL, error = NULL WHERE id = ?1",
-            params![id, owner.0, now + LEASE_MS, now],
-        )
-        .map_err(|e| io(&path, e))?;
-        tx.commit().map_err(|e| io(&path, e))
+        self.claim_inner(id, owner, None)
+    }
+
+    fn claim_unchanged(
+        &mut self,
+        id: &str,
+        owner: &Owner,
+        seen: Option<i64>,
+    ) -> Result<(), StoreError> {
+        self.claim_inner(id, owner, Some(seen))
+    }
+
+    fn journal_head(&self, id: &str) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row("SELECT max(seq) FROM journal WHERE run = ?1", [id], |r| {
+                r.get(0)
+            })
+            .map_err(|e| self.io(e))
     }
 
     fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {
@@ -366,6 +417,14 @@ impl RunStore for SqliteStore {
                 }
                 r
             });
+            // NB: only a refusal (a duplicate id, a run held elsewhere) leaves the rest
+            // going on; after an I/O error SQLite may have rolled the whole transaction
+            // back, so everything fails.
+            if let Err(e) = &r
+                && !matches!(e.kind, StoreErrorKind::DuplicateRun | StoreErrorKind::Busy)
+            {
+                return all_failed(e.clone());
+            }
             results.push(r);
         }
         match tx.commit() {
@@ -458,7 +517,11 @@ impl RunStore for SqliteStore {
                 (e.discarded, CallState::Discarded),
             ] {
                 for s in steps {
-                    if let Some(c) = calls.get_mut(&s) {
+                    // NB: a call with no recorded answer stays in flight (unknown), even
+                    // if the run consumed a failure for it (a write that timed out).
+                    if let Some(c) = calls.get_mut(&s)
+                        && c.state != CallState::Inflight
+                    {
                         c.state = state;
                     }
                 }

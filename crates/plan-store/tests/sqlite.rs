@@ -83,7 +83,7 @@ fn a_run_held_by_a_live_process_cannot_be_claimed_but_one_of_a_dead_process_can(
 
     // A process of this machine that no longer exists holds nothing.
     let host = me.0.rsplitn(3, ':').nth(2).unwrap();
-    let dead = Owner(format!("{host}:{}:nonce", u32::MAX - 1));
+    let dead = Owner(format!("{host}:{}:1.nonce", u32::MAX - 1));
     let run2 = new_run("r2");
     store.create_run(&run2.borrow(), &dead).unwrap();
     assert_eq!(store.run("r2").unwrap().status, RunStatus::Interrupted);
@@ -147,8 +147,16 @@ fn a_process_that_lost_its_run_cannot_write_into_it() {
     assert!(store.calls("r").unwrap().is_empty());
     store.commit("r", &me, &point).unwrap();
 
-    // A live process of this machine holds its run whatever its lease says.
-    let live = Owner(format!("{host}:{}:zzz", std::process::id()));
+    // A live process of this machine holds its run whatever its lease says (here: the
+    // test's parent, whose start time is read like planvm reads its own).
+    let parent = std::os::unix::process::parent_id();
+    let stat = std::fs::read_to_string(format!("/proc/{parent}/stat")).unwrap();
+    let start = stat[stat.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .to_owned();
+    let live = Owner(format!("{host}:{parent}:{start}.zzz"));
     store.create_run(&new_run("s").borrow(), &live).unwrap();
     rusqlite::Connection::open(dir.path().join("s.db"))
         .unwrap()

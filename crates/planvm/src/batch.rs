@@ -204,24 +204,6 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             return fail(exit::OUTPUT_IS_INPUT, msg);
         }
     }
-    let (out, out_name): (Box<dyn Write + Send>, String) = match &args.output {
-        Some(p) => match std::fs::File::create(p) {
-            Ok(f) => (
-                Box::new(std::io::BufWriter::new(f)),
-                p.display().to_string(),
-            ),
-            Err(e) => {
-                return fail(
-                    exit::CANT_CREATE,
-                    format_args!("cannot create {}: {e}", p.display()),
-                );
-            }
-        },
-        None => (
-            Box::new(std::io::BufWriter::new(std::io::stdout())),
-            String::new(),
-        ),
-    };
     let opts = HostOptions {
         tool_timeout: args.limits.tool_timeout,
         deadline: args.limits.timeout,
@@ -277,6 +259,25 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             };
             (Some(store), Some(lease))
         }
+    };
+    // NB: created only now: a batch refused above leaves an earlier --output file alone.
+    let (out, out_name): (Box<dyn Write + Send>, String) = match &args.output {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => (
+                Box::new(std::io::BufWriter::new(f)),
+                p.display().to_string(),
+            ),
+            Err(e) => {
+                return fail(
+                    exit::CANT_CREATE,
+                    format_args!("cannot create {}: {e}", p.display()),
+                );
+            }
+        },
+        None => (
+            Box::new(std::io::BufWriter::new(std::io::stdout())),
+            String::new(),
+        ),
     };
     let ctx = Ctx {
         store,

@@ -328,17 +328,23 @@ struct Stored {
     run: RunInfo,
     program: ValidatedProgram,
     calls: Vec<plan_store::CallRow>,
+    /// The journal's last entry when the calls were read.
+    seen: Option<i64>,
 }
 
 fn load_run(path: &Path, durability: Durability, id: &str) -> Result<Stored, u8> {
     let (store, run) = open_run(path, durability, id)?;
     let program = load_stored_program(&store, &run)?;
+    let seen = store
+        .journal_head(&run.id)
+        .map_err(|e| fail(store_exit(&e), e))?;
     let calls = store.calls(&run.id).map_err(|e| fail(store_exit(&e), e))?;
     Ok(Stored {
         store,
         run,
         program,
         calls,
+        seen,
     })
 }
 
@@ -349,6 +355,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         run,
         program,
         calls,
+        seen,
     } = match load_run(&args.store, durability, &args.id) {
         Ok(x) => x,
         Err(code) => return code,
@@ -371,16 +378,17 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         }
         RunStatus::Failed | RunStatus::Interrupted => {}
     }
-    if let Err(msg) = crate::check_outputs(
-        &args
-            .output
-            .trace
-            .as_deref()
-            .map(|p| ("--trace", p))
-            .into_iter()
-            .collect::<Vec<_>>(),
-        &[("the store", &args.store)],
-    ) {
+    let mut inputs: Vec<(&str, &Path)> = vec![("the store", &args.store)];
+    inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
+    inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
+    let outputs: Vec<(&str, &Path)> = args
+        .output
+        .trace
+        .as_deref()
+        .map(|p| ("--trace", p))
+        .into_iter()
+        .collect();
+    if let Err(msg) = crate::check_outputs(&outputs, &inputs) {
         return fail(exit::OUTPUT_IS_INPUT, msg);
     }
     let manifest = match crate::load_manifest(args.tools.as_deref()) {
@@ -438,10 +446,11 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         }
         Err(e) => return fail(store_exit(&e), e),
     };
+    // NB: what was read above must still be the run's state when it is claimed.
     let run_id = run.id.clone();
     continue_stored(Continue {
         start: Box::new(move |store: &mut SqliteStore| {
-            store.claim(&run_id, &Owner::this_process())
+            store.claim_unchanged(&run_id, &Owner::this_process(), seen)
         }),
         path: &args.store,
         durability,
@@ -554,6 +563,7 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         run: parent,
         program: parent_program,
         calls,
+        ..
     } = match load_run(&args.store, durability, &args.id) {
         Ok(x) => x,
         Err(code) => return code,

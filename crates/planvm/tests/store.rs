@@ -378,6 +378,37 @@ async fn a_write_call_in_flight_is_resent_only_when_asked() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_call_that_timed_out_is_unknown_too() {
+    let f = fixture().await;
+    let plan = f.plan(
+        "write.json",
+        r#"[{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "post_note", "tool_params": {"text": "hello"}, "output_vars": ["final_answer"]}}]"#,
+    );
+    let db = f.dir.path().join("timeout.db");
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend([
+        "--run-id".into(),
+        "t".into(),
+        "--tool-timeout".into(),
+        "0.05".into(),
+    ]);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("timed out"), "{}", out.stderr);
+
+    // The server may have acted on it: not sent again unasked.
+    let sent = f.requests().await.len();
+    let out = resume(&f, &db, "t", &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("`post_note` (seq_no 0)"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(f.requests().await.len(), sent);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_held_by_a_live_process_is_not_resumed_twice() {
     let f = fixture().await;
     let plan = f.plan("dag.json", DAG);
