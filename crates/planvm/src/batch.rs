@@ -195,7 +195,13 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         inputs.extend(args.list.as_deref().map(|p| ("the --list file", p)));
         inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
         inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
-        inputs.extend(args.store.as_deref().map(|p| ("the --store file", p)));
+        let store_files = args.store.as_deref().map(crate::stored::store_files);
+        inputs.extend(
+            store_files
+                .iter()
+                .flatten()
+                .map(|p| ("the --store file", &**p)),
+        );
         for j in &jobs {
             inputs.push(("a plan", &j.plan));
             inputs.extend(j.cassette.as_deref().map(|p| ("a cassette", p)));
@@ -288,6 +294,11 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         global_vars: args.vars,
         replay,
         replay_path: args.replay.clone(),
+        store_files: args
+            .store
+            .as_deref()
+            .map(|p| crate::stored::store_files(p).to_vec())
+            .unwrap_or_default(),
         record_dir: args.record.clone(),
         trace_dir: args.trace.clone(),
         jobs: args.jobs as usize,
@@ -350,6 +361,8 @@ struct Ctx {
     replay: Option<Arc<ReplayBackend>>,
     /// Where `replay` came from (a run's outputs must not overwrite it).
     replay_path: Option<PathBuf>,
+    /// The `--store` file and its sidecars (a run's outputs must not overwrite them).
+    store_files: Vec<PathBuf>,
     /// `--record DIR` and `--trace DIR`.
     record_dir: Option<PathBuf>,
     trace_dir: Option<PathBuf>,
@@ -639,6 +652,7 @@ fn run_outputs(ctx: &Ctx, job: &Job) -> Result<(Option<Recorder>, Tracer), NotOp
             .as_deref()
             .map(|p| ("the --replay cassette", p)),
     );
+    inputs.extend(ctx.store_files.iter().map(|p| ("the --store file", &**p)));
     let tool_backends = ctx.manifest.tools.iter().filter_map(|t| t.backend.as_ref());
     for b in tool_backends.chain(ctx.manifest.default_backend.as_ref()) {
         if let plan_manifest::BackendConfig::Replay { cassette: Some(c) } = b {

@@ -242,7 +242,13 @@ fn run(args: RunArgs) -> u8 {
     let mut inputs: Vec<(&str, &Path)> = vec![("the plan FILE", &args.file)];
     inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
     inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
-    inputs.extend(args.store.store.as_deref().map(|p| ("the --store file", p)));
+    let store_files = args.store.store.as_deref().map(stored::store_files);
+    inputs.extend(
+        store_files
+            .iter()
+            .flatten()
+            .map(|p| ("the --store file", &**p)),
+    );
     let mut outputs: Vec<(&str, &Path)> = Vec::new();
     outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
     outputs.extend(args.record.as_deref().map(|p| ("--record", p)));

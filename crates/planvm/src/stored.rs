@@ -161,6 +161,17 @@ pub(crate) enum RunsCommand {
     },
 }
 
+/// The store file and the two files SQLite keeps beside it (`-wal`, `-shm`): all three
+/// are inputs no output may overwrite.
+pub(crate) fn store_files(path: &Path) -> [PathBuf; 3] {
+    let with = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p)
+    };
+    [path.to_owned(), with("-wal"), with("-shm")]
+}
+
 /// The exit code for a store failure.
 pub(crate) fn store_exit(e: &StoreError) -> u8 {
     match e.kind {
@@ -378,7 +389,8 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         }
         RunStatus::Failed | RunStatus::Interrupted => {}
     }
-    let mut inputs: Vec<(&str, &Path)> = vec![("the store", &args.store)];
+    let store_files = store_files(&args.store);
+    let mut inputs: Vec<(&str, &Path)> = store_files.iter().map(|p| ("the store", &**p)).collect();
     inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
     inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
     let outputs: Vec<(&str, &Path)> = args
@@ -546,7 +558,8 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
     let mut inputs: Vec<(&str, &Path)> = vec![("the --plan file", &args.plan)];
     inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
     inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
-    inputs.push(("the store", &args.store));
+    let store_files = store_files(&args.store);
+    inputs.extend(store_files.iter().map(|p| ("the store", &**p)));
     let outputs: Vec<(&str, &Path)> = args
         .output
         .trace
