@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::cassette::{CassetteEntry, Recorder};
@@ -80,7 +80,7 @@ pub enum RunStatus {
 }
 
 /// Where and why a run failed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReportError {
     /// Stable code (`R0001`, ...; see `plan_vm::ErrorCode`).
     pub code: ErrorCode,

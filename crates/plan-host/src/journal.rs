@@ -19,7 +19,7 @@ use plan_vm::{CallId, Event, ToolRequest, VmState};
 use serde_json::Value;
 
 use crate::cassette::{CassetteEntry, Recorder};
-use crate::driver::{ReportError, RunReport};
+use crate::driver::RunReport;
 use crate::error::ToolError;
 
 /// One thing that happened in a run.
@@ -54,16 +54,6 @@ pub enum TraceEvent<'a> {
     Warning { message: &'a str },
     /// The run ended (successfully or not).
     Finished { report: &'a RunReport },
-}
-
-impl TraceEvent<'_> {
-    /// The error of a failed run, if this is its end.
-    pub fn error(&self) -> Option<&ReportError> {
-        match self {
-            TraceEvent::Finished { report } => report.error.as_ref(),
-            _ => None,
-        }
-    }
 }
 
 /// A wait for a journal's writes to be on record (see [`Journal::durable`]).

@@ -481,18 +481,17 @@ pub fn new_run_id() -> String {
     uuid::Uuid::now_v7().to_string()
 }
 
+/// The characters a run id may hold.
+fn id_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
+}
+
 /// A run id made of `name`: characters outside `[A-Za-z0-9._-]` become `_`, and it is
 /// cut to 128 bytes.
 pub fn run_id_from(name: &str) -> String {
     let mut id: String = name
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if id_char(c) { c } else { '_' })
         .collect();
     id.truncate(128);
     if id.is_empty() {
@@ -507,10 +506,7 @@ pub fn check_run_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.len() > 128 {
         return Err("a run id has 1 to 128 characters".into());
     }
-    if let Some(c) = id
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
-    {
+    if let Some(c) = id.chars().find(|&c| !id_char(c)) {
         return Err(format!(
             "a run id may contain letters, digits, `.`, `_` and `-`, not {c:?}"
         ));

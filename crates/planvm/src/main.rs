@@ -238,22 +238,40 @@ pub(crate) fn check_outputs(
     Ok(())
 }
 
-fn run(args: RunArgs) -> u8 {
-    let mut inputs: Vec<(&str, &Path)> = vec![("the plan FILE", &args.file)];
-    inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
-    inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
-    let store_files = args.store.store.as_deref().map(stored::store_files);
+/// Refuses (exit 64) `outputs` that are one of a run's inputs (the plan, `--tools`,
+/// `--replay`, the store and the files SQLite keeps beside it) or one another.
+pub(crate) fn refuse_clobbering(
+    plan: Option<(&str, &Path)>,
+    tools: Option<&Path>,
+    replay: Option<&Path>,
+    store: Option<&Path>,
+    outputs: &[(&str, &Path)],
+) -> Result<(), u8> {
+    let store_files = store.map(stored::store_files);
+    let mut inputs: Vec<(&str, &Path)> = plan.into_iter().collect();
+    inputs.extend(tools.map(|p| ("the --tools file", p)));
+    inputs.extend(replay.map(|p| ("the --replay cassette", p)));
     inputs.extend(
         store_files
             .iter()
             .flatten()
             .map(|p| ("the --store file", &**p)),
     );
+    check_outputs(outputs, &inputs).map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
+}
+
+fn run(args: RunArgs) -> u8 {
     let mut outputs: Vec<(&str, &Path)> = Vec::new();
     outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
     outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
-    if let Err(msg) = check_outputs(&outputs, &inputs) {
-        return fail(exit::OUTPUT_IS_INPUT, msg);
+    if let Err(code) = refuse_clobbering(
+        Some(("the plan FILE", &args.file)),
+        args.tools.as_deref(),
+        args.replay.as_deref(),
+        args.store.store.as_deref(),
+        &outputs,
+    ) {
+        return code;
     }
     let manifest = match load_manifest(args.tools.as_deref()) {
         Ok(m) => m,

@@ -172,6 +172,16 @@ pub(crate) fn store_files(path: &Path) -> [PathBuf; 3] {
     [path.to_owned(), with("-wal"), with("-shm")]
 }
 
+/// `--trace` as the one output of `resume` and `branch`.
+fn trace_output(output: &crate::OutputArgs) -> Vec<(&'static str, &Path)> {
+    output
+        .trace
+        .as_deref()
+        .map(|p| ("--trace", p))
+        .into_iter()
+        .collect()
+}
+
 /// The exit code for a store failure.
 pub(crate) fn store_exit(e: &StoreError) -> u8 {
     match e.kind {
@@ -292,12 +302,10 @@ impl Drop for Lease {
 
 /// A finished run's report, from its row (nothing runs).
 fn stored_report(run: &RunInfo) -> RunReport {
-    let error = run.error.as_ref().map(|e| ReportError {
-        code: serde_json::from_value(e["code"].clone()).unwrap_or_default(),
-        message: e["message"].as_str().unwrap_or_default().to_owned(),
-        seq_no: e["seq_no"].as_i64(),
-        line: e["line"].as_u64().and_then(|l| u32::try_from(l).ok()),
-    });
+    let error = run
+        .error
+        .as_ref()
+        .and_then(|e| serde_json::from_value::<ReportError>(e.clone()).ok());
     RunReport {
         status: if run.status == RunStatus::Ok {
             ReportStatus::Ok
@@ -389,19 +397,14 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         }
         RunStatus::Failed | RunStatus::Interrupted => {}
     }
-    let store_files = store_files(&args.store);
-    let mut inputs: Vec<(&str, &Path)> = store_files.iter().map(|p| ("the store", &**p)).collect();
-    inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
-    inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
-    let outputs: Vec<(&str, &Path)> = args
-        .output
-        .trace
-        .as_deref()
-        .map(|p| ("--trace", p))
-        .into_iter()
-        .collect();
-    if let Err(msg) = crate::check_outputs(&outputs, &inputs) {
-        return fail(exit::OUTPUT_IS_INPUT, msg);
+    if let Err(code) = crate::refuse_clobbering(
+        None,
+        args.tools.as_deref(),
+        args.replay.as_deref(),
+        Some(&args.store),
+        &trace_output(&args.output),
+    ) {
+        return code;
     }
     let manifest = match crate::load_manifest(args.tools.as_deref()) {
         Ok(m) => m,
@@ -555,20 +558,14 @@ fn continue_stored(c: Continue<'_>) -> u8 {
 }
 
 pub(crate) fn branch(args: BranchArgs) -> u8 {
-    let mut inputs: Vec<(&str, &Path)> = vec![("the --plan file", &args.plan)];
-    inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
-    inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
-    let store_files = store_files(&args.store);
-    inputs.extend(store_files.iter().map(|p| ("the store", &**p)));
-    let outputs: Vec<(&str, &Path)> = args
-        .output
-        .trace
-        .as_deref()
-        .map(|p| ("--trace", p))
-        .into_iter()
-        .collect();
-    if let Err(msg) = crate::check_outputs(&outputs, &inputs) {
-        return fail(exit::OUTPUT_IS_INPUT, msg);
+    if let Err(code) = crate::refuse_clobbering(
+        Some(("the --plan file", &args.plan)),
+        args.tools.as_deref(),
+        args.replay.as_deref(),
+        Some(&args.store),
+        &trace_output(&args.output),
+    ) {
+        return code;
     }
     let durability = args.durability.get();
     let Stored {
