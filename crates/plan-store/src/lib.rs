@@ -441,18 +441,11 @@ pub trait RunStore: Send {
     /// Stores the program (once per content hash) and creates run `run.id`, owned by
     /// `owner` and `running`.
     fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError>;
-    /// Takes over run `id` to continue it: refused (`Busy`) while another live process
-    /// holds it.
-    fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError>;
-    /// [`RunStore::claim`], refused as well when the run's journal is no longer `seen`
-    /// (its last entry's number when the caller read it): another process went on with
-    /// the run meanwhile, and what the caller read is stale.
-    fn claim_unchanged(
-        &mut self,
-        id: &str,
-        owner: &Owner,
-        seen: Option<i64>,
-    ) -> Result<(), StoreError>;
+    /// Takes over run `id` to continue it. Refused (`Busy`) while another live process
+    /// holds it, once it has finished, and when its journal is no longer `seen` (its last
+    /// entry's number, [`RunStore::journal_head`], when the caller read the run): another
+    /// process went on with the run meanwhile, and what the caller read is stale.
+    fn claim(&mut self, id: &str, owner: &Owner, seen: Option<i64>) -> Result<(), StoreError>;
     /// The number of the run's last journal entry (None: none yet).
     fn journal_head(&self, id: &str) -> Result<Option<i64>, StoreError>;
     /// Extends `owner`'s lease on every run it is running.

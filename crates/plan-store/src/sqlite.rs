@@ -195,13 +195,7 @@ impl SqliteStore {
         Ok(out)
     }
 
-    /// `seen`: with `Some`, refuse unless the journal's last entry is still that one.
-    fn claim_inner(
-        &mut self,
-        id: &str,
-        owner: &Owner,
-        seen: Option<Option<i64>>,
-    ) -> Result<(), StoreError> {
+    fn claim_run(&mut self, id: &str, owner: &Owner, seen: Option<i64>) -> Result<(), StoreError> {
         let now = now_ms();
         let path = self.path.clone();
         let tx = self.write()?;
@@ -222,18 +216,11 @@ impl SqliteStore {
                 format!("run `{id}` has finished meanwhile (another process resumed it)"),
             ));
         }
-        if let Some(seen) = seen {
-            let head: Option<i64> = tx
-                .query_row("SELECT max(seq) FROM journal WHERE run = ?1", [id], |r| {
-                    r.get(0)
-                })
-                .map_err(|e| io(&path, e))?;
-            if head != seen {
-                return Err(StoreError::new(
-                    StoreErrorKind::Busy,
-                    format!("run `{id}` went on in another process meanwhile; resume it again"),
-                ));
-            }
+        if journal_head(&tx, id).map_err(|e| io(&path, e))? != seen {
+            return Err(StoreError::new(
+                StoreErrorKind::Busy,
+                format!("run `{id}` went on in another process meanwhile; resume it again"),
+            ));
         }
         if status == "running"
             && let Some(holder) = holder
@@ -268,6 +255,13 @@ impl SqliteStore {
             None => Err(unknown_run(id)),
         }
     }
+}
+
+/// The number of run `id`'s last journal entry.
+fn journal_head(conn: &Connection, id: &str) -> rusqlite::Result<Option<i64>> {
+    conn.query_row("SELECT max(seq) FROM journal WHERE run = ?1", [id], |r| {
+        r.get(0)
+    })
 }
 
 fn unknown_run(id: &str) -> StoreError {
@@ -355,25 +349,12 @@ impl RunStore for SqliteStore {
         tx.commit().map_err(|e| io(&path, e))
     }
 
-    fn claim(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError> {
-        self.claim_inner(id, owner, None)
-    }
-
-    fn claim_unchanged(
-        &mut self,
-        id: &str,
-        owner: &Owner,
-        seen: Option<i64>,
-    ) -> Result<(), StoreError> {
-        self.claim_inner(id, owner, Some(seen))
+    fn claim(&mut self, id: &str, owner: &Owner, seen: Option<i64>) -> Result<(), StoreError> {
+        self.claim_run(id, owner, seen)
     }
 
     fn journal_head(&self, id: &str) -> Result<Option<i64>, StoreError> {
-        self.conn
-            .query_row("SELECT max(seq) FROM journal WHERE run = ?1", [id], |r| {
-                r.get(0)
-            })
-            .map_err(|e| self.io(e))
+        journal_head(&self.conn, id).map_err(|e| self.io(e))
     }
 
     fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {

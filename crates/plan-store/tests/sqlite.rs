@@ -78,7 +78,7 @@ fn a_run_held_by_a_live_process_cannot_be_claimed_but_one_of_a_dead_process_can(
     assert_eq!(store.run("r").unwrap().status, RunStatus::Running);
 
     let other = Owner("another-host:1".into());
-    let e = store.claim("r", &other).unwrap_err();
+    let e = store.claim("r", &other, None).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Busy);
 
     // A process of this machine that no longer exists holds nothing.
@@ -87,10 +87,10 @@ fn a_run_held_by_a_live_process_cannot_be_claimed_but_one_of_a_dead_process_can(
     let run2 = new_run("r2");
     store.create_run(&run2.borrow(), &dead).unwrap();
     assert_eq!(store.run("r2").unwrap().status, RunStatus::Interrupted);
-    store.claim("r2", &me).unwrap();
+    store.claim("r2", &me, None).unwrap();
     assert_eq!(store.run("r2").unwrap().status, RunStatus::Running);
 
-    let e = store.claim("missing", &me).unwrap_err();
+    let e = store.claim("missing", &me, None).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::UnknownRun);
 }
 
@@ -137,7 +137,7 @@ fn a_process_that_lost_its_run_cannot_write_into_it() {
         .execute("UPDATE runs SET lease_until = 0", [])
         .unwrap();
     let me = Owner::this_process();
-    store.claim("r", &me).unwrap();
+    store.claim("r", &me, None).unwrap();
     let point = CommitPoint {
         sent: vec![call(0, "search")],
         ..CommitPoint::default()
@@ -146,6 +146,12 @@ fn a_process_that_lost_its_run_cannot_write_into_it() {
     assert_eq!(e.kind, StoreErrorKind::Busy);
     assert!(store.calls("r").unwrap().is_empty());
     store.commit("r", &me, &point).unwrap();
+    // A claim by one who read the run before that point: stale, refused.
+    let e = store.claim("r", &me, None).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::Busy);
+    store
+        .claim("r", &me, store.journal_head("r").unwrap())
+        .unwrap();
 
     // A live process of this machine holds its run whatever its lease says (here: the
     // test's parent, whose start time is read like planvm reads its own).
@@ -163,7 +169,7 @@ fn a_process_that_lost_its_run_cannot_write_into_it() {
         .execute("UPDATE runs SET lease_until = 0", [])
         .unwrap();
     let e = store
-        .claim("s", &Owner("elsewhere:8:def".into()))
+        .claim("s", &Owner("elsewhere:8:def".into()), None)
         .unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Busy);
 }

@@ -465,7 +465,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     let run_id = run.id.clone();
     continue_stored(Continue {
         start: Box::new(move |store: &mut SqliteStore| {
-            store.claim_unchanged(&run_id, &Owner::this_process(), seen)
+            store.claim(&run_id, &Owner::this_process(), seen)
         }),
         path: &args.store,
         durability,
