@@ -394,12 +394,9 @@ impl ReplayBackend {
     }
 }
 
-/// First `PREVIEW_CHARS` chars of `s`, with an ellipsis when cut.
+/// The start of `s` for an error message.
 pub(crate) fn preview(s: &str) -> String {
-    match s.char_indices().nth(PREVIEW_CHARS) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
-    }
+    plan_llm::preview(s, PREVIEW_CHARS)
 }
 
 impl Backend for ReplayBackend {

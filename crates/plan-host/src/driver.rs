@@ -15,10 +15,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::cassette::{CassetteEntry, Recorder};
-use crate::error::{ToolError, secs};
+use crate::error::ToolError;
 use crate::host::{CONDITION_TOOL, Host};
 use crate::journal::{Journal, RecordJournal, TraceEvent};
 use plan_bytecode::{Pc, ValidatedProgram};
+use plan_llm::secs;
 use plan_vm::{CallId, ErrorCode, Event, Halt, Limits, RunError, ToolRequest, VmState};
 
 /// Instructions the VM runs between two looks at the deadline (about 0.1 ms of work): a

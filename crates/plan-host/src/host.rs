@@ -4,19 +4,17 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
 
-use crate::backend::{Backend, EnvLookup, Secret, process_env};
+use crate::backend::Backend;
 use crate::cassette::{Recorder, ReplayBackend};
-use crate::error::{HostError, HostErrorKind, ToolError, ToolErrorKind, secs};
+use crate::error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 use crate::http::HttpBackend;
-use crate::net::{Endpoint, RetryPolicy};
-use crate::openai::{OpenAiBackend, completions_url};
-use crate::redact::Redactor;
+use crate::openai::OpenAiBackend;
+use plan_llm::{Connector, EndpointConfig, EnvLookup, Redactor, RetryPolicy, process_env, secs};
 use plan_manifest::{BackendConfig, Manifest};
 use plan_vm::ToolRequest;
 
@@ -25,14 +23,9 @@ const NO_BACKEND_HELP: &str = "pass --replay CASSETTE, or configure [tool.backen
 
 /// The tool name the VM uses for LLM conditions.
 pub const CONDITION_TOOL: &str = "jmp_condition";
-/// Per-attempt HTTP timeout when the tools file sets none: LLMs can be slow.
-const DEFAULT_OPENAI_TIMEOUT: Duration = Duration::from_secs(120);
+/// Per-attempt timeout and concurrency of an `http` backend that sets none.
 const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(30);
-const DEFAULT_OPENAI_CONCURRENCY: usize = 4;
 const DEFAULT_HTTP_CONCURRENCY: usize = 8;
-/// Sanity caps on tools-file numbers.
-const MAX_TRIES: u32 = 100;
-const MAX_TIMEOUT_SECS: f64 = 86_400.0;
 
 /// How a `Host` is set up. `Default` uses the process environment and no cassettes.
 #[derive(Clone)]
@@ -85,8 +78,9 @@ impl fmt::Debug for HostOptions {
 pub struct Host {
     manifest: Manifest,
     opts: HostOptions,
-    /// Built on first use: replay-only runs never pay for TLS setup.
-    client: OnceLock<reqwest::Client>,
+    /// Builds network backends; holds every secret this host has read, removed from
+    /// outputs and errors.
+    connector: Connector,
     replay: Option<Arc<ReplayBackend>>,
     recorder: Option<Recorder>,
     /// Backend of each tool, built on first use and shared by all its calls (so the
@@ -94,8 +88,6 @@ pub struct Host {
     backends: Mutex<HashMap<String, Arc<dyn Backend>>>,
     /// Cassettes named by `kind = "replay"` backends, loaded once per file.
     cassettes: Mutex<HashMap<PathBuf, Arc<ReplayBackend>>>,
-    /// Every secret this host has read, removed from outputs and errors.
-    redactor: Arc<Redactor>,
 }
 
 impl fmt::Debug for Host {
@@ -118,15 +110,20 @@ impl Host {
             Some(p) => Some(Recorder::create(p)?),
             None => None,
         };
+        let connector = Connector::new(
+            opts.env.clone(),
+            Arc::new(Redactor::new()),
+            opts.retry_base_delay,
+            opts.retry_max_delay,
+        );
         Ok(Host {
             manifest,
             opts,
-            client: OnceLock::new(),
+            connector,
             replay,
             recorder,
             backends: Mutex::new(HashMap::new()),
             cassettes: Mutex::new(HashMap::new()),
-            redactor: Arc::new(Redactor::new()),
         })
     }
 
@@ -188,7 +185,13 @@ impl Host {
 
     /// The secrets this host has read (API keys), for redacting other outputs too.
     pub fn redactor(&self) -> &Arc<Redactor> {
-        &self.redactor
+        self.connector.redactor()
+    }
+
+    /// What builds this host's network backends (a planner shares it, so its key is
+    /// redacted from the run's outputs too).
+    pub fn connector(&self) -> &Connector {
+        &self.connector
     }
 
     /// Performs one request: backend lookup, per-call timeout. Outputs and errors come
@@ -196,9 +199,9 @@ impl Host {
     pub async fn call(&self, req: &ToolRequest) -> Result<Value, ToolError> {
         let out = self.call_unredacted(req).await;
         match out {
-            Ok(v) => Ok(self.redactor.value(v)),
+            Ok(v) => Ok(self.redactor().value(v)),
             Err(mut e) => {
-                if let Cow::Owned(m) = self.redactor.text(&e.message) {
+                if let Cow::Owned(m) = self.redactor().text(&e.message) {
                     e.message = m;
                 }
                 Err(e)
@@ -261,56 +264,12 @@ impl Host {
         Ok(map.entry(tool.to_owned()).or_insert(backend).clone())
     }
 
-    fn client(&self) -> Result<reqwest::Client, ToolError> {
-        if let Some(c) = self.client.get() {
-            return Ok(c.clone());
-        }
-        let c = reqwest::Client::builder()
-            .user_agent(concat!("planvm/", env!("CARGO_PKG_VERSION")))
-            .redirect(crate::net::redirect_policy())
-            .dns_resolver(Arc::new(crate::net::NoLinkLocal))
-            .build()
-            .map_err(|e| {
-                ToolError::new(
-                    ToolErrorKind::Config,
-                    format!("cannot set up the HTTP client: {e}"),
-                )
-            })?;
-        Ok(self.client.get_or_init(|| c).clone())
-    }
-
     fn build(&self, tool: &str, cfg: &BackendConfig) -> Result<Arc<dyn Backend>, ToolError> {
         let config_err = |msg: String| ToolError::new(ToolErrorKind::Config, msg);
         match cfg {
-            BackendConfig::Openai {
-                base_url,
-                model,
-                api_key_env,
-                temperature,
-                timeout_secs,
-                max_retries,
-                concurrency,
-            } => {
-                let endpoint = self.endpoint(
-                    tool,
-                    completions_url(base_url),
-                    api_key_env.as_deref(),
-                    *timeout_secs,
-                    *max_retries,
-                    *concurrency,
-                    (DEFAULT_OPENAI_TIMEOUT, DEFAULT_OPENAI_CONCURRENCY),
-                )?;
-                if let Some(t) = temperature.filter(|t| !t.is_finite()) {
-                    return Err(config_err(format!(
-                        "tool `{tool}`: temperature {t} is not a finite number"
-                    )));
-                }
-                Ok(Arc::new(OpenAiBackend {
-                    endpoint,
-                    model: model.clone(),
-                    temperature: *temperature,
-                }))
-            }
+            BackendConfig::Openai { .. } => Ok(Arc::new(OpenAiBackend {
+                chat: self.connector.chat(&format!("tool `{tool}`"), cfg)?,
+            })),
             BackendConfig::Http {
                 url,
                 pointer,
@@ -327,14 +286,17 @@ impl Host {
                         "tool `{tool}`: pointer `{p}` is not a JSON pointer (it must be empty or start with `/`)"
                     )));
                 }
-                let endpoint = self.endpoint(
-                    tool,
-                    url.clone(),
-                    api_key_env.as_deref(),
-                    *timeout_secs,
-                    *max_retries,
-                    *concurrency,
-                    (DEFAULT_HTTP_TIMEOUT, DEFAULT_HTTP_CONCURRENCY),
+                let endpoint = self.connector.endpoint(
+                    &format!("tool `{tool}`"),
+                    &EndpointConfig {
+                        url,
+                        api_key_env: api_key_env.as_deref(),
+                        timeout_secs: *timeout_secs,
+                        max_retries: *max_retries,
+                        concurrency: *concurrency,
+                        default_timeout: DEFAULT_HTTP_TIMEOUT,
+                        default_concurrency: DEFAULT_HTTP_CONCURRENCY,
+                    },
                 )?;
                 Ok(Arc::new(HttpBackend {
                     endpoint,
@@ -364,89 +326,5 @@ impl Host {
         );
         map.insert(path.to_owned(), r.clone());
         Ok(r)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn endpoint(
-        &self,
-        tool: &str,
-        url: String,
-        api_key_env: Option<&str>,
-        timeout_secs: Option<f64>,
-        max_retries: Option<u32>,
-        concurrency: Option<usize>,
-        (default_timeout, default_concurrency): (Duration, usize),
-    ) -> Result<Endpoint, ToolError> {
-        let config_err = |msg: String| ToolError::new(ToolErrorKind::Config, msg);
-        let auth = match api_key_env {
-            None => None,
-            Some(var) => {
-                // NB: name the variable, never a value.
-                let what = match (self.opts.env)(var) {
-                    Ok(v) if !v.is_empty() => {
-                        self.redactor.add(&v);
-                        Ok(Secret::new(v))
-                    }
-                    Ok(_) => Err("is empty"),
-                    Err(std::env::VarError::NotPresent) => Err("is not set"),
-                    Err(std::env::VarError::NotUnicode(_)) => Err("is not valid UTF-8"),
-                };
-                match what {
-                    Ok(secret) => Some(secret),
-                    Err(what) => {
-                        return Err(config_err(format!(
-                            "environment variable {var} (the API key for tool `{tool}`) {what}"
-                        )));
-                    }
-                }
-            }
-        };
-        let timeout = match timeout_secs {
-            None => default_timeout,
-            Some(s) if s > 0.0 && s <= MAX_TIMEOUT_SECS => Duration::try_from_secs_f64(s)
-                .map_err(|_| config_err(format!("tool `{tool}`: bad timeout_secs {s}")))?,
-            Some(s) => {
-                return Err(config_err(format!(
-                    "tool `{tool}`: timeout_secs must be more than 0 and at most {MAX_TIMEOUT_SECS}, not {s}"
-                )));
-            }
-        };
-        let tries = match max_retries {
-            None => RetryPolicy::default().tries,
-            Some(n) if n < MAX_TRIES => n + 1,
-            Some(n) => {
-                return Err(config_err(format!(
-                    "tool `{tool}`: max_retries {n} is too many (limit {})",
-                    MAX_TRIES - 1
-                )));
-            }
-        };
-        let permits = match concurrency {
-            None => default_concurrency,
-            Some(n) if (1..=Semaphore::MAX_PERMITS).contains(&n) => n,
-            Some(n) => {
-                return Err(config_err(format!(
-                    "tool `{tool}`: concurrency must be at least 1, not {n}"
-                )));
-            }
-        };
-        if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(config_err(format!(
-                "tool `{tool}`: URL `{url}` must start with http:// or https://"
-            )));
-        }
-        Ok(Endpoint {
-            client: self.client()?,
-            url,
-            auth,
-            timeout: Some(timeout),
-            retry: RetryPolicy {
-                tries,
-                base_delay: self.opts.retry_base_delay,
-                max_delay: self.opts.retry_max_delay,
-            },
-            limit: Semaphore::new(permits),
-            redactor: self.redactor.clone(),
-        })
     }
 }

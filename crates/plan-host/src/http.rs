@@ -1,12 +1,19 @@
 //! `http` backend: POST the call's args as a JSON object to a URL; the output is the JSON
 //! response (a non-JSON body becomes a string), or the value at a JSON pointer into it.
+//!
+//! An LLM served this way gets the same format instruction as through the `openai`
+//! backend: a call with several output vars, or a condition, has it appended to its
+//! string `prompt` (see `prompt::format_instruction`).
+
+use std::borrow::Cow;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
 
 use crate::backend::Backend;
 use crate::error::{ToolError, ToolErrorKind};
-use crate::net::Endpoint;
+use crate::prompt::format_instruction;
+use plan_llm::Endpoint;
 use plan_vm::ToolRequest;
 
 #[derive(Debug)]
@@ -17,7 +24,13 @@ pub(crate) struct HttpBackend {
 
 impl HttpBackend {
     async fn post(&self, req: &ToolRequest) -> Result<Value, ToolError> {
-        let body = Value::Object((*req.args).clone());
+        let mut args = Cow::Borrowed(&*req.args);
+        if let Some(suffix) = format_instruction(&req.kind)
+            && let Some(Value::String(prompt)) = args.to_mut().get_mut("prompt")
+        {
+            prompt.push_str(&suffix);
+        }
+        let body = Value::Object(args.into_owned());
         let mut resp = self.endpoint.post_json(&body).await?;
         let Some(ptr) = &self.pointer else {
             return Ok(resp);
@@ -28,7 +41,7 @@ impl HttpBackend {
                 ToolErrorKind::BadResponse,
                 format!(
                     "POST {}: the response has nothing at JSON pointer `{ptr}`: {}",
-                    self.endpoint.url,
+                    self.endpoint.url(),
                     self.endpoint.preview(&resp.to_string())
                 ),
             )),
@@ -42,6 +55,6 @@ impl Backend for HttpBackend {
     }
 
     fn describe(&self) -> String {
-        format!("http POST {}", self.endpoint.url)
+        format!("http POST {}", self.endpoint.url())
     }
 }

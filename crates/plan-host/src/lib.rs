@@ -7,8 +7,9 @@
 //!   `--replay` serves every tool from one cassette; `--record` appends every call the
 //!   run commits to one (in program order; calls issued ahead that the sequential run
 //!   would not have made are left out).
-//! - Network backends share one pooled `reqwest` client (rustls), retry 429/5xx/connect
-//!   errors/timeouts with exponential backoff and jitter, and limit concurrency per tool.
+//! - Network backends are built by `plan-llm`'s `Connector`: one pooled `reqwest` client
+//!   (rustls), retries of 429/5xx/connect errors/timeouts with exponential backoff and
+//!   jitter, a concurrency limit per tool.
 //! - All requests of one VM yield run concurrently; a replay's `latency_ms` is a timer,
 //!   so it never blocks other calls.
 //! - Secrets: API keys are read from environment variables named in the tools file (through
@@ -24,13 +25,12 @@
 //! - `journal`: the `Journal` seam (typed `TraceEvent`s of a run); the trace and the
 //!   `--record` cassette are journals.
 //! - `host`: `Host`, backend selection, per-call timeout.
-//! - `backend`: the `Backend` trait, `Secret`, env lookup.
-//! - `openai`, `http`: network backends; `net`: retries, timeouts, limits shared by both.
+//! - `backend`: the `Backend` trait.
+//! - `openai`, `http`: network backends over `plan-llm`'s `ChatClient` and `Endpoint`.
 //! - `prompt`: the user message an LLM sees (context + prompt + format instruction).
 //! - `cassette`: cassette format, `ReplayBackend`, `Recorder`.
 //! - `trace`: JSON-lines trace events.
-//! - `redact`: the host's secrets and their removal from outputs and errors.
-//! - `error`: `ToolError`, `HostError`.
+//! - `error`: `HostError`; `ToolError` is `plan-llm`'s `CallError`.
 
 mod backend;
 mod cassette;
@@ -39,13 +39,11 @@ mod error;
 mod host;
 mod http;
 mod journal;
-mod net;
 mod openai;
 mod prompt;
-mod redact;
 mod trace;
 
-pub use backend::{Backend, EnvLookup, Secret, process_env};
+pub use backend::Backend;
 pub use cassette::{Cassette, CassetteEntry, Recorder, ReplayBackend};
 pub use driver::{
     CallState, Machine, ReportError, RunReport, RunStatus, resume_plan, run_machine, run_plan,
@@ -54,7 +52,9 @@ pub use driver::{
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use host::{CONDITION_TOOL, Host, HostOptions};
 pub use journal::{Durable, Journal, RecordJournal, TraceEvent};
-pub use net::{MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR};
-pub use prompt::{CONDITION_INSTRUCTION, keys_instruction, user_message};
-pub use redact::{REDACTED, Redactor};
+pub use plan_llm::{
+    EnvLookup, MAX_REDIRECTS, REDACTED, Redactor, RetryPolicy, Secret, TOTAL_TIMEOUT_FACTOR,
+    process_env,
+};
+pub use prompt::{CONDITION_INSTRUCTION, format_instruction, keys_instruction, user_message};
 pub use trace::{Observer, Tracer};

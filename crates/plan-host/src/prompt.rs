@@ -2,6 +2,8 @@
 //! shape: `context + "\n" + prompt` when context is non-null, else `prompt`, plus a
 //! response-format instruction when the VM needs a JSON object back.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::error::{ToolError, ToolErrorKind};
@@ -44,16 +46,23 @@ pub fn user_message(req: &ToolRequest) -> Result<String, ToolError> {
         text.push('\n');
     }
     render(prompt, &mut text);
-    match &req.kind {
-        RequestKind::Tool {
-            output_keys: Some(keys),
-        } if !keys.is_empty() => {
-            text.push_str(&keys_instruction(keys));
-        }
-        RequestKind::Tool { .. } => {}
-        RequestKind::Condition => text.push_str(CONDITION_INSTRUCTION),
+    if let Some(suffix) = format_instruction(&req.kind) {
+        text.push_str(&suffix);
     }
     Ok(text)
+}
+
+/// What is appended to a prompt so the answer has the shape the VM needs: the keys of a
+/// call with several output vars, or a condition's `{"result": ...}`. Every backend that
+/// sends a prompt to an LLM appends it.
+pub fn format_instruction(kind: &RequestKind) -> Option<Cow<'static, str>> {
+    match kind {
+        RequestKind::Tool {
+            output_keys: Some(keys),
+        } if !keys.is_empty() => Some(Cow::Owned(keys_instruction(keys))),
+        RequestKind::Tool { .. } => None,
+        RequestKind::Condition => Some(Cow::Borrowed(CONDITION_INSTRUCTION)),
+    }
 }
 
 /// Renders a value the way templates interpolate it (strings raw, numbers as Python

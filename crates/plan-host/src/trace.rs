@@ -174,7 +174,7 @@ impl Journal for Tracer {
                 let args = serde_json::to_string(&*request.args).unwrap_or_default();
                 f.insert(
                     "args".into(),
-                    json!(preview_chars(&args, ARGS_PREVIEW_CHARS)),
+                    json!(plan_llm::preview(&args, ARGS_PREVIEW_CHARS)),
                 );
                 f.insert("ahead".into(), json!(ahead));
                 if *reused {
@@ -231,12 +231,5 @@ impl Journal for Tracer {
         };
         self.event(name, f);
         Ok(())
-    }
-}
-
-fn preview_chars(s: &str, n: usize) -> String {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => format!("{}…", &s[..i]),
-        None => s.to_owned(),
     }
 }

@@ -5,9 +5,13 @@ mod common;
 use std::time::Duration;
 
 use common::*;
-use plan_host::{Cassette, Host, HostErrorKind, HostOptions, ToolErrorKind, Tracer, run_machine};
+use plan_host::{
+    CONDITION_INSTRUCTION, Cassette, Host, HostErrorKind, HostOptions, ToolErrorKind, Tracer,
+    keys_instruction, run_machine,
+};
 use plan_manifest::{BackendConfig, Manifest};
-use serde_json::json;
+use plan_vm::RequestKind;
+use serde_json::{Value, json};
 use wiremock::matchers::{body_json, method, path};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -222,6 +226,62 @@ async fn http_text_body_becomes_a_string() {
         .await
         .unwrap();
     assert_eq!(out, json!("chunk one\nchunk two"));
+}
+
+/// An LLM behind an `http` backend gets the format instruction the `openai` backend
+/// adds: the keys of a call with several output vars, a condition's answer shape.
+#[tokio::test]
+async fn http_llm_prompts_get_the_format_instruction() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({"a": 1, "b": 2})))
+        .mount(&server)
+        .await;
+    let m = manifest_with(
+        "llm_generate",
+        BackendConfig::Http {
+            url: server.uri(),
+            pointer: None,
+            api_key_env: None,
+            timeout_secs: None,
+            max_retries: None,
+            concurrency: None,
+        },
+    );
+    let host = Host::new(m, opts()).unwrap();
+    let keys = RequestKind::Tool {
+        output_keys: Some(vec!["a".into(), "b".into()]),
+    };
+    let calls = [
+        (json!({"prompt": "Q?", "context": "C"}), keys.clone()),
+        (json!({"prompt": "Q?", "context": null}), plain()),
+        (
+            json!({"prompt": "Holds?", "context": null}),
+            RequestKind::Condition,
+        ),
+        (json!({"query": "no prompt"}), keys),
+    ];
+    for (i, (args, kind)) in calls.into_iter().enumerate() {
+        host.call(&req(i as u64 + 1, "llm_generate", args, kind))
+            .await
+            .unwrap();
+    }
+    let sent: Vec<Value> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            json!({"prompt": format!("Q?{}", keys_instruction(&["a".into(), "b".into()])), "context": "C"}),
+            json!({"prompt": "Q?", "context": null}),
+            json!({"prompt": format!("Holds?{CONDITION_INSTRUCTION}"), "context": null}),
+            json!({"query": "no prompt"}),
+        ]
+    );
 }
 
 #[tokio::test]

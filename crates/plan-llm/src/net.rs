@@ -1,6 +1,6 @@
-//! HTTP machinery shared by the `openai` and `http` backends: one pooled client, retries
-//! with exponential backoff and jitter, a per-attempt timeout, a concurrency limit, and a
-//! cap on response size.
+//! One service endpoint: retries with exponential backoff and jitter, a per-attempt and a
+//! total timeout, a concurrency limit, a cap on response size, redirects kept to the
+//! configured origin, and responses read whole (JSON) or as server-sent events.
 //!
 //! Error messages are built here from the status, the URL and the innermost cause only;
 //! request headers (where the bearer key lives) are never formatted.
@@ -12,10 +12,10 @@ use rand::Rng;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-use crate::backend::Secret;
-use crate::cassette::preview;
-use crate::error::{ToolError, ToolErrorKind, secs};
+use crate::error::{CallError, CallErrorKind, preview, secs};
 use crate::redact::Redactor;
+use crate::secret::Secret;
+use crate::sse::SseDecoder;
 
 /// A call's attempts together may take this many times the per-attempt timeout.
 pub const TOTAL_TIMEOUT_FACTOR: u32 = 3;
@@ -88,6 +88,8 @@ impl reqwest::dns::Resolve for NoLinkLocal {
     }
 }
 
+/// Characters of a response body an error message shows.
+const BODY_PREVIEW_CHARS: usize = 400;
 /// Responses larger than this are refused rather than buffered.
 const MAX_RESPONSE_BYTES: usize = 64 << 20;
 /// `Retry-After` is honoured up to this long.
@@ -136,8 +138,9 @@ impl RetryPolicy {
 }
 
 /// One service endpoint with its limits.
+/// Built by [`crate::Connector::endpoint`], which checks the configuration.
 #[derive(Debug)]
-pub(crate) struct Endpoint {
+pub struct Endpoint {
     pub(crate) client: reqwest::Client,
     pub(crate) url: String,
     pub(crate) auth: Option<Secret>,
@@ -152,8 +155,20 @@ pub(crate) struct Endpoint {
 enum Attempt {
     Done(Value),
     /// Worth retrying; optional server-requested delay.
-    Retry(ToolError, Option<Duration>),
-    Fatal(ToolError),
+    Retry(CallError, Option<Duration>),
+    Fatal(CallError),
+}
+
+/// Receives the `data` of each server-sent event as it arrives; an error stops the read
+/// and fails the call.
+pub type EventSink<'a> = dyn FnMut(&str) -> Result<(), CallError> + Send + 'a;
+
+/// How the body of a successful response is read.
+enum Read<'s, 'a> {
+    /// Whole and capped, as JSON (a body that is not JSON becomes a string).
+    Json,
+    /// As server-sent events, each passed on as it arrives.
+    Events(&'s mut EventSink<'a>),
 }
 
 impl Endpoint {
@@ -163,11 +178,32 @@ impl Endpoint {
     /// answers costs bounded time. The wait for the first slot does not count: a call
     /// queued behind others (a batch, a plan's many calls) is not failed for being queued.
     /// The response is parsed as JSON; a body that is not JSON is returned as a string.
-    pub(crate) async fn post_json(&self, body: &Value) -> Result<Value, ToolError> {
+    pub async fn post_json(&self, body: &Value) -> Result<Value, CallError> {
+        self.post(body, Read::Json).await
+    }
+
+    /// POSTs `body` as JSON and reads the answer as server-sent events (`text/event-stream`),
+    /// passing each event's data to `sink` as it arrives. Retried as [`Endpoint::post_json`]
+    /// is, but only until the first event has been passed on: after that a failure fails
+    /// the call, since the receiver has already acted on part of the answer.
+    pub async fn post_events(
+        &self,
+        body: &Value,
+        sink: &mut EventSink<'_>,
+    ) -> Result<(), CallError> {
+        self.post(body, Read::Events(sink)).await.map(drop)
+    }
+
+    /// The URL requests go to.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    async fn post(&self, body: &Value, mut read: Read<'_, '_>) -> Result<Value, CallError> {
         let total = self.timeout.map(|t| t.saturating_mul(TOTAL_TIMEOUT_FACTOR));
         let out_of_time = |total: Duration| {
-            ToolError::new(
-                ToolErrorKind::Timeout,
+            CallError::new(
+                CallErrorKind::Timeout,
                 format!(
                     "POST {}: no answer within {} s, all attempts together ({TOTAL_TIMEOUT_FACTOR} × timeout_secs)",
                     self.url,
@@ -183,8 +219,8 @@ impl Endpoint {
                 // NB: the permit is held for the request only, not across the backoff
                 // sleep, so a failing call does not starve the others.
                 let closed = |_| {
-                    ToolError::new(
-                        ToolErrorKind::Config,
+                    CallError::new(
+                        CallErrorKind::Config,
                         "internal: concurrency limiter closed",
                     )
                 };
@@ -200,7 +236,7 @@ impl Endpoint {
                     let now = tokio::time::Instant::now();
                     total.and_then(|t| now.checked_add(t)).unwrap_or(now + FAR)
                 });
-                match tokio::time::timeout_at(at, self.attempt(body)).await {
+                match tokio::time::timeout_at(at, self.attempt(body, &mut read)).await {
                     Ok(outcome) => outcome,
                     Err(_) => return Err(out_of_time(total.unwrap_or(FAR))),
                 }
@@ -215,7 +251,7 @@ impl Endpoint {
                     } else {
                         format!("{} (gave up after {tries} attempts)", e.message)
                     };
-                    return Err(ToolError::new(kind, msg));
+                    return Err(CallError::new(kind, msg));
                 }
                 Attempt::Retry(e, asked) => {
                     let d = asked
@@ -225,7 +261,7 @@ impl Endpoint {
                         && tokio::time::Instant::now() + d >= at
                     {
                         // The last answer says more than "out of time".
-                        return Err(ToolError::new(
+                        return Err(CallError::new(
                             e.kind,
                             format!(
                                 "{} (gave up after {attempt} attempts: no time left for another within {} s, {TOTAL_TIMEOUT_FACTOR} × timeout_secs)",
@@ -243,11 +279,11 @@ impl Endpoint {
 
     /// The start of a response body for an error message, secrets redacted. NB: redacted
     /// whole, then shortened, so a cut cannot leave part of a key.
-    pub(crate) fn preview(&self, body: &str) -> String {
-        preview(&self.redactor.text(body))
+    pub fn preview(&self, body: &str) -> String {
+        preview(&self.redactor.text(body), BODY_PREVIEW_CHARS)
     }
 
-    async fn attempt(&self, body: &Value) -> Attempt {
+    async fn attempt(&self, body: &Value, read: &mut Read<'_, '_>) -> Attempt {
         let mut req = self.client.post(&self.url).json(body);
         if let Some(key) = &self.auth {
             req = req.bearer_auth(key.expose());
@@ -270,24 +306,21 @@ impl Endpoint {
             .and_then(|v| v.to_str().ok())
             .and_then(|s| s.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
+        if status.is_success()
+            && let Read::Events(sink) = read
+        {
+            return self.read_events(resp, &mut **sink).await;
+        }
         let bytes = match read_capped(resp).await {
             Ok(b) => b,
-            Err(ReadError::TooLarge) => {
-                return Attempt::Fatal(ToolError::new(
-                    ToolErrorKind::BadResponse,
-                    format!(
-                        "POST {}: response larger than {MAX_RESPONSE_BYTES} bytes",
-                        self.url
-                    ),
-                ));
-            }
+            Err(ReadError::TooLarge) => return Attempt::Fatal(self.too_large()),
             Err(ReadError::Http(e)) => return self.transport_error(&e),
         };
         if status.is_redirection() {
             // The redirect policy stopped here: the Location is on another origin.
             let to = location.as_deref().unwrap_or("(no Location header)");
-            return Attempt::Fatal(ToolError::new(
-                ToolErrorKind::Transport,
+            return Attempt::Fatal(CallError::new(
+                CallErrorKind::Transport,
                 format!(
                     "POST {}: HTTP {status}: redirect to {to} refused: only redirects within the same origin (scheme, host and port) are followed",
                     self.url
@@ -301,11 +334,11 @@ impl Endpoint {
             // request (a run store may send a `write` call again after it, not after a
             // timeout or a 5xx).
             let kind = if retry {
-                ToolErrorKind::Transport
+                CallErrorKind::Transport
             } else {
-                ToolErrorKind::Refused
+                CallErrorKind::Refused
             };
-            let err = ToolError::new(
+            let err = CallError::new(
                 kind,
                 format!(
                     "POST {}: HTTP {status}: {}",
@@ -325,14 +358,82 @@ impl Endpoint {
         }
     }
 
+    /// Reads a successful response as server-sent events. A server that ignored the
+    /// request to stream and answered with one JSON body is read as one event.
+    async fn read_events(&self, mut resp: reqwest::Response, sink: &mut EventSink<'_>) -> Attempt {
+        let streamed = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|t| t.starts_with("text/event-stream"));
+        if !streamed {
+            return match read_capped(resp).await {
+                Ok(bytes) => match sink(&String::from_utf8_lossy(&bytes)) {
+                    Ok(()) => Attempt::Done(Value::Null),
+                    Err(e) => Attempt::Fatal(e),
+                },
+                Err(ReadError::TooLarge) => Attempt::Fatal(self.too_large()),
+                Err(ReadError::Http(e)) => self.transport_error(&e),
+            };
+        }
+        let mut decoder = SseDecoder::default();
+        let mut delivered = false;
+        let mut read = 0usize;
+        loop {
+            let chunk = match resp.chunk().await {
+                Ok(Some(c)) => c,
+                Ok(None) => break,
+                Err(e) => {
+                    return match self.transport_error(&e) {
+                        // NB: the receiver has acted on part of the answer: not retried.
+                        Attempt::Retry(err, _) if delivered => Attempt::Fatal(CallError::new(
+                            err.kind,
+                            format!(
+                                "{} (the answer broke off after it had started)",
+                                err.message
+                            ),
+                        )),
+                        other => other,
+                    };
+                }
+            };
+            read = read.saturating_add(chunk.len());
+            if read > MAX_RESPONSE_BYTES {
+                return Attempt::Fatal(self.too_large());
+            }
+            for data in decoder.push(&chunk) {
+                if let Err(e) = sink(&data) {
+                    return Attempt::Fatal(e);
+                }
+                delivered = true;
+            }
+        }
+        if let Some(data) = decoder.finish()
+            && let Err(e) = sink(&data)
+        {
+            return Attempt::Fatal(e);
+        }
+        Attempt::Done(Value::Null)
+    }
+
+    fn too_large(&self) -> CallError {
+        CallError::new(
+            CallErrorKind::BadResponse,
+            format!(
+                "POST {}: response larger than {MAX_RESPONSE_BYTES} bytes",
+                self.url
+            ),
+        )
+    }
+
     /// A failure without a usable response. Built from the error's kind and innermost
     /// cause, never from the request (headers), so keys cannot leak.
     fn transport_error(&self, e: &reqwest::Error) -> Attempt {
         if e.is_timeout() {
             let t = self.timeout.map(secs).unwrap_or_else(|| "?".into());
             return Attempt::Retry(
-                ToolError::new(
-                    ToolErrorKind::Timeout,
+                CallError::new(
+                    CallErrorKind::Timeout,
                     format!("POST {}: timed out after {t} s", self.url),
                 ),
                 None,
@@ -344,8 +445,8 @@ impl Endpoint {
         }
         if e.is_redirect() {
             let at = e.url().map_or_else(|| self.url.clone(), |u| u.to_string());
-            return Attempt::Fatal(ToolError::new(
-                ToolErrorKind::Transport,
+            return Attempt::Fatal(CallError::new(
+                CallErrorKind::Transport,
                 format!("POST {}: redirect failed at {at}: {cause}", self.url),
             ));
         }
@@ -356,8 +457,8 @@ impl Endpoint {
         } else {
             "request failed"
         };
-        let err = ToolError::new(
-            ToolErrorKind::Transport,
+        let err = CallError::new(
+            CallErrorKind::Transport,
             format!("POST {}: {what}: {cause}", self.url),
         );
         if e.is_builder() {

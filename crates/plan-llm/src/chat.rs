@@ -1,0 +1,189 @@
+//! OpenAI-compatible chat completions (`POST {base_url}/chat/completions`: OpenAI, Ollama,
+//! vLLM, llama.cpp's server), whole or streamed.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::{CallError, CallErrorKind};
+use crate::net::Endpoint;
+
+/// Who says a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    System,
+    User,
+    Assistant,
+}
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: Role,
+    pub content: String,
+}
+
+impl Message {
+    pub fn user(content: impl Into<String>) -> Self {
+        Message {
+            role: Role::User,
+            content: content.into(),
+        }
+    }
+
+    pub fn system(content: impl Into<String>) -> Self {
+        Message {
+            role: Role::System,
+            content: content.into(),
+        }
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message {
+            role: Role::Assistant,
+            content: content.into(),
+        }
+    }
+}
+
+/// A model behind an OpenAI-compatible endpoint. Built by [`crate::Connector::chat`].
+#[derive(Debug)]
+pub struct ChatClient {
+    endpoint: Endpoint,
+    model: String,
+    temperature: Option<f64>,
+}
+
+impl ChatClient {
+    pub(crate) fn new(endpoint: Endpoint, model: String, temperature: Option<f64>) -> Self {
+        ChatClient {
+            endpoint,
+            model,
+            temperature,
+        }
+    }
+
+    /// The same client with another sampling temperature (`None`: the server's default).
+    pub fn with_temperature(mut self, temperature: Option<f64>) -> Self {
+        self.temperature = temperature.filter(|t| t.is_finite());
+        self
+    }
+
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// One line for traces and errors (never includes secrets).
+    pub fn describe(&self) -> String {
+        format!("openai model {} at {}", self.model, self.endpoint.url())
+    }
+
+    fn body(&self, messages: &[Message], stream: bool) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "messages": messages,
+            "stream": stream,
+        });
+        if let (Some(t), Value::Object(m)) = (self.temperature, &mut body) {
+            m.insert("temperature".into(), json!(t));
+        }
+        body
+    }
+
+    /// The assistant's reply to `messages` (`choices[0].message.content`).
+    pub async fn complete(&self, messages: &[Message]) -> Result<String, CallError> {
+        let resp = self.endpoint.post_json(&self.body(messages, false)).await?;
+        match resp.pointer("/choices/0/message/content").and_then(text) {
+            Some(t) => Ok(t),
+            None => Err(self.bad_response(&resp, "choices[0].message.content")),
+        }
+    }
+
+    /// The reply to `messages`, streamed: `on_text` gets each piece as the server sends
+    /// it (`choices[0].delta.content` of each event), and the whole reply is returned at
+    /// the end. A server that answers in one piece (it ignored `"stream": true`) works
+    /// too: `on_text` then gets the whole reply at once.
+    pub async fn complete_streaming(
+        &self,
+        messages: &[Message],
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<String, CallError> {
+        let mut reply = String::new();
+        let mut done = false;
+        let mut sink = |data: &str| -> Result<(), CallError> {
+            let data = data.trim();
+            if done || data.is_empty() {
+                return Ok(());
+            }
+            if data == "[DONE]" {
+                done = true;
+                return Ok(());
+            }
+            let event: Value = serde_json::from_str(data)
+                .map_err(|_| self.bad_response(&Value::String(data.to_owned()), "a JSON event"))?;
+            if let Some(err) = event.get("error") {
+                return Err(CallError::new(
+                    CallErrorKind::BadResponse,
+                    format!(
+                        "POST {}: the stream reported an error: {}",
+                        self.endpoint.url(),
+                        self.endpoint.preview(&err.to_string())
+                    ),
+                ));
+            }
+            let piece = event
+                .pointer("/choices/0/delta/content")
+                .or_else(|| event.pointer("/choices/0/message/content"));
+            match piece {
+                // A role-only first delta, or a final one with only `finish_reason`.
+                None | Some(Value::Null) if event.get("choices").is_some() => Ok(()),
+                Some(p) => match text(p) {
+                    Some(t) => {
+                        if !t.is_empty() {
+                            on_text(&t);
+                            reply.push_str(&t);
+                        }
+                        Ok(())
+                    }
+                    None => Err(self.bad_response(&event, "choices[0].delta.content")),
+                },
+                None => Err(self.bad_response(&event, "choices[0].delta.content")),
+            }
+        };
+        self.endpoint
+            .post_events(&self.body(messages, true), &mut sink)
+            .await?;
+        Ok(reply)
+    }
+
+    #[cold]
+    fn bad_response(&self, got: &Value, wanted: &str) -> CallError {
+        let shown = match got {
+            Value::String(s) => s.clone(),
+            v => v.to_string(),
+        };
+        CallError::new(
+            CallErrorKind::BadResponse,
+            format!(
+                "POST {}: response has no {wanted} string: {}",
+                self.endpoint.url(),
+                self.endpoint.preview(&shown)
+            ),
+        )
+    }
+}
+
+/// Message content as text: a string, or a list of typed parts (some servers) whose
+/// `text` fields are joined.
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(parts) => Some(
+            parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
