@@ -248,6 +248,33 @@ pub async fn run_plan_recording(
     journal: &mut dyn Journal,
     recorder: Option<&Recorder>,
 ) -> RunReport {
+    start_plan(host, program, vars, Vec::new(), limits, journal, recorder).await
+}
+
+/// [`run_plan`] with saved results: a call the run makes is answered from `known` when an
+/// entry has its tool, args and step (as in [`resume_plan`]), and only the others are
+/// sent. A re-planned run passes the answers of the run it replaces, so the calls the new
+/// plan makes in the same place with the same arguments are not made again.
+pub async fn run_plan_reusing(
+    host: &Host,
+    program: &ValidatedProgram,
+    vars: Vec<(String, Value)>,
+    known: Vec<CassetteEntry>,
+    limits: Limits,
+    journal: &mut dyn Journal,
+) -> RunReport {
+    start_plan(host, program, vars, known, limits, journal, host.recorder()).await
+}
+
+async fn start_plan(
+    host: &Host,
+    program: &ValidatedProgram,
+    vars: Vec<(String, Value)>,
+    known: Vec<CassetteEntry>,
+    limits: Limits,
+    journal: &mut dyn Journal,
+    recorder: Option<&Recorder>,
+) -> RunReport {
     let start = Instant::now();
     let mut journal = (journal, recorder.map(RecordJournal::new));
     if let Err(e) = prepare(host, program) {
@@ -261,7 +288,7 @@ pub async fn run_plan_recording(
         }
     }
     let mut m = VmMachine::new(vm, program, &journal);
-    drive(host, &mut m, &mut journal, Vec::new(), Known::default()).await
+    drive(host, &mut m, &mut journal, Vec::new(), Known::new(known)).await
 }
 
 /// Continues a saved run: `state` as saved at a commit point ([`TraceEvent::Suspended`]),

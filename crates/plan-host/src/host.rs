@@ -127,6 +127,11 @@ impl Host {
         })
     }
 
+    /// The `--replay` cassette, if any (a planner answers from it too).
+    pub fn replay(&self) -> Option<&Arc<ReplayBackend>> {
+        self.replay.as_ref()
+    }
+
     /// What loading the `--replay` cassette tolerated, for the CLI to show.
     pub fn warnings(&self) -> &[String] {
         self.replay.as_deref().map_or(&[], ReplayBackend::warnings)

@@ -47,7 +47,7 @@ pub use backend::Backend;
 pub use cassette::{Cassette, CassetteEntry, Recorder, ReplayBackend};
 pub use driver::{
     CallState, Machine, ReportError, RunReport, RunStatus, resume_plan, run_machine, run_plan,
-    run_plan_recording,
+    run_plan_recording, run_plan_reusing,
 };
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use host::{CONDITION_TOOL, Host, HostOptions};

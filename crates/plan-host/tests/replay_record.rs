@@ -325,6 +325,7 @@ async fn backend_selection_and_its_errors() {
         default_backend: Some(BackendConfig::Replay {
             cassette: Some(c.display().to_string()),
         }),
+        planner: None,
     };
     let host = Host::new(m, opts()).unwrap();
     let out = host

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::error::{ManifestError, ManifestErrorKind, line_col};
-use crate::{BackendConfig, Effects, Manifest, ParamSpec, ParamType, ToolSpec};
+use crate::{BackendConfig, Effects, Manifest, ParamSpec, ParamType, PlannerConfig, ToolSpec};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -23,6 +23,8 @@ struct RawFile {
     defaults: Option<RawDefaults>,
     #[serde(default)]
     tool: Vec<RawTool>,
+    #[serde(default)]
+    planner: Option<PlannerConfig>,
 }
 
 #[derive(Deserialize)]
@@ -232,6 +234,7 @@ impl Manifest {
         let raw: RawFile = toml::from_str(text).map_err(|e| cx.toml_err(&e))?;
         let mut manifest = Manifest::builtin();
         manifest.default_backend = raw.defaults.and_then(|d| d.backend);
+        manifest.planner = raw.planner;
 
         let mut declared = HashSet::new();
         for t in raw.tool {
@@ -307,6 +310,8 @@ impl Manifest {
             #[serde(skip_serializing_if = "Option::is_none")]
             defaults: Option<Defaults<'a>>,
             tool: &'a [ToolSpec],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            planner: Option<&'a PlannerConfig>,
         }
         toml::to_string(&File {
             defaults: self
@@ -314,6 +319,7 @@ impl Manifest {
                 .as_ref()
                 .map(|backend| Defaults { backend }),
             tool: &self.tools,
+            planner: self.planner.as_ref(),
         })
     }
 }

@@ -27,6 +27,15 @@
 //! kind = "http"               # openai | http | replay
 //! url = "http://127.0.0.1:8080/search"
 //! pointer = "/results"
+//!
+//! [planner]                   # optional; the LLM that writes plans (`planvm ask`)
+//! examples = "planner"      # example plans (a directory, relative to this file)
+//! max_examples = 2
+//! temperature = 0.2
+//! [planner.backend]           # optional; kind openai; default: [defaults.backend]
+//! kind = "openai"
+//! base_url = "https://api.openai.com/v1"
+//! model = "gpt-4o"
 //! ```
 //!
 //! Param keys: `name` (required), `type` (one of `any`, `string`, `int`, `number`, `bool`,
@@ -207,6 +216,27 @@ pub struct Manifest {
     /// Backend for tools that name none (and for `jmp_condition`, the LLM used for
     /// conditions, unless a tool named `jmp_condition` is declared).
     pub default_backend: Option<BackendConfig>,
+    /// The `[planner]` table: the LLM that writes plans (`planvm ask`).
+    pub planner: Option<PlannerConfig>,
+}
+
+/// The `[planner]` table of a tools file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlannerConfig {
+    /// The planner's LLM (kind `openai`); none: `[defaults.backend]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendConfig>,
+    /// A directory of example plans (goal, labels, plan), the most similar of which go
+    /// into the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub examples: Option<String>,
+    /// How many examples go into the prompt (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_examples: Option<usize>,
+    /// The planner's sampling temperature (overrides the backend's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
 }
 
 fn p(name: &str, ty: ParamType, required: bool, description: &str) -> ParamSpec {
@@ -277,6 +307,7 @@ impl Manifest {
                 ),
             ],
             default_backend: None,
+            planner: None,
         }
     }
 

@@ -247,7 +247,7 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "unknown top-level key",
         "tools = []\n",
         ManifestErrorKind::UnknownKey,
-        "t.toml:1:1: unknown field `tools`, expected `defaults` or `tool`",
+        "t.toml:1:1: unknown field `tools`, expected one of `defaults`, `tool`, `planner`",
     ),
     (
         "unknown defaults key",
@@ -444,4 +444,27 @@ fn param_type_names_round_trip() {
         assert_eq!(ParamType::parse(t.as_str()), Some(t));
     }
     assert_eq!(ParamType::parse("integer"), None);
+}
+
+#[test]
+fn the_planner_table_is_read_strictly_and_written_back() {
+    let text = r#"
+[planner]
+examples = "planner"
+max_examples = 3
+temperature = 0.2
+[planner.backend]
+kind = "openai"
+base_url = "http://127.0.0.1:1/v1"
+model = "m"
+"#;
+    let m = Manifest::from_toml_str(text, "t.toml").unwrap();
+    let p = m.planner.clone().unwrap();
+    assert_eq!(p.examples.as_deref(), Some("planner"));
+    assert_eq!((p.max_examples, p.temperature), (Some(3), Some(0.2)));
+    assert!(matches!(p.backend, Some(BackendConfig::Openai { .. })));
+    let back = Manifest::from_toml_str(&m.to_toml().unwrap(), "back.toml").unwrap();
+    assert_eq!(back, m);
+    let err = Manifest::from_toml_str("[planner]\nexampels = \"x\"\n", "t.toml").unwrap_err();
+    assert!(err.to_string().contains("unknown field `exampels`"), "{err}");
 }

@@ -811,6 +811,7 @@ fn replay_host(
     let manifest = Manifest {
         tools: Vec::new(),
         default_backend: None,
+        planner: None,
     };
     let host = Host::new(manifest, opts.clone()).map_err(|e| e.message)?;
     let backend: Arc<dyn Backend> = Arc::new(cassette.fresh());

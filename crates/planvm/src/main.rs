@@ -1,6 +1,9 @@
 //! `planvm`: runs a plan (source or `.pbc`) against real or recorded tools.
 //!
 //! ```text
+//! planvm ask GOAL [--response-format JSON] [--tools FILE.toml] [--examples DIR]
+//!                 [--prompt FILE] [--max-repairs N] [--max-replans N] [--show-plan]
+//!                 [--save-example DIR] [run's options]
 //! planvm run FILE [--tools FILE.toml] [--replay CASSETTE] [--record CASSETTE]
 //!                 [--var NAME=VALUE]... [--max-steps N] [--max-bytes BYTES]
 //!                 [--max-concurrency N] [--timeout SECS] [--tool-timeout SECS]
@@ -16,9 +19,11 @@
 //! Module map: this file parses arguments and maps outcomes to exit codes; `load` turns
 //! FILE into a validated program (bytecode by magic, else compiled source) and renders
 //! diagnostics; `progress` draws the live status line; `batch` runs many plans at once;
-//! `stored` is `--store`, `resume`, `branch` and `runs` (docs/durability.md). The run
+//! `stored` is `--store`, `resume`, `branch` and `runs` (docs/durability.md); `ask` is
+//! goal → plan → answer (docs/planner.md). The run
 //! itself is `plan_host::run_plan` (`resume_plan` to continue one). Only this crate prints.
 
+mod ask;
 mod batch;
 mod load;
 mod progress;
@@ -71,6 +76,10 @@ enum Command {
     /// Run a plan and print its final answer.
     #[command(after_help = EXIT_CODES_HELP)]
     Run(RunArgs),
+    /// From a goal to an answer: an LLM writes the plan, errors go back for repair, a
+    /// failed step for a re-plan.
+    #[command(after_help = ask::ASK_HELP)]
+    Ask(ask::AskArgs),
     /// Run many plans concurrently in one process (a directory of plans or a list file),
     /// printing one JSON line per run.
     #[command(after_help = batch::BATCH_HELP)]
@@ -202,6 +211,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => ExitCode::from(run(args)),
+        Command::Ask(args) => ExitCode::from(ask::ask(args)),
         Command::Batch(args) => ExitCode::from(batch::batch(args)),
         Command::Resume(args) => ExitCode::from(stored::resume(args)),
         Command::Branch(args) => ExitCode::from(stored::branch(args)),

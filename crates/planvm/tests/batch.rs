@@ -89,7 +89,10 @@ fn line_for<'a>(lines: &'a [Value], plan_name: &str) -> &'a Value {
 fn copy_examples(to: &Path) {
     for entry in std::fs::read_dir(examples()).expect("examples dir") {
         let entry = entry.expect("entry");
-        std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+        // NB: plans only; `planner/` holds the planner's example plans.
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).expect("copy");
+        }
     }
 }
 

@@ -1,0 +1,497 @@
+//! `plan-planner`: from a goal to an answer. An LLM writes the plan; the compiler checks
+//! it; a plan with errors goes back to the LLM with its diagnostics (repair); a plan that
+//! verifies runs on the host; a run that fails at a step goes back to the LLM with the
+//! error and the variables set so far (re-plan), and the updated plan runs with the
+//! answers of the calls already made, so a call the new plan makes in the same place with
+//! the same arguments is not made again. Prints nothing: the CLI (`planvm ask`), bindings
+//! and servers render [`AskOutcome`] as they need.
+//!
+//! Module map: `prompt` (the template and its parts), `examples` (example plans and their
+//! selection by BM25), `feedback` (the repair and re-plan messages); this file is the
+//! loop ([`Planner::ask`]) and the planner's LLM ([`PlannerModel`]).
+//!
+//! Planner calls are recorded and replayed like tool calls: a `--record` cassette gets
+//! one entry per round under tool [`PLANNER_TOOL`], keyed by what decides the answer
+//! (`goal`, `response_format`, and the `feedback` message of a repair or re-plan round;
+//! `step` is the round), not by the rendered prompt, so a cassette keeps working when the
+//! template or the examples change.
+
+mod examples;
+mod feedback;
+mod prompt;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+pub use examples::{Example, Examples, plan_value, save_example};
+pub use feedback::{MAX_VALUE_CHARS, repair_message, replan_message};
+pub use prompt::{DEFAULT_TEMPLATE, PLACEHOLDERS, Template, response_format_text, tools_text};
+
+use plan_bytecode::ValidatedProgram;
+use plan_compiler::CompileOptions;
+use plan_host::{
+    CassetteEntry, Host, Journal, ReplayBackend, ReportError, RunReport, TraceEvent,
+    run_plan_reusing,
+};
+use plan_llm::{CallError, ChatClient, Message};
+use plan_vm::{ErrorCode, Event, Limits};
+
+/// The tool name planner calls are recorded under in cassettes.
+pub const PLANNER_TOOL: &str = "planner";
+pub const DEFAULT_MAX_REPAIRS: u32 = 3;
+pub const DEFAULT_MAX_REPLANS: u32 = 2;
+pub const DEFAULT_MAX_EXAMPLES: usize = 2;
+/// Values up to this size are kept for a re-plan message (larger ones show a preview).
+const KEPT_VALUE_BYTES: u64 = 1 << 20;
+
+/// One call to the planner's LLM.
+#[derive(Clone, Debug)]
+pub struct PlannerCall {
+    /// 0 for the first plan, then one more for each repair or re-plan.
+    pub round: u64,
+    /// What the cassette keys this call by (see the crate docs).
+    pub key: Map<String, Value>,
+    /// The conversation so far: the prompt, then each reply and the feedback on it.
+    pub messages: Vec<Message>,
+}
+
+/// The LLM that writes plans.
+pub trait PlannerModel: Send + Sync {
+    fn reply<'a>(&'a self, call: &'a PlannerCall) -> BoxFuture<'a, Result<String, CallError>>;
+    /// One line for errors (never includes secrets).
+    fn describe(&self) -> String;
+}
+
+impl PlannerModel for ChatClient {
+    fn reply<'a>(&'a self, call: &'a PlannerCall) -> BoxFuture<'a, Result<String, CallError>> {
+        Box::pin(self.complete(&call.messages))
+    }
+
+    fn describe(&self) -> String {
+        ChatClient::describe(self)
+    }
+}
+
+/// Answers planner calls from a cassette (`--replay`).
+pub struct ReplayPlanner(pub Arc<ReplayBackend>);
+
+impl PlannerModel for ReplayPlanner {
+    fn reply<'a>(&'a self, call: &'a PlannerCall) -> BoxFuture<'a, Result<String, CallError>> {
+        Box::pin(async move {
+            let entry = self.0.lookup(PLANNER_TOOL, &call.key, Some(call.round))?;
+            if let Some(ms) = entry.latency_ms.filter(|&ms| ms > 0) {
+                // As for tools: a replay takes the time the recording took.
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            match &entry.output {
+                Value::String(s) => Ok(s.clone()),
+                // A plan recorded as JSON rather than as the reply's text.
+                other => Ok(other.to_string()),
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        "the --replay cassette".into()
+    }
+}
+
+/// Limits and inputs of one `ask`.
+#[derive(Clone, Debug)]
+pub struct AskOptions {
+    /// Rounds that may follow a plan with errors.
+    pub max_repairs: u32,
+    /// Rounds that may follow a run that failed at a step.
+    pub max_replans: u32,
+    /// Examples put into the prompt.
+    pub max_examples: usize,
+    /// Limits of each run.
+    pub limits: Limits,
+    /// Variables set before each run.
+    pub vars: Vec<(String, Value)>,
+    /// Reader repairs (prose around the plan, Python literals, ...) count as errors.
+    pub strict: bool,
+}
+
+impl Default for AskOptions {
+    fn default() -> Self {
+        AskOptions {
+            max_repairs: DEFAULT_MAX_REPAIRS,
+            max_replans: DEFAULT_MAX_REPLANS,
+            max_examples: DEFAULT_MAX_EXAMPLES,
+            limits: Limits::default(),
+            vars: Vec::new(),
+            strict: false,
+        }
+    }
+}
+
+/// A diagnostic as the planner was told it (and as `--format json` prints it).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Diag {
+    pub severity: String,
+    pub code: String,
+    pub message: String,
+    pub seq_no: Option<i64>,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+    pub help: Option<String>,
+}
+
+/// Why a round was asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RoundKind {
+    /// The first plan for the goal.
+    Plan,
+    /// A corrected plan after errors.
+    Repair,
+    /// An updated plan after a failed run.
+    Replan,
+}
+
+/// One planning round: what the planner answered and what became of it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Round {
+    pub kind: RoundKind,
+    /// The planner's reply (the plan source), if it answered.
+    pub plan: Option<String>,
+    /// The planner's call failed (after its retries).
+    pub planner_error: Option<String>,
+    /// The compiler's diagnostics on the reply.
+    pub diagnostics: Vec<Diag>,
+    /// How the run of this plan failed, if it ran and failed.
+    pub run_error: Option<ReportError>,
+    /// Time the planner took to answer.
+    pub planner_ms: u64,
+}
+
+/// How an `ask` ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AskStatus {
+    /// A plan ran to a final answer.
+    Answered,
+    /// The last plan still had errors when the repairs ran out.
+    InvalidPlan,
+    /// The last plan's run failed and no re-plan was left (or the failure was not one a
+    /// new plan can fix).
+    RunFailed,
+    /// The planner's LLM could not be reached or refused.
+    PlannerFailed,
+}
+
+/// The result of one `ask`.
+#[derive(Clone, Debug, Serialize)]
+pub struct AskOutcome {
+    pub status: AskStatus,
+    /// The final answer (null unless answered).
+    pub answer: Value,
+    /// The source of the last plan the planner wrote.
+    pub plan: Option<String>,
+    pub rounds: Vec<Round>,
+    /// The report of the last run, if a plan ran.
+    pub report: Option<RunReport>,
+    /// One line saying why, when not answered.
+    pub error: Option<String>,
+}
+
+/// Writes plans for goals and runs them on a host.
+pub struct Planner<'h> {
+    pub host: &'h Host,
+    pub model: Arc<dyn PlannerModel>,
+    pub template: Template,
+    pub examples: Examples,
+    pub options: AskOptions,
+}
+
+impl Planner<'_> {
+    /// The prompt of the first round.
+    pub fn prompt(&self, goal: &str, response_format: Option<&Value>) -> String {
+        let examples = self.examples.select(goal, self.options.max_examples);
+        self.template
+            .render(goal, response_format, self.host.manifest(), &examples)
+    }
+
+    /// Plans, repairs, runs and re-plans until the goal is answered or the rounds run
+    /// out. `journal` gets every run's events (one `Finished` per run).
+    pub async fn ask(
+        &self,
+        goal: &str,
+        response_format: Option<&Value>,
+        journal: &mut dyn Journal,
+    ) -> AskOutcome {
+        let opts = &self.options;
+        let mut messages = vec![Message::user(self.prompt(goal, response_format))];
+        let mut out = AskOutcome {
+            status: AskStatus::PlannerFailed,
+            answer: Value::Null,
+            plan: None,
+            rounds: Vec::new(),
+            report: None,
+            error: None,
+        };
+        let (mut repairs, mut replans) = (0, 0);
+        let mut kind = RoundKind::Plan;
+        let mut feedback: Option<String> = None;
+        let mut known: Vec<CassetteEntry> = Vec::new();
+        for round in 0.. {
+            let mut key = Map::new();
+            key.insert("goal".into(), json!(goal));
+            key.insert(
+                "response_format".into(),
+                response_format.cloned().unwrap_or(Value::Null),
+            );
+            key.insert("feedback".into(), json!(feedback));
+            let call = PlannerCall {
+                round,
+                key,
+                messages: messages.clone(),
+            };
+            let asked = Instant::now();
+            let reply = self.model.reply(&call).await;
+            let took = asked.elapsed();
+            let mut r = Round {
+                kind,
+                plan: None,
+                planner_error: None,
+                diagnostics: Vec::new(),
+                run_error: None,
+                planner_ms: millis(took),
+            };
+            let reply = match reply.and_then(|text| self.record(&call, text, took)) {
+                Ok(text) => text,
+                Err(e) => {
+                    let message = self.host.redactor().text(&e.message).into_owned();
+                    out.error = Some(format!(
+                        "the planner ({}) failed: {message}",
+                        self.model.describe()
+                    ));
+                    r.planner_error = Some(message);
+                    out.rounds.push(r);
+                    out.status = AskStatus::PlannerFailed;
+                    return out;
+                }
+            };
+            r.plan = Some(reply.clone());
+            out.plan = Some(reply.clone());
+            messages.push(Message::assistant(reply.clone()));
+            let (program, diagnostics) = self.compile(&reply, round);
+            r.diagnostics = diagnostics;
+            let Some(program) = program else {
+                let message = repair_message(&r.diagnostics);
+                let errors = r
+                    .diagnostics
+                    .iter()
+                    .filter(|d| d.severity == "error")
+                    .count();
+                out.rounds.push(r);
+                if repairs >= opts.max_repairs {
+                    out.status = AskStatus::InvalidPlan;
+                    out.error = Some(format!(
+                        "the plan still has {errors} error{} after {repairs} repair{}",
+                        if errors == 1 { "" } else { "s" },
+                        if repairs == 1 { "" } else { "s" }
+                    ));
+                    return out;
+                }
+                repairs += 1;
+                kind = RoundKind::Repair;
+                messages.push(Message::user(message.clone()));
+                feedback = Some(message);
+                continue;
+            };
+            let mut memo = Memo::default();
+            let report = {
+                let mut both = (&mut *journal, &mut memo);
+                run_plan_reusing(
+                    self.host,
+                    &program,
+                    opts.vars.clone(),
+                    known.clone(),
+                    opts.limits.clone(),
+                    &mut both,
+                )
+                .await
+            };
+            r.run_error = report.error.clone();
+            out.rounds.push(r);
+            if report.is_ok() {
+                out.status = AskStatus::Answered;
+                out.answer = report.final_answer.clone();
+                out.report = Some(report);
+                return out;
+            }
+            let error = report.error.clone().unwrap_or_else(|| ReportError {
+                code: ErrorCode::Internal,
+                message: "the run failed without an error".into(),
+                seq_no: None,
+                line: None,
+            });
+            out.report = Some(report);
+            out.status = AskStatus::RunFailed;
+            if !replannable(&error) || replans >= opts.max_replans {
+                out.error = Some(if replannable(&error) && replans > 0 {
+                    format!(
+                        "the run still failed after {replans} re-plan{}",
+                        if replans == 1 { "" } else { "s" }
+                    )
+                } else {
+                    "the run failed".to_owned()
+                });
+                return out;
+            }
+            replans += 1;
+            kind = RoundKind::Replan;
+            known = memo.answers;
+            let message = replan_message(&error, &memo.vars);
+            messages.push(Message::user(message.clone()));
+            feedback = Some(message);
+        }
+        unreachable!("the loop returns")
+    }
+
+    /// Appends a live answer to the `--record` cassette.
+    fn record(
+        &self,
+        call: &PlannerCall,
+        text: String,
+        took: Duration,
+    ) -> Result<String, CallError> {
+        if let Some(rec) = self.host.recorder() {
+            let entry = CassetteEntry {
+                tool: PLANNER_TOOL.into(),
+                args: call.key.clone(),
+                output: Value::String(text.clone()),
+                latency_ms: Some(millis(took)),
+                step: Some(call.round),
+            };
+            rec.record(&entry)?;
+        }
+        Ok(text)
+    }
+
+    fn compile(&self, reply: &str, round: u64) -> (Option<ValidatedProgram>, Vec<Diag>) {
+        if reply.len() > plan_syntax::limits::MAX_SOURCE_BYTES {
+            let d = Diag {
+                severity: "error".into(),
+                code: "E0001".into(),
+                message: format!(
+                    "the plan is larger than {} bytes",
+                    plan_syntax::limits::MAX_SOURCE_BYTES
+                ),
+                seq_no: None,
+                line: None,
+                column: None,
+                help: None,
+            };
+            return (None, vec![d]);
+        }
+        let opts = CompileOptions {
+            manifest: self.host.manifest().clone(),
+            source_name: Some(format!("plan of round {round}")),
+            strict: self.options.strict,
+            ..CompileOptions::default()
+        };
+        let compiled = plan_compiler::compile(reply, &opts);
+        let diags: Vec<Diag> = compiled
+            .diagnostics
+            .iter()
+            .map(|d| {
+                let (line, column) = d.line_col(&compiled.line_index).unzip();
+                Diag {
+                    severity: d.severity.as_str().into(),
+                    code: d.code.into(),
+                    message: d.message.clone(),
+                    seq_no: d.seq_no,
+                    line,
+                    column,
+                    help: d.help.clone(),
+                }
+            })
+            .collect();
+        if diags.iter().any(|d| d.severity == "error") {
+            return (None, diags);
+        }
+        match compiled.program.map(plan_bytecode::validate) {
+            Some(Ok(p)) => (Some(p), diags),
+            Some(Err(e)) => {
+                let mut diags = diags;
+                diags.push(Diag {
+                    severity: "error".into(),
+                    code: "E0000".into(),
+                    message: format!("the compiler produced an invalid program: {e}"),
+                    seq_no: None,
+                    line: None,
+                    column: None,
+                    help: None,
+                });
+                (None, diags)
+            }
+            None => (None, diags),
+        }
+    }
+}
+
+/// Whether a new plan can fix the failure: a step failed (a tool, an output, a
+/// condition, a limit), not the set-up (no backend, no key) or the record.
+fn replannable(e: &ReportError) -> bool {
+    !matches!(
+        e.code,
+        ErrorCode::NotStarted | ErrorCode::RecordFailed | ErrorCode::BadState | ErrorCode::Internal
+    )
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What a run leaves for a re-plan: the answers it got (so the next plan's identical
+/// calls are not made again) and the variables it set, last value first seen order.
+#[derive(Default)]
+struct Memo {
+    answers: Vec<CassetteEntry>,
+    vars: Vec<(String, Value)>,
+}
+
+impl Journal for Memo {
+    fn wants_values(&self) -> u64 {
+        KEPT_VALUE_BYTES
+    }
+
+    fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
+        match event {
+            TraceEvent::CallAnswered {
+                request,
+                result: Ok(output),
+                took,
+            } => self.answers.push(CassetteEntry {
+                tool: request.tool.to_string(),
+                args: (*request.args).clone(),
+                output: (*output).clone(),
+                latency_ms: Some(millis(*took)),
+                step: Some(request.instance),
+            }),
+            TraceEvent::Vm(Event::VarSet {
+                name,
+                preview,
+                value,
+                ..
+            }) => {
+                let v = value
+                    .clone()
+                    .unwrap_or_else(|| Value::String(preview.clone()));
+                match self.vars.iter_mut().find(|(n, _)| n == name) {
+                    Some(slot) => slot.1 = v,
+                    None => self.vars.push((name.clone(), v)),
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,282 @@
+//! `planvm ask GOAL`: the planner writes a plan, the compiler checks it (errors go back
+//! for repair), the host runs it (a failed step goes back for a re-plan). The loop is
+//! `plan_planner::Planner::ask`; this file sets it up from the options and prints the
+//! outcome (docs/planner.md).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::Args;
+use plan_planner::{AskOptions, AskOutcome, AskStatus, Examples, Planner, PlannerModel, Template};
+use serde_json::Value;
+
+use crate::{Format, LimitArgs, OutputArgs, fail, parse_var};
+use plan_render::exit;
+
+pub(crate) const ASK_HELP: &str = "\
+Exit codes:
+  0   the goal was answered
+  1   the last plan's run failed, or the planner could not be reached (or has no backend)
+  2   usage error, including an unreadable or malformed --tools file, --prompt template
+      or examples directory
+  64  the --trace or --record file is one of the inputs or both are one file
+  65  the plan still had errors when the repairs ran out, or the --replay cassette is
+      malformed
+  66  the --replay cassette cannot be read
+  73  the --trace or --record file cannot be created
+
+The planner's LLM is [planner.backend] of the --tools file (else [defaults.backend]);
+with --replay it answers from the cassette, as the tools do. See docs/planner.md.";
+
+#[derive(Args, Debug)]
+pub(crate) struct AskArgs {
+    /// What the answer should achieve, in words.
+    #[arg(value_name = "GOAL")]
+    goal: String,
+    /// What the answer must look like: JSON such as '{"lang": "Japanese"}', or text.
+    #[arg(long, value_name = "JSON")]
+    response_format: Option<String>,
+    /// Tools file: the tools plans may call, their backends, and [planner].
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// Directory of example plans (default: [planner] examples of the tools file, relative
+    /// to that file).
+    #[arg(long, value_name = "DIR")]
+    examples: Option<PathBuf>,
+    /// How many examples go into the prompt (default: [planner] max_examples, else 2).
+    #[arg(long, value_name = "N")]
+    max_examples: Option<usize>,
+    /// The prompt template (placeholders {{goal}}, {{response_format}}, {{tools}},
+    /// {{examples}}) instead of the built-in one.
+    #[arg(long, value_name = "FILE")]
+    prompt: Option<PathBuf>,
+    /// Print the prompt the planner would get, and stop.
+    #[arg(long)]
+    print_prompt: bool,
+    /// Rounds that may follow a plan with errors.
+    #[arg(long, value_name = "N", default_value_t = plan_planner::DEFAULT_MAX_REPAIRS)]
+    max_repairs: u32,
+    /// Rounds that may follow a run that failed at a step.
+    #[arg(long, value_name = "N", default_value_t = plan_planner::DEFAULT_MAX_REPLANS)]
+    max_replans: u32,
+    /// Print the final plan on stderr before the answer.
+    #[arg(long)]
+    show_plan: bool,
+    /// Save the goal and the plan that answered it as a new example in DIR.
+    #[arg(long, value_name = "DIR")]
+    save_example: Option<PathBuf>,
+    /// Serve every tool call and planner call from this cassette (no network).
+    #[arg(long, value_name = "CASSETTE")]
+    replay: Option<PathBuf>,
+    /// Append every planner call and committed tool call to this cassette.
+    #[arg(long, value_name = "CASSETTE")]
+    record: Option<PathBuf>,
+    /// Preset a variable for the plan; VALUE is parsed as JSON when it parses.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, Value)>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+}
+
+pub(crate) fn ask(args: AskArgs) -> u8 {
+    let mut outputs: Vec<(&str, &Path)> = Vec::new();
+    outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
+    outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
+    if let Err(code) = crate::refuse_clobbering(
+        None,
+        args.tools.as_deref(),
+        args.replay.as_deref(),
+        None,
+        &outputs,
+    ) {
+        return code;
+    }
+    let manifest = match crate::load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let planner_cfg = manifest.planner.clone().unwrap_or_default();
+    let template = match &args.prompt {
+        None => Template::default(),
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the prompt template {}: {e}", path.display()))
+            .and_then(Template::new)
+        {
+            Ok(t) => t,
+            Err(msg) => return fail(exit::USAGE, msg),
+        },
+    };
+    // NB: a path in the tools file is relative to that file, as paths in config files are.
+    let examples_dir = args.examples.clone().or_else(|| {
+        let dir = PathBuf::from(planner_cfg.examples.as_ref()?);
+        let base = args.tools.as_deref().and_then(Path::parent);
+        Some(match base {
+            Some(base) if dir.is_relative() => base.join(dir),
+            _ => dir,
+        })
+    });
+    let examples = match &examples_dir {
+        None => Examples::default(),
+        Some(dir) => match Examples::load(dir) {
+            Ok(e) => e,
+            Err(msg) => return fail(exit::USAGE, msg),
+        },
+    };
+    let response_format = args
+        .response_format
+        .as_deref()
+        .map(|s| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_owned())));
+    let options = AskOptions {
+        max_repairs: args.max_repairs,
+        max_replans: args.max_replans,
+        max_examples: args
+            .max_examples
+            .or(planner_cfg.max_examples)
+            .unwrap_or(plan_planner::DEFAULT_MAX_EXAMPLES),
+        limits: args.limits.limits(),
+        vars: args.vars.clone(),
+        strict: false,
+    };
+
+    if args.print_prompt {
+        let chosen = examples.select(&args.goal, options.max_examples);
+        let prompt = template.render(&args.goal, response_format.as_ref(), &manifest, &chosen);
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{prompt}");
+        return exit::OK;
+    }
+    let mut tracer = match crate::open_trace(args.output.trace.as_deref()) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let host = match crate::make_host(
+        manifest,
+        args.replay.clone(),
+        args.record.clone(),
+        &args.limits.times(),
+        &mut tracer,
+    ) {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    let model: Arc<dyn PlannerModel> = match host.replay() {
+        Some(cassette) => Arc::new(plan_planner::ReplayPlanner(cassette.clone())),
+        None => {
+            let backend = planner_cfg
+                .backend
+                .as_ref()
+                .or(host.manifest().default_backend.as_ref());
+            let Some(backend) = backend else {
+                return fail(
+                    exit::RUN_FAILED,
+                    "no backend for the planner: configure [planner.backend] (or [defaults.backend]) in the --tools file, or pass --replay CASSETTE",
+                );
+            };
+            match host.connector().chat("the planner", backend) {
+                Ok(c) => Arc::new(match planner_cfg.temperature {
+                    Some(t) => c.with_temperature(Some(t)),
+                    None => c,
+                }),
+                Err(e) => return fail(exit::RUN_FAILED, e),
+            }
+        }
+    };
+    let planner = Planner {
+        host: &host,
+        model,
+        template,
+        examples,
+        options,
+    };
+    let status_line = crate::status_line(args.output.format, &mut tracer);
+    let runtime = match crate::runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    tracer.restart_clock();
+    let outcome = runtime.block_on(planner.ask(&args.goal, response_format.as_ref(), &mut tracer));
+    if let Some(line) = status_line {
+        line.finish();
+    }
+    if let Some(e) = tracer.write_error() {
+        eprintln!("warning: writing the trace failed: {e}");
+    }
+    if outcome.status == AskStatus::Answered
+        && let (Some(dir), Some(plan)) = (&args.save_example, &outcome.plan)
+    {
+        match plan_planner::save_example(dir, &args.goal, plan) {
+            Ok(path) => eprintln!("saved example {}", path.display()),
+            Err(msg) => eprintln!("warning: the example was not saved: {msg}"),
+        }
+    }
+    print_outcome(&outcome, &args, &host)
+}
+
+fn print_outcome(outcome: &AskOutcome, args: &AskArgs, host: &plan_host::Host) -> u8 {
+    if args.show_plan
+        && args.output.format == Format::Text
+        && let Some(plan) = &outcome.plan
+    {
+        eprintln!("{}", plan.trim_end());
+    }
+    let code = match outcome.status {
+        AskStatus::Answered => exit::OK,
+        AskStatus::InvalidPlan => exit::DATA_ERR,
+        AskStatus::RunFailed | AskStatus::PlannerFailed => exit::RUN_FAILED,
+    };
+    if args.output.format == Format::Json {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string(outcome).unwrap_or_default()
+        );
+        let _ = out.flush();
+        return code;
+    }
+    match outcome.status {
+        AskStatus::Answered | AskStatus::RunFailed if outcome.report.is_some() => {
+            if let Some(report) = &outcome.report {
+                if !report.is_ok()
+                    && let Some(e) = &outcome.error
+                {
+                    eprintln!("error: {e}");
+                }
+                crate::print_report(report, Format::Text);
+            }
+        }
+        AskStatus::InvalidPlan => {
+            // The last plan's diagnostics, rendered as `planc check` shows them.
+            if let Some(plan) = &outcome.plan {
+                let opts = plan_compiler::CompileOptions {
+                    manifest: host.manifest().clone(),
+                    ..Default::default()
+                };
+                let compiled = plan_compiler::compile(plan, &opts);
+                eprint!(
+                    "{}",
+                    plan_render::render_human(
+                        "the last plan",
+                        plan,
+                        &compiled.diagnostics,
+                        plan_render::color_stderr()
+                    )
+                );
+            }
+            eprintln!(
+                "error: {}",
+                outcome.error.as_deref().unwrap_or("invalid plan")
+            );
+        }
+        _ => {
+            eprintln!(
+                "error: {}",
+                outcome.error.as_deref().unwrap_or("ask failed")
+            );
+        }
+    }
+    code
+}
