@@ -466,5 +466,8 @@ model = "m"
     let back = Manifest::from_toml_str(&m.to_toml().unwrap(), "back.toml").unwrap();
     assert_eq!(back, m);
     let err = Manifest::from_toml_str("[planner]\nexampels = \"x\"\n", "t.toml").unwrap_err();
-    assert!(err.to_string().contains("unknown field `exampels`"), "{err}");
+    assert!(
+        err.to_string().contains("unknown field `exampels`"),
+        "{err}"
+    );
 }

@@ -200,6 +200,33 @@ pub struct AskOutcome {
     pub error: Option<String>,
 }
 
+/// A plan of an `ask` about to run.
+#[derive(Clone, Copy, Debug)]
+pub struct PlanRun<'a> {
+    /// The planning round that wrote it.
+    pub round: u64,
+    pub program: &'a ValidatedProgram,
+    pub source: &'a str,
+    pub vars: &'a [(String, Value)],
+    pub limits: &'a Limits,
+}
+
+/// Where the runs of an `ask` are journalled: one journal per run (a run store makes each
+/// re-plan a run of its own, linked to the run it replaces).
+pub trait RunSink: Send {
+    /// The journal of the run about to start. An error ends the `ask` before the run.
+    fn open<'s>(&'s mut self, run: &PlanRun<'_>) -> Result<Box<dyn Journal + 's>, String>;
+}
+
+/// Every run into one journal.
+struct OneJournal<'j>(&'j mut dyn Journal);
+
+impl RunSink for OneJournal<'_> {
+    fn open<'s>(&'s mut self, _: &PlanRun<'_>) -> Result<Box<dyn Journal + 's>, String> {
+        Ok(Box::new(&mut *self.0))
+    }
+}
+
 /// Writes plans for goals and runs them on a host.
 pub struct Planner<'h> {
     pub host: &'h Host,
@@ -224,6 +251,17 @@ impl Planner<'_> {
         goal: &str,
         response_format: Option<&Value>,
         journal: &mut dyn Journal,
+    ) -> AskOutcome {
+        self.ask_into(goal, response_format, &mut OneJournal(journal))
+            .await
+    }
+
+    /// [`Planner::ask`] with a journal per run from `runs`.
+    pub async fn ask_into(
+        &self,
+        goal: &str,
+        response_format: Option<&Value>,
+        runs: &mut dyn RunSink,
     ) -> AskOutcome {
         let opts = &self.options;
         let mut messages = vec![Message::user(self.prompt(goal, response_format))];
@@ -306,6 +344,22 @@ impl Planner<'_> {
                 continue;
             };
             let mut memo = Memo::default();
+            let plan_run = PlanRun {
+                round,
+                program: &program,
+                source: &reply,
+                vars: &opts.vars,
+                limits: &opts.limits,
+            };
+            let mut journal = match runs.open(&plan_run) {
+                Ok(j) => j,
+                Err(e) => {
+                    out.rounds.push(r);
+                    out.status = AskStatus::RunFailed;
+                    out.error = Some(format!("the run could not be journalled: {e}"));
+                    return out;
+                }
+            };
             let report = {
                 let mut both = (&mut *journal, &mut memo);
                 run_plan_reusing(

@@ -8,10 +8,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::Args;
-use plan_planner::{AskOptions, AskOutcome, AskStatus, Examples, Planner, PlannerModel, Template};
+use plan_host::{Journal, Tracer};
+use plan_planner::{
+    AskOptions, AskOutcome, AskStatus, Examples, PlanRun, Planner, PlannerModel, RunSink, Template,
+};
 use serde_json::Value;
 
-use crate::{Format, LimitArgs, OutputArgs, fail, parse_var};
+use crate::{Format, LimitArgs, OutputArgs, fail, parse_var, stored};
 use plan_render::exit;
 
 pub(crate) const ASK_HELP: &str = "\
@@ -21,10 +24,11 @@ Exit codes:
   2   usage error, including an unreadable or malformed --tools file, --prompt template
       or examples directory
   64  the --trace or --record file is one of the inputs or both are one file
-  65  the plan still had errors when the repairs ran out, or the --replay cassette is
-      malformed
+  65  the plan still had errors when the repairs ran out, the --replay cassette is
+      malformed, or the --store file is not a planvm store
   66  the --replay cassette cannot be read
   73  the --trace or --record file cannot be created
+  74  the --store file cannot be read or written (or stays locked)
 
 The planner's LLM is [planner.backend] of the --tools file (else [defaults.backend]);
 with --replay it answers from the cassette, as the tools do. See docs/planner.md.";
@@ -79,6 +83,55 @@ pub(crate) struct AskArgs {
     limits: LimitArgs,
     #[command(flatten)]
     output: OutputArgs,
+    #[command(flatten)]
+    store: stored::StoreArgs,
+}
+
+/// `ask --store`: each plan that runs is a stored run; a re-plan's run is a branch of the
+/// run it replaces, from its first instruction (it starts over, answering the calls
+/// already made from their stored answers), so `runs list` shows every plan version.
+struct AskStore<'a> {
+    path: &'a Path,
+    args: &'a stored::StoreArgs,
+    tracer: &'a mut Tracer,
+    current: Option<stored::StoredRun>,
+    ids: Vec<String>,
+    /// The exit code of a store that could not be written.
+    failed: Option<u8>,
+}
+
+impl RunSink for AskStore<'_> {
+    fn open<'s>(&'s mut self, run: &PlanRun<'_>) -> Result<Box<dyn Journal + 's>, String> {
+        // NB: the previous run's lease and connection end here.
+        self.current = None;
+        let id = match (&self.args.run_id, self.ids.len()) {
+            (Some(id), 0) => id.clone(),
+            (Some(id), n) => format!("{id}.{}", n + 1),
+            (None, _) => plan_store::new_run_id(),
+        };
+        let presets: serde_json::Map<String, Value> = run.vars.iter().cloned().collect();
+        let first_seq = run.program.seq_no_at(0).unwrap_or(0);
+        let new = plan_store::NewRun {
+            id: &id,
+            plan: &format!("ask round {}", run.round),
+            source: Some(run.source),
+            pbc: &plan_bytecode::encode(run.program),
+            presets: &presets,
+            limits: run.limits,
+            parent: self.ids.last().map(|p| (p.as_str(), first_seq)),
+        };
+        match stored::create_run(self.path, self.args.durability.get(), &new) {
+            Ok(s) => {
+                self.ids.push(id);
+                let stored = self.current.insert(s);
+                Ok(Box::new((&mut *self.tracer, stored.journal(run.program))))
+            }
+            Err((code, e)) => {
+                self.failed = Some(code);
+                Err(e)
+            }
+        }
+    }
 }
 
 pub(crate) fn ask(args: AskArgs) -> u8 {
@@ -89,7 +142,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         None,
         args.tools.as_deref(),
         args.replay.as_deref(),
-        None,
+        args.store.store.as_deref(),
         &outputs,
     ) {
         return code;
@@ -197,7 +250,25 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         Err(code) => return code,
     };
     tracer.restart_clock();
-    let outcome = runtime.block_on(planner.ask(&args.goal, response_format.as_ref(), &mut tracer));
+    let rf = response_format.as_ref();
+    let (outcome, store_failed) = match &args.store.store {
+        None => (
+            runtime.block_on(planner.ask(&args.goal, rf, &mut tracer)),
+            None,
+        ),
+        Some(path) => {
+            let mut sink = AskStore {
+                path,
+                args: &args.store,
+                tracer: &mut tracer,
+                current: None,
+                ids: Vec::new(),
+                failed: None,
+            };
+            let outcome = runtime.block_on(planner.ask_into(&args.goal, rf, &mut sink));
+            (outcome, sink.failed)
+        }
+    };
     if let Some(line) = status_line {
         line.finish();
     }
@@ -212,7 +283,8 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             Err(msg) => eprintln!("warning: the example was not saved: {msg}"),
         }
     }
-    print_outcome(&outcome, &args, &host)
+    let code = print_outcome(&outcome, &args, &host);
+    store_failed.unwrap_or(code)
 }
 
 fn print_outcome(outcome: &AskOutcome, args: &AskArgs, host: &plan_host::Host) -> u8 {

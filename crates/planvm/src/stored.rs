@@ -225,28 +225,37 @@ pub(crate) fn start_run(
     presets: &Map<String, Value>,
     limits: &Limits,
 ) -> Result<StoredRun, u8> {
-    let durability = args.durability.get();
-    let mut store = open(path, durability)?;
     let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
-    let pbc = plan_bytecode::encode(&loaded.program);
-    let owner = Owner::this_process();
     let new = NewRun {
         id: &id,
         plan: &plan.display().to_string(),
         source: loaded.source.as_deref(),
-        pbc: &pbc,
+        pbc: &plan_bytecode::encode(&loaded.program),
         presets,
         limits,
         parent: None,
     };
+    create_run(path, args.durability.get(), &new).map_err(|(code, e)| fail(code, e))
+}
+
+/// Creates a stored run, prints `run ID` on stderr and starts renewing its lease. The
+/// error is the exit code and the message, for the caller to report.
+pub(crate) fn create_run(
+    path: &Path,
+    durability: Durability,
+    new: &NewRun<'_>,
+) -> Result<StoredRun, (u8, String)> {
+    let mut store =
+        SqliteStore::open(path, durability).map_err(|e| (store_exit(&e), e.to_string()))?;
+    let owner = Owner::this_process();
     store
-        .create_run(&new, &owner)
-        .map_err(|e| fail(store_exit(&e), e))?;
-    eprintln!("run {id}");
+        .create_run(new, &owner)
+        .map_err(|e| (store_exit(&e), e.to_string()))?;
+    eprintln!("run {}", new.id);
     let lease = Lease::start(path, durability, owner);
     Ok(StoredRun {
         store,
-        id,
+        id: new.id.to_owned(),
         _lease: lease,
     })
 }

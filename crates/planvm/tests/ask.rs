@@ -258,8 +258,18 @@ async fn a_failed_step_is_replanned_and_earlier_calls_are_not_made_again() {
         }
     })
     .await;
-    let (code, out, stderr) = f.ask("What are alpha and beta?", &[]).await;
+    let db = f.path("runs.db");
+    let (code, out, stderr) = f
+        .ask(
+            "What are alpha and beta?",
+            &["--store", &s(&db), "--run-id", "q1"],
+        )
+        .await;
     assert_eq!(code, Some(0), "{stderr}\n{out}");
+    assert!(
+        stderr.contains("run q1\n") && stderr.contains("run q1.2\n"),
+        "{stderr}"
+    );
     let kinds: Vec<&str> = out["rounds"]
         .as_array()
         .unwrap()
@@ -284,6 +294,39 @@ async fn a_failed_step_is_replanned_and_earlier_calls_are_not_made_again() {
     );
     assert!(msg.contains("- `a` = \"/search("), "{msg}");
     assert!(msg.contains("- `b` = \"/search("), "{msg}");
+
+    // In the store: the failed plan, and the update as a branch of it from its start.
+    let listed = planvm(
+        vec![
+            "runs".into(),
+            "list".into(),
+            "--store".into(),
+            s(&db),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    let runs: Vec<Value> = listed
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let by_id = |id: &str| runs.iter().find(|r| r["id"] == id).unwrap().clone();
+    assert_eq!(runs.len(), 2, "{}", listed.stdout);
+    assert_eq!(by_id("q1")["status"], "failed");
+    assert_eq!(by_id("q1.2")["status"], "ok");
+    assert_eq!(by_id("q1.2")["parent"], "q1");
+    assert_eq!(by_id("q1.2")["branch_seq"], 0);
+    // Its stored answer is the ask's answer.
+    let resumed = planvm(
+        vec!["resume".into(), "q1.2".into(), "--store".into(), s(&db)],
+        &[],
+    )
+    .await;
+    assert_eq!(resumed.code, Some(0), "{}", resumed.stderr);
+    assert_eq!(resumed.stdout.trim_end(), out["answer"].as_str().unwrap());
 }
 
 #[tokio::test]
