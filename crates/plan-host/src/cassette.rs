@@ -399,16 +399,27 @@ pub(crate) fn preview(s: &str) -> String {
     plan_llm::preview(s, PREVIEW_CHARS)
 }
 
+impl ReplayBackend {
+    /// The recorded output of a call, after its recorded latency: a replay takes the time
+    /// the recording took.
+    pub async fn answer(
+        &self,
+        tool: &str,
+        args: &Map<String, Value>,
+        step: Option<u64>,
+    ) -> Result<Value, ToolError> {
+        let entry = self.lookup(tool, args, step)?;
+        if let Some(ms) = entry.latency_ms.filter(|&ms| ms > 0) {
+            // NB: a timer, not a blocking sleep: other calls of the same yield proceed.
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        Ok(entry.output.clone())
+    }
+}
+
 impl Backend for ReplayBackend {
     fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
-        Box::pin(async move {
-            let entry = self.lookup(&req.tool, &req.args, Some(req.instance))?;
-            if let Some(ms) = entry.latency_ms.filter(|&ms| ms > 0) {
-                // NB: a timer, not a blocking sleep: other calls of the same yield proceed.
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-            }
-            Ok(entry.output.clone())
-        })
+        Box::pin(self.answer(&req.tool, &req.args, Some(req.instance)))
     }
 
     fn describe(&self) -> String {

@@ -54,6 +54,16 @@ pub enum TraceEvent<'a> {
     Warning { message: &'a str },
     /// The run ended (successfully or not).
     Finished { report: &'a RunReport },
+    /// Before a run: a plan arriving from a streaming planner. `what` is
+    /// `instruction_arrived` (its `index` in the array and `seq_no`) or
+    /// `call_started_early` (its `tool` and `seq_no`).
+    Planning {
+        what: &'static str,
+        round: u64,
+        index: Option<u64>,
+        seq_no: Option<i64>,
+        tool: Option<&'a str>,
+    },
 }
 
 /// A wait for a journal's writes to be on record (see [`Journal::durable`]).

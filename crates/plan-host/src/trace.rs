@@ -227,6 +227,23 @@ impl Journal for Tracer {
                 );
                 "done"
             }
+            TraceEvent::Planning {
+                what,
+                round,
+                index,
+                seq_no,
+                tool,
+            } => {
+                f.insert("round".into(), json!(round));
+                if let Some(i) = index {
+                    f.insert("index".into(), json!(i));
+                }
+                f.insert("seq_no".into(), json!(seq_no));
+                if let Some(t) = tool {
+                    f.insert("tool".into(), json!(t));
+                }
+                what
+            }
             TraceEvent::CallCommitted { .. } | TraceEvent::Suspended { .. } => return Ok(()),
         };
         self.event(name, f);

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{CallError, CallErrorKind};
-use crate::net::Endpoint;
+use crate::net::{Endpoint, Taken};
 
 /// Who says a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,22 +102,24 @@ impl ChatClient {
     /// The reply to `messages`, streamed: `on_text` gets each piece as the server sends
     /// it (`choices[0].delta.content` of each event), and the whole reply is returned at
     /// the end. A server that answers in one piece (it ignored `"stream": true`) works
-    /// too: `on_text` then gets the whole reply at once.
+    /// too: `on_text` then gets the whole reply at once. A stream that ends before the
+    /// server said the reply is complete (`[DONE]` or a `finish_reason`) is an error:
+    /// the reply would be cut.
     pub async fn complete_streaming(
         &self,
         messages: &[Message],
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<String, CallError> {
         let mut reply = String::new();
-        let mut done = false;
-        let mut sink = |data: &str| -> Result<(), CallError> {
+        let mut complete = false;
+        let mut sink = |data: &str| -> Result<Taken, CallError> {
             let data = data.trim();
-            if done || data.is_empty() {
-                return Ok(());
+            if data.is_empty() {
+                return Ok(Taken::Ignored);
             }
             if data == "[DONE]" {
-                done = true;
-                return Ok(());
+                complete = true;
+                return Ok(Taken::End);
             }
             let event: Value = serde_json::from_str(data)
                 .map_err(|_| self.bad_response(&Value::String(data.to_owned()), "a JSON event"))?;
@@ -131,19 +133,30 @@ impl ChatClient {
                     ),
                 ));
             }
-            let piece = event
-                .pointer("/choices/0/delta/content")
-                .or_else(|| event.pointer("/choices/0/message/content"));
+            let choice = event.pointer("/choices/0");
+            if choice
+                .and_then(|c| c.get("finish_reason"))
+                .is_some_and(|r| !r.is_null())
+            {
+                complete = true;
+            }
+            let piece = choice.and_then(|c| {
+                c.pointer("/delta/content")
+                    .or_else(|| c.pointer("/message/content"))
+            });
+            if let Some(Value::Object(_)) = choice.and_then(|c| c.get("message")) {
+                // A whole completion (the server did not stream): complete by itself.
+                complete = true;
+            }
             match piece {
-                // A role-only first delta, or a final one with only `finish_reason`.
-                None | Some(Value::Null) if event.get("choices").is_some() => Ok(()),
+                // A role-only first delta, or a last one with only `finish_reason`.
+                None | Some(Value::Null) if choice.is_some() => Ok(Taken::Ignored),
                 Some(p) => match text(p) {
+                    Some(t) if t.is_empty() => Ok(Taken::Ignored),
                     Some(t) => {
-                        if !t.is_empty() {
-                            on_text(&t);
-                            reply.push_str(&t);
-                        }
-                        Ok(())
+                        on_text(&t);
+                        reply.push_str(&t);
+                        Ok(Taken::Used)
                     }
                     None => Err(self.bad_response(&event, "choices[0].delta.content")),
                 },
@@ -153,6 +166,16 @@ impl ChatClient {
         self.endpoint
             .post_events(&self.body(messages, true), &mut sink)
             .await?;
+        if !complete {
+            return Err(CallError::new(
+                CallErrorKind::BadResponse,
+                format!(
+                    "POST {}: the stream ended before the reply was complete (no [DONE] and no finish_reason) after {} bytes",
+                    self.endpoint.url(),
+                    reply.len()
+                ),
+            ));
+        }
         Ok(reply)
     }
 

@@ -30,6 +30,6 @@ pub use connect::{
     Connector, DEFAULT_CHAT_CONCURRENCY, DEFAULT_CHAT_TIMEOUT, EndpointConfig, completions_url,
 };
 pub use error::{CallError, CallErrorKind, preview, secs};
-pub use net::{Endpoint, EventSink, MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR};
+pub use net::{Endpoint, EventSink, MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR, Taken};
 pub use redact::{REDACTED, Redactor};
 pub use secret::{EnvLookup, Secret, process_env};

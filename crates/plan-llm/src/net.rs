@@ -159,9 +159,21 @@ enum Attempt {
     Fatal(CallError),
 }
 
-/// Receives the `data` of each server-sent event as it arrives; an error stops the read
-/// and fails the call.
-pub type EventSink<'a> = dyn FnMut(&str) -> Result<(), CallError> + Send + 'a;
+/// Receives the `data` of each server-sent event as it arrives and says what it did with
+/// it; an error stops the read and fails the call.
+pub type EventSink<'a> = dyn FnMut(&str) -> Result<Taken, CallError> + Send + 'a;
+
+/// What an [`EventSink`] did with an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken {
+    /// Nothing was passed on (a role-only delta, an empty event): a failure after it may
+    /// still be retried.
+    Ignored,
+    /// Part of the answer was passed on: a failure after it is not retried.
+    Used,
+    /// The answer is complete: reading stops (a server may keep the connection open).
+    End,
+}
 
 /// How the body of a successful response is read.
 enum Read<'s, 'a> {
@@ -184,8 +196,10 @@ impl Endpoint {
 
     /// POSTs `body` as JSON and reads the answer as server-sent events (`text/event-stream`),
     /// passing each event's data to `sink` as it arrives. Retried as [`Endpoint::post_json`]
-    /// is, but only until the first event has been passed on: after that a failure fails
-    /// the call, since the receiver has already acted on part of the answer.
+    /// is, but only until `sink` has used an event: after that a failure fails the call,
+    /// since the receiver has acted on part of the answer. The timeout applies to the
+    /// wait for the response and then to each wait for more of it (a long answer that
+    /// keeps coming is not cut), not to the whole answer.
     pub async fn post_events(
         &self,
         body: &Value,
@@ -236,9 +250,14 @@ impl Endpoint {
                     let now = tokio::time::Instant::now();
                     total.and_then(|t| now.checked_add(t)).unwrap_or(now + FAR)
                 });
-                match tokio::time::timeout_at(at, self.attempt(body, &mut read)).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => return Err(out_of_time(total.unwrap_or(FAR))),
+                if let Read::Events(_) = read {
+                    // NB: bounded by the per-wait timeouts of `attempt` and `read_events`.
+                    self.attempt(body, &mut read).await
+                } else {
+                    match tokio::time::timeout_at(at, self.attempt(body, &mut read)).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => return Err(out_of_time(total.unwrap_or(FAR))),
+                    }
                 }
             };
             match outcome {
@@ -288,10 +307,18 @@ impl Endpoint {
         if let Some(key) = &self.auth {
             req = req.bearer_auth(key.expose());
         }
-        if let Some(t) = self.timeout {
+        let streaming = matches!(read, Read::Events(_));
+        if let Some(t) = self.timeout.filter(|_| !streaming) {
             req = req.timeout(t);
         }
-        let resp = match req.send().await {
+        let sent = match self.timeout.filter(|_| streaming) {
+            Some(t) => match tokio::time::timeout(t, req.send()).await {
+                Ok(r) => r,
+                Err(_) => return self.idle_timeout(t, false),
+            },
+            None => req.send().await,
+        };
+        let resp = match sent {
             Ok(r) => r,
             Err(e) => return self.transport_error(&e),
         };
@@ -365,11 +392,15 @@ impl Endpoint {
             .headers()
             .get(reqwest::header::CONTENT_TYPE)
             .and_then(|v| v.to_str().ok())
-            .is_some_and(|t| t.starts_with("text/event-stream"));
+            .is_some_and(|t| {
+                t.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/event-stream")
+            });
         if !streamed {
             return match read_capped(resp).await {
                 Ok(bytes) => match sink(&String::from_utf8_lossy(&bytes)) {
-                    Ok(()) => Attempt::Done(Value::Null),
+                    Ok(_) => Attempt::Done(Value::Null),
                     Err(e) => Attempt::Fatal(e),
                 },
                 Err(ReadError::TooLarge) => Attempt::Fatal(self.too_large()),
@@ -377,35 +408,43 @@ impl Endpoint {
             };
         }
         let mut decoder = SseDecoder::default();
-        let mut delivered = false;
+        let mut used = false;
         let mut read = 0usize;
+        // NB: the receiver has acted on part of the answer: a failure is not retried.
+        let broke_off = |outcome: Attempt, used: bool| match outcome {
+            Attempt::Retry(err, _) if used => Attempt::Fatal(CallError::new(
+                err.kind,
+                format!(
+                    "{} (the answer broke off after it had started)",
+                    err.message
+                ),
+            )),
+            other => other,
+        };
         loop {
-            let chunk = match resp.chunk().await {
+            let next = match self.timeout {
+                Some(t) => match tokio::time::timeout(t, resp.chunk()).await {
+                    Ok(c) => c,
+                    Err(_) => return broke_off(self.idle_timeout(t, true), used),
+                },
+                None => resp.chunk().await,
+            };
+            let chunk = match next {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
-                Err(e) => {
-                    return match self.transport_error(&e) {
-                        // NB: the receiver has acted on part of the answer: not retried.
-                        Attempt::Retry(err, _) if delivered => Attempt::Fatal(CallError::new(
-                            err.kind,
-                            format!(
-                                "{} (the answer broke off after it had started)",
-                                err.message
-                            ),
-                        )),
-                        other => other,
-                    };
-                }
+                Err(e) => return broke_off(self.transport_error(&e), used),
             };
             read = read.saturating_add(chunk.len());
             if read > MAX_RESPONSE_BYTES {
                 return Attempt::Fatal(self.too_large());
             }
             for data in decoder.push(&chunk) {
-                if let Err(e) = sink(&data) {
-                    return Attempt::Fatal(e);
+                match sink(&data) {
+                    Ok(Taken::Ignored) => {}
+                    Ok(Taken::Used) => used = true,
+                    Ok(Taken::End) => return Attempt::Done(Value::Null),
+                    Err(e) => return Attempt::Fatal(e),
                 }
-                delivered = true;
             }
         }
         if let Some(data) = decoder.finish()
@@ -414,6 +453,22 @@ impl Endpoint {
             return Attempt::Fatal(e);
         }
         Attempt::Done(Value::Null)
+    }
+
+    /// No (more of the) answer within the timeout while streaming.
+    fn idle_timeout(&self, t: Duration, started: bool) -> Attempt {
+        let what = if started {
+            "no more of the answer"
+        } else {
+            "no answer"
+        };
+        Attempt::Retry(
+            CallError::new(
+                CallErrorKind::Timeout,
+                format!("POST {}: {what} within {} s", self.url, secs(t)),
+            ),
+            None,
+        )
     }
 
     fn too_large(&self) -> CallError {

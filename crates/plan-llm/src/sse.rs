@@ -51,8 +51,12 @@ impl SseDecoder {
         if self.line.is_empty() {
             return self.dispatch();
         }
-        let line = String::from_utf8_lossy(&self.line).into_owned();
+        let mut line = String::from_utf8_lossy(&self.line).into_owned();
         self.line.clear();
+        // A byte-order mark may open the stream.
+        if let Some(rest) = line.strip_prefix('\u{feff}') {
+            line = rest.to_owned();
+        }
         let (field, value) = match line.split_once(':') {
             Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
             None => (line.as_str(), ""),

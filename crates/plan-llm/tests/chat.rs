@@ -311,6 +311,81 @@ async fn a_stream_that_breaks_off_fails_and_is_not_sent_again() {
     assert_eq!(*count.lock().unwrap(), 1);
 }
 
+#[tokio::test]
+async fn a_stream_that_ends_without_saying_it_is_complete_is_an_error() {
+    let server = MockServer::start().await;
+    let body = format!("data: {}\n\n", delta("half a pl"));
+    Mock::given(method("POST"))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(body, "text/event-stream"))
+        .mount(&server)
+        .await;
+    let c = client(&server.uri(), None);
+    let e = c
+        .complete_streaming(&[Message::user("g")], &mut |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, CallErrorKind::BadResponse);
+    assert!(
+        e.message.contains("ended before the reply was complete"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn reading_stops_at_done_even_if_the_server_keeps_the_connection() {
+    let (url, _) = raw_server(|mut sock| async move {
+        sock.write_all(STREAM_HEAD.as_bytes()).await.unwrap();
+        sock.write_all(http_chunk(&sse(&[delta("all of it")])).as_bytes())
+            .await
+            .unwrap();
+        // Never ends the body.
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    })
+    .await;
+    let c = client(&url, None);
+    let reply = tokio::time::timeout(
+        Duration::from_secs(20),
+        c.complete_streaming(&[Message::user("g")], &mut |_| {}),
+    )
+    .await
+    .expect("kept reading after [DONE]")
+    .unwrap();
+    assert_eq!(reply, "all of it");
+}
+
+#[tokio::test]
+async fn a_stream_that_breaks_before_any_text_is_sent_again() {
+    let first = Arc::new(Mutex::new(true));
+    let (url, count) = raw_server(move |mut sock| {
+        let first = first.clone();
+        async move {
+            sock.write_all(STREAM_HEAD.as_bytes()).await.unwrap();
+            let once = std::mem::replace(&mut *first.lock().unwrap(), false);
+            if once {
+                let role = json!({"choices": [{"delta": {"role": "assistant"}}]});
+                sock.write_all(http_chunk(&format!("data: {role}\n\n")).as_bytes())
+                    .await
+                    .unwrap();
+                // Closed mid-body.
+            } else {
+                sock.write_all(http_chunk(&sse(&[delta("second try")])).as_bytes())
+                    .await
+                    .unwrap();
+                sock.write_all(b"0\r\n\r\n").await.unwrap();
+            }
+        }
+    })
+    .await;
+    let c = client(&url, None);
+    let reply = c
+        .complete_streaming(&[Message::user("g")], &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(reply, "second try");
+    assert_eq!(*count.lock().unwrap(), 2);
+}
+
 #[test]
 fn configuration_errors_name_who_and_never_the_key() {
     let c = connector();

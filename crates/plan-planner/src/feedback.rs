@@ -89,9 +89,11 @@ pub fn replan_message(error: &ReportError, vars: &[(String, Value)]) -> String {
 }
 
 fn cut(s: &str) -> String {
-    match s.char_indices().nth(MAX_VALUE_CHARS) {
-        Some((i, _)) => format!("{}… ({} bytes in all)", &s[..i], s.len()),
-        None => s.to_owned(),
+    let shown = plan_llm::preview(s, MAX_VALUE_CHARS);
+    if shown.len() == s.len() {
+        shown
+    } else {
+        format!("{shown} ({} bytes in all)", s.len())
     }
 }
 

@@ -16,9 +16,11 @@
 //! `step` is the round), not by the rendered prompt, so a cassette keeps working when the
 //! template or the examples change.
 
+mod early;
 mod examples;
 mod feedback;
 mod prompt;
+mod scan;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +32,7 @@ use serde_json::{Map, Value, json};
 pub use examples::{Example, Examples, plan_value, save_example};
 pub use feedback::{MAX_VALUE_CHARS, repair_message, replan_message};
 pub use prompt::{DEFAULT_TEMPLATE, PLACEHOLDERS, Template, response_format_text, tools_text};
+pub use scan::{Arrived, Scanner};
 
 use plan_bytecode::ValidatedProgram;
 use plan_compiler::CompileOptions;
@@ -40,35 +43,74 @@ use plan_host::{
 use plan_llm::{CallError, ChatClient, Message};
 use plan_vm::{ErrorCode, Event, Limits};
 
+pub use early::Streamer;
+
 /// The tool name planner calls are recorded under in cassettes.
 pub const PLANNER_TOOL: &str = "planner";
 pub const DEFAULT_MAX_REPAIRS: u32 = 3;
 pub const DEFAULT_MAX_REPLANS: u32 = 2;
 pub const DEFAULT_MAX_EXAMPLES: usize = 2;
-/// Values up to this size are kept for a re-plan message (larger ones show a preview).
-const KEPT_VALUE_BYTES: u64 = 1 << 20;
+/// Values up to this size are kept for a re-plan message (larger ones show a preview):
+/// the message shows [`MAX_VALUE_CHARS`] of each, and the VM copies what is asked for.
+const KEPT_VALUE_BYTES: u64 = 4 * MAX_VALUE_CHARS as u64;
+/// Rounds an `ask` may take: the repairs and re-plans asked for are capped by this.
+pub const MAX_ROUNDS: u32 = 50;
 
 /// One call to the planner's LLM.
 #[derive(Clone, Debug)]
-pub struct PlannerCall {
+pub struct PlannerCall<'a> {
     /// 0 for the first plan, then one more for each repair or re-plan.
     pub round: u64,
     /// What the cassette keys this call by (see the crate docs).
     pub key: Map<String, Value>,
-    /// The conversation so far: the prompt, then each reply and the feedback on it.
-    pub messages: Vec<Message>,
+    /// The conversation: the prompt; after the first round, the last reply and the
+    /// feedback on it (earlier rounds are left out, so a request stays the size of one
+    /// prompt, one plan and one message however many rounds there were).
+    pub messages: &'a [Message],
 }
 
 /// The LLM that writes plans.
 pub trait PlannerModel: Send + Sync {
-    fn reply<'a>(&'a self, call: &'a PlannerCall) -> BoxFuture<'a, Result<String, CallError>>;
+    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<String, CallError>>;
+
+    /// Whether [`PlannerModel::reply_streaming`] delivers the reply in pieces.
+    fn streams(&self) -> bool {
+        false
+    }
+
+    /// The reply, with `on_text` called on each piece as it arrives (by default, once
+    /// with the whole reply).
+    fn reply_streaming<'a>(
+        &'a self,
+        call: &'a PlannerCall<'_>,
+        on_text: &'a mut (dyn FnMut(&str) + Send),
+    ) -> BoxFuture<'a, Result<String, CallError>> {
+        Box::pin(async move {
+            let reply = self.reply(call).await?;
+            on_text(&reply);
+            Ok(reply)
+        })
+    }
+
     /// One line for errors (never includes secrets).
     fn describe(&self) -> String;
 }
 
 impl PlannerModel for ChatClient {
-    fn reply<'a>(&'a self, call: &'a PlannerCall) -> BoxFuture<'a, Result<String, CallError>> {
-        Box::pin(self.complete(&call.messages))
+    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<String, CallError>> {
+        Box::pin(self.complete(call.messages))
+    }
+
+    fn streams(&self) -> bool {
+        true
+    }
+
+    fn reply_streaming<'a>(
+        &'a self,
+        call: &'a PlannerCall<'_>,
+        on_text: &'a mut (dyn FnMut(&str) + Send),
+    ) -> BoxFuture<'a, Result<String, CallError>> {
+        Box::pin(self.complete_streaming(call.messages, on_text))
     }
 
     fn describe(&self) -> String {
@@ -80,15 +122,14 @@ impl PlannerModel for ChatClient {
 pub struct ReplayPlanner(pub Arc<ReplayBackend>);
 
 impl PlannerModel for ReplayPlanner {
-    fn reply<'a>(&'a self, call: &'a PlannerCall) -> BoxFuture<'a, Result<String, CallError>> {
+    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<String, CallError>> {
         Box::pin(async move {
-            let entry = self.0.lookup(PLANNER_TOOL, &call.key, Some(call.round))?;
-            if let Some(ms) = entry.latency_ms.filter(|&ms| ms > 0) {
-                // As for tools: a replay takes the time the recording took.
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-            }
-            match &entry.output {
-                Value::String(s) => Ok(s.clone()),
+            match self
+                .0
+                .answer(PLANNER_TOOL, &call.key, Some(call.round))
+                .await?
+            {
+                Value::String(s) => Ok(s),
                 // A plan recorded as JSON rather than as the reply's text.
                 other => Ok(other.to_string()),
             }
@@ -115,6 +156,9 @@ pub struct AskOptions {
     pub vars: Vec<(String, Value)>,
     /// Reader repairs (prose around the plan, Python literals, ...) count as errors.
     pub strict: bool,
+    /// Read a streaming planner's reply as it arrives and start the calls that are
+    /// certain to run (see `early`).
+    pub stream: bool,
 }
 
 impl Default for AskOptions {
@@ -126,6 +170,7 @@ impl Default for AskOptions {
             limits: Limits::default(),
             vars: Vec::new(),
             strict: false,
+            stream: true,
         }
     }
 }
@@ -216,6 +261,9 @@ pub struct PlanRun<'a> {
 pub trait RunSink: Send {
     /// The journal of the run about to start. An error ends the `ask` before the run.
     fn open<'s>(&'s mut self, run: &PlanRun<'_>) -> Result<Box<dyn Journal + 's>, String>;
+
+    /// What happened while a plan was arriving ([`TraceEvent::Planning`]).
+    fn planning(&mut self, event: &TraceEvent<'_>);
 }
 
 /// Every run into one journal.
@@ -224,6 +272,10 @@ struct OneJournal<'j>(&'j mut dyn Journal);
 impl RunSink for OneJournal<'_> {
     fn open<'s>(&'s mut self, _: &PlanRun<'_>) -> Result<Box<dyn Journal + 's>, String> {
         Ok(Box::new(&mut *self.0))
+    }
+
+    fn planning(&mut self, event: &TraceEvent<'_>) {
+        let _ = self.0.record(event);
     }
 }
 
@@ -264,7 +316,9 @@ impl Planner<'_> {
         runs: &mut dyn RunSink,
     ) -> AskOutcome {
         let opts = &self.options;
-        let mut messages = vec![Message::user(self.prompt(goal, response_format))];
+        let prompt = Message::user(self.prompt(goal, response_format));
+        // The prompt, then the last reply and the feedback on it.
+        let mut messages = vec![prompt];
         let mut out = AskOutcome {
             status: AskStatus::PlannerFailed,
             answer: Value::Null,
@@ -277,6 +331,9 @@ impl Planner<'_> {
         let mut kind = RoundKind::Plan;
         let mut feedback: Option<String> = None;
         let mut known: Vec<CassetteEntry> = Vec::new();
+        // NB: dropped at the end of the ask: the host's backends are put back.
+        let streamer = (opts.stream && self.model.streams())
+            .then(|| Streamer::new(self.host, opts.vars.clone(), opts.limits.clone()));
         for round in 0.. {
             let mut key = Map::new();
             key.insert("goal".into(), json!(goal));
@@ -288,10 +345,13 @@ impl Planner<'_> {
             let call = PlannerCall {
                 round,
                 key,
-                messages: messages.clone(),
+                messages: &messages,
             };
             let asked = Instant::now();
-            let reply = self.model.reply(&call).await;
+            let reply = match &streamer {
+                Some(streamer) => self.streamed_reply(&call, streamer, runs).await,
+                None => self.model.reply(&call).await,
+            };
             let took = asked.elapsed();
             let mut r = Round {
                 kind,
@@ -301,14 +361,19 @@ impl Planner<'_> {
                 run_error: None,
                 planner_ms: millis(took),
             };
+            // NB: a server may quote the request, key included: redacted before anything
+            // keeps the reply.
+            let reply = reply.map(|text| self.host.redactor().text(&text).into_owned());
             let reply = match reply.and_then(|text| self.record(&call, text, took)) {
                 Ok(text) => text,
                 Err(e) => {
                     let message = self.host.redactor().text(&e.message).into_owned();
-                    out.error = Some(format!(
-                        "the planner ({}) failed: {message}",
-                        self.model.describe()
-                    ));
+                    let mut why =
+                        format!("the planner ({}) failed: {message}", self.model.describe());
+                    if let Some(run_error) = out.rounds.last().and_then(|r| r.run_error.as_ref()) {
+                        why = format!("the run failed ({}), and then {why}", run_error.message);
+                    }
+                    out.error = Some(why);
                     r.planner_error = Some(message);
                     out.rounds.push(r);
                     out.status = AskStatus::PlannerFailed;
@@ -317,6 +382,7 @@ impl Planner<'_> {
             };
             r.plan = Some(reply.clone());
             out.plan = Some(reply.clone());
+            messages.truncate(1);
             messages.push(Message::assistant(reply.clone()));
             let (program, diagnostics) = self.compile(&reply, round);
             r.diagnostics = diagnostics;
@@ -401,12 +467,30 @@ impl Planner<'_> {
             }
             replans += 1;
             kind = RoundKind::Replan;
-            known = memo.answers;
+            merge_answers(&mut known, memo.answers);
             let message = replan_message(&error, &memo.vars);
             messages.push(Message::user(message.clone()));
             feedback = Some(message);
         }
         unreachable!("the loop returns")
+    }
+
+    /// The planner's reply, read as it arrives: each instruction that completes may start
+    /// the calls that are certain to run (see [`Streamer`]).
+    async fn streamed_reply(
+        &self,
+        call: &PlannerCall<'_>,
+        streamer: &Streamer<'_>,
+        runs: &mut dyn RunSink,
+    ) -> Result<String, CallError> {
+        let (tx, pieces) = tokio::sync::mpsc::unbounded_channel::<String>();
+        let mut on_text = move |t: &str| {
+            let _ = tx.send(t.to_owned());
+        };
+        let reply = self.model.reply_streaming(call, &mut on_text);
+        streamer
+            .follow(reply, pieces, call.round, &mut |e| runs.planning(e))
+            .await
     }
 
     /// Appends a live answer to the `--record` cassette.
@@ -498,6 +582,21 @@ fn replannable(e: &ReportError) -> bool {
         e.code,
         ErrorCode::NotStarted | ErrorCode::RecordFailed | ErrorCode::BadState | ErrorCode::Internal
     )
+}
+
+/// Adds a run's answers to those of the runs before it, once each: a later plan may make
+/// a call that an earlier run made and the last did not.
+fn merge_answers(known: &mut Vec<CassetteEntry>, new: Vec<CassetteEntry>) {
+    let key = |e: &CassetteEntry| {
+        let args = serde_json::to_string(&e.args).unwrap_or_default();
+        (e.tool.clone(), e.step, args)
+    };
+    let mut seen: std::collections::HashSet<_> = known.iter().map(key).collect();
+    for e in new {
+        if seen.insert(key(&e)) {
+            known.push(e);
+        }
+    }
 }
 
 fn millis(d: Duration) -> u64 {

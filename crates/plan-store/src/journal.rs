@@ -202,9 +202,13 @@ impl Journal for StoreJournal<'_> {
             }) => {
                 if let Some(step) = self.point.steps.last_mut() {
                     // NB: a loop rewriting a large value would keep a copy per step: past
-                    // the run's budget, only sizes are kept.
+                    // the run's budget, only sizes are kept. Another journal of the same
+                    // run may have asked the VM for larger values than this one keeps.
                     match value {
-                        Some(v) if self.kept_bytes < MAX_KEPT_RUN_BYTES => {
+                        Some(v)
+                            if self.kept_bytes < MAX_KEPT_RUN_BYTES
+                                && *bytes <= MAX_KEPT_VALUE_BYTES =>
+                        {
                             self.kept_bytes += *bytes;
                             step.writes.insert(name.clone(), v.clone());
                         }
@@ -286,7 +290,7 @@ impl Journal for StoreJournal<'_> {
                     self.flush(None, None)?;
                 }
             }
-            TraceEvent::Warning { .. } => {}
+            TraceEvent::Warning { .. } | TraceEvent::Planning { .. } => {}
             TraceEvent::Finished { report } => {
                 let error = report
                     .error

@@ -58,12 +58,18 @@ pub(crate) struct AskArgs {
     /// Print the prompt the planner would get, and stop.
     #[arg(long)]
     print_prompt: bool,
-    /// Rounds that may follow a plan with errors.
-    #[arg(long, value_name = "N", default_value_t = plan_planner::DEFAULT_MAX_REPAIRS)]
+    /// Rounds that may follow a plan with errors (in all, re-plans included).
+    #[arg(long, value_name = "N", default_value_t = plan_planner::DEFAULT_MAX_REPAIRS,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(plan_planner::MAX_ROUNDS)))]
     max_repairs: u32,
     /// Rounds that may follow a run that failed at a step.
-    #[arg(long, value_name = "N", default_value_t = plan_planner::DEFAULT_MAX_REPLANS)]
+    #[arg(long, value_name = "N", default_value_t = plan_planner::DEFAULT_MAX_REPLANS,
+          value_parser = clap::value_parser!(u32).range(0..=i64::from(plan_planner::MAX_ROUNDS)))]
     max_replans: u32,
+    /// Reader repairs of the planner's reply (prose around the plan, a fence, Python
+    /// literals) count as errors to repair.
+    #[arg(long)]
+    strict: bool,
     /// Print the final plan on stderr before the answer.
     #[arg(long)]
     show_plan: bool,
@@ -73,6 +79,10 @@ pub(crate) struct AskArgs {
     /// Serve every tool call and planner call from this cassette (no network).
     #[arg(long, value_name = "CASSETTE")]
     replay: Option<PathBuf>,
+    /// Read the planner's reply whole before anything runs (by default a streaming
+    /// planner's reply is read as it arrives, and calls certain to run start early).
+    #[arg(long)]
+    no_stream: bool,
     /// Append every planner call and committed tool call to this cassette.
     #[arg(long, value_name = "CASSETTE")]
     record: Option<PathBuf>,
@@ -109,6 +119,10 @@ impl RunSink for AskStore<'_> {
             (Some(id), n) => format!("{id}.{}", n + 1),
             (None, _) => plan_store::new_run_id(),
         };
+        if let Err(e) = plan_store::check_run_id(&id) {
+            self.failed = Some(exit::USAGE);
+            return Err(format!("run id `{id}`: {e}"));
+        }
         let presets: serde_json::Map<String, Value> = run.vars.iter().cloned().collect();
         let first_seq = run.program.seq_no_at(0).unwrap_or(0);
         let new = plan_store::NewRun {
@@ -131,6 +145,10 @@ impl RunSink for AskStore<'_> {
                 Err(e)
             }
         }
+    }
+
+    fn planning(&mut self, event: &plan_host::TraceEvent<'_>) {
+        let _ = self.tracer.record(event);
     }
 }
 
@@ -191,7 +209,8 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             .unwrap_or(plan_planner::DEFAULT_MAX_EXAMPLES),
         limits: args.limits.limits(),
         vars: args.vars.clone(),
-        strict: false,
+        strict: args.strict,
+        stream: !args.no_stream,
     };
 
     if args.print_prompt {
@@ -228,6 +247,12 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
                     "no backend for the planner: configure [planner.backend] (or [defaults.backend]) in the --tools file, or pass --replay CASSETTE",
                 );
             };
+            if let Some(t) = planner_cfg.temperature.filter(|t| !t.is_finite()) {
+                return fail(
+                    exit::USAGE,
+                    format_args!("[planner] temperature {t} is not a finite number"),
+                );
+            }
             match host.connector().chat("the planner", backend) {
                 Ok(c) => Arc::new(match planner_cfg.temperature {
                     Some(t) => c.with_temperature(Some(t)),
@@ -310,15 +335,11 @@ fn print_outcome(outcome: &AskOutcome, args: &AskArgs, host: &plan_host::Host) -
         return code;
     }
     match outcome.status {
-        AskStatus::Answered | AskStatus::RunFailed if outcome.report.is_some() => {
-            if let Some(report) = &outcome.report {
-                if !report.is_ok()
-                    && let Some(e) = &outcome.error
-                {
-                    eprintln!("error: {e}");
-                }
-                crate::print_report(report, Format::Text);
+        AskStatus::Answered | AskStatus::RunFailed if let Some(report) = &outcome.report => {
+            if let Some(e) = &outcome.error {
+                eprintln!("error: {e}");
             }
+            crate::print_report(report, Format::Text);
         }
         AskStatus::InvalidPlan => {
             // The last plan's diagnostics, rendered as `planc check` shows them.

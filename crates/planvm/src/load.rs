@@ -67,6 +67,18 @@ pub(crate) fn load_program(
     let shown = path.display().to_string();
     let bytes = plan_render::files::read_capped(path)
         .map_err(|e| LoadError::Unreadable(format!("cannot read {shown}: {e}")))?;
+    load_bytes(&shown, bytes, manifest, color, entry)
+}
+
+/// [`load_program`] of bytes already read; `shown` names them in messages.
+pub(crate) fn load_bytes(
+    shown: &str,
+    bytes: Vec<u8>,
+    manifest: &Manifest,
+    color: bool,
+    entry: Option<&plan_compiler::Entry>,
+) -> Result<Loaded, LoadError> {
+    let shown = shown.to_owned();
     if plan_bytecode::is_pbc(&bytes) {
         let program =
             plan_bytecode::load(&bytes).map_err(|e| Invalid::plain(format!("{shown}: {e}")))?;

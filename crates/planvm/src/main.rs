@@ -109,7 +109,8 @@ enum Format {
 struct RunArgs {
     /// The plan: a .pbc file (recognised by its magic bytes, whatever its name) or plan
     /// source in any form the reader accepts (JSON, LLM output with a ```json fence,
-    /// Python literals, ...), compiled on the fly.
+    /// Python literals, ...), compiled on the fly. `-` reads it from standard input and
+    /// starts the calls certain to run before the input ends.
     #[arg(value_name = "FILE")]
     file: PathBuf,
     /// Tools file: tool declarations and the backend serving each (the same file planc uses).
@@ -271,6 +272,9 @@ pub(crate) fn refuse_clobbering(
 }
 
 fn run(args: RunArgs) -> u8 {
+    if args.file.as_os_str() == "-" {
+        return run_stdin(args);
+    }
     let mut outputs: Vec<(&str, &Path)> = Vec::new();
     outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
     outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
@@ -356,6 +360,138 @@ fn run(args: RunArgs) -> u8 {
         }
     };
     finish(report, args.output.format, &tracer, status_line)
+}
+
+/// `planvm run -`: the plan comes from standard input and runs as it arrives: calls that
+/// are certain to run start before the input ends (docs/planner.md, streaming). The whole
+/// plan is then compiled and run as any plan is, taking the early results.
+fn run_stdin(args: RunArgs) -> u8 {
+    let mut outputs: Vec<(&str, &Path)> = Vec::new();
+    outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
+    outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
+    if let Err(code) = refuse_clobbering(
+        None,
+        args.tools.as_deref(),
+        args.replay.as_deref(),
+        args.store.store.as_deref(),
+        &outputs,
+    ) {
+        return code;
+    }
+    let manifest = match load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let mut tracer = match open_trace(args.output.trace.as_deref()) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let status_line = status_line(args.output.format, &mut tracer);
+    let host = match make_host(
+        manifest.clone(),
+        args.replay.clone(),
+        args.record.clone(),
+        &args.limits.times(),
+        &mut tracer,
+    ) {
+        Ok(h) => h,
+        Err(code) => return code,
+    };
+    let runtime = match runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let limits = args.limits.limits();
+    let outcome = runtime.block_on(async {
+        let streamer = plan_planner::Streamer::new(&host, args.vars.clone(), limits.clone());
+        let (tx, pieces) = tokio::sync::mpsc::unbounded_channel();
+        let bytes = streamer
+            .follow(read_stdin(tx), pieces, 0, &mut |e| {
+                let _ = plan_host::Journal::record(&mut tracer, e);
+            })
+            .await
+            .map_err(|msg| fail(exit::NO_INPUT, msg))?;
+        let color = plan_render::color_stderr();
+        let loaded = match load::load_bytes("<stdin>", bytes, &manifest, color, None) {
+            Ok(l) => {
+                eprint!("{}", l.rendered);
+                l
+            }
+            Err(load::LoadError::Unreadable(msg)) => return Err(fail(exit::NO_INPUT, msg)),
+            Err(load::LoadError::Invalid(inv)) => {
+                eprint!("{}", inv.rendered);
+                return Err(fail(exit::DATA_ERR, inv.message));
+            }
+        };
+        for w in &loaded.warnings {
+            tracer.warning(w);
+        }
+        let mut stored = match &args.store.store {
+            None => None,
+            Some(path) => {
+                let presets: serde_json::Map<String, Value> = args.vars.iter().cloned().collect();
+                let plan = Path::new("-");
+                Some(stored::start_run(
+                    path,
+                    &args.store,
+                    plan,
+                    &loaded,
+                    &presets,
+                    &limits,
+                )?)
+            }
+        };
+        let vars = args.vars.clone();
+        let report = match &mut stored {
+            None => plan_host::run_plan(&host, &loaded.program, vars, limits, &mut tracer).await,
+            Some(s) => {
+                let mut journal = (&mut tracer, s.journal(&loaded.program));
+                plan_host::run_plan(&host, &loaded.program, vars, limits, &mut journal).await
+            }
+        };
+        Ok(report)
+    });
+    match outcome {
+        Ok(report) => finish(report, args.output.format, &tracer, status_line),
+        Err(code) => code,
+    }
+}
+
+/// Reads standard input to its end, sending each piece of text as it arrives (a
+/// character cut between two reads waits for the rest). At most the size limit of a plan.
+async fn read_stdin(pieces: tokio::sync::mpsc::UnboundedSender<String>) -> Result<Vec<u8>, String> {
+    use tokio::io::AsyncReadExt;
+    let limit = plan_syntax::limits::MAX_SOURCE_BYTES;
+    let mut stdin = tokio::io::stdin();
+    let mut all: Vec<u8> = Vec::new();
+    let mut sent = 0;
+    let mut buf = vec![0u8; 16 << 10];
+    loop {
+        let n = stdin
+            .read(&mut buf)
+            .await
+            .map_err(|e| format!("cannot read the plan from standard input: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        if all.len() + n > limit {
+            return Err(format!(
+                "the plan on standard input is larger than {limit} bytes"
+            ));
+        }
+        all.extend_from_slice(&buf[..n]);
+        let upto = match std::str::from_utf8(&all[sent..]) {
+            Ok(_) => all.len(),
+            Err(e) if e.error_len().is_none() => sent + e.valid_up_to(),
+            // Not text (a .pbc, say): nothing to follow; the whole is still loaded.
+            Err(_) => sent,
+        };
+        if upto > sent {
+            let _ = pieces.send(String::from_utf8_lossy(&all[sent..upto]).into_owned());
+            sent = upto;
+        }
+    }
+    Ok(all)
 }
 
 /// The `--tools` file, or the built-in tools.

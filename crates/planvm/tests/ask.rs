@@ -25,7 +25,13 @@ impl Respond for FakePlanner {
             .and_then(|m| m.last())
             .and_then(|m| m["content"].as_str())
             .unwrap_or("");
-        let reply = (self.0)(last);
+        // A server that quotes the request: `{AUTH}` becomes the Authorization header.
+        let auth = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let reply = (self.0)(last).replace("{AUTH}", auth);
         ResponseTemplate::new(200).set_body_json(json!({
             "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]
         }))
@@ -123,7 +129,7 @@ fn call(seq: u32, tool: &str, params: Value, out: &str) -> Value {
 
 fn plan(steps: Vec<Value>) -> String {
     format!(
-        "Here is the plan.\n```json\n{}\n```",
+        "Here is the plan (you sent {{AUTH}}).\n```json\n{}\n```",
         serde_json::to_string_pretty(&steps).unwrap()
     )
 }
@@ -223,6 +229,15 @@ async fn an_unknown_tool_is_repaired_from_the_diagnostics_and_the_ask_replays_of
             .unwrap()
             .contains("unknown tool")
     );
+
+    // The planner quoted the key back: it is in no output.
+    let recorded = std::fs::read_to_string(&cassette).unwrap();
+    assert!(!recorded.contains("sk-planner-secret"), "{recorded}");
+    assert!(
+        recorded.contains("you sent Bearer [redacted]"),
+        "{recorded}"
+    );
+    assert!(out["plan"].as_str().unwrap().contains("Bearer [redacted]"));
 
     // The same ask from the recording: no planner, no tools, the same answer.
     let before = f.server.received_requests().await.unwrap().len();

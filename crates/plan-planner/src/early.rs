@@ -1,0 +1,380 @@
+//! Calls started while the plan is still arriving.
+//!
+//! Rule: a call starts early only when sequential execution is certain to reach it with
+//! these arguments. The instructions that have arrived are cut before the first one that
+//! could change the path or the world (a `jmp`, an older-dialect `condition`, a call of a
+//! `write` tool, an unknown type); the rest, the *prefix*, is compiled with a last
+//! instruction that ends it, and an instruction the compiler rejects (a variable that no
+//! earlier instruction sets yet, an unknown tool) cuts it again. The prefix then runs on
+//! the real VM and host: the VM issues a call only once its inputs are set, so the calls
+//! it makes are exactly the first calls of the sequential run, whatever arrives after.
+//!
+//! Each arrival runs a longer prefix; the calls are started once and kept by
+//! [`EarlyCalls`], a layer over the host's `pure` and `read` backends keyed by tool,
+//! arguments and the call's place in the run (instructions executed before it). The
+//! final run of the verified plan goes through the same layer: a call with the same key
+//! takes the early result, any other call is made as usual. So a plan repaired after
+//! streaming reuses an early result only for the same call at the same place, and `write`
+//! tools never run before the whole plan is verified.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::FutureExt;
+use futures::future::{BoxFuture, Shared};
+use serde_json::{Value, json};
+
+use plan_bytecode::ValidatedProgram;
+use plan_compiler::CompileOptions;
+use plan_host::{Backend, Host, ToolError, ToolErrorKind, TraceEvent, run_plan};
+use plan_manifest::{Effects, Manifest};
+use plan_vm::{Limits, ToolRequest};
+
+use crate::scan::Scanner;
+
+/// Runs a plan as it arrives (see the module docs). While it lives, the host's `pure` and
+/// `read` tools go through the layer of early calls, so the run of the whole plan takes
+/// their results; dropping it puts the backends back and stops the early calls no run
+/// took.
+pub struct Streamer<'h> {
+    calls: EarlyCalls<'h>,
+    vars: Vec<(String, Value)>,
+    limits: Limits,
+}
+
+impl<'h> Streamer<'h> {
+    /// `vars` and `limits` are those the plan will run with.
+    pub fn new(host: &'h Host, vars: Vec<(String, Value)>, limits: Limits) -> Streamer<'h> {
+        Streamer {
+            calls: EarlyCalls::install(host),
+            vars,
+            limits,
+        }
+    }
+
+    /// Follows a plan arriving as `pieces` while `whole` reads all of it (the reply, the
+    /// bytes of a file), and returns what `whole` returns. Each instruction that completes may start calls; `on_event`
+    /// hears of each arrival and each call started ([`TraceEvent::Planning`], `round`).
+    pub async fn follow<T>(
+        &self,
+        whole: impl std::future::Future<Output = T>,
+        mut pieces: tokio::sync::mpsc::UnboundedReceiver<String>,
+        round: u64,
+        on_event: &mut (dyn FnMut(&TraceEvent<'_>) + Send),
+    ) -> T {
+        let host = self.calls.host;
+        let manifest = host.manifest();
+        let mut whole = std::pin::pin!(whole);
+        let mut scanner = Scanner::default();
+        let mut arrived: Vec<Value> = Vec::new();
+        let mut started = 0;
+        let mut prefix_run: Option<BoxFuture<'_, ()>> = None;
+        let report = |calls: &EarlyCalls<'_>,
+                      on_event: &mut (dyn FnMut(&TraceEvent<'_>) + Send)| {
+            for (tool, seq_no) in calls.take_log() {
+                on_event(&TraceEvent::Planning {
+                    what: "call_started_early",
+                    round,
+                    index: None,
+                    seq_no,
+                    tool: Some(&tool),
+                });
+            }
+        };
+        self.calls.set_open(true);
+        let result = loop {
+            tokio::select! {
+                r = &mut whole => break r,
+                Some(piece) = pieces.recv() => {
+                    let new = scanner.push(&piece);
+                    for a in &new {
+                        on_event(&TraceEvent::Planning {
+                            what: "instruction_arrived",
+                            round,
+                            index: Some(a.index as u64),
+                            seq_no: a.value.get("seq_no").and_then(Value::as_i64),
+                            tool: None,
+                        });
+                    }
+                    if new.is_empty() {
+                        continue;
+                    }
+                    arrived.extend(new.into_iter().map(|a| a.value));
+                    let straight = straight_prefix(&arrived, manifest);
+                    if straight <= started {
+                        continue;
+                    }
+                    if let Some((program, len)) = prefix_program(&arrived[..straight], manifest)
+                        && len > started
+                    {
+                        started = len;
+                        let (vars, limits) = (self.vars.clone(), self.limits.clone());
+                        // NB: replaces (drops) the shorter prefix's run; its calls go on.
+                        prefix_run = Some(Box::pin(async move {
+                            run_plan(host, &program, vars, limits, &mut ()).await;
+                        }));
+                    }
+                }
+                () = async { prefix_run.as_mut().expect("guarded").await }, if prefix_run.is_some() => {
+                    prefix_run = None;
+                }
+            }
+            report(&self.calls, on_event);
+        };
+        drop(prefix_run);
+        report(&self.calls, on_event);
+        self.calls.set_open(false);
+        result
+    }
+}
+
+type Answer = Shared<BoxFuture<'static, Result<Value, ToolError>>>;
+/// Tool, arguments (as JSON text) and place in the run.
+type Key = (String, String, u64);
+
+#[derive(Default)]
+struct Calls {
+    started: HashMap<Key, Answer>,
+    tasks: Vec<tokio::task::AbortHandle>,
+    /// (tool, seq_no) of each call started early, for the trace.
+    log: Vec<(String, Option<i64>)>,
+}
+
+/// The layer over the host's backends (see the module docs).
+pub(crate) struct EarlyCalls<'h> {
+    host: &'h Host,
+    calls: Arc<Mutex<Calls>>,
+    /// New calls are started (and kept) only while a plan is arriving.
+    open: Arc<AtomicBool>,
+    /// The backends replaced, to put back.
+    wrapped: Vec<(String, Arc<dyn Backend>)>,
+}
+
+impl<'h> EarlyCalls<'h> {
+    /// Puts the layer over every `pure` and `read` tool the host can serve.
+    pub(crate) fn install(host: &'h Host) -> EarlyCalls<'h> {
+        let calls = Arc::new(Mutex::new(Calls::default()));
+        let open = Arc::new(AtomicBool::new(false));
+        let mut wrapped = Vec::new();
+        for t in &host.manifest().tools {
+            if t.effects == Effects::Write {
+                continue;
+            }
+            let Ok(inner) = host.backend_for(&t.name) else {
+                continue;
+            };
+            let layer = Arc::new(Layer {
+                inner: inner.clone(),
+                calls: calls.clone(),
+                open: open.clone(),
+            });
+            host.set_backend(&t.name, layer);
+            wrapped.push((t.name.clone(), inner));
+        }
+        EarlyCalls {
+            host,
+            calls,
+            open,
+            wrapped,
+        }
+    }
+
+    /// Whether calls may start (a plan is arriving) or only be taken (a run).
+    pub(crate) fn set_open(&self, open: bool) {
+        self.open.store(open, Ordering::SeqCst);
+    }
+
+    /// The calls started early since the last look, as (tool, seq_no).
+    pub(crate) fn take_log(&self) -> Vec<(String, Option<i64>)> {
+        std::mem::take(&mut self.lock().log)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Calls> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for EarlyCalls<'_> {
+    /// Puts the backends back and stops the early calls no run took.
+    fn drop(&mut self) {
+        for (tool, inner) in self.wrapped.drain(..) {
+            self.host.set_backend(&tool, inner);
+        }
+        for t in self.lock().tasks.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+struct Layer {
+    inner: Arc<dyn Backend>,
+    calls: Arc<Mutex<Calls>>,
+    open: Arc<AtomicBool>,
+}
+
+impl Backend for Layer {
+    fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        let key: Key = (
+            req.tool.to_string(),
+            serde_json::to_string(&*req.args).unwrap_or_default(),
+            req.instance,
+        );
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(answer) = calls.started.get(&key) {
+            return answer.clone().boxed();
+        }
+        if !self.open.load(Ordering::SeqCst) {
+            drop(calls);
+            return self.inner.call(req);
+        }
+        // NB: a task of its own, so the call goes on when the prefix run that asked for
+        // it is replaced by a longer one.
+        let inner = self.inner.clone();
+        let owned = req.clone();
+        let task = tokio::spawn(async move { inner.call(&owned).await });
+        calls.tasks.push(task.abort_handle());
+        let answer: Answer = async move {
+            task.await.unwrap_or_else(|e| {
+                Err(ToolError::new(
+                    ToolErrorKind::Transport,
+                    format!("the call started early was stopped: {e}"),
+                ))
+            })
+        }
+        .boxed()
+        .shared();
+        calls.started.insert(key, answer.clone());
+        calls.log.push((req.tool.to_string(), req.seq_no));
+        answer.boxed()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// How many of the arrived instructions, from the first, are certain to run as they
+/// are whatever follows (see the module docs).
+pub(crate) fn straight_prefix(arrived: &[Value], manifest: &Manifest) -> usize {
+    arrived
+        .iter()
+        .position(|ins| !straight(ins, manifest))
+        .unwrap_or(arrived.len())
+}
+
+fn straight(ins: &Value, manifest: &Manifest) -> bool {
+    let ty = ins.get("type").and_then(Value::as_str).unwrap_or("");
+    let tool = match ty {
+        "reasoning" | "assign" => return true,
+        "calling" => ins
+            .pointer("/parameters/tool_name")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
+        // Older-dialect tool instructions are named after their tool.
+        other => other,
+    };
+    manifest
+        .get(tool)
+        .is_some_and(|t| t.effects != Effects::Write)
+}
+
+/// The prefix as a program that ends after it, cut further before the first instruction
+/// the compiler rejects; `None` when nothing is left.
+pub(crate) fn prefix_program(
+    prefix: &[Value],
+    manifest: &Manifest,
+) -> Option<(ValidatedProgram, usize)> {
+    let mut len = prefix.len();
+    let opts = CompileOptions {
+        manifest: manifest.clone(),
+        strip: true,
+        ..CompileOptions::default()
+    };
+    // NB: each round cuts at least one instruction, so this ends.
+    while len > 0 {
+        let part = &prefix[..len];
+        let last = part
+            .iter()
+            .filter_map(|i| i.get("seq_no").and_then(Value::as_i64))
+            .max()?;
+        let mut plan = part.to_vec();
+        plan.push(json!({"seq_no": last.checked_add(1)?, "type": "assign",
+            "parameters": {"final_answer": null}}));
+        let compiled = plan_compiler::compile(&Value::Array(plan).to_string(), &opts);
+        let first_bad = compiled
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.seq_no)
+            .min();
+        match first_bad {
+            None => {
+                let program = plan_bytecode::validate(compiled.program?).ok()?;
+                return Some((program, len));
+            }
+            // An error without a place: give up rather than guess.
+            Some(None) => return None,
+            Some(Some(seq)) => {
+                len = part
+                    .iter()
+                    .position(|i| i.get("seq_no").and_then(Value::as_i64) == Some(seq))?;
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(seq: i64, tool: &str, query: &str) -> Value {
+        json!({"seq_no": seq, "type": "calling", "parameters": {"tool_name": tool,
+            "tool_params": {"query": query}, "output_vars": [format!("v{seq}")]}})
+    }
+
+    #[test]
+    fn the_prefix_stops_at_what_could_change_the_path_or_the_world() {
+        let mut m = Manifest::builtin();
+        m.tools.push(plan_manifest::ToolSpec {
+            name: "post".into(),
+            description: String::new(),
+            params: vec![],
+            effects: Effects::Write,
+            backend: None,
+        });
+        let jmp = json!({"seq_no": 2, "type": "jmp", "parameters": {"target_seq": 3}});
+        let reasoning = json!({"seq_no": 0, "type": "reasoning", "parameters": {}});
+        let plan = [
+            reasoning.clone(),
+            call(1, "vector_search", "a"),
+            jmp,
+            call(3, "vector_search", "b"),
+        ];
+        assert_eq!(straight_prefix(&plan, &m), 2);
+        let plan = [reasoning.clone(), call(1, "post", "a")];
+        assert_eq!(straight_prefix(&plan, &m), 1);
+        let plan = [reasoning, call(1, "unknown_tool", "a")];
+        assert_eq!(straight_prefix(&plan, &m), 1);
+    }
+
+    #[test]
+    fn a_prefix_is_cut_before_an_instruction_the_compiler_rejects() {
+        let m = Manifest::builtin();
+        let plan = [
+            call(0, "vector_search", "a"),
+            // A variable nothing has set yet stays as its text, as it would in the
+            // sequential run at this point.
+            call(1, "vector_search", "${v0} ${later}"),
+            // The required `query` is missing: an error.
+            json!({"seq_no": 2, "type": "calling", "parameters": {"tool_name": "vector_search",
+                "tool_params": {}, "output_vars": ["v2"]}}),
+            call(3, "vector_search", "d"),
+        ];
+        let (program, len) = prefix_program(&plan, &m).unwrap();
+        assert_eq!(len, 2);
+        assert_eq!(program.tools.len(), 1);
+        assert!(prefix_program(&plan[2..3], &m).is_none());
+    }
+}
