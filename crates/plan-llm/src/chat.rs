@@ -111,6 +111,8 @@ impl ChatClient {
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<String, CallError> {
         let mut reply = String::new();
+        // NB: set only by the event that ends the answer, which ends the attempt too, so
+        // a retried attempt never inherits it.
         let mut complete = false;
         let mut sink = |data: &str| -> Result<Taken, CallError> {
             let data = data.trim();
@@ -133,35 +135,32 @@ impl ChatClient {
                     ),
                 ));
             }
-            let choice = event.pointer("/choices/0");
-            if choice
-                .and_then(|c| c.get("finish_reason"))
-                .is_some_and(|r| !r.is_null())
-            {
-                complete = true;
-            }
-            let piece = choice.and_then(|c| {
-                c.pointer("/delta/content")
-                    .or_else(|| c.pointer("/message/content"))
-            });
-            if let Some(Value::Object(_)) = choice.and_then(|c| c.get("message")) {
-                // A whole completion (the server did not stream): complete by itself.
-                complete = true;
-            }
-            match piece {
+            let Some(choice) = event.pointer("/choices/0") else {
+                return Err(self.bad_response(&event, "choices[0]"));
+            };
+            // A whole completion (the server did not stream) ends the answer by itself.
+            let whole = choice.get("message").is_some_and(Value::is_object);
+            let piece = choice
+                .pointer("/delta/content")
+                .or_else(|| choice.pointer("/message/content"));
+            let mut taken = match piece {
                 // A role-only first delta, or a last one with only `finish_reason`.
-                None | Some(Value::Null) if choice.is_some() => Ok(Taken::Ignored),
+                None | Some(Value::Null) => Taken::Ignored,
                 Some(p) => match text(p) {
-                    Some(t) if t.is_empty() => Ok(Taken::Ignored),
+                    Some(t) if t.is_empty() => Taken::Ignored,
                     Some(t) => {
                         on_text(&t);
                         reply.push_str(&t);
-                        Ok(Taken::Used)
+                        Taken::Used
                     }
-                    None => Err(self.bad_response(&event, "choices[0].delta.content")),
+                    None => return Err(self.bad_response(&event, "choices[0].delta.content")),
                 },
-                None => Err(self.bad_response(&event, "choices[0].delta.content")),
+            };
+            if whole || choice.get("finish_reason").is_some_and(|r| !r.is_null()) {
+                complete = true;
+                taken = Taken::End;
             }
+            Ok(taken)
         };
         self.endpoint
             .post_events(&self.body(messages, true), &mut sink)

@@ -398,7 +398,15 @@ impl Endpoint {
                     .starts_with("text/event-stream")
             });
         if !streamed {
-            return match read_capped(resp).await {
+            let whole = read_capped(resp);
+            let whole = match self.timeout {
+                Some(t) => match tokio::time::timeout(t, whole).await {
+                    Ok(r) => r,
+                    Err(_) => return self.idle_timeout(t, false),
+                },
+                None => whole.await,
+            };
+            return match whole {
                 Ok(bytes) => match sink(&String::from_utf8_lossy(&bytes)) {
                     Ok(_) => Attempt::Done(Value::Null),
                     Err(e) => Attempt::Fatal(e),
@@ -421,11 +429,14 @@ impl Endpoint {
             )),
             other => other,
         };
+        // NB: only progress of the answer itself moves the deadline: keep-alive comments
+        // and empty events do not keep a stalled answer waiting forever.
+        let mut deadline = self.timeout.map(|t| (t, tokio::time::Instant::now() + t));
         loop {
-            let next = match self.timeout {
-                Some(t) => match tokio::time::timeout(t, resp.chunk()).await {
+            let next = match deadline {
+                Some((t, at)) => match tokio::time::timeout_at(at, resp.chunk()).await {
                     Ok(c) => c,
-                    Err(_) => return broke_off(self.idle_timeout(t, true), used),
+                    Err(_) => return broke_off(self.idle_timeout(t, used), used),
                 },
                 None => resp.chunk().await,
             };
@@ -441,7 +452,12 @@ impl Endpoint {
             for data in decoder.push(&chunk) {
                 match sink(&data) {
                     Ok(Taken::Ignored) => {}
-                    Ok(Taken::Used) => used = true,
+                    Ok(Taken::Used) => {
+                        used = true;
+                        if let Some((t, at)) = &mut deadline {
+                            *at = tokio::time::Instant::now() + *t;
+                        }
+                    }
                     Ok(Taken::End) => return Attempt::Done(Value::Null),
                     Err(e) => return Attempt::Fatal(e),
                 }

@@ -4,17 +4,22 @@
 //! these arguments. The instructions that have arrived are cut before the first one that
 //! could change the path or the world (a `jmp`, an older-dialect `condition`, a call of a
 //! `write` tool, an unknown type); the rest, the *prefix*, is compiled with a last
-//! instruction that ends it, and an instruction the compiler rejects (a variable that no
-//! earlier instruction sets yet, an unknown tool) cuts it again. The prefix then runs on
-//! the real VM and host: the VM issues a call only once its inputs are set, so the calls
-//! it makes are exactly the first calls of the sequential run, whatever arrives after.
+//! instruction that ends it, and an instruction the compiler rejects (a missing
+//! parameter, say) cuts it again, for good: instructions that have arrived do not change.
+//! The prefix then runs on the real VM and host: the VM issues a call only once its
+//! inputs are set, so the calls it makes are exactly the first calls of the sequential
+//! run, whatever arrives after (a variable nothing has set yet stays as its text, as it
+//! would at that point of the sequential run).
 //!
 //! Each arrival runs a longer prefix; the calls are started once and kept by
 //! [`EarlyCalls`], a layer over the host's `pure` and `read` backends keyed by tool,
 //! arguments and the call's place in the run (instructions executed before it). The
-//! final run of the verified plan goes through the same layer: a call with the same key
-//! takes the early result, any other call is made as usual. So a plan repaired after
-//! streaming reuses an early result only for the same call at the same place, and `write`
+//! final run of the verified plan goes through the same layer, and takes an early result
+//! only for a call with the same key made by an instruction of its own straight prefix
+//! (before any `jmp` or `write` call of the final plan), and only a successful one: a
+//! plan repaired after streaming reuses an early result only for the same call at the
+//! same place, never across a write it added before it. While a plan arrives, a call of a
+//! `write` tool is refused outright (a second guard besides the prefix rule), so `write`
 //! tools never run before the whole plan is verified.
 
 use std::collections::HashMap;
@@ -27,7 +32,7 @@ use serde_json::{Value, json};
 
 use plan_bytecode::ValidatedProgram;
 use plan_compiler::CompileOptions;
-use plan_host::{Backend, Host, ToolError, ToolErrorKind, TraceEvent, run_plan};
+use plan_host::{Backend, Host, ToolError, ToolErrorKind, TraceEvent, run_plan_recording};
 use plan_manifest::{Effects, Manifest};
 use plan_vm::{Limits, ToolRequest};
 
@@ -69,6 +74,26 @@ impl<'h> Streamer<'h> {
         let mut scanner = Scanner::default();
         let mut arrived: Vec<Value> = Vec::new();
         let mut started = 0;
+        // Past an instruction the compiler rejected, nothing starts early.
+        let mut blocked = usize::MAX;
+        let redactor = host.redactor().clone();
+        let take = |scanner: &mut Scanner,
+                    arrived: &mut Vec<Value>,
+                    piece: &str,
+                    on_event: &mut (dyn FnMut(&TraceEvent<'_>) + Send)| {
+            let new = scanner.push(piece);
+            for a in &new {
+                on_event(&TraceEvent::Planning {
+                    what: "instruction_arrived",
+                    round,
+                    index: Some(a.index as u64),
+                    seq_no: a.value.get("seq_no").and_then(Value::as_i64),
+                    tool: None,
+                });
+            }
+            // NB: a reply may quote the request, key included; no call may carry it.
+            arrived.extend(new.into_iter().map(|a| redactor.value(a.value)));
+        };
         let mut prefix_run: Option<BoxFuture<'_, ()>> = None;
         let report = |calls: &EarlyCalls<'_>,
                       on_event: &mut (dyn FnMut(&TraceEvent<'_>) + Send)| {
@@ -87,33 +112,37 @@ impl<'h> Streamer<'h> {
             tokio::select! {
                 r = &mut whole => break r,
                 Some(piece) = pieces.recv() => {
-                    let new = scanner.push(&piece);
-                    for a in &new {
-                        on_event(&TraceEvent::Planning {
-                            what: "instruction_arrived",
-                            round,
-                            index: Some(a.index as u64),
-                            seq_no: a.value.get("seq_no").and_then(Value::as_i64),
-                            tool: None,
-                        });
+                    let before = arrived.len();
+                    take(&mut scanner, &mut arrived, &piece, on_event);
+                    // NB: what is already queued is read before compiling, so a fast
+                    // source costs one compile per batch, not one per piece.
+                    while let Ok(more) = pieces.try_recv() {
+                        take(&mut scanner, &mut arrived, &more, on_event);
                     }
-                    if new.is_empty() {
+                    if arrived.len() == before {
                         continue;
                     }
-                    arrived.extend(new.into_iter().map(|a| a.value));
-                    let straight = straight_prefix(&arrived, manifest);
+                    let straight = straight_prefix(&arrived, manifest).min(blocked);
                     if straight <= started {
                         continue;
                     }
-                    if let Some((program, len)) = prefix_program(&arrived[..straight], manifest)
-                        && len > started
-                    {
-                        started = len;
-                        let (vars, limits) = (self.vars.clone(), self.limits.clone());
-                        // NB: replaces (drops) the shorter prefix's run; its calls go on.
-                        prefix_run = Some(Box::pin(async move {
-                            run_plan(host, &program, vars, limits, &mut ()).await;
-                        }));
+                    match prefix_program(&arrived[..straight], manifest) {
+                        Some((program, len)) => {
+                            if len < straight {
+                                blocked = len;
+                            }
+                            if len > started {
+                                started = len;
+                                let (vars, limits) = (self.vars.clone(), self.limits.clone());
+                                // NB: replaces (drops) the shorter prefix's run; its calls go
+                                // on. Nothing is recorded: the run of the whole plan records.
+                                prefix_run = Some(Box::pin(async move {
+                                    run_plan_recording(host, &program, vars, limits, &mut (), None)
+                                        .await;
+                                }));
+                            }
+                        }
+                        None => blocked = started,
                     }
                 }
                 () = async { prefix_run.as_mut().expect("guarded").await }, if prefix_run.is_some() => {
@@ -123,9 +152,31 @@ impl<'h> Streamer<'h> {
             report(&self.calls, on_event);
         };
         drop(prefix_run);
+        // The last pieces may have come with the end of the reply.
+        while let Ok(more) = pieces.try_recv() {
+            take(&mut scanner, &mut arrived, &more, on_event);
+        }
         report(&self.calls, on_event);
         self.calls.set_open(false);
+        self.calls.allow(Default::default());
         result
+    }
+
+    /// The whole plan is `source`: its run may take the early results of the calls made
+    /// by the instructions of its straight prefix (see the module docs).
+    pub fn settle(&self, source: &str) {
+        let manifest = self.calls.host.manifest();
+        let seqs = match crate::examples::plan_value(source) {
+            Some(Value::Array(plan)) => {
+                let n = straight_prefix(&plan, manifest);
+                plan[..n]
+                    .iter()
+                    .filter_map(|i| i.get("seq_no").and_then(Value::as_i64))
+                    .collect()
+            }
+            _ => Default::default(),
+        };
+        self.calls.allow(seqs);
     }
 }
 
@@ -136,6 +187,8 @@ type Key = (String, String, u64);
 #[derive(Default)]
 struct Calls {
     started: HashMap<Key, Answer>,
+    /// The seq_nos whose calls a run may take early results for.
+    allowed: std::collections::HashSet<i64>,
     tasks: Vec<tokio::task::AbortHandle>,
     /// (tool, seq_no) of each call started early, for the trace.
     log: Vec<(String, Option<i64>)>,
@@ -158,9 +211,6 @@ impl<'h> EarlyCalls<'h> {
         let open = Arc::new(AtomicBool::new(false));
         let mut wrapped = Vec::new();
         for t in &host.manifest().tools {
-            if t.effects == Effects::Write {
-                continue;
-            }
             let Ok(inner) = host.backend_for(&t.name) else {
                 continue;
             };
@@ -168,6 +218,7 @@ impl<'h> EarlyCalls<'h> {
                 inner: inner.clone(),
                 calls: calls.clone(),
                 open: open.clone(),
+                write: t.effects == Effects::Write,
             });
             host.set_backend(&t.name, layer);
             wrapped.push((t.name.clone(), inner));
@@ -183,6 +234,11 @@ impl<'h> EarlyCalls<'h> {
     /// Whether calls may start (a plan is arriving) or only be taken (a run).
     pub(crate) fn set_open(&self, open: bool) {
         self.open.store(open, Ordering::SeqCst);
+    }
+
+    /// Which instructions' calls a run may take early results for.
+    pub(crate) fn allow(&self, seqs: std::collections::HashSet<i64>) {
+        self.lock().allowed = seqs;
     }
 
     /// The calls started early since the last look, as (tool, seq_no).
@@ -201,9 +257,14 @@ impl Drop for EarlyCalls<'_> {
         for (tool, inner) in self.wrapped.drain(..) {
             self.host.set_backend(&tool, inner);
         }
-        for t in self.lock().tasks.drain(..) {
+        let mut calls = self.lock();
+        for t in calls.tasks.drain(..) {
             t.abort();
         }
+        // NB: a layer may outlive this (a condition served by `llm_generate`'s backend
+        // keeps it): with nothing kept and nothing allowed, it only passes calls on.
+        calls.started.clear();
+        calls.allowed.clear();
     }
 }
 
@@ -211,22 +272,47 @@ struct Layer {
     inner: Arc<dyn Backend>,
     calls: Arc<Mutex<Calls>>,
     open: Arc<AtomicBool>,
+    /// A `write` tool: refused while a plan arrives, else passed on.
+    write: bool,
 }
 
 impl Backend for Layer {
     fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        let open = self.open.load(Ordering::SeqCst);
+        if self.write {
+            if open {
+                return Box::pin(async {
+                    Err(ToolError::new(
+                        ToolErrorKind::Config,
+                        "a write tool is not called before the plan is verified",
+                    ))
+                });
+            }
+            return self.inner.call(req);
+        }
         let key: Key = (
             req.tool.to_string(),
             serde_json::to_string(&*req.args).unwrap_or_default(),
             req.instance,
         );
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if !open {
+            let allowed = req.seq_no.is_some_and(|s| calls.allowed.contains(&s));
+            let early = calls.started.get(&key).filter(|_| allowed).cloned();
+            drop(calls);
+            return match early {
+                // NB: a failed early call is made again, not repeated as a failure.
+                Some(answer) => Box::pin(async move {
+                    match answer.await {
+                        Ok(v) => Ok(v),
+                        Err(_) => self.inner.call(req).await,
+                    }
+                }),
+                None => self.inner.call(req),
+            };
+        }
         if let Some(answer) = calls.started.get(&key) {
             return answer.clone().boxed();
-        }
-        if !self.open.load(Ordering::SeqCst) {
-            drop(calls);
-            return self.inner.call(req);
         }
         // NB: a task of its own, so the call goes on when the prefix run that asked for
         // it is replaced by a longer one.
@@ -265,14 +351,14 @@ pub(crate) fn straight_prefix(arrived: &[Value], manifest: &Manifest) -> usize {
 
 fn straight(ins: &Value, manifest: &Manifest) -> bool {
     let ty = ins.get("type").and_then(Value::as_str).unwrap_or("");
-    let tool = match ty {
-        "reasoning" | "assign" => return true,
-        "calling" => ins
-            .pointer("/parameters/tool_name")
-            .and_then(Value::as_str)
-            .unwrap_or(""),
-        // Older-dialect tool instructions are named after their tool.
-        other => other,
+    let named = ins.pointer("/parameters/tool_name");
+    let tool = match (ty, named) {
+        ("reasoning" | "assign", _) => return true,
+        ("calling", Some(Value::String(t))) => t.as_str(),
+        // An older-dialect tool instruction is named after its tool. NB: any other type
+        // with a `tool_name` is a call of that tool for the reader: not guessed at here.
+        (other, None) if other != "calling" => other,
+        _ => return false,
     };
     manifest
         .get(tool)
@@ -286,9 +372,9 @@ pub(crate) fn prefix_program(
     manifest: &Manifest,
 ) -> Option<(ValidatedProgram, usize)> {
     let mut len = prefix.len();
+    // NB: not stripped: requests carry their seq_no.
     let opts = CompileOptions {
         manifest: manifest.clone(),
-        strip: true,
         ..CompileOptions::default()
     };
     // NB: each round cuts at least one instruction, so this ends.
@@ -311,6 +397,14 @@ pub(crate) fn prefix_program(
         match first_bad {
             None => {
                 let program = plan_bytecode::validate(compiled.program?).ok()?;
+                // A second guard: nothing in a prefix may write or branch.
+                let writes = program
+                    .tools
+                    .iter()
+                    .any(|t| t.effects == plan_bytecode::Effects::Write);
+                if writes || !program.conds.is_empty() {
+                    return None;
+                }
                 return Some((program, len));
             }
             // An error without a place: give up rather than guess.
@@ -355,8 +449,15 @@ mod tests {
         assert_eq!(straight_prefix(&plan, &m), 2);
         let plan = [reasoning.clone(), call(1, "post", "a")];
         assert_eq!(straight_prefix(&plan, &m), 1);
-        let plan = [reasoning, call(1, "unknown_tool", "a")];
+        let plan = [reasoning.clone(), call(1, "unknown_tool", "a")];
         assert_eq!(straight_prefix(&plan, &m), 1);
+        // An unknown type with a `tool_name` calls that tool: not taken for a read.
+        let disguised = json!({"seq_no": 1, "type": "vector_search", "parameters": {
+            "tool_name": "post", "tool_params": {}, "output_vars": ["x"]}});
+        assert_eq!(straight_prefix(&[reasoning.clone(), disguised], &m), 1);
+        let older = json!({"seq_no": 1, "type": "vector_search", "parameters": {
+            "query": "q", "output_var": "x"}});
+        assert_eq!(straight_prefix(&[reasoning, older], &m), 2);
     }
 
     #[test]

@@ -40,7 +40,7 @@ use plan_host::{
     CassetteEntry, Host, Journal, ReplayBackend, ReportError, RunReport, TraceEvent,
     run_plan_reusing,
 };
-use plan_llm::{CallError, ChatClient, Message};
+use plan_llm::{CallError, CallErrorKind, ChatClient, Message};
 use plan_vm::{ErrorCode, Event, Limits};
 
 pub use early::Streamer;
@@ -349,7 +349,16 @@ impl Planner<'_> {
             };
             let asked = Instant::now();
             let reply = match &streamer {
-                Some(streamer) => self.streamed_reply(&call, streamer, runs).await,
+                Some(streamer) => match self.streamed_reply(&call, streamer, runs).await {
+                    // NB: a stream that broke off is asked for again whole (with the
+                    // client's retries); what started early stays valid.
+                    Err(e)
+                        if matches!(e.kind, CallErrorKind::Transport | CallErrorKind::Timeout) =>
+                    {
+                        self.model.reply(&call).await
+                    }
+                    other => other,
+                },
                 None => self.model.reply(&call).await,
             };
             let took = asked.elapsed();
@@ -394,7 +403,7 @@ impl Planner<'_> {
                     .filter(|d| d.severity == "error")
                     .count();
                 out.rounds.push(r);
-                if repairs >= opts.max_repairs {
+                if repairs >= opts.max_repairs.min(MAX_ROUNDS) {
                     out.status = AskStatus::InvalidPlan;
                     out.error = Some(format!(
                         "the plan still has {errors} error{} after {repairs} repair{}",
@@ -409,6 +418,9 @@ impl Planner<'_> {
                 feedback = Some(message);
                 continue;
             };
+            if let Some(streamer) = &streamer {
+                streamer.settle(&reply);
+            }
             let mut memo = Memo::default();
             let plan_run = PlanRun {
                 round,
@@ -454,7 +466,7 @@ impl Planner<'_> {
             });
             out.report = Some(report);
             out.status = AskStatus::RunFailed;
-            if !replannable(&error) || replans >= opts.max_replans {
+            if !replannable(&error) || replans >= opts.max_replans.min(MAX_ROUNDS) {
                 out.error = Some(if replannable(&error) && replans > 0 {
                     format!(
                         "the run still failed after {replans} re-plan{}",

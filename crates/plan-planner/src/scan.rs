@@ -44,6 +44,8 @@ pub struct Scanner {
     /// Start of the instruction being read.
     start: usize,
     index: usize,
+    /// A leading think block (if any) is behind: the array may start at `pos`.
+    body: bool,
 }
 
 impl Default for Scanner {
@@ -57,6 +59,7 @@ impl Default for Scanner {
             escaped: false,
             start: 0,
             index: 0,
+            body: false,
         }
     }
 }
@@ -74,6 +77,10 @@ impl Scanner {
 
     /// Adds a piece of the reply; returns the instructions it completed, in order.
     pub fn push(&mut self, piece: &str) -> Vec<Arrived> {
+        if self.state == State::Done {
+            // Nothing more will come out: the rest is not kept.
+            return Vec::new();
+        }
         self.text.push_str(piece);
         let mut out = Vec::new();
         if self.state == State::Before {
@@ -119,20 +126,33 @@ impl Scanner {
 
     /// Skips a leading `<think>` block, then finds `[` followed by `{`.
     fn find_array(&mut self) {
+        const OPEN: &str = "<think>";
+        const CLOSE: &str = "</think>";
         let text = self.text.as_str();
-        let mut from = 0;
-        let lead = text.trim_start();
-        if lead.starts_with("<think>") {
-            match text.find("</think>") {
-                Some(end) => from = end + "</think>".len(),
-                None => return,
+        if !self.body {
+            let lead = text.trim_start();
+            if lead.starts_with(OPEN) {
+                // NB: from where the last look stopped (less the tag's length, which may
+                // have been cut), so a long think block is scanned once.
+                let look = self.pos.saturating_sub(CLOSE.len());
+                let look = (look..=text.len())
+                    .find(|&i| text.is_char_boundary(i))
+                    .unwrap_or(text.len());
+                match text[look..].find(CLOSE) {
+                    Some(end) => self.pos = look + end + CLOSE.len(),
+                    None => {
+                        self.pos = text.len();
+                        return;
+                    }
+                }
+            } else if OPEN.starts_with(lead) {
+                // Empty, or perhaps the start of a think block: wait for more.
+                return;
             }
-        } else if lead.len() < "<think>".len() && "<think>".starts_with(lead) && !lead.is_empty() {
-            // Not sure yet whether a think block starts.
-            return;
+            self.body = true;
         }
         let b = text.as_bytes();
-        let mut i = from.max(self.pos);
+        let mut i = self.pos;
         while let Some(off) = text[i..].find('[') {
             let at = i + off;
             let next = b[at + 1..].iter().position(|c| !c.is_ascii_whitespace());

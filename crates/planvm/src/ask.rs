@@ -334,14 +334,14 @@ fn print_outcome(outcome: &AskOutcome, args: &AskArgs, host: &plan_host::Host) -
         let _ = out.flush();
         return code;
     }
-    match outcome.status {
-        AskStatus::Answered | AskStatus::RunFailed if let Some(report) = &outcome.report => {
+    match (outcome.status, &outcome.report) {
+        (AskStatus::Answered | AskStatus::RunFailed, Some(report)) => {
             if let Some(e) = &outcome.error {
                 eprintln!("error: {e}");
             }
             crate::print_report(report, Format::Text);
         }
-        AskStatus::InvalidPlan => {
+        (AskStatus::InvalidPlan, _) => {
             // The last plan's diagnostics, rendered as `planc check` shows them.
             if let Some(plan) = &outcome.plan {
                 let opts = plan_compiler::CompileOptions {

@@ -426,6 +426,9 @@ fn run_stdin(args: RunArgs) -> u8 {
         for w in &loaded.warnings {
             tracer.warning(w);
         }
+        if let Some(src) = &loaded.source {
+            streamer.settle(src);
+        }
         let mut stored = match &args.store.store {
             None => None,
             Some(path) => {

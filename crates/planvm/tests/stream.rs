@@ -180,6 +180,7 @@ async fn fixture_with(script: Script, gap: Duration, tool_latency: Duration) -> 
 impl Fixture {
     /// Runs the ask; returns the answer, the JSON outcome and the seconds it took.
     async fn ask(&self, extra: &[&str]) -> (Value, f64) {
+        // NB: named after the number of extra arguments, so each ask of a test has its own.
         let trace = self.dir.path().join(format!("trace{}.jsonl", extra.len()));
         let mut args: Vec<String> = [
             "ask",
@@ -242,7 +243,8 @@ fn chain(_: &str) -> Vec<String> {
 async fn calls_start_while_the_plan_arrives_and_the_answer_is_the_same() {
     let f = fixture(chain).await;
     let (plain, t_plain) = f.ask(&["--no-stream"]).await;
-    let (streamed, t_streamed) = f.ask(&[]).await;
+    let cassette = f.dir.path().join("streamed.jsonl");
+    let (streamed, t_streamed) = f.ask(&["--record", &s(&cassette)]).await;
     assert_eq!(streamed["answer"], plain["answer"]);
     assert_eq!(streamed["status"], "answered");
     // Not streamed: 2.5 s of planning, then 4 × 1 s of calls. Streamed: each call starts
@@ -259,12 +261,33 @@ async fn calls_start_while_the_plan_arrives_and_the_answer_is_the_same() {
         .filter(|(p, _)| p == "/search")
         .count();
     assert_eq!(searches, 6);
+    // The cassette holds the planner's reply and the four calls of the run, once each:
+    // the runs of the partial plan record nothing.
+    let recorded: Vec<Value> = std::fs::read_to_string(&cassette)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let tools: Vec<&str> = recorded
+        .iter()
+        .map(|e| e["tool"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            "planner",
+            "vector_search",
+            "vector_search",
+            "vector_search",
+            "llm_generate"
+        ]
+    );
     let asked = f.planner_requests.lock().unwrap().clone();
     assert_eq!(asked.len(), 2);
     assert_eq!(asked[0]["stream"], json!(false));
     assert_eq!(asked[1]["stream"], json!(true));
     // The trace shows each instruction arriving and each call started early.
-    let trace = std::fs::read_to_string(f.dir.path().join("trace0.jsonl")).unwrap();
+    let trace = std::fs::read_to_string(f.dir.path().join("trace2.jsonl")).unwrap();
     let events: Vec<Value> = trace
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
@@ -361,6 +384,49 @@ async fn a_plan_invalid_at_its_end_runs_no_write_early_and_reuses_only_identical
     assert_eq!(streamed["answer"], plain["answer"]);
     let plain_calls = g.paths().await;
     assert!(plain_calls.iter().all(|(_, b)| b["query"] != "beta"));
+}
+
+/// First a plan that searches at its second instruction and ends with an unknown tool;
+/// then one that writes a note first and makes the same search, at the same place.
+fn write_moved_before_the_search(last: &str) -> Vec<String> {
+    let search = ins(
+        1,
+        "vector_search",
+        json!({"query": "status", "top_k": 1}),
+        "s",
+    );
+    if last.contains("error[E0202]") {
+        vec![
+            "[\n".to_owned() + &ins(0, "post_note", json!({"text": "closing"}), "noted"),
+            search,
+            ins(2, "llm_generate", json!({"prompt": "${s}"}), "final_answer")
+                .trim_end_matches(",\n")
+                .to_owned()
+                + "\n]",
+        ]
+    } else {
+        vec![
+            "[\n{\"seq_no\": 0, \"type\": \"assign\", \"parameters\": {\"n\": 1}},\n".to_owned(),
+            search,
+            ins(2, "web_search", json!({"q": "${s}"}), "final_answer")
+                .trim_end_matches(",\n")
+                .to_owned()
+                + "\n]",
+        ]
+    }
+}
+
+/// A search started early is not taken by a repaired plan that writes before it: the
+/// sequential run of that plan searches after the write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_result_is_not_taken_across_a_write_the_repair_put_before_it() {
+    let f = fixture(write_moved_before_the_search).await;
+    let (out, _) = f.ask(&[]).await;
+    assert_eq!(out["status"], "answered");
+    let calls = f.paths().await;
+    let order: Vec<&str> = calls.iter().map(|(p, _)| p.as_str()).collect();
+    // The early search, then the run's own note and search, in that order.
+    assert_eq!(order, ["/search", "/note", "/search", "/llm"]);
 }
 
 /// `planvm run -`: a plan piped in slowly starts its first call before its input ends.
