@@ -272,14 +272,12 @@ pub(crate) fn refuse_clobbering(
 }
 
 fn run(args: RunArgs) -> u8 {
-    if args.file.as_os_str() == "-" {
-        return run_stdin(args);
-    }
+    let stdin = args.file.as_os_str() == "-";
     let mut outputs: Vec<(&str, &Path)> = Vec::new();
     outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
     outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
     if let Err(code) = refuse_clobbering(
-        Some(("the plan FILE", &args.file)),
+        (!stdin).then_some(("the plan FILE", args.file.as_path())),
         args.tools.as_deref(),
         args.replay.as_deref(),
         args.store.store.as_deref(),
@@ -291,6 +289,9 @@ fn run(args: RunArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
+    if stdin {
+        return run_stdin(args, manifest);
+    }
 
     let loaded = match load::load_program(&args.file, &manifest, plan_render::color_stderr(), None)
     {
@@ -323,65 +324,43 @@ fn run(args: RunArgs) -> u8 {
         Ok(h) => h,
         Err(code) => return code,
     };
-    let limits = args.limits.limits();
     let runtime = match runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };
-
-    let mut stored = match &args.store.store {
-        None => None,
-        Some(path) => {
-            let presets: serde_json::Map<String, Value> = args.vars.iter().cloned().collect();
-            match stored::start_run(path, &args.store, &args.file, &loaded, &presets, &limits) {
-                Ok(s) => Some(s),
-                Err(code) => return code,
-            }
-        }
-    };
     tracer.restart_clock();
-    let report = match &mut stored {
-        None => runtime.block_on(plan_host::run_plan(
-            &host,
-            &loaded.program,
-            args.vars,
-            limits,
-            &mut tracer,
-        )),
-        Some(s) => {
-            let mut journal = (&mut tracer, s.journal(&loaded.program));
-            runtime.block_on(plan_host::run_plan(
-                &host,
-                &loaded.program,
-                args.vars,
-                limits,
-                &mut journal,
-            ))
+    match runtime.block_on(run_loaded(&host, &loaded, &args, &mut tracer)) {
+        Ok(report) => finish(report, args.output.format, &tracer, status_line),
+        Err(code) => code,
+    }
+}
+
+/// Runs a loaded plan for `run`, in the store if `--store` names one.
+async fn run_loaded(
+    host: &Host,
+    loaded: &load::Loaded,
+    args: &RunArgs,
+    tracer: &mut Tracer,
+) -> Result<RunReport, u8> {
+    let limits = args.limits.limits();
+    let vars = args.vars.clone();
+    let program = &loaded.program;
+    Ok(match &args.store.store {
+        None => plan_host::run_plan(host, program, vars, limits, tracer).await,
+        Some(path) => {
+            let presets: serde_json::Map<String, Value> = vars.iter().cloned().collect();
+            let mut s =
+                stored::start_run(path, &args.store, &args.file, loaded, &presets, &limits)?;
+            let mut journal = (tracer, s.journal(program));
+            plan_host::run_plan(host, program, vars, limits, &mut journal).await
         }
-    };
-    finish(report, args.output.format, &tracer, status_line)
+    })
 }
 
 /// `planvm run -`: the plan comes from standard input and runs as it arrives: calls that
 /// are certain to run start before the input ends (docs/planner.md, streaming). The whole
 /// plan is then compiled and run as any plan is, taking the early results.
-fn run_stdin(args: RunArgs) -> u8 {
-    let mut outputs: Vec<(&str, &Path)> = Vec::new();
-    outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
-    outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
-    if let Err(code) = refuse_clobbering(
-        None,
-        args.tools.as_deref(),
-        args.replay.as_deref(),
-        args.store.store.as_deref(),
-        &outputs,
-    ) {
-        return code;
-    }
-    let manifest = match load_manifest(args.tools.as_deref()) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
+fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
     let mut tracer = match open_trace(args.output.trace.as_deref()) {
         Ok(t) => t,
         Err(code) => return code,
@@ -401,9 +380,8 @@ fn run_stdin(args: RunArgs) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let limits = args.limits.limits();
     let outcome = runtime.block_on(async {
-        let streamer = plan_planner::Streamer::new(&host, args.vars.clone(), limits.clone());
+        let streamer = plan_planner::Streamer::new(&host, args.vars.clone(), args.limits.limits());
         let (tx, pieces) = tokio::sync::mpsc::unbounded_channel();
         let bytes = streamer
             .follow(read_stdin(tx), pieces, 0, &mut |e| {
@@ -429,30 +407,7 @@ fn run_stdin(args: RunArgs) -> u8 {
         if let Some(src) = &loaded.source {
             streamer.settle(src);
         }
-        let mut stored = match &args.store.store {
-            None => None,
-            Some(path) => {
-                let presets: serde_json::Map<String, Value> = args.vars.iter().cloned().collect();
-                let plan = Path::new("-");
-                Some(stored::start_run(
-                    path,
-                    &args.store,
-                    plan,
-                    &loaded,
-                    &presets,
-                    &limits,
-                )?)
-            }
-        };
-        let vars = args.vars.clone();
-        let report = match &mut stored {
-            None => plan_host::run_plan(&host, &loaded.program, vars, limits, &mut tracer).await,
-            Some(s) => {
-                let mut journal = (&mut tracer, s.journal(&loaded.program));
-                plan_host::run_plan(&host, &loaded.program, vars, limits, &mut journal).await
-            }
-        };
-        Ok(report)
+        run_loaded(&host, &loaded, &args, &mut tracer).await
     });
     match outcome {
         Ok(report) => finish(report, args.output.format, &tracer, status_line),
