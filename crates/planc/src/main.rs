@@ -56,6 +56,18 @@ enum Command {
     Disasm(DisasmArgs),
     /// Show the plan's steps and their dataflow dependencies.
     Explain(ExplainArgs),
+    /// List the diagnostic codes, or explain one (`planc codes E0202`).
+    Codes(CodesArgs),
+}
+
+#[derive(Args, Debug)]
+struct CodesArgs {
+    /// One code to explain (`E0202`); all of them when left out.
+    #[arg(value_name = "CODE")]
+    code: Option<String>,
+    /// Output format: a table for people, or one JSON object per code.
+    #[arg(long, value_enum, default_value_t = Format::Human)]
+    format: Format,
 }
 
 /// Options that change what the compiler accepts.
@@ -129,6 +141,84 @@ struct ExplainArgs {
     frontend: FrontendArgs,
 }
 
+/// Every diagnostic code any front end emits: the reader's and the plan structure's, the
+/// verifier's, the `--strict` forms of the reader's repairs, and planc's own read error.
+fn all_codes() -> Vec<plan_syntax::codes::CodeDoc> {
+    use plan_syntax::codes::{self, CodeDoc};
+    let mut all = vec![CodeDoc {
+        code: render::E_READ,
+        name: "E_READ",
+        doc: " A plan file that cannot be read (missing, unreadable, not UTF-8).",
+    }];
+    all.extend_from_slice(codes::ALL);
+    all.extend_from_slice(plan_compiler::ALL);
+    for &(repair, strict) in codes::STRICT_REPAIRS {
+        if let Some(r) = codes::ALL.iter().find(|c| c.code == repair) {
+            all.push(CodeDoc {
+                code: strict,
+                name: r.name,
+                doc: r.doc,
+            });
+        }
+    }
+    all.sort_by_key(|c| c.code);
+    all
+}
+
+/// `planc codes [CODE]`.
+fn cmd_codes(a: &CodesArgs) -> u8 {
+    let all = all_codes();
+    let chosen: Vec<_> = match &a.code {
+        None => all.iter().collect(),
+        Some(want) => {
+            let want = want.trim().to_ascii_uppercase();
+            match all.iter().find(|c| c.code == want) {
+                Some(c) => vec![c],
+                None => {
+                    eprintln!("error: no diagnostic code `{want}` (`planc codes` lists them)");
+                    return exit::USAGE;
+                }
+            }
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    for c in chosen {
+        let doc: Vec<&str> = c.doc.lines().map(str::trim).collect();
+        let severity = c.severity().as_str();
+        let kind = if c.is_repair() {
+            if c.code.starts_with('E') {
+                "a reader repair refused by --strict"
+            } else {
+                "a reader repair"
+            }
+        } else {
+            ""
+        };
+        let line = match a.format {
+            Format::Json => serde_json::json!({
+                "code": c.code,
+                "severity": severity,
+                "repair": c.is_repair(),
+                "doc": doc.join(" "),
+            })
+            .to_string(),
+            Format::Human if a.code.is_some() => {
+                let mut text = format!("{} ({severity}", c.code);
+                if !kind.is_empty() {
+                    text.push_str(&format!(", {kind}"));
+                }
+                text.push_str(&format!(")\n{}", doc.join("\n")));
+                text
+            }
+            Format::Human => format!("{}  {severity:<7}  {}", c.code, doc.join(" ")),
+        };
+        if writeln!(out, "{line}").is_err() {
+            break;
+        }
+    }
+    exit::OK
+}
+
 fn main() -> ExitCode {
     // NB: `Cli::parse()` would exit by itself; going through `try_parse` keeps every exit
     // in one place. clap prints help/version with code 0 and usage errors with code 2.
@@ -148,6 +238,7 @@ fn main() -> ExitCode {
         Command::Check(a) => cmd_check(&a),
         Command::Disasm(a) => cmd_disasm(&a),
         Command::Explain(a) => cmd_explain(&a),
+        Command::Codes(a) => cmd_codes(&a),
     };
     ExitCode::from(code)
 }

@@ -504,3 +504,61 @@ fn thousands_of_warnings_on_one_line_stay_readable() {
         .count();
     assert_eq!(w0201, n);
 }
+
+/// `planc codes` lists one table of every code; each code any snapshot of the workspace
+/// shows is in it, and `planc codes CODE` explains one.
+#[test]
+fn codes_lists_every_code_the_front_ends_emit() {
+    let dir = scratch();
+    let listed = planc(dir.path(), &["codes", "--format", "json"]);
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let codes: Vec<serde_json::Value> = listed
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let known: std::collections::HashSet<String> = codes
+        .iter()
+        .map(|c| c["code"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(known.len(), codes.len(), "a code is listed twice");
+    for c in &codes {
+        assert!(c["doc"].as_str().unwrap().len() > 10, "{c}");
+    }
+    // Every diagnostic code in the workspace's snapshots is in the table.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let mut seen = 0;
+    for snaps in [
+        root.join("tests/snapshots"),
+        root.join("crates/planc/tests/snapshots"),
+    ] {
+        for entry in std::fs::read_dir(&snaps).unwrap() {
+            let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+            for word in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+                let b = word.as_bytes();
+                if b.len() == 5
+                    && (b[0] == b'E' || b[0] == b'W')
+                    && b[1..].iter().all(u8::is_ascii_digit)
+                {
+                    seen += 1;
+                    assert!(known.contains(word), "{word} is not in `planc codes`");
+                }
+            }
+        }
+    }
+    assert!(seen > 100, "{seen}");
+    let one = planc(dir.path(), &["codes", "w0003"]);
+    assert_eq!(one.code, 0);
+    assert!(
+        one.stdout.starts_with("W0003 (warning, a reader repair)\n"),
+        "{}",
+        one.stdout
+    );
+    let none = planc(dir.path(), &["codes", "E9999"]);
+    assert_eq!(none.code, 2);
+    assert!(
+        none.stderr.contains("no diagnostic code `E9999`"),
+        "{}",
+        none.stderr
+    );
+}
