@@ -68,11 +68,13 @@
 //!
 //! API CONTRACT (stable): the types below; `Vm`/`VmState` are added by this crate.
 
+mod owned;
 mod resolve;
 mod sched;
 mod state;
 mod vm;
 
+pub use owned::OwnedVm;
 pub use sched::WINDOW;
 pub use state::{Pending, STATE_FORMAT, Status, VmState};
 pub use vm::{MAX_VALUE_DEPTH, Vm};

@@ -194,3 +194,44 @@ fn state_of_another_program_or_format_is_refused_by_name() {
     let e = restore(v, &prog).expect("refused");
     assert!(e.contains("by an older planvm"), "{e}");
 }
+
+/// An `OwnedVm` owns its program: it can be kept past the scope that built the program,
+/// moved to another thread between two calls, and continued from its state.
+#[test]
+fn an_owned_vm_keeps_its_program_alive_across_threads() {
+    use plan_vm::{Halt, Limits, OwnedVm};
+    use std::sync::Arc;
+
+    fn start() -> OwnedVm {
+        let mut b = B::new();
+        let q = b.c(serde_json::json!("q"));
+        b.call(0, "vector_search", vec![("query", q)], &["chunks"]);
+        let r = b.r("chunks");
+        b.set(1, "final_answer", r);
+        // NB: the program goes out of this scope; the run keeps it.
+        OwnedVm::new(Arc::new(b.build()), Limits::default())
+    }
+
+    let mut run = start();
+    let Halt::Yield(reqs) = run.with(|vm| vm.run()) else {
+        panic!("expected a request")
+    };
+    let id = reqs[0].id;
+    let saved = run.state().clone();
+    let program = run.program().clone();
+    let handle = std::thread::spawn(move || {
+        run.with(|vm| vm.resume(id, Ok(serde_json::json!("answer"))))
+            .unwrap();
+        run.with(|vm| vm.run())
+    });
+    match handle.join().unwrap() {
+        Halt::Done(out) => assert_eq!(out.final_answer, serde_json::json!("answer")),
+        other => panic!("{other:?}"),
+    }
+    // The saved state continues as a second, independent run of the same program.
+    let mut again = OwnedVm::from_state(program, saved, Limits::default()).unwrap();
+    again
+        .with(|vm| vm.resume(id, Ok(serde_json::json!("other"))))
+        .unwrap();
+    assert!(matches!(again.with(|vm| vm.run()), Halt::Done(o) if o.final_answer == "other"));
+}
