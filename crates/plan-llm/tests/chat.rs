@@ -28,12 +28,16 @@ fn connector() -> Connector {
 }
 
 fn client(base_url: &str, temperature: Option<f64>) -> ChatClient {
+    client_with_timeout(base_url, temperature, 10.0)
+}
+
+fn client_with_timeout(base_url: &str, temperature: Option<f64>, timeout: f64) -> ChatClient {
     let cfg = BackendConfig::Openai {
         base_url: base_url.to_owned(),
         model: "m1".into(),
         api_key_env: Some("LLM_KEY".into()),
         temperature,
-        timeout_secs: Some(10.0),
+        timeout_secs: Some(timeout),
         max_retries: Some(2),
         concurrency: None,
     };
@@ -384,6 +388,42 @@ async fn a_stream_that_breaks_before_any_text_is_sent_again() {
         .unwrap();
     assert_eq!(reply, "second try");
     assert_eq!(*count.lock().unwrap(), 2);
+}
+
+/// Keep-alive comments are not progress: a stream that sends only them after its first
+/// text times out (and, having passed text on, is not sent again).
+#[tokio::test]
+async fn keep_alives_do_not_keep_a_stalled_answer_waiting() {
+    let (url, count) = raw_server(|mut sock| async move {
+        sock.write_all(STREAM_HEAD.as_bytes()).await.unwrap();
+        let first = format!("data: {}\n\n", delta("start"));
+        if sock.write_all(http_chunk(&first).as_bytes()).await.is_err() {
+            return;
+        }
+        for _ in 0..200 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if sock
+                .write_all(http_chunk(": keep-alive\n\n").as_bytes())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    })
+    .await;
+    let c = client_with_timeout(&url, None, 0.5);
+    let e = c
+        .complete_streaming(&[Message::user("g")], &mut |_| {})
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, CallErrorKind::Timeout, "{}", e.message);
+    assert!(
+        e.message.contains("no more of the answer within 0.5 s"),
+        "{}",
+        e.message
+    );
+    assert_eq!(*count.lock().unwrap(), 1);
 }
 
 #[test]
