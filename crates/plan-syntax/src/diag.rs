@@ -39,13 +39,18 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
+    /// An error; its code is an `E` code (the table in `codes` and `planc codes` say a
+    /// code's severity by its letter, so a call site cannot disagree with them).
     #[cold]
     pub fn error(code: &'static str, message: impl Into<String>) -> Self {
+        debug_assert!(code.starts_with('E'), "error with the code {code}");
         Self::new(Severity::Error, code, message)
     }
 
+    /// A warning; its code is a `W` code.
     #[cold]
     pub fn warning(code: &'static str, message: impl Into<String>) -> Self {
+        debug_assert!(code.starts_with('W'), "warning with the code {code}");
         Self::new(Severity::Warning, code, message)
     }
 
