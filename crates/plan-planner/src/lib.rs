@@ -41,6 +41,7 @@ use plan_host::{
     run_plan_reusing,
 };
 use plan_llm::{CallError, CallErrorKind, ChatClient, Message};
+use plan_syntax::Diagnostic;
 use plan_vm::{ErrorCode, Event, Limits};
 
 pub use early::Streamer;
@@ -243,6 +244,10 @@ pub struct AskOutcome {
     pub report: Option<RunReport>,
     /// One line saying why, when not answered.
     pub error: Option<String>,
+    /// The compiler's diagnostics on the last plan, for renderers (its round lists them
+    /// as the planner was told them).
+    #[serde(skip)]
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 /// A plan of an `ask` about to run.
@@ -326,6 +331,7 @@ impl Planner<'_> {
             rounds: Vec::new(),
             report: None,
             error: None,
+            diagnostics: Vec::new(),
         };
         let (mut repairs, mut replans) = (0, 0);
         let mut kind = RoundKind::Plan;
@@ -393,8 +399,9 @@ impl Planner<'_> {
             out.plan = Some(reply.clone());
             messages.truncate(1);
             messages.push(Message::assistant(reply.clone()));
-            let (program, diagnostics) = self.compile(&reply, round);
+            let (program, diagnostics, raw) = self.compile(&reply, round);
             r.diagnostics = diagnostics;
+            out.diagnostics = raw;
             let Some(program) = program else {
                 let message = repair_message(&r.diagnostics);
                 let errors = r
@@ -525,22 +532,14 @@ impl Planner<'_> {
         Ok(text)
     }
 
-    fn compile(&self, reply: &str, round: u64) -> (Option<ValidatedProgram>, Vec<Diag>) {
-        if reply.len() > plan_syntax::limits::MAX_SOURCE_BYTES {
-            let d = Diag {
-                severity: "error".into(),
-                code: "E0001".into(),
-                message: format!(
-                    "the plan is larger than {} bytes",
-                    plan_syntax::limits::MAX_SOURCE_BYTES
-                ),
-                seq_no: None,
-                line: None,
-                column: None,
-                help: None,
-            };
-            return (None, vec![d]);
-        }
+    /// The reply compiled: the program if it has no errors, its diagnostics as the planner
+    /// is told them, and as the compiler gave them (for renderers).
+    fn compile(
+        &self,
+        reply: &str,
+        round: u64,
+    ) -> (Option<ValidatedProgram>, Vec<Diag>, Vec<Diagnostic>) {
+        // NB: an over-large reply is the reader's E0005, like any over-large plan.
         let opts = CompileOptions {
             manifest: self.host.manifest().clone(),
             source_name: Some(format!("plan of round {round}")),
@@ -564,11 +563,12 @@ impl Planner<'_> {
                 }
             })
             .collect();
+        let raw = compiled.diagnostics;
         if diags.iter().any(|d| d.severity == "error") {
-            return (None, diags);
+            return (None, diags, raw);
         }
         match compiled.program.map(plan_bytecode::validate) {
-            Some(Ok(p)) => (Some(p), diags),
+            Some(Ok(p)) => (Some(p), diags, raw),
             Some(Err(e)) => {
                 let mut diags = diags;
                 diags.push(Diag {
@@ -580,9 +580,9 @@ impl Planner<'_> {
                     column: None,
                     help: None,
                 });
-                (None, diags)
+                (None, diags, raw)
             }
-            None => (None, diags),
+            None => (None, diags, raw),
         }
     }
 }

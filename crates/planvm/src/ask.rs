@@ -220,18 +220,20 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         let _ = writeln!(out, "{prompt}");
         return exit::OK;
     }
-    let mut tracer = match crate::open_trace(args.output.trace.as_deref()) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let host = match crate::make_host(
+    let crate::Session {
+        mut tracer,
+        status_line,
+        host,
+        runtime,
+    } = match crate::start_session(
         manifest,
         args.replay.clone(),
         args.record.clone(),
         &args.limits.times(),
-        &mut tracer,
+        (args.output.trace.as_deref(), args.output.format),
+        &[],
     ) {
-        Ok(h) => h,
+        Ok(s) => s,
         Err(code) => return code,
     };
     let model: Arc<dyn PlannerModel> = match host.replay() {
@@ -269,11 +271,6 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         examples,
         options,
     };
-    let status_line = crate::status_line(args.output.format, &mut tracer);
-    let runtime = match crate::runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
     tracer.restart_clock();
     let rf = response_format.as_ref();
     let (outcome, store_failed) = match &args.store.store {
@@ -308,11 +305,11 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             Err(msg) => eprintln!("warning: the example was not saved: {msg}"),
         }
     }
-    let code = print_outcome(&outcome, &args, &host);
+    let code = print_outcome(&outcome, &args);
     store_failed.unwrap_or(code)
 }
 
-fn print_outcome(outcome: &AskOutcome, args: &AskArgs, host: &plan_host::Host) -> u8 {
+fn print_outcome(outcome: &AskOutcome, args: &AskArgs) -> u8 {
     if args.show_plan
         && args.output.format == Format::Text
         && let Some(plan) = &outcome.plan
@@ -344,19 +341,11 @@ fn print_outcome(outcome: &AskOutcome, args: &AskArgs, host: &plan_host::Host) -
         (AskStatus::InvalidPlan, _) => {
             // The last plan's diagnostics, rendered as `planc check` shows them.
             if let Some(plan) = &outcome.plan {
-                let opts = plan_compiler::CompileOptions {
-                    manifest: host.manifest().clone(),
-                    ..Default::default()
-                };
-                let compiled = plan_compiler::compile(plan, &opts);
+                let color = plan_render::color_stderr();
+                let shown = "the last plan";
                 eprint!(
                     "{}",
-                    plan_render::render_human(
-                        "the last plan",
-                        plan,
-                        &compiled.diagnostics,
-                        plan_render::color_stderr()
-                    )
+                    plan_render::render_human(shown, plan, &outcome.diagnostics, color)
                 );
             }
             eprintln!(

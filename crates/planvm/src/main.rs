@@ -306,26 +306,20 @@ fn run(args: RunArgs) -> u8 {
         }
     };
 
-    let mut tracer = match open_trace(args.output.trace.as_deref()) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    for w in &loaded.warnings {
-        tracer.warning(w);
-    }
-    let status_line = status_line(args.output.format, &mut tracer);
-    let host = match make_host(
+    let Session {
+        mut tracer,
+        status_line,
+        host,
+        runtime,
+    } = match start_session(
         manifest,
         args.replay.clone(),
         args.record.clone(),
         &args.limits.times(),
-        &mut tracer,
+        (args.output.trace.as_deref(), args.output.format),
+        &loaded.warnings,
     ) {
-        Ok(h) => h,
-        Err(code) => return code,
-    };
-    let runtime = match runtime() {
-        Ok(r) => r,
+        Ok(s) => s,
         Err(code) => return code,
     };
     tracer.restart_clock();
@@ -361,23 +355,20 @@ async fn run_loaded(
 /// are certain to run start before the input ends (docs/planner.md, streaming). The whole
 /// plan is then compiled and run as any plan is, taking the early results.
 fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
-    let mut tracer = match open_trace(args.output.trace.as_deref()) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let status_line = status_line(args.output.format, &mut tracer);
-    let host = match make_host(
+    let Session {
+        mut tracer,
+        status_line,
+        host,
+        runtime,
+    } = match start_session(
         manifest.clone(),
         args.replay.clone(),
         args.record.clone(),
         &args.limits.times(),
-        &mut tracer,
+        (args.output.trace.as_deref(), args.output.format),
+        &[],
     ) {
-        Ok(h) => h,
-        Err(code) => return code,
-    };
-    let runtime = match runtime() {
-        Ok(r) => r,
+        Ok(s) => s,
         Err(code) => return code,
     };
     let outcome = runtime.block_on(async {
@@ -482,6 +473,39 @@ fn status_line(format: Format, tracer: &mut Tracer) -> Option<progress::StatusLi
     let t = std::mem::take(tracer);
     *tracer = t.with_observer(line.observer());
     Some(line)
+}
+
+/// What every command that runs a plan sets up first: the trace (with the compiler's
+/// warnings), the live status line, the host and the async runtime.
+pub(crate) struct Session {
+    pub(crate) tracer: Tracer,
+    pub(crate) status_line: Option<progress::StatusLine>,
+    pub(crate) host: Host,
+    pub(crate) runtime: tokio::runtime::Runtime,
+}
+
+/// Sets up a [`Session`]; `output` is where the trace goes and the output format.
+pub(crate) fn start_session(
+    manifest: Manifest,
+    replay: Option<PathBuf>,
+    record: Option<PathBuf>,
+    times: &Times,
+    output: (Option<&Path>, Format),
+    warnings: &[String],
+) -> Result<Session, u8> {
+    let mut tracer = open_trace(output.0)?;
+    for w in warnings {
+        tracer.warning(w);
+    }
+    let status_line = status_line(output.1, &mut tracer);
+    let host = make_host(manifest, replay, record, times, &mut tracer)?;
+    let runtime = runtime()?;
+    Ok(Session {
+        tracer,
+        status_line,
+        host,
+        runtime,
+    })
 }
 
 /// The run's deadline and per-call limit.

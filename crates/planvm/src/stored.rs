@@ -525,20 +525,20 @@ struct Continue<'a> {
 
 /// Runs `c` to its end, journaled in its store, and prints it like `run`.
 fn continue_stored(c: Continue<'_>) -> u8 {
-    let mut tracer = match crate::open_trace(c.trace) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    for w in c.warnings {
-        tracer.warning(w);
-    }
-    let status_line = crate::status_line(c.format, &mut tracer);
-    let host = match crate::make_host(c.manifest, c.replay, None, &c.times, &mut tracer) {
-        Ok(h) => h,
-        Err(code) => return code,
-    };
-    let runtime = match crate::runtime() {
-        Ok(r) => r,
+    let crate::Session {
+        mut tracer,
+        status_line,
+        host,
+        runtime,
+    } = match crate::start_session(
+        c.manifest,
+        c.replay,
+        None,
+        &c.times,
+        (c.trace, c.format),
+        c.warnings,
+    ) {
+        Ok(s) => s,
         Err(code) => return code,
     };
     if let Err(e) = (c.start)(&mut *c.store) {
