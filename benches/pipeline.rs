@@ -171,7 +171,11 @@ fn dispatch(c: &mut Criterion) {
         }],
         templates: vec![vec![Piece::Ref(0), Piece::Lit(2)]],
         ariths: vec![ArithDef {
-            code: vec![ArithOp::Ref(0), ArithOp::Const(1), ArithOp::Add],
+            code: vec![
+                ArithOp::Ref(0),
+                ArithOp::Const(1),
+                ArithOp::Bin(plan_value::Op2::Add),
+            ],
             fallback: 0,
         }],
         ..Program::default()

@@ -11,6 +11,8 @@ use crate::{
     Operand, Piece, Program, RefDef, ToolDef,
 };
 
+use plan_value::{Op1, Op2};
+
 type Result<T> = std::result::Result<T, BytecodeError>;
 
 pub(crate) fn get_operand(r: &mut Reader<'_>, what: &str) -> Result<Operand> {
@@ -66,14 +68,14 @@ fn get_arith_op(r: &mut Reader<'_>) -> Result<ArithOp> {
     Ok(match r.u8("arith op")? {
         0 => ArithOp::Const(r.u32v("arith const")?),
         1 => ArithOp::Ref(r.u32v("arith ref")?),
-        2 => ArithOp::Neg,
-        3 => ArithOp::Pos,
-        4 => ArithOp::Add,
-        5 => ArithOp::Sub,
-        6 => ArithOp::Mul,
-        7 => ArithOp::Div,
-        8 => ArithOp::Pow,
-        9 => ArithOp::Mod,
+        2 => ArithOp::Un(Op1::Neg),
+        3 => ArithOp::Un(Op1::Pos),
+        4 => ArithOp::Bin(Op2::Add),
+        5 => ArithOp::Bin(Op2::Sub),
+        6 => ArithOp::Bin(Op2::Mul),
+        7 => ArithOp::Bin(Op2::Div),
+        8 => ArithOp::Bin(Op2::Pow),
+        9 => ArithOp::Bin(Op2::Mod),
         other => return Err(BytecodeError::at(at, format!("unknown arith op {other}"))),
     })
 }

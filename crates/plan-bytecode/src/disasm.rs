@@ -12,6 +12,7 @@ use serde_json::Value;
 use crate::limits::MAX_OPERAND_DEPTH;
 use crate::opcodes::show_instr;
 use crate::{ArithOp, Effects, Operand, Piece, Program};
+use plan_value::Op2;
 
 /// Longest constant preview, in characters, before it is cut with `…`.
 const PREVIEW: usize = 48;
@@ -131,23 +132,20 @@ impl<'p> Lister<'p> {
                     self.reference(r, &mut s);
                     stack.push((s, ATOM));
                 }
-                ArithOp::Neg | ArithOp::Pos => {
+                ArithOp::Un(op) => {
                     let x = stack.pop()?;
-                    let sign = if matches!(op, ArithOp::Neg) { "-" } else { "+" };
                     // `--x` is valid Python but reads badly: parenthesise nested signs.
                     let parens = x.1 <= UNARY;
-                    stack.push((format!("{sign}{}", wrap(x, parens)), UNARY));
+                    stack.push((format!("{}{}", op.symbol(), wrap(x, parens)), UNARY));
                 }
-                _ => {
+                ArithOp::Bin(op) => {
                     let rhs = stack.pop()?;
                     let lhs = stack.pop()?;
-                    let (sym, prec) = match op {
-                        ArithOp::Add => ("+", 1),
-                        ArithOp::Sub => ("-", 1),
-                        ArithOp::Mul => ("*", 2),
-                        ArithOp::Div => ("/", 2),
-                        ArithOp::Mod => ("%", 2),
-                        _ => ("**", POW),
+                    let sym = op.symbol();
+                    let prec = match op {
+                        Op2::Add | Op2::Sub => 1,
+                        Op2::Mul | Op2::Div | Op2::Mod => 2,
+                        Op2::Pow => POW,
                     };
                     let (lp, rp) = if prec == POW {
                         // Right-associative; binds tighter than a unary on its left only.

@@ -39,6 +39,7 @@
 use crate::opcodes::put_instr;
 use crate::wire::{Writer, put_value};
 use crate::{ArithOp, DebugInfo, Effects, Operand, Piece, Program};
+use plan_value::{Op1, Op2};
 
 /// File magic. The high first byte keeps it from being mistaken for text (a JSON plan can
 /// never start with it); the CR LF / SUB / LF tail detects newline-translating transfers,
@@ -100,14 +101,14 @@ pub(crate) fn arith_code(op: ArithOp) -> (u8, Option<u32>) {
     match op {
         ArithOp::Const(i) => (0, Some(i)),
         ArithOp::Ref(i) => (1, Some(i)),
-        ArithOp::Neg => (2, None),
-        ArithOp::Pos => (3, None),
-        ArithOp::Add => (4, None),
-        ArithOp::Sub => (5, None),
-        ArithOp::Mul => (6, None),
-        ArithOp::Div => (7, None),
-        ArithOp::Pow => (8, None),
-        ArithOp::Mod => (9, None),
+        ArithOp::Un(Op1::Neg) => (2, None),
+        ArithOp::Un(Op1::Pos) => (3, None),
+        ArithOp::Bin(Op2::Add) => (4, None),
+        ArithOp::Bin(Op2::Sub) => (5, None),
+        ArithOp::Bin(Op2::Mul) => (6, None),
+        ArithOp::Bin(Op2::Div) => (7, None),
+        ArithOp::Bin(Op2::Pow) => (8, None),
+        ArithOp::Bin(Op2::Mod) => (9, None),
     }
 }
 

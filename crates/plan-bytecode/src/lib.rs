@@ -7,15 +7,16 @@
 //!   justifies; [`validate`] checks every index and produces a [`ValidatedProgram`], the
 //!   only thing the VM accepts. [`load`] does both. Every error is a [`BytecodeError`]
 //!   carrying a byte offset when it comes from the file.
-//! - **One source of truth for opcodes.** `opcodes.rs` lists each [`Instr`] variant once;
-//!   encoder, decoder, validator and disassembler are generated from that list.
+//! - **One source of truth for instructions.** `opcodes.rs` lists each instruction once;
+//!   [`Instr`], [`Opcode`], encoder, decoder, validator, disassembler and each
+//!   instruction's reads and writes are generated from that list.
 //! - **Round trip.** `decode(&encode(p)) == Ok(p)` for every program that validates.
 //! - **Compact.** LEB128 varints and a tagged binary encoding of JSON constants; empty
 //!   tables are omitted; the debug section is optional (`planc compile --strip`).
 //!
 //! Module map, in reading order:
-//! - `program.rs`: the in-memory data (instructions and side tables).
-//! - `opcodes.rs`: the instruction table and the [`Opcode`] enum.
+//! - `program.rs`: the in-memory data (operands and side tables).
+//! - `opcodes.rs`: the instruction table: [`Instr`], [`Opcode`] and all that is generated.
 //! - `encode.rs`: the file layout (documented there) and [`encode`].
 //! - `wire.rs`: varints, bounds-checked reader, constant encoding.
 //! - `decode.rs`: [`decode`]. `limits.rs`: every cap.
@@ -36,7 +37,7 @@ mod wire;
 pub use decode::decode;
 pub use disasm::disasm;
 pub use encode::{FLAG_DEBUG, FORMAT_VERSION, HEADER_LEN, MAGIC, encode, is_pbc};
-pub use opcodes::Opcode;
+pub use opcodes::{Instr, Opcode};
 pub use program::*;
 
 // Why: the dispatch loop walks a dense `[Instr]`; growing past 16 bytes would cost cache.

@@ -5,6 +5,8 @@
 //! array; anything variable-sized (argument lists, template pieces, arithmetic code)
 //! lives in a side table addressed by a `u32` index.
 
+use crate::Instr;
+use plan_value::{Op1, Op2};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -58,14 +60,10 @@ pub enum ArithOp {
     Const(ConstIdx),
     /// Push a referenced value (must be numeric or a numeric string at run time).
     Ref(u32),
-    Neg,
-    Pos,
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Pow,
-    Mod,
+    /// Pop one value, push the result.
+    Un(Op1),
+    /// Pop the right operand, then the left, push the result.
+    Bin(Op2),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,27 +111,6 @@ pub enum Effects {
 pub struct ToolDef {
     pub name: String,
     pub effects: Effects,
-}
-
-/// One instruction. `Copy`, ≤ 16 bytes (see the size assertion in `lib.rs`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Instr {
-    /// `reasoning`: does nothing at run time (the text is in the debug section).
-    Nop,
-    /// Single-variable `assign`.
-    Set { dst: Slot, src: Operand },
-    /// Multi-variable `assign` (`assigns` index).
-    Assign { assign: u32 },
-    /// Tool call (`calls` index); suspends the VM until the host answers.
-    Call { call: u32 },
-    /// Unconditional jump.
-    Jump { target: Pc },
-    /// LLM condition (`conds` index); suspends, then jumps to `if_true` or `if_false`.
-    Branch {
-        cond: u32,
-        if_true: Pc,
-        if_false: Pc,
-    },
 }
 
 /// Per-instruction source mapping (debug section).

@@ -297,20 +297,20 @@ impl<'p> Checker<'p> {
                         in_range(&site, "ref", r, self.p.refs.len())?;
                         (0, 1)
                     }
-                    ArithOp::Neg | ArithOp::Pos => (1, 1),
-                    ArithOp::Add
-                    | ArithOp::Sub
-                    | ArithOp::Mul
-                    | ArithOp::Div
-                    | ArithOp::Pow
-                    | ArithOp::Mod => (2, 1),
+                    ArithOp::Un(_) => (1, 1),
+                    ArithOp::Bin(_) => (2, 1),
                 };
                 depth = match depth.checked_sub(pops) {
                     Some(d) => d + pushes,
                     None => {
+                        let sym = match *op {
+                            ArithOp::Un(o) => o.symbol(),
+                            ArithOp::Bin(o) => o.symbol(),
+                            ArithOp::Const(_) | ArithOp::Ref(_) => "push",
+                        };
                         return Err(fail(
                             &site,
-                            format_args!("op {k} ({op:?}) underflows the stack"),
+                            format_args!("op {k} (`{sym}`) underflows the stack"),
                         ));
                     }
                 };

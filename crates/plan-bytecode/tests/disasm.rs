@@ -39,7 +39,8 @@ fn disasm_of_an_invalid_program_marks_bad_indices() {
 
 #[test]
 fn arithmetic_renders_with_python_precedence() {
-    use ArithOp::*;
+    use ArithOp::{Const, Ref};
+    use common::ops::*;
     // consts: c0 = 2, c1 = 3, c2 = 1; ref r0 = ${x}.
     let render = |code: Vec<ArithOp>| {
         let p = Program {

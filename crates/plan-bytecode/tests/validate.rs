@@ -156,13 +156,13 @@ const CASES: &[(&str, Edit, &str)] = &[
     ),
     (
         "arith underflow",
-        |p| p.ariths[0].code = vec![ArithOp::Const(5), ArithOp::Add],
-        "ariths[0]: op 1 (Add) underflows the stack",
+        |p| p.ariths[0].code = vec![ArithOp::Const(5), common::ops::Add],
+        "ariths[0]: op 1 (`+`) underflows the stack",
     ),
     (
         "arith unary underflow",
-        |p| p.ariths[0].code = vec![ArithOp::Neg],
-        "ariths[0]: op 0 (Neg) underflows the stack",
+        |p| p.ariths[0].code = vec![common::ops::Neg],
+        "ariths[0]: op 0 (`-`) underflows the stack",
     ),
     (
         "arith leaves two values",

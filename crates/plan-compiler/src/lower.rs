@@ -20,18 +20,21 @@ use plan_bytecode::{
 };
 use plan_manifest::{Effects as ManifestEffects, Manifest};
 use plan_syntax::{
-    BinOp, Diagnostic, Dialect, Expr, Name, Node, NodeKind, PieceStr, RefStr, Span, UnOp, VarRef,
-    has_ref, parse_arith, pieces_into,
+    Diagnostic, Dialect, Expr, Name, Node, NodeKind, PieceStr, RefStr, Span, VarRef, has_ref,
+    parse_arith, pieces_into,
 };
-use plan_value::{Num, Op1, Op2};
+use plan_value::Num;
 use serde_json::Value;
 use smallvec::SmallVec;
 
 use crate::codes;
 use crate::flatten::{Step, StepKind};
 
-/// What each step reads and writes (slots), for dataflow. All steps' lists live in two
-/// flat arrays rather than two vectors per step: allocating those was measurable.
+/// What each step reads and writes (slots), for dataflow. The slots are the instruction
+/// table's answer (`Instr::reads`, `Instr::writes`), so the compiler's checks and the VM's
+/// scheduler cannot disagree; the span of each read is this crate's side table, recorded
+/// while its references were lowered (in the same evaluation order). All steps' lists live
+/// in two flat arrays rather than two vectors per step: allocating those was measurable.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Io {
     /// (slot, span of the value that reads it)
@@ -79,8 +82,9 @@ pub(crate) struct Lowerer<'m, 'p> {
     slots: HashMap<Cow<'p, str>, Slot>,
     refs: HashMap<(Slot, Vec<ConstIdx>, ConstIdx), u32>,
     tools: HashMap<&'p str, u32>,
-    /// Reads collected while lowering the current step.
-    reads: Vec<(Slot, Span)>,
+    /// Span of each reference lowered in the current step, in evaluation order: the side
+    /// table that gives the instruction table's reads their place in the plan.
+    read_spans: Vec<Span>,
     /// Scratch for the pieces of one string (reused: most strings are lowered this way).
     pieces: Vec<PieceStr<'p>>,
     /// seq_no of the step being lowered (for limit errors found deep in its values).
@@ -129,7 +133,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             slots: HashMap::with_capacity(steps),
             refs: HashMap::with_capacity(steps),
             tools: HashMap::new(),
-            reads: Vec::new(),
+            read_spans: Vec::new(),
             pieces: Vec::new(),
             seq: None,
             operand_depth: 0,
@@ -230,14 +234,14 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         let (slot, path, raw) = match r {
             AnyRef::Str(r) => {
                 let slot = self.slot(r.name);
-                self.reads.push((slot, span));
+                self.read_spans.push(span);
                 let path: Vec<ConstIdx> = r.keys().map(|k| self.konst_str(k)).collect();
                 self.check_list(path.len(), "a reference's dotted path", span);
                 (slot, path, self.konst_str(r.raw))
             }
             AnyRef::Owned(r) => {
                 let slot = self.slot_text(&r.name, || Cow::Owned(r.name.clone()));
-                self.reads.push((slot, span));
+                self.read_spans.push(span);
                 let path: Vec<ConstIdx> = r.path.iter().map(|k| self.konst_tmp(k)).collect();
                 (slot, path, self.konst_tmp(&r.raw))
             }
@@ -429,22 +433,12 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             Expr::Ref(r) => code.push(ArithOp::Ref(self.var_ref(AnyRef::Owned(r), span))),
             Expr::Unary(op, a) => {
                 self.arith_code(a, span, code);
-                code.push(match op {
-                    UnOp::Neg => ArithOp::Neg,
-                    UnOp::Pos => ArithOp::Pos,
-                });
+                code.push(ArithOp::Un(*op));
             }
             Expr::Binary(op, a, b) => {
                 self.arith_code(a, span, code);
                 self.arith_code(b, span, code);
-                code.push(match op {
-                    BinOp::Add => ArithOp::Add,
-                    BinOp::Sub => ArithOp::Sub,
-                    BinOp::Mul => ArithOp::Mul,
-                    BinOp::Div => ArithOp::Div,
-                    BinOp::Pow => ArithOp::Pow,
-                    BinOp::Mod => ArithOp::Mod,
-                });
+                code.push(ArithOp::Bin(*op));
             }
         }
     }
@@ -482,26 +476,24 @@ impl<'m, 'p> Lowerer<'m, 'p> {
     /// jump goes to (`[target]` or `[if_true, if_false]`), resolved by the caller.
     pub(crate) fn step(&mut self, step: &Step<'p>, targets: &[usize]) -> Instr {
         let target = |k: usize| targets.get(k).copied().unwrap_or(0) as u32;
-        self.reads.clear();
+        self.read_spans.clear();
         let seq = step.seq_no;
         self.seq = seq;
-        let mut writes: SmallVec<[Slot; 4]> = SmallVec::new();
+        // For an assign of several variables: where each value's reads end.
+        let mut value_ends: SmallVec<[usize; 4]> = SmallVec::new();
         let instr = match step.kind {
             StepKind::Nop => Instr::Nop,
             StepKind::Assign(vars) => {
                 let vars = last_of_each_name(vars);
-                writes = vars.iter().map(|(name, _)| self.slot(&name.text)).collect();
-                // Sorted, for the sibling check's lookups (an assign may set 100k names; the
-                // usual few stay on the stack).
-                let mut siblings: SmallVec<[Slot; 8]> = writes.iter().copied().collect();
-                siblings.sort_unstable();
+                // NB: every target is interned before any value, which fixes slot numbers.
+                let slots: SmallVec<[Slot; 4]> =
+                    vars.iter().map(|(name, _)| self.slot(&name.text)).collect();
                 let mut targets: SmallVec<[(Slot, Operand); 2]> = SmallVec::new();
-                for ((name, value), &slot) in vars.iter().zip(&writes) {
+                for ((name, value), &slot) in vars.iter().zip(&slots) {
                     self.check_var_name(name, seq);
-                    let first_read = self.reads.len();
                     let op = self.operand(value, Ctx::Assign, seq);
-                    self.check_sibling_refs(first_read, slot, &siblings, seq);
                     targets.push((slot, op));
+                    value_ends.push(self.read_spans.len());
                 }
                 self.check_list(targets.len(), "this assign", step.span);
                 if targets.len() == 1 {
@@ -550,7 +542,6 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                         .with_help("add \"output_vars\": [\"name\"] to keep the result"),
                     );
                 }
-                writes.extend_from_slice(&outs);
                 self.check_list(args.len(), "this call's tool_params", step.span);
                 self.check_list(outs.len(), "this call's output_vars", step.span);
                 let tool = self.tool_index(&tool.text);
@@ -583,42 +574,64 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             }
         };
         self.check_tables(step.span);
-        self.io.reads.extend_from_slice(&self.reads);
-        self.io.writes.extend_from_slice(&writes);
-        self.io
-            .ends
-            .push((self.io.reads.len(), self.io.writes.len()));
+        self.record_io(&instr, step.span);
+        if value_ends.len() > 1 {
+            self.check_sibling_refs(&value_ends, seq);
+        }
         instr
     }
 
-    /// Warns when the value just lowered for `own` (its reads start at `first_read`)
-    /// references another variable assigned by the same instruction (`siblings`, sorted).
-    /// A value reading its own variable (`"n": "${n} + 1"`) is the usual update idiom and
-    /// is not reported.
-    fn check_sibling_refs(
-        &mut self,
-        first_read: usize,
-        own: Slot,
-        siblings: &[Slot],
-        seq: Option<i64>,
-    ) {
-        let mut seen: SmallVec<[Slot; 4]> = SmallVec::new();
-        for i in first_read..self.reads.len() {
-            let (slot, span) = self.reads[i];
-            if slot == own || siblings.binary_search(&slot).is_err() || seen.contains(&slot) {
-                continue;
+    /// Appends what `instr` (just lowered) reads and writes to `io`, each read with the
+    /// span its reference was lowered at.
+    fn record_io(&mut self, instr: &Instr, step_span: Span) {
+        let io = &mut self.io;
+        let first = io.reads.len();
+        instr.reads(&self.program, &mut |slot| io.reads.push((slot, step_span)));
+        instr.writes(&self.program, &mut |slot| io.writes.push(slot));
+        let reads = &mut io.reads[first..];
+        // Both walk the operands in evaluation order, so they pair up one to one. Were they
+        // ever to disagree, each read keeps the step's span: coarser, never wrong.
+        debug_assert_eq!(reads.len(), self.read_spans.len(), "read spans out of step");
+        if reads.len() == self.read_spans.len() {
+            for (read, &span) in reads.iter_mut().zip(&self.read_spans) {
+                read.1 = span;
             }
-            seen.push(slot);
-            let name = &self.program.slots[slot as usize];
-            self.diags.push(
-                Diagnostic::warning(
-                    codes::ASSIGN_SELF_REF,
-                    format!("`{name}` is assigned by this same instruction, so this reference sees its value from before it"),
-                )
-                .with_span(span)
-                .with_seq(seq)
-                .with_help("all values of one assign are computed before any is stored: split it into two assign instructions if one value needs the other"),
-            );
+        }
+        io.ends.push((io.reads.len(), io.writes.len()));
+    }
+
+    /// Warns when a value of the assign just recorded (its values' reads end at
+    /// `value_ends`) references another variable assigned by the same instruction. A value
+    /// reading its own variable (`"n": "${n} + 1"`) is the usual update idiom and is not
+    /// reported.
+    fn check_sibling_refs(&mut self, value_ends: &[usize], seq: Option<i64>) {
+        let step = self.io.ends.len() - 1;
+        // Sorted, for the lookups (an assign may set 100k names; the usual few stay on the
+        // stack).
+        let mut siblings: SmallVec<[Slot; 8]> = self.io.writes(step).into();
+        siblings.sort_unstable();
+        let mut start = 0;
+        for (k, &end) in value_ends.iter().enumerate() {
+            let own = self.io.writes(step)[k];
+            let mut seen: SmallVec<[Slot; 4]> = SmallVec::new();
+            for i in start..end {
+                let (slot, span) = self.io.reads(step)[i];
+                if slot == own || siblings.binary_search(&slot).is_err() || seen.contains(&slot) {
+                    continue;
+                }
+                seen.push(slot);
+                let name = &self.program.slots[slot as usize];
+                self.diags.push(
+                    Diagnostic::warning(
+                        codes::ASSIGN_SELF_REF,
+                        format!("`{name}` is assigned by this same instruction, so this reference sees its value from before it"),
+                    )
+                    .with_span(span)
+                    .with_seq(seq)
+                    .with_help("all values of one assign are computed before any is stored: split it into two assign instructions if one value needs the other"),
+                );
+            }
+            start = end;
         }
     }
 
@@ -823,8 +836,8 @@ fn stack_depth(code: &[ArithOp]) -> usize {
     for op in code {
         match op {
             ArithOp::Const(_) | ArithOp::Ref(_) => depth += 1,
-            ArithOp::Neg | ArithOp::Pos => {}
-            _ => depth = depth.saturating_sub(1),
+            ArithOp::Un(_) => {}
+            ArithOp::Bin(_) => depth = depth.saturating_sub(1),
         }
         max = max.max(depth);
     }
@@ -845,23 +858,7 @@ fn fold(e: &Expr) -> Option<Num> {
     match e {
         Expr::Num(n) => plan_value::to_num(&Value::Number(n.clone())),
         Expr::Ref(_) => None,
-        Expr::Unary(op, a) => {
-            let op = match op {
-                UnOp::Neg => Op1::Neg,
-                UnOp::Pos => Op1::Pos,
-            };
-            plan_value::unary(op, fold(a)?)
-        }
-        Expr::Binary(op, a, b) => {
-            let op = match op {
-                BinOp::Add => Op2::Add,
-                BinOp::Sub => Op2::Sub,
-                BinOp::Mul => Op2::Mul,
-                BinOp::Div => Op2::Div,
-                BinOp::Pow => Op2::Pow,
-                BinOp::Mod => Op2::Mod,
-            };
-            plan_value::binary(op, fold(a)?, fold(b)?)
-        }
+        Expr::Unary(op, a) => plan_value::unary(*op, fold(a)?),
+        Expr::Binary(op, a, b) => plan_value::binary(*op, fold(a)?, fold(b)?),
     }
 }

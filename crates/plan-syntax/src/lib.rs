@@ -45,8 +45,8 @@ pub use diag::{Diagnostic, Parsed, Severity};
 pub use json::{Member, Node, NodeKind};
 pub use span::{LineIndex, Span};
 pub use template::{
-    BinOp, Expr, Piece, PieceStr, RefStr, StrForm, StringForm, UnOp, VarRef, classify_str, has_ref,
-    object_ref, pieces_into,
+    Expr, Piece, PieceStr, RefStr, StrForm, StringForm, VarRef, classify_str, has_ref, object_ref,
+    pieces_into,
 };
 
 /// Lenient JSON reader (see crate docs). `value` is `None` when nothing could be read.

@@ -9,6 +9,7 @@
 //! escape syntax: `\${x}` is a backslash followed by a reference, as in the reference VM.
 
 use logos::Logos;
+use plan_value::{Op1, Op2};
 
 use crate::ast::Dialect;
 use crate::lexer::{TemplateTok, brace_refs, ref_str};
@@ -43,30 +44,14 @@ pub enum StringForm {
     Template(Vec<Piece>),
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BinOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Pow,
-    Mod,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum UnOp {
-    Neg,
-    Pos,
-}
-
 /// Arithmetic over number literals and references.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Expr {
     /// A number literal (integer or float, as Python reads it).
     Num(serde_json::Number),
     Ref(VarRef),
-    Unary(UnOp, Box<Expr>),
-    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Unary(Op1, Box<Expr>),
+    Binary(Op2, Box<Expr>, Box<Expr>),
 }
 
 /// A reference borrowed from the string it was written in: the allocation-free form of

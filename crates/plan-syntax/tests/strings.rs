@@ -2,9 +2,8 @@
 //! (arithmetic with Python precedence). Expressions are compared through a compact
 //! fully-parenthesised rendering so each row reads like the precedence table it checks.
 
-use plan_syntax::{
-    BinOp, Dialect, Expr, Piece, StringForm, UnOp, VarRef, classify_string, parse_arith,
-};
+use plan_syntax::{Dialect, Expr, Piece, StringForm, VarRef, classify_string, parse_arith};
+use plan_value::Op2;
 
 const CUR: Dialect = Dialect::Current;
 const OLD: Dialect = Dialect::Older;
@@ -13,24 +12,8 @@ fn show(e: &Expr) -> String {
     match e {
         Expr::Num(n) => n.to_string(),
         Expr::Ref(r) => r.raw.clone(),
-        Expr::Unary(op, x) => {
-            let o = match op {
-                UnOp::Neg => "-",
-                UnOp::Pos => "+",
-            };
-            format!("({o}{})", show(x))
-        }
-        Expr::Binary(op, l, r) => {
-            let o = match op {
-                BinOp::Add => "+",
-                BinOp::Sub => "-",
-                BinOp::Mul => "*",
-                BinOp::Div => "/",
-                BinOp::Pow => "**",
-                BinOp::Mod => "%",
-            };
-            format!("({} {o} {})", show(l), show(r))
-        }
+        Expr::Unary(op, x) => format!("({}{})", op.symbol(), show(x)),
+        Expr::Binary(op, l, r) => format!("({} {} {})", show(l), op.symbol(), show(r)),
     }
 }
 
@@ -128,7 +111,7 @@ fn arithmetic_references_follow_the_dialect() {
         Some("({{ a }} * ${b})")
     );
     let e = parse_arith("{{ a }} - 1", OLD).expect("arithmetic");
-    let Expr::Binary(BinOp::Sub, l, _) = e else {
+    let Expr::Binary(Op2::Sub, l, _) = e else {
         panic!("not a subtraction: {e:?}")
     };
     assert_eq!(

@@ -8,6 +8,7 @@
 //! - non-finite results (`inf`, `nan`) fail instead of raising or propagating;
 //! - a negative float base with a fractional exponent fails (Python gives a complex).
 
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// A number as the plan language sees it.
@@ -17,15 +18,17 @@ pub enum Num {
     Float(f64),
 }
 
-/// Unary arithmetic operators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Unary arithmetic operators. The one enum for them: the parser's AST, the bytecode's
+/// arithmetic code and [`unary`] all use it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Op1 {
     Neg,
     Pos,
 }
 
-/// Binary arithmetic operators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Binary arithmetic operators. The one enum for them: the parser's AST, the bytecode's
+/// arithmetic code and [`binary`] all use it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Op2 {
     Add,
     Sub,
@@ -33,6 +36,30 @@ pub enum Op2 {
     Div,
     Pow,
     Mod,
+}
+
+impl Op1 {
+    /// As written in a plan.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op1::Neg => "-",
+            Op1::Pos => "+",
+        }
+    }
+}
+
+impl Op2 {
+    /// As written in a plan.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Op2::Add => "+",
+            Op2::Sub => "-",
+            Op2::Mul => "*",
+            Op2::Div => "/",
+            Op2::Pow => "**",
+            Op2::Mod => "%",
+        }
+    }
 }
 
 impl Num {

@@ -36,7 +36,11 @@ fn main() {
         }],
         templates: vec![vec![Piece::Ref(0), Piece::Lit(3)]],
         ariths: vec![ArithDef {
-            code: vec![ArithOp::Ref(0), ArithOp::Const(1), ArithOp::Add],
+            code: vec![
+                ArithOp::Ref(0),
+                ArithOp::Const(1),
+                ArithOp::Bin(plan_value::Op2::Add),
+            ],
             fallback: 0,
         }],
         ..Program::default()

@@ -16,7 +16,7 @@ use std::borrow::Cow;
 use plan_bytecode::limits::MAX_ARITH_STACK;
 use plan_bytecode::{ArithOp, Operand, Pc, Piece, RefDef, Slot};
 use plan_value::{
-    NODE_BYTES, Num, Op1, Op2, binary, interpolated, interpolated_len, num_to_value, to_num, unary,
+    NODE_BYTES, Num, binary, interpolated, interpolated_len, num_to_value, to_num, unary,
     value_size, write_interpolated,
 };
 use serde_json::{Map, Value};
@@ -322,9 +322,7 @@ impl<'p> Vm<'p> {
     /// Evaluates postfix arithmetic; `None` means "use the fallback text".
     fn arith<S: SlotView + ?Sized>(&self, view: &S, code: &[ArithOp]) -> Option<Num> {
         // Fast path for the most common shape, `${i} + 1`: no stack at all.
-        if let [a, b, op] = *code
-            && let Some(op) = binop(op)
-        {
+        if let [a, b, ArithOp::Bin(op)] = *code {
             let a = self.operand_num(view, a)?;
             let b = self.operand_num(view, b)?;
             return binary(op, a, b);
@@ -351,19 +349,14 @@ impl<'p> Vm<'p> {
                 leaf @ (ArithOp::Const(_) | ArithOp::Ref(_)) => {
                     stack.push(self.operand_num(view, leaf)?)?;
                 }
-                ArithOp::Neg | ArithOp::Pos => {
-                    let op = if matches!(op, ArithOp::Neg) {
-                        Op1::Neg
-                    } else {
-                        Op1::Pos
-                    };
+                ArithOp::Un(op) => {
                     let a = stack.pop()?;
                     stack.push(unary(op, a)?)?;
                 }
-                other => {
+                ArithOp::Bin(op) => {
                     let b = stack.pop()?;
                     let a = stack.pop()?;
-                    stack.push(binary(binop(other)?, a, b)?)?;
+                    stack.push(binary(op, a, b)?)?;
                 }
             }
         }
@@ -489,18 +482,6 @@ fn follow_path<'v>(vm: &Vm<'_>, base: &'v Value, path: &[u32]) -> Option<Cow<'v,
         cur = step(cur, vm.const_str(k))?;
     }
     Some(cur)
-}
-
-fn binop(op: ArithOp) -> Option<Op2> {
-    Some(match op {
-        ArithOp::Add => Op2::Add,
-        ArithOp::Sub => Op2::Sub,
-        ArithOp::Mul => Op2::Mul,
-        ArithOp::Div => Op2::Div,
-        ArithOp::Pow => Op2::Pow,
-        ArithOp::Mod => Op2::Mod,
-        _ => return None,
-    })
 }
 
 /// One dotted-path step: object key, array index (decimal), or into a string that holds

@@ -5,6 +5,22 @@
 use plan_bytecode::*;
 use serde_json::json;
 
+/// Arithmetic operators by short name, so postfix code in tests reads as it disassembles.
+#[allow(non_upper_case_globals)]
+pub(crate) mod ops {
+    use plan_bytecode::ArithOp::{self, Bin, Un};
+    use plan_value::{Op1, Op2};
+
+    pub(crate) const Neg: ArithOp = Un(Op1::Neg);
+    pub(crate) const Pos: ArithOp = Un(Op1::Pos);
+    pub(crate) const Add: ArithOp = Bin(Op2::Add);
+    pub(crate) const Sub: ArithOp = Bin(Op2::Sub);
+    pub(crate) const Mul: ArithOp = Bin(Op2::Mul);
+    pub(crate) const Div: ArithOp = Bin(Op2::Div);
+    pub(crate) const Pow: ArithOp = Bin(Op2::Pow);
+    pub(crate) const Mod: ArithOp = Bin(Op2::Mod);
+}
+
 /// Roughly the plan: search for the question, compute a number, summarise, ask the LLM
 /// whether the summary is enough, then produce `final_answer`.
 pub(crate) fn sample() -> Program {
@@ -77,7 +93,8 @@ pub(crate) fn sample() -> Program {
         vec![Piece::Lit(15), Piece::Ref(3)],
         vec![Piece::Lit(18), Piece::Ref(1), Piece::Lit(19)],
     ];
-    use ArithOp::*;
+    use ArithOp::{Const, Ref};
+    use ops::*;
     let ariths = vec![
         ArithDef {
             code: vec![Ref(1), Const(5), Add, Const(6), Mul],

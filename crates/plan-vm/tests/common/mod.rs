@@ -6,6 +6,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use plan_bytecode::*;
+use plan_value::{Op1, Op2};
 use plan_vm::*;
 use serde_json::{Map, Value};
 
@@ -100,14 +101,14 @@ impl B {
             .map(|a| match a {
                 A::N(v) => ArithOp::Const(self.konst(v)),
                 A::R(name) => ArithOp::Ref(self.reference(name)),
-                A::Neg => ArithOp::Neg,
-                A::Pos => ArithOp::Pos,
-                A::Add => ArithOp::Add,
-                A::Sub => ArithOp::Sub,
-                A::Mul => ArithOp::Mul,
-                A::Div => ArithOp::Div,
-                A::Pow => ArithOp::Pow,
-                A::Mod => ArithOp::Mod,
+                A::Neg => ArithOp::Un(Op1::Neg),
+                A::Pos => ArithOp::Un(Op1::Pos),
+                A::Add => ArithOp::Bin(Op2::Add),
+                A::Sub => ArithOp::Bin(Op2::Sub),
+                A::Mul => ArithOp::Bin(Op2::Mul),
+                A::Div => ArithOp::Bin(Op2::Div),
+                A::Pow => ArithOp::Bin(Op2::Pow),
+                A::Mod => ArithOp::Bin(Op2::Mod),
             })
             .collect();
         let fallback = self.template_index(fallback);
