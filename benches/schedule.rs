@@ -2,8 +2,8 @@
 //! concurrently, through the real host (`plan_host::run_plan`, replay backend, tokio).
 //!
 //! Two plans, every call answered from a cassette after `LATENCY_MS`:
-//! - `aspects`: 4 aspects × (knowledge graph, vector search) → 4 syntheses → final
-//!   answer: 13 calls, critical path 3 calls.
+//! - `aspects`: the 14-step plan (`common::FOURTEEN_STEP`): 4 aspects × (knowledge graph,
+//!   vector search → synthesis) → final synthesis: 13 calls, critical path 3 calls.
 //! - `chains`: 2 independent chains of 6 dependent calls: 12 calls, critical path 6.
 //!
 //! Each is run concurrently (default `max_concurrency`) and one call at a time
@@ -15,6 +15,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+mod common;
+
 use criterion::{Criterion, SamplingMode, criterion_group, criterion_main};
 use plan_bytecode::ValidatedProgram;
 use plan_compiler::{CompileOptions, compile};
@@ -24,43 +26,8 @@ use plan_vm::{Halt, Limits, ToolRequest, Vm};
 use serde_json::{Value, json};
 
 const LATENCY_MS: u64 = 20;
-const ASPECTS: [&str; 4] = ["purpose", "key features", "technical details", "use cases"];
 const CHAINS: usize = 2;
 const CHAIN_LEN: usize = 6;
-
-fn aspects_plan() -> String {
-    let mut instrs = vec![json!({"seq_no": 0, "type": "reasoning", "parameters": {
-        "chain_of_thoughts": "Retrieve each aspect from both sources, synthesise each, combine.",
-        "dependency_analysis": "Aspects are independent; each synthesis needs its two retrievals."}})];
-    let mut seq = 1;
-    let mut context = String::new();
-    for (i, aspect) in ASPECTS.iter().enumerate() {
-        instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
-            "tool_name": "retrieve_knowledge_graph",
-            "tool_params": {"query": format!("TiDB {aspect}")},
-            "output_vars": [format!("kg_{i}")]}}));
-        instrs.push(json!({"seq_no": seq + 1, "type": "calling", "parameters": {
-            "tool_name": "vector_search",
-            "tool_params": {"query": format!("What are the {aspect} of TiDB?"), "top_k": 3},
-            "output_vars": [format!("vs_{i}")]}}));
-        seq += 2;
-    }
-    for (i, aspect) in ASPECTS.iter().enumerate() {
-        instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
-            "tool_name": "llm_generate",
-            "tool_params": {
-                "prompt": format!("Explain the {aspect} of TiDB."),
-                "context": format!("Knowledge graph: ${{kg_{i}}}\nVector search: ${{vs_{i}}}")},
-            "output_vars": [format!("explanation_{i}")]}}));
-        context.push_str(&format!("{aspect}: ${{explanation_{i}}}\n"));
-        seq += 1;
-    }
-    instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
-        "tool_name": "llm_generate",
-        "tool_params": {"prompt": "Combine the explanations into one answer.", "context": context},
-        "output_vars": ["final_answer"]}}));
-    Value::Array(instrs).to_string()
-}
 
 /// `CHAINS` chains, interleaved in program order, each call reading its predecessor.
 fn chains_plan() -> String {
@@ -191,7 +158,7 @@ fn median(rt: &tokio::runtime::Runtime, c: &Case, max_concurrency: u32) -> Durat
 fn schedule(cr: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
-        case("aspects", &aspects_plan(), 3, dir.path()),
+        case("aspects", common::FOURTEEN_STEP, 3, dir.path()),
         case("chains", &chains_plan(), CHAIN_LEN, dir.path()),
     ];
     let rt = tokio::runtime::Builder::new_current_thread()

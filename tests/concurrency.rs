@@ -1,5 +1,5 @@
 //! Independent tool calls run concurrently through the real host (issue 4): the plan with
-//! 4 aspects × (knowledge graph, vector search) → 4 syntheses → final answer makes 13
+//! 4 aspects × (knowledge graph, vector search → synthesis) → final synthesis makes 13
 //! calls of 300 ms replay latency each. Its critical path is 3 calls (0.9 s); run one
 //! call at a time it takes 3.9 s. On paused time both durations are exact: the concurrent
 //! run must take the critical path and give the sequential result.
@@ -16,54 +16,13 @@ use plan_vm::{Halt, Limits, ToolRequest, Vm};
 use serde_json::{Value, json};
 
 const LATENCY_MS: u64 = 300;
-const ASPECTS: [&str; 4] = ["purpose", "key features", "technical details", "use cases"];
-
-/// The plan as an LLM writes it (the shape of the seed specification's example).
-fn plan_text() -> String {
-    let mut instrs = vec![json!({
-        "seq_no": 0, "type": "reasoning",
-        "parameters": {
-            "chain_of_thoughts": "Retrieve each aspect from both sources, synthesise each, combine.",
-            "dependency_analysis": "Aspects are independent; each synthesis needs its two retrievals."
-        }
-    })];
-    let mut seq = 1;
-    let mut context = String::new();
-    for (i, aspect) in ASPECTS.iter().enumerate() {
-        instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
-            "tool_name": "retrieve_knowledge_graph",
-            "tool_params": {"query": format!("TiDB {aspect}")},
-            "output_vars": [format!("kg_{i}")]
-        }}));
-        instrs.push(json!({"seq_no": seq + 1, "type": "calling", "parameters": {
-            "tool_name": "vector_search",
-            "tool_params": {"query": format!("What are the {aspect} of TiDB?"), "top_k": 3},
-            "output_vars": [format!("vs_{i}")]
-        }}));
-        seq += 2;
-    }
-    for (i, aspect) in ASPECTS.iter().enumerate() {
-        instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
-            "tool_name": "llm_generate",
-            "tool_params": {
-                "prompt": format!("Explain the {aspect} of TiDB."),
-                "context": format!("Knowledge graph: ${{kg_{i}}}\nVector search: ${{vs_{i}}}")
-            },
-            "output_vars": [format!("explanation_{i}")]
-        }}));
-        context.push_str(&format!("{aspect}: ${{explanation_{i}}}\n"));
-        seq += 1;
-    }
-    instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
-        "tool_name": "llm_generate",
-        "tool_params": {"prompt": "Combine the explanations into one answer.", "context": context},
-        "output_vars": ["final_answer"]
-    }}));
-    serde_json::to_string_pretty(&instrs).expect("plan serializes")
-}
+/// The 14-step plan of the seed specification's example, shared with the benches and the
+/// batch test: reasoning, 4 aspects × (knowledge graph, vector search, synthesis), then a
+/// final synthesis. 13 calls; critical path 3.
+const PLAN: &str = include_str!("corpus/valid/current_retrieval.json");
 
 fn program() -> ValidatedProgram {
-    let compiled = compile(&plan_text(), &CompileOptions::default());
+    let compiled = compile(PLAN, &CompileOptions::default());
     let program = compiled
         .program
         .unwrap_or_else(|| panic!("plan does not compile: {:#?}", compiled.diagnostics));

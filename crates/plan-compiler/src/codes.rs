@@ -26,6 +26,9 @@ plan_syntax::declare_codes! {
     /// `planvm branch` to a plan reading `${x}` where `x` neither exists at the branch point
     /// nor is assigned anywhere in the plan.
     UNKNOWN_VAR_AT_ENTRY = "E0211";
+    /// No plan should: the program the compiler produced fails the bytecode validator (a
+    /// bug of the compiler, reported instead of a crash).
+    INVALID_PROGRAM = "E0212";
 
     /// `"${summary}"` where no instruction ever assigns `summary`.
     NEVER_ASSIGNED = "W0201";

@@ -9,14 +9,19 @@
 //!
 //! Every stage collects diagnostics instead of stopping, so one `planc check` reports
 //! everything; `Compiled::program` is `Some` only when there is no error.
+//!
+//! [`load`] is what a runner calls: plan bytes, source or `.pbc`, to a validated program
+//! (`load.rs`).
 
 mod codes;
 mod flatten;
+mod load;
 mod lower;
 mod ssa;
 mod verify;
 
 pub use codes::*;
+pub use load::{LoadError, Loaded, MAX_INPUT_BYTES, load, read_capped};
 
 // Seeded and fast: see `lower.rs`.
 use foldhash::{HashMap, HashMapExt};

@@ -22,6 +22,7 @@
 //! Module map (start with `driver`):
 //! - `driver`: `run_plan` / `resume_plan` / `run_machine`, the run → await → resume loop,
 //!   `RunReport`.
+//! - `pool`: `Pool`, many runs at once (at most N in flight), as `planvm batch` runs them.
 //! - `journal`: the `Journal` seam (typed `TraceEvent`s of a run); the trace and the
 //!   `--record` cassette are journals.
 //! - `host`: `Host`, backend selection, per-call timeout.
@@ -40,6 +41,7 @@ mod host;
 mod http;
 mod journal;
 mod openai;
+mod pool;
 mod prompt;
 mod trace;
 
@@ -56,5 +58,6 @@ pub use plan_llm::{
     EnvLookup, MAX_REDIRECTS, REDACTED, Redactor, RetryPolicy, Secret, TOTAL_TIMEOUT_FACTOR,
     process_env,
 };
+pub use pool::Pool;
 pub use prompt::{CONDITION_INSTRUCTION, format_instruction, keys_instruction, user_message};
 pub use trace::{Observer, Tracer};

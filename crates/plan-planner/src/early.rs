@@ -387,7 +387,7 @@ pub(crate) fn prefix_program(
         let mut plan = part.to_vec();
         plan.push(json!({"seq_no": last.checked_add(1)?, "type": "assign",
             "parameters": {"final_answer": null}}));
-        let compiled = plan_compiler::compile(&Value::Array(plan).to_string(), &opts);
+        let mut compiled = plan_compiler::compile(&Value::Array(plan).to_string(), &opts);
         let first_bad = compiled
             .diagnostics
             .iter()
@@ -396,7 +396,7 @@ pub(crate) fn prefix_program(
             .min();
         match first_bad {
             None => {
-                let program = plan_bytecode::validate(compiled.program?).ok()?;
+                let program = compiled.validate()?;
                 // A second guard: nothing in a prefix may write or branch.
                 let writes = program
                     .tools

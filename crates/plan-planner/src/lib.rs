@@ -546,7 +546,8 @@ impl Planner<'_> {
             strict: self.options.strict,
             ..CompileOptions::default()
         };
-        let compiled = plan_compiler::compile(reply, &opts);
+        let mut compiled = plan_compiler::compile(reply, &opts);
+        let program = compiled.validate();
         let diags: Vec<Diag> = compiled
             .diagnostics
             .iter()
@@ -563,27 +564,7 @@ impl Planner<'_> {
                 }
             })
             .collect();
-        let raw = compiled.diagnostics;
-        if diags.iter().any(|d| d.severity == "error") {
-            return (None, diags, raw);
-        }
-        match compiled.program.map(plan_bytecode::validate) {
-            Some(Ok(p)) => (Some(p), diags, raw),
-            Some(Err(e)) => {
-                let mut diags = diags;
-                diags.push(Diag {
-                    severity: "error".into(),
-                    code: "E0000".into(),
-                    message: format!("the compiler produced an invalid program: {e}"),
-                    seq_no: None,
-                    line: None,
-                    column: None,
-                    help: None,
-                });
-                (None, diags, raw)
-            }
-            None => (None, diags, raw),
-        }
+        (program, diags, compiled.diagnostics)
     }
 }
 

@@ -2,22 +2,7 @@
 //! `--output`) must never be one of the command's inputs, however it is spelled
 //! (`./plan.json`, a symlink, a hard link).
 
-use std::io::Read;
 use std::path::Path;
-
-/// The CLIs read at most this much of an input file (a plan or a `.pbc`): more than any
-/// the decoders accept, so their own limits report the problem, but a multi-gigabyte file
-/// is never slurped.
-pub const MAX_INPUT_BYTES: u64 = 64 << 20;
-
-/// The first [`MAX_INPUT_BYTES`] + 1 bytes of `path` (one more than allowed, so a caller
-/// can tell "too large" from "exactly at the limit").
-pub fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
-    let f = std::fs::File::open(path)?;
-    let mut buf = Vec::new();
-    f.take(MAX_INPUT_BYTES + 1).read_to_end(&mut buf)?;
-    Ok(buf)
-}
 
 /// What makes a file itself: device and inode on Unix, the canonical path elsewhere.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

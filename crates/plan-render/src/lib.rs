@@ -5,9 +5,9 @@
 //! - [`render_human`]: rustc-like, with the source snippet (codespan-reporting).
 //! - [`render_json`]: one JSON object per line, for tools and for feeding back to an LLM.
 //! - [`summary`]: the `plan.json: 2 errors, 1 warning` line.
-//! - [`files`]: file identity, so that no output of a CLI overwrites one of its inputs;
-//!   the input size cap. [`exit`]: the exit codes of both CLIs. [`color_stderr`]: when
-//!   they colour.
+//! - [`files`]: file identity, so that no output of a CLI overwrites one of its inputs
+//!   (the one plan reader, with the input size cap, is `plan_compiler::read_capped`).
+//!   [`exit`]: the exit codes of both CLIs. [`color_stderr`]: when they colour.
 
 pub mod exit;
 pub mod files;

@@ -59,6 +59,9 @@ macro_rules! declare_codes {
 declare_codes! {
     // ---- reader errors ----
 
+    /// `planc check missing.json`: the plan file cannot be read (missing, unreadable, not
+    /// UTF-8). Reported like any plan error, so the other files are still checked.
+    UNREADABLE = "E0000";
     /// `[1 2]`: a character that cannot continue the JSON value here.
     SYNTAX = "E0001";
     /// `["abc`: a string without its closing quote.

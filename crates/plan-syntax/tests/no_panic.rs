@@ -155,7 +155,9 @@ fn many_brackets_in_prose_stay_fast() {
     let start = std::time::Instant::now();
     let r = read(&s);
     assert!(r.value.is_none());
-    assert!(start.elapsed().as_secs() < 5, "took {:?}", start.elapsed());
+    // NB: milliseconds when linear, hours when quadratic: a bound of a minute fails only
+    // the quadratic version, however loaded the machine.
+    assert!(start.elapsed().as_secs() < 60, "took {:?}", start.elapsed());
 }
 
 #[test]

@@ -76,7 +76,9 @@ fn pow_is_bounded_and_fast() {
     for (a, b, want) in cases {
         assert_eq!(binary(Op2::Pow, a, b), want, "{a:?} ** {b:?}");
     }
-    assert!(start.elapsed() < Duration::from_secs(1));
+    // NB: microseconds when bounded; an unbounded `2 ** i64::MAX` never ends. A bound of a
+    // minute fails only that, however loaded the machine.
+    assert!(start.elapsed() < Duration::from_secs(60));
 }
 
 #[test]
@@ -243,8 +245,10 @@ fn extract_first_object_is_not_quadratic() {
         let start = Instant::now();
         let _ = extract_first_object(t);
         eprintln!("{} bytes: {:?}", t.len(), start.elapsed());
+        // NB: milliseconds when linear, hours when quadratic (a megabyte each): a bound
+        // of a minute fails only the quadratic version, however loaded the machine.
         assert!(
-            start.elapsed() < Duration::from_secs(5),
+            start.elapsed() < Duration::from_secs(60),
             "took {:?}",
             start.elapsed()
         );

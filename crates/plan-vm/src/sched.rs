@@ -123,7 +123,6 @@ impl Vm<'_> {
             let settled = w.settled(prog.reads(pc));
             let mut next = pc + 1;
             match instr {
-                Instr::Nop => {}
                 Instr::Jump { target } => next = target,
                 Instr::Set { dst, src } => {
                     if settled {
@@ -225,6 +224,11 @@ impl Vm<'_> {
                     }
                     break;
                 }
+                // Any other instruction (`Nop`, and one added to the table without a
+                // case here): what it writes is known only once the head runs it, so
+                // reads of those slots wait for the head. Evaluating it here, as for
+                // `Set` and `Assign`, only lets more calls start early.
+                _ => w.mark_dirty(prog.writes(pc)),
             }
             if self
                 .final_slot

@@ -908,7 +908,6 @@ impl<'p> Vm<'p> {
     fn trace_step(&mut self, pc: Pc, instr: Instr) {
         let p = self.prog;
         let op = match instr {
-            Instr::Nop => "nop".to_owned(),
             Instr::Set { dst, .. } => format!("set {}", p.slots[dst as usize]),
             Instr::Assign { assign } => {
                 let names: Vec<&str> = p.assigns[assign as usize]
@@ -924,8 +923,7 @@ impl<'p> Vm<'p> {
                     p.tools[p.calls[call as usize].tool as usize].name
                 )
             }
-            Instr::Jump { .. } => "jump".to_owned(),
-            Instr::Branch { .. } => "branch".to_owned(),
+            other => other.opcode().name().to_owned(),
         };
         self.events.push(Event::Step {
             pc,

@@ -21,12 +21,11 @@
 
 mod backend;
 mod explain;
-mod render;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use plan_compiler::{CompileOptions, Compiled};
+use plan_render::Counts;
 use plan_syntax::{Diagnostic, LineIndex};
-use render::Counts;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -141,16 +140,11 @@ struct ExplainArgs {
     frontend: FrontendArgs,
 }
 
-/// Every diagnostic code any front end emits: the reader's and the plan structure's, the
-/// verifier's, the `--strict` forms of the reader's repairs, and planc's own read error.
+/// Every diagnostic code any front end emits: the reader's (with the unreadable file) and
+/// the plan structure's, the verifier's, and the `--strict` forms of the reader's repairs.
 fn all_codes() -> Vec<plan_syntax::codes::CodeDoc> {
     use plan_syntax::codes::{self, CodeDoc};
-    let mut all = vec![CodeDoc {
-        code: render::E_READ,
-        name: "E_READ",
-        doc: " A plan file that cannot be read (missing, unreadable, not UTF-8).",
-    }];
-    all.extend_from_slice(codes::ALL);
+    let mut all = codes::ALL.to_vec();
     all.extend_from_slice(plan_compiler::ALL);
     for &(repair, strict) in codes::STRICT_REPAIRS {
         if let Some(r) = codes::ALL.iter().find(|c| c.code == repair) {
@@ -272,9 +266,9 @@ fn read_plan(path: &Path) -> Source {
     // NB: capped as planvm reads it: a larger file is never slurped whole, and is refused
     // by its size before anything looks at its bytes (a cut may split a character).
     let max = plan_syntax::limits::MAX_SOURCE_BYTES;
-    let text = match plan_render::files::read_capped(path) {
+    let text = match plan_compiler::read_capped(path) {
         Err(e) => Err(Diagnostic::error(
-            render::E_READ,
+            plan_syntax::codes::UNREADABLE,
             format!("cannot read `{name}`: {e}"),
         )),
         Ok(bytes) if bytes.len() > max => Err(Diagnostic::error(
@@ -284,7 +278,7 @@ fn read_plan(path: &Path) -> Source {
         .with_help("a plan is a few kilobytes of JSON: send only the instruction array")),
         Ok(bytes) => String::from_utf8(bytes).map_err(|e| {
             Diagnostic::error(
-                render::E_READ,
+                plan_syntax::codes::UNREADABLE,
                 format!(
                     "`{name}` is not UTF-8 text (invalid byte at offset {})",
                     e.utf8_error().valid_up_to()
@@ -318,8 +312,12 @@ fn options(frontend: &FrontendArgs, strip: bool, source_name: &str) -> Result<Co
 
 /// Prints diagnostics and the summary line on stderr (human format).
 fn report_human(name: &str, src: &str, diags: &[Diagnostic], deny_warnings: bool) {
-    let mut text = render::render_human(name, src, diags, use_color());
-    text.push_str(&render::summary(name, Counts::of(diags), deny_warnings));
+    let mut text = plan_render::render_human(name, src, diags, use_color());
+    text.push_str(&plan_render::summary(
+        name,
+        Counts::of(diags),
+        deny_warnings,
+    ));
     text.push('\n');
     err(&text);
 }
@@ -352,7 +350,7 @@ fn cmd_check(a: &CheckArgs) -> u8 {
         failed |= counts.errors > 0 || (a.deny_warnings && counts.warnings > 0);
         match a.format {
             Format::Human => report_human(&source.name, &src, &diags, a.deny_warnings),
-            Format::Json => out(&render::render_json(&source.name, &diags, &index)),
+            Format::Json => out(&plan_render::render_json(&source.name, &diags, &index)),
         }
     }
     if failed { exit::PLAN_ERRORS } else { exit::OK }
@@ -394,7 +392,7 @@ fn cmd_compile(a: &CompileArgs) -> u8 {
     let counts = Counts::of(&compiled.diagnostics);
     if !compiled.diagnostics.is_empty() {
         if a.quiet {
-            err(&render::render_human(
+            err(&plan_render::render_human(
                 &source.name,
                 &src,
                 &compiled.diagnostics,

@@ -28,14 +28,13 @@ use clap::{ArgGroup, Args};
 use indicatif::{ProgressBar, ProgressStyle};
 use plan_bytecode::ValidatedProgram;
 use plan_host::{
-    Backend, CONDITION_TOOL, Host, HostErrorKind, HostOptions, Recorder, ReplayBackend, RunReport,
-    Tracer,
+    Backend, CONDITION_TOOL, Host, HostErrorKind, HostOptions, Pool, Recorder, ReplayBackend,
+    RunReport, Tracer,
 };
 use plan_manifest::Manifest;
 use plan_store::{GroupStore, OwnedNewRun, Owner, StoreJournal, StoreWrite};
 use plan_vm::Limits;
 use serde_json::{Map, Value};
-use tokio::task::JoinSet;
 
 use crate::{exit, fail, load, parse_var};
 
@@ -486,9 +485,8 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
         Cache::new(jobs.iter().map(|j| &j.plan));
     let mut cassettes: Cache<Result<Arc<ReplayBackend>, NotLoaded>> =
         Cache::new(jobs.iter().filter_map(|j| j.cassette.as_ref()));
-    let mut tasks: JoinSet<RunReport> = JoinSet::new();
-    // task id → (plan, list line, run id), to label each run's line.
-    let mut labels: HashMap<tokio::task::Id, Label> = HashMap::new();
+    // Each run labelled with (plan, list line, run id) for its line.
+    let mut tasks: Pool<Label> = Pool::new(ctx.jobs);
     let mut pending = jobs.into_iter();
     let mut exhausted = false;
 
@@ -509,7 +507,7 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
     };
 
     loop {
-        while !exhausted && tasks.len() < ctx.jobs {
+        while !exhausted && tasks.has_room() {
             let Some(job) = pending.next() else {
                 exhausted = true;
                 break;
@@ -556,7 +554,7 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
             });
             let run_id = stored.as_ref().map(|(_, _, id)| id.clone());
             let plan_name = job.plan.display().to_string();
-            let handle = tasks.spawn(async move {
+            tasks.spawn((job.plan, job.line, run_id), async move {
                 let host = match host {
                     Ok(h) => h,
                     Err(msg) => return RunReport::failed_before_start(msg, Duration::ZERO),
@@ -614,23 +612,10 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 }
                 report
             });
-            labels.insert(handle.id(), (job.plan, job.line, run_id));
         }
-        let Some(done) = tasks.join_next_with_id().await else {
+        let Some(((plan, line, run_id), report)) = tasks.next().await else {
             break;
         };
-        let (id, report) = match done {
-            Ok((id, report)) => (id, report),
-            Err(e) => {
-                let msg = format!("internal: the run ended without a report: {e}");
-                let mut report = RunReport::failed_before_start(msg, Duration::ZERO);
-                if let Some(err) = &mut report.error {
-                    err.code = plan_vm::ErrorCode::Internal;
-                }
-                (e.id(), report)
-            }
-        };
-        let (plan, line, run_id) = labels.remove(&id).unwrap_or_default();
         finish(sink, &mut tally, (&plan, line, run_id.as_deref()), &report);
     }
     bar.finish_and_clear();

@@ -1,12 +1,12 @@
-//! FILE → validated program. Bytecode is recognised by its magic bytes (never by the file
-//! name); anything else is plan source and is compiled on the fly, with warnings and
-//! errors rendered like rustc's; the caller decides where the rendering goes (`run`
-//! prints it, `batch` prints it once per distinct plan and only when the plan is invalid).
+//! FILE → validated program, by `plan_compiler::load` (bytecode by its magic bytes, else
+//! compiled source), with its diagnostics rendered like rustc's; the caller decides where
+//! the rendering goes (`run` prints it, `batch` prints it once per distinct plan and only
+//! when the plan is invalid).
 
 use std::path::Path;
 
 use plan_bytecode::ValidatedProgram;
-use plan_compiler::CompileOptions;
+use plan_compiler::{CompileOptions, LoadError as Refused};
 use plan_manifest::Manifest;
 use plan_syntax::{Diagnostic, LineIndex};
 
@@ -37,14 +37,6 @@ pub(crate) struct Invalid {
 }
 
 impl Invalid {
-    fn plain(message: String) -> LoadError {
-        LoadError::Invalid(Invalid {
-            message,
-            errors: Vec::new(),
-            rendered: String::new(),
-        })
-    }
-
     /// The message, then each compiler error on a line of its own.
     pub(crate) fn summary(&self) -> String {
         let mut s = self.message.clone();
@@ -65,7 +57,7 @@ pub(crate) fn load_program(
     entry: Option<&plan_compiler::Entry>,
 ) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
-    let bytes = plan_render::files::read_capped(path)
+    let bytes = plan_compiler::read_capped(path)
         .map_err(|e| LoadError::Unreadable(format!("cannot read {shown}: {e}")))?;
     load_bytes(&shown, bytes, manifest, color, entry)
 }
@@ -78,79 +70,53 @@ pub(crate) fn load_bytes(
     color: bool,
     entry: Option<&plan_compiler::Entry>,
 ) -> Result<Loaded, LoadError> {
-    let shown = shown.to_owned();
-    if plan_bytecode::is_pbc(&bytes) {
-        let program =
-            plan_bytecode::load(&bytes).map_err(|e| Invalid::plain(format!("{shown}: {e}")))?;
-        return Ok(Loaded {
-            program,
-            warnings: Vec::new(),
-            rendered: String::new(),
-            source: None,
-        });
-    }
-    if bytes.len() as u64 > plan_syntax::limits::MAX_SOURCE_BYTES as u64 {
-        return Err(Invalid::plain(format!(
-            "{shown}: the plan is larger than {} bytes",
-            plan_syntax::limits::MAX_SOURCE_BYTES
-        )));
-    }
-    let src = String::from_utf8(bytes).map_err(|e| {
-        Invalid::plain(format!(
-            "{shown}: neither .pbc bytecode (no magic bytes) nor UTF-8 plan text (invalid byte at offset {})",
-            e.utf8_error().valid_up_to()
-        ))
-    })?;
     let opts = CompileOptions {
         manifest: manifest.clone(),
-        source_name: Some(shown.clone()),
+        source_name: Some(shown.to_owned()),
         entry: entry.cloned(),
         ..CompileOptions::default()
     };
-    let compiled = plan_compiler::compile(&src, &opts);
-    let rendered = if compiled.diagnostics.is_empty() {
-        String::new()
-    } else {
-        plan_render::render_human(&shown, &src, &compiled.diagnostics, color)
-    };
-    let one_lines = |errors: bool| -> Vec<String> {
-        compiled
-            .diagnostics
-            .iter()
-            .filter(|d| d.is_error() == errors)
-            .map(|d| one_line(&shown, d, &compiled.line_index))
-            .collect()
-    };
-    let warnings = one_lines(false);
-    let errors = one_lines(true);
-    let program = match compiled.program {
-        Some(p) if errors.is_empty() => p,
-        _ => {
-            let what = if errors.len() == 1 {
-                "1 error".to_owned()
-            } else {
-                format!("{} errors", errors.len())
-            };
-            return Err(LoadError::Invalid(Invalid {
-                message: format!("{shown}: {what}; the plan was not run"),
-                errors,
-                rendered,
-            }));
+    let render = |src: &str, diags: &[Diagnostic]| {
+        if diags.is_empty() {
+            String::new()
+        } else {
+            plan_render::render_human(shown, src, diags, color)
         }
     };
-    // NB: the compiler's output is validated like any file's, so the VM sees one kind of
-    // program whatever its origin.
-    let program = plan_bytecode::validate(program).map_err(|e| {
-        Invalid::plain(format!(
-            "{shown}: the compiler produced an invalid program: {e}"
-        ))
-    })?;
-    Ok(Loaded {
-        program,
-        warnings,
-        rendered,
-        source: Some(src),
-    })
+    let one_lines = |diags: &[Diagnostic], index: &LineIndex, errors: bool| -> Vec<String> {
+        diags
+            .iter()
+            .filter(|d| d.is_error() == errors)
+            .map(|d| one_line(shown, d, index))
+            .collect()
+    };
+    match plan_compiler::load(bytes, &opts) {
+        Ok(l) => Ok(Loaded {
+            warnings: one_lines(&l.diagnostics, &l.line_index, false),
+            rendered: l
+                .source
+                .as_deref()
+                .map_or_else(String::new, |src| render(src, &l.diagnostics)),
+            program: l.program,
+            source: l.source,
+        }),
+        Err(e) => Err(LoadError::Invalid(match &e {
+            Refused::Invalid {
+                source,
+                diagnostics,
+                line_index,
+            } => Invalid {
+                message: format!("{shown}: {e}; the plan was not run"),
+                errors: one_lines(diagnostics, line_index, true),
+                rendered: render(source, diagnostics),
+            },
+            _ => Invalid {
+                message: format!("{shown}: {e}"),
+                errors: Vec::new(),
+                rendered: String::new(),
+            },
+        })),
+    }
 }
 
 fn one_line(file: &str, d: &Diagnostic, index: &LineIndex) -> String {

@@ -526,52 +526,9 @@ fn bad_command_lines_and_inputs_have_their_exit_codes() {
 
 // ---- 1,000 runs of the 13-call plan -------------------------------------------------
 
-const ASPECTS: [&str; 4] = ["purpose", "key features", "technical details", "use cases"];
-
-/// 4 aspects × (knowledge graph, vector search) → 4 syntheses → final answer: 13 calls,
-/// critical path 3 calls.
-fn aspects_plan() -> String {
-    let mut instrs = vec![json!({
-        "seq_no": 0, "type": "reasoning",
-        "parameters": {
-            "chain_of_thoughts": "Retrieve each aspect from both sources, synthesise each, combine.",
-            "dependency_analysis": "Aspects are independent; each synthesis needs its two retrievals."
-        }
-    })];
-    let mut seq = 1;
-    let mut context = String::new();
-    for (i, aspect) in ASPECTS.iter().enumerate() {
-        instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
-            "tool_name": "retrieve_knowledge_graph",
-            "tool_params": {"query": format!("TiDB {aspect}")},
-            "output_vars": [format!("kg_{i}")]
-        }}));
-        instrs.push(json!({"seq_no": seq + 1, "type": "calling", "parameters": {
-            "tool_name": "vector_search",
-            "tool_params": {"query": format!("What are the {aspect} of TiDB?"), "top_k": 3},
-            "output_vars": [format!("vs_{i}")]
-        }}));
-        seq += 2;
-    }
-    for (i, aspect) in ASPECTS.iter().enumerate() {
-        instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
-            "tool_name": "llm_generate",
-            "tool_params": {
-                "prompt": format!("Explain the {aspect} of TiDB."),
-                "context": format!("Knowledge graph: ${{kg_{i}}}\nVector search: ${{vs_{i}}}")
-            },
-            "output_vars": [format!("explanation_{i}")]
-        }}));
-        context.push_str(&format!("{aspect}: ${{explanation_{i}}}\n"));
-        seq += 1;
-    }
-    instrs.push(json!({"seq_no": seq, "type": "calling", "parameters": {
-        "tool_name": "llm_generate",
-        "tool_params": {"prompt": "Combine the explanations into one answer.", "context": context},
-        "output_vars": ["final_answer"]
-    }}));
-    serde_json::to_string_pretty(&instrs).expect("plan serializes")
-}
+/// The 14-step plan shared with the workspace tests and benches: 4 aspects × (knowledge
+/// graph, vector search → synthesis) → final synthesis: 13 calls, critical path 3 calls.
+const ASPECTS_PLAN: &str = include_str!("../../../tests/corpus/valid/current_retrieval.json");
 
 fn program(src: &str) -> ValidatedProgram {
     let compiled = compile(src, &CompileOptions::default());
@@ -616,10 +573,10 @@ fn a_thousand_runs_of_thirteen_slow_calls_take_seconds_not_minutes() {
     const LATENCY_MS: u64 = 300;
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let src = aspects_plan();
-    let (cassette, answer) = cassette_for(&program(&src), LATENCY_MS);
+    let src = ASPECTS_PLAN;
+    let (cassette, answer) = cassette_for(&program(src), LATENCY_MS);
     assert_eq!(cassette.lines().count(), 13);
-    std::fs::write(d.join("aspects.json"), &src).unwrap();
+    std::fs::write(d.join("aspects.json"), src).unwrap();
     std::fs::write(d.join("aspects.cassette.jsonl"), cassette).unwrap();
     std::fs::write(
         d.join("runs.txt"),
