@@ -1,0 +1,29 @@
+//! Fixed work for counting instructions (BENCHMARKS.md, "Instruction counts"): runs one
+//! bench plan N times in-process with an instant host and prints the steps it took.
+//! Under `valgrind --tool=cachegrind` the count is the same whatever else the machine
+//! does, where criterion's times are not.
+//!
+//! `icount 30 N`: the 30-assign plan; `icount 14 N` (or anything else): the 14-step plan.
+
+#[path = "../benches/common/mod.rs"]
+mod common;
+
+use plan_vm::Limits;
+use serde_json::json;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let which = args.next().unwrap_or_default();
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    let src = if which == "30" {
+        common::thirty_assigns()
+    } else {
+        common::FOURTEEN_STEP.to_owned()
+    };
+    let program = common::compile_ok(&src, false);
+    let answer = json!("A short instant tool answer.");
+    let steps: u64 = (0..n)
+        .map(|_| common::run_instant(&program, Limits::default(), &answer).steps)
+        .sum();
+    println!("{n} runs, {steps} steps");
+}
