@@ -20,7 +20,7 @@ pub(crate) struct DefUse {
 }
 
 impl DefUse {
-    /// NB: `prog` must have passed validation (every index is used unchecked).
+    /// `prog` has passed validation, so every slot it names exists.
     pub(crate) fn new(prog: &Program) -> DefUse {
         let mut du = DefUse {
             reads: Vec::new(),

@@ -29,9 +29,13 @@ pub(crate) trait Field {
     fn check(cx: &Checker<'_>, v: Self::V, site: &Site) -> Result<()>;
     fn show(l: &Lister<'_>, v: Self::V, out: &mut String);
     /// Calls `f` with the slot of each reference this field evaluates, in evaluation order.
-    fn reads(_p: &Program, _v: Self::V, _f: &mut dyn FnMut(Slot)) {}
+    /// (No default: a new kind must say, or the scheduler would take it as reading nothing.)
+    fn reads(p: &Program, v: Self::V, f: &mut dyn FnMut(Slot));
     /// Calls `f` with each slot this field sets.
-    fn writes(_p: &Program, _v: Self::V, _f: &mut dyn FnMut(Slot)) {}
+    fn writes(p: &Program, v: Self::V, f: &mut dyn FnMut(Slot));
+    /// Whether the field is a jump target: an instruction with one may not continue at
+    /// the next instruction.
+    const JUMP: bool = false;
     /// A representative value, for the opcode-walking tests.
     #[cfg(test)]
     fn sample() -> Self::V;
@@ -64,6 +68,7 @@ impl Field for SlotK {
     fn show(l: &Lister<'_>, v: u32, out: &mut String) {
         l.slot(v, out);
     }
+    fn reads(_: &Program, _: u32, _: &mut dyn FnMut(Slot)) {}
     fn writes(_p: &Program, v: u32, f: &mut dyn FnMut(Slot)) {
         f(v);
     }
@@ -90,6 +95,7 @@ impl Field for OperandK {
     fn reads(p: &Program, v: Operand, f: &mut dyn FnMut(Slot)) {
         operand_reads(p, v, f);
     }
+    fn writes(_: &Program, _: Operand, _: &mut dyn FnMut(Slot)) {}
     #[cfg(test)]
     fn sample() -> Operand {
         Operand::Template(2)
@@ -167,9 +173,18 @@ index_kind!(
                 operand_reads(p, ctx, f);
             }
         }
-    }
+    },
+    fn writes(_: &Program, _: u32, _: &mut dyn FnMut(Slot)) {}
 );
-index_kind!(PcK, pc, pc, 70000);
+index_kind!(
+    PcK,
+    pc,
+    pc,
+    70000,
+    fn reads(_: &Program, _: u32, _: &mut dyn FnMut(Slot)) {},
+    fn writes(_: &Program, _: u32, _: &mut dyn FnMut(Slot)) {},
+    const JUMP: bool = true;
+);
 
 /// Calls `f` with the slot of every reference `op` evaluates, in evaluation order (an
 /// arithmetic operand's code, then its text fallback), repeats included. Reads are
@@ -307,6 +322,14 @@ macro_rules! instr_table {
                     $(Instr::$Var { $($field),* } => {
                         $(<$Kind as Field>::reads(p, $field, f);)*
                     })*
+                }
+            }
+
+            /// Whether the instruction may go elsewhere than the next instruction (it has
+            /// a jump target).
+            pub fn jumps(&self) -> bool {
+                match *self {
+                    $(Instr::$Var { .. } => false $(|| <$Kind as Field>::JUMP)*,)*
                 }
             }
 

@@ -1,5 +1,6 @@
-//! Plan bytes → the program the VM accepts, whatever their form: the one loader of every
-//! front end (`planvm run`, `batch`, `branch`, the planner, bindings). Bytecode is
+//! Plan bytes → the program the VM accepts, whatever their form: the one loader of the
+//! front ends that run plans (`planvm run`, `batch`, `branch`, the Python package; the
+//! planner, which has only source, uses [`Compiled::validate`]). Bytecode is
 //! recognised by its magic bytes (never by a file name) and loaded (decoded, validated);
 //! anything else is plan source, compiled and then validated like a `.pbc` file, so the
 //! VM sees one kind of program whatever its origin. Rendering is the caller's business:
@@ -21,7 +22,8 @@ use crate::{CompileOptions, Compiled, codes};
 pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 
 /// The first [`MAX_INPUT_BYTES`] + 1 bytes of `path` (one more than allowed, so a caller
-/// can tell "too large" from "exactly at the limit"). The one plan reader of the CLIs.
+/// can tell "too large" from "exactly at the limit"). Every input file of both CLIs is read
+/// with it.
 pub fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
     let f = std::fs::File::open(path)?;
     let mut buf = Vec::new();
@@ -144,7 +146,9 @@ impl Compiled {
         match plan_bytecode::validate(program) {
             Ok(p) => Some(p),
             Err(e) => {
-                self.diagnostics.push(
+                // NB: first, where the sorted diagnostics keep those without a place.
+                self.diagnostics.insert(
+                    0,
                     Diagnostic::error(
                         codes::INVALID_PROGRAM,
                         format!("the compiler produced an invalid program: {e}"),

@@ -610,6 +610,12 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         // stack).
         let mut siblings: SmallVec<[Slot; 8]> = self.io.writes(step).into();
         siblings.sort_unstable();
+        let reads = self.io.reads(step);
+        if value_ends.last() != Some(&reads.len()) || value_ends.len() != siblings.len() {
+            // The reads and the spans did not pair up (see `record_io`): no places to
+            // report at, so no report.
+            return;
+        }
         let mut start = 0;
         for (k, &end) in value_ends.iter().enumerate() {
             let own = self.io.writes(step)[k];

@@ -6,7 +6,7 @@
 //! - [`render_json`]: one JSON object per line, for tools and for feeding back to an LLM.
 //! - [`summary`]: the `plan.json: 2 errors, 1 warning` line.
 //! - [`files`]: file identity, so that no output of a CLI overwrites one of its inputs
-//!   (the one plan reader, with the input size cap, is `plan_compiler::read_capped`).
+//!   (input files are read, with the size cap, by `plan_compiler::read_capped`).
 //!   [`exit`]: the exit codes of both CLIs. [`color_stderr`]: when they colour.
 
 pub mod exit;

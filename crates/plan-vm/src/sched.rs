@@ -224,11 +224,15 @@ impl Vm<'_> {
                     }
                     break;
                 }
-                // Any other instruction (`Nop`, and one added to the table without a
-                // case here): what it writes is known only once the head runs it, so
-                // reads of those slots wait for the head. Evaluating it here, as for
-                // `Set` and `Assign`, only lets more calls start early.
-                _ => w.mark_dirty(prog.writes(pc)),
+                // Any other instruction that continues at the next one (`Nop`, and one
+                // added to the table without a case here): what it writes is known only
+                // once the head runs it, so reads of those slots wait for the head.
+                // Evaluating it here, as for `Set` and `Assign`, only lets more calls
+                // start early.
+                other if !other.jumps() => w.mark_dirty(prog.writes(pc)),
+                // One that may jump, without a case here: where the run goes is not
+                // known, so nothing after it is issued.
+                _ => break,
             }
             if self
                 .final_slot

@@ -449,7 +449,9 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 
 fn cmd_disasm(a: &DisasmArgs) -> u8 {
     let name = a.file.display();
-    let bytes = match std::fs::read(&a.file) {
+    // NB: capped like every plan input: a larger file is refused by the decoder's own
+    // limits without being read whole.
+    let bytes = match plan_compiler::read_capped(&a.file) {
         Ok(b) => b,
         Err(e) => {
             err(&format!("error: cannot read `{name}`: {e}\n"));
