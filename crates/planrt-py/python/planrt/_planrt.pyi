@@ -1,0 +1,123 @@
+"""Type stubs of the native module (re-exported by ``planrt``)."""
+
+import os
+from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, Union
+
+__version__: str
+
+JSON = Any
+"""None, bool, int, float, str, and lists, tuples and dicts (str keys) of those."""
+
+Tools = Union[Mapping[str, Callable[..., Any]], str, os.PathLike[str], None]
+"""A dict of tool name -> callable (``async def`` or plain), or a tools file's path."""
+
+class PlanError(Exception):
+    """A plan that does not compile or load."""
+
+    diagnostics: list[Diagnostic]
+
+class RunError(Exception):
+    """A run that failed. A tool's own exception is the ``__cause__``."""
+
+    code: str
+    """Stable code: R0001 step limit, R0005 a tool failed, R0009 deadline, ..."""
+    seq_no: Optional[int]
+    line: Optional[int]
+
+class Diagnostic:
+    severity: str
+    """``"error"`` or ``"warning"``."""
+    code: str
+    message: str
+    seq_no: Optional[int]
+    line: Optional[int]
+    column: Optional[int]
+    help: Optional[str]
+
+class Outcome:
+    final_answer: JSON
+    variables: dict[str, JSON]
+    steps: int
+    tool_calls: int
+    elapsed_ms: int
+
+class Request:
+    id: int
+    tool: str
+    args: dict[str, JSON]
+    seq_no: Optional[int]
+    kind: str
+    """``"tool"`` or ``"condition"`` (answer a condition with a bool)."""
+    output_keys: Optional[list[str]]
+
+class Plan:
+    @staticmethod
+    def from_pbc(data: bytes) -> Plan: ...
+    def to_pbc(self, strip: bool = False) -> bytes: ...
+    @property
+    def source(self) -> Optional[str]: ...
+    @property
+    def warnings(self) -> list[Diagnostic]: ...
+    @property
+    def tools(self) -> list[str]: ...
+    def disasm(self) -> str: ...
+    def explain(self) -> list[dict[str, Any]]: ...
+    def run(
+        self,
+        tools: Tools = None,
+        *,
+        vars: Optional[Mapping[str, JSON]] = None,
+        max_concurrency: int = 16,
+        max_steps: Optional[int] = None,
+        timeout: Optional[float] = None,
+        tools_file: Union[str, os.PathLike[str], None] = None,
+    ) -> Awaitable[Outcome]: ...
+    def run_sync(
+        self,
+        tools: Tools = None,
+        *,
+        vars: Optional[Mapping[str, JSON]] = None,
+        max_concurrency: int = 16,
+        max_steps: Optional[int] = None,
+        timeout: Optional[float] = None,
+        tools_file: Union[str, os.PathLike[str], None] = None,
+    ) -> Outcome: ...
+    def start(
+        self,
+        *,
+        vars: Optional[Mapping[str, JSON]] = None,
+        max_concurrency: int = 16,
+        max_steps: Optional[int] = None,
+    ) -> Run: ...
+
+class Run:
+    def requests(self) -> list[Request]: ...
+    def resume(self, call_id: int, result: Union[JSON, BaseException]) -> None: ...
+    @property
+    def done(self) -> bool: ...
+    @property
+    def outcome(self) -> Optional[Outcome]: ...
+    def state(self) -> bytes: ...
+    @staticmethod
+    def restore(
+        plan: Plan,
+        state: bytes,
+        *,
+        max_concurrency: int = 16,
+        max_steps: Optional[int] = None,
+    ) -> Run: ...
+
+def check(
+    text: str,
+    tools: Tools = None,
+    *,
+    tools_file: Union[str, os.PathLike[str], None] = None,
+    strict: bool = False,
+) -> list[Diagnostic]: ...
+def compile(
+    text: str,
+    tools: Tools = None,
+    *,
+    tools_file: Union[str, os.PathLike[str], None] = None,
+    strict: bool = False,
+) -> Plan: ...

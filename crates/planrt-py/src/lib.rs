@@ -1,0 +1,65 @@
+//! `planrt` for Python: compile, check and run plans with Python tools, from asyncio or
+//! plain code. The native module is `planrt._planrt`; `python/planrt/__init__.py`
+//! re-exports it with the type stubs beside it.
+//!
+//! Layering: everything here is conversion. Compiling is `plan_compiler`, loading
+//! `plan_compiler::load`, running `plan_host::run_plan` (the same host and VM as
+//! `planvm`, so the same concurrency and determinism), stepping by hand `plan_vm::OwnedVm`.
+//! The GIL is released while Rust compiles or runs; a tool's Python code takes it only for
+//! its own call.
+
+mod convert;
+mod plan;
+mod run;
+mod tools;
+
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+
+create_exception!(
+    planrt,
+    PlanError,
+    PyException,
+    "A plan that does not compile or load. `.diagnostics` lists every problem."
+);
+create_exception!(
+    planrt,
+    RunError,
+    PyException,
+    "A run that failed. `.code` (R0005, ...), `.seq_no` and `.line` say where; a tool's own \
+     exception is the `__cause__`."
+);
+
+/// `async def run(start, kwargs)`: awaits `start(**kwargs)`. What makes `Plan.run` a true
+/// coroutine (which `asyncio.run` requires) while the run itself starts only on the loop
+/// that awaits it.
+fn aio(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    static RUN: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+    RUN.get_or_try_init(py, || {
+        let module = PyModule::from_code(
+            py,
+            c"async def run(start, kwargs):\n    return await start(**kwargs)\n",
+            c"planrt/_aio.py",
+            c"planrt._aio",
+        )?;
+        Ok::<_, PyErr>(module.getattr("run")?.unbind())
+    })
+    .map(|f| f.bind(py).clone())
+}
+
+#[pymodule]
+fn _planrt(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("PlanError", py.get_type::<PlanError>())?;
+    m.add("RunError", py.get_type::<RunError>())?;
+    m.add_class::<plan::Diagnostic>()?;
+    m.add_class::<plan::Plan>()?;
+    m.add_class::<plan::Outcome>()?;
+    m.add_class::<run::Run>()?;
+    m.add_class::<run::Request>()?;
+    m.add_function(wrap_pyfunction!(plan::check, m)?)?;
+    m.add_function(wrap_pyfunction!(plan::compile, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

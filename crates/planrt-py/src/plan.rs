@@ -1,0 +1,546 @@
+//! `check`, `compile`, `Plan` (load, save, explain, run) and `Outcome`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use plan_bytecode::ValidatedProgram;
+use plan_compiler::{CompileOptions, LoadError};
+use plan_host::{Host, HostOptions, RunReport, Tracer};
+use plan_manifest::Manifest;
+use plan_syntax::LineIndex;
+use plan_vm::{ErrorCode, Limits, OwnedVm};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3_async_runtimes::TaskLocals;
+use serde_json::Value;
+
+use crate::tools::{self, PyTool, Raised};
+use crate::{PlanError, RunError, convert, run::Run};
+
+/// One finding of the compiler: `severity` ("error" or "warning"), a stable `code`
+/// (`planc codes CODE` documents it), `message`, where (`seq_no`, 1-based `line` and
+/// `column`) and what to do (`help`).
+#[pyclass(frozen, get_all, module = "planrt")]
+pub(crate) struct Diagnostic {
+    severity: String,
+    code: String,
+    message: String,
+    seq_no: Option<i64>,
+    line: Option<u32>,
+    column: Option<u32>,
+    help: Option<String>,
+}
+
+#[pymethods]
+impl Diagnostic {
+    fn __repr__(&self) -> String {
+        let at = match (self.seq_no, self.line) {
+            (Some(s), Some(l)) => format!(" (seq_no {s}, line {l})"),
+            (None, Some(l)) => format!(" (line {l})"),
+            (Some(s), None) => format!(" (seq_no {s})"),
+            (None, None) => String::new(),
+        };
+        format!("<{}[{}]{at}: {}>", self.severity, self.code, self.message)
+    }
+}
+
+impl Diagnostic {
+    fn new(d: &plan_syntax::Diagnostic, index: &LineIndex) -> Diagnostic {
+        let (line, column) = d.line_col(index).unzip();
+        Diagnostic {
+            severity: d.severity.as_str().to_owned(),
+            code: d.code.to_owned(),
+            message: d.message.clone(),
+            seq_no: d.seq_no,
+            line,
+            column,
+            help: d.help.clone(),
+        }
+    }
+}
+
+fn diagnostics(ds: &[plan_syntax::Diagnostic], index: &LineIndex) -> Vec<Diagnostic> {
+    ds.iter().map(|d| Diagnostic::new(d, index)).collect()
+}
+
+/// A `PlanError` with `message` and `.diagnostics`.
+fn plan_error(py: Python<'_>, message: String, diags: Vec<Diagnostic>) -> PyErr {
+    let err = PlanError::new_err(message);
+    let list = PyList::new(py, diags).map(Bound::into_any);
+    if let Ok(list) = list {
+        // NB: setting an attribute on a fresh exception cannot fail in practice; if it
+        // did, the error would still say what is wrong.
+        let _ = err.value(py).setattr("diagnostics", list);
+    }
+    err
+}
+
+fn options(manifest: Manifest, strict: bool) -> CompileOptions {
+    CompileOptions {
+        manifest,
+        strict,
+        source_name: Some("<plan>".into()),
+        ..CompileOptions::default()
+    }
+}
+
+/// Every diagnostic of `text` (errors and warnings), without building anything.
+#[pyfunction]
+#[pyo3(signature = (text, tools = None, *, tools_file = None, strict = false))]
+pub(crate) fn check(
+    py: Python<'_>,
+    text: String,
+    tools: Option<&Bound<'_, PyAny>>,
+    tools_file: Option<PathBuf>,
+    strict: bool,
+) -> PyResult<Vec<Diagnostic>> {
+    let tools = tools::parse(tools, tools_file)?;
+    let opts = options(tools.manifest, strict);
+    Ok(py.detach(|| {
+        let c = plan_compiler::compile(&text, &opts);
+        diagnostics(&c.diagnostics, &c.line_index)
+    }))
+}
+
+/// `text` compiled and verified, or `PlanError` with every diagnostic.
+#[pyfunction]
+#[pyo3(signature = (text, tools = None, *, tools_file = None, strict = false))]
+pub(crate) fn compile(
+    py: Python<'_>,
+    text: String,
+    tools: Option<&Bound<'_, PyAny>>,
+    tools_file: Option<PathBuf>,
+    strict: bool,
+) -> PyResult<Plan> {
+    let tools = tools::parse(tools, tools_file)?;
+    let opts = options(tools.manifest.clone(), strict);
+    let loaded = py.detach(|| plan_compiler::load(text.into_bytes(), &opts));
+    match loaded {
+        Ok(l) => Ok(Plan {
+            program: Arc::new(l.program),
+            source: l.source,
+            manifest: tools.manifest,
+            warnings: diagnostics(&l.diagnostics, &l.line_index),
+        }),
+        Err(e) => Err(load_error(py, e)),
+    }
+}
+
+fn load_error(py: Python<'_>, e: LoadError) -> PyErr {
+    match &e {
+        LoadError::Invalid {
+            diagnostics: ds,
+            line_index,
+            ..
+        } => {
+            let all = diagnostics(ds, line_index);
+            let mut message = format!("the plan has {e}");
+            for d in all.iter().filter(|d| d.severity == "error").take(3) {
+                let at = d
+                    .seq_no
+                    .map(|s| format!(" at seq_no {s}"))
+                    .unwrap_or_default();
+                message.push_str(&format!("\n  {}{at}: {}", d.code, d.message));
+            }
+            plan_error(py, message, all)
+        }
+        _ => plan_error(py, e.to_string(), Vec::new()),
+    }
+}
+
+/// A compiled, verified plan. Immutable; any number of runs may use it at once.
+#[pyclass(frozen, module = "planrt")]
+pub(crate) struct Plan {
+    pub(crate) program: Arc<ValidatedProgram>,
+    source: Option<String>,
+    /// The tools it was compiled against (`explain` compiles the source again).
+    manifest: Manifest,
+    warnings: Vec<Diagnostic>,
+}
+
+/// What `run`, `run_sync` and `start` take besides the tools.
+struct RunOptions {
+    vars: Vec<(String, Value)>,
+    limits: Limits,
+    deadline: Option<Duration>,
+}
+
+fn run_options(
+    vars: Option<&Bound<'_, PyDict>>,
+    max_concurrency: u32,
+    max_steps: Option<u64>,
+    timeout: Option<f64>,
+) -> PyResult<RunOptions> {
+    let mut preset = Vec::new();
+    if let Some(vars) = vars {
+        for (k, v) in vars.iter() {
+            let name: String = k.extract()?;
+            let value = convert::from_py(&v, &format!("vars[{name:?}]"))?;
+            preset.push((name, value));
+        }
+    }
+    if max_concurrency == 0 {
+        return Err(PyValueError::new_err("max_concurrency must be at least 1"));
+    }
+    let mut limits = Limits {
+        max_concurrency,
+        ..Limits::default()
+    };
+    if let Some(s) = max_steps {
+        limits.max_steps = s;
+    }
+    let deadline = match timeout {
+        None => None,
+        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+        Some(t) => {
+            return Err(PyValueError::new_err(format!(
+                "timeout must be a positive number of seconds, not {t}"
+            )));
+        }
+    };
+    Ok(RunOptions {
+        vars: preset,
+        limits,
+        deadline,
+    })
+}
+
+#[pymethods]
+impl Plan {
+    /// A plan from `.pbc` bytes (as `to_pbc` or `planc compile` wrote them).
+    #[staticmethod]
+    fn from_pbc(py: Python<'_>, data: Vec<u8>) -> PyResult<Plan> {
+        if !plan_bytecode::is_pbc(&data) {
+            return Err(plan_error(
+                py,
+                "not .pbc bytecode (no magic bytes): use planrt.compile for plan text".into(),
+                Vec::new(),
+            ));
+        }
+        let loaded = py.detach(|| plan_compiler::load(data, &CompileOptions::default()));
+        match loaded {
+            Ok(l) => Ok(Plan {
+                program: Arc::new(l.program),
+                source: None,
+                manifest: Manifest::builtin(),
+                warnings: Vec::new(),
+            }),
+            Err(e) => Err(load_error(py, e)),
+        }
+    }
+
+    /// The `.pbc` bytes; `strip` leaves out the debug section (seq_no and line of each
+    /// instruction, reasoning text).
+    #[pyo3(signature = (strip = false))]
+    fn to_pbc<'py>(&self, py: Python<'py>, strip: bool) -> Bound<'py, PyBytes> {
+        let bytes = if strip {
+            let mut p = self.program.program().clone();
+            p.debug = None;
+            plan_bytecode::encode(&p)
+        } else {
+            plan_bytecode::encode(self.program.program())
+        };
+        PyBytes::new(py, &bytes)
+    }
+
+    /// The plan's source text (`None` for a plan loaded from `.pbc`).
+    #[getter]
+    fn source(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+
+    /// The compiler's warnings.
+    #[getter]
+    fn warnings(&self, py: Python<'_>) -> PyResult<Vec<Py<Diagnostic>>> {
+        self.warnings
+            .iter()
+            .map(|d| {
+                Py::new(
+                    py,
+                    Diagnostic {
+                        severity: d.severity.clone(),
+                        code: d.code.clone(),
+                        message: d.message.clone(),
+                        seq_no: d.seq_no,
+                        line: d.line,
+                        column: d.column,
+                        help: d.help.clone(),
+                    },
+                )
+            })
+            .collect()
+    }
+
+    /// The tools the plan calls.
+    #[getter]
+    fn tools(&self) -> Vec<String> {
+        self.program.tools.iter().map(|t| t.name.clone()).collect()
+    }
+
+    /// The bytecode listing, as `planc disasm` prints it.
+    fn disasm(&self) -> String {
+        plan_bytecode::disasm(self.program.program())
+    }
+
+    /// The dataflow, as `planc explain` shows it: one dict per instruction with `seq_no`,
+    /// `kind`, `title`, `depends_on` (seq_nos whose outputs it reads), `reads`, `writes`.
+    fn explain(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        let Some(src) = &self.source else {
+            return Err(PyValueError::new_err(
+                "explain needs the plan's source; this plan was loaded from .pbc",
+            ));
+        };
+        let opts = options(self.manifest.clone(), false);
+        let steps = py
+            .detach(|| plan_compiler::explain(src, &opts))
+            .map_err(|_| PyRuntimeError::new_err("the plan no longer compiles"))?;
+        steps
+            .into_iter()
+            .map(|s| {
+                let d = PyDict::new(py);
+                d.set_item("seq_no", s.seq_no)?;
+                d.set_item("kind", s.kind)?;
+                d.set_item("title", s.title)?;
+                d.set_item("depends_on", s.depends_on)?;
+                d.set_item("reads", s.reads)?;
+                d.set_item("writes", s.writes)?;
+                Ok(d.into_any().unbind())
+            })
+            .collect()
+    }
+
+    /// Runs the plan: a coroutine whose result is an `Outcome` (so `asyncio.run(plan.run(
+    /// ...))` works as well as `await`). `tools` maps tool names to callables (`async
+    /// def` or plain functions, which run in the loop's thread pool); tools it does not
+    /// name are served by the backends of `tools_file`. A failed run raises `RunError`.
+    #[pyo3(signature = (tools = None, *, vars = None, max_concurrency = 16, max_steps = None,
+                        timeout = None, tools_file = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn run<'py>(
+        slf: &Bound<'py, Self>,
+        tools: Option<&Bound<'py, PyAny>>,
+        vars: Option<&Bound<'py, PyDict>>,
+        max_concurrency: u32,
+        max_steps: Option<u64>,
+        timeout: Option<f64>,
+        tools_file: Option<PathBuf>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = slf.py();
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("tools", tools)?;
+        kwargs.set_item("vars", vars)?;
+        kwargs.set_item("max_concurrency", max_concurrency)?;
+        kwargs.set_item("max_steps", max_steps)?;
+        kwargs.set_item("timeout", timeout)?;
+        kwargs.set_item("tools_file", tools_file)?;
+        // NB: the run starts when the coroutine is awaited, on the loop that awaits it:
+        // a plain `plan.run(...)` call may come before any loop runs.
+        crate::aio(py)?.call1((slf.getattr("_run_now")?, kwargs))
+    }
+
+    /// `run` for a caller already on a running loop: the future of the run, started now.
+    #[pyo3(signature = (tools = None, *, vars = None, max_concurrency = 16, max_steps = None,
+                        timeout = None, tools_file = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn _run_now<'py>(
+        &self,
+        py: Python<'py>,
+        tools: Option<&Bound<'py, PyAny>>,
+        vars: Option<&Bound<'py, PyDict>>,
+        max_concurrency: u32,
+        max_steps: Option<u64>,
+        timeout: Option<f64>,
+        tools_file: Option<PathBuf>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let locals = pyo3_async_runtimes::tokio::get_current_locals(py).map_err(|_| {
+            PyRuntimeError::new_err(
+                "Plan.run() needs a running asyncio event loop: await it in async code, or call run_sync()",
+            )
+        })?;
+        let opts = run_options(vars, max_concurrency, max_steps, timeout)?;
+        self.run_on(py, locals, tools, tools_file, opts)
+    }
+
+    /// `run` for code without an event loop: runs one of its own until the plan ends.
+    #[pyo3(signature = (tools = None, *, vars = None, max_concurrency = 16, max_steps = None,
+                        timeout = None, tools_file = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn run_sync<'py>(
+        &self,
+        py: Python<'py>,
+        tools: Option<&Bound<'py, PyAny>>,
+        vars: Option<&Bound<'py, PyDict>>,
+        max_concurrency: u32,
+        max_steps: Option<u64>,
+        timeout: Option<f64>,
+        tools_file: Option<PathBuf>,
+    ) -> PyResult<Py<PyAny>> {
+        let asyncio = py.import("asyncio")?;
+        if !asyncio.call_method0("_get_running_loop")?.is_none() {
+            return Err(PyRuntimeError::new_err(
+                "run_sync() cannot block a running event loop: use `await plan.run(...)`",
+            ));
+        }
+        let opts = run_options(vars, max_concurrency, max_steps, timeout)?;
+        let event_loop = asyncio.call_method0("new_event_loop")?;
+        let locals = TaskLocals::new(event_loop.clone()).copy_context(py)?;
+        let result = self
+            .run_on(py, locals, tools, tools_file, opts)
+            .and_then(|fut| event_loop.call_method1("run_until_complete", (fut,)));
+        // NB: the thread pool of plain tools ends with the loop.
+        let _ = event_loop.call_method1(
+            "run_until_complete",
+            (event_loop.call_method0("shutdown_default_executor")?,),
+        );
+        event_loop.call_method0("close")?;
+        result.map(Bound::unbind)
+    }
+
+    /// A run to drive by hand: `requests()`, `resume(id, result)`, `state()`.
+    #[pyo3(signature = (*, vars = None, max_concurrency = 16, max_steps = None))]
+    fn start(
+        &self,
+        vars: Option<&Bound<'_, PyDict>>,
+        max_concurrency: u32,
+        max_steps: Option<u64>,
+    ) -> PyResult<Run> {
+        let opts = run_options(vars, max_concurrency, max_steps, None)?;
+        let mut vm = OwnedVm::new(self.program.clone(), opts.limits);
+        for (name, value) in opts.vars {
+            vm.with(|vm| vm.set_var(&name, value))
+                .map_err(|e| crate::run::run_error_of(&e))?;
+        }
+        Ok(Run::new(vm, Vec::new()))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<Plan: {} instructions, tools {:?}>",
+            self.program.code.len(),
+            self.tools()
+        )
+    }
+}
+
+impl Plan {
+    fn run_on<'py>(
+        &self,
+        py: Python<'py>,
+        locals: TaskLocals,
+        tools: Option<&Bound<'py, PyAny>>,
+        tools_file: Option<PathBuf>,
+        opts: RunOptions,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let tools = match (tools, &tools_file) {
+            // The manifest the plan was compiled against, unless another file is named.
+            (None, None) => tools::Tools {
+                manifest: self.manifest.clone(),
+                callables: Vec::new(),
+            },
+            _ => tools::parse(tools, tools_file)?,
+        };
+        let host = Host::new(
+            tools.manifest,
+            HostOptions {
+                deadline: opts.deadline,
+                ..HostOptions::default()
+            },
+        )
+        .map_err(|e| RunError::new_err(e.to_string()))?;
+        let raised = Raised::default();
+        for (name, func) in tools.callables {
+            let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;
+            host.set_backend(&name, Arc::new(tool));
+        }
+        let program = self.program.clone();
+        let RunOptions { vars, limits, .. } = opts;
+        pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
+            let report =
+                plan_host::run_plan(&host, &program, vars, limits, &mut Tracer::none()).await;
+            outcome(report, &raised)
+        })
+    }
+}
+
+/// The end of a run: its answer, every variable, what it took.
+#[pyclass(frozen, get_all, module = "planrt")]
+pub(crate) struct Outcome {
+    final_answer: Py<PyAny>,
+    /// Every variable set at the end (dict).
+    variables: Py<PyAny>,
+    /// Instructions executed.
+    steps: u64,
+    tool_calls: u64,
+    elapsed_ms: u64,
+}
+
+#[pymethods]
+impl Outcome {
+    fn __repr__(&self, py: Python<'_>) -> String {
+        let answer = self
+            .final_answer
+            .bind(py)
+            .repr()
+            .map(|r| r.to_string())
+            .unwrap_or_default();
+        format!(
+            "<Outcome final_answer={} steps={} tool_calls={}>",
+            preview(&answer),
+            self.steps,
+            self.tool_calls
+        )
+    }
+}
+
+fn preview(s: &str) -> String {
+    let mut out: String = s.chars().take(80).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+impl Outcome {
+    pub(crate) fn new(
+        py: Python<'_>,
+        final_answer: &Value,
+        variables: &serde_json::Map<String, Value>,
+        steps: u64,
+        tool_calls: u64,
+        elapsed_ms: u64,
+    ) -> PyResult<Outcome> {
+        Ok(Outcome {
+            final_answer: convert::to_py(py, final_answer)?.unbind(),
+            variables: convert::dict(py, variables)?.into_any().unbind(),
+            steps,
+            tool_calls,
+            elapsed_ms,
+        })
+    }
+}
+
+/// A report as Python sees it: an `Outcome`, or `RunError` with the tool's exception as
+/// its cause.
+fn outcome(report: RunReport, raised: &Raised) -> PyResult<Outcome> {
+    Python::attach(|py| {
+        if let Some(e) = &report.error {
+            let err = crate::run::run_error(py, e.code, &e.message, e.seq_no, e.line);
+            if e.code == ErrorCode::ToolFailed
+                && let Some(cause) = raised.lock().ok().and_then(|mut r| r.remove(&e.seq_no))
+            {
+                err.set_cause(py, Some(cause));
+            }
+            return Err(err);
+        }
+        Outcome::new(
+            py,
+            &report.final_answer,
+            &report.vars,
+            report.steps,
+            report.tool_calls,
+            report.elapsed_ms,
+        )
+    })
+}

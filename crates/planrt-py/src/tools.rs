@@ -1,0 +1,174 @@
+//! Python callables as tools: the `tools=` argument, and the backend that calls them.
+//!
+//! An `async def` tool is called on the caller's event loop; a plain function runs in the
+//! loop's default executor (a thread pool), so a slow one never blocks the loop. Either
+//! receives the call's parameters as keyword arguments and returns a JSON-compatible
+//! value. Calls of one run overlap exactly as in `planvm` (the same VM and host): the
+//! host issues every ready call at once and commits results in program order.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use plan_host::{Backend, ToolError, ToolErrorKind};
+use plan_manifest::{Effects, Manifest, ToolSpec};
+use plan_vm::ToolRequest;
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+use pyo3_async_runtimes::TaskLocals;
+use serde_json::Value;
+
+use crate::convert;
+
+/// What `tools=` (and `tools_file=`) gave: the tools a plan may call, and the Python
+/// callables that serve some of them.
+pub(crate) struct Tools {
+    pub(crate) manifest: Manifest,
+    pub(crate) callables: Vec<(String, Py<PyAny>)>,
+}
+
+/// `tools`: `None` (the built-in tools), a path to a tools file, or a dict of name →
+/// callable; `tools_file`: a tools file whose backends serve the tools the dict does not
+/// name. A callable for a tool the manifest does not declare declares it, with any
+/// parameters and `read` effects.
+pub(crate) fn parse(
+    tools: Option<&Bound<'_, PyAny>>,
+    tools_file: Option<PathBuf>,
+) -> PyResult<Tools> {
+    let mut file = tools_file;
+    let mut callables = Vec::new();
+    if let Some(t) = tools.filter(|t| !t.is_none()) {
+        if let Ok(d) = t.cast::<PyDict>() {
+            for (k, v) in d.iter() {
+                let Ok(name) = k.cast::<PyString>() else {
+                    return Err(PyTypeError::new_err(
+                        "tools: every key must be a tool name (str)",
+                    ));
+                };
+                let name: String = name.extract()?;
+                if !v.is_callable() {
+                    return Err(PyTypeError::new_err(format!(
+                        "tools[{name:?}] is not callable: pass a function or an `async def`"
+                    )));
+                }
+                callables.push((name, v.unbind()));
+            }
+        } else if let Ok(path) = t.extract::<PathBuf>() {
+            if file.is_some() {
+                return Err(PyTypeError::new_err(
+                    "tools is a tools file and tools_file is given too: pass the file once",
+                ));
+            }
+            file = Some(path);
+        } else {
+            return Err(PyTypeError::new_err(
+                "tools must be a dict of name -> callable, or the path of a tools file",
+            ));
+        }
+    }
+    let mut manifest = match file {
+        Some(path) => {
+            Manifest::load(&path).map_err(|e| crate::PlanError::new_err(e.to_string()))?
+        }
+        None => Manifest::builtin(),
+    };
+    for (name, _) in &callables {
+        if manifest.get(name).is_none() {
+            manifest.tools.push(ToolSpec {
+                name: name.clone(),
+                description: String::new(),
+                params: Vec::new(),
+                effects: Effects::Read,
+                backend: None,
+            });
+        }
+    }
+    Ok(Tools {
+        manifest,
+        callables,
+    })
+}
+
+/// The exceptions tools raised in one run, by `seq_no` (the first for each), so the
+/// run's error can carry the one that failed it as `__cause__`.
+pub(crate) type Raised = Arc<Mutex<HashMap<Option<i64>, PyErr>>>;
+
+/// Serves one tool with a Python callable.
+pub(crate) struct PyTool {
+    pub(crate) func: Py<PyAny>,
+    pub(crate) is_async: bool,
+    pub(crate) locals: TaskLocals,
+    pub(crate) raised: Raised,
+}
+
+impl PyTool {
+    pub(crate) fn new(
+        py: Python<'_>,
+        func: Py<PyAny>,
+        locals: TaskLocals,
+        raised: Raised,
+    ) -> PyResult<PyTool> {
+        let inspect = py.import("inspect")?;
+        let is_async = inspect
+            .call_method1("iscoroutinefunction", (func.bind(py),))?
+            .is_truthy()?;
+        Ok(PyTool {
+            func,
+            is_async,
+            locals,
+            raised,
+        })
+    }
+
+    fn failed(&self, req: &ToolRequest, e: PyErr) -> ToolError {
+        let message = Python::attach(|py| {
+            let kind = e
+                .get_type(py)
+                .name()
+                .map(|n| n.to_string())
+                .unwrap_or_else(|_| "Exception".into());
+            format!("{kind}: {}", e.value(py))
+        });
+        if let Ok(mut raised) = self.raised.lock() {
+            raised.entry(req.seq_no).or_insert(e);
+        }
+        ToolError::new(ToolErrorKind::Transport, message)
+    }
+}
+
+impl Backend for PyTool {
+    fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            let awaiting = Python::attach(|py| -> PyResult<_> {
+                let kwargs = convert::dict(py, &req.args)?;
+                let func = self.func.bind(py);
+                let awaitable = if self.is_async {
+                    func.call((), Some(&kwargs))?
+                } else {
+                    let call = py
+                        .import("functools")?
+                        .getattr("partial")?
+                        .call((func,), Some(&kwargs))?;
+                    self.locals
+                        .event_loop(py)
+                        .call_method1("run_in_executor", (py.None(), call))?
+                };
+                pyo3_async_runtimes::into_future_with_locals(&self.locals, awaitable)
+            });
+            let result = match awaiting {
+                Ok(fut) => fut.await,
+                Err(e) => Err(e),
+            };
+            let what = format!("the result of tool `{}`", req.tool.as_str());
+            result
+                .and_then(|obj| Python::attach(|py| convert::from_py(obj.bind(py), &what)))
+                .map_err(|e| self.failed(req, e))
+        })
+    }
+
+    fn describe(&self) -> String {
+        "python".into()
+    }
+}

@@ -1,0 +1,302 @@
+"""The Python package against real plans: check, compile, load and save, run with async
+and plain tools, failures, limits, suspension, and concurrency timing."""
+
+import asyncio
+import json
+import pathlib
+import threading
+import time
+
+import pytest
+
+import planrt
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+# The 14-step plan of the seed specification: 4 aspects x (knowledge graph, vector search
+# -> synthesis) -> final synthesis. 13 calls; critical path 3.
+ASPECTS = (ROOT / "tests/corpus/valid/current_retrieval.json").read_text()
+
+CHAIN = json.dumps(
+    [
+        {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Look up, then answer."}},
+        {
+            "seq_no": 1,
+            "type": "calling",
+            "parameters": {"tool_name": "lookup", "tool_params": {"q": "${topic}"}, "output_vars": ["facts"]},
+        },
+        {
+            "seq_no": 2,
+            "type": "calling",
+            "parameters": {
+                "tool_name": "write",
+                "tool_params": {"facts": "${facts}", "n": 3},
+                "output_vars": ["final_answer"],
+            },
+        },
+    ],
+    indent=1,
+)
+
+
+def lookup(q):
+    return {"about": q, "items": [1, 2.5, True, None]}
+
+
+async def write(facts, n):
+    await asyncio.sleep(0)
+    return f"{n} facts about {facts['about']}"
+
+
+TOOLS = {"lookup": lookup, "write": write}
+
+
+# ---- check and compile ----------------------------------------------------------------
+
+
+def test_check_lists_every_diagnostic_with_its_place():
+    bad = '[{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "nope", "tool_params": {}}}]'
+    diags = planrt.check(bad)
+    codes = sorted(d.code for d in diags)
+    assert "E0202" in codes and "E0206" in codes, codes
+    unknown = next(d for d in diags if d.code == "E0202")
+    assert unknown.severity == "error"
+    assert unknown.seq_no == 0 and unknown.line == 1 and unknown.column > 1
+    assert "nope" in unknown.message
+    assert unknown.help
+    assert "E0202" in repr(unknown)
+
+
+def test_compile_raises_plan_error_with_the_diagnostics():
+    with pytest.raises(planrt.PlanError) as e:
+        planrt.compile('[{"seq_no": 0, "type": "assign", "parameters": {"x": "${y}"}}]')
+    codes = [d.code for d in e.value.diagnostics]
+    assert "E0206" in codes, codes
+    assert "E0206" in str(e.value)
+
+
+def test_tools_declare_unknown_tools_and_type_check_their_arguments():
+    plan = planrt.compile(CHAIN, tools=TOOLS)
+    assert plan.tools == ["lookup", "write"]
+    # `topic` is set only by the caller's vars: the compiler says so.
+    assert [d.code for d in plan.warnings] == ["W0201"]
+    with pytest.raises(planrt.PlanError):
+        planrt.compile(CHAIN)  # lookup and write are not built-in tools
+    with pytest.raises(TypeError, match="not callable"):
+        planrt.compile(CHAIN, tools={"lookup": 3})
+
+
+def test_a_tools_file_declares_tools(tmp_path):
+    toml = tmp_path / "tools.toml"
+    toml.write_text('[[tool]]\nname = "lookup"\n[[tool]]\nname = "write"\n')
+    assert planrt.compile(CHAIN, tools=str(toml)).tools == ["lookup", "write"]
+    with pytest.raises(planrt.PlanError):
+        planrt.compile(CHAIN, tools=str(tmp_path / "missing.toml"))
+
+
+def test_pbc_round_trip_strip_explain_and_disasm():
+    plan = planrt.compile(ASPECTS)
+    pbc = plan.to_pbc()
+    again = planrt.Plan.from_pbc(pbc)
+    assert again.to_pbc() == pbc
+    assert again.source is None and plan.source == ASPECTS
+    assert len(plan.to_pbc(strip=True)) < len(pbc)
+    steps = plan.explain()
+    assert [s["seq_no"] for s in steps] == list(range(14))
+    assert steps[3]["depends_on"] == [1, 2]
+    assert "call" in plan.disasm()
+    with pytest.raises(ValueError, match="source"):
+        again.explain()
+    with pytest.raises(planrt.PlanError, match="magic"):
+        planrt.Plan.from_pbc(b"[]")
+    damaged = bytearray(pbc)
+    damaged[-1] ^= 0xFF
+    with pytest.raises(planrt.PlanError, match="checksum"):
+        planrt.Plan.from_pbc(bytes(damaged))
+
+
+# ---- running ---------------------------------------------------------------------------
+
+
+def test_run_with_async_and_plain_tools():
+    seen = {}
+
+    def lookup(q):
+        seen["thread"] = threading.current_thread() is not threading.main_thread()
+        return {"about": q, "items": [1, 2.5, True, None]}
+
+    plan = planrt.compile(CHAIN, tools=TOOLS)
+    out = asyncio.run(plan.run(tools={"lookup": lookup, "write": write}, vars={"topic": "TiDB"}))
+    assert out.final_answer == "3 facts about TiDB"
+    assert out.variables["facts"] == {"about": "TiDB", "items": [1, 2.5, True, None]}
+    assert out.tool_calls == 2 and out.steps == 3
+    assert seen["thread"], "a plain tool runs in the thread pool, not on the loop"
+    assert plan.run_sync(tools=TOOLS, vars={"topic": "x"}).final_answer == "3 facts about x"
+
+
+def test_a_tool_exception_fails_the_run_with_it_as_cause():
+    def broken(q):
+        raise KeyError("no such topic")
+
+    plan = planrt.compile(CHAIN, tools=TOOLS)
+    with pytest.raises(planrt.RunError) as e:
+        plan.run_sync(tools={"lookup": broken, "write": write}, vars={"topic": "x"})
+    err = e.value
+    assert err.code == "R0005"
+    # The line of the instruction's opening brace.
+    line = CHAIN[: CHAIN.index('"seq_no": 1')].rstrip().count("\n") + 1
+    assert err.seq_no == 1 and err.line == line
+    assert isinstance(err.__cause__, KeyError)
+    assert "KeyError" in str(err) and "no such topic" in str(err)
+
+
+def test_a_result_that_is_not_json_fails_the_run():
+    plan = planrt.compile(CHAIN, tools=TOOLS)
+    with pytest.raises(planrt.RunError) as e:
+        plan.run_sync(tools={"lookup": lambda q: object(), "write": write}, vars={"topic": "x"})
+    assert e.value.code == "R0005"
+    assert isinstance(e.value.__cause__, TypeError)
+    assert "not JSON-compatible" in str(e.value)
+
+
+def test_a_missing_tool_fails_before_anything_runs():
+    calls = []
+
+    def lookup(q):
+        calls.append(q)
+        return q
+
+    plan = planrt.compile(CHAIN, tools=TOOLS)
+    with pytest.raises(planrt.RunError) as e:
+        plan.run_sync(tools={"lookup": lookup}, vars={"topic": "x"})
+    assert e.value.code == "R0010", str(e.value)
+    assert "write" in str(e.value)
+    assert calls == [], "nothing ran"
+
+
+LOOP = json.dumps(
+    [
+        {"seq_no": 0, "type": "assign", "parameters": {"n": 0}},
+        {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "tick", "tool_params": {"n": "${n}"}, "output_vars": ["t"]}},
+        {"seq_no": 2, "type": "assign", "parameters": {"n": "${n} + 1"}},
+        {"seq_no": 3, "type": "jmp", "parameters": {"condition_prompt": "done?", "jump_if_true": 4, "jump_if_false": 1}},
+        {"seq_no": 4, "type": "assign", "parameters": {"final_answer": "${t}"}},
+    ]
+)
+
+
+def test_limits_steps_and_timeout():
+    never = {"jmp_condition": lambda prompt, context=None: False}
+    tools = {"tick": lambda n: n, **never}
+    plan = planrt.compile(LOOP, tools=tools)
+    with pytest.raises(planrt.RunError) as e:
+        plan.run_sync(tools=tools, max_steps=50)
+    assert e.value.code == "R0001"
+
+    async def slow(n):
+        await asyncio.sleep(30)
+
+    start = time.monotonic()
+    with pytest.raises(planrt.RunError) as e:
+        plan.run_sync(tools={"tick": slow, **never}, timeout=0.2)
+    assert e.value.code == "R0009"
+    assert time.monotonic() - start < 10
+    with pytest.raises(ValueError):
+        plan.run_sync(tools=tools, timeout=-1)
+
+
+def test_run_sync_refuses_a_running_loop():
+    plan = planrt.compile(CHAIN, tools=TOOLS)
+
+    async def inside():
+        with pytest.raises(RuntimeError, match="await"):
+            plan.run_sync(tools=TOOLS)
+        # The coroutine form works on the running loop.
+        out = await plan.run(tools=TOOLS, vars={"topic": "y"})
+        assert out.final_answer == "3 facts about y"
+
+    asyncio.run(inside())
+
+
+# ---- suspension ------------------------------------------------------------------------
+
+
+def test_start_requests_resume_state_and_restore():
+    plan = planrt.compile(CHAIN, tools=TOOLS)
+    run = plan.start(vars={"topic": "TiDB"})
+    (req,) = run.requests()
+    assert (req.tool, req.args, req.seq_no, req.kind) == ("lookup", {"q": "TiDB"}, 1, "tool")
+    saved = run.state()
+
+    # Continued elsewhere from the saved bytes: the call in flight is waiting again.
+    other = planrt.Run.restore(plan, saved)
+    (again,) = other.requests()
+    assert (again.id, again.args) == (req.id, req.args)
+
+    for r in (run, other):
+        r.resume(req.id, {"about": "TiDB"})
+        (w,) = r.requests()
+        assert w.args == {"facts": {"about": "TiDB"}, "n": 3}
+        r.resume(w.id, "done")
+        assert r.requests() == [] and r.done
+        assert r.outcome.final_answer == "done"
+        assert r.outcome.tool_calls == 2
+
+    with pytest.raises(ValueError, match="waiting"):
+        run.resume(12345, 1)
+    with pytest.raises(planrt.RunError) as e:
+        planrt.Run.restore(plan, b"not a state")
+    assert e.value.code == "R0011"
+    other_plan = planrt.compile(ASPECTS)
+    with pytest.raises(planrt.RunError):
+        planrt.Run.restore(other_plan, saved)
+
+
+def test_an_exception_as_an_answer_fails_the_run_at_its_step():
+    run = planrt.compile(CHAIN, tools=TOOLS).start(vars={"topic": "x"})
+    (req,) = run.requests()
+    run.resume(req.id, ValueError("backend down"))
+    with pytest.raises(planrt.RunError) as e:
+        run.requests()
+    assert e.value.code == "R0005" and e.value.seq_no == 1
+    assert "backend down" in str(e.value)
+    assert run.done and run.outcome is None
+
+
+# ---- concurrency -----------------------------------------------------------------------
+
+
+def aspect_tools(latency):
+    async def call(**args):
+        await asyncio.sleep(latency)
+        return "result for " + json.dumps(args, sort_keys=True)[:40]
+
+    return {"retrieve_knowledge_graph": call, "vector_search": call, "llm_generate": call}
+
+
+def test_thirteen_calls_run_on_the_critical_path():
+    plan = planrt.compile(ASPECTS)
+    tools = aspect_tools(0.1)
+
+    async def timed(max_concurrency):
+        start = time.monotonic()
+        out = await plan.run(tools=tools, max_concurrency=max_concurrency)
+        return out, time.monotonic() - start
+
+    concurrent, took = asyncio.run(timed(16))
+    assert concurrent.tool_calls == 13
+    # Critical path: retrieval, synthesis, final synthesis = 0.3 s (the issue's bound).
+    assert took <= 0.45, took
+    sequential, seq_took = asyncio.run(timed(1))
+    assert sequential.final_answer == concurrent.final_answer
+    assert sequential.variables == concurrent.variables
+    assert seq_took >= 1.3, seq_took
+
+
+def test_many_runs_of_one_plan_at_once():
+    plan = planrt.compile(CHAIN, tools=TOOLS)
+
+    async def main():
+        outs = await asyncio.gather(*(plan.run(tools=TOOLS, vars={"topic": str(i)}) for i in range(50)))
+        return [o.final_answer for o in outs]
+
+    assert asyncio.run(main()) == [f"3 facts about {i}" for i in range(50)]
