@@ -142,6 +142,65 @@ impl PlannerModel for ReplayPlanner {
     }
 }
 
+/// Why no planner model could be set up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelError {
+    /// The configuration itself is wrong (a usage error), rather than a model being
+    /// unavailable (no backend, no key).
+    pub usage: bool,
+    pub message: String,
+}
+
+/// The planner's LLM for a run on `host`: the host's replay cassette when it has one
+/// (`--replay`), else `[planner.backend]` of its tools file (or `[defaults.backend]`) with
+/// `[planner] temperature`.
+pub fn model_for(host: &Host) -> Result<Arc<dyn PlannerModel>, ModelError> {
+    if let Some(cassette) = host.replay() {
+        return Ok(Arc::new(ReplayPlanner(cassette.clone())));
+    }
+    let cfg = host.manifest().planner.clone().unwrap_or_default();
+    let backend = cfg
+        .backend
+        .as_ref()
+        .or(host.manifest().default_backend.as_ref());
+    let Some(backend) = backend else {
+        return Err(ModelError {
+            usage: false,
+            message: "no backend for the planner: configure [planner.backend] (or [defaults.backend]) in the tools file, or replay a cassette".into(),
+        });
+    };
+    if let Some(t) = cfg.temperature.filter(|t| !t.is_finite()) {
+        return Err(ModelError {
+            usage: true,
+            message: format!("[planner] temperature {t} is not a finite number"),
+        });
+    }
+    let client = host
+        .connector()
+        .chat("the planner", backend)
+        .map_err(|e| ModelError {
+            usage: false,
+            message: e.to_string(),
+        })?;
+    Ok(Arc::new(match cfg.temperature {
+        Some(t) => client.with_temperature(Some(t)),
+        None => client,
+    }))
+}
+
+/// The example directory `[planner] examples` names, relative to the tools file it is
+/// written in (as paths in configuration files are).
+pub fn examples_dir(
+    cfg: &plan_manifest::PlannerConfig,
+    tools_file: Option<&std::path::Path>,
+) -> Option<std::path::PathBuf> {
+    let dir = std::path::PathBuf::from(cfg.examples.as_ref()?);
+    Some(match tools_file.and_then(std::path::Path::parent) {
+        Some(base) if dir.is_relative() => base.join(dir),
+        _ => dir,
+    })
+}
+
 /// Limits and inputs of one `ask`.
 #[derive(Clone, Debug)]
 pub struct AskOptions {

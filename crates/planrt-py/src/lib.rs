@@ -8,6 +8,7 @@
 //! The GIL is released while Rust compiles or runs; a tool's Python code takes it only for
 //! its own call.
 
+mod ask;
 mod convert;
 mod plan;
 mod run;
@@ -31,23 +32,6 @@ create_exception!(
      exception is the `__cause__`."
 );
 
-/// `async def run(start, kwargs)`: awaits `start(**kwargs)`. What makes `Plan.run` a true
-/// coroutine (which `asyncio.run` requires) while the run itself starts only on the loop
-/// that awaits it.
-fn aio(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
-    static RUN: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
-    RUN.get_or_try_init(py, || {
-        let module = PyModule::from_code(
-            py,
-            c"async def run(start, kwargs):\n    return await start(**kwargs)\n",
-            c"planrt/_aio.py",
-            c"planrt._aio",
-        )?;
-        Ok::<_, PyErr>(module.getattr("run")?.unbind())
-    })
-    .map(|f| f.bind(py).clone())
-}
-
 #[pymodule]
 fn _planrt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
@@ -58,6 +42,8 @@ fn _planrt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<plan::Outcome>()?;
     m.add_class::<run::Run>()?;
     m.add_class::<run::Request>()?;
+    m.add_class::<ask::Answer>()?;
+    m.add_function(wrap_pyfunction!(ask::_ask_now, m)?)?;
     m.add_function(wrap_pyfunction!(plan::check, m)?)?;
     m.add_function(wrap_pyfunction!(plan::compile, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -279,6 +279,17 @@ impl Plan {
         self.program.tools.iter().map(|t| t.name.clone()).collect()
     }
 
+    /// What a run must be able to call: the plan's tools, and `jmp_condition` when it has
+    /// conditions.
+    #[getter]
+    fn needs(&self) -> Vec<String> {
+        let mut needs = self.tools();
+        if !self.program.conds.is_empty() {
+            needs.push(plan_host::CONDITION_TOOL.to_owned());
+        }
+        needs
+    }
+
     /// The bytecode listing, as `planc disasm` prints it.
     fn disasm(&self) -> String {
         plan_bytecode::disasm(self.program.program())
@@ -336,8 +347,11 @@ impl Plan {
         kwargs.set_item("timeout", timeout)?;
         kwargs.set_item("tools_file", tools_file)?;
         // NB: the run starts when the coroutine is awaited, on the loop that awaits it:
-        // a plain `plan.run(...)` call may come before any loop runs.
-        crate::aio(py)?.call1((slf.getattr("_run_now")?, kwargs))
+        // a plain `plan.run(...)` call may come before any loop runs. `_drive.run`
+        // chooses the path (python/planrt/_drive.py).
+        py.import("planrt._drive")?
+            .getattr("run")?
+            .call1((slf, kwargs))
     }
 
     /// `run` for a caller already on a running loop: the future of the run, started now.
@@ -368,8 +382,7 @@ impl Plan {
                         timeout = None, tools_file = None))]
     #[allow(clippy::too_many_arguments)]
     fn run_sync<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         tools: Option<&Bound<'py, PyAny>>,
         vars: Option<&Bound<'py, PyDict>>,
         max_concurrency: u32,
@@ -377,18 +390,24 @@ impl Plan {
         timeout: Option<f64>,
         tools_file: Option<PathBuf>,
     ) -> PyResult<Py<PyAny>> {
+        let py = slf.py();
         let asyncio = py.import("asyncio")?;
         if !asyncio.call_method0("_get_running_loop")?.is_none() {
             return Err(PyRuntimeError::new_err(
                 "run_sync() cannot block a running event loop: use `await plan.run(...)`",
             ));
         }
-        let opts = run_options(vars, max_concurrency, max_steps, timeout)?;
+        let coroutine = Plan::run(
+            slf,
+            tools,
+            vars,
+            max_concurrency,
+            max_steps,
+            timeout,
+            tools_file,
+        )?;
         let event_loop = asyncio.call_method0("new_event_loop")?;
-        let locals = TaskLocals::new(event_loop.clone()).copy_context(py)?;
-        let result = self
-            .run_on(py, locals, tools, tools_file, opts)
-            .and_then(|fut| event_loop.call_method1("run_until_complete", (fut,)));
+        let result = event_loop.call_method1("run_until_complete", (coroutine,));
         // NB: the thread pool of plain tools ends with the loop.
         let _ = event_loop.call_method1(
             "run_until_complete",

@@ -4,6 +4,7 @@
 //! `state()` saves the run as bytes, `Run.restore(plan, state)` continues it anywhere.
 
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use plan_vm::{CallId, ErrorCode, Halt, Limits, OwnedVm, RequestKind, ToolRequest, VmState};
 use pyo3::exceptions::{PyBaseException, PyValueError};
@@ -86,6 +87,9 @@ impl Request {
 
 struct Inner {
     vm: OwnedVm,
+    started: Instant,
+    /// From `started` to the end, once ended.
+    took: Option<Duration>,
     /// Issued, not yet answered.
     pending: Vec<ToolRequest>,
     tool_calls: u64,
@@ -108,6 +112,8 @@ impl Run {
         Run {
             inner: Arc::new(Mutex::new(Inner {
                 vm,
+                started: Instant::now(),
+                took: None,
                 pending,
                 tool_calls: 0,
                 end: None,
@@ -149,10 +155,12 @@ impl Run {
         match halt {
             Halt::Yield(new) => inner.pending.extend(new),
             Halt::Done(o) => {
+                inner.took = Some(inner.started.elapsed());
                 inner.pending.clear();
                 inner.end = Some(End::Done(o));
             }
             Halt::Failed(e) => {
+                inner.took = Some(inner.started.elapsed());
                 inner.pending.clear();
                 let err = run_error_of(&e);
                 inner.end = Some(End::Failed(e));
@@ -205,7 +213,7 @@ impl Run {
                 &o.vars,
                 o.steps,
                 inner.tool_calls,
-                0,
+                inner.took.map_or(0, |d| d.as_millis() as u64),
             )?)),
             _ => Ok(None),
         }

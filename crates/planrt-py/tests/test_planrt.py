@@ -115,9 +115,26 @@ def test_pbc_round_trip_strip_explain_and_disasm():
 
 
 # ---- running ---------------------------------------------------------------------------
+#
+# A run whose tools are all Python callables is driven on the event loop's thread; with a
+# tools file it goes through the Rust host. `via` runs each test both ways: the outcome
+# and the errors must not depend on the path.
 
 
-def test_run_with_async_and_plain_tools():
+@pytest.fixture(params=["loop", "host"])
+def via(request, tmp_path):
+    def run_sync(plan, tools, **kw):
+        if request.param == "host":
+            toml = tmp_path / "tools.toml"
+            toml.write_text("".join(f'[[tool]]\nname = "{n}"\n' for n in tools))
+            kw["tools_file"] = str(toml)
+        return plan.run_sync(tools=tools, **kw)
+
+    return run_sync
+
+
+
+def test_run_with_async_and_plain_tools(via):
     seen = {}
 
     def lookup(q):
@@ -130,16 +147,16 @@ def test_run_with_async_and_plain_tools():
     assert out.variables["facts"] == {"about": "TiDB", "items": [1, 2.5, True, None]}
     assert out.tool_calls == 2 and out.steps == 3
     assert seen["thread"], "a plain tool runs in the thread pool, not on the loop"
-    assert plan.run_sync(tools=TOOLS, vars={"topic": "x"}).final_answer == "3 facts about x"
+    assert via(plan, TOOLS, vars={"topic": "x"}).final_answer == "3 facts about x"
 
 
-def test_a_tool_exception_fails_the_run_with_it_as_cause():
+def test_a_tool_exception_fails_the_run_with_it_as_cause(via):
     def broken(q):
         raise KeyError("no such topic")
 
     plan = planrt.compile(CHAIN, tools=TOOLS)
     with pytest.raises(planrt.RunError) as e:
-        plan.run_sync(tools={"lookup": broken, "write": write}, vars={"topic": "x"})
+        via(plan, {"lookup": broken, "write": write}, vars={"topic": "x"})
     err = e.value
     assert err.code == "R0005"
     # The line of the instruction's opening brace.
@@ -149,10 +166,10 @@ def test_a_tool_exception_fails_the_run_with_it_as_cause():
     assert "KeyError" in str(err) and "no such topic" in str(err)
 
 
-def test_a_result_that_is_not_json_fails_the_run():
+def test_a_result_that_is_not_json_fails_the_run(via):
     plan = planrt.compile(CHAIN, tools=TOOLS)
     with pytest.raises(planrt.RunError) as e:
-        plan.run_sync(tools={"lookup": lambda q: object(), "write": write}, vars={"topic": "x"})
+        via(plan, {"lookup": lambda q: object(), "write": write}, vars={"topic": "x"})
     assert e.value.code == "R0005"
     assert isinstance(e.value.__cause__, TypeError)
     assert "not JSON-compatible" in str(e.value)
@@ -184,12 +201,12 @@ LOOP = json.dumps(
 )
 
 
-def test_limits_steps_and_timeout():
+def test_limits_steps_and_timeout(via):
     never = {"jmp_condition": lambda prompt, context=None: False}
     tools = {"tick": lambda n: n, **never}
     plan = planrt.compile(LOOP, tools=tools)
     with pytest.raises(planrt.RunError) as e:
-        plan.run_sync(tools=tools, max_steps=50)
+        via(plan, tools, max_steps=50)
     assert e.value.code == "R0001"
 
     async def slow(n):
@@ -197,11 +214,12 @@ def test_limits_steps_and_timeout():
 
     start = time.monotonic()
     with pytest.raises(planrt.RunError) as e:
-        plan.run_sync(tools={"tick": slow, **never}, timeout=0.2)
+        via(plan, {"tick": slow, **never}, timeout=0.2)
     assert e.value.code == "R0009"
+    assert "deadline of 0.2 s exceeded" in str(e.value)
     assert time.monotonic() - start < 10
     with pytest.raises(ValueError):
-        plan.run_sync(tools=tools, timeout=-1)
+        via(plan, tools, timeout=-1)
 
 
 def test_run_sync_refuses_a_running_loop():
@@ -273,13 +291,15 @@ def aspect_tools(latency):
     return {"retrieve_knowledge_graph": call, "vector_search": call, "llm_generate": call}
 
 
-def test_thirteen_calls_run_on_the_critical_path():
+def test_thirteen_calls_run_on_the_critical_path(tmp_path):
     plan = planrt.compile(ASPECTS)
     tools = aspect_tools(0.1)
+    toml = tmp_path / "tools.toml"
+    toml.write_text('[defaults.backend]\nkind = "replay"\n')
 
-    async def timed(max_concurrency):
+    async def timed(max_concurrency, **kw):
         start = time.monotonic()
-        out = await plan.run(tools=tools, max_concurrency=max_concurrency)
+        out = await plan.run(tools=tools, max_concurrency=max_concurrency, **kw)
         return out, time.monotonic() - start
 
     concurrent, took = asyncio.run(timed(16))
@@ -290,6 +310,10 @@ def test_thirteen_calls_run_on_the_critical_path():
     assert sequential.final_answer == concurrent.final_answer
     assert sequential.variables == concurrent.variables
     assert seq_took >= 1.3, seq_took
+    # Through the Rust host (a tools file is named): the same answer, the same overlap.
+    hosted, host_took = asyncio.run(timed(16, tools_file=str(toml)))
+    assert hosted.variables == concurrent.variables
+    assert host_took <= 0.45, host_took
 
 
 def test_many_runs_of_one_plan_at_once():
@@ -300,3 +324,55 @@ def test_many_runs_of_one_plan_at_once():
         return [o.final_answer for o in outs]
 
     assert asyncio.run(main()) == [f"3 facts about {i}" for i in range(50)]
+
+
+# ---- ask ---------------------------------------------------------------------------------
+
+ASK_TOOLS = ROOT / "examples/ask.toml"
+ASK_CASSETTE = ROOT / "examples/ask_tidb_sql.cassette.jsonl"
+
+
+def test_ask_answers_a_goal_from_the_replayed_planner_and_tools():
+    answer = asyncio.run(
+        planrt.ask(
+            "Does TiDB support SQL?",
+            {"lang": "Japanese"},
+            tools=str(ASK_TOOLS),
+            replay=str(ASK_CASSETTE),
+        )
+    )
+    assert answer.status == "answered", answer.error
+    assert "TiDB は SQL をサポートしています" in answer.answer
+    assert answer.tool_calls == 3
+    assert json.loads(answer.plan[answer.plan.index("[") : answer.plan.rindex("]") + 1])
+    assert [r["kind"] for r in answer.rounds] == ["plan"]
+
+
+def test_ask_runs_the_plan_with_python_tools():
+    seen = []
+
+    async def search(**args):
+        seen.append(args)
+        return "TiDB speaks the MySQL dialect of SQL."
+
+    def write(prompt, context=None):
+        return "はい。" + context[-20:]
+
+    tools = {"retrieve_knowledge_graph": search, "vector_search": search, "llm_generate": write}
+    answer = asyncio.run(
+        planrt.ask(
+            "Does TiDB support SQL?",
+            {"lang": "Japanese"},
+            tools=tools,
+            tools_file=str(ASK_TOOLS),
+            replay=str(ASK_CASSETTE),
+        )
+    )
+    assert answer.status == "answered", answer.error
+    assert answer.answer.startswith("はい。")
+    assert len(seen) == 2
+
+
+def test_ask_without_a_planner_says_so():
+    with pytest.raises(planrt.RunError, match="no backend for the planner"):
+        asyncio.run(planrt.ask("Does TiDB support SQL?"))

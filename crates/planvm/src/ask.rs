@@ -5,12 +5,11 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::Args;
 use plan_host::{Journal, Tracer};
 use plan_planner::{
-    AskOptions, AskOutcome, AskStatus, Examples, PlanRun, Planner, PlannerModel, RunSink, Template,
+    AskOptions, AskOutcome, AskStatus, Examples, PlanRun, Planner, RunSink, Template,
 };
 use serde_json::Value;
 
@@ -180,15 +179,10 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             Err(msg) => return fail(exit::USAGE, msg),
         },
     };
-    // NB: a path in the tools file is relative to that file, as paths in config files are.
-    let examples_dir = args.examples.clone().or_else(|| {
-        let dir = PathBuf::from(planner_cfg.examples.as_ref()?);
-        let base = args.tools.as_deref().and_then(Path::parent);
-        Some(match base {
-            Some(base) if dir.is_relative() => base.join(dir),
-            _ => dir,
-        })
-    });
+    let examples_dir = args
+        .examples
+        .clone()
+        .or_else(|| plan_planner::examples_dir(&planner_cfg, args.tools.as_deref()));
     let examples = match &examples_dir {
         None => Examples::default(),
         Some(dir) => match Examples::load(dir) {
@@ -236,33 +230,10 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let model: Arc<dyn PlannerModel> = match host.replay() {
-        Some(cassette) => Arc::new(plan_planner::ReplayPlanner(cassette.clone())),
-        None => {
-            let backend = planner_cfg
-                .backend
-                .as_ref()
-                .or(host.manifest().default_backend.as_ref());
-            let Some(backend) = backend else {
-                return fail(
-                    exit::RUN_FAILED,
-                    "no backend for the planner: configure [planner.backend] (or [defaults.backend]) in the --tools file, or pass --replay CASSETTE",
-                );
-            };
-            if let Some(t) = planner_cfg.temperature.filter(|t| !t.is_finite()) {
-                return fail(
-                    exit::USAGE,
-                    format_args!("[planner] temperature {t} is not a finite number"),
-                );
-            }
-            match host.connector().chat("the planner", backend) {
-                Ok(c) => Arc::new(match planner_cfg.temperature {
-                    Some(t) => c.with_temperature(Some(t)),
-                    None => c,
-                }),
-                Err(e) => return fail(exit::RUN_FAILED, e),
-            }
-        }
+    let model = match plan_planner::model_for(&host) {
+        Ok(m) => m,
+        Err(e) if e.usage => return fail(exit::USAGE, e.message),
+        Err(e) => return fail(exit::RUN_FAILED, e.message),
     };
     let planner = Planner {
         host: &host,

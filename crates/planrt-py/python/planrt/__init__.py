@@ -6,11 +6,15 @@
 - ``await plan.run(tools={...})`` runs it with Python tools (``async def`` or plain
   functions) and returns an ``Outcome``; ``plan.run_sync(...)`` does the same without an
   event loop. A failed run raises ``RunError``.
+- ``await ask(goal, response_format=None, tools=...)`` has the planner write the plan,
+  repairs and re-plans it, and runs it: an ``Answer``.
 - ``plan.start()`` gives a ``Run`` to drive by hand: ``requests()``, ``resume(id, result)``,
   ``state()`` and ``Run.restore(plan, state)``.
 """
 
+from ._drive import ask
 from ._planrt import (
+    Answer,
     Diagnostic,
     Outcome,
     Plan,
@@ -24,6 +28,7 @@ from ._planrt import (
 )
 
 __all__ = [
+    "Answer",
     "Diagnostic",
     "Outcome",
     "Plan",
@@ -32,6 +37,7 @@ __all__ = [
     "Run",
     "RunError",
     "__version__",
+    "ask",
     "check",
     "compile",
 ]

@@ -41,6 +41,16 @@ class Outcome:
     tool_calls: int
     elapsed_ms: int
 
+class Answer:
+    status: str
+    """``"answered"``, ``"invalid_plan"``, ``"run_failed"`` or ``"planner_failed"``."""
+    answer: JSON
+    plan: Optional[str]
+    rounds: list[dict[str, Any]]
+    error: Optional[str]
+    steps: int
+    tool_calls: int
+
 class Request:
     id: int
     tool: str
@@ -60,6 +70,9 @@ class Plan:
     def warnings(self) -> list[Diagnostic]: ...
     @property
     def tools(self) -> list[str]: ...
+    @property
+    def needs(self) -> list[str]:
+        """The tools a run must be able to call (``jmp_condition`` too if it has conditions)."""
     def disasm(self) -> str: ...
     def explain(self) -> list[dict[str, Any]]: ...
     def run(
@@ -121,3 +134,5 @@ def compile(
     tools_file: Union[str, os.PathLike[str], None] = None,
     strict: bool = False,
 ) -> Plan: ...
+
+def _ask_now(goal: str, response_format: JSON = None, tools: Tools = None, **options: Any) -> Awaitable[Answer]: ...

@@ -1,0 +1,182 @@
+//! `planrt.ask`: a goal in, an answer out, as `planvm ask` does it (the planner writes a
+//! plan, errors go back for repair, a failed step for a re-plan), with Python tools.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use plan_host::{Host, HostOptions, Tracer};
+use plan_planner::{AskOptions, AskOutcome, Examples, Planner, Template};
+use plan_vm::Limits;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use serde_json::Value;
+
+use crate::tools::{self, PyTool, Raised};
+use crate::{RunError, convert};
+
+/// How an `ask` ended: `status` is `"answered"`, `"invalid_plan"` (the last plan still had
+/// errors when the repairs ran out), `"run_failed"` or `"planner_failed"`; `answer` is the
+/// final answer (None unless answered); `plan` the last plan's source; `rounds` what each
+/// planning round produced (dicts: kind, plan, diagnostics, run_error, ...); `error` one
+/// line saying why, when not answered.
+#[pyclass(frozen, get_all, module = "planrt")]
+pub(crate) struct Answer {
+    status: String,
+    answer: Py<PyAny>,
+    plan: Option<String>,
+    rounds: Py<PyAny>,
+    error: Option<String>,
+    steps: u64,
+    tool_calls: u64,
+}
+
+#[pymethods]
+impl Answer {
+    fn __repr__(&self) -> String {
+        format!(
+            "<Answer {} after {} rounds>",
+            self.status,
+            Python::attach(|py| self.rounds.bind(py).len().unwrap_or(0))
+        )
+    }
+}
+
+fn answer(py: Python<'_>, o: AskOutcome) -> PyResult<Answer> {
+    let status = serde_json::to_value(o.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let rounds = serde_json::to_value(&o.rounds).unwrap_or(Value::Null);
+    let (steps, tool_calls) = o
+        .report
+        .as_ref()
+        .map_or((0, 0), |r| (r.steps, r.tool_calls));
+    Ok(Answer {
+        status,
+        answer: convert::to_py(py, &o.answer)?.unbind(),
+        plan: o.plan,
+        rounds: convert::to_py(py, &rounds)?.unbind(),
+        error: o.error,
+        steps,
+        tool_calls,
+    })
+}
+
+/// `planrt.ask` once on the running loop (`python/planrt/_drive.py` makes the coroutine).
+#[pyfunction]
+#[pyo3(signature = (goal, response_format = None, tools = None, *, tools_file = None,
+                    replay = None, examples = None, max_examples = None,
+                    max_repairs = plan_planner::DEFAULT_MAX_REPAIRS,
+                    max_replans = plan_planner::DEFAULT_MAX_REPLANS, vars = None, max_concurrency = 16, max_steps = None,
+                    timeout = None, strict = false))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn _ask_now<'py>(
+    py: Python<'py>,
+    goal: String,
+    response_format: Option<&Bound<'py, PyAny>>,
+    tools: Option<&Bound<'py, PyAny>>,
+    tools_file: Option<PathBuf>,
+    replay: Option<PathBuf>,
+    examples: Option<PathBuf>,
+    max_examples: Option<usize>,
+    max_repairs: u32,
+    max_replans: u32,
+    vars: Option<&Bound<'py, PyDict>>,
+    max_concurrency: u32,
+    max_steps: Option<u64>,
+    timeout: Option<f64>,
+    strict: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let locals = pyo3_async_runtimes::tokio::get_current_locals(py)
+        .map_err(|_| PyRuntimeError::new_err("planrt.ask needs a running asyncio event loop"))?;
+    let tools_path = tools_file.clone().or_else(|| {
+        tools
+            .filter(|t| !t.is_instance_of::<PyDict>())
+            .and_then(|t| t.extract::<PathBuf>().ok())
+    });
+    let tools = tools::parse(tools, tools_file)?;
+    let response_format = response_format
+        .filter(|r| !r.is_none())
+        .map(|r| convert::from_py(r, "response_format"))
+        .transpose()?;
+    let mut preset = Vec::new();
+    if let Some(vars) = vars {
+        for (k, v) in vars.iter() {
+            let name: String = k.extract()?;
+            let value = convert::from_py(&v, &format!("vars[{name:?}]"))?;
+            preset.push((name, value));
+        }
+    }
+    let deadline = match timeout {
+        None => None,
+        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+        Some(t) => {
+            return Err(PyValueError::new_err(format!(
+                "timeout must be a positive number of seconds, not {t}"
+            )));
+        }
+    };
+    if max_concurrency == 0 {
+        return Err(PyValueError::new_err("max_concurrency must be at least 1"));
+    }
+    let cfg = tools.manifest.planner.clone().unwrap_or_default();
+    let examples =
+        match examples.or_else(|| plan_planner::examples_dir(&cfg, tools_path.as_deref())) {
+            Some(dir) => Examples::load(&dir).map_err(PyValueError::new_err)?,
+            None => Examples::default(),
+        };
+    let mut limits = Limits {
+        max_concurrency,
+        ..Limits::default()
+    };
+    if let Some(s) = max_steps {
+        limits.max_steps = s;
+    }
+    let options = AskOptions {
+        max_repairs: max_repairs.min(plan_planner::MAX_ROUNDS),
+        max_replans: max_replans.min(plan_planner::MAX_ROUNDS),
+        max_examples: max_examples
+            .or(cfg.max_examples)
+            .unwrap_or(plan_planner::DEFAULT_MAX_EXAMPLES),
+        limits,
+        vars: preset,
+        strict,
+        stream: true,
+    };
+    let host = Host::new(
+        tools.manifest,
+        HostOptions {
+            replay,
+            deadline,
+            ..HostOptions::default()
+        },
+    )
+    .map_err(|e| RunError::new_err(e.to_string()))?;
+    let raised = Raised::default();
+    for (name, func) in tools.callables {
+        let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;
+        host.set_backend(&name, Arc::new(tool));
+    }
+    let model = plan_planner::model_for(&host).map_err(|e| {
+        if e.usage {
+            PyValueError::new_err(e.message)
+        } else {
+            RunError::new_err(e.message)
+        }
+    })?;
+    pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
+        let planner = Planner {
+            host: &host,
+            model,
+            template: Template::default(),
+            examples,
+            options,
+        };
+        let outcome = planner
+            .ask(&goal, response_format.as_ref(), &mut Tracer::none())
+            .await;
+        Python::attach(|py| answer(py, outcome))
+    })
+}
