@@ -25,7 +25,7 @@ use plan_vm::{CallId, ErrorCode, Event, Halt, Limits, RunError, ToolRequest, VmS
 /// Instructions the VM runs between two looks at the deadline (about 0.1 ms of work): a
 /// plan that loops without calling a tool, or whose calls all answer at once, still
 /// stops on `--timeout`.
-const STEP_SLICE: u64 = 10_000;
+pub const STEP_SLICE: u64 = 10_000;
 
 /// Where an issued call stands, as far as the sequential run is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -48,15 +48,15 @@ mod trace;
 pub use backend::Backend;
 pub use cassette::{Cassette, CassetteEntry, Recorder, ReplayBackend};
 pub use driver::{
-    CallState, Machine, ReportError, RunReport, RunStatus, resume_plan, run_machine, run_plan,
-    run_plan_recording, run_plan_reusing,
+    CallState, Machine, ReportError, RunReport, RunStatus, STEP_SLICE, resume_plan, run_machine,
+    run_plan, run_plan_recording, run_plan_reusing,
 };
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use host::{CONDITION_TOOL, Host, HostOptions};
 pub use journal::{Durable, Journal, RecordJournal, TraceEvent};
 pub use plan_llm::{
     EnvLookup, MAX_REDIRECTS, REDACTED, Redactor, RetryPolicy, Secret, TOTAL_TIMEOUT_FACTOR,
-    process_env,
+    process_env, secs,
 };
 pub use pool::Pool;
 pub use prompt::{CONDITION_INSTRUCTION, format_instruction, keys_instruction, user_message};

@@ -3,18 +3,18 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use plan_host::{Host, HostOptions, Tracer};
 use plan_planner::{AskOptions, AskOutcome, Examples, Planner, Template};
-use plan_vm::Limits;
+use plan_vm::{ErrorCode, Limits};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use serde_json::Value;
 
+use crate::convert;
+use crate::run::run_error;
 use crate::tools::{self, PyTool, Raised};
-use crate::{RunError, convert};
 
 /// How an `ask` ended: `status` is `"answered"`, `"invalid_plan"` (the last plan still had
 /// errors when the repairs ran out), `"run_failed"` or `"planner_failed"`; `answer` is the
@@ -96,7 +96,7 @@ pub(crate) fn _ask_now<'py>(
             .filter(|t| !t.is_instance_of::<PyDict>())
             .and_then(|t| t.extract::<PathBuf>().ok())
     });
-    let tools = tools::parse(tools, tools_file)?;
+    let tools = tools::parse(tools, tools_file, &plan_manifest::Manifest::builtin())?;
     let response_format = response_format
         .filter(|r| !r.is_none())
         .map(|r| convert::from_py(r, "response_format"))
@@ -109,15 +109,7 @@ pub(crate) fn _ask_now<'py>(
             preset.push((name, value));
         }
     }
-    let deadline = match timeout {
-        None => None,
-        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
-        Some(t) => {
-            return Err(PyValueError::new_err(format!(
-                "timeout must be a positive number of seconds, not {t}"
-            )));
-        }
-    };
+    let deadline = crate::plan::deadline(timeout)?;
     if max_concurrency == 0 {
         return Err(PyValueError::new_err("max_concurrency must be at least 1"));
     }
@@ -153,7 +145,7 @@ pub(crate) fn _ask_now<'py>(
             ..HostOptions::default()
         },
     )
-    .map_err(|e| RunError::new_err(e.to_string()))?;
+    .map_err(|e| run_error(py, ErrorCode::NotStarted, &e.to_string(), None, None))?;
     let raised = Raised::default();
     for (name, func) in tools.callables {
         let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;
@@ -163,7 +155,7 @@ pub(crate) fn _ask_now<'py>(
         if e.usage {
             PyValueError::new_err(e.message)
         } else {
-            RunError::new_err(e.message)
+            run_error(py, ErrorCode::NotStarted, &e.message, None, None)
         }
     })?;
     pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use serde_json::{Map, Number, Value};
 
-/// Deeper than any plan value may be (the VM refuses values past 128 levels); also what
+/// Deeper than any plan value may be (the VM refuses values past 100 levels); also what
 /// stops a list that contains itself.
 const MAX_DEPTH: usize = 256;
 

@@ -17,7 +17,7 @@ use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
 
 use crate::tools::{self, PyTool, Raised};
-use crate::{PlanError, RunError, convert, run::Run};
+use crate::{PlanError, convert, run::Run};
 
 /// One finding of the compiler: `severity` ("error" or "warning"), a stable `code`
 /// (`planc codes CODE` documents it), `message`, where (`seq_no`, 1-based `line` and
@@ -66,7 +66,7 @@ fn diagnostics(ds: &[plan_syntax::Diagnostic], index: &LineIndex) -> Vec<Diagnos
 }
 
 /// A `PlanError` with `message` and `.diagnostics`.
-fn plan_error(py: Python<'_>, message: String, diags: Vec<Diagnostic>) -> PyErr {
+pub(crate) fn plan_error(py: Python<'_>, message: String, diags: Vec<Diagnostic>) -> PyErr {
     let err = PlanError::new_err(message);
     let list = PyList::new(py, diags).map(Bound::into_any);
     if let Ok(list) = list {
@@ -96,7 +96,7 @@ pub(crate) fn check(
     tools_file: Option<PathBuf>,
     strict: bool,
 ) -> PyResult<Vec<Diagnostic>> {
-    let tools = tools::parse(tools, tools_file)?;
+    let tools = tools::parse(tools, tools_file, &Manifest::builtin())?;
     let opts = options(tools.manifest, strict);
     Ok(py.detach(|| {
         let c = plan_compiler::compile(&text, &opts);
@@ -114,7 +114,7 @@ pub(crate) fn compile(
     tools_file: Option<PathBuf>,
     strict: bool,
 ) -> PyResult<Plan> {
-    let tools = tools::parse(tools, tools_file)?;
+    let tools = tools::parse(tools, tools_file, &Manifest::builtin())?;
     let opts = options(tools.manifest.clone(), strict);
     let loaded = py.detach(|| plan_compiler::load(text.into_bytes(), &opts));
     match loaded {
@@ -191,20 +191,24 @@ fn run_options(
     if let Some(s) = max_steps {
         limits.max_steps = s;
     }
-    let deadline = match timeout {
-        None => None,
-        Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
-        Some(t) => {
-            return Err(PyValueError::new_err(format!(
-                "timeout must be a positive number of seconds, not {t}"
-            )));
-        }
-    };
     Ok(RunOptions {
         vars: preset,
         limits,
-        deadline,
+        deadline: deadline(timeout)?,
     })
+}
+
+/// `timeout` (seconds) as a duration: positive and finite, or a `ValueError`.
+pub(crate) fn deadline(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    let Some(t) = timeout else {
+        return Ok(None);
+    };
+    match Duration::try_from_secs_f64(t) {
+        Ok(d) if t > 0.0 => Ok(Some(d)),
+        _ => Err(PyValueError::new_err(format!(
+            "timeout must be a positive, finite number of seconds, not {t}"
+        ))),
+    }
 }
 
 #[pymethods]
@@ -406,32 +410,27 @@ impl Plan {
             timeout,
             tools_file,
         )?;
-        let event_loop = asyncio.call_method0("new_event_loop")?;
-        let result = event_loop.call_method1("run_until_complete", (coroutine,));
-        // NB: the thread pool of plain tools ends with the loop.
-        let _ = event_loop.call_method1(
-            "run_until_complete",
-            (event_loop.call_method0("shutdown_default_executor")?,),
-        );
-        event_loop.call_method0("close")?;
-        result.map(Bound::unbind)
+        // NB: `asyncio.run` also cancels what is left on the loop and ends the thread pool
+        // of plain tools before closing it.
+        Ok(asyncio.call_method1("run", (coroutine,))?.unbind())
     }
 
     /// A run to drive by hand: `requests()`, `resume(id, result)`, `state()`.
-    #[pyo3(signature = (*, vars = None, max_concurrency = 16, max_steps = None))]
+    #[pyo3(signature = (*, vars = None, max_concurrency = 16, max_steps = None, timeout = None))]
     fn start(
         &self,
         vars: Option<&Bound<'_, PyDict>>,
         max_concurrency: u32,
         max_steps: Option<u64>,
+        timeout: Option<f64>,
     ) -> PyResult<Run> {
-        let opts = run_options(vars, max_concurrency, max_steps, None)?;
+        let opts = run_options(vars, max_concurrency, max_steps, timeout)?;
         let mut vm = OwnedVm::new(self.program.clone(), opts.limits);
         for (name, value) in opts.vars {
             vm.with(|vm| vm.set_var(&name, value))
                 .map_err(|e| crate::run::run_error_of(&e))?;
         }
-        Ok(Run::new(vm, Vec::new()))
+        Ok(Run::new(vm, Vec::new(), opts.deadline))
     }
 
     fn __repr__(&self) -> String {
@@ -452,14 +451,8 @@ impl Plan {
         tools_file: Option<PathBuf>,
         opts: RunOptions,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let tools = match (tools, &tools_file) {
-            // The manifest the plan was compiled against, unless another file is named.
-            (None, None) => tools::Tools {
-                manifest: self.manifest.clone(),
-                callables: Vec::new(),
-            },
-            _ => tools::parse(tools, tools_file)?,
-        };
+        // NB: the tools the plan was compiled against, unless another file is named.
+        let tools = tools::parse(tools, tools_file, &self.manifest)?;
         let host = Host::new(
             tools.manifest,
             HostOptions {
@@ -467,7 +460,9 @@ impl Plan {
                 ..HostOptions::default()
             },
         )
-        .map_err(|e| RunError::new_err(e.to_string()))?;
+        .map_err(|e| {
+            crate::run::run_error(py, ErrorCode::NotStarted, &e.to_string(), None, None)
+        })?;
         let raised = Raised::default();
         for (name, func) in tools.callables {
             let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;

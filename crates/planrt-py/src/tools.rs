@@ -1,7 +1,9 @@
 //! Python callables as tools: the `tools=` argument, and the backend that calls them.
 //!
 //! An `async def` tool is called on the caller's event loop; a plain function runs in the
-//! loop's default executor (a thread pool), so a slow one never blocks the loop. Either
+//! loop's default executor (a thread pool), so a slow one never blocks the loop. Calls
+//! start on the loop's own thread (asyncio is not thread-safe) and are cancelled there
+//! when the run stops waiting for them. Either
 //! receives the call's parameters as keyword arguments and returns a JSON-compatible
 //! value. Calls of one run overlap exactly as in `planvm` (the same VM and host): the
 //! host issues every ready call at once and commits results in program order.
@@ -14,9 +16,9 @@ use futures::future::BoxFuture;
 use plan_host::{Backend, ToolError, ToolErrorKind};
 use plan_manifest::{Effects, Manifest, ToolSpec};
 use plan_vm::ToolRequest;
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString};
+use pyo3::types::{PyCFunction, PyDict, PyString};
 use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
 
@@ -29,13 +31,14 @@ pub(crate) struct Tools {
     pub(crate) callables: Vec<(String, Py<PyAny>)>,
 }
 
-/// `tools`: `None` (the built-in tools), a path to a tools file, or a dict of name →
+/// `tools`: `None` (the tools of `base`), a path to a tools file, or a dict of name →
 /// callable; `tools_file`: a tools file whose backends serve the tools the dict does not
-/// name. A callable for a tool the manifest does not declare declares it, with any
-/// parameters and `read` effects.
+/// name (else `base` does). A callable for a tool the manifest does not declare declares
+/// it, with any parameters and `read` effects.
 pub(crate) fn parse(
     tools: Option<&Bound<'_, PyAny>>,
     tools_file: Option<PathBuf>,
+    base: &Manifest,
 ) -> PyResult<Tools> {
     let mut file = tools_file;
     let mut callables = Vec::new();
@@ -69,10 +72,10 @@ pub(crate) fn parse(
         }
     }
     let mut manifest = match file {
-        Some(path) => {
-            Manifest::load(&path).map_err(|e| crate::PlanError::new_err(e.to_string()))?
-        }
-        None => Manifest::builtin(),
+        Some(path) => Manifest::load(&path).map_err(|e| {
+            Python::attach(|py| crate::plan::plan_error(py, e.to_string(), Vec::new()))
+        })?,
+        None => base.clone(),
     };
     for (name, _) in &callables {
         if manifest.get(name).is_none() {
@@ -138,27 +141,61 @@ impl PyTool {
     }
 }
 
+/// Cancels the call's task on the loop when the host stops waiting for it (the run
+/// failed, its deadline passed, or a call issued ahead is no longer needed).
+struct CancelOnDrop(Option<Py<PyAny>>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(fut) = self.0.take() {
+            // NB: `concurrent.futures.Future.cancel` is thread-safe and cancels the task
+            // on the loop; on a finished call it does nothing.
+            Python::attach(|py| {
+                let _ = fut.bind(py).call_method0("cancel");
+            });
+        }
+    }
+}
+
 impl Backend for PyTool {
     fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(async move {
-            let awaiting = Python::attach(|py| -> PyResult<_> {
+            let (tx, rx) = tokio::sync::oneshot::channel::<PyResult<Py<PyAny>>>();
+            // The call runs on the loop's thread (`_drive._call`: the coroutine, or the
+            // plain function in the loop's thread pool); its end comes back here through
+            // a done-callback.
+            let started = Python::attach(|py| -> PyResult<Py<PyAny>> {
                 let kwargs = convert::dict(py, &req.args)?;
-                let func = self.func.bind(py);
-                let awaitable = if self.is_async {
-                    func.call((), Some(&kwargs))?
-                } else {
-                    let call = py
-                        .import("functools")?
-                        .getattr("partial")?
-                        .call((func,), Some(&kwargs))?;
-                    self.locals
-                        .event_loop(py)
-                        .call_method1("run_in_executor", (py.None(), call))?
-                };
-                pyo3_async_runtimes::into_future_with_locals(&self.locals, awaitable)
+                let call = py.import("planrt._drive")?.getattr("_call")?;
+                let coroutine = call.call1((self.func.bind(py), kwargs, self.is_async))?;
+                let fut = py.import("asyncio")?.call_method1(
+                    "run_coroutine_threadsafe",
+                    (coroutine, self.locals.event_loop(py)),
+                )?;
+                let tx = std::sync::Mutex::new(Some(tx));
+                let done = PyCFunction::new_closure(py, None, None, move |args, _| {
+                    let fut = args.get_item(0)?;
+                    let result = match fut.call_method0("result") {
+                        Ok(v) => Ok(v.unbind()),
+                        Err(e) => Err(e),
+                    };
+                    if let Some(tx) = tx.lock().ok().and_then(|mut t| t.take()) {
+                        let _ = tx.send(result);
+                    }
+                    Ok::<(), PyErr>(())
+                })?;
+                fut.call_method1("add_done_callback", (done,))?;
+                Ok(fut.unbind())
             });
-            let result = match awaiting {
-                Ok(fut) => fut.await,
+            let result = match started {
+                Ok(fut) => {
+                    let mut guard = CancelOnDrop(Some(fut));
+                    let result = rx.await.unwrap_or_else(|_| {
+                        Err(PyRuntimeError::new_err("the tool's call was dropped"))
+                    });
+                    guard.0 = None;
+                    result
+                }
                 Err(e) => Err(e),
             };
             let what = format!("the result of tool `{}`", req.tool.as_str());

@@ -222,6 +222,72 @@ def test_limits_steps_and_timeout(via):
         via(plan, tools, timeout=-1)
 
 
+def counting_loop_tools(answers=3):
+    """`tick` and a condition that says "done" on its `answers`-th question."""
+    asked = []
+
+    def done(prompt, context=None):
+        asked.append(prompt)
+        return len(asked) >= answers
+
+    return {"tick": lambda n: n * 10, "jmp_condition": done}
+
+
+def test_both_paths_count_fail_and_time_out_alike(tmp_path):
+    plan = planrt.compile(LOOP, tools=counting_loop_tools())
+    toml = tmp_path / "tools.toml"
+    toml.write_text("".join(f'[[tool]]\nname = "{n}"\n' for n in ("tick", "jmp_condition")))
+    on_loop = plan.run_sync(tools=counting_loop_tools())
+    on_host = plan.run_sync(tools=counting_loop_tools(), tools_file=str(toml))
+    assert on_loop.final_answer == on_host.final_answer == 20
+    assert on_loop.variables == on_host.variables
+    # 3 ticks and 3 conditions, whichever path.
+    assert on_loop.tool_calls == on_host.tool_calls == 6
+    assert on_loop.steps == on_host.steps
+
+    async def slow(n):
+        await asyncio.sleep(30)
+
+    errors = []
+    for extra in ({}, {"tools_file": str(toml)}):
+        with pytest.raises(planrt.RunError) as e:
+            plan.run_sync(tools={**counting_loop_tools(), "tick": slow}, timeout=0.2, **extra)
+        errors.append((str(e.value), e.value.code, e.value.seq_no, e.value.line))
+    assert errors[0] == errors[1], errors
+    assert errors[0][1:] == ("R0009", 1, 1)  # LOOP is one line
+
+
+@pytest.mark.parametrize("hosted", [False, True])
+def test_a_call_the_run_stops_waiting_for_is_cancelled(tmp_path, hosted):
+    events = []
+
+    async def slow(n):
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            events.append("cancelled")
+            raise
+
+    plan = planrt.compile(LOOP, tools=counting_loop_tools())
+    extra = {}
+    if hosted:
+        toml = tmp_path / "tools.toml"
+        toml.write_text('[[tool]]\nname = "tick"\n[[tool]]\nname = "jmp_condition"\n')
+        extra["tools_file"] = str(toml)
+
+    async def main():
+        with pytest.raises(planrt.RunError):
+            await plan.run(tools={**counting_loop_tools(), "tick": slow}, timeout=0.1, **extra)
+        # The run's loop goes on: the abandoned call must not.
+        for _ in range(50):
+            if events:
+                break
+            await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+    assert events == ["cancelled"]
+
+
 def test_run_sync_refuses_a_running_loop():
     plan = planrt.compile(CHAIN, tools=TOOLS)
 

@@ -1,14 +1,14 @@
 """Type stubs of the native module (re-exported by ``planrt``)."""
 
 import os
-from typing import Any, Awaitable, Callable, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Coroutine, Optional, Union
 
 __version__: str
 
 JSON = Any
 """None, bool, int, float, str, and lists, tuples and dicts (str keys) of those."""
 
-Tools = Union[Mapping[str, Callable[..., Any]], str, os.PathLike[str], None]
+Tools = Union[dict[str, Callable[..., Any]], str, os.PathLike[str], None]
 """A dict of tool name -> callable (``async def`` or plain), or a tools file's path."""
 
 class PlanError(Exception):
@@ -56,6 +56,9 @@ class Request:
     tool: str
     args: dict[str, JSON]
     seq_no: Optional[int]
+    line: Optional[int]
+    step: int
+    """Which step of the run issued it: the sequential run makes its calls in this order."""
     kind: str
     """``"tool"`` or ``"condition"`` (answer a condition with a bool)."""
     output_keys: Optional[list[str]]
@@ -79,17 +82,17 @@ class Plan:
         self,
         tools: Tools = None,
         *,
-        vars: Optional[Mapping[str, JSON]] = None,
+        vars: Optional[dict[str, JSON]] = None,
         max_concurrency: int = 16,
         max_steps: Optional[int] = None,
         timeout: Optional[float] = None,
         tools_file: Union[str, os.PathLike[str], None] = None,
-    ) -> Awaitable[Outcome]: ...
+    ) -> Coroutine[Any, Any, Outcome]: ...
     def run_sync(
         self,
         tools: Tools = None,
         *,
-        vars: Optional[Mapping[str, JSON]] = None,
+        vars: Optional[dict[str, JSON]] = None,
         max_concurrency: int = 16,
         max_steps: Optional[int] = None,
         timeout: Optional[float] = None,
@@ -98,9 +101,10 @@ class Plan:
     def start(
         self,
         *,
-        vars: Optional[Mapping[str, JSON]] = None,
+        vars: Optional[dict[str, JSON]] = None,
         max_concurrency: int = 16,
         max_steps: Optional[int] = None,
+        timeout: Optional[float] = None,
     ) -> Run: ...
 
 class Run:
@@ -135,4 +139,6 @@ def compile(
     strict: bool = False,
 ) -> Plan: ...
 
-def _ask_now(goal: str, response_format: JSON = None, tools: Tools = None, **options: Any) -> Awaitable[Answer]: ...
+def _ask_now(
+    goal: str, response_format: JSON = None, tools: Tools = None, **options: Any
+) -> Coroutine[Any, Any, Answer]: ...
