@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use plan_host::{Host, HostOptions, Tracer};
 use plan_planner::{AskOptions, AskOutcome, Examples, Planner, Template};
-use plan_vm::{ErrorCode, Limits};
+use plan_vm::ErrorCode;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -101,31 +101,15 @@ pub(crate) fn _ask_now<'py>(
         .filter(|r| !r.is_none())
         .map(|r| convert::from_py(r, "response_format"))
         .transpose()?;
-    let mut preset = Vec::new();
-    if let Some(vars) = vars {
-        for (k, v) in vars.iter() {
-            let name: String = k.extract()?;
-            let value = convert::from_py(&v, &format!("vars[{name:?}]"))?;
-            preset.push((name, value));
-        }
-    }
+    let preset = crate::plan::presets(vars)?;
     let deadline = crate::plan::deadline(timeout)?;
-    if max_concurrency == 0 {
-        return Err(PyValueError::new_err("max_concurrency must be at least 1"));
-    }
+    let limits = crate::plan::limits(max_concurrency, max_steps)?;
     let cfg = tools.manifest.planner.clone().unwrap_or_default();
     let examples =
         match examples.or_else(|| plan_planner::examples_dir(&cfg, tools_path.as_deref())) {
             Some(dir) => Examples::load(&dir).map_err(PyValueError::new_err)?,
             None => Examples::default(),
         };
-    let mut limits = Limits {
-        max_concurrency,
-        ..Limits::default()
-    };
-    if let Some(s) = max_steps {
-        limits.max_steps = s;
-    }
     let options = AskOptions {
         max_repairs: max_repairs.min(plan_planner::MAX_ROUNDS),
         max_replans: max_replans.min(plan_planner::MAX_ROUNDS),

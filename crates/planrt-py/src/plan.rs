@@ -173,14 +173,26 @@ fn run_options(
     max_steps: Option<u64>,
     timeout: Option<f64>,
 ) -> PyResult<RunOptions> {
+    Ok(RunOptions {
+        vars: presets(vars)?,
+        limits: limits(max_concurrency, max_steps)?,
+        deadline: deadline(timeout)?,
+    })
+}
+
+/// `vars=`: the variables a run starts with.
+pub(crate) fn presets(vars: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, Value)>> {
     let mut preset = Vec::new();
-    if let Some(vars) = vars {
-        for (k, v) in vars.iter() {
-            let name: String = k.extract()?;
-            let value = convert::from_py(&v, &format!("vars[{name:?}]"))?;
-            preset.push((name, value));
-        }
+    for (k, v) in vars.into_iter().flat_map(|d| d.iter()) {
+        let name: String = k.extract()?;
+        let value = convert::from_py(&v, &format!("vars[{name:?}]"))?;
+        preset.push((name, value));
     }
+    Ok(preset)
+}
+
+/// The VM's limits from `max_concurrency=` and `max_steps=`.
+pub(crate) fn limits(max_concurrency: u32, max_steps: Option<u64>) -> PyResult<Limits> {
     if max_concurrency == 0 {
         return Err(PyValueError::new_err("max_concurrency must be at least 1"));
     }
@@ -191,11 +203,7 @@ fn run_options(
     if let Some(s) = max_steps {
         limits.max_steps = s;
     }
-    Ok(RunOptions {
-        vars: preset,
-        limits,
-        deadline: deadline(timeout)?,
-    })
+    Ok(limits)
 }
 
 /// `timeout` (seconds) as a duration: positive and finite, or a `ValueError`.

@@ -6,7 +6,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use plan_vm::{CallId, ErrorCode, Halt, Limits, OwnedVm, RequestKind, ToolRequest, VmState};
+use plan_vm::{CallId, ErrorCode, Halt, OwnedVm, RequestKind, ToolRequest, VmState};
 use pyo3::exceptions::{PyBaseException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
@@ -317,16 +317,7 @@ impl Run {
             })
         })?;
         let pending = state.unanswered();
-        if max_concurrency == 0 {
-            return Err(PyValueError::new_err("max_concurrency must be at least 1"));
-        }
-        let mut limits = Limits {
-            max_concurrency,
-            ..Limits::default()
-        };
-        if let Some(s) = max_steps {
-            limits.max_steps = s;
-        }
+        let limits = crate::plan::limits(max_concurrency, max_steps)?;
         let vm = OwnedVm::from_state(plan.get().program.clone(), state, limits)
             .map_err(|e| run_error_of(&e))?;
         Ok(Run::new(vm, pending, None))

@@ -74,7 +74,7 @@ def test_compile_raises_plan_error_with_the_diagnostics():
     assert "E0206" in str(e.value)
 
 
-def test_tools_declare_unknown_tools_and_type_check_their_arguments():
+def test_tools_declare_the_tools_they_name():
     plan = planrt.compile(CHAIN, tools=TOOLS)
     assert plan.tools == ["lookup", "write"]
     # `topic` is set only by the caller's vars: the compiler says so.
