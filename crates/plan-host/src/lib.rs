@@ -56,7 +56,7 @@ pub use host::{CONDITION_TOOL, Host, HostOptions};
 pub use journal::{Durable, Journal, RecordJournal, TraceEvent};
 pub use plan_llm::{
     EnvLookup, MAX_REDIRECTS, REDACTED, Redactor, RetryPolicy, Secret, TOTAL_TIMEOUT_FACTOR,
-    process_env, secs,
+    process_env,
 };
 pub use pool::Pool;
 pub use prompt::{CONDITION_INSTRUCTION, format_instruction, keys_instruction, user_message};

@@ -91,11 +91,6 @@ pub(crate) fn _ask_now<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let locals = pyo3_async_runtimes::tokio::get_current_locals(py)
         .map_err(|_| PyRuntimeError::new_err("planrt.ask needs a running asyncio event loop"))?;
-    let tools_path = tools_file.clone().or_else(|| {
-        tools
-            .filter(|t| !t.is_instance_of::<PyDict>())
-            .and_then(|t| t.extract::<PathBuf>().ok())
-    });
     let tools = tools::parse(tools, tools_file, &plan_manifest::Manifest::builtin())?;
     let response_format = response_format
         .filter(|r| !r.is_none())
@@ -106,7 +101,7 @@ pub(crate) fn _ask_now<'py>(
     let limits = crate::plan::limits(max_concurrency, max_steps)?;
     let cfg = tools.manifest.planner.clone().unwrap_or_default();
     let examples =
-        match examples.or_else(|| plan_planner::examples_dir(&cfg, tools_path.as_deref())) {
+        match examples.or_else(|| plan_planner::examples_dir(&cfg, tools.file.as_deref())) {
             Some(dir) => Examples::load(&dir).map_err(PyValueError::new_err)?,
             None => Examples::default(),
         };

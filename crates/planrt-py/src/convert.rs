@@ -132,3 +132,14 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map(|n| n.to_string())
         .unwrap_or_else(|_| "a value".to_owned())
 }
+
+/// An exception as a failed call's message: `KeyError: 'no such topic'`.
+pub(crate) fn describe_exception(exc: &Bound<'_, PyAny>) -> String {
+    let kind = exc
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "Exception".into());
+    let text = exc.str().map(|s| s.to_string()).unwrap_or_default();
+    format!("{kind}: {text}")
+}

@@ -23,6 +23,7 @@ use crate::{PlanError, convert, run::Run};
 /// (`planc codes CODE` documents it), `message`, where (`seq_no`, 1-based `line` and
 /// `column`) and what to do (`help`).
 #[pyclass(frozen, get_all, module = "planrt")]
+#[derive(Clone)]
 pub(crate) struct Diagnostic {
     severity: String,
     code: String,
@@ -265,24 +266,8 @@ impl Plan {
 
     /// The compiler's warnings.
     #[getter]
-    fn warnings(&self, py: Python<'_>) -> PyResult<Vec<Py<Diagnostic>>> {
-        self.warnings
-            .iter()
-            .map(|d| {
-                Py::new(
-                    py,
-                    Diagnostic {
-                        severity: d.severity.clone(),
-                        code: d.code.clone(),
-                        message: d.message.clone(),
-                        seq_no: d.seq_no,
-                        line: d.line,
-                        column: d.column,
-                        help: d.help.clone(),
-                    },
-                )
-            })
-            .collect()
+    fn warnings(&self) -> Vec<Diagnostic> {
+        self.warnings.clone()
     }
 
     /// The tools the plan calls.
@@ -509,19 +494,11 @@ impl Outcome {
             .unwrap_or_default();
         format!(
             "<Outcome final_answer={} steps={} tool_calls={}>",
-            preview(&answer),
+            plan_llm::preview(&answer, 80),
             self.steps,
             self.tool_calls
         )
     }
-}
-
-fn preview(s: &str) -> String {
-    let mut out: String = s.chars().take(80).collect();
-    if out.len() < s.len() {
-        out.push('…');
-    }
-    out
 }
 
 impl Outcome {

@@ -175,7 +175,7 @@ impl Inner {
         let head = self.pending.iter().min_by_key(|r| r.instance);
         plan_vm::RunError {
             code: ErrorCode::Deadline,
-            message: format!("deadline of {} s exceeded", plan_host::secs(timeout)),
+            message: format!("deadline of {} s exceeded", plan_llm::secs(timeout)),
             pc: head.map(|r| r.pc),
             seq_no: head.and_then(|r| r.seq_no),
             line: head.and_then(|r| self.vm.program().line_at(r.pc)),
@@ -249,8 +249,7 @@ impl Run {
         };
         let what = format!("the result of tool `{}`", inner.pending[at].tool.as_str());
         let answer = if result.is_instance_of::<PyBaseException>() {
-            let kind = result.get_type().name()?.to_string();
-            Err(format!("{kind}: {}", result.str()?))
+            Err(convert::describe_exception(result))
         } else {
             Ok(convert::from_py(result, &what)?)
         };

@@ -28,6 +28,8 @@ use crate::convert;
 /// callables that serve some of them.
 pub(crate) struct Tools {
     pub(crate) manifest: Manifest,
+    /// The tools file the manifest was read from, if any.
+    pub(crate) file: Option<PathBuf>,
     pub(crate) callables: Vec<(String, Py<PyAny>)>,
 }
 
@@ -71,8 +73,8 @@ pub(crate) fn parse(
             ));
         }
     }
-    let mut manifest = match file {
-        Some(path) => Manifest::load(&path).map_err(|e| {
+    let mut manifest = match &file {
+        Some(path) => Manifest::load(path).map_err(|e| {
             Python::attach(|py| crate::plan::plan_error(py, e.to_string(), Vec::new()))
         })?,
         None => base.clone(),
@@ -90,6 +92,7 @@ pub(crate) fn parse(
     }
     Ok(Tools {
         manifest,
+        file,
         callables,
     })
 }
@@ -100,10 +103,13 @@ pub(crate) type Raised = Arc<Mutex<HashMap<Option<i64>, PyErr>>>;
 
 /// Serves one tool with a Python callable.
 pub(crate) struct PyTool {
-    pub(crate) func: Py<PyAny>,
-    pub(crate) is_async: bool,
-    pub(crate) locals: TaskLocals,
-    pub(crate) raised: Raised,
+    func: Py<PyAny>,
+    is_async: bool,
+    locals: TaskLocals,
+    raised: Raised,
+    /// `planrt._drive._call` and `asyncio.run_coroutine_threadsafe`, looked up once.
+    call: Py<PyAny>,
+    submit: Py<PyAny>,
 }
 
 impl PyTool {
@@ -122,18 +128,16 @@ impl PyTool {
             is_async,
             locals,
             raised,
+            call: py.import("planrt._drive")?.getattr("_call")?.unbind(),
+            submit: py
+                .import("asyncio")?
+                .getattr("run_coroutine_threadsafe")?
+                .unbind(),
         })
     }
 
     fn failed(&self, req: &ToolRequest, e: PyErr) -> ToolError {
-        let message = Python::attach(|py| {
-            let kind = e
-                .get_type(py)
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "Exception".into());
-            format!("{kind}: {}", e.value(py))
-        });
+        let message = Python::attach(|py| convert::describe_exception(e.value(py)));
         if let Ok(mut raised) = self.raised.lock() {
             raised.entry(req.seq_no).or_insert(e);
         }
@@ -166,12 +170,14 @@ impl Backend for PyTool {
             // a done-callback.
             let started = Python::attach(|py| -> PyResult<Py<PyAny>> {
                 let kwargs = convert::dict(py, &req.args)?;
-                let call = py.import("planrt._drive")?.getattr("_call")?;
-                let coroutine = call.call1((self.func.bind(py), kwargs, self.is_async))?;
-                let fut = py.import("asyncio")?.call_method1(
-                    "run_coroutine_threadsafe",
-                    (coroutine, self.locals.event_loop(py)),
-                )?;
+                let coroutine =
+                    self.call
+                        .bind(py)
+                        .call1((self.func.bind(py), kwargs, self.is_async))?;
+                let fut = self
+                    .submit
+                    .bind(py)
+                    .call1((coroutine, self.locals.event_loop(py)))?;
                 let tx = std::sync::Mutex::new(Some(tx));
                 let done = PyCFunction::new_closure(py, None, None, move |args, _| {
                     let fut = args.get_item(0)?;
