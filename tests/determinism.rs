@@ -411,7 +411,7 @@ fn comparable(r: &RunReport) -> (Value, Option<String>, Option<i64>, u64, Map<St
         e.map(|e| e.message.clone()),
         e.and_then(|e| e.seq_no),
         r.steps,
-        r.vars.clone(),
+        r.vars.clone().into_map(),
     )
 }
 

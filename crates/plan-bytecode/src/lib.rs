@@ -29,6 +29,7 @@ mod defuse;
 mod disasm;
 mod encode;
 pub mod limits;
+mod names;
 mod opcodes;
 mod program;
 mod validate;
@@ -37,6 +38,7 @@ mod wire;
 pub use decode::decode;
 pub use disasm::disasm;
 pub use encode::{FLAG_DEBUG, FORMAT_VERSION, HEADER_LEN, MAGIC, encode, is_pbc};
+pub use names::SlotNames;
 pub use opcodes::{Instr, Opcode};
 pub use program::*;
 
@@ -68,6 +70,8 @@ pub struct ValidatedProgram {
     defuse: defuse::DefUse,
     /// Each tool's name, shared: requests carry it without copying it.
     tool_names: Vec<std::sync::Arc<str>>,
+    /// The slots' names, shared with every finished run's variables.
+    slot_names: std::sync::Arc<SlotNames>,
     /// [`ValidatedProgram::fingerprint`], computed on first use.
     fingerprint: Fingerprint,
 }
@@ -111,6 +115,18 @@ impl ValidatedProgram {
     #[inline]
     pub fn tool_name(&self, t: u32) -> Option<&std::sync::Arc<str>> {
         self.tool_names.get(t as usize)
+    }
+
+    /// The names of the slots, shared (a run's [`SlotNames`] handle costs one reference
+    /// count, not a copy per name).
+    #[inline]
+    pub fn slot_names(&self) -> &std::sync::Arc<SlotNames> {
+        &self.slot_names
+    }
+
+    /// Slot of a variable by name (indexed: fast however many slots the program has).
+    pub fn slot_of(&self, name: &str) -> Option<Slot> {
+        self.slot_names.slot_of(name)
     }
 
     /// A 64-bit fingerprint of the program's content (FNV-1a of its encoding without

@@ -602,11 +602,13 @@ pub(crate) fn validate(program: Program) -> Result<ValidatedProgram> {
         .iter()
         .map(|t| t.name.as_str().into())
         .collect();
+    let slot_names = std::sync::Arc::new(crate::SlotNames::new(program.slots.clone()));
     Ok(ValidatedProgram {
         program,
         template_lit_bytes,
         defuse,
         tool_names,
+        slot_names,
         fingerprint: Default::default(),
     })
 }

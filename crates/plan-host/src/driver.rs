@@ -101,7 +101,7 @@ pub struct RunReport {
     pub elapsed_ms: u64,
     /// Every variable set at the end (successful runs only).
     #[serde(skip)]
-    pub vars: Map<String, Value>,
+    pub vars: plan_vm::Vars,
 }
 
 impl RunReport {
@@ -119,7 +119,7 @@ impl RunReport {
             steps: 0,
             tool_calls: 0,
             elapsed_ms: millis(elapsed),
-            vars: Map::new(),
+            vars: Default::default(),
         }
     }
 
@@ -485,7 +485,7 @@ async fn drive<M: Machine>(
             steps,
             tool_calls,
             elapsed_ms: millis(start.elapsed()),
-            vars: Map::new(),
+            vars: Default::default(),
         };
         calls.emit(&TraceEvent::Finished { report: &report });
         report

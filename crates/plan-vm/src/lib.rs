@@ -72,11 +72,13 @@ mod owned;
 mod resolve;
 mod sched;
 mod state;
+mod vars;
 mod vm;
 
 pub use owned::OwnedVm;
 pub use sched::WINDOW;
 pub use state::{Pending, STATE_FORMAT, Status, VmState};
+pub use vars::Vars;
 pub use vm::{MAX_VALUE_DEPTH, Vm};
 
 use std::sync::Arc;
@@ -363,9 +365,10 @@ pub struct RunError {
 pub struct Outcome {
     pub final_answer: Value,
     /// Every set variable at the end, in slot order (then presets the program never
-    /// mentions). Moved out of the VM, not copied: the first `Done` hands them over, and
-    /// the finished VM keeps only `final_answer`.
-    pub vars: Map<String, Value>,
+    /// mentions). Moved out of the VM, not copied, and named by the program's shared
+    /// names: the first `Done` hands them over, and the finished VM keeps only
+    /// `final_answer`.
+    pub vars: Vars,
     /// Instructions executed.
     pub steps: u64,
 }

@@ -825,26 +825,25 @@ impl<'p> Vm<'p> {
             .final_slot
             .and_then(|s| self.st.slots[s as usize].clone())
             .unwrap_or(Value::Null);
-        let mut vars = Map::with_capacity(self.prog.slots.len() + self.st.extra.len());
-        for (i, (name, v)) in self.prog.slots.iter().zip(&mut self.st.slots).enumerate() {
-            let v = if Some(i as Slot) == self.final_slot {
-                v.clone()
-            } else {
-                self.st.bytes = self.st.bytes.saturating_sub(self.slot_bytes[i]);
-                self.slot_bytes[i] = 0;
-                v.take()
-            };
-            if let Some(v) = v {
-                vars.insert(name.clone(), v);
+        let n = self.st.slots.len();
+        let values = std::mem::replace(&mut self.st.slots, vec![None; n]);
+        let extra = std::mem::take(&mut self.st.extra);
+        let kept = match self.final_slot {
+            Some(s) => {
+                self.st.slots[s as usize] = values[s as usize].clone();
+                self.slot_bytes[s as usize]
+            }
+            None => 0,
+        };
+        for (i, b) in self.slot_bytes.iter_mut().enumerate() {
+            if Some(i as Slot) != self.final_slot {
+                *b = 0;
             }
         }
-        for (k, v) in std::mem::take(&mut self.st.extra) {
-            self.st.bytes = self.st.bytes.saturating_sub(value_size(&v).bytes);
-            vars.entry(k).or_insert(v);
-        }
+        self.st.bytes = kept;
         Outcome {
             final_answer,
-            vars,
+            vars: crate::Vars::new(self.prog.slot_names().clone(), values, extra),
             steps: self.st.steps,
         }
     }

@@ -256,7 +256,7 @@ fn done_hands_variables_over_once() {
         panic!("expected Done")
     };
     assert_eq!(first.final_answer, json!("kept"));
-    let names: Vec<&str> = first.vars.keys().map(String::as_str).collect();
+    let names: Vec<&str> = first.vars.keys().collect();
     assert_eq!(names, ["x", "final_answer", "goal"]);
     let Halt::Done(again) = vm.run() else {
         panic!("expected Done again")

@@ -35,10 +35,13 @@ pub(crate) fn to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py, PyAn
     })
 }
 
-pub(crate) fn dict<'py>(py: Python<'py>, map: &Map<String, Value>) -> PyResult<Bound<'py, PyDict>> {
+pub(crate) fn dict<'py, 'a, K: AsRef<str>>(
+    py: Python<'py>,
+    map: impl IntoIterator<Item = (K, &'a Value)>,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     for (k, v) in map {
-        d.set_item(k, to_py(py, v)?)?;
+        d.set_item(k.as_ref(), to_py(py, v)?)?;
     }
     Ok(d)
 }

@@ -505,14 +505,14 @@ impl Outcome {
     pub(crate) fn new(
         py: Python<'_>,
         final_answer: &Value,
-        variables: &serde_json::Map<String, Value>,
+        variables: &plan_vm::Vars,
         steps: u64,
         tool_calls: u64,
         elapsed_ms: u64,
     ) -> PyResult<Outcome> {
         Ok(Outcome {
             final_answer: convert::to_py(py, final_answer)?.unbind(),
-            variables: convert::dict(py, variables)?.into_any().unbind(),
+            variables: convert::dict(py, variables.iter())?.into_any().unbind(),
             steps,
             tool_calls,
             elapsed_ms,

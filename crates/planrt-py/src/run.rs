@@ -83,7 +83,7 @@ impl Request {
         Ok(Request {
             id: r.id.0,
             tool: r.tool.as_str().to_owned(),
-            args: convert::dict(py, &r.args)?.into_any().unbind(),
+            args: convert::dict(py, r.args.iter())?.into_any().unbind(),
             seq_no: r.seq_no,
             line,
             step: r.instance,

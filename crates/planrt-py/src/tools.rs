@@ -169,7 +169,7 @@ impl Backend for PyTool {
             // plain function in the loop's thread pool); its end comes back here through
             // a done-callback.
             let started = Python::attach(|py| -> PyResult<Py<PyAny>> {
-                let kwargs = convert::dict(py, &req.args)?;
+                let kwargs = convert::dict(py, req.args.iter())?;
                 let coroutine =
                     self.call
                         .bind(py)

@@ -326,7 +326,7 @@ fn stored_report(run: &RunInfo) -> RunReport {
         steps: run.steps,
         tool_calls: run.tool_calls,
         elapsed_ms: 0,
-        vars: Map::new(),
+        vars: Default::default(),
     }
 }
 
