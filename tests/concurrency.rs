@@ -49,7 +49,7 @@ fn write_cassette(prog: &ValidatedProgram, path: &Path) -> Value {
                 for r in reqs {
                     let entry = CassetteEntry {
                         tool: r.tool.to_string(),
-                        args: (*r.args).clone(),
+                        args: r.args.to_map(),
                         output: output(&r),
                         step: Some(r.instance),
                         latency_ms: Some(LATENCY_MS),

@@ -259,7 +259,7 @@ fn fnv(s: &str) -> u64 {
 
 /// The answer to a request: a pure function of what is asked.
 fn answer(r: &ToolRequest) -> Result<Value, String> {
-    let h = fnv(&format!("{}{}", r.tool, Value::Object((*r.args).clone())));
+    let h = fnv(&format!("{}{}", r.tool, Value::Object(r.args.to_map())));
     if r.tool == "jmp_condition" {
         return Ok(json!(!h.is_multiple_of(3)));
     }

@@ -9,7 +9,7 @@ pub type CallKey = (String, String, u64);
 pub fn key(req: &plan_vm::ToolRequest) -> CallKey {
     (
         req.tool.to_string(),
-        serde_json::to_string(&*req.args).unwrap(),
+        serde_json::to_string(&req.args).unwrap(),
         req.instance,
     )
 }
@@ -53,7 +53,7 @@ impl Journal for Saving {
                 ..
             } => self.answers.push(CassetteEntry {
                 tool: request.tool.to_string(),
-                args: (*request.args).clone(),
+                args: request.args.to_map(),
                 output: (*output).clone(),
                 latency_ms: None,
                 step: Some(request.instance),

@@ -70,6 +70,8 @@ pub struct ValidatedProgram {
     defuse: defuse::DefUse,
     /// Each tool's name, shared: requests carry it without copying it.
     tool_names: Vec<std::sync::Arc<str>>,
+    /// Each call's argument names, shared: requests carry them without copying them.
+    arg_names: Vec<Box<[std::sync::Arc<str>]>>,
     /// The slots' names, shared with every finished run's variables.
     slot_names: std::sync::Arc<SlotNames>,
     /// [`ValidatedProgram::fingerprint`], computed on first use.
@@ -115,6 +117,13 @@ impl ValidatedProgram {
     #[inline]
     pub fn tool_name(&self, t: u32) -> Option<&std::sync::Arc<str>> {
         self.tool_names.get(t as usize)
+    }
+
+    /// The argument names of call `c` (in its `args` order), shared; empty for an unknown
+    /// index.
+    #[inline]
+    pub fn arg_names(&self, c: u32) -> &[std::sync::Arc<str>] {
+        self.arg_names.get(c as usize).map_or(&[], |n| n)
     }
 
     /// The names of the slots, shared (a run's [`SlotNames`] handle costs one reference

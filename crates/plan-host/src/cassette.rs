@@ -29,7 +29,7 @@ use serde_json::{Map, Value};
 
 use crate::backend::Backend;
 use crate::error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
-use plan_vm::ToolRequest;
+use plan_vm::{Args, ToolRequest};
 
 /// A `latency_ms` above this is surely a typo, and would make a replay look hung.
 const MAX_LATENCY_MS: u64 = 24 * 60 * 60 * 1000;
@@ -182,24 +182,49 @@ fn parse_entry(line: &str) -> Result<CassetteEntry, String> {
     })
 }
 
-/// The args as a canonical string: object keys sorted at every level, compact.
-pub(crate) fn canonical_args(args: &Map<String, Value>) -> String {
-    fn canon(v: &Value) -> Value {
-        match v {
-            Value::Object(m) => {
-                let mut keys: Vec<&String> = m.keys().collect();
-                keys.sort();
-                Value::Object(
-                    keys.into_iter()
-                        .map(|k| (k.clone(), canon(&m[k])))
-                        .collect(),
-                )
+/// The args as a canonical string: object keys sorted at every level, compact. Written
+/// directly from the values (no sorted copy of them is built).
+pub(crate) fn canonical_args<'a, K: AsRef<str>>(
+    args: impl IntoIterator<Item = (K, &'a Value)>,
+) -> String {
+    fn object<'a, K: AsRef<str>>(out: &mut Vec<u8>, pairs: impl Iterator<Item = (K, &'a Value)>) {
+        let mut pairs: Vec<_> = pairs.collect();
+        pairs.sort_unstable_by(|(a, _), (b, _)| a.as_ref().cmp(b.as_ref()));
+        out.push(b'{');
+        for (i, (k, v)) in pairs.into_iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
             }
-            Value::Array(a) => Value::Array(a.iter().map(canon).collect()),
-            other => other.clone(),
+            scalar(out, k.as_ref());
+            out.push(b':');
+            value(out, v);
+        }
+        out.push(b'}');
+    }
+    fn value(out: &mut Vec<u8>, v: &Value) {
+        match v {
+            Value::Object(m) => object(out, m.iter()),
+            Value::Array(a) => {
+                out.push(b'[');
+                for (i, v) in a.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    value(out, v);
+                }
+                out.push(b']');
+            }
+            other => scalar(out, other),
         }
     }
-    canon(&Value::Object(args.clone())).to_string()
+    fn scalar<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
+        // Writing a string or a scalar into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, v);
+    }
+    let mut out = Vec::new();
+    object(&mut out, args.into_iter());
+    // Only JSON text was written: valid UTF-8.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Serves calls from a cassette, with no network.
@@ -290,10 +315,10 @@ impl ReplayBackend {
     pub fn lookup(
         &self,
         tool: &str,
-        args: &Map<String, Value>,
+        args: &Args,
         step: Option<u64>,
     ) -> Result<&CassetteEntry, ToolError> {
-        let key = (tool.to_owned(), canonical_args(args));
+        let key = (tool.to_owned(), canonical_args(args.iter()));
         let Some(&k) = self.index.by_key.get(&key) else {
             return Err(self.miss(tool, args, &key.1));
         };
@@ -331,8 +356,8 @@ impl ReplayBackend {
     }
 
     #[cold]
-    fn miss(&self, tool: &str, args: &Map<String, Value>, canon: &str) -> ToolError {
-        let wanted = preview(&Value::Object(args.clone()).to_string());
+    fn miss(&self, tool: &str, args: &Args, canon: &str) -> ToolError {
+        let wanted = preview(&serde_json::to_string(args).unwrap_or_default());
         let mut msg = format!(
             "no entry in cassette {} for tool `{tool}` with args {wanted}",
             self.index.source
@@ -364,12 +389,7 @@ impl ReplayBackend {
 
     /// The recorded args of `tool` most like `args`: most equal top-level (key, value) pairs,
     /// then smallest edit distance between the canonical JSON texts.
-    fn closest(
-        &self,
-        tool: &str,
-        args: &Map<String, Value>,
-        canon: &str,
-    ) -> Option<&Map<String, Value>> {
+    fn closest(&self, tool: &str, args: &Args, canon: &str) -> Option<&Map<String, Value>> {
         let mut best: Option<(usize, usize, &Map<String, Value>)> = None;
         let mut seen = std::collections::HashSet::new();
         for e in self.index.entries.iter().filter(|e| e.tool == tool) {
@@ -379,7 +399,7 @@ impl ReplayBackend {
             }
             let same = args
                 .iter()
-                .filter(|(k, v)| e.args.get(*k) == Some(v))
+                .filter(|&(k, v)| e.args.get(k) == Some(v))
                 .count();
             let dist = plan_value::edit_distance(canon, &c);
             let better = match best {
@@ -405,7 +425,7 @@ impl ReplayBackend {
     pub async fn answer(
         &self,
         tool: &str,
-        args: &Map<String, Value>,
+        args: &Args,
         step: Option<u64>,
     ) -> Result<Value, ToolError> {
         let entry = self.lookup(tool, args, step)?;
@@ -547,10 +567,10 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn obj(v: Value) -> Map<String, Value> {
+    fn obj(v: Value) -> Args {
         match v {
-            Value::Object(m) => m,
-            _ => Map::new(),
+            Value::Object(m) => m.into(),
+            _ => Args::default(),
         }
     }
 
@@ -688,7 +708,7 @@ mod tests {
         ]
         .join("\n");
         let a = ReplayBackend::new(Cassette::parse(&text, "c").unwrap(), "c");
-        let args = Map::new();
+        let args = Args::default();
         assert_eq!(a.lookup("t", &args, None).unwrap().output, json!(1));
         let b = a.fresh();
         assert_eq!(b.lookup("t", &args, None).unwrap().output, json!(1));
@@ -773,7 +793,7 @@ mod tests {
         let rec = Recorder::create(&path).unwrap();
         let e = CassetteEntry {
             tool: "t".into(),
-            args: obj(json!({"b": 1, "a": null})),
+            args: obj(json!({"b": 1, "a": null})).to_map(),
             output: json!({"k": "v"}),
             latency_ms: Some(12),
             step: Some(4),

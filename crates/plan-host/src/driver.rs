@@ -446,7 +446,7 @@ impl Known {
             return None;
         }
         let list = self.0.get_mut(&(req.tool.to_string(), req.instance))?;
-        let i = list.iter().position(|(args, _)| *args == *req.args)?;
+        let i = list.iter().position(|(args, _)| req.args == *args)?;
         Some(list.swap_remove(i).1)
     }
 }

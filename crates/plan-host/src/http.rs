@@ -5,8 +5,6 @@
 //! backend: a call with several output vars, or a condition, has it appended to its
 //! string `prompt` (see `prompt::format_instruction`).
 
-use std::borrow::Cow;
-
 use futures::future::BoxFuture;
 use serde_json::Value;
 
@@ -24,13 +22,13 @@ pub(crate) struct HttpBackend {
 
 impl HttpBackend {
     async fn post(&self, req: &ToolRequest) -> Result<Value, ToolError> {
-        let mut args = Cow::Borrowed(&*req.args);
+        let mut args = req.args.to_map();
         if let Some(suffix) = format_instruction(&req.kind)
-            && let Some(Value::String(prompt)) = args.to_mut().get_mut("prompt")
+            && let Some(Value::String(prompt)) = args.get_mut("prompt")
         {
             prompt.push_str(&suffix);
         }
-        let body = Value::Object(args.into_owned());
+        let body = Value::Object(args);
         let mut resp = self.endpoint.post_json(&body).await?;
         let Some(ptr) = &self.pointer else {
             return Ok(resp);

@@ -210,7 +210,7 @@ impl Journal for RecordJournal<'_> {
                 };
                 let entry = CassetteEntry {
                     tool: request.tool.to_string(),
-                    args: (*request.args).clone(),
+                    args: request.args.to_map(),
                     output,
                     latency_ms: Some(crate::driver::millis(took)),
                     step: Some(request.instance),

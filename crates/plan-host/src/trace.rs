@@ -171,7 +171,7 @@ impl Journal for Tracer {
                 f.insert("call_id".into(), json!(request.id.0));
                 f.insert("tool".into(), json!(request.tool));
                 f.insert("seq_no".into(), json!(request.seq_no));
-                let args = serde_json::to_string(&*request.args).unwrap_or_default();
+                let args = serde_json::to_string(&request.args).unwrap_or_default();
                 f.insert(
                     "args".into(),
                     json!(plan_llm::preview(&args, ARGS_PREVIEW_CHARS)),

@@ -292,7 +292,7 @@ impl Backend for Layer {
         }
         let key: Key = (
             req.tool.to_string(),
-            serde_json::to_string(&*req.args).unwrap_or_default(),
+            serde_json::to_string(&req.args).unwrap_or_default(),
             req.instance,
         );
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());

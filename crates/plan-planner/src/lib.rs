@@ -127,7 +127,7 @@ impl PlannerModel for ReplayPlanner {
         Box::pin(async move {
             match self
                 .0
-                .answer(PLANNER_TOOL, &call.key, Some(call.round))
+                .answer(PLANNER_TOOL, &call.key.clone().into(), Some(call.round))
                 .await?
             {
                 Value::String(s) => Ok(s),
@@ -676,7 +676,7 @@ impl Journal for Memo {
                 took,
             } => self.answers.push(CassetteEntry {
                 tool: request.tool.to_string(),
-                args: (*request.args).clone(),
+                args: request.args.to_map(),
                 output: (*output).clone(),
                 latency_ms: Some(millis(*took)),
                 step: Some(request.instance),

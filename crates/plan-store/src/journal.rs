@@ -160,7 +160,7 @@ fn row(req: &ToolRequest, state: CallState) -> CallRow {
         step: req.instance,
         seq_no: req.seq_no,
         tool: req.tool.to_string(),
-        args: (*req.args).clone(),
+        args: req.args.to_map(),
         state,
         output: None,
         error: None,

@@ -82,7 +82,7 @@ pub fn variables_before(
             let Some(call) = by_step.get(&req.instance) else {
                 return Err(not_reached("its stored calls end before"));
             };
-            if call.tool != req.tool.as_str() || call.args != *req.args {
+            if call.tool != req.tool.as_str() || req.args != call.args {
                 return Err(format!(
                     "the stored call at step {} does not match the plan ({} vs {}): the store was changed",
                     req.instance, call.tool, req.tool

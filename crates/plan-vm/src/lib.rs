@@ -219,33 +219,109 @@ impl<'de> Deserialize<'de> for ToolName {
 
 /// The arguments of a [`ToolRequest`]: resolved once when the request is issued, then
 /// shared, not copied, between the request handed to the host and the VM's own record of
-/// it (kept so that a saved run can re-issue it). Reads like the map it holds.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Args(Arc<Map<String, Value>>);
+/// it (kept so that a saved run can re-issue it). Names are the program's own (shared,
+/// not copied per request), in source order; validation guarantees they are distinct.
+/// Reads like a map (`get`, `iter`, `len`) and serializes as a JSON object.
+#[derive(Clone, Debug, Default)]
+pub struct Args(Arc<ArgList>);
+
+/// Most calls have at most three arguments: those live in the `Args` allocation itself.
+type ArgList = smallvec::SmallVec<[(Arc<str>, Value); 3]>;
 
 impl Args {
-    /// The arguments as an owned map (copied only if still shared).
+    /// Arguments from `(name, value)` pairs with distinct names.
+    pub(crate) fn from_pairs(pairs: ArgList) -> Self {
+        Args(Arc::new(pairs))
+    }
+
+    /// The value of argument `name`.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.0.iter().find(|(k, _)| &**k == name).map(|(_, v)| v)
+    }
+
+    /// `(name, value)` pairs in source order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Value)> {
+        self.0.iter().map(|(k, v)| (&**k, v))
+    }
+
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.0.iter().map(|(k, _)| &**k)
+    }
+
+    pub fn values(&self) -> impl ExactSizeIterator<Item = &Value> {
+        self.0.iter().map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The arguments as a JSON map (copied).
+    pub fn to_map(&self) -> Map<String, Value> {
+        self.iter()
+            .map(|(k, v)| (k.to_owned(), v.clone()))
+            .collect()
+    }
+
+    /// The arguments as a JSON map (values moved if the arguments are not shared).
     pub fn into_map(self) -> Map<String, Value> {
-        Arc::unwrap_or_clone(self.0)
+        match Arc::try_unwrap(self.0) {
+            Ok(list) => list.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            Err(shared) => Args(shared).to_map(),
+        }
+    }
+}
+
+/// `args["name"]`: the argument's value, `null` when there is none (as indexing a JSON
+/// value reads; never a panic).
+impl std::ops::Index<&str> for Args {
+    type Output = Value;
+
+    fn index(&self, name: &str) -> &Value {
+        static NULL: Value = Value::Null;
+        self.get(name).unwrap_or(&NULL)
+    }
+}
+
+impl<'a> IntoIterator for &'a Args {
+    type Item = (&'a str, &'a Value);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (Arc<str>, Value)>,
+        fn(&'a (Arc<str>, Value)) -> (&'a str, &'a Value),
+    >;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter().map(|(k, v)| (&**k, v))
     }
 }
 
 impl From<Map<String, Value>> for Args {
     fn from(map: Map<String, Value>) -> Self {
-        Args(Arc::new(map))
+        Args::from_pairs(map.into_iter().map(|(k, v)| (k.into(), v)).collect())
     }
 }
 
-impl std::ops::Deref for Args {
-    type Target = Map<String, Value>;
-    fn deref(&self) -> &Map<String, Value> {
-        &self.0
+/// Equal when they hold the same names with equal values, in any order (as two JSON
+/// objects are).
+impl PartialEq for Args {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
+    }
+}
+
+impl PartialEq<Map<String, Value>> for Args {
+    fn eq(&self, other: &Map<String, Value>) -> bool {
+        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
     }
 }
 
 impl Serialize for Args {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        s.collect_map(self.iter())
     }
 }
 

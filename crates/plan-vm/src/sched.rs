@@ -32,7 +32,7 @@
 use std::borrow::Cow;
 
 use plan_bytecode::{Effects, Instr, Pc, Slot};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use smallvec::{SmallVec, smallvec};
 
 use crate::resolve::{Over, Overlay};
@@ -47,7 +47,7 @@ pub(crate) struct Ahead {
     pub(crate) instance: u64,
     pub(crate) pc: Pc,
     pub(crate) tool: ToolName,
-    pub(crate) args: Map<String, Value>,
+    pub(crate) args: crate::Args,
     pub(crate) kind: RequestKind,
 }
 

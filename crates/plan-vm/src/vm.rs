@@ -12,16 +12,17 @@
 //! and formats nothing unless tracing is on; `Jump`, `Nop` and `Set` of a small constant
 //! allocate nothing.
 
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 use plan_bytecode::{Instr, Pc, Slot, ValidatedProgram};
 use plan_value::{extract_first_object, parse_condition_answer, preview, value_size};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::resolve::{SlotView, as_text};
 use crate::state::{Pending, Status, VmState};
 use crate::{
-    CallId, ErrorCode, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolName, ToolRequest,
+    Args, CallId, ErrorCode, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolName,
+    ToolRequest,
 };
 
 /// Deepest nesting of any value the VM stores or sends (arrays/objects). Kept below
@@ -39,6 +40,10 @@ pub(crate) const CONDITION_TOOL: &str = "jmp_condition";
 
 /// [`CONDITION_TOOL`] as a request's shared name: allocated once per process.
 static CONDITION_TOOL_NAME: LazyLock<ToolName> = LazyLock::new(|| CONDITION_TOOL.into());
+
+/// The argument names of condition requests, shared like [`CONDITION_TOOL_NAME`].
+static CONDITION_ARGS: LazyLock<[Arc<str>; 2]> =
+    LazyLock::new(|| ["prompt".into(), "context".into()]);
 
 /// A run of one validated program.
 pub struct Vm<'p> {
@@ -64,7 +69,7 @@ pub struct Vm<'p> {
 }
 
 /// Tool name, arguments and kind of a request about to be issued.
-pub(crate) type RequestParts = (ToolName, Map<String, Value>, RequestKind);
+pub(crate) type RequestParts = (ToolName, Args, RequestKind);
 
 /// The values one instruction stores: a multi-variable assign's, a call's outputs (on
 /// the stack for up to 4 targets).
@@ -560,9 +565,9 @@ impl<'p> Vm<'p> {
     ) -> Result<RequestParts, Fault> {
         let prog = self.prog;
         let def = &prog.calls[call as usize];
-        let mut args = Map::with_capacity(def.args.len());
+        let mut args = smallvec::SmallVec::with_capacity(def.args.len());
         let mut bytes: u64 = 0;
-        for &(name, op) in &def.args {
+        for (&(_, op), name) in def.args.iter().zip(prog.arg_names(call)) {
             let v = self.resolve_in(view, pc, op)?;
             bytes = bytes.saturating_add(value_size(&v).bytes);
             if bytes > self.limits.max_total_bytes {
@@ -576,7 +581,7 @@ impl<'p> Vm<'p> {
                     ),
                 ));
             }
-            args.insert(self.const_str(name).to_owned(), v);
+            args.push((name.clone(), v));
         }
         let output_keys = (def.outputs.len() > 1).then(|| {
             def.outputs
@@ -588,7 +593,11 @@ impl<'p> Vm<'p> {
             Some(name) => name.clone().into(),
             None => prog.tools[def.tool as usize].name.as_str().into(),
         };
-        Ok((tool, args, RequestKind::Tool { output_keys }))
+        Ok((
+            tool,
+            Args::from_pairs(args),
+            RequestKind::Tool { output_keys },
+        ))
     }
 
     /// The request a condition sends, resolved against `view`.
@@ -604,10 +613,13 @@ impl<'p> Vm<'p> {
             Some(op) => self.resolve_in(view, pc, op)?,
             None => Value::Null,
         };
-        let mut args = Map::with_capacity(2);
-        args.insert("prompt".into(), Value::String(prompt));
-        args.insert("context".into(), context);
-        Ok((CONDITION_TOOL_NAME.clone(), args, RequestKind::Condition))
+        let [p, c] = &*CONDITION_ARGS;
+        let args = smallvec::smallvec![(p.clone(), Value::String(prompt)), (c.clone(), context)];
+        Ok((
+            CONDITION_TOOL_NAME.clone(),
+            Args::from_pairs(args),
+            RequestKind::Condition,
+        ))
     }
 
     /// Records a request as outstanding. NB: the instruction that issued it commits only
@@ -617,7 +629,7 @@ impl<'p> Vm<'p> {
         instance: u64,
         pc: Pc,
         tool: ToolName,
-        args: Map<String, Value>,
+        args: Args,
         kind: RequestKind,
     ) -> ToolRequest {
         let id = CallId(self.st.next_call);
@@ -625,7 +637,7 @@ impl<'p> Vm<'p> {
         let request = ToolRequest {
             id,
             tool,
-            args: args.into(),
+            args,
             kind,
             pc,
             seq_no: self.prog.seq_no_at(pc),

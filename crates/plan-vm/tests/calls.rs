@@ -195,7 +195,7 @@ fn condition(answer: Value) -> Result<Value, plan_vm::RunError> {
     assert_eq!(reqs[0].tool, "jmp_condition");
     assert_eq!(reqs[0].kind, RequestKind::Condition);
     assert_eq!(
-        Value::Object((*reqs[0].args).clone()),
+        Value::Object(reqs[0].args.to_map()),
         json!({"prompt": "Is 3 odd?", "context": 3})
     );
     match halt {
@@ -259,7 +259,7 @@ fn condition_prompt_and_context_defaults() {
         Ok(json!(true))
     });
     assert_eq!(
-        Value::Object((*reqs[0].args).clone()),
+        Value::Object(reqs[0].args.to_map()),
         json!({"prompt": "{\"q\":1}", "context": null})
     );
 }

@@ -92,7 +92,7 @@ fn echo(r: &ToolRequest) -> Result<Value, String> {
     Ok(json!(format!(
         "{}({})",
         r.tool,
-        Value::Object((*r.args).clone())
+        Value::Object(r.args.to_map())
     )))
 }
 
