@@ -1,12 +1,52 @@
-//! Python's `repr(float)`: the shortest digits that round-trip (from ryu), laid out the
-//! way CPython's `float_repr_style = 'short'` does: scientific notation iff the decimal
-//! exponent is < -4 or >= 16, otherwise positional with at least one fractional digit.
+//! Python's `repr(float)`: the shortest digits that round-trip, laid out the way CPython's
+//! `float_repr_style = 'short'` does: scientific notation iff the decimal exponent is
+//! < -4 or >= 16, otherwise positional with at least one fractional digit.
+//!
+//! The digits come straight from the float when it is a decimal of at most 15
+//! significant digits with at most [`MAX_DIRECT_FRACTION`] of them after the point (what
+//! plan arithmetic mostly makes: `2.5`, `0.75`, `19.99`), and from `ryu` otherwise. Both
+//! give the same digits: see [`direct_digits`].
 
 /// Formats `f` exactly like Python's `repr(f)` (`3.0`, `0.5`, `1e+16`, `1e-05`, `-0.0`).
 pub fn python_float_repr(f: f64) -> String {
     let mut out = String::new();
     write_python_float(f, &mut out);
     out
+}
+
+/// Most fractional digits the direct path tries before leaving the float to `ryu`.
+const MAX_DIRECT_FRACTION: usize = 8;
+
+/// `10^k` for `k <= MAX_DIRECT_FRACTION`: exact doubles.
+const POW10: [f64; MAX_DIRECT_FRACTION + 1] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8];
+
+/// Significant digits of the shortest round-trip form of `f`, as an integer `m`, and the
+/// `k` such that the digits stand for `m / 10^k`; `None` when `f` is no such decimal of
+/// at most 15 digits with `k <= MAX_DIRECT_FRACTION`.
+///
+/// Why these are ryu's digits: `m / 10^k` with `m` and `10^k` exact doubles is one
+/// correctly rounded division, so the check below passes only if the decimal `m·10^-k`
+/// reads back as `f`. Decimals of at most 15 significant digits lie at least 10^-15 of
+/// their magnitude apart, more than the width of the interval that rounds to `f` (at
+/// most 2^-52 of it), so at most one of them reads back as `f`: when this one does, it is
+/// the shortest form, the one ryu finds.
+#[inline]
+fn direct_digits(f: f64) -> Option<(u64, usize)> {
+    let a = f.abs();
+    if !(1e-8..1e15).contains(&a) {
+        return None;
+    }
+    for (k, &p) in POW10.iter().enumerate() {
+        let m = (a * p).round();
+        if m >= 1e15 {
+            return None;
+        }
+        // NB: not `a * p == m`: that product is rounded too (`0.3 * 10` is not `3.0`).
+        if m / p == a {
+            return Some((m as u64, k));
+        }
+    }
+    None
 }
 
 /// Appends `repr(f)` to `out`.
@@ -19,19 +59,48 @@ pub fn write_python_float(f: f64, out: &mut String) {
         out.push_str(if f < 0.0 { "-inf" } else { "inf" });
         return;
     }
-    let mut buf = ryu::Buffer::new();
-    let s = buf.format_finite(f);
-    let (neg, s) = match s.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, s),
+    if f.is_sign_negative() {
+        out.push('-');
+    }
+    if f == 0.0 {
+        out.push_str("0.0");
+        return;
+    }
+    // Significant digits, without trailing zeros, and where the decimal point sits
+    // relative to them: value = 0.d1d2d3... * 10^decpt.
+    let mut digits = [0u8; 32];
+    let (n, decpt) = match direct_digits(f) {
+        Some((m, k)) => {
+            let mut m = m;
+            let mut len = 0;
+            let mut tmp = [0u8; 20];
+            while m > 0 {
+                tmp[len] = b'0' + (m % 10) as u8;
+                m /= 10;
+                len += 1;
+            }
+            for i in 0..len {
+                digits[i] = tmp[len - 1 - i];
+            }
+            (len, len as i32 - k as i32)
+        }
+        None => ryu_digits(f, &mut digits),
     };
+    let mut n = n;
+    while n > 0 && digits[n - 1] == b'0' {
+        n -= 1;
+    }
+    layout(&digits[..n], decpt, out);
+}
+
+/// The shortest digits of finite, non-zero `f` from ryu's text: `(count, decpt)`.
+fn ryu_digits(f: f64, digits: &mut [u8; 32]) -> (usize, i32) {
+    let mut buf = ryu::Buffer::new();
+    let s = buf.format_finite(f.abs());
     let (mantissa, exp) = match s.split_once(['e', 'E']) {
         Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
         None => (s, 0),
     };
-    // Collect the significant digits and where the decimal point sits relative to them:
-    // value = 0.d1d2d3... * 10^decpt.
-    let mut digits = [0u8; 32];
     let mut n = 0usize;
     let mut decpt: i32 = exp;
     let mut seen_point = false;
@@ -56,28 +125,26 @@ pub fn write_python_float(f: f64, out: &mut String) {
             n += 1;
         }
     }
-    while n > 0 && digits[n - 1] == b'0' {
-        n -= 1;
-    }
-    if neg {
-        out.push('-');
-    }
+    (n, decpt)
+}
+
+/// Writes `0.d1d2... * 10^decpt` (non-empty digits) as Python's repr does.
+fn layout(digits: &[u8], decpt: i32, out: &mut String) {
+    let n = digits.len();
     if n == 0 {
         out.push_str("0.0");
         return;
     }
-    let digits = &digits[..n];
-    let push = |out: &mut String, d: &[u8]| {
-        for &c in d {
-            out.push(c as char);
-        }
-    };
+    // Only ASCII digits were collected.
+    fn text(d: &[u8]) -> &str {
+        std::str::from_utf8(d).unwrap_or("")
+    }
     let x = decpt - 1; // exponent in d.ddd × 10^x form
     if !(-4..16).contains(&x) {
-        push(out, &digits[..1]);
+        out.push_str(text(&digits[..1]));
         if n > 1 {
             out.push('.');
-            push(out, &digits[1..]);
+            out.push_str(text(&digits[1..]));
         }
         out.push('e');
         out.push(if x < 0 { '-' } else { '+' });
@@ -91,19 +158,106 @@ pub fn write_python_float(f: f64, out: &mut String) {
         for _ in 0..(-decpt) {
             out.push('0');
         }
-        push(out, digits);
+        out.push_str(text(digits));
     } else {
         let d = decpt as usize;
         if d < n {
-            push(out, &digits[..d]);
+            out.push_str(text(&digits[..d]));
             out.push('.');
-            push(out, &digits[d..]);
+            out.push_str(text(&digits[d..]));
         } else {
-            push(out, digits);
+            out.push_str(text(digits));
             for _ in n..d {
                 out.push('0');
             }
             out.push_str(".0");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The repr through ryu alone, as before the direct path.
+    fn via_ryu(f: f64) -> String {
+        let mut out = String::new();
+        if f.is_sign_negative() {
+            out.push('-');
+        }
+        let mut digits = [0u8; 32];
+        let (mut n, decpt) = ryu_digits(f, &mut digits);
+        while n > 0 && digits[n - 1] == b'0' {
+            n -= 1;
+        }
+        layout(&digits[..n], decpt, &mut out);
+        out
+    }
+
+    /// A small deterministic generator (xorshift64*), so failures reproduce.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+    }
+
+    #[test]
+    fn direct_digits_are_ryus_digits() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut direct = 0;
+        let mut check = |f: f64| {
+            if f.is_finite() && f != 0.0 {
+                if direct_digits(f).is_some() {
+                    direct += 1;
+                }
+                let mut got = String::new();
+                write_python_float(f, &mut got);
+                assert_eq!(got, via_ryu(f), "{f:e} ({:#x})", f.to_bits());
+            }
+        };
+        for _ in 0..60_000 {
+            let r = rng.next();
+            // Short decimals of every size and fraction (the direct path's inputs).
+            let m = (r >> 20) % 10u64.pow(1 + (r % 16) as u32);
+            let k = (r >> 8) % 12;
+            let d = m as f64 / 10f64.powi(k as i32);
+            check(d);
+            check(-d);
+            // Their neighbours, one unit in the last place away (never short decimals).
+            check(f64::from_bits(d.to_bits().wrapping_add(1)));
+            check(f64::from_bits(d.to_bits().wrapping_sub(1)));
+            // Arithmetic on them, as plans do it.
+            check(d * 3.0 / 7.0);
+            check(d + 0.1);
+            // Any bit pattern.
+            check(f64::from_bits(rng.next()));
+        }
+        for f in [
+            1e-8,
+            1e-9,
+            1.5e-8,
+            0.1,
+            0.2 + 0.1,
+            1e15,
+            999_999_999_999_999.0,
+            999_999_999_999_999.9,
+            1e15 - 0.5,
+            123_456_789.123_456_78,
+            9_007_199_254_740_993.0,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            1e16,
+            0.000_123_456_78,
+        ] {
+            check(f);
+        }
+        assert!(
+            direct > 30_000,
+            "the direct path was taken only {direct} times"
+        );
     }
 }
