@@ -42,7 +42,7 @@ pub fn interpolated(v: &Value) -> String {
     s
 }
 
-fn itoa_i64(i: i64, buf: &mut [u8; 20]) -> &str {
+pub(crate) fn itoa_i64(i: i64, buf: &mut [u8; 20]) -> &str {
     let neg = i < 0;
     let mut u = i.unsigned_abs();
     let mut pos = buf.len();
@@ -142,6 +142,26 @@ fn json_str_len(s: &str) -> u64 {
 /// breaks shown as `\n`), anything else as compact JSON, cut to at most `max_chars`
 /// characters with `…` appended when cut. Never renders more of a huge value than needed.
 pub fn preview(v: &Value, max_chars: usize) -> String {
+    match v {
+        Value::String(s) => preview_text(Some(s), v, max_chars),
+        _ => preview_text(None, v, max_chars),
+    }
+}
+
+/// [`preview`] of a VM value.
+pub fn preview_val(v: &crate::Val, max_chars: usize) -> String {
+    match v {
+        crate::Val::Str(s) => preview_text(Some(s), v, max_chars),
+        _ => preview_text(None, v, max_chars),
+    }
+}
+
+/// `text` raw if given, else `v` as compact JSON, cut (see [`preview`]).
+fn preview_text<T: serde::Serialize + ?Sized>(
+    text: Option<&str>,
+    v: &T,
+    max_chars: usize,
+) -> String {
     let mut out = String::new();
     let mut count = 0usize;
     let mut cut = false;
@@ -155,9 +175,9 @@ pub fn preview(v: &Value, max_chars: usize) -> String {
         true
     };
     let text_owned;
-    let text: &str = match v {
-        Value::String(s) => s,
-        _ => {
+    let text: &str = match text {
+        Some(s) => s,
+        None => {
             // Render at most enough bytes for max_chars characters (a char is ≤ 4 bytes;
             // escapes below at most double that), then stop.
             let cap = max_chars.saturating_mul(8).saturating_add(8);

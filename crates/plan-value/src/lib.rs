@@ -14,6 +14,8 @@
 //! - [`extract`]: [`extract_first_object`], the first JSON object in text (```json fences,
 //!   prose; braces inside JSON strings don't confuse it).
 //! - [`condition`]: [`parse_condition_answer`], the answer shapes a condition accepts.
+//! - [`val`]: [`Val`], the VM's compact value (numbers inline, strings moved, containers
+//!   shared), serialized exactly as the JSON it stands for.
 //!
 //! Start reading at `num.rs`; everything is small and independent. No function here
 //! recurses on value depth except serde_json's own (de)serialization.
@@ -25,11 +27,15 @@ pub mod extract;
 pub mod interp;
 pub mod num;
 pub mod repr;
+pub mod val;
 
 pub use bytes::{NODE_BYTES, ValueSize, value_bytes, value_size};
 pub use condition::parse_condition_answer;
 pub use distance::edit_distance;
 pub use extract::extract_first_object;
-pub use interp::{interpolated, interpolated_len, json_len, preview, write_interpolated};
+pub use interp::{
+    interpolated, interpolated_len, json_len, preview, preview_val, write_interpolated,
+};
 pub use num::{Num, Op1, Op2, binary, num_to_value, parse_num, to_num, unary};
 pub use repr::{python_float_repr, write_python_float};
+pub use val::Val;

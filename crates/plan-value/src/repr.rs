@@ -37,13 +37,15 @@ fn direct_digits(f: f64) -> Option<(u64, usize)> {
         return None;
     }
     for (k, &p) in POW10.iter().enumerate() {
-        let m = (a * p).round();
-        if m >= 1e15 {
+        let x = a * p;
+        if x >= 1e15 {
             return None;
         }
-        // NB: not `a * p == m`: that product is rounded too (`0.3 * 10` is not `3.0`).
-        if m / p == a {
-            return Some((m as u64, k));
+        // Rounded to the nearest integer by truncation: `f64::round` is a libm call here.
+        let m = (x + 0.5) as u64;
+        // NB: not `x == m`: that product is rounded too (`0.3 * 10` is not `3.0`).
+        if m as f64 / p == a {
+            return Some((m, k));
         }
     }
     None
@@ -128,51 +130,56 @@ fn ryu_digits(f: f64, digits: &mut [u8; 32]) -> (usize, i32) {
     (n, decpt)
 }
 
-/// Writes `0.d1d2... * 10^decpt` (non-empty digits) as Python's repr does.
+/// Writes `0.d1d2... * 10^decpt` as Python's repr does.
 fn layout(digits: &[u8], decpt: i32, out: &mut String) {
     let n = digits.len();
     if n == 0 {
         out.push_str("0.0");
         return;
     }
-    // Only ASCII digits were collected.
-    fn text(d: &[u8]) -> &str {
-        std::str::from_utf8(d).unwrap_or("")
-    }
+    // The text is built in a buffer and appended once: at most 17 digits, a point, and
+    // either an exponent (`e-308`) or up to 4 leading / 16 trailing zeros.
+    let mut buf = [0u8; 48];
+    let mut len = 0;
+    let mut put = |bytes: &[u8]| {
+        buf[len..len + bytes.len()].copy_from_slice(bytes);
+        len += bytes.len();
+    };
     let x = decpt - 1; // exponent in d.ddd × 10^x form
     if !(-4..16).contains(&x) {
-        out.push_str(text(&digits[..1]));
+        put(&digits[..1]);
         if n > 1 {
-            out.push('.');
-            out.push_str(text(&digits[1..]));
+            put(b".");
+            put(&digits[1..]);
         }
-        out.push('e');
-        out.push(if x < 0 { '-' } else { '+' });
+        put(if x < 0 { b"e-" } else { b"e+" });
         let ax = x.unsigned_abs();
-        if ax < 10 {
-            out.push('0');
+        if ax >= 100 {
+            put(&[b'0' + (ax / 100) as u8]);
         }
-        out.push_str(&ax.to_string());
+        put(&[b'0' + (ax / 10 % 10) as u8, b'0' + (ax % 10) as u8]);
     } else if decpt <= 0 {
-        out.push_str("0.");
+        put(b"0.");
         for _ in 0..(-decpt) {
-            out.push('0');
+            put(b"0");
         }
-        out.push_str(text(digits));
+        put(digits);
     } else {
         let d = decpt as usize;
         if d < n {
-            out.push_str(text(&digits[..d]));
-            out.push('.');
-            out.push_str(text(&digits[d..]));
+            put(&digits[..d]);
+            put(b".");
+            put(&digits[d..]);
         } else {
-            out.push_str(text(digits));
+            put(digits);
             for _ in n..d {
-                out.push('0');
+                put(b"0");
             }
-            out.push_str(".0");
+            put(b".0");
         }
     }
+    // Only ASCII was written.
+    out.push_str(std::str::from_utf8(&buf[..len]).unwrap_or(""));
 }
 
 #[cfg(test)]

@@ -12,13 +12,11 @@
 //! built, so no operand can allocate much beyond the per-value limit.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use plan_bytecode::limits::MAX_ARITH_STACK;
 use plan_bytecode::{ArithOp, Operand, Pc, Piece, RefDef, Slot};
-use plan_value::{
-    NODE_BYTES, Num, binary, interpolated, interpolated_len, num_to_value, to_num, unary,
-    value_size, write_interpolated,
-};
+use plan_value::{NODE_BYTES, Num, Val, binary, interpolated_len, unary, write_interpolated};
 use serde_json::{Map, Value};
 
 use crate::ErrorCode;
@@ -26,13 +24,13 @@ use crate::vm::{Fault, MAX_VALUE_DEPTH, Vm};
 
 /// Where values of slots come from while resolving.
 pub(crate) trait SlotView {
-    fn get(&self, slot: Slot) -> Option<&Value>;
+    fn get(&self, slot: Slot) -> Option<&Val>;
 }
 
 /// The committed slots.
-impl SlotView for [Option<Value>] {
+impl SlotView for [Option<Val>] {
     #[inline]
-    fn get(&self, slot: Slot) -> Option<&Value> {
+    fn get(&self, slot: Slot) -> Option<&Val> {
         self[slot as usize].as_ref()
     }
 }
@@ -47,19 +45,19 @@ pub(crate) enum Over<'a> {
     Dirty,
     /// Written by the latest window writer, which has finished. Borrowed when the value
     /// is a pending request's answer as is (no copy per scan).
-    Value(Cow<'a, Value>),
+    Value(Cow<'a, Val>),
 }
 
 /// Committed slots overlaid with values produced by finished, not yet committed
 /// look-ahead entries.
 pub(crate) struct Overlay<'a> {
-    pub(crate) base: &'a [Option<Value>],
+    pub(crate) base: &'a [Option<Val>],
     pub(crate) over: &'a [Over<'a>],
 }
 
 impl SlotView for Overlay<'_> {
     #[inline]
-    fn get(&self, slot: Slot) -> Option<&Value> {
+    fn get(&self, slot: Slot) -> Option<&Val> {
         let s = slot as usize;
         match &self.over[s] {
             Over::Value(v) => Some(v),
@@ -71,7 +69,7 @@ impl SlotView for Overlay<'_> {
 impl<'p> Vm<'p> {
     /// The value of `op` against the committed slots, for the head instruction.
     #[inline]
-    pub(crate) fn resolve(&self, op: Operand) -> Result<Value, Fault> {
+    pub(crate) fn resolve(&self, op: Operand) -> Result<Val, Fault> {
         self.resolve_in(&self.st.slots[..], self.st.pc, op)
     }
 
@@ -81,23 +79,23 @@ impl<'p> Vm<'p> {
         view: &S,
         pc: Pc,
         op: Operand,
-    ) -> Result<Value, Fault> {
+    ) -> Result<Val, Fault> {
         let p = self.prog;
         match op {
-            Operand::Const(c) => Ok(p.consts[c as usize].clone()),
+            Operand::Const(c) => Ok(Val::from(&p.consts[c as usize])),
             Operand::Ref(r) => {
                 let def = &p.refs[r as usize];
                 Ok(match lookup(self, view, def) {
-                    Some(v) => v.into_owned(),
-                    None => Value::String(self.const_str(def.raw).to_owned()),
+                    Some(v) => v.into_val(),
+                    None => Val::Str(self.const_str(def.raw).to_owned()),
                 })
             }
-            Operand::Template(t) => self.template(view, pc, t).map(Value::String),
+            Operand::Template(t) => self.template(view, pc, t).map(Val::Str),
             Operand::Arith(a) => {
                 let def = &p.ariths[a as usize];
                 match self.arith(view, &def.code) {
-                    Some(n) => Ok(num_to_value(n)),
-                    None => self.template(view, pc, def.fallback).map(Value::String),
+                    Some(n) => Ok(Val::from(n)),
+                    None => self.template(view, pc, def.fallback).map(Val::Str),
                 }
             }
             // NB: validation bounds Array/Object nesting (MAX_OPERAND_DEPTH), so this
@@ -109,9 +107,9 @@ impl<'p> Vm<'p> {
                 for &item in items {
                     let v = self.resolve_in(view, pc, item)?;
                     bytes = bytes.saturating_add(self.check_built(pc, &v, bytes)?);
-                    out.push(v);
+                    out.push(v.into_value());
                 }
-                Ok(Value::Array(out))
+                Ok(Val::Json(Arc::new(Value::Array(out))))
             }
             Operand::Object(i) => {
                 let entries = &p.objects[i as usize];
@@ -123,17 +121,17 @@ impl<'p> Vm<'p> {
                     let entry = NODE_BYTES.saturating_add(key.len() as u64);
                     bytes = bytes.saturating_add(entry);
                     bytes = bytes.saturating_add(self.check_built(pc, &v, bytes)?);
-                    out.insert(key.to_owned(), v);
+                    out.insert(key.to_owned(), v.into_value());
                 }
-                Ok(Value::Object(out))
+                Ok(Val::Json(Arc::new(Value::Object(out))))
             }
         }
     }
 
     /// Measures an element about to join an array/object of `so_far` bytes; fails when
     /// the container would exceed the per-value limit or nest too deep.
-    fn check_built(&self, pc: Pc, v: &Value, so_far: u64) -> Result<u64, Fault> {
-        let size = value_size(v);
+    fn check_built(&self, pc: Pc, v: &Val, so_far: u64) -> Result<u64, Fault> {
+        let size = v.size();
         if size.depth >= MAX_VALUE_DEPTH {
             return Err(self.error_at(
                 pc,
@@ -222,24 +220,9 @@ impl<'p> Vm<'p> {
                 Piece::Lit(c) => push_within(out, self.const_str(c), limit),
                 Piece::Ref(r) => {
                     let def = &self.prog.refs[r as usize];
-                    match lookup(self, view, def).as_deref() {
-                        Some(Value::String(s)) => push_within(out, s, limit),
-                        // A scalar's text is short: written (formatted once), then checked.
-                        Some(v @ (Value::Number(_) | Value::Bool(_) | Value::Null)) => {
-                            reserve_within(out, MAX_SCALAR_TEXT, limit);
-                            write_interpolated(v, out);
-                            out.len() <= limit
-                        }
-                        // Containers are measured before they are rendered.
-                        Some(v) => {
-                            let n = usize::try_from(interpolated_len(v)).unwrap_or(usize::MAX);
-                            let fits = out.len().saturating_add(n) <= limit;
-                            if fits {
-                                reserve_within(out, n, limit);
-                                write_interpolated(v, out);
-                            }
-                            fits
-                        }
+                    match lookup(self, view, def) {
+                        Some(Found::Val(v)) => append_val(out, v, limit),
+                        Some(Found::Json(v)) => append_json(out, &v, limit),
                         None => push_within(out, self.const_str(def.raw), limit),
                     }
                 }
@@ -290,7 +273,8 @@ impl<'p> Vm<'p> {
                 Piece::Ref(r) => {
                     let def = &self.prog.refs[r as usize];
                     match lookup(self, view, def) {
-                        Some(v) => interpolated_len(&v),
+                        Some(Found::Val(v)) => v.interpolated_len(),
+                        Some(Found::Json(v)) => interpolated_len(&v),
                         None => self.const_str(def.raw).len() as u64,
                     }
                 }
@@ -368,15 +352,18 @@ impl<'p> Vm<'p> {
     #[inline(always)]
     fn operand_num<S: SlotView + ?Sized>(&self, view: &S, op: ArithOp) -> Option<Num> {
         match op {
-            ArithOp::Const(c) => to_num(&self.prog.consts[c as usize]),
+            ArithOp::Const(c) => plan_value::to_num(&self.prog.consts[c as usize]),
             ArithOp::Ref(r) => {
                 let def = &self.prog.refs[r as usize];
                 // Not through `lookup` for a plain reference: building and reading its
-                // `Cow` measured ~8% slower on `vm_dispatch/arith_jump_loop`.
+                // result measured ~8% slower on `vm_dispatch/arith_jump_loop`.
                 if def.path.is_empty() {
-                    to_num(view.get(def.slot)?)
+                    view.get(def.slot)?.to_num()
                 } else {
-                    to_num(lookup(self, view, def)?.as_ref())
+                    match lookup(self, view, def)? {
+                        Found::Val(v) => v.to_num(),
+                        Found::Json(v) => plan_value::to_num(&v),
+                    }
                 }
             }
             _ => None,
@@ -459,25 +446,46 @@ fn reserve_within(out: &mut String, extra: usize, limit: usize) {
     }
 }
 
+/// What a reference finds: a slot's value, or JSON inside one (a dotted path).
+pub(crate) enum Found<'v> {
+    Val(&'v Val),
+    Json(Cow<'v, Value>),
+}
+
+impl Found<'_> {
+    /// The value found, as a value of its own.
+    pub(crate) fn into_val(self) -> Val {
+        match self {
+            Found::Val(v) => v.clone(),
+            Found::Json(Cow::Borrowed(v)) => Val::from(v),
+            Found::Json(Cow::Owned(v)) => Val::from(v),
+        }
+    }
+}
+
 /// Follows a reference; `None` when the slot is unset or a key is missing.
 // Inlined: most references have no dotted path, and a call per template piece cost more
 // than the lookup (measured on `interpolation/vm_template_loop_2KiB`).
 #[inline(always)]
-fn lookup<'v, S: SlotView + ?Sized>(
+pub(crate) fn lookup<'v, S: SlotView + ?Sized>(
     vm: &Vm<'_>,
     view: &'v S,
     def: &RefDef,
-) -> Option<Cow<'v, Value>> {
+) -> Option<Found<'v>> {
     let base = view.get(def.slot)?;
     if def.path.is_empty() {
-        return Some(Cow::Borrowed(base));
+        return Some(Found::Val(base));
     }
-    follow_path(vm, base, &def.path)
+    follow_path(vm, base, &def.path).map(Found::Json)
 }
 
 /// The dotted-path part of [`lookup`].
-fn follow_path<'v>(vm: &Vm<'_>, base: &'v Value, path: &[u32]) -> Option<Cow<'v, Value>> {
-    let mut cur = Cow::Borrowed(base);
+fn follow_path<'v>(vm: &Vm<'_>, base: &'v Val, path: &[u32]) -> Option<Cow<'v, Value>> {
+    let mut cur = match base {
+        Val::Json(j) => Cow::Borrowed(&**j),
+        Val::Str(s) => Cow::Owned(parse_container(s)?),
+        _ => return None,
+    };
     for &k in path {
         cur = step(cur, vm.const_str(k))?;
     }
@@ -525,10 +533,31 @@ fn parse_container(s: &str) -> Option<Value> {
     }
 }
 
-/// Text of a value as a prompt: strings as they are, anything else interpolated.
-pub(crate) fn as_text(v: Value) -> String {
+/// Appends a slot's value to a template's text unless the text would exceed `limit`.
+#[inline]
+fn append_val(out: &mut String, v: &Val, limit: usize) -> bool {
     match v {
-        Value::String(s) => s,
-        other => interpolated(&other),
+        Val::Str(s) => push_within(out, s, limit),
+        Val::Json(j) => append_json(out, j, limit),
+        // A scalar's text is short: written (formatted once), then checked.
+        scalar => {
+            reserve_within(out, MAX_SCALAR_TEXT, limit);
+            scalar.write_interpolated(out);
+            out.len() <= limit
+        }
     }
+}
+
+/// Appends JSON found in a value, measured before it is rendered.
+fn append_json(out: &mut String, v: &Value, limit: usize) -> bool {
+    if let Value::String(s) = v {
+        return push_within(out, s, limit);
+    }
+    let n = usize::try_from(interpolated_len(v)).unwrap_or(usize::MAX);
+    let fits = out.len().saturating_add(n) <= limit;
+    if fits {
+        reserve_within(out, n, limit);
+        write_interpolated(v, out);
+    }
+    fits
 }

@@ -32,7 +32,7 @@
 use std::borrow::Cow;
 
 use plan_bytecode::{Effects, Instr, Pc, Slot};
-use serde_json::Value;
+use plan_value::Val;
 use smallvec::{SmallVec, smallvec};
 
 use crate::resolve::{Over, Overlay};
@@ -52,11 +52,11 @@ pub(crate) struct Ahead {
 }
 
 /// The values a finished window entry writes.
-type Written<'a> = SmallVec<[(Slot, Cow<'a, Value>); 4]>;
+type Written<'a> = SmallVec<[(Slot, Cow<'a, Val>); 4]>;
 
 /// What the scan knows about slots at the current window position.
 struct Window<'a> {
-    base: &'a [Option<Value>],
+    base: &'a [Option<Val>],
     over: Vec<Over<'a>>,
     /// Bytes of the values the look-ahead holds (bounded by `max_total_bytes`).
     bytes: u64,
@@ -251,10 +251,10 @@ impl Vm<'_> {
     fn accept<'a>(
         &self,
         w: &mut Window<'a>,
-        values: impl IntoIterator<Item = (Slot, Cow<'a, Value>)>,
+        values: impl IntoIterator<Item = (Slot, Cow<'a, Val>)>,
     ) -> bool {
         for (slot, v) in values {
-            let Ok(size) = self.measure(&self.prog.slots[slot as usize], &v) else {
+            let Ok(size) = self.measure(&self.prog.slots[slot as usize], v.size()) else {
                 return false;
             };
             w.bytes = w.bytes.saturating_add(size);

@@ -3,6 +3,7 @@
 
 use crate::{RunError, ToolRequest};
 use plan_bytecode::{Instr, Pc, ValidatedProgram};
+use plan_value::Val;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -24,8 +25,8 @@ pub struct Pending {
     /// The request as issued (so a restored run can re-issue unanswered requests). Its
     /// `instance` matches it to its instruction however far the head has moved since.
     pub request: ToolRequest,
-    /// The host's answer, once `resume` delivered it.
-    pub result: Option<Result<Value, String>>,
+    /// The host's answer, once `resume` delivered it (serialized as the JSON it was).
+    pub result: Option<Result<Val, String>>,
 }
 
 /// The format of [`VmState`] this version writes and reads. Raised whenever a field's
@@ -45,7 +46,7 @@ pub struct VmState {
     /// call or condition waiting for its result).
     pub(crate) pc: Pc,
     /// One entry per program slot; `None` = never set.
-    pub(crate) slots: Vec<Option<Value>>,
+    pub(crate) slots: Vec<Option<Val>>,
     /// Preset variables whose name has no slot in the program (kept so they show in
     /// `Outcome::vars`; no instruction can read them).
     pub(crate) extra: Map<String, Value>,
@@ -116,7 +117,7 @@ impl VmState {
     }
 
     /// Value of slot `slot`, if set.
-    pub fn slot(&self, slot: u32) -> Option<&Value> {
+    pub fn slot(&self, slot: u32) -> Option<&Val> {
         self.slots.get(slot as usize).and_then(Option::as_ref)
     }
 
@@ -126,7 +127,7 @@ impl VmState {
         let mut vars = Map::new();
         for (name, v) in program.slots.iter().zip(&self.slots) {
             if let Some(v) = v {
-                vars.insert(name.clone(), v.clone());
+                vars.insert(name.clone(), v.to_value());
             }
         }
         for (name, v) in &self.extra {

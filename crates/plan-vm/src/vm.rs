@@ -15,10 +15,10 @@
 use std::sync::{Arc, LazyLock};
 
 use plan_bytecode::{Instr, Pc, Slot, ValidatedProgram};
-use plan_value::{extract_first_object, parse_condition_answer, preview, value_size};
+use plan_value::{Val, extract_first_object, parse_condition_answer, preview_val, value_size};
 use serde_json::Value;
 
-use crate::resolve::{SlotView, as_text};
+use crate::resolve::SlotView;
 use crate::state::{Pending, Status, VmState};
 use crate::{
     Args, CallId, ErrorCode, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolName,
@@ -73,7 +73,7 @@ pub(crate) type RequestParts = (ToolName, Args, RequestKind);
 
 /// The values one instruction stores: a multi-variable assign's, a call's outputs (on
 /// the stack for up to 4 targets).
-pub(crate) type AssignValues = smallvec::SmallVec<[(Slot, Value); 4]>;
+pub(crate) type AssignValues = smallvec::SmallVec<[(Slot, Val); 4]>;
 
 /// A failure inside the VM, boxed so that `Result`s on the hot path stay small.
 pub(crate) type Fault = Box<RunError>;
@@ -120,7 +120,7 @@ impl<'p> Vm<'p> {
         let mut total: u64 = 0;
         for (i, v) in state.slots.iter().enumerate() {
             if let Some(v) = v {
-                let size = value_size(v);
+                let size = v.size();
                 if size.depth > MAX_VALUE_DEPTH {
                     return Err(bad(format!("slot {i} is nested too deeply")));
                 }
@@ -226,13 +226,13 @@ impl<'p> Vm<'p> {
     /// limits apply. Setting `final_answer` this way does not end the run: only an
     /// instruction does.
     pub fn set_var(&mut self, name: &str, value: Value) -> Result<(), RunError> {
-        let size = self.measure(name, &value).map_err(unplaced)?;
+        let size = self.measure(name, value_size(&value)).map_err(unplaced)?;
         match self.prog.slot_of(name) {
             Some(slot) => {
                 let old = self.slot_bytes[slot as usize];
                 self.charge(old, size).map_err(unplaced)?;
                 self.slot_bytes[slot as usize] = size;
-                self.st.slots[slot as usize] = Some(value);
+                self.st.slots[slot as usize] = Some(Val::from(value));
             }
             None => {
                 let old = self.st.extra.get(name).map_or(0, |v| value_size(v).bytes);
@@ -270,7 +270,8 @@ impl<'p> Vm<'p> {
             Ok(v) if value_size(&v).depth > MAX_VALUE_DEPTH => Err(format!(
                 "output nested more than {MAX_VALUE_DEPTH} levels deep"
             )),
-            r => r,
+            Ok(v) => Ok(Val::from(v)),
+            Err(e) => Err(e),
         };
         p.result = Some(result);
         Ok(())
@@ -463,7 +464,7 @@ impl<'p> Vm<'p> {
     /// dispatch loop pays one compare for it on other operands.
     #[inline(never)]
     fn is_append(&self, slot: Slot, t: u32) -> bool {
-        matches!(self.st.slots[slot as usize], Some(Value::String(_))) && self.appends_to(t, slot)
+        matches!(self.st.slots[slot as usize], Some(Val::Str(_))) && self.appends_to(t, slot)
     }
 
     /// What `slot = template t` adds to `slot`'s string (see [`Vm::appends_to`]).
@@ -474,7 +475,7 @@ impl<'p> Vm<'p> {
     /// Length of the string in `slot` (0 if it holds none).
     fn string_len(&self, slot: Slot) -> usize {
         match &self.st.slots[slot as usize] {
-            Some(Value::String(s)) => s.len(),
+            Some(Val::Str(s)) => s.len(),
             _ => 0,
         }
     }
@@ -489,14 +490,14 @@ impl<'p> Vm<'p> {
         self.within_value_limit(name, bytes)
             .and_then(|b| self.charged(self.slot_bytes[slot as usize], b))
             .map_err(|m| self.error_here(m))?;
-        let Some(Value::String(mut text)) = self.st.slots[slot as usize].take() else {
+        let Some(Val::Str(mut text)) = self.st.slots[slot as usize].take() else {
             return Err(self.error_here((
                 ErrorCode::Internal,
                 "internal error: append to a non-string".into(),
             )));
         };
         text.push_str(&suffix);
-        self.store(slot, Value::String(text))
+        self.store(slot, Val::Str(text))
     }
 
     fn op_assign(&mut self, pc: Pc, assign: u32) -> Result<(), Fault> {
@@ -525,7 +526,7 @@ impl<'p> Vm<'p> {
             match op {
                 plan_bytecode::Operand::Template(t) if i == k => {
                     suffix = self.suffix(pc, slot, t)?;
-                    values.push((slot, Value::Null));
+                    values.push((slot, Val::Null));
                 }
                 _ => values.push((slot, self.resolve_in(&self.st.slots[..], pc, op)?)),
             }
@@ -569,7 +570,7 @@ impl<'p> Vm<'p> {
         let mut bytes: u64 = 0;
         for (&(_, op), name) in def.args.iter().zip(prog.arg_names(call)) {
             let v = self.resolve_in(view, pc, op)?;
-            bytes = bytes.saturating_add(value_size(&v).bytes);
+            bytes = bytes.saturating_add(v.size().bytes);
             if bytes > self.limits.max_total_bytes {
                 return Err(self.error_at(
                     pc,
@@ -581,7 +582,7 @@ impl<'p> Vm<'p> {
                     ),
                 ));
             }
-            args.push((name.clone(), v));
+            args.push((name.clone(), v.into_value()));
         }
         let output_keys = (def.outputs.len() > 1).then(|| {
             def.outputs
@@ -608,9 +609,9 @@ impl<'p> Vm<'p> {
         cond: u32,
     ) -> Result<RequestParts, Fault> {
         let def = &self.prog.conds[cond as usize];
-        let prompt = as_text(self.resolve_in(view, pc, def.prompt)?);
+        let prompt = self.resolve_in(view, pc, def.prompt)?.into_text();
         let context = match def.context {
-            Some(op) => self.resolve_in(view, pc, op)?,
+            Some(op) => self.resolve_in(view, pc, op)?.into_value(),
             None => Value::Null,
         };
         let [p, c] = &*CONDITION_ARGS;
@@ -689,7 +690,7 @@ impl<'p> Vm<'p> {
         Ok(())
     }
 
-    fn branch_answer(&self, pc: Pc, result: Result<Value, String>) -> Result<bool, Fault> {
+    fn branch_answer(&self, pc: Pc, result: Result<Val, String>) -> Result<bool, Fault> {
         let answer = result.map_err(|m| {
             self.error_at(
                 pc,
@@ -697,7 +698,7 @@ impl<'p> Vm<'p> {
                 format!("condition call failed: {m}"),
             )
         })?;
-        parse_condition_answer(&answer)
+        parse_condition_answer(&answer.into_value())
             .map_err(|m| self.error_at(pc, ErrorCode::BadConditionAnswer, m))
     }
 
@@ -708,7 +709,7 @@ impl<'p> Vm<'p> {
         pc: Pc,
         call: u32,
         tool: &str,
-        output: Value,
+        output: Val,
     ) -> Result<AssignValues, Fault> {
         let prog = self.prog;
         let outputs = &prog.calls[call as usize].outputs;
@@ -719,8 +720,11 @@ impl<'p> Vm<'p> {
                 let extracted;
                 let obj =
                     match &output {
-                        Value::Object(m) => m,
-                        Value::String(s) => match extract_first_object(s) {
+                        Val::Json(j) if j.is_object() => match &**j {
+                            Value::Object(m) => m,
+                            _ => unreachable!("checked: an object"),
+                        },
+                        Val::Str(s) => match extract_first_object(s) {
                             Some(m) => {
                                 extracted = m;
                                 &extracted
@@ -729,7 +733,7 @@ impl<'p> Vm<'p> {
                                 return Err(self.error_at(pc, ErrorCode::MissingOutput, format!(
                                 "output of tool `{tool}` has no JSON object with keys {}: {}",
                                 key_list(outputs.iter().map(|&s| prog.slots[s as usize].as_str())),
-                                preview(&output, ERROR_PREVIEW)
+                                preview_val(&output, ERROR_PREVIEW)
                             )));
                             }
                         },
@@ -737,7 +741,7 @@ impl<'p> Vm<'p> {
                             return Err(self.error_at(pc, ErrorCode::MissingOutput, format!(
                             "output of tool `{tool}` is not a JSON object (needed for keys {}): {}",
                             key_list(outputs.iter().map(|&s| prog.slots[s as usize].as_str())),
-                            preview(other, ERROR_PREVIEW)
+                            preview_val(other, ERROR_PREVIEW)
                         )));
                         }
                     };
@@ -745,12 +749,12 @@ impl<'p> Vm<'p> {
                 for &slot in outputs {
                     let key = prog.slots[slot as usize].as_str();
                     match obj.get(key) {
-                        Some(v) => values.push((slot, v.clone())),
+                        Some(v) => values.push((slot, Val::from(v))),
                         None => {
                             return Err(self.error_at(pc, ErrorCode::MissingOutput, format!(
                                 "output of tool `{tool}` has no key `{key}` (keys present: {}): {}",
                                 key_list(obj.keys().map(String::as_str)),
-                                preview(&output, ERROR_PREVIEW)
+                                preview_val(&output, ERROR_PREVIEW)
                             )));
                         }
                     }
@@ -760,18 +764,20 @@ impl<'p> Vm<'p> {
         }
     }
     /// Writes `v` into `slot`, enforcing the byte and depth limits.
-    fn store(&mut self, slot: Slot, v: Value) -> Result<(), Fault> {
+    fn store(&mut self, slot: Slot, v: Val) -> Result<(), Fault> {
         let name = self.prog.slots[slot as usize].as_str();
-        let size = self.measure(name, &v).map_err(|m| self.error_here(m))?;
+        let size = self
+            .measure(name, v.size())
+            .map_err(|m| self.error_here(m))?;
         let old = self.slot_bytes[slot as usize];
         self.charge(old, size).map_err(|m| self.error_here(m))?;
         self.slot_bytes[slot as usize] = size;
         if self.tracing {
             self.events.push(Event::VarSet {
                 name: name.to_owned(),
-                preview: preview(&v, TRACE_PREVIEW),
+                preview: preview_val(&v, TRACE_PREVIEW),
                 bytes: size,
-                value: (size <= self.trace_values).then(|| v.clone()),
+                value: (size <= self.trace_values).then(|| v.to_value()),
             });
         }
         self.st.slots[slot as usize] = Some(v);
@@ -781,9 +787,8 @@ impl<'p> Vm<'p> {
         Ok(())
     }
 
-    /// Bytes of `v`, or why it may not be stored.
-    pub(crate) fn measure(&self, name: &str, v: &Value) -> Result<u64, Why> {
-        let size = value_size(v);
+    /// Bytes of a value of `size`, or why it may not be stored.
+    pub(crate) fn measure(&self, name: &str, size: plan_value::ValueSize) -> Result<u64, Why> {
         if size.depth > MAX_VALUE_DEPTH {
             return Err((
                 ErrorCode::TooDeep,
@@ -835,14 +840,14 @@ impl<'p> Vm<'p> {
     fn take_outcome(&mut self) -> Outcome {
         let final_answer = self
             .final_slot
-            .and_then(|s| self.st.slots[s as usize].clone())
-            .unwrap_or(Value::Null);
+            .and_then(|s| self.st.slots[s as usize].as_ref())
+            .map_or(Value::Null, Val::to_value);
         let n = self.st.slots.len();
-        let values = std::mem::replace(&mut self.st.slots, vec![None; n]);
+        let slots = std::mem::replace(&mut self.st.slots, vec![None; n]);
         let extra = std::mem::take(&mut self.st.extra);
         let kept = match self.final_slot {
             Some(s) => {
-                self.st.slots[s as usize] = values[s as usize].clone();
+                self.st.slots[s as usize] = slots[s as usize].clone();
                 self.slot_bytes[s as usize]
             }
             None => 0,
@@ -853,6 +858,8 @@ impl<'p> Vm<'p> {
             }
         }
         self.st.bytes = kept;
+        // JSON at the boundary: strings move, shared JSON is unwrapped.
+        let values = slots.into_iter().map(|v| v.map(Val::into_value)).collect();
         Outcome {
             final_answer,
             vars: crate::Vars::new(self.prog.slot_names().clone(), values, extra),

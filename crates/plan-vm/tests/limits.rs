@@ -353,7 +353,7 @@ fn appending_in_place_fails_as_building_anew_does() {
             panic!("fails")
         };
         let s = prog.slot_of("s").unwrap();
-        (e, vm.state().slot(s).cloned())
+        (e, vm.state().slot(s).map(plan_value::Val::to_value))
     };
     // Both texts are over the 484 bytes a value's text may hold here: the error is the
     // first target's.
