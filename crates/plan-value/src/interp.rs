@@ -16,7 +16,7 @@ pub fn write_interpolated(v: &Value, out: &mut String) {
         Value::String(s) => out.push_str(s),
         Value::Number(n) => {
             if let Some(i) = n.as_i64() {
-                out.push_str(itoa_i64(i, &mut [0u8; 20]));
+                push_ascii(out, itoa_i64(i, &mut [0u8; 20]));
             } else if let Some(u) = n.as_u64() {
                 out.push_str(&u.to_string());
             } else {
@@ -42,7 +42,19 @@ pub fn interpolated(v: &Value) -> String {
     s
 }
 
-pub(crate) fn itoa_i64(i: i64, buf: &mut [u8; 20]) -> &str {
+/// Appends ASCII text (digits, signs, points) byte by byte: no UTF-8 validation, which
+/// cost more than the digits themselves for short numbers.
+#[inline]
+pub(crate) fn push_ascii(out: &mut String, bytes: &[u8]) {
+    out.reserve(bytes.len());
+    for &b in bytes {
+        // NB: only ASCII is passed; any other byte would still be a valid char.
+        out.push(char::from(b));
+    }
+}
+
+/// The decimal digits of `i` (with its sign), written at the end of `buf`.
+pub(crate) fn itoa_i64(i: i64, buf: &mut [u8; 20]) -> &[u8] {
     let neg = i < 0;
     let mut u = i.unsigned_abs();
     let mut pos = buf.len();
@@ -59,7 +71,7 @@ pub(crate) fn itoa_i64(i: i64, buf: &mut [u8; 20]) -> &str {
         pos -= 1;
         buf[pos] = b'-';
     }
-    std::str::from_utf8(&buf[pos..]).unwrap_or("0")
+    &buf[pos..]
 }
 
 /// The exact number of bytes [`write_interpolated`] appends for `v`, computed without

@@ -178,8 +178,7 @@ fn layout(digits: &[u8], decpt: i32, out: &mut String) {
             put(b".0");
         }
     }
-    // Only ASCII was written.
-    out.push_str(std::str::from_utf8(&buf[..len]).unwrap_or(""));
+    crate::interp::push_ascii(out, &buf[..len]);
 }
 
 #[cfg(test)]
