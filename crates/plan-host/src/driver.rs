@@ -2,7 +2,8 @@
 //! once; as each completes, `resume` the VM with its result and `run()` again; stop on
 //! `Done`, `Failed`, or the overall deadline.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 // NB: tokio's clock, not the standard one, so tests can run the driver on paused time and
@@ -132,21 +133,16 @@ pub(crate) fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// A finished call. The request is shared with the run's in-flight map: a run with many
+/// calls out holds each request once, not once per place that tracks it.
 struct Completed {
-    req: ToolRequest,
+    req: Arc<ToolRequest>,
     result: Result<Value, ToolError>,
     took: Duration,
 }
 
 /// Sends `req`, or answers it from `known` (a saved result: nothing is sent).
-async fn perform(host: &Host, req: ToolRequest, known: Option<Value>) -> Completed {
-    if let Some(v) = known {
-        return Completed {
-            req,
-            result: Ok(v),
-            took: Duration::ZERO,
-        };
-    }
+async fn perform(host: &Host, req: Arc<ToolRequest>) -> Completed {
     let start = Instant::now();
     let result = host.call(&req).await;
     Completed {
@@ -163,9 +159,9 @@ async fn perform(host: &Host, req: ToolRequest, known: Option<Value>) -> Complet
 struct Calls<'j> {
     journal: &'j mut dyn Journal,
     /// Answered, result not consumed by the VM yet.
-    answered: Vec<ToolRequest>,
+    answered: Vec<Arc<ToolRequest>>,
     /// Issued, no answer yet: id → request (for deadline errors and the end of the run).
-    inflight: BTreeMap<CallId, ToolRequest>,
+    inflight: BTreeMap<CallId, Arc<ToolRequest>>,
     /// Calls committed so far: the report's `tool_calls`.
     committed: u64,
     /// The first journal failure (it fails the run).
@@ -207,7 +203,7 @@ impl Calls<'_> {
         let inflight = std::mem::take(&mut self.inflight)
             .into_values()
             .map(|req| (req, false));
-        let mut rest: Vec<(ToolRequest, bool)> = answered.chain(inflight).collect();
+        let mut rest: Vec<(Arc<ToolRequest>, bool)> = answered.chain(inflight).collect();
         rest.sort_by_key(|(req, _)| req.instance);
         for (request, answered) in &rest {
             if vm.call_state(request.id) != CallState::Ahead {
@@ -228,42 +224,45 @@ impl Calls<'_> {
 ///
 /// Every tool the program names (and `jmp_condition` if it has conditions) is checked
 /// to be servable before the first instruction runs, so a missing API key fails fast.
-pub async fn run_plan(
+// NB: these wrappers return `start_plan`'s future itself rather than awaiting it in a
+// future of their own: each level of `async fn` would add its copy of the arguments to
+// every run's task (a batch holds thousands of them).
+pub fn run_plan(
     host: &Host,
     program: &ValidatedProgram,
     vars: Vec<(String, Value)>,
     limits: Limits,
     journal: &mut dyn Journal,
-) -> RunReport {
-    run_plan_recording(host, program, vars, limits, journal, host.recorder()).await
+) -> impl Future<Output = RunReport> {
+    run_plan_recording(host, program, vars, limits, journal, host.recorder())
 }
 
 /// [`run_plan`] recording to `recorder` instead of the host's cassette (a batch records
 /// each run to a file of its own while all runs share one host).
-pub async fn run_plan_recording(
+pub fn run_plan_recording(
     host: &Host,
     program: &ValidatedProgram,
     vars: Vec<(String, Value)>,
     limits: Limits,
     journal: &mut dyn Journal,
     recorder: Option<&Recorder>,
-) -> RunReport {
-    start_plan(host, program, vars, Vec::new(), limits, journal, recorder).await
+) -> impl Future<Output = RunReport> {
+    start_plan(host, program, vars, Vec::new(), limits, journal, recorder)
 }
 
 /// [`run_plan`] with saved results: a call the run makes is answered from `known` when an
 /// entry has its tool, args and step (as in [`resume_plan`]), and only the others are
 /// sent. A re-planned run passes the answers of the run it replaces, so the calls the new
 /// plan makes in the same place with the same arguments are not made again.
-pub async fn run_plan_reusing(
+pub fn run_plan_reusing(
     host: &Host,
     program: &ValidatedProgram,
     vars: Vec<(String, Value)>,
     known: Vec<CassetteEntry>,
     limits: Limits,
     journal: &mut dyn Journal,
-) -> RunReport {
-    start_plan(host, program, vars, known, limits, journal, host.recorder()).await
+) -> impl Future<Output = RunReport> {
+    start_plan(host, program, vars, known, limits, journal, host.recorder())
 }
 
 async fn start_plan(
@@ -463,6 +462,9 @@ async fn drive<M: Machine>(
     let start = Instant::now();
     let deadline = host.options().deadline;
     let deadline_at = deadline.and_then(|d| tokio::time::Instant::now().checked_add(d));
+    // One timer for the run, on the heap: a run without a deadline carries no room for
+    // one, and a run with one does not register a new timer at every wait.
+    let mut deadline_timer = deadline_at.map(|at| Box::pin(tokio::time::sleep_until(at)));
     let wants_states = journal.wants_states();
     let mut inflight = FuturesUnordered::new();
     let mut calls = Calls {
@@ -517,8 +519,11 @@ async fn drive<M: Machine>(
         line: None,
     };
 
+    // Calls answered from saved results, not sent: completed as they are issued.
+    let mut ready: VecDeque<Completed> = VecDeque::new();
     let mut issue = |calls: &mut Calls<'_>,
                      inflight: &mut FuturesUnordered<_>,
+                     ready: &mut VecDeque<Completed>,
                      vm: &M,
                      reqs: Vec<ToolRequest>| {
         for request in reqs {
@@ -530,11 +535,19 @@ async fn drive<M: Machine>(
                 ahead,
                 reused: saved.is_some(),
             });
+            let request = Arc::new(request);
             calls.inflight.insert(request.id, request.clone());
-            inflight.push(perform(host, request, saved));
+            match saved {
+                Some(v) => ready.push_back(Completed {
+                    req: request,
+                    result: Ok(v),
+                    took: Duration::ZERO,
+                }),
+                None => inflight.push(perform(host, request)),
+            }
         }
     };
-    issue(&mut calls, &mut inflight, vm, reissue);
+    issue(&mut calls, &mut inflight, &mut ready, vm, reissue);
 
     loop {
         // NB: checked on every turn, not only by the timer below: a timer fires only when
@@ -586,7 +599,7 @@ async fn drive<M: Machine>(
                 };
                 return fail(&mut calls, vm, steps_seen, err);
             }
-            Halt::Yield(reqs) => issue(&mut calls, &mut inflight, vm, reqs),
+            Halt::Yield(reqs) => issue(&mut calls, &mut inflight, &mut ready, vm, reqs),
         }
 
         if vm.paused() {
@@ -610,10 +623,11 @@ async fn drive<M: Machine>(
             }
         }
         // NB: suspension point. Wait for the next call to finish (or the deadline).
-        let next = match deadline_at {
-            Some(at) => tokio::select! {
+        let next = match &mut deadline_timer {
+            _ if !ready.is_empty() => ready.pop_front(),
+            Some(timer) => tokio::select! {
                 c = inflight.next() => c,
-                () = tokio::time::sleep_until(at) => {
+                () = timer.as_mut() => {
                     let err = deadline_error(vm, &calls);
                     return fail(&mut calls, vm, steps_seen, err);
                 }

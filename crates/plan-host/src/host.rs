@@ -218,7 +218,9 @@ impl Host {
         let backend = self.backend_for(&req.tool)?;
         let fut = backend.call(req);
         match self.opts.tool_timeout {
-            Some(t) => tokio::time::timeout(t, fut).await.map_err(|_| {
+            // NB: boxed: a timer is large, and a future that only might hold one would
+            // reserve its room in every call of every run (a batch holds thousands).
+            Some(t) => Box::pin(tokio::time::timeout(t, fut)).await.map_err(|_| {
                 ToolError::new(
                     ToolErrorKind::Timeout,
                     format!("timed out after {} s", secs(t)),

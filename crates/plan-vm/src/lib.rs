@@ -225,8 +225,10 @@ impl<'de> Deserialize<'de> for ToolName {
 #[derive(Clone, Debug, Default)]
 pub struct Args(Arc<ArgList>);
 
-/// Most calls have at most three arguments: those live in the `Args` allocation itself.
-type ArgList = smallvec::SmallVec<[(Arc<str>, Value); 3]>;
+/// Most calls have one or two arguments (a query and a count, a prompt and a context):
+/// those live in the `Args` allocation itself. Room for more would be carried by every
+/// request of every run in flight (a batch holds thousands).
+type ArgList = smallvec::SmallVec<[(Arc<str>, Value); 2]>;
 
 impl Args {
     /// Arguments from `(name, value)` pairs with distinct names.

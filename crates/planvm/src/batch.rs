@@ -570,47 +570,52 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                     )
                     .await;
                 };
-                let new = OwnedNewRun {
-                    id: id.clone(),
-                    plan: plan_name,
-                    source: program.source.clone(),
-                    pbc: program.pbc.clone(),
-                    presets: vars.iter().cloned().collect(),
-                    limits: limits.clone(),
-                    parent: None,
-                };
-                // NB: not waited for: the writer takes writes in order, so the run exists
-                // before its first point; a refused creation fails the run at its end.
-                let owner_again = owner.clone();
-                let created = store.submit(StoreWrite::Create(new, owner));
-                let mut journal = (
-                    &mut tracer,
-                    StoreJournal::grouped(store, &id, owner_again, 0, &program.program),
-                );
-                let mut report = plan_host::run_plan_recording(
-                    &host,
-                    &program.program,
-                    vars,
-                    limits,
-                    &mut journal,
-                    recorder.as_ref(),
-                )
-                .await;
-                // NB: the run's line is printed only once its end is on record.
-                let written = match journal.1.written() {
-                    Some(durable) => durable.await,
-                    None => Ok(()),
-                };
-                if let Err(message) = created.await.map_err(|e| e.message).and(written) {
-                    report.status = plan_host::RunStatus::Failed;
-                    report.error = Some(plan_host::ReportError {
-                        code: plan_vm::ErrorCode::RecordFailed,
-                        message,
-                        seq_no: None,
-                        line: None,
-                    });
-                }
-                report
+                // NB: boxed: a run without a store (the common case, thousands in
+                // flight) should not carry room for the journal's state in its task.
+                Box::pin(async move {
+                    let new = OwnedNewRun {
+                        id: id.clone(),
+                        plan: plan_name,
+                        source: program.source.clone(),
+                        pbc: program.pbc.clone(),
+                        presets: vars.iter().cloned().collect(),
+                        limits: limits.clone(),
+                        parent: None,
+                    };
+                    // NB: not waited for: the writer takes writes in order, so the run exists
+                    // before its first point; a refused creation fails the run at its end.
+                    let owner_again = owner.clone();
+                    let created = store.submit(StoreWrite::Create(new, owner));
+                    let mut journal = (
+                        &mut tracer,
+                        StoreJournal::grouped(store, &id, owner_again, 0, &program.program),
+                    );
+                    let mut report = plan_host::run_plan_recording(
+                        &host,
+                        &program.program,
+                        vars,
+                        limits,
+                        &mut journal,
+                        recorder.as_ref(),
+                    )
+                    .await;
+                    // NB: the run's line is printed only once its end is on record.
+                    let written = match journal.1.written() {
+                        Some(durable) => durable.await,
+                        None => Ok(()),
+                    };
+                    if let Err(message) = created.await.map_err(|e| e.message).and(written) {
+                        report.status = plan_host::RunStatus::Failed;
+                        report.error = Some(plan_host::ReportError {
+                            code: plan_vm::ErrorCode::RecordFailed,
+                            message,
+                            seq_no: None,
+                            line: None,
+                        });
+                    }
+                    report
+                })
+                .await
             });
         }
         let Some(((plan, line, run_id), report)) = tasks.next().await else {
