@@ -1,7 +1,8 @@
 //! `plan-value`: the value semantics shared by the compiler (constant folding) and the VM.
 //!
-//! Values are `serde_json::Value` (the workspace enables `preserve_order`, so object keys
-//! keep their insertion order). This crate says what the plan language does with them:
+//! Values are `serde_json::Value` at the boundaries (the workspace enables
+//! `preserve_order`, so object keys keep their insertion order) and [`Val`] inside the VM.
+//! This crate says what the plan language does with them:
 //!
 //! - [`num`]: `Num` (Int(i64) | Float(f64)), [`to_num`] (numbers and strings that parse as
 //!   numbers), [`num_to_value`], [`unary`]/[`binary`] with Python's numeric rules; `None`

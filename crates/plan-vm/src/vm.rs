@@ -842,24 +842,25 @@ impl<'p> Vm<'p> {
             .final_slot
             .and_then(|s| self.st.slots[s as usize].as_ref())
             .map_or(Value::Null, Val::to_value);
-        let n = self.st.slots.len();
-        let slots = std::mem::replace(&mut self.st.slots, vec![None; n]);
         let extra = std::mem::take(&mut self.st.extra);
-        let kept = match self.final_slot {
-            Some(s) => {
-                self.st.slots[s as usize] = slots[s as usize].clone();
-                self.slot_bytes[s as usize]
-            }
-            None => 0,
-        };
-        for (i, b) in self.slot_bytes.iter_mut().enumerate() {
-            if Some(i as Slot) != self.final_slot {
-                *b = 0;
-            }
-        }
-        self.st.bytes = kept;
+        let final_slot = self.final_slot.map_or(usize::MAX, |s| s as usize);
+        let kept = self.slot_bytes.get(final_slot).copied().unwrap_or(0);
         // JSON at the boundary: strings move, shared JSON is unwrapped.
-        let values = slots.into_iter().map(|v| v.map(Val::into_value)).collect();
+        let values = self
+            .st
+            .slots
+            .iter_mut()
+            .zip(&mut self.slot_bytes)
+            .enumerate()
+            .map(|(i, (v, b))| {
+                if i == final_slot {
+                    return v.as_ref().map(Val::to_value);
+                }
+                *b = 0;
+                v.take().map(Val::into_value)
+            })
+            .collect();
+        self.st.bytes = kept;
         Outcome {
             final_answer,
             vars: crate::Vars::new(self.prog.slot_names().clone(), values, extra),
