@@ -2,7 +2,7 @@
 //! once; as each completes, `resume` the VM with its result and `run()` again; stop on
 //! `Done`, `Failed`, or the overall deadline.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use futures::StreamExt;
+use futures::future::{self, Either};
 use futures::stream::FuturesUnordered;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -141,7 +142,7 @@ struct Completed {
     took: Duration,
 }
 
-/// Sends `req`, or answers it from `known` (a saved result: nothing is sent).
+/// Sends `req` and times its answer.
 async fn perform(host: &Host, req: Arc<ToolRequest>) -> Completed {
     let start = Instant::now();
     let result = host.call(&req).await;
@@ -519,11 +520,8 @@ async fn drive<M: Machine>(
         line: None,
     };
 
-    // Calls answered from saved results, not sent: completed as they are issued.
-    let mut ready: VecDeque<Completed> = VecDeque::new();
     let mut issue = |calls: &mut Calls<'_>,
                      inflight: &mut FuturesUnordered<_>,
-                     ready: &mut VecDeque<Completed>,
                      vm: &M,
                      reqs: Vec<ToolRequest>| {
         for request in reqs {
@@ -537,17 +535,19 @@ async fn drive<M: Machine>(
             });
             let request = Arc::new(request);
             calls.inflight.insert(request.id, request.clone());
-            match saved {
-                Some(v) => ready.push_back(Completed {
+            // NB: one queue for both, polled in issue order: a call sent next to saved
+            // answers starts on the same turn.
+            inflight.push(match saved {
+                Some(v) => Either::Left(future::ready(Completed {
                     req: request,
                     result: Ok(v),
                     took: Duration::ZERO,
-                }),
-                None => inflight.push(perform(host, request)),
-            }
+                })),
+                None => Either::Right(perform(host, request)),
+            });
         }
     };
-    issue(&mut calls, &mut inflight, &mut ready, vm, reissue);
+    issue(&mut calls, &mut inflight, vm, reissue);
 
     loop {
         // NB: checked on every turn, not only by the timer below: a timer fires only when
@@ -599,7 +599,7 @@ async fn drive<M: Machine>(
                 };
                 return fail(&mut calls, vm, steps_seen, err);
             }
-            Halt::Yield(reqs) => issue(&mut calls, &mut inflight, &mut ready, vm, reqs),
+            Halt::Yield(reqs) => issue(&mut calls, &mut inflight, vm, reqs),
         }
 
         if vm.paused() {
@@ -624,7 +624,6 @@ async fn drive<M: Machine>(
         }
         // NB: suspension point. Wait for the next call to finish (or the deadline).
         let next = match &mut deadline_timer {
-            _ if !ready.is_empty() => ready.pop_front(),
             Some(timer) => tokio::select! {
                 c = inflight.next() => c,
                 () = timer.as_mut() => {

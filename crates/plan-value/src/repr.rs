@@ -73,18 +73,11 @@ pub fn write_python_float(f: f64, out: &mut String) {
     let mut digits = [0u8; 32];
     let (n, decpt) = match direct_digits(f) {
         Some((m, k)) => {
-            let mut m = m;
-            let mut len = 0;
-            let mut tmp = [0u8; 20];
-            while m > 0 {
-                tmp[len] = b'0' + (m % 10) as u8;
-                m /= 10;
-                len += 1;
-            }
-            for i in 0..len {
-                digits[i] = tmp[len - 1 - i];
-            }
-            (len, len as i32 - k as i32)
+            // `m < 10^15`: fits an i64, and its digits fit `digits`.
+            let mut buf = [0u8; 20];
+            let text = crate::interp::itoa_i64(m as i64, &mut buf);
+            digits[..text.len()].copy_from_slice(text);
+            (text.len(), text.len() as i32 - k as i32)
         }
         None => ryu_digits(f, &mut digits),
     };

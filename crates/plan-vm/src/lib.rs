@@ -243,7 +243,7 @@ impl Args {
 
     /// `(name, value)` pairs in source order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Value)> {
-        self.0.iter().map(|(k, v)| (&**k, v))
+        self.into_iter()
     }
 
     pub fn keys(&self) -> impl ExactSizeIterator<Item = &str> {
@@ -311,13 +311,20 @@ impl From<Map<String, Value>> for Args {
 /// objects are).
 impl PartialEq for Args {
     fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
+        self.same_as(other.len(), |k| other.get(k))
     }
 }
 
 impl PartialEq<Map<String, Value>> for Args {
     fn eq(&self, other: &Map<String, Value>) -> bool {
-        self.len() == other.len() && self.iter().all(|(k, v)| other.get(k) == Some(v))
+        self.same_as(other.len(), |k| other.get(k))
+    }
+}
+
+impl Args {
+    /// Whether a map of `len` names reading `get` holds exactly these arguments.
+    fn same_as<'a>(&self, len: usize, get: impl Fn(&str) -> Option<&'a Value>) -> bool {
+        self.len() == len && self.iter().all(|(k, v)| get(k) == Some(v))
     }
 }
 

@@ -34,6 +34,16 @@ impl Vars {
         extra: Map<String, Value>,
     ) -> Self {
         debug_assert_eq!(names.len(), values.len());
+        // A preset has a name no slot has, except in a state edited by hand: then the
+        // slot's value is the variable's, as a map filled slots first would keep it.
+        let mut extra = extra;
+        if !extra.is_empty() && !names.is_empty() {
+            extra.retain(|k, _| {
+                names
+                    .slot_of(k)
+                    .is_none_or(|s| values.get(s as usize).is_none_or(Option::is_none))
+            });
+        }
         let len = values.iter().filter(|v| v.is_some()).count() + extra.len();
         Vars {
             names,
@@ -45,10 +55,10 @@ impl Vars {
 
     /// The value of variable `name`, if it was set.
     pub fn get(&self, name: &str) -> Option<&Value> {
-        match self.names.slot_of(name) {
-            Some(s) => self.values.get(s as usize)?.as_ref(),
-            None => self.extra.get(name),
-        }
+        self.names
+            .slot_of(name)
+            .and_then(|s| self.values.get(s as usize)?.as_ref())
+            .or_else(|| self.extra.get(name))
     }
 
     pub fn contains_key(&self, name: &str) -> bool {
@@ -117,5 +127,45 @@ impl Serialize for Vars {
 impl<'de> Deserialize<'de> for Vars {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Map::deserialize(d).map(Vars::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plan_bytecode::{Instr, Program, validate};
+    use serde_json::json;
+
+    #[test]
+    fn a_preset_named_like_a_slot_yields_to_the_slots_value() {
+        // Only a state edited by hand holds such a preset; the outcome must still name
+        // each variable once, as the map it replaces did.
+        let program = validate(Program {
+            slots: vec!["a".into(), "b".into()],
+            code: vec![Instr::Nop],
+            ..Program::default()
+        })
+        .unwrap();
+        let extra: Map<String, Value> =
+            serde_json::from_value(json!({"a": 9, "b": 2, "c": 3})).unwrap();
+        let vars = Vars::new(
+            program.slot_names().clone(),
+            vec![Some(json!(1)), None],
+            extra,
+        );
+        let pairs: Vec<(&str, &Value)> = vars.iter().collect();
+        assert_eq!(
+            pairs,
+            [("a", &json!(1)), ("b", &json!(2)), ("c", &json!(3))]
+        );
+        assert_eq!(vars.len(), 3);
+        assert_eq!(vars.get("a"), Some(&json!(1)));
+        assert_eq!(vars.get("b"), Some(&json!(2)));
+        assert_eq!(
+            serde_json::to_value(&vars).unwrap(),
+            json!({"a": 1, "b": 2, "c": 3})
+        );
+        assert_eq!(vars.clone().into_map().len(), 3);
+        assert_eq!(Vars::from(vars.clone().into_map()), vars);
     }
 }

@@ -718,13 +718,14 @@ impl<'p> Vm<'p> {
             1 => Ok(smallvec::smallvec![(outputs[0], output)]),
             _ => {
                 let extracted;
+                let json_object = match &output {
+                    Val::Json(j) => j.as_object(),
+                    _ => None,
+                };
                 let obj =
-                    match &output {
-                        Val::Json(j) if j.is_object() => match &**j {
-                            Value::Object(m) => m,
-                            _ => unreachable!("checked: an object"),
-                        },
-                        Val::Str(s) => match extract_first_object(s) {
+                    match (&output, json_object) {
+                        (_, Some(m)) => m,
+                        (Val::Str(s), None) => match extract_first_object(s) {
                             Some(m) => {
                                 extracted = m;
                                 &extracted
@@ -737,7 +738,7 @@ impl<'p> Vm<'p> {
                             )));
                             }
                         },
-                        other => {
+                        (other, None) => {
                             return Err(self.error_at(pc, ErrorCode::MissingOutput, format!(
                             "output of tool `{tool}` is not a JSON object (needed for keys {}): {}",
                             key_list(outputs.iter().map(|&s| prog.slots[s as usize].as_str())),
