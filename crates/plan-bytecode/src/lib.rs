@@ -71,19 +71,20 @@ pub struct ValidatedProgram {
     /// Each tool's name, shared: requests carry it without copying it.
     tool_names: Vec<std::sync::Arc<str>>,
     /// Each call's argument names, shared: requests carry them without copying them.
-    arg_names: Vec<Box<[std::sync::Arc<str>]>>,
-    /// The slots' names, shared with every finished run's variables.
-    slot_names: std::sync::Arc<SlotNames>,
+    /// Built by the first run that needs them (a program only checked never does).
+    arg_names: Cached<Vec<Box<[std::sync::Arc<str>]>>>,
+    /// The slots' names, shared with every finished run's variables; built on first use.
+    slot_names: Cached<std::sync::Arc<SlotNames>>,
     /// [`ValidatedProgram::fingerprint`], computed on first use.
-    fingerprint: Fingerprint,
+    fingerprint: Cached<u64>,
 }
 
-/// A lazily computed fingerprint; never part of a program's equality (two equal programs
-/// are equal whether or not either has computed it yet).
+/// Data derived from the program on first use; never part of a program's equality (two
+/// equal programs are equal whether or not either has computed it yet).
 #[derive(Clone, Debug, Default)]
-struct Fingerprint(std::sync::OnceLock<u64>);
+struct Cached<T>(std::sync::OnceLock<T>);
 
-impl PartialEq for Fingerprint {
+impl<T> PartialEq for Cached<T> {
     fn eq(&self, _: &Self) -> bool {
         true
     }
@@ -123,19 +124,33 @@ impl ValidatedProgram {
     /// index.
     #[inline]
     pub fn arg_names(&self, c: u32) -> &[std::sync::Arc<str>] {
-        self.arg_names.get(c as usize).map_or(&[], |n| n)
+        let names = self.arg_names.0.get_or_init(|| {
+            let p = &self.program;
+            p.calls
+                .iter()
+                .map(|c| {
+                    c.args
+                        .iter()
+                        .map(|&(name, _)| p.consts[name as usize].as_str().unwrap_or("").into())
+                        .collect()
+                })
+                .collect()
+        });
+        names.get(c as usize).map_or(&[], |n| n)
     }
 
     /// The names of the slots, shared (a run's [`SlotNames`] handle costs one reference
     /// count, not a copy per name).
     #[inline]
     pub fn slot_names(&self) -> &std::sync::Arc<SlotNames> {
-        &self.slot_names
+        self.slot_names
+            .0
+            .get_or_init(|| std::sync::Arc::new(SlotNames::new(self.program.slots.clone())))
     }
 
     /// Slot of a variable by name (indexed: fast however many slots the program has).
     pub fn slot_of(&self, name: &str) -> Option<Slot> {
-        self.slot_names.slot_of(name)
+        self.slot_names().slot_of(name)
     }
 
     /// A 64-bit fingerprint of the program's content (FNV-1a of its encoding without

@@ -602,24 +602,13 @@ pub(crate) fn validate(program: Program) -> Result<ValidatedProgram> {
         .iter()
         .map(|t| t.name.as_str().into())
         .collect();
-    let arg_names = program
-        .calls
-        .iter()
-        .map(|c| {
-            c.args
-                .iter()
-                .map(|&(name, _)| program.consts[name as usize].as_str().unwrap_or("").into())
-                .collect()
-        })
-        .collect();
-    let slot_names = std::sync::Arc::new(crate::SlotNames::new(program.slots.clone()));
     Ok(ValidatedProgram {
         program,
         template_lit_bytes,
         defuse,
         tool_names,
-        arg_names,
-        slot_names,
+        arg_names: Default::default(),
+        slot_names: Default::default(),
         fingerprint: Default::default(),
     })
 }

@@ -534,7 +534,8 @@ fn parse_container(s: &str) -> Option<Value> {
 }
 
 /// Appends a slot's value to a template's text unless the text would exceed `limit`.
-#[inline]
+// Inlined into the template loop, like `lookup` (a call per piece measured slower).
+#[inline(always)]
 fn append_val(out: &mut String, v: &Val, limit: usize) -> bool {
     match v {
         Val::Str(s) => push_within(out, s, limit),
