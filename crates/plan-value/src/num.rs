@@ -145,15 +145,11 @@ pub fn parse_num(s: &str) -> Option<Num> {
         .map(Num::Float)
 }
 
-/// Converts a number back to a JSON value.
+/// Converts a number back to a JSON value: the JSON of the VM's value for it (one rule
+/// for both: a non-finite float, which no `Num` of this crate is, becomes null).
 #[inline]
 pub fn num_to_value(n: Num) -> Value {
-    match n {
-        Num::Int(i) => Value::from(i),
-        // Finite by construction of every `Num` this crate returns; a non-finite float
-        // (only if a caller built one) becomes null, as serde_json does.
-        Num::Float(f) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
-    }
+    crate::Val::from(n).into_value()
 }
 
 #[inline]
