@@ -3,7 +3,8 @@
 //! Under `valgrind --tool=cachegrind` the count is the same whatever else the machine
 //! does, where criterion's times are not.
 //!
-//! `icount 30 N`: the 30-assign plan; `icount 14 N` (or anything else): the 14-step plan.
+//! `icount 30 N`: the 30-assign plan; `icount 14 N` (or anything else): the 14-step plan;
+//! `icount compile N`: compiling the 14-step plan (`planc check`'s work), N times.
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -15,6 +16,13 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let which = args.next().unwrap_or_default();
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1000);
+    if which == "compile" {
+        let instrs: usize = (0..n)
+            .map(|_| common::compile_ok(common::FOURTEEN_STEP, false).code.len())
+            .sum();
+        println!("{n} compiles, {instrs} instructions");
+        return;
+    }
     let src = if which == "30" {
         common::thirty_assigns()
     } else {

@@ -3,12 +3,12 @@
 //! branch, false branch), so every later pass works on one linear list where a step's
 //! index is its program counter.
 
-use plan_syntax::{InstrKind, Instruction, Name, Node, SeqRef, Span};
+use plan_syntax::{Condition, InstrKind, Instruction, Name, Node, SeqRef, Span};
 
 /// Where a jump goes: a `seq_no` as written, or a step index decided by flattening.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Target {
-    Seq(SeqRef),
+pub(crate) enum Target<'a> {
+    Seq(&'a SeqRef),
     Step(usize),
 }
 
@@ -21,28 +21,54 @@ pub(crate) enum StepKind<'a> {
         params: &'a [(Name, Node)],
         outputs: &'a [Name],
     },
-    Jump(Target),
+    Jump(Target<'a>),
     Branch {
         prompt: Option<&'a Node>,
         context: Option<&'a Node>,
-        if_true: Target,
-        if_false: Target,
+        if_true: Target<'a>,
+        if_false: Target<'a>,
     },
 }
 
 #[derive(Debug)]
 pub(crate) struct Step<'a> {
-    pub(crate) seq_no: Option<i64>,
-    pub(crate) seq_span: Span,
-    pub(crate) span: Span,
-    /// Instruction type as written (`"calling"`, ...).
-    pub(crate) ty: &'a str,
+    /// The instruction; for a synthetic step, the `condition` it was made for.
+    pub(crate) instr: &'a Instruction,
     pub(crate) kind: StepKind<'a>,
     /// Inserted by flattening (jump over a false branch, landing pad): no seq_no of its own.
     pub(crate) synthetic: bool,
     /// Nesting depth inside older-dialect branches.
     pub(crate) depth: u32,
-    pub(crate) instr: Option<&'a Instruction>,
+}
+
+// NB: what a step shares with its instruction is read from it, not copied: a step is a
+// third of the size it was with copies, which mattered on plans of 100k instructions.
+impl<'a> Step<'a> {
+    pub(crate) fn seq_no(&self) -> Option<i64> {
+        self.instr.seq_no
+    }
+
+    pub(crate) fn seq_span(&self) -> Span {
+        self.instr.seq_span
+    }
+
+    pub(crate) fn span(&self) -> Span {
+        self.instr.span
+    }
+
+    /// Instruction type as written (`"calling"`, ...).
+    pub(crate) fn ty(&self) -> &'a str {
+        match (self.synthetic, &self.instr.ty) {
+            (true, _) => "jmp",
+            (false, Some(n)) => &n.text,
+            (false, None) => "",
+        }
+    }
+
+    /// The instruction the step was written as (`None`: synthetic).
+    pub(crate) fn written(&self) -> Option<&'a Instruction> {
+        (!self.synthetic).then_some(self.instr)
+    }
 }
 
 /// Flattens `instrs`. The flag is false when an instruction is `Invalid` or lacks what
@@ -58,55 +84,45 @@ pub(crate) fn flatten(instrs: &[Instruction]) -> (Vec<Step<'_>>, bool) {
 
 fn flatten_into<'a>(instrs: &'a [Instruction], depth: u32, out: &mut Vec<Step<'a>>, ok: &mut bool) {
     for ins in instrs {
-        let ty = ins.ty.as_ref().map_or("", |n| n.text.as_str());
         let step = |kind| Step {
-            seq_no: ins.seq_no,
-            seq_span: ins.seq_span,
-            span: ins.span,
-            ty,
+            instr: ins,
             kind,
             synthetic: false,
             depth,
-            instr: Some(ins),
         };
         match &ins.kind {
-            InstrKind::Reasoning { .. } => out.push(step(StepKind::Nop)),
+            InstrKind::Reasoning(_) => out.push(step(StepKind::Nop)),
             InstrKind::Assign { vars } => out.push(step(StepKind::Assign(vars))),
-            InstrKind::Call {
-                tool,
-                params,
-                output_vars,
-                ..
-            } => out.push(step(StepKind::Call {
-                tool,
-                params,
-                outputs: output_vars,
+            InstrKind::Call(c) => out.push(step(StepKind::Call {
+                tool: &c.tool,
+                params: &c.params,
+                outputs: &c.output_vars,
             })),
-            InstrKind::Jmp {
-                condition_prompt,
-                context,
-                jump_if_true,
-                jump_if_false,
-                target_seq,
-            } => match (condition_prompt, jump_if_true, jump_if_false, target_seq) {
+            InstrKind::Jmp(j) => match (
+                &j.condition_prompt,
+                &j.jump_if_true,
+                &j.jump_if_false,
+                &j.target_seq,
+            ) {
                 (Some(p), Some(t), Some(f), _) => out.push(step(StepKind::Branch {
                     prompt: Some(p),
-                    context: context.as_ref(),
-                    if_true: Target::Seq(*t),
-                    if_false: Target::Seq(*f),
+                    context: j.context.as_ref(),
+                    if_true: Target::Seq(t),
+                    if_false: Target::Seq(f),
                 })),
-                (None, _, _, Some(t)) => out.push(step(StepKind::Jump(Target::Seq(*t)))),
+                (None, _, _, Some(t)) => out.push(step(StepKind::Jump(Target::Seq(t)))),
                 _ => {
                     *ok = false;
                     out.push(step(StepKind::Nop));
                 }
             },
-            InstrKind::Condition {
-                prompt,
-                context,
-                true_branch,
-                false_branch,
-            } => {
+            InstrKind::Condition(c) => {
+                let Condition {
+                    prompt,
+                    context,
+                    true_branch,
+                    false_branch,
+                } = &**c;
                 let at = out.len();
                 out.push(step(StepKind::Branch {
                     prompt: prompt.as_ref(),
@@ -118,14 +134,10 @@ fn flatten_into<'a>(instrs: &'a [Instruction], depth: u32, out: &mut Vec<Step<'a
                 let jump_at = out.len();
                 if !false_branch.is_empty() {
                     out.push(Step {
-                        seq_no: ins.seq_no,
-                        seq_span: ins.seq_span,
-                        span: ins.span,
-                        ty: "jmp",
+                        instr: ins,
                         kind: StepKind::Jump(Target::Step(0)), // patched below
                         synthetic: true,
                         depth: depth + 1,
-                        instr: None,
                     });
                 }
                 let false_at = out.len();

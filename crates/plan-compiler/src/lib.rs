@@ -121,13 +121,13 @@ fn compile_inner(
     // seq_no → step index, duplicates reported.
     let mut by_seq: HashMap<i64, usize> = HashMap::with_capacity(n);
     for (i, s) in steps.iter().enumerate().filter(|(_, s)| !s.synthetic) {
-        if let Some(seq) = s.seq_no {
+        if let Some(seq) = s.seq_no() {
             if let Some(&first) = by_seq.get(&seq) {
                 diagnostics.push(
                     Diagnostic::error(DUPLICATE_SEQ, format!("seq_no {seq} is used twice"))
-                        .with_span(s.seq_span)
+                        .with_span(s.seq_span())
                         .with_seq(Some(seq))
-                        .with_label(steps[first].seq_span, "first used here")
+                        .with_label(steps[first].seq_span(), "first used here")
                         .with_help("give every instruction a unique seq_no, numbered 0, 1, 2, ... in order"),
                 );
             } else {
@@ -158,18 +158,19 @@ fn compile_inner(
         .iter()
         .map(|s| match &s.kind {
             flatten::StepKind::Jump(t) => {
-                smallvec::smallvec![resolve_target(t, &mut diagnostics, s.seq_no)]
+                smallvec::smallvec![resolve_target(t, &mut diagnostics, s.seq_no())]
             }
             flatten::StepKind::Branch {
                 if_true, if_false, ..
             } => smallvec::smallvec![
-                resolve_target(if_true, &mut diagnostics, s.seq_no),
-                resolve_target(if_false, &mut diagnostics, s.seq_no)
+                resolve_target(if_true, &mut diagnostics, s.seq_no()),
+                resolve_target(if_false, &mut diagnostics, s.seq_no())
             ],
             _ => SmallVec::new(),
         })
         .collect();
 
+    drop(by_seq);
     let mut lw = lower::Lowerer::new(plan.dialect, &opts.manifest, n);
     let mut code = Vec::with_capacity(n + 1);
     for (s, t) in steps.iter().zip(&targets) {
@@ -177,6 +178,7 @@ fn compile_inner(
         // the end exactly as if execution had run past the last instruction.
         code.push(lw.step(s, t));
     }
+    let mut lw = lw.finish();
     let needs_pad = targets.iter().flatten().any(|&t| t == n);
     let max_code = plan_bytecode::limits::MAX_CODE;
     if n + usize::from(needs_pad) > max_code
@@ -189,8 +191,8 @@ fn compile_inner(
                     "the plan has {n} instructions; a compiled plan may have at most {max_code}"
                 ),
             )
-            .with_span(s.span)
-            .with_seq(s.seq_no)
+            .with_span(s.span())
+            .with_seq(s.seq_no())
             .with_help("split the plan"),
         );
     }
@@ -203,6 +205,9 @@ fn compile_inner(
         &mut lw.diags,
     );
     let cfg = verify::Cfg::new(&steps, &lw.io, &targets, final_slot, entry.step);
+    // NB: the tables only lowering needed are freed before the dataflow analysis, which
+    // is where checking a large plan peaks in memory.
+    drop(targets);
     if complete {
         verify::verify(
             &steps,
@@ -224,14 +229,14 @@ fn compile_inner(
     }
     diagnostics.append(&mut lw.diags);
     collapse_repeated_repairs(&mut diagnostics);
-    let explain_steps = want_explain.then(|| explain_steps(&steps, &lw, &cfg));
+    let explain_steps = want_explain.then(|| explain_steps(&steps, &lw, &cfg, &opts.manifest));
 
     let mut program = lw.program;
     program.code = code;
     let entry = |s: &flatten::Step<'_>| {
-        let (line, column) = line_index.line_col(s.span.start);
+        let (line, column) = line_index.line_col(s.span().start);
         DebugEntry {
-            seq_no: s.seq_no.unwrap_or(-1),
+            seq_no: s.seq_no().unwrap_or(-1),
             line,
             column,
         }
@@ -249,14 +254,11 @@ fn compile_inner(
         let reasoning = steps
             .iter()
             .enumerate()
-            .filter_map(|(pc, s)| match &s.instr?.kind {
-                plan_syntax::InstrKind::Reasoning {
-                    chain_of_thoughts,
-                    dependency_analysis,
-                } => Some((
+            .filter_map(|(pc, s)| match &s.written()?.kind {
+                plan_syntax::InstrKind::Reasoning(r) => Some((
                     pc as u32,
-                    chain_of_thoughts.clone().unwrap_or_default(),
-                    dependency_analysis.clone().unwrap_or_default(),
+                    r.chain_of_thoughts.clone().unwrap_or_default(),
+                    r.dependency_analysis.clone().unwrap_or_default(),
                 )),
                 _ => None,
             })
@@ -371,7 +373,7 @@ fn entry_of(
     };
     let step = steps
         .iter()
-        .position(|s| s.seq_no == Some(e.seq_no) && !s.synthetic);
+        .position(|s| s.seq_no() == Some(e.seq_no) && !s.synthetic);
     if step.is_none() {
         diags.push(
             Diagnostic::error(
@@ -400,8 +402,9 @@ fn entry_of(
 /// runs (reaching definitions, from the SSA names of `ssa.rs`).
 fn explain_steps(
     steps: &[flatten::Step<'_>],
-    lw: &lower::Lowerer<'_, '_>,
+    lw: &lower::Lowered,
     cfg: &verify::Cfg,
+    manifest: &Manifest,
 ) -> Vec<ExplainStep> {
     let n = steps.len();
     // NB: from SSA names, not a set of definitions per step: that was steps × writes bits
@@ -430,7 +433,7 @@ fn explain_steps(
             for k in 0..lw.io.reads(i).len() {
                 ssa.defs_seen(i, k, &mut seen, &mut defs);
             }
-            let mut depends_on: Vec<i64> = defs.iter().filter_map(|&d| steps[d].seq_no).collect();
+            let mut depends_on: Vec<i64> = defs.iter().filter_map(|&d| steps[d].seq_no()).collect();
             depends_on.sort_unstable();
             depends_on.dedup();
             let writes: Vec<String> = lw.io.writes(i).iter().map(name).collect();
@@ -446,11 +449,11 @@ fn explain_steps(
                             format!(" \"{short}\"")
                         }
                     });
-                    let defaults: Vec<String> = lw
-                        .defaulted(&tool.text, &lower::last_of_each_name(params))
-                        .iter()
-                        .map(|(name, v)| format!("{name} = {v}"))
-                        .collect();
+                    let defaults: Vec<String> =
+                        lower::defaulted(manifest, &tool.text, &lower::last_of_each_name(params))
+                            .iter()
+                            .map(|(name, v)| format!("{name} = {v}"))
+                            .collect();
                     let defaults = if defaults.is_empty() {
                         String::new()
                     } else {
@@ -467,7 +470,7 @@ fn explain_steps(
                     let to = cfg.succ[i]
                         .first()
                         .and_then(|&t| steps.get(t))
-                        .and_then(|t| t.seq_no);
+                        .and_then(|t| t.seq_no());
                     format!("jump to {}", to.map_or("end".to_owned(), |t| t.to_string()))
                 }
                 flatten::StepKind::Branch { .. } => {
@@ -476,7 +479,7 @@ fn explain_steps(
                         .map(|&t| {
                             steps
                                 .get(t)
-                                .and_then(|t| t.seq_no)
+                                .and_then(|t| t.seq_no())
                                 .map_or("end".to_owned(), |t| t.to_string())
                         })
                         .collect();
@@ -488,8 +491,8 @@ fn explain_steps(
                 }
             };
             ExplainStep {
-                seq_no: s.seq_no.unwrap_or(-1),
-                kind: s.ty.to_owned(),
+                seq_no: s.seq_no().unwrap_or(-1),
+                kind: s.ty().to_owned(),
                 title,
                 depends_on,
                 reads: reads.iter().map(name).collect(),

@@ -26,7 +26,10 @@ pub const MAX_INPUT_BYTES: u64 = 64 << 20;
 /// with it.
 pub fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
     let f = std::fs::File::open(path)?;
-    let mut buf = Vec::new();
+    // NB: sized from the file's length when it has one (a pipe has none): growing by
+    // doubling left up to half the buffer unused, and it lives as long as the plan.
+    let hint = f.metadata().map_or(0, |m| m.len().min(MAX_INPUT_BYTES + 1));
+    let mut buf = Vec::with_capacity(usize::try_from(hint).unwrap_or(0) + 1);
     f.take(MAX_INPUT_BYTES + 1).read_to_end(&mut buf)?;
     Ok(buf)
 }

@@ -2,11 +2,15 @@
 //! constant folding, tool-parameter checks. Records what each step reads and writes for
 //! the verifier's dataflow passes.
 //!
-//! Performance: lowering runs once per step over plans of up to thousands of steps, so the
-//! interning maps are keyed by text borrowed from the plan AST (`'p`), hashed with
-//! foldhash, and a string is copied only into the `Program` itself, once.
+//! Performance: lowering runs once per step over plans of up to thousands of steps, so
+//! names, strings and references are interned in tables of indices into the `Program`'s
+//! own tables (the key is where the index points), hashed with foldhash: a string is
+//! copied only into the `Program` itself, once, and an entry costs 4 bytes.
 
-use std::borrow::Cow;
+use std::hash::BuildHasher;
+
+use hashbrown::HashTable;
+use hashbrown::hash_table::Entry;
 
 // NB: foldhash, not SipHash: the keys are short names hashed once per use, where SipHash
 // dominated the profile; foldhash is seeded per process, so plans cannot be crafted to
@@ -73,14 +77,15 @@ pub(crate) struct Lowerer<'m, 'p> {
     pub(crate) io: Io,
     dialect: Dialect,
     manifest: &'m Manifest,
-    /// String constants by their text. Keys borrow from the plan (`Cow::Borrowed`) except
-    /// for text the lowering makes up (an object reference's `raw`, arithmetic references),
-    /// so interning a string that is already pooled allocates nothing.
-    str_consts: HashMap<Cow<'p, str>, ConstIdx>,
+    /// String constants (indices into `program.consts`, by the text they point to).
+    str_consts: HashTable<ConstIdx>,
     /// Every other constant by its compact JSON (see `const_key`).
     consts: HashMap<String, ConstIdx>,
-    slots: HashMap<Cow<'p, str>, Slot>,
-    refs: HashMap<(Slot, Vec<ConstIdx>, ConstIdx), u32>,
+    /// Slots, by the name in `program.slots` they point to.
+    slots: HashTable<Slot>,
+    /// References, by the `program.refs` entry they point to.
+    refs: HashTable<u32>,
+    hasher: foldhash::fast::RandomState,
     tools: HashMap<&'p str, u32>,
     /// Span of each reference lowered in the current step, in evaluation order: the side
     /// table that gives the instruction table's reads their place in the plan.
@@ -113,10 +118,41 @@ enum AnyRef<'p, 'e> {
     Owned(&'e VarRef),
 }
 
+/// What lowering leaves for the checks after it: the program and each step's reads and
+/// writes. The lowerer's interning maps are gone by then (on a large plan they were a
+/// tenth of the memory of `planc check` at its peak, in the dataflow analysis).
+pub(crate) struct Lowered {
+    pub(crate) program: Program,
+    pub(crate) diags: Vec<Diagnostic>,
+    pub(crate) io: Io,
+}
+
+/// The text of a string constant (every entry of `str_consts` points to one).
+fn text(c: &Value) -> &str {
+    c.as_str().unwrap_or_default()
+}
+
 impl<'m, 'p> Lowerer<'m, 'p> {
-    /// `steps`: how many steps will be lowered. The maps are sized for it up front: on large
-    /// plans rehashing while they grew was a visible part of lowering (about one variable
-    /// and two distinct strings per step is typical).
+    pub(crate) fn finish(mut self) -> Lowered {
+        // NB: the tables grew by doubling and live as long as the program.
+        let p = &mut self.program;
+        p.consts.shrink_to_fit();
+        p.slots.shrink_to_fit();
+        p.refs.shrink_to_fit();
+        p.templates.shrink_to_fit();
+        p.assigns.shrink_to_fit();
+        p.ariths.shrink_to_fit();
+        p.calls.shrink_to_fit();
+        Lowered {
+            program: self.program,
+            diags: self.diags,
+            io: self.io,
+        }
+    }
+
+    /// `steps`: how many steps will be lowered. The tables are sized for it up front: on
+    /// large plans rehashing while they grew was a visible part of lowering (about one
+    /// variable and two distinct strings per step is typical; an entry is 5 bytes).
     pub(crate) fn new(dialect: Dialect, manifest: &'m Manifest, steps: usize) -> Self {
         Lowerer {
             program: Program::default(),
@@ -128,10 +164,11 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             },
             dialect,
             manifest,
-            str_consts: HashMap::with_capacity(2 * steps),
+            str_consts: HashTable::with_capacity(2 * steps),
             consts: HashMap::new(),
-            slots: HashMap::with_capacity(steps),
-            refs: HashMap::with_capacity(steps),
+            slots: HashTable::with_capacity(steps),
+            refs: HashTable::with_capacity(steps),
+            hasher: foldhash::fast::RandomState::default(),
             tools: HashMap::new(),
             read_spans: Vec::new(),
             pieces: Vec::new(),
@@ -181,7 +218,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
     /// their `const_key`s (quoted JSON) are equal, and no other value's key starts with `"`.
     pub(crate) fn konst(&mut self, v: Value) -> ConstIdx {
         let v = match v {
-            Value::String(s) => return self.konst_text(&s, || Cow::Owned(s.clone())),
+            Value::String(s) => return self.konst_str(&s),
             v => v,
         };
         let key = const_key(&v);
@@ -194,39 +231,40 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         i
     }
 
-    /// A string constant written in the plan.
-    fn konst_str(&mut self, s: &'p str) -> ConstIdx {
-        self.konst_text(s, || Cow::Borrowed(s))
-    }
-
-    /// A string constant made during lowering (its key is copied only if it is new).
-    fn konst_tmp(&mut self, s: &str) -> ConstIdx {
-        self.konst_text(s, || Cow::Owned(s.to_owned()))
-    }
-
-    fn konst_text(&mut self, s: &str, key: impl FnOnce() -> Cow<'p, str>) -> ConstIdx {
-        if let Some(&i) = self.str_consts.get(s) {
-            return i;
+    /// A string constant.
+    fn konst_str(&mut self, s: &str) -> ConstIdx {
+        let consts = &mut self.program.consts;
+        let hasher = &self.hasher;
+        match self.str_consts.entry(
+            hasher.hash_one(s),
+            |&i| text(&consts[i as usize]) == s,
+            |&i| hasher.hash_one(text(&consts[i as usize])),
+        ) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let i = consts.len() as ConstIdx;
+                consts.push(Value::String(s.to_owned()));
+                *e.insert(i).get()
+            }
         }
-        let i = self.program.consts.len() as ConstIdx;
-        self.program.consts.push(Value::String(s.to_owned()));
-        self.str_consts.insert(key(), i);
-        i
     }
 
-    /// The slot of a variable named in the plan.
-    pub(crate) fn slot(&mut self, name: &'p str) -> Slot {
-        self.slot_text(name, || Cow::Borrowed(name))
-    }
-
-    fn slot_text(&mut self, name: &str, key: impl FnOnce() -> Cow<'p, str>) -> Slot {
-        if let Some(&s) = self.slots.get(name) {
-            return s;
+    /// The slot of a variable.
+    pub(crate) fn slot(&mut self, name: &str) -> Slot {
+        let slots = &mut self.program.slots;
+        let hasher = &self.hasher;
+        match self.slots.entry(
+            hasher.hash_one(name),
+            |&s| slots[s as usize] == name,
+            |&s| hasher.hash_one(slots[s as usize].as_str()),
+        ) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let s = slots.len() as Slot;
+                slots.push(name.to_owned());
+                *e.insert(s).get()
+            }
         }
-        let s = self.program.slots.len() as Slot;
-        self.program.slots.push(name.to_owned());
-        self.slots.insert(key(), s);
-        s
     }
 
     fn var_ref(&mut self, r: AnyRef<'p, '_>, span: Span) -> u32 {
@@ -240,24 +278,30 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 (slot, path, self.konst_str(r.raw))
             }
             AnyRef::Owned(r) => {
-                let slot = self.slot_text(&r.name, || Cow::Owned(r.name.clone()));
+                let slot = self.slot(&r.name);
                 self.read_spans.push(span);
-                let path: Vec<ConstIdx> = r.path.iter().map(|k| self.konst_tmp(k)).collect();
-                (slot, path, self.konst_tmp(&r.raw))
+                let path: Vec<ConstIdx> = r.path.iter().map(|k| self.konst_str(k)).collect();
+                (slot, path, self.konst_str(&r.raw))
             }
         };
-        let key = (slot, path, raw);
-        if let Some(&i) = self.refs.get(&key) {
-            return i;
+        let refs = &mut self.program.refs;
+        let hasher = &self.hasher;
+        let key = |r: &RefDef| hasher.hash_one((r.slot, r.path.as_slice(), r.raw));
+        match self.refs.entry(
+            hasher.hash_one((slot, path.as_slice(), raw)),
+            |&i| {
+                let r = &refs[i as usize];
+                (r.slot, r.path.as_slice(), r.raw) == (slot, path.as_slice(), raw)
+            },
+            |&i| key(&refs[i as usize]),
+        ) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let i = refs.len() as u32;
+                refs.push(RefDef { slot, path, raw });
+                *e.insert(i).get()
+            }
         }
-        let i = self.program.refs.len() as u32;
-        self.program.refs.push(RefDef {
-            slot,
-            path: key.1.clone(),
-            raw,
-        });
-        self.refs.insert(key, i);
-        i
     }
 
     fn template(&mut self, pieces: &[PieceStr<'p>], span: Span) -> u32 {
@@ -477,7 +521,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
     pub(crate) fn step(&mut self, step: &Step<'p>, targets: &[usize]) -> Instr {
         let target = |k: usize| targets.get(k).copied().unwrap_or(0) as u32;
         self.read_spans.clear();
-        let seq = step.seq_no;
+        let seq = step.seq_no();
         self.seq = seq;
         // For an assign of several variables: where each value's reads end.
         let mut value_ends: SmallVec<[usize; 4]> = SmallVec::new();
@@ -495,7 +539,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                     targets.push((slot, op));
                     value_ends.push(self.read_spans.len());
                 }
-                self.check_list(targets.len(), "this assign", step.span);
+                self.check_list(targets.len(), "this assign", step.span());
                 if targets.len() == 1 {
                     let (dst, src) = targets[0];
                     Instr::Set { dst, src }
@@ -542,8 +586,8 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                         .with_help("add \"output_vars\": [\"name\"] to keep the result"),
                     );
                 }
-                self.check_list(args.len(), "this call's tool_params", step.span);
-                self.check_list(outs.len(), "this call's output_vars", step.span);
+                self.check_list(args.len(), "this call's tool_params", step.span());
+                self.check_list(outs.len(), "this call's output_vars", step.span());
                 let tool = self.tool_index(&tool.text);
                 self.program.calls.push(CallDef {
                     tool,
@@ -573,8 +617,8 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 }
             }
         };
-        self.check_tables(step.span);
-        self.record_io(&instr, step.span);
+        self.check_tables(step.span());
+        self.record_io(&instr, step.span());
         if value_ends.len() > 1 {
             self.check_sibling_refs(&value_ends, seq);
         }
@@ -737,8 +781,8 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             let k = self.konst_str(&name.text);
             args.push((k, op));
         }
-        for (name, value) in self.defaulted(&tool.text, &params) {
-            let k = self.konst_tmp(name);
+        for (name, value) in defaulted(self.manifest, &tool.text, &params) {
+            let k = self.konst_str(name);
             let v = self.konst(value.clone());
             args.push((k, Operand::Const(v)));
         }
@@ -765,28 +809,26 @@ impl<'m, 'p> Lowerer<'m, 'p> {
     }
 }
 
-impl<'m> Lowerer<'m, '_> {
-    /// The declared defaults a call of `tool` with `params` receives: every param with a
-    /// `default` that the call omits or gives as `null`, in declaration order. They are
-    /// compiled into the call's arguments, so every backend receives them.
-    pub(crate) fn defaulted<'a>(
-        &self,
-        tool: &str,
-        params: &[&'a (Name, Node)],
-    ) -> SmallVec<[(&'m str, &'m Value); 2]> {
-        let Some(spec) = self.manifest.get(tool) else {
-            return SmallVec::new();
-        };
-        spec.params
-            .iter()
-            .filter_map(|p| Some((p.name.as_str(), p.default.as_ref()?)))
-            .filter(|(name, _)| {
-                !params
-                    .iter()
-                    .any(|(n, v)| n.text == *name && !matches!(v.kind, NodeKind::Null))
-            })
-            .collect()
-    }
+/// The declared defaults a call of `tool` with `params` receives: every param with a
+/// `default` that the call omits or gives as `null`, in declaration order. They are
+/// compiled into the call's arguments, so every backend receives them.
+pub(crate) fn defaulted<'m>(
+    manifest: &'m Manifest,
+    tool: &str,
+    params: &[&(Name, Node)],
+) -> SmallVec<[(&'m str, &'m Value); 2]> {
+    let Some(spec) = manifest.get(tool) else {
+        return SmallVec::new();
+    };
+    spec.params
+        .iter()
+        .filter_map(|p| Some((p.name.as_str(), p.default.as_ref()?)))
+        .filter(|(name, _)| {
+            !params
+                .iter()
+                .any(|(n, v)| n.text == *name && !matches!(v.kind, NodeKind::Null))
+        })
+        .collect()
 }
 
 /// A key written twice in one object keeps its last value, as JSON parsers do (the reader

@@ -42,13 +42,48 @@ pub(crate) struct Ssa {
     /// `Io::reads`); reads of unreachable steps see `Unset`.
     names: Vec<Name>,
     /// Where each step's reads start in `names`.
-    starts: Vec<usize>,
+    starts: Vec<u32>,
     phis: Vec<Phi>,
     /// Per φ: whether "unset" flows into it.
     phi_unset: Vec<bool>,
 }
 
-const NONE: usize = usize::MAX;
+/// No step (indices are `u32`: a plan has far fewer steps than its 16 MiB of source).
+const NONE: u32 = u32::MAX;
+
+/// Lists per node in two flat arrays: `list[start[i]..start[i + 1]]` belong to node `i`.
+/// NB: the analysis keeps several per-node and per-variable lists alive at once; one
+/// vector each (24 bytes and an allocation even when empty) was most of its memory on a
+/// plan with 100k steps and as many variables.
+struct Lists {
+    start: Vec<u32>,
+    list: Vec<u32>,
+}
+
+impl Lists {
+    /// The lists of `nodes` nodes from `(node, item)` pairs given twice by `pairs` (once
+    /// to count, once to fill), items in the order given.
+    fn build<I: Iterator<Item = (u32, u32)>>(nodes: usize, pairs: impl Fn() -> I) -> Lists {
+        let mut start = vec![0u32; nodes + 1];
+        for (node, _) in pairs() {
+            start[node as usize + 1] += 1;
+        }
+        for i in 0..nodes {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut list = vec![0u32; start[nodes] as usize];
+        for (node, item) in pairs() {
+            list[fill[node as usize] as usize] = item;
+            fill[node as usize] += 1;
+        }
+        Lists { start, list }
+    }
+
+    fn of(&self, node: usize) -> &[u32] {
+        &self.list[self.start[node] as usize..self.start[node + 1] as usize]
+    }
+}
 
 impl Ssa {
     /// `n` steps (the end of the plan, `n`, is not a node: nothing is read there).
@@ -62,26 +97,29 @@ impl Ssa {
     ) -> Ssa {
         // Reverse post-order of the reachable steps.
         let root = (entry.step < n).then_some(entry.step);
-        let post = post_order(&cfg.succ, root.into_iter(), |w| w < n);
-        let rpo: Vec<usize> = post.iter().rev().copied().collect();
+        let rpo: Vec<u32> = post_order(&cfg.succ, root.into_iter(), |w| w < n)
+            .iter()
+            .rev()
+            .map(|&v| v as u32)
+            .collect();
         let mut order = vec![NONE; n];
         for (k, &v) in rpo.iter().enumerate() {
-            order[v] = k;
+            order[v as usize] = k as u32;
         }
         let reachable = |v: usize| v < n && order[v] != NONE;
 
         // Immediate dominators.
         let mut idom = vec![NONE; n];
         if let Some(&root) = rpo.first() {
-            idom[root] = root;
+            idom[root as usize] = root;
         }
-        let intersect = |idom: &[usize], mut a: usize, mut b: usize| {
+        let intersect = |idom: &[u32], mut a: u32, mut b: u32| {
             while a != b {
-                while order[a] > order[b] {
-                    a = idom[a];
+                while order[a as usize] > order[b as usize] {
+                    a = idom[a as usize];
                 }
-                while order[b] > order[a] {
-                    b = idom[b];
+                while order[b as usize] > order[a as usize] {
+                    b = idom[b as usize];
                 }
             }
             a
@@ -91,18 +129,19 @@ impl Ssa {
             changed = false;
             for &b in rpo.iter().skip(1) {
                 let mut new = NONE;
-                for &p in preds.of(b) {
+                for &p in preds.of(b as usize) {
                     if !reachable(p) || idom[p] == NONE {
                         continue;
                     }
+                    let p = p as u32;
                     new = if new == NONE {
                         p
                     } else {
                         intersect(&idom, p, new)
                     };
                 }
-                if new != NONE && idom[b] != new {
-                    idom[b] = new;
+                if new != NONE && idom[b as usize] != new {
+                    idom[b as usize] = new;
                     changed = true;
                 }
             }
@@ -113,13 +152,14 @@ impl Ssa {
         // entry node dominating it: the first step is a join as soon as a jump goes back
         // to it, and the walk up from its predecessors goes up to and including itself.
         let root = rpo.first().copied();
-        let mut frontier: Vec<SmallVec<[usize; 2]>> = vec![SmallVec::new(); n];
+        let mut frontier: Vec<SmallVec<[u32; 2]>> = vec![SmallVec::new(); n];
         for &b in &rpo {
-            let ps: SmallVec<[usize; 4]> = preds
-                .of(b)
+            let ps: SmallVec<[u32; 4]> = preds
+                .of(b as usize)
                 .iter()
                 .copied()
                 .filter(|&p| reachable(p))
+                .map(|p| p as u32)
                 .collect();
             let is_root = Some(b) == root;
             if ps.len() + usize::from(is_root) < 2 {
@@ -128,151 +168,159 @@ impl Ssa {
             for p in ps {
                 let mut runner = p;
                 loop {
-                    if !is_root && runner == idom[b] {
+                    if !is_root && runner == idom[b as usize] {
                         break;
                     }
-                    if frontier[runner].last() != Some(&b) {
-                        frontier[runner].push(b);
+                    let f = &mut frontier[runner as usize];
+                    if f.last() != Some(&b) {
+                        f.push(b);
                     }
                     if is_root && runner == b {
                         break;
                     }
-                    runner = idom[runner];
+                    runner = idom[runner as usize];
                 }
             }
         }
 
         // φ placement: for each variable, at the iterated frontier of its writers.
-        let mut writers: Vec<Vec<usize>> = vec![Vec::new(); nslots];
-        for &b in &rpo {
-            for &w in io.writes(b) {
-                if writers[w as usize].last() != Some(&b) {
-                    writers[w as usize].push(b);
-                }
-            }
-        }
+        let writers = Lists::build(nslots, || {
+            rpo.iter()
+                .flat_map(|&b| io.writes(b as usize).iter().map(move |&s| (s, b)))
+        });
         let mut phis: Vec<Phi> = Vec::new();
         // Per step: (variable, φ) placed there.
         let mut phis_at: Vec<SmallVec<[(Slot, u32); 1]>> = vec![SmallVec::new(); n];
-        // Which step last got a φ / was queued for the variable in hand (stamped with it,
-        // so nothing is cleared between variables).
-        let mut has_phi = vec![NONE; n];
-        let mut queued = vec![NONE; n];
-        let mut work = Vec::new();
-        for (slot, defs) in writers.iter().enumerate() {
-            for &d in defs {
-                queued[d] = slot;
-                work.push(d);
-            }
-            while let Some(d) = work.pop() {
-                for &b in &frontier[d] {
-                    if has_phi[b] == slot {
-                        continue;
+        {
+            // Which step last got a φ / was queued for the variable in hand (stamped with
+            // it, so nothing is cleared between variables).
+            let mut has_phi = vec![NONE; n];
+            let mut queued = vec![NONE; n];
+            let mut work: Vec<u32> = Vec::new();
+            for slot in 0..nslots {
+                let stamp = slot as u32;
+                for &d in writers.of(slot) {
+                    // NB: a step that writes the variable twice is queued once.
+                    if queued[d as usize] != stamp {
+                        queued[d as usize] = stamp;
+                        work.push(d);
                     }
-                    has_phi[b] = slot;
-                    phis_at[b].push((slot as Slot, phis.len() as u32));
-                    phis.push(Phi {
-                        operands: SmallVec::new(),
-                    });
-                    if queued[b] != slot {
-                        queued[b] = slot;
-                        work.push(b);
+                }
+                while let Some(d) = work.pop() {
+                    for &b in &frontier[d as usize] {
+                        let b = b as usize;
+                        if has_phi[b] == stamp {
+                            continue;
+                        }
+                        has_phi[b] = stamp;
+                        phis_at[b].push((stamp, phis.len() as u32));
+                        phis.push(Phi {
+                            operands: SmallVec::new(),
+                        });
+                        if queued[b] != stamp {
+                            queued[b] = stamp;
+                            work.push(b as u32);
+                        }
                     }
                 }
             }
         }
+        drop(frontier);
+        drop(writers);
 
-        // Names: one walk of the dominator tree with a stack of names per variable.
-        let mut children: Vec<SmallVec<[usize; 2]>> = vec![SmallVec::new(); n];
-        for &b in rpo.iter().skip(1) {
-            if idom[b] != NONE {
-                children[idom[b]].push(b);
-            }
-        }
+        // Names: one walk of the dominator tree, with the name on top of each variable's
+        // stack and a log to undo the pushes when a node's subtree is left.
+        let children = Lists::build(n, || {
+            rpo.iter()
+                .skip(1)
+                .filter(|&&b| idom[b as usize] != NONE)
+                .map(|&b| (idom[b as usize], b))
+        });
+        drop(idom);
+        drop(order);
         let mut starts = Vec::with_capacity(n + 1);
-        let mut total = 0;
+        let mut total = 0u32;
         for i in 0..n {
             starts.push(total);
-            total += io.reads(i).len();
+            total += io.reads(i).len() as u32;
         }
         starts.push(total);
-        let mut names = vec![Name::Unset; total];
+        let mut names = vec![Name::Unset; total as usize];
         // The entry edge into the first step brings "unset" to its φs (a preset variable:
         // its preset value).
         let preset = |s: Slot| entry.preset.binary_search(&s).is_ok();
         if let Some(r) = root {
-            for &(s, phi) in &phis_at[r] {
+            for &(s, phi) in &phis_at[r as usize] {
                 let name = if preset(s) { Name::Preset } else { Name::Unset };
                 phis[phi as usize].operands.push(name);
             }
         }
-        let mut current: Vec<Vec<Name>> = vec![Vec::new(); nslots];
+        // NB: a preset variable's name is at the bottom of its stack, never undone: what
+        // every read sees unless a write or a φ is on top.
+        let mut top = vec![Name::Unset; nslots];
         for &s in &entry.preset {
-            // NB: at the bottom of its stack, never popped: what every read sees unless a
-            // write or a φ is on top.
-            current[s as usize].push(Name::Preset);
+            top[s as usize] = Name::Preset;
         }
-        let top = |current: &[Vec<Name>], s: Slot| {
-            current[s as usize].last().copied().unwrap_or(Name::Unset)
+        // (variable, the name it had before), undone in reverse when a subtree is left.
+        let mut log: Vec<(Slot, Name)> = Vec::new();
+        let push = |top: &mut [Name], log: &mut Vec<(Slot, Name)>, s: Slot, name: Name| {
+            log.push((s, std::mem::replace(&mut top[s as usize], name)));
         };
-        // Variables whose stacks were pushed, undone when a node's subtree is left.
-        let mut log: Vec<Slot> = Vec::new();
         // (node, log length when entered, entered yet)
-        let mut walk: Vec<(usize, usize, bool)> =
+        let mut walk: Vec<(u32, usize, bool)> =
             rpo.first().map(|&r| (r, 0, false)).into_iter().collect();
         while let Some(frame) = walk.last_mut() {
             let (b, mark, entered) = *frame;
+            let b = b as usize;
             if entered {
                 walk.pop();
-                while log.len() > mark {
-                    if let Some(s) = log.pop() {
-                        current[s as usize].pop();
-                    }
+                for (s, before) in log.drain(mark..).rev() {
+                    top[s as usize] = before;
                 }
                 continue;
             }
             frame.2 = true;
             frame.1 = log.len();
             for &(s, phi) in &phis_at[b] {
-                current[s as usize].push(Name::Phi(phi));
-                log.push(s);
+                push(&mut top, &mut log, s, Name::Phi(phi));
             }
             for (k, &(s, _)) in io.reads(b).iter().enumerate() {
-                names[starts[b] + k] = top(&current, s);
+                names[starts[b] as usize + k] = top[s as usize];
             }
             for &w in io.writes(b) {
-                current[w as usize].push(Name::Def(b as u32));
-                log.push(w);
+                push(&mut top, &mut log, w, Name::Def(b as u32));
             }
             for &succ in cfg.succ[b].iter().filter(|&&s| s < n) {
                 for &(s, phi) in &phis_at[succ] {
-                    let name = top(&current, s);
-                    phis[phi as usize].operands.push(name);
+                    phis[phi as usize].operands.push(top[s as usize]);
                 }
             }
-            for &c in &children[b] {
+            for &c in children.of(b) {
                 walk.push((c, 0, false));
             }
         }
+        drop(children);
+        drop(phis_at);
 
         // Which φs "unset" flows into.
-        let mut users: Vec<SmallVec<[u32; 2]>> = vec![SmallVec::new(); phis.len()];
         let mut phi_unset = vec![false; phis.len()];
+        let users = Lists::build(phis.len(), || {
+            phis.iter().enumerate().flat_map(|(i, p)| {
+                p.operands.iter().filter_map(move |op| match *op {
+                    Name::Phi(q) => Some((q, i as u32)),
+                    _ => None,
+                })
+            })
+        });
         let mut work: Vec<u32> = Vec::new();
         for (i, p) in phis.iter().enumerate() {
-            for op in &p.operands {
-                match *op {
-                    Name::Phi(q) => users[q as usize].push(i as u32),
-                    Name::Unset if !phi_unset[i] => {
-                        phi_unset[i] = true;
-                        work.push(i as u32);
-                    }
-                    _ => {}
-                }
+            if p.operands.contains(&Name::Unset) {
+                phi_unset[i] = true;
+                work.push(i as u32);
             }
         }
         while let Some(q) = work.pop() {
-            for &u in &users[q as usize] {
+            for &u in users.of(q as usize) {
                 if !phi_unset[u as usize] {
                     phi_unset[u as usize] = true;
                     work.push(u);
@@ -289,7 +337,7 @@ impl Ssa {
 
     /// The name the `k`-th read of step `i` sees.
     pub(crate) fn name(&self, i: usize, k: usize) -> Name {
-        self.names[self.starts[i] + k]
+        self.names[self.starts[i] as usize + k]
     }
 
     /// Whether the `k`-th read of step `i` may find its variable unset.

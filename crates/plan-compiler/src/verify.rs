@@ -226,7 +226,7 @@ pub(crate) fn no_final_answer(plan_span: Span) -> Diagnostic {
 }
 
 fn seq_label(step: &Step<'_>) -> String {
-    step.seq_no
+    step.seq_no()
         .map_or_else(|| "?".to_owned(), |s| s.to_string())
 }
 
@@ -256,14 +256,14 @@ pub(crate) fn verify(
     if !entry.branch && !matches!(steps[0].kind, StepKind::Nop) {
         diags.push(
             Diagnostic::warning(codes::FIRST_NOT_REASONING, "the first instruction is not `reasoning`")
-                .with_span(steps[0].span)
-                .with_seq(steps[0].seq_no)
+                .with_span(steps[0].span())
+                .with_seq(steps[0].seq_no())
                 .with_help("start the plan with {\"seq_no\": 0, \"type\": \"reasoning\", \"parameters\": {\"chain_of_thoughts\": ..., \"dependency_analysis\": ...}}"),
         );
     }
     for (expected, s) in steps.iter().filter(|s| !s.synthetic).enumerate() {
         let expected = expected as i64;
-        if let Some(seq) = s.seq_no
+        if let Some(seq) = s.seq_no()
             && seq != expected
         {
             diags.push(
@@ -271,7 +271,7 @@ pub(crate) fn verify(
                     codes::SEQ_ORDER,
                     format!("seq_no {seq} where {expected} was expected"),
                 )
-                .with_span(s.seq_span)
+                .with_span(s.seq_span())
                 .with_seq(Some(seq))
                 .with_help("number instructions 0, 1, 2, ... in the order they are written"),
             );
@@ -304,8 +304,8 @@ pub(crate) fn verify(
             )
         };
         let span = Span {
-            start: steps[start].span.start,
-            end: steps[end].span.end,
+            start: steps[start].span().start,
+            end: steps[end].span().end,
         };
         let d = if after_final {
             Diagnostic::warning(
@@ -322,7 +322,7 @@ pub(crate) fn verify(
             Diagnostic::warning(codes::UNREACHABLE, format!("{range} can never run"))
                 .with_help("no path from the first instruction reaches here: fix the jump targets or remove these instructions")
         };
-        diags.push(d.with_span(span).with_seq(steps[start].seq_no));
+        diags.push(d.with_span(span).with_seq(steps[start].seq_no()));
     }
 
     // --- termination ------------------------------------------------------------------------
@@ -338,13 +338,13 @@ pub(crate) fn verify(
                     codes::NO_FINAL_ANSWER,
                     format!("only unreachable instructions set final_answer (seq {seqs})"),
                 )
-                .with_span(steps[first].span)
-                .with_seq(steps[first].seq_no)
+                .with_span(steps[first].span())
+                .with_seq(steps[first].seq_no())
                 .with_help(format!(
                     "make one of them reachable (fix the jump targets before it); {help}"
                 ));
                 for &i in rest.iter().take(LISTED) {
-                    d = d.with_label(steps[i].span, "also sets final_answer, also unreachable");
+                    d = d.with_label(steps[i].span(), "also sets final_answer, also unreachable");
                 }
                 d
             }
@@ -358,8 +358,8 @@ pub(crate) fn verify(
             .unwrap_or(n - 1);
         diags.push(
             Diagnostic::warning(codes::FALLS_OFF_END, "a path reaches the end of the plan without setting final_answer")
-                .with_span(steps[last].span)
-                .with_seq(steps[last].seq_no)
+                .with_span(steps[last].span())
+                .with_seq(steps[last].seq_no())
                 .with_help("such a run fails: make sure every path ends with an instruction that sets final_answer"),
         );
     }
@@ -400,11 +400,11 @@ pub(crate) fn verify(
                 seq_list(steps, &shown)
             ),
         )
-        .with_span(steps[closing].span)
-        .with_seq(steps[closing].seq_no)
+        .with_span(steps[closing].span())
+        .with_seq(steps[closing].seq_no())
         .with_help("add a conditional jmp (condition_prompt with jump_if_true/jump_if_false) that exits the loop, or set final_answer inside it");
         if head != closing {
-            d = d.with_label(steps[head].span, "the loop starts here");
+            d = d.with_label(steps[head].span(), "the loop starts here");
         }
         diags.push(d);
     }
@@ -520,14 +520,14 @@ impl ReadCheck {
                         Diagnostic::warning(codes::NEVER_ASSIGNED, format!("`{name}` is never assigned"))
                             .with_help(format!("assign `{name}` in an earlier instruction (or pass it with `planvm run --var {name}=...`); until then the reference stays as literal text"))
                     };
-                    diags.push(d.with_span(span).with_seq(steps[i].seq_no));
+                    diags.push(d.with_span(span).with_seq(steps[i].seq_no()));
                 }
             } else if may_be_unset(k, s) && !self.warned_here.contains(&slot) {
                 self.warned_here.push(slot);
                 diags.push(
                     Diagnostic::warning(codes::MAYBE_UNSET, format!("`{name}` may be unset here"))
                         .with_span(span)
-                        .with_seq(steps[i].seq_no)
+                        .with_seq(steps[i].seq_no())
                         .with_help(format!("on some path to this instruction no earlier instruction assigns `{name}`; the reference would stay as literal text")),
                 );
             }

@@ -10,7 +10,12 @@
 //! was a large share of compile time. Each value is taken at most once, after every check
 //! that reads it; what is left behind is `null`.
 
-use crate::ast::{CallForm, Dialect, InstrKind, Instruction, Name, Plan, SeqRef};
+use std::borrow::Cow;
+
+use crate::ast::{
+    Call, CallForm, Condition, Dialect, InstrKind, Instruction, Jmp, Name, Plan, Reasoning, SeqRef,
+    TypeName,
+};
 use crate::codes;
 use crate::diag::{Diagnostic, Parsed};
 use crate::json::{Member, Node, NodeKind};
@@ -52,7 +57,13 @@ pub(crate) fn parse_plan(mut root: Node) -> Parsed<Option<Plan>> {
     };
     let array_span = array.span;
     let instructions = match &mut array.kind {
-        NodeKind::Array(items) => items.iter_mut().map(|n| b.instruction(n, 0)).collect(),
+        // NB: each instruction's node is dropped as soon as it is read, so its memory
+        // goes to the instructions built after it instead of the tree and the AST being
+        // whole side by side (on a large plan the tree is several times the source).
+        NodeKind::Array(items) => std::mem::take(items)
+            .into_iter()
+            .map(|mut n| b.instruction(&mut n, 0))
+            .collect(),
         _ => Vec::new(),
     };
     let dialect = if b.older.is_some() {
@@ -427,8 +438,14 @@ impl Builder {
                 );
                 None
             }
-            Some(v) => match take_string(v) {
-                Some(text) => Some(Name { text, span: v.span }),
+            Some(v) => match v.as_str() {
+                Some(t) => Some(TypeName {
+                    text: match ALL_TYPES.iter().find(|k| **k == t) {
+                        Some(&known) => Cow::Borrowed(known),
+                        None => Cow::Owned(t.to_owned()),
+                    },
+                    span: v.span,
+                }),
                 None => {
                     self.error(
                         codes::BAD_TYPE,
@@ -502,23 +519,23 @@ impl Builder {
 
     fn kind(
         &mut self,
-        ty: &Name,
+        ty: &TypeName,
         params: &mut [Member],
         params_span: Span,
         seq: Option<i64>,
         depth: usize,
     ) -> InstrKind {
-        match ty.text.as_str() {
+        match &*ty.text {
             "reasoning" => {
                 let chain_of_thoughts = match get(params, "chain_of_thoughts") {
                     Some(_) => get_mut(params, "chain_of_thoughts"),
                     None => get_mut(params, "chain of thoughts"),
                 };
                 let chain_of_thoughts = chain_of_thoughts.map(text_of);
-                InstrKind::Reasoning {
+                InstrKind::Reasoning(Box::new(Reasoning {
                     chain_of_thoughts,
                     dependency_analysis: get_mut(params, "dependency_analysis").map(text_of),
-                }
+                }))
             }
             "assign" => self.assign(params, params_span),
             "jmp" => {
@@ -716,13 +733,13 @@ impl Builder {
                 help,
             );
         }
-        InstrKind::Jmp {
+        InstrKind::Jmp(Box::new(Jmp {
             condition_prompt,
             context,
             jump_if_true,
             jump_if_false,
             target_seq,
-        }
+        }))
     }
 
     fn calling(
@@ -782,18 +799,18 @@ impl Builder {
         };
         let output_vars = self.outputs(params, seq, "output_vars");
         match tool {
-            Some(tool) => InstrKind::Call {
+            Some(tool) => InstrKind::Call(Box::new(Call {
                 tool,
                 params: call_params,
                 output_vars,
                 form,
-            },
+            })),
             None => InstrKind::Invalid,
         }
     }
 
     /// Older tool-typed instruction: the type names the tool, `output_var` the result.
-    fn tool_typed(&mut self, ty: &Name, params: &mut [Member], seq: Option<i64>) -> InstrKind {
+    fn tool_typed(&mut self, ty: &TypeName, params: &mut [Member], seq: Option<i64>) -> InstrKind {
         let mut idx = dedup(params);
         idx.retain(|i| {
             params
@@ -802,12 +819,15 @@ impl Builder {
         });
         let call_params = take_members(params, &idx);
         let output_vars = self.outputs(params, seq, "output_var");
-        InstrKind::Call {
-            tool: ty.clone(),
+        InstrKind::Call(Box::new(Call {
+            tool: Name {
+                text: ty.text.to_string(),
+                span: ty.span,
+            },
             params: call_params,
             output_vars,
             form: CallForm::ToolTyped,
-        }
+        }))
     }
 
     /// Output variable names from `output_vars` / `output_var`, as a string or an array of
@@ -893,12 +913,12 @@ impl Builder {
         let context = take_some(params, "context");
         let true_branch = self.branch(params, "true_branch", seq, depth);
         let false_branch = self.branch(params, "false_branch", seq, depth);
-        InstrKind::Condition {
+        InstrKind::Condition(Box::new(Condition {
             prompt,
             context,
             true_branch,
             false_branch,
-        }
+        }))
     }
 
     fn branch(

@@ -17,15 +17,15 @@ fn api_walkthrough() {
     assert!(!parsed.has_errors());
     let plan = parsed.value.as_ref().expect("a plan");
     assert_eq!(plan.dialect, Dialect::Current);
-    let InstrKind::Call {
+    let InstrKind::Call(call) = &plan.instructions[0].kind else {
+        panic!("not a call: {:?}", plan.instructions[0].kind)
+    };
+    let plan_syntax::Call {
         tool,
         params,
         output_vars,
         form,
-    } = &plan.instructions[0].kind
-    else {
-        panic!("not a call: {:?}", plan.instructions[0].kind)
-    };
+    } = &**call;
     assert_eq!(
         (tool.text.as_str(), *form),
         ("vector_search", CallForm::Calling)

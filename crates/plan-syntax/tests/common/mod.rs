@@ -116,13 +116,14 @@ pub(crate) fn render_plan(plan: &Plan) -> String {
 fn render_instr(out: &mut String, i: &Instruction, indent: usize) {
     let pad = "  ".repeat(indent);
     let seq = i.seq_no.map_or("?".to_owned(), |s| s.to_string());
-    let ty = i.ty.as_ref().map_or("?", |t| t.text.as_str());
+    let ty = i.ty.as_ref().map_or("?", |t| &*t.text);
     let _ = write!(out, "{pad}#{seq} {ty}: ");
     match &i.kind {
-        InstrKind::Reasoning {
-            chain_of_thoughts,
-            dependency_analysis,
-        } => {
+        InstrKind::Reasoning(r) => {
+            let plan_syntax::Reasoning {
+                chain_of_thoughts,
+                dependency_analysis,
+            } = &**r;
             let _ = writeln!(
                 out,
                 "cot={} deps={}",
@@ -137,13 +138,14 @@ fn render_instr(out: &mut String, i: &Instruction, indent: usize) {
                 .collect();
             let _ = writeln!(out, "assign {}", parts.join("; "));
         }
-        InstrKind::Jmp {
-            condition_prompt,
-            context,
-            jump_if_true,
-            jump_if_false,
-            target_seq,
-        } => {
+        InstrKind::Jmp(j) => {
+            let plan_syntax::Jmp {
+                condition_prompt,
+                context,
+                jump_if_true,
+                jump_if_false,
+                target_seq,
+            } = &**j;
             let t = |r: &Option<plan_syntax::SeqRef>| {
                 r.map_or("-".to_owned(), |r| r.seq_no.to_string())
             };
@@ -167,12 +169,13 @@ fn render_instr(out: &mut String, i: &Instruction, indent: usize) {
                 }
             }
         }
-        InstrKind::Call {
-            tool,
-            params,
-            output_vars,
-            form,
-        } => {
+        InstrKind::Call(c) => {
+            let plan_syntax::Call {
+                tool,
+                params,
+                output_vars,
+                form,
+            } = &**c;
             let ps: Vec<String> = params
                 .iter()
                 .map(|(n, v)| format!("{}={}", n.text, short(v)))
@@ -186,12 +189,13 @@ fn render_instr(out: &mut String, i: &Instruction, indent: usize) {
                 outs
             );
         }
-        InstrKind::Condition {
-            prompt,
-            context,
-            true_branch,
-            false_branch,
-        } => {
+        InstrKind::Condition(c) => {
+            let plan_syntax::Condition {
+                prompt,
+                context,
+                true_branch,
+                false_branch,
+            } = &**c;
             let p = prompt.as_ref().map(short).unwrap_or_else(|| "-".to_owned());
             let ctx = context
                 .as_ref()
