@@ -13,6 +13,25 @@ pub fn run(data: &[u8]) {
     // `planc` rejects non-UTF-8 with E0000 before the reader; lossy conversion keeps the
     // fuzzer's byte mutations useful instead of wasting them on that one check.
     let src = String::from_utf8_lossy(data);
+    // `parse` builds each instruction while it reads: the same plan and diagnostics as
+    // building from the whole tree.
+    let streamed = plan_syntax::parse(&src);
+    let read = plan_syntax::read(&src);
+    let mut diags = read.diagnostics;
+    let whole = read.value.map(|root| plan_syntax::parse_plan(&root));
+    if let Some(p) = &whole {
+        diags.extend(p.diagnostics.iter().cloned());
+    }
+    assert_eq!(
+        format!("{:?}", streamed.diagnostics),
+        format!("{diags:?}"),
+        "`parse` and `read` + `parse_plan` report differently"
+    );
+    assert_eq!(
+        format!("{:?}", streamed.value),
+        format!("{:?}", whole.and_then(|p| p.value)),
+        "`parse` and `read` + `parse_plan` build different plans"
+    );
     let c = compile(&src, &CompileOptions::default());
     let has_error = c.diagnostics.iter().any(|d| d.is_error());
     assert_eq!(

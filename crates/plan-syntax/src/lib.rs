@@ -57,20 +57,21 @@ pub fn read(src: &str) -> Parsed<Option<Node>> {
 /// Builds the plan AST from a reader node.
 pub fn parse_plan(root: &Node) -> Parsed<Option<Plan>> {
     // NB: the builder moves values out of the tree it is given (see `plan.rs`); from a
-    // borrowed tree it works on a copy. `parse` hands over the reader's tree instead.
-    plan::parse_plan(root.clone())
+    // borrowed tree it works on a copy. `parse` builds the plan as it reads instead.
+    plan::parse_plan(root.clone(), plan::Streamed::default())
 }
 
-/// `read` then `parse_plan`, diagnostics concatenated.
+/// `read` then `parse_plan`, diagnostics concatenated; each instruction is built as soon
+/// as it is read.
 pub fn parse(src: &str) -> Parsed<Option<Plan>> {
-    let mut r = read(src);
+    let (mut r, streamed) = reader::read_with::<plan::Streamed>(src);
     let Some(node) = r.value.take() else {
         return Parsed {
             value: None,
             diagnostics: r.diagnostics,
         };
     };
-    let p = plan::parse_plan(node);
+    let p = plan::parse_plan(node, streamed);
     r.diagnostics.extend(p.diagnostics);
     Parsed {
         value: p.value,

@@ -20,6 +20,7 @@ use crate::codes;
 use crate::diag::{Diagnostic, Parsed};
 use crate::json::{Member, Node, NodeKind};
 use crate::limits;
+use crate::reader::Elements;
 use crate::span::Span;
 use smallvec::SmallVec;
 
@@ -43,12 +44,28 @@ const ALL_TYPES: &[&str] = &[
     "condition",
 ];
 
-pub(crate) fn parse_plan(mut root: Node) -> Parsed<Option<Plan>> {
-    let mut b = Builder {
-        diags: Vec::new(),
-        older: None,
-        current: None,
-    };
+/// The instructions of a top-level array, each built as soon as the reader has read it
+/// (see `reader::Elements`), and the builder that built them.
+#[derive(Default)]
+pub(crate) struct Streamed {
+    b: Builder,
+    instructions: Vec<Instruction>,
+}
+
+impl Elements for Streamed {
+    fn element(&mut self, mut node: Node) -> Option<Node> {
+        self.instructions.push(self.b.instruction(&mut node, 0));
+        None
+    }
+}
+
+/// The plan of the reader's `root`, whose top-level array's elements, if any, were given
+/// to `streamed` as they were read.
+pub(crate) fn parse_plan(mut root: Node, streamed: Streamed) -> Parsed<Option<Plan>> {
+    let Streamed {
+        mut b,
+        mut instructions,
+    } = streamed;
     let Some(array) = b.instruction_array(&mut root) else {
         return Parsed {
             value: None,
@@ -56,16 +73,16 @@ pub(crate) fn parse_plan(mut root: Node) -> Parsed<Option<Plan>> {
         };
     };
     let array_span = array.span;
-    let instructions = match &mut array.kind {
-        // NB: each instruction's node is dropped as soon as it is read, so its memory
-        // goes to the instructions built after it instead of the tree and the AST being
-        // whole side by side (on a large plan the tree is several times the source).
-        NodeKind::Array(items) => std::mem::take(items)
-            .into_iter()
-            .map(|mut n| b.instruction(&mut n, 0))
-            .collect(),
-        _ => Vec::new(),
-    };
+    // NB: what is left in the tree: a plan wrapped in an object (its array is not the
+    // top-level one), or a tree the reader built whole (`crate::parse_plan`). Each
+    // instruction's node is dropped as soon as it is built.
+    if let NodeKind::Array(items) = &mut array.kind {
+        instructions.extend(
+            std::mem::take(items)
+                .into_iter()
+                .map(|mut n| b.instruction(&mut n, 0)),
+        );
+    }
     let dialect = if b.older.is_some() {
         Dialect::Older
     } else {
@@ -95,6 +112,7 @@ pub(crate) fn parse_plan(mut root: Node) -> Parsed<Option<Plan>> {
     }
 }
 
+#[derive(Default)]
 struct Builder {
     diags: Vec<Diagnostic>,
     /// First older-dialect form seen (span, description).

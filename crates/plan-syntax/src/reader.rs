@@ -19,8 +19,30 @@ use crate::json::{Member, Node, NodeKind, common_key};
 use crate::limits;
 use crate::span::Span;
 
+/// Takes the elements of a top-level array as they are read, instead of the tree keeping
+/// them: the plan builder makes each instruction as soon as its node is complete, so the
+/// tree of a large plan is never whole beside its AST (the tree is several times the
+/// size of the source).
+pub(crate) trait Elements {
+    /// An element of the top-level array, complete; `Some` gives it back to the tree.
+    fn element(&mut self, node: Node) -> Option<Node>;
+}
+
+/// Keeps every element in the tree.
+impl Elements for () {
+    fn element(&mut self, node: Node) -> Option<Node> {
+        Some(node)
+    }
+}
+
 /// Reads `src` leniently. See the crate docs for the accepted forms.
 pub(crate) fn read(src: &str) -> Parsed<Option<Node>> {
+    read_with::<()>(src).0
+}
+
+/// [`read`], the top-level array's elements handed to an `E` as they are read; the `E` of
+/// the reading that was kept is returned with it.
+pub(crate) fn read_with<E: Elements + Default>(src: &str) -> (Parsed<Option<Node>>, E) {
     if src.len() > limits::MAX_SOURCE_BYTES {
         let d = Diagnostic::error(
             codes::TOO_LARGE,
@@ -32,10 +54,11 @@ pub(crate) fn read(src: &str) -> Parsed<Option<Node>> {
         )
         .with_span(Span::new(0, 0))
         .with_help("a plan is a few kilobytes of JSON: send only the instruction array");
-        return Parsed {
+        let parsed = Parsed {
             value: None,
             diagnostics: vec![d],
         };
+        return (parsed, E::default());
     }
     let mut diags = Vec::new();
     let b = src.as_bytes();
@@ -48,69 +71,83 @@ pub(crate) fn read(src: &str) -> Parsed<Option<Node>> {
     if first < hi
         && matches!(b[first], b'"' | b'\'' | b'-' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z')
     {
-        let att = attempt(src, first, hi);
+        let att = attempt::<E>(src, first, hi);
         if att.clean() && skip_plain_ws(b, att.end, hi) >= hi {
-            return Parsed {
+            let parsed = Parsed {
                 value: att.node,
                 diagnostics: att.diags,
             };
+            return (parsed, att.elements);
         }
     }
     if !starts_json_document(b, first, hi) {
         strip_wrappers(src, &mut lo, &mut hi, &mut diags);
     }
     let first = skip_plain_ws(b, lo, hi);
-    let value = if starts_json_document(b, first, hi) {
+    let (value, elements) = if starts_json_document(b, first, hi) {
         direct(src, first, hi, &mut diags)
     } else {
         prose(src, lo, hi, &mut diags)
     };
-    Parsed {
+    let parsed = Parsed {
         value,
         diagnostics: diags,
-    }
+    };
+    (parsed, elements)
 }
 
 /// The input starts with the JSON itself (possibly after a comment): parse it, and treat
 /// anything after the value as ignored prose. No fallback to other candidates here: a
 /// broken plan must be reported as broken, not replaced by some inner object that parses.
-fn direct(src: &str, start: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option<Node> {
-    let att = attempt(src, start, hi);
+fn direct<E: Elements + Default>(
+    src: &str,
+    start: usize,
+    hi: usize,
+    diags: &mut Vec<Diagnostic>,
+) -> (Option<Node>, E) {
+    let att = attempt::<E>(src, start, hi);
     if att.node.is_none() && !att.committed() {
         // `[Note] here is the plan: ```json ...```` starts with a bracket but is prose. Only a
         // fenced block that parses cleanly may replace the direct reading: anything looser
         // could swap a broken plan for some inner value that happens to parse.
-        if let Found::Clean(node, found) = fences(src, start, hi, &mut 0) {
+        if let Found::Clean(att, found) = fences::<E>(src, start, hi, &mut 0) {
             diags.extend(found);
-            return node;
+            return (att.node, att.elements);
         }
     }
     diags.extend(att.diags);
-    let node = att.node?;
+    let Some(node) = att.node else {
+        return (None, E::default());
+    };
     let after = skip_plain_ws(src.as_bytes(), att.end, hi);
     if after < hi && !att.fatal {
         diags.push(prose_after(src, after, hi));
     }
-    Some(node)
+    (Some(node), att.elements)
 }
 
 /// The input does not start with `[`/`{`: look for a fenced block, then for the first
 /// bracket that starts a value that parses.
-fn prose(src: &str, lo: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option<Node> {
+fn prose<E: Elements + Default>(
+    src: &str,
+    lo: usize,
+    hi: usize,
+    diags: &mut Vec<Diagnostic>,
+) -> (Option<Node>, E) {
     let b = src.as_bytes();
     let first = skip_plain_ws(b, lo, hi);
     if first >= hi {
         diags.push(no_json(Span::new(first, first)));
-        return None;
+        return (None, E::default());
     }
 
     let mut tries = 0usize;
-    let mut committed: Option<Attempt> = None;
+    let mut committed: Option<Attempt<E>> = None;
 
-    match fences(src, lo, hi, &mut tries) {
-        Found::Clean(node, found) => {
+    match fences::<E>(src, lo, hi, &mut tries) {
+        Found::Clean(att, found) => {
             diags.extend(found);
-            return node;
+            return (att.node, att.elements);
         }
         Found::Committed(att) => committed = Some(att),
         Found::Nothing => {}
@@ -123,7 +160,7 @@ fn prose(src: &str, lo: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option
             break;
         };
         tries += 1;
-        let att = attempt(src, q, hi);
+        let att = attempt::<E>(src, q, hi);
         if att.clean() {
             let before = skip_plain_ws(b, lo, q);
             diags.push(
@@ -139,7 +176,7 @@ fn prose(src: &str, lo: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option
             if after < hi {
                 diags.push(prose_after(src, after, hi));
             }
-            return att.node;
+            return (att.node, att.elements);
         }
         if att.committed() {
             committed = Some(att);
@@ -151,31 +188,31 @@ fn prose(src: &str, lo: usize, hi: usize, diags: &mut Vec<Diagnostic>) -> Option
     match committed {
         Some(att) => {
             diags.extend(att.diags);
-            att.node
+            (att.node, att.elements)
         }
         None => {
             diags.push(no_json(Span::new(
                 first,
                 trim_end(b, first, line_end(b, first, hi)),
             )));
-            None
+            (None, E::default())
         }
     }
 }
 
 /// What the search of Markdown fences found.
-enum Found {
+enum Found<E> {
     /// A fenced value that parses without error, with its diagnostics (fence warning first).
-    Clean(Option<Node>, Vec<Diagnostic>),
+    Clean(Attempt<E>, Vec<Diagnostic>),
     /// A fenced value that clearly is the JSON but has errors.
-    Committed(Attempt),
+    Committed(Attempt<E>),
     Nothing,
 }
 
 /// The first fenced block in `lo..hi` whose content parses. The value is parsed from the
 /// fence's content with no end bound at the closing fence, so a string that itself contains
 /// ``` does not cut the plan short.
-fn fences(src: &str, lo: usize, hi: usize, tries: &mut usize) -> Found {
+fn fences<E: Elements + Default>(src: &str, lo: usize, hi: usize, tries: &mut usize) -> Found<E> {
     let b = src.as_bytes();
     let mut search = lo;
     while *tries < limits::MAX_CANDIDATES {
@@ -187,7 +224,7 @@ fn fences(src: &str, lo: usize, hi: usize, tries: &mut usize) -> Found {
         let mut resume = content;
         if start < hi && matches!(b[start], b'[' | b'{' | b'/') {
             *tries += 1;
-            let att = attempt(src, start, hi);
+            let mut att = attempt::<E>(src, start, hi);
             resume = resume.max(att.end);
             if att.clean() {
                 let opener = Span::new(open, trim_end(b, open, content));
@@ -211,8 +248,8 @@ fn fences(src: &str, lo: usize, hi: usize, tries: &mut usize) -> Found {
                         .with_span(opener)
                         .with_help("reply with only the JSON array of instructions: no ``` fence, no commentary"),
                 ];
-                found.extend(att.diags);
-                return Found::Clean(att.node, found);
+                found.append(&mut att.diags);
+                return Found::Clean(att, found);
             }
             if att.committed() {
                 return Found::Committed(att);
@@ -321,8 +358,10 @@ fn strip_wrappers(src: &str, lo: &mut usize, hi: &mut usize, diags: &mut Vec<Dia
 }
 
 /// One parse of a value starting at a given offset.
-struct Attempt {
+struct Attempt<E> {
     node: Option<Node>,
+    /// The top-level array's elements, if it had any.
+    elements: E,
     diags: Vec<Diagnostic>,
     /// Offset just after the value (or where parsing stopped).
     end: usize,
@@ -332,7 +371,7 @@ struct Attempt {
     fatal: bool,
 }
 
-impl Attempt {
+impl<E> Attempt<E> {
     fn clean(&self) -> bool {
         self.node.is_some() && !self.diags.iter().any(Diagnostic::is_error)
     }
@@ -349,7 +388,8 @@ impl Attempt {
     }
 }
 
-fn attempt(src: &str, start: usize, hi: usize) -> Attempt {
+fn attempt<E: Elements + Default>(src: &str, start: usize, hi: usize) -> Attempt<E> {
+    let mut elements = E::default();
     let mut r = Reader {
         text: src,
         b: src.as_bytes(),
@@ -361,6 +401,7 @@ fn attempt(src: &str, start: usize, hi: usize) -> Attempt {
         diags: Vec::new(),
         items: Vec::new(),
         members: Vec::new(),
+        elements: &mut elements,
     };
     r.skip_ws();
     let mut node = Node {
@@ -372,11 +413,13 @@ fn attempt(src: &str, start: usize, hi: usize) -> Attempt {
     if !fatal {
         r.skip_ws();
     }
+    let (diags, end, progress) = (r.diags, r.pos, r.progress);
     Attempt {
         node,
-        diags: r.diags,
-        end: r.pos,
-        progress: r.progress,
+        elements,
+        diags,
+        end,
+        progress,
         fatal,
     }
 }
@@ -419,7 +462,7 @@ const OBJECT: Container = Container {
     resumes: |c| c == b'"' || c == b'\'',
 };
 
-struct Reader<'a> {
+struct Reader<'a, 'e> {
     text: &'a str,
     b: &'a [u8],
     pos: usize,
@@ -436,6 +479,8 @@ struct Reader<'a> {
     /// 1), a third of the tree's memory on a large plan.
     items: Vec<Node>,
     members: Vec<Member>,
+    /// Takes the top-level array's elements.
+    elements: &'e mut dyn Elements,
 }
 
 /// Bytes that may start a value: used to recover from a missing `,` or `:`.
@@ -443,7 +488,7 @@ fn starts_value(c: u8) -> bool {
     matches!(c, b'"' | b'\'' | b'{' | b'[' | b'-' | b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z')
 }
 
-impl Reader<'_> {
+impl Reader<'_, '_> {
     fn peek(&self) -> Option<u8> {
         if self.pos < self.end {
             Some(self.b[self.pos])
@@ -639,7 +684,12 @@ impl Reader<'_> {
                     kind: NodeKind::Null,
                 };
                 self.value(&mut item)?;
-                self.items.push(item);
+                // NB: `depth` is back to this array's: 1 for a top-level one.
+                if self.depth > 1 {
+                    self.items.push(item);
+                } else if let Some(item) = self.elements.element(item) {
+                    self.items.push(item);
+                }
                 self.progress += 1;
                 self.skip_ws();
                 if self.separator(&ARRAY, opened)? {

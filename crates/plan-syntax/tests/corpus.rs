@@ -46,6 +46,17 @@ fn run_dir(kind: &str, validity: &str) {
             (Some(node), _) => {
                 let plan = plan_syntax::parse_plan(node);
                 diags.extend(plan.diagnostics);
+                // `parse` builds each instruction while it reads: the same plan and
+                // diagnostics as building from the whole tree.
+                let streamed = plan_syntax::parse(&src);
+                assert_eq!(
+                    (
+                        format!("{:?}", streamed.value),
+                        format!("{:?}", streamed.diagnostics)
+                    ),
+                    (format!("{:?}", plan.value), format!("{diags:?}")),
+                    "{name}: `parse` differs from `read` + `parse_plan`"
+                );
                 match &plan.value {
                     Some(p) => {
                         body.push_str("--- plan\n");
