@@ -251,3 +251,37 @@ fn the_journal_folds_back_into_calls_steps_and_counts() {
     assert_eq!(info.steps, 1);
     assert_eq!(plan_store::known_answers(&calls).len(), 1);
 }
+
+/// The WAL is copied back into the database file by the store's checkpoint thread while
+/// the store stays open (no commit waits for it), and dropping the store leaves no WAL.
+#[test]
+fn the_wal_is_checkpointed_in_the_background_and_gone_when_the_store_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let mut store = SqliteStore::open(&db, Durability::Normal).unwrap();
+    let me = Owner::this_process();
+    store.create_run(&new_run("r").borrow(), &me).unwrap();
+    // NB: a copy of the database file alone (no WAL) has the run only once the WAL was
+    // copied back; SQLite's own checkpoint would not run before 8,192 pages.
+    let copy = dir.path().join("copy.db");
+    let in_file = |copy: &std::path::Path| {
+        std::fs::copy(&db, copy).unwrap();
+        rusqlite::Connection::open(copy)
+            .and_then(|c| c.query_row("SELECT count(*) FROM runs", [], |r| r.get::<_, i64>(0)))
+            .unwrap_or(0)
+    };
+    let t0 = std::time::Instant::now();
+    while in_file(&copy) == 0 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "the run never reached the database file"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let _ = std::fs::remove_file(&copy);
+    }
+    drop(store);
+    let wal = dir.path().join("s.db-wal");
+    assert!(!wal.exists(), "a WAL is left after the store was dropped");
+    let store = SqliteStore::open_existing(&db, Durability::Normal).unwrap();
+    assert_eq!(store.run("r").unwrap().status, RunStatus::Running);
+}
