@@ -6,8 +6,9 @@
 //! read is linked to the one *name* it sees: a definition (the step that wrote the
 //! variable), "unset" (no write on some path from the start), or a merge (φ) where paths
 //! with different definitions join. φs are placed at the iterated dominance frontiers of
-//! each variable's writers (Cytron et al.), and names are handed out by one walk of the
-//! dominator tree. Both questions the compiler asks follow from the names:
+//! each variable's writers (Cytron et al.), only for the variables some basic block reads
+//! before it writes them (semi-pruned, Briggs et al.), and names are handed out by one
+//! walk of the dominator tree. Both questions the compiler asks follow from the names:
 //! - may the variable be unset at this read (the W0202 check, for plans with loops)?
 //! - which steps' writes can this read see (`planc explain`'s dependencies)?
 //!
@@ -83,6 +84,60 @@ impl Lists {
     fn of(&self, node: usize) -> &[u32] {
         &self.list[self.start[node] as usize..self.start[node + 1] as usize]
     }
+}
+
+/// Which variables some basic block of the reachable steps reads before it writes them
+/// (in a step, reads come before writes). A block is a chain of steps, each the only
+/// successor of the one before and entered only from it; the first step is a block's
+/// start (the start of the run enters it).
+fn global_variables(
+    cfg: &Cfg,
+    preds: &Preds,
+    io: &Io,
+    rpo: &[u32],
+    root: Option<u32>,
+    nslots: usize,
+    reachable: &impl Fn(usize) -> bool,
+) -> Vec<bool> {
+    let only_succ = |b: usize| match cfg.succ[b].as_slice() {
+        &[s] if reachable(s) => Some(s),
+        _ => None,
+    };
+    let starts_block = |b: usize| {
+        if Some(b as u32) == root {
+            return true;
+        }
+        let mut ps = preds.of(b).iter().filter(|&&p| reachable(p));
+        match (ps.next(), ps.next()) {
+            (Some(&p), None) => only_succ(p) != Some(b),
+            _ => true,
+        }
+    };
+    let mut global = vec![false; nslots];
+    // The block that last wrote each variable (by its first step).
+    let mut written = vec![NONE; nslots];
+    for &b in rpo {
+        let b = b as usize;
+        if !starts_block(b) {
+            continue;
+        }
+        let mut step = b;
+        loop {
+            for &(s, _) in io.reads(step) {
+                if written[s as usize] != b as u32 {
+                    global[s as usize] = true;
+                }
+            }
+            for &w in io.writes(step) {
+                written[w as usize] = b as u32;
+            }
+            match only_succ(step) {
+                Some(next) if !starts_block(next) => step = next,
+                _ => break,
+            }
+        }
+    }
+    global
 }
 
 impl Ssa {
@@ -183,11 +238,22 @@ impl Ssa {
             }
         }
 
-        // φ placement: for each variable, at the iterated frontier of its writers.
+        // φ placement: for each variable, at the iterated frontier of its writers; only
+        // for the variables some basic block reads before it writes them (semi-pruned
+        // SSA, Briggs et al.). A variable that every block writes before reading it is
+        // seen at each read by a write of the same block, so no φ of it could reach a
+        // read: a 100k-step chain that jumps back once placed a φ per variable at the head
+        // of its loop.
+        let global = global_variables(cfg, preds, io, &rpo, root, nslots, &reachable);
         let writers = Lists::build(nslots, || {
-            rpo.iter()
-                .flat_map(|&b| io.writes(b as usize).iter().map(move |&s| (s, b)))
+            rpo.iter().flat_map(|&b| {
+                io.writes(b as usize)
+                    .iter()
+                    .filter(|&&s| global[s as usize])
+                    .map(move |&s| (s, b))
+            })
         });
+        drop(global);
         let mut phis: Vec<Phi> = Vec::new();
         // Per step: (variable, φ) placed there.
         let mut phis_at: Vec<SmallVec<[(Slot, u32); 1]>> = vec![SmallVec::new(); n];
@@ -267,20 +333,20 @@ impl Ssa {
             log.push((s, std::mem::replace(&mut top[s as usize], name)));
         };
         // (node, log length when entered, entered yet)
-        let mut walk: Vec<(u32, usize, bool)> =
+        let mut walk: Vec<(u32, u32, bool)> =
             rpo.first().map(|&r| (r, 0, false)).into_iter().collect();
         while let Some(frame) = walk.last_mut() {
             let (b, mark, entered) = *frame;
             let b = b as usize;
             if entered {
                 walk.pop();
-                for (s, before) in log.drain(mark..).rev() {
+                for (s, before) in log.drain(mark as usize..).rev() {
                     top[s as usize] = before;
                 }
                 continue;
             }
             frame.2 = true;
-            frame.1 = log.len();
+            frame.1 = log.len() as u32;
             for &(s, phi) in &phis_at[b] {
                 push(&mut top, &mut log, s, Name::Phi(phi));
             }
