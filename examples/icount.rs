@@ -4,7 +4,8 @@
 //! does, where criterion's times are not.
 //!
 //! `icount 30 N`: the 30-assign plan; `icount 14 N` (or anything else): the 14-step plan;
-//! `icount compile N`: compiling the 14-step plan (`planc check`'s work), N times.
+//! `icount compile N`: compiling the 14-step plan (`planc check`'s work), N times;
+//! `icount compile-small N`: the same for the small plan of `compile/planc/small`.
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -16,9 +17,18 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let which = args.next().unwrap_or_default();
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(1000);
-    if which == "compile" {
+    if let Some(src) = match which.as_str() {
+        "compile" => Some(common::FOURTEEN_STEP),
+        "compile-small" => Some(common::SMALL),
+        _ => None,
+    } {
+        // NB: as `compile/planc/*` measures it: options made once, no validation.
+        let opts = plan_compiler::CompileOptions::default();
         let instrs: usize = (0..n)
-            .map(|_| common::compile_ok(common::FOURTEEN_STEP, false).code.len())
+            .map(|_| {
+                let c = plan_compiler::compile(src, &opts);
+                c.program.map_or(0, |p| p.code.len())
+            })
             .sum();
         println!("{n} compiles, {instrs} instructions");
         return;

@@ -134,15 +134,21 @@ fn text(c: &Value) -> &str {
 
 impl<'m, 'p> Lowerer<'m, 'p> {
     pub(crate) fn finish(mut self) -> Lowered {
-        // NB: the tables grew by doubling and live as long as the program.
+        // NB: the tables were sized for a large plan's worst case and live as long as the
+        // program; a small plan's few unused bytes are not worth a reallocation each.
+        fn fit<T>(v: &mut Vec<T>) {
+            if (v.capacity() - v.len()) * std::mem::size_of::<T>() > 64 << 10 {
+                v.shrink_to_fit();
+            }
+        }
         let p = &mut self.program;
-        p.consts.shrink_to_fit();
-        p.slots.shrink_to_fit();
-        p.refs.shrink_to_fit();
-        p.templates.shrink_to_fit();
-        p.assigns.shrink_to_fit();
-        p.ariths.shrink_to_fit();
-        p.calls.shrink_to_fit();
+        fit(&mut p.consts);
+        fit(&mut p.slots);
+        fit(&mut p.refs);
+        fit(&mut p.templates);
+        fit(&mut p.assigns);
+        fit(&mut p.ariths);
+        fit(&mut p.calls);
         Lowered {
             program: self.program,
             diags: self.diags,
@@ -153,9 +159,19 @@ impl<'m, 'p> Lowerer<'m, 'p> {
     /// `steps`: how many steps will be lowered. The tables are sized for it up front: on
     /// large plans rehashing while they grew was a visible part of lowering (about one
     /// variable and two distinct strings per step is typical; an entry is 5 bytes).
+    /// The program's tables too: grown from empty, their reallocations were a tenth of
+    /// compiling a small plan (`finish` gives back what a large one left unused).
     pub(crate) fn new(dialect: Dialect, manifest: &'m Manifest, steps: usize) -> Self {
+        let program = Program {
+            consts: Vec::with_capacity(2 * steps),
+            slots: Vec::with_capacity(steps),
+            refs: Vec::with_capacity(steps),
+            templates: Vec::with_capacity(steps),
+            assigns: Vec::with_capacity(steps),
+            ..Program::default()
+        };
         Lowerer {
-            program: Program::default(),
+            program,
             diags: Vec::new(),
             io: Io {
                 reads: Vec::with_capacity(steps),
