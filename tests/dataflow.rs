@@ -14,6 +14,9 @@ const VARS: [&str; 3] = ["a", "b", "c"];
 enum Step {
     /// `dst = "${src}"`
     Assign(usize, usize),
+    /// `x = "${y}", y = "${x}"` (two reads and two writes in one step; the values are all
+    /// read before any is written).
+    Swap(usize, usize),
     /// `jmp target_seq`
     Jump(usize),
     /// `jmp` on a condition reading `var`.
@@ -23,6 +26,7 @@ enum Step {
 fn step(len: usize) -> impl Strategy<Value = Step> {
     prop_oneof![
         3 => (0..3usize, 0..3usize).prop_map(|(d, s)| Step::Assign(d, s)),
+        1 => (0..3usize, 1..3usize).prop_map(|(x, k)| Step::Swap(x, (x + k) % 3)),
         // Targets from 0: a jump back to the very first step is a join with the start.
         1 => (0..=len).prop_map(Step::Jump),
         2 => (0..3usize, 0..=len, 0..=len).prop_map(|(v, t, f)| Step::Branch(v, t, f)),
@@ -36,6 +40,8 @@ fn plan_json(body: &[Step]) -> String {
         plan.push(match *s {
             Step::Assign(d, src) => json!({"seq_no": seq, "type": "assign",
                 "parameters": {VARS[d]: format!("${{{}}}", VARS[src])}}),
+            Step::Swap(x, y) => json!({"seq_no": seq, "type": "assign", "parameters": {
+                VARS[x]: format!("${{{}}}", VARS[y]), VARS[y]: format!("${{{}}}", VARS[x])}}),
             Step::Jump(t) => json!({"seq_no": seq, "type": "jmp", "parameters": {"target_seq": t}}),
             Step::Branch(v, t, f) => json!({"seq_no": seq, "type": "jmp", "parameters": {
                 "condition_prompt": format!("${{{}}}?", VARS[v]),
@@ -47,36 +53,41 @@ fn plan_json(body: &[Step]) -> String {
     Value::Array(plan).to_string()
 }
 
-/// The plan as a graph: successors, the variable read (if any), the variable written.
+/// The plan as a graph: successors, the variables each step reads and writes.
 struct Graph {
     succ: Vec<Vec<usize>>,
-    reads: Vec<Option<usize>>,
-    writes: Vec<Option<usize>>,
+    reads: Vec<Vec<usize>>,
+    writes: Vec<Vec<usize>>,
 }
 
 fn graph(body: &[Step]) -> Graph {
     let n = body.len() + 1;
     let mut g = Graph {
         succ: vec![Vec::new(); n],
-        reads: vec![None; n],
-        writes: vec![None; n],
+        reads: vec![Vec::new(); n],
+        writes: vec![Vec::new(); n],
     };
     for (at, s) in body.iter().enumerate() {
         match *s {
             Step::Assign(d, src) => {
                 g.succ[at] = vec![at + 1];
-                g.reads[at] = Some(src);
-                g.writes[at] = Some(d);
+                g.reads[at] = vec![src];
+                g.writes[at] = vec![d];
+            }
+            Step::Swap(x, y) => {
+                g.succ[at] = vec![at + 1];
+                g.reads[at] = vec![x, y];
+                g.writes[at] = vec![x, y];
             }
             Step::Jump(t) => g.succ[at] = vec![t],
             Step::Branch(v, t, f) => {
                 g.succ[at] = vec![t, f];
-                g.reads[at] = Some(v);
+                g.reads[at] = vec![v];
             }
         }
     }
     // The last step reads `a` and ends the run (final_answer, a variable of its own).
-    g.reads[n - 1] = Some(0);
+    g.reads[n - 1] = vec![0];
     g
 }
 
@@ -89,7 +100,7 @@ fn reach_avoiding(g: &Graph, from: &[usize], var: usize) -> Vec<bool> {
         if std::mem::replace(&mut seen[x], true) {
             continue;
         }
-        if g.writes[x] == Some(var) {
+        if g.writes[x].contains(&var) {
             continue;
         }
         stack.extend(g.succ[x].iter().copied());
@@ -132,7 +143,7 @@ proptest! {
         for (var, name) in VARS.iter().enumerate() {
             let free = reach_avoiding(&g, &[0], var);
             for i in 0..n {
-                if reachable[i] && g.reads[i] == Some(var) && written.contains(&var) && free[i] {
+                if reachable[i] && g.reads[i].contains(&var) && written.contains(&var) && free[i] {
                     want.insert((i as i64, (*name).to_owned()));
                 }
             }
@@ -144,8 +155,8 @@ proptest! {
         for s in steps {
             let i = s.seq_no as usize;
             let mut deps = BTreeSet::new();
-            if reachable[i] && let Some(var) = g.reads[i] {
-                for d in (0..n).filter(|&d| reachable[d] && g.writes[d] == Some(var)) {
+            for &var in g.reads[i].iter().filter(|_| reachable[i]) {
+                for d in (0..n).filter(|&d| reachable[d] && g.writes[d].contains(&var)) {
                     if reach_avoiding(&g, &g.succ[d], var)[i] {
                         deps.insert(d as i64);
                     }
@@ -184,7 +195,7 @@ proptest! {
         let written: BTreeSet<usize> = g.writes.iter().flatten().copied().collect();
         let never_set: BTreeSet<String> = (0..n)
             .filter(|&i| reachable[i])
-            .filter_map(|i| g.reads[i])
+            .flat_map(|i| g.reads[i].iter().copied())
             .filter(|v| !written.contains(v) && !preset.contains(v))
             .map(|v| VARS[v].to_owned())
             .collect();
@@ -204,7 +215,7 @@ proptest! {
             }
             let free = reach_avoiding(&g, &[entry], var);
             for i in 0..n {
-                if reachable[i] && g.reads[i] == Some(var) && free[i] {
+                if reachable[i] && g.reads[i].contains(&var) && free[i] {
                     want.insert((i as i64, (*name).to_owned()));
                 }
             }

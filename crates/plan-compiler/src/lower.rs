@@ -127,6 +127,30 @@ pub(crate) struct Lowered {
     pub(crate) io: Io,
 }
 
+/// The index in `table` of the item of `items` that `is` accepts (`hash` is its hash, as
+/// `hash_of` hashes an item), or of the item `make` builds, pushed to `items`.
+fn intern<T>(
+    table: &mut HashTable<u32>,
+    items: &mut Vec<T>,
+    hash: u64,
+    is: impl Fn(&T) -> bool,
+    hash_of: impl Fn(&T) -> u64,
+    make: impl FnOnce() -> T,
+) -> u32 {
+    match table.entry(
+        hash,
+        |&i| is(&items[i as usize]),
+        |&i| hash_of(&items[i as usize]),
+    ) {
+        Entry::Occupied(e) => *e.get(),
+        Entry::Vacant(e) => {
+            let i = items.len() as u32;
+            items.push(make());
+            *e.insert(i).get()
+        }
+    }
+}
+
 /// The text of a string constant (every entry of `str_consts` points to one).
 fn text(c: &Value) -> &str {
     c.as_str().unwrap_or_default()
@@ -162,6 +186,10 @@ impl<'m, 'p> Lowerer<'m, 'p> {
     /// The program's tables too: grown from empty, their reallocations were a tenth of
     /// compiling a small plan (`finish` gives back what a large one left unused).
     pub(crate) fn new(dialect: Dialect, manifest: &'m Manifest, steps: usize) -> Self {
+        // NB: the step count is the plan's, untrusted: sized for at most 65,536 steps, and
+        // a larger plan's tables grow (8M one-byte steps of a 16 MiB input would reserve
+        // gigabytes up front).
+        let steps = steps.min(1 << 16);
         let program = Program {
             consts: Vec::with_capacity(2 * steps),
             slots: Vec::with_capacity(steps),
@@ -249,38 +277,28 @@ impl<'m, 'p> Lowerer<'m, 'p> {
 
     /// A string constant.
     fn konst_str(&mut self, s: &str) -> ConstIdx {
-        let consts = &mut self.program.consts;
         let hasher = &self.hasher;
-        match self.str_consts.entry(
+        intern(
+            &mut self.str_consts,
+            &mut self.program.consts,
             hasher.hash_one(s),
-            |&i| text(&consts[i as usize]) == s,
-            |&i| hasher.hash_one(text(&consts[i as usize])),
-        ) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(e) => {
-                let i = consts.len() as ConstIdx;
-                consts.push(Value::String(s.to_owned()));
-                *e.insert(i).get()
-            }
-        }
+            |c| text(c) == s,
+            |c| hasher.hash_one(text(c)),
+            || Value::String(s.to_owned()),
+        )
     }
 
     /// The slot of a variable.
     pub(crate) fn slot(&mut self, name: &str) -> Slot {
-        let slots = &mut self.program.slots;
         let hasher = &self.hasher;
-        match self.slots.entry(
+        intern(
+            &mut self.slots,
+            &mut self.program.slots,
             hasher.hash_one(name),
-            |&s| slots[s as usize] == name,
-            |&s| hasher.hash_one(slots[s as usize].as_str()),
-        ) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(e) => {
-                let s = slots.len() as Slot;
-                slots.push(name.to_owned());
-                *e.insert(s).get()
-            }
-        }
+            |s| s == name,
+            |s| hasher.hash_one(s.as_str()),
+            || name.to_owned(),
+        )
     }
 
     fn var_ref(&mut self, r: AnyRef<'p, '_>, span: Span) -> u32 {
@@ -300,24 +318,21 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 (slot, path, self.konst_str(&r.raw))
             }
         };
-        let refs = &mut self.program.refs;
         let hasher = &self.hasher;
         let key = |r: &RefDef| hasher.hash_one((r.slot, r.path.as_slice(), r.raw));
-        match self.refs.entry(
+        intern(
+            &mut self.refs,
+            &mut self.program.refs,
             hasher.hash_one((slot, path.as_slice(), raw)),
-            |&i| {
-                let r = &refs[i as usize];
-                (r.slot, r.path.as_slice(), r.raw) == (slot, path.as_slice(), raw)
+            |r| (r.slot, r.path.as_slice(), r.raw) == (slot, path.as_slice(), raw),
+            key,
+            // NB: a copy, made only for a new reference (most have no path to copy).
+            || RefDef {
+                slot,
+                path: path.clone(),
+                raw,
             },
-            |&i| key(&refs[i as usize]),
-        ) {
-            Entry::Occupied(e) => *e.get(),
-            Entry::Vacant(e) => {
-                let i = refs.len() as u32;
-                refs.push(RefDef { slot, path, raw });
-                *e.insert(i).get()
-            }
-        }
+        )
     }
 
     fn template(&mut self, pieces: &[PieceStr<'p>], span: Span) -> u32 {

@@ -49,17 +49,19 @@ pub enum Durability {
 /// inside the commit that crosses its threshold: two fsyncs and the copy of a thousand
 /// pages, which cost that commit milliseconds and every commit ≈ 8 µs on average here
 /// (BENCHMARKS.md, "Durable runs"). A store checkpoints from a thread of its own instead,
-/// [`CHECKPOINT_EVERY`] after a write. The automatic checkpoint stays, at this many pages
+/// within [`CHECKPOINT_EVERY`] of a commit. The automatic checkpoint stays, at this many pages
 /// (32 MiB), only as a bound on the WAL while writes never pause: a checkpoint beside a
 /// writer cannot let the WAL start over.
 const WAL_BOUND_PAGES: i64 = 8192;
 
-/// How long after a write the checkpoint thread copies the WAL back.
+/// How often the checkpoint thread looks for commits to copy back.
 const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
 
 /// The thread that checkpoints a store's WAL (see [`WAL_BOUND_PAGES`]), with a connection
-/// of its own. It ends, and is joined, when the store is dropped; the store's own
-/// connection, closed after it, is then the file's last and leaves no WAL behind.
+/// of its own, started by the store's first write transaction. It ends, and is joined,
+/// when the store is dropped, before the store's own connection closes: whichever
+/// connection to the file closes last (of any process) copies the rest back and removes
+/// the WAL.
 struct Checkpointer {
     wrote: Arc<AtomicBool>,
     stop: Option<mpsc::Sender<()>>,
@@ -103,6 +105,29 @@ impl Drop for Checkpointer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// A write transaction of the store; its commit tells the checkpoint thread.
+struct Write<'c> {
+    tx: rusqlite::Transaction<'c>,
+    wrote: Arc<AtomicBool>,
+}
+
+impl Write<'_> {
+    fn commit(self) -> rusqlite::Result<()> {
+        self.tx.commit()?;
+        // NB: after the commit, not before the transaction: the thread may checkpoint
+        // while this one waits for the write lock, and must see this commit next time.
+        self.wrote.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Write<'_> {
+    type Target = rusqlite::Connection;
+    fn deref(&self) -> &rusqlite::Connection {
+        &self.tx
     }
 }
 
@@ -161,6 +186,9 @@ impl SqliteStore {
         }
         let conn = Connection::open_with_flags(path, flags).map_err(|e| io(&shown, e))?;
         conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(&shown, e))?;
+        // NB: room for every statement the store caches (rusqlite keeps 16 by default; one
+        // evicted is prepared again at its next use).
+        conn.set_prepared_statement_cache_capacity(64);
         // NB: the first read of the file: a file that is not SQLite fails here.
         let (app, version): (i64, i64) = conn
             .query_row(
@@ -236,15 +264,19 @@ impl SqliteStore {
         io(&self.path, e)
     }
 
-    fn write(&mut self) -> Result<rusqlite::Transaction<'_>, StoreError> {
-        self.checkpointer
-            .get_or_insert_with(|| Checkpointer::spawn(self.file.clone()))
-            .wrote
-            .store(true, Ordering::Relaxed);
+    fn write(&mut self) -> Result<Write<'_>, StoreError> {
+        let wrote = Arc::clone(
+            &self
+                .checkpointer
+                .get_or_insert_with(|| Checkpointer::spawn(self.file.clone()))
+                .wrote,
+        );
         let path = self.path.clone();
-        self.conn
+        let tx = self
+            .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| io(&path, e))
+            .map_err(|e| io(&path, e))?;
+        Ok(Write { tx, wrote })
     }
 
     /// The points of the run's journal, in order.
@@ -456,25 +488,33 @@ impl RunStore for SqliteStore {
     fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
         let path = self.path.clone();
         let all_failed = |e: StoreError| writes.iter().map(|_| Err(e.clone())).collect();
-        let mut tx = match self.write() {
+        let tx = match self.write() {
             Ok(tx) => tx,
             Err(e) => return all_failed(e),
         };
         let mut results = Vec::with_capacity(writes.len());
+        // NB: cached statements, not rusqlite's `Savepoint`, which prepares its SQL anew
+        // each time: two statements per write were a tenth of the writer's time.
+        let exec = |sql: &str| {
+            tx.prepare_cached(sql)
+                .and_then(|mut st| st.execute([]))
+                .map(drop)
+                .map_err(|e| io(&path, e))
+        };
         for w in writes {
             // NB: each write in a savepoint of its own: one that fails (a duplicate id,
             // a run taken over, a constraint) is undone alone and the others go on.
-            let r = tx.savepoint().map_err(|e| io(&path, e)).and_then(|mut sp| {
-                sp.set_drop_behavior(rusqlite::DropBehavior::Rollback);
+            let r = exec("SAVEPOINT group_write").and_then(|()| {
                 let r = match w {
-                    StoreWrite::Create(run, owner) => create(&sp, &path, &run.borrow(), owner),
+                    StoreWrite::Create(run, owner) => create(&tx, &path, &run.borrow(), owner),
                     StoreWrite::Commit(id, owner, point, entry) => {
-                        commit(&sp, &path, id, owner, point, entry.as_deref())
+                        commit(&tx, &path, id, owner, point, entry.as_deref())
                     }
                 };
-                if r.is_ok() {
-                    sp.commit().map_err(|e| io(&path, e))?;
+                if r.is_err() {
+                    exec("ROLLBACK TO group_write")?;
                 }
+                exec("RELEASE group_write")?;
                 r
             });
             // NB: only a refusal (a duplicate id, a run held elsewhere) leaves the rest
@@ -495,12 +535,10 @@ impl RunStore for SqliteStore {
 
     fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
         let now = now_ms();
+        // NB: cached: `batch --store` looks up each of its runs' ids before it starts.
         self.conn
-            .query_row(
-                &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"),
-                [id],
-                |r| run_info(r, now),
-            )
+            .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
+            .and_then(|mut st| st.query_row([id], |r| run_info(r, now)))
             .optional()
             .map_err(|e| self.io(e))?
             .ok_or_else(|| unknown_run(id))
@@ -612,9 +650,11 @@ fn create(
 ) -> Result<(), StoreError> {
     let hash = format!("{:x}", Sha256::digest(run.pbc));
     let now = now_ms();
+    // NB: cached statements: a batch creates a run per line, and preparing each
+    // statement anew was a third of a creation.
     let taken: Option<i64> = tx
-        .query_row("SELECT 1 FROM runs WHERE id = ?1", [run.id], |r| r.get(0))
-        .optional()
+        .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
+        .and_then(|mut st| st.query_row([run.id], |r| r.get(0)).optional())
         .map_err(|e| io(path, e))?;
     if taken.is_some() {
         return Err(StoreError::new(
@@ -625,16 +665,16 @@ fn create(
             ),
         ));
     }
-    tx.execute(
-        "INSERT OR IGNORE INTO programs (hash, source, pbc) VALUES (?1, ?2, ?3)",
-        params![hash, run.source, run.pbc],
-    )
-    .map_err(|e| io(path, e))?;
-    tx.execute(
+    tx.prepare_cached("INSERT OR IGNORE INTO programs (hash, source, pbc) VALUES (?1, ?2, ?3)")
+        .and_then(|mut st| st.execute(params![hash, run.source, run.pbc]))
+        .map_err(|e| io(path, e))?;
+    tx.prepare_cached(
         "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
                                created_at, updated_at, owner, lease_until) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?8, ?9, ?10)",
-        params![
+    )
+    .and_then(|mut st| {
+        st.execute(params![
             run.id,
             hash,
             run.plan,
@@ -645,8 +685,8 @@ fn create(
             now,
             owner.0,
             now + LEASE_MS
-        ],
-    )
+        ])
+    })
     .map_err(|e| io(path, e))?;
     Ok(())
 }
@@ -703,16 +743,18 @@ fn commit(
     }
     if let Some(end) = &point.end {
         let status = if end.ok { "ok" } else { "failed" };
-        tx.execute(
+        tx.prepare_cached(
             "UPDATE runs SET status = ?2, final_answer = ?3, error = ?4, lease_until = NULL \
                  WHERE id = ?1",
-            params![
+        )
+        .and_then(|mut st| {
+            st.execute(params![
                 id,
                 status,
                 end.ok.then(|| json(&end.final_answer)),
                 end.error.as_ref().map(json)
-            ],
-        )
+            ])
+        })
         .map_err(|e| io(path, e))?;
     }
     Ok(())
