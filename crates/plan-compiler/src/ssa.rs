@@ -19,7 +19,7 @@ use plan_bytecode::Slot;
 use smallvec::SmallVec;
 
 use crate::lower::Io;
-use crate::verify::{Cfg, Entry, Preds, post_order};
+use crate::verify::{Cfg, Entry, Preds, Small, post_order};
 
 /// What a read sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,12 +41,12 @@ struct Phi {
 pub(crate) struct Ssa {
     /// The name each read sees, steps' reads one after the other (the order of
     /// `Io::reads`); reads of unreachable steps see `Unset`.
-    names: Vec<Name>,
+    names: Small<Name>,
     /// Where each step's reads start in `names`.
-    starts: Vec<u32>,
-    phis: Vec<Phi>,
+    starts: Small<u32>,
+    phis: Small<Phi>,
     /// Per φ: whether "unset" flows into it.
-    phi_unset: Vec<bool>,
+    phi_unset: Small<bool>,
 }
 
 /// No step (indices are `u32`: a plan has far fewer steps than its 16 MiB of source).
@@ -57,15 +57,15 @@ const NONE: u32 = u32::MAX;
 /// vector each (24 bytes and an allocation even when empty) was most of its memory on a
 /// plan with 100k steps and as many variables.
 struct Lists {
-    start: Vec<u32>,
-    list: Vec<u32>,
+    start: Small<u32>,
+    list: Small<u32>,
 }
 
 impl Lists {
     /// The lists of `nodes` nodes from `(node, item)` pairs given twice by `pairs` (once
     /// to count, once to fill), items in the order given.
     fn build<I: Iterator<Item = (u32, u32)>>(nodes: usize, pairs: impl Fn() -> I) -> Lists {
-        let mut start = vec![0u32; nodes + 1];
+        let mut start = Small::from_elem(0u32, nodes + 1);
         for (node, _) in pairs() {
             start[node as usize + 1] += 1;
         }
@@ -73,7 +73,7 @@ impl Lists {
             start[i + 1] += start[i];
         }
         let mut fill = start.clone();
-        let mut list = vec![0u32; start[nodes] as usize];
+        let mut list = Small::from_elem(0u32, start[nodes] as usize);
         for (node, item) in pairs() {
             list[fill[node as usize] as usize] = item;
             fill[node as usize] += 1;
@@ -98,7 +98,7 @@ fn global_variables(
     root: Option<u32>,
     nslots: usize,
     reachable: &impl Fn(usize) -> bool,
-) -> Vec<bool> {
+) -> Small<bool> {
     let only_succ = |b: usize| match cfg.succ[b].as_slice() {
         &[s] if reachable(s) => Some(s),
         _ => None,
@@ -113,9 +113,9 @@ fn global_variables(
             _ => true,
         }
     };
-    let mut global = vec![false; nslots];
+    let mut global = Small::from_elem(false, nslots);
     // The block that last wrote each variable (by its first step).
-    let mut written = vec![NONE; nslots];
+    let mut written = Small::from_elem(NONE, nslots);
     for &b in rpo {
         let b = b as usize;
         if !starts_block(b) {
@@ -152,19 +152,19 @@ impl Ssa {
     ) -> Ssa {
         // Reverse post-order of the reachable steps.
         let root = (entry.step < n).then_some(entry.step);
-        let rpo: Vec<u32> = post_order(&cfg.succ, root.into_iter(), |w| w < n)
+        let rpo: Small<u32> = post_order(&cfg.succ, root.into_iter(), |w| w < n)
             .iter()
             .rev()
             .map(|&v| v as u32)
             .collect();
-        let mut order = vec![NONE; n];
+        let mut order = Small::from_elem(NONE, n);
         for (k, &v) in rpo.iter().enumerate() {
             order[v as usize] = k as u32;
         }
         let reachable = |v: usize| v < n && order[v] != NONE;
 
         // Immediate dominators.
-        let mut idom = vec![NONE; n];
+        let mut idom = Small::from_elem(NONE, n);
         if let Some(&root) = rpo.first() {
             idom[root as usize] = root;
         }
@@ -207,7 +207,7 @@ impl Ssa {
         // entry node dominating it: the first step is a join as soon as a jump goes back
         // to it, and the walk up from its predecessors goes up to and including itself.
         let root = rpo.first().copied();
-        let mut frontier: Vec<SmallVec<[u32; 2]>> = vec![SmallVec::new(); n];
+        let mut frontier: Small<SmallVec<[u32; 2]>> = Small::from_elem(SmallVec::new(), n);
         for &b in &rpo {
             let ps: SmallVec<[u32; 4]> = preds
                 .of(b as usize)
@@ -254,15 +254,15 @@ impl Ssa {
             })
         });
         drop(global);
-        let mut phis: Vec<Phi> = Vec::new();
+        let mut phis: Small<Phi> = SmallVec::new();
         // Per step: (variable, φ) placed there.
-        let mut phis_at: Vec<SmallVec<[(Slot, u32); 1]>> = vec![SmallVec::new(); n];
+        let mut phis_at: Small<SmallVec<[(Slot, u32); 1]>> = Small::from_elem(SmallVec::new(), n);
         {
             // Which step last got a φ / was queued for the variable in hand (stamped with
             // it, so nothing is cleared between variables).
-            let mut has_phi = vec![NONE; n];
-            let mut queued = vec![NONE; n];
-            let mut work: Vec<u32> = Vec::new();
+            let mut has_phi = Small::from_elem(NONE, n);
+            let mut queued = Small::from_elem(NONE, n);
+            let mut work: Small<u32> = SmallVec::new();
             for slot in 0..nslots {
                 let stamp = slot as u32;
                 for &d in writers.of(slot) {
@@ -304,14 +304,14 @@ impl Ssa {
         });
         drop(idom);
         drop(order);
-        let mut starts = Vec::with_capacity(n + 1);
+        let mut starts = Small::with_capacity(n + 1);
         let mut total = 0u32;
         for i in 0..n {
             starts.push(total);
             total += io.reads(i).len() as u32;
         }
         starts.push(total);
-        let mut names = vec![Name::Unset; total as usize];
+        let mut names = Small::from_elem(Name::Unset, total as usize);
         // The entry edge into the first step brings "unset" to its φs (a preset variable:
         // its preset value).
         let preset = |s: Slot| entry.preset.binary_search(&s).is_ok();
@@ -323,17 +323,17 @@ impl Ssa {
         }
         // NB: a preset variable's name is at the bottom of its stack, never undone: what
         // every read sees unless a write or a φ is on top.
-        let mut top = vec![Name::Unset; nslots];
+        let mut top = Small::from_elem(Name::Unset, nslots);
         for &s in &entry.preset {
             top[s as usize] = Name::Preset;
         }
         // (variable, the name it had before), undone in reverse when a subtree is left.
-        let mut log: Vec<(Slot, Name)> = Vec::new();
-        let push = |top: &mut [Name], log: &mut Vec<(Slot, Name)>, s: Slot, name: Name| {
+        let mut log: Small<(Slot, Name)> = SmallVec::new();
+        let push = |top: &mut [Name], log: &mut Small<(Slot, Name)>, s: Slot, name: Name| {
             log.push((s, std::mem::replace(&mut top[s as usize], name)));
         };
         // (node, log length when entered, entered yet)
-        let mut walk: Vec<(u32, u32, bool)> =
+        let mut walk: Small<(u32, u32, bool)> =
             rpo.first().map(|&r| (r, 0, false)).into_iter().collect();
         while let Some(frame) = walk.last_mut() {
             let (b, mark, entered) = *frame;
@@ -369,7 +369,7 @@ impl Ssa {
         drop(phis_at);
 
         // Which φs "unset" flows into.
-        let mut phi_unset = vec![false; phis.len()];
+        let mut phi_unset = Small::from_elem(false, phis.len());
         let users = Lists::build(phis.len(), || {
             phis.iter().enumerate().flat_map(|(i, p)| {
                 p.operands.iter().filter_map(move |op| match *op {
@@ -378,7 +378,7 @@ impl Ssa {
                 })
             })
         });
-        let mut work: Vec<u32> = Vec::new();
+        let mut work: Small<u32> = SmallVec::new();
         for (i, p) in phis.iter().enumerate() {
             if p.operands.contains(&Name::Unset) {
                 phi_unset[i] = true;

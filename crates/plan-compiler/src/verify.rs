@@ -9,11 +9,15 @@ use crate::codes;
 use crate::flatten::{Step, StepKind};
 use crate::lower::Io;
 
+/// The checks' tables: a small plan's fit on the stack (each was an allocation for a plan
+/// of a few steps, a visible share of compiling it).
+pub(crate) type Small<T> = SmallVec<[T; 16]>;
+
 /// Successors of each step; `n` (one past the last step) stands for "fell off the end".
 /// A step that writes `final_answer` has no successor: the run ends there.
 pub(crate) struct Cfg {
     pub(crate) succ: Vec<SmallVec<[usize; 2]>>,
-    pub(crate) reachable: Vec<bool>,
+    pub(crate) reachable: Small<bool>,
     /// The slot of `final_answer`: a step writing it ends the run.
     pub(crate) final_slot: Option<Slot>,
 }
@@ -51,8 +55,8 @@ impl Cfg {
                 }
             })
             .collect();
-        let mut reachable = vec![false; n + 1];
-        let mut stack = vec![entry];
+        let mut reachable = Small::from_elem(false, n + 1);
+        let mut stack: Small<usize> = smallvec::smallvec![entry];
         while let Some(i) = stack.pop() {
             if reachable[i] {
                 continue;
@@ -73,13 +77,13 @@ impl Cfg {
 /// Predecessor lists of a graph in one allocation (compressed rows), in increasing order.
 pub(crate) struct Preds {
     /// `list[start[i]..start[i + 1]]` are the predecessors of `i`.
-    start: Vec<usize>,
-    list: Vec<usize>,
+    start: Small<usize>,
+    list: Small<usize>,
 }
 
 impl Preds {
     pub(crate) fn new(succ: &[SmallVec<[usize; 2]>], nodes: usize) -> Preds {
-        let mut start = vec![0usize; nodes + 1];
+        let mut start = Small::from_elem(0usize, nodes + 1);
         for &s in succ.iter().flatten() {
             start[s + 1] += 1;
         }
@@ -87,7 +91,7 @@ impl Preds {
             start[i + 1] += start[i];
         }
         let mut fill = start.clone();
-        let mut list = vec![0usize; start[nodes]];
+        let mut list = Small::from_elem(0usize, start[nodes]);
         for (i, ss) in succ.iter().enumerate() {
             for &s in ss {
                 list[fill[s]] = i;
@@ -102,8 +106,8 @@ impl Preds {
     }
 }
 
-fn bitset(n: usize) -> Vec<u64> {
-    vec![0; n.div_ceil(64)]
+fn bitset(n: usize) -> Small<u64> {
+    Small::from_elem(0, n.div_ceil(64))
 }
 fn set(b: &mut [u64], i: usize) {
     b[i / 64] |= 1 << (i % 64);
@@ -135,10 +139,10 @@ pub(crate) fn post_order(
     succ: &[SmallVec<[usize; 2]>],
     roots: impl Iterator<Item = usize>,
     keep: impl Fn(usize) -> bool,
-) -> Vec<usize> {
-    let mut order = Vec::new();
-    let mut visited = vec![false; succ.len()];
-    let mut stack: Vec<(usize, usize)> = Vec::new();
+) -> Small<usize> {
+    let mut order = Small::new();
+    let mut visited = Small::from_elem(false, succ.len());
+    let mut stack: Small<(usize, usize)> = Small::new();
     for root in roots {
         if visited[root] {
             continue;
@@ -181,9 +185,9 @@ fn inescapable_loops(
     let order = post_order(succ, (0..n).filter(|&r| stuck[r]), in_sub);
     // Pass 2: components along predecessors, in reverse post-order.
     const NONE: usize = usize::MAX;
-    let mut comp = vec![NONE; n];
+    let mut comp = Small::from_elem(NONE, n);
     let mut count = 0;
-    let mut work = Vec::new();
+    let mut work = Small::new();
     for &v in order.iter().rev() {
         if comp[v] != NONE {
             continue;
@@ -200,7 +204,7 @@ fn inescapable_loops(
         }
         count += 1;
     }
-    let mut bottom = vec![true; count];
+    let mut bottom = Small::from_elem(true, count);
     for v in (0..n).filter(|&v| stuck[v]) {
         if succ[v].iter().any(|&w| w >= n || comp[w] != comp[v]) {
             bottom[comp[v]] = false;
@@ -365,8 +369,8 @@ pub(crate) fn verify(
     }
     // Nodes that can terminate: reverse reachability from halts and the end.
     let preds = Preds::new(&cfg.succ, n + 1);
-    let mut can_end = vec![false; n + 1];
-    let mut stack: Vec<usize> = (0..n).filter(|&i| writes_final(i)).chain([n]).collect();
+    let mut can_end = Small::from_elem(false, n + 1);
+    let mut stack: Small<usize> = (0..n).filter(|&i| writes_final(i)).chain([n]).collect();
     while let Some(i) = stack.pop() {
         if can_end[i] {
             continue;
@@ -374,7 +378,7 @@ pub(crate) fn verify(
         can_end[i] = true;
         stack.extend(preds.of(i).iter().copied().filter(|&p| !can_end[p]));
     }
-    let stuck: Vec<bool> = (0..n).map(|i| cfg.reachable[i] && !can_end[i]).collect();
+    let stuck: Small<bool> = (0..n).map(|i| cfg.reachable[i] && !can_end[i]).collect();
     for members in inescapable_loops(&cfg.succ, &preds, &stuck) {
         // The jump that closes the loop: the last member with an edge back into the loop.
         let closing = members
@@ -420,14 +424,14 @@ pub(crate) fn verify(
         set(&mut preset, w as usize);
     }
     let words = nslots.div_ceil(64);
-    let order: Vec<usize> = (0..n).filter(|&i| cfg.reachable[i]).collect();
+    let order: Small<usize> = (0..n).filter(|&i| cfg.reachable[i]).collect();
     let mut check = ReadCheck {
         assigned_anywhere,
         warned_never: bitset(nslots),
         warned_here: SmallVec::new(),
         never_is_error: entry.branch,
     };
-    let (mut inn, mut out) = (vec![0u64; words], vec![0u64; words]);
+    let (mut inn, mut out) = (Small::from_elem(0u64, words), Small::from_elem(0u64, words));
     // `out` := the out-set of `p` (its in-set plus what it writes), then `inn &= out`.
     let meet = |inn: &mut [u64], out: &mut [u64], din_p: &[u64], p: usize| {
         out.copy_from_slice(din_p);
@@ -444,7 +448,7 @@ pub(crate) fn verify(
         // when computed, so one pass checks the reads, and an in-set is kept only until its
         // last successor has used it. Memory is a few sets instead of one per step (on
         // large plans the n × slots table and its page faults were a visible cost).
-        let mut uses = vec![0u32; n];
+        let mut uses = Small::from_elem(0u32, n);
         for &i in &order {
             for &p in preds.of(i).iter().filter(|&&p| cfg.reachable[p]) {
                 uses[p] += 1;
@@ -468,7 +472,8 @@ pub(crate) fn verify(
             check.step(i, |_, s| !get(&inn, s), io, steps, slots, diags);
             if uses[i] > 0 {
                 let mut keep = spare.pop().unwrap_or_default();
-                keep.clone_from(&inn);
+                keep.clear();
+                keep.extend_from_slice(&inn);
                 held[i] = keep;
             }
         }
@@ -485,8 +490,8 @@ pub(crate) fn verify(
 
 /// The reads check of the must-analysis, step by step in step order.
 struct ReadCheck {
-    assigned_anywhere: Vec<u64>,
-    warned_never: Vec<u64>,
+    assigned_anywhere: Small<u64>,
+    warned_never: Small<u64>,
     /// Slots already reported at this step: a step reads a handful, so a short list beats
     /// a bitset over all slots per step.
     warned_here: SmallVec<[Slot; 8]>,
