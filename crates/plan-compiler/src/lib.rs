@@ -409,7 +409,7 @@ fn explain_steps(
     let n = steps.len();
     // NB: from SSA names, not a set of definitions per step: that was steps × writes bits
     // (a 100k-step chain took 1.4 GB and half a minute).
-    let preds = verify::Preds::new(&cfg.succ, n + 1);
+    let preds = verify::preds(&cfg.succ, n + 1);
     let ssa = ssa::Ssa::build(
         cfg,
         &preds,

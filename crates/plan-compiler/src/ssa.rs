@@ -19,7 +19,7 @@ use plan_bytecode::Slot;
 use smallvec::SmallVec;
 
 use crate::lower::Io;
-use crate::verify::{Cfg, Entry, Preds, Small, post_order};
+use crate::verify::{Cfg, Entry, Lists, Preds, Small, post_order};
 
 /// What a read sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,40 +51,6 @@ pub(crate) struct Ssa {
 
 /// No step (indices are `u32`: a plan has far fewer steps than its 16 MiB of source).
 const NONE: u32 = u32::MAX;
-
-/// Lists per node in two flat arrays: `list[start[i]..start[i + 1]]` belong to node `i`.
-/// NB: the analysis keeps several per-node and per-variable lists alive at once; one
-/// vector each (24 bytes and an allocation even when empty) was most of its memory on a
-/// plan with 100k steps and as many variables.
-struct Lists {
-    start: Small<u32>,
-    list: Small<u32>,
-}
-
-impl Lists {
-    /// The lists of `nodes` nodes from `(node, item)` pairs given twice by `pairs` (once
-    /// to count, once to fill), items in the order given.
-    fn build<I: Iterator<Item = (u32, u32)>>(nodes: usize, pairs: impl Fn() -> I) -> Lists {
-        let mut start = Small::from_elem(0u32, nodes + 1);
-        for (node, _) in pairs() {
-            start[node as usize + 1] += 1;
-        }
-        for i in 0..nodes {
-            start[i + 1] += start[i];
-        }
-        let mut fill = start.clone();
-        let mut list = Small::from_elem(0u32, start[nodes] as usize);
-        for (node, item) in pairs() {
-            list[fill[node as usize] as usize] = item;
-            fill[node as usize] += 1;
-        }
-        Lists { start, list }
-    }
-
-    fn of(&self, node: usize) -> &[u32] {
-        &self.list[self.start[node] as usize..self.start[node + 1] as usize]
-    }
-}
 
 /// Which variables some basic block of the reachable steps reads before it writes them
 /// (in a step, reads come before writes). A block is a chain of steps, each the only
@@ -250,7 +216,7 @@ impl Ssa {
                 io.writes(b as usize)
                     .iter()
                     .filter(|&&s| global[s as usize])
-                    .map(move |&s| (s, b))
+                    .map(move |&s| (s as usize, b))
             })
         });
         drop(global);
@@ -300,7 +266,7 @@ impl Ssa {
             rpo.iter()
                 .skip(1)
                 .filter(|&&b| idom[b as usize] != NONE)
-                .map(|&b| (idom[b as usize], b))
+                .map(|&b| (idom[b as usize] as usize, b))
         });
         drop(idom);
         drop(order);
@@ -373,7 +339,7 @@ impl Ssa {
         let users = Lists::build(phis.len(), || {
             phis.iter().enumerate().flat_map(|(i, p)| {
                 p.operands.iter().filter_map(move |op| match *op {
-                    Name::Phi(q) => Some((q, i as u32)),
+                    Name::Phi(q) => Some((q as usize, i as u32)),
                     _ => None,
                 })
             })

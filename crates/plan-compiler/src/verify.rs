@@ -74,36 +74,53 @@ impl Cfg {
     }
 }
 
-/// Predecessor lists of a graph in one allocation (compressed rows), in increasing order.
-pub(crate) struct Preds {
-    /// `list[start[i]..start[i + 1]]` are the predecessors of `i`.
-    start: Small<usize>,
-    list: Small<usize>,
+/// Lists per node in two flat arrays (compressed rows): `list[start[i]..start[i + 1]]`
+/// belong to node `i`. NB: the analyses keep several per-node and per-variable lists
+/// alive at once; one vector each (24 bytes and an allocation even when empty) was most
+/// of their memory on a plan with 100k steps and as many variables.
+pub(crate) struct Lists<T> {
+    start: Small<u32>,
+    list: Small<T>,
 }
 
-impl Preds {
-    pub(crate) fn new(succ: &[SmallVec<[usize; 2]>], nodes: usize) -> Preds {
-        let mut start = Small::from_elem(0usize, nodes + 1);
-        for &s in succ.iter().flatten() {
-            start[s + 1] += 1;
+impl<T: Copy + Default> Lists<T> {
+    /// The lists of `nodes` nodes from `(node, item)` pairs given twice by `pairs` (once
+    /// to count, once to fill), items in the order given.
+    pub(crate) fn build<I: Iterator<Item = (usize, T)>>(
+        nodes: usize,
+        pairs: impl Fn() -> I,
+    ) -> Lists<T> {
+        let mut start = Small::from_elem(0u32, nodes + 1);
+        for (node, _) in pairs() {
+            start[node + 1] += 1;
         }
         for i in 0..nodes {
             start[i + 1] += start[i];
         }
         let mut fill = start.clone();
-        let mut list = Small::from_elem(0usize, start[nodes]);
-        for (i, ss) in succ.iter().enumerate() {
-            for &s in ss {
-                list[fill[s]] = i;
-                fill[s] += 1;
-            }
+        let mut list = Small::from_elem(T::default(), start[nodes] as usize);
+        for (node, item) in pairs() {
+            list[fill[node] as usize] = item;
+            fill[node] += 1;
         }
-        Preds { start, list }
+        Lists { start, list }
     }
 
-    pub(crate) fn of(&self, i: usize) -> &[usize] {
-        &self.list[self.start[i]..self.start[i + 1]]
+    pub(crate) fn of(&self, node: usize) -> &[T] {
+        &self.list[self.start[node] as usize..self.start[node + 1] as usize]
     }
+}
+
+/// Predecessor lists of a graph, each in increasing order.
+pub(crate) type Preds = Lists<usize>;
+
+/// The predecessors of `nodes` nodes from their successors.
+pub(crate) fn preds(succ: &[SmallVec<[usize; 2]>], nodes: usize) -> Preds {
+    Lists::build(nodes, || {
+        succ.iter()
+            .enumerate()
+            .flat_map(|(i, ss)| ss.iter().map(move |&s| (s, i)))
+    })
 }
 
 fn bitset(n: usize) -> Small<u64> {
@@ -368,7 +385,7 @@ pub(crate) fn verify(
         );
     }
     // Nodes that can terminate: reverse reachability from halts and the end.
-    let preds = Preds::new(&cfg.succ, n + 1);
+    let preds = preds(&cfg.succ, n + 1);
     let mut can_end = Small::from_elem(false, n + 1);
     let mut stack: Small<usize> = (0..n).filter(|&i| writes_final(i)).chain([n]).collect();
     while let Some(i) = stack.pop() {
