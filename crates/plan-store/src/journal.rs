@@ -145,6 +145,14 @@ impl<'s> StoreJournal<'s> {
                 .map_err(|e| e.message),
             Target::Group(store) => {
                 let entry = point.journal_entry();
+                // NB: the writer needs the entry, not the rows it was made from: they are
+                // freed here, in the run's task, not moved to the writer thread, merged
+                // there with the run's other points, and freed by it.
+                point.sent = Vec::new();
+                point.answered = Vec::new();
+                point.steps = Vec::new();
+                point.committed = Vec::new();
+                point.discarded = Vec::new();
                 let write = StoreWrite::Commit(self.run.clone(), self.owner.clone(), point, entry);
                 let done = store.submit(write);
                 self.waiting
@@ -160,7 +168,12 @@ fn row(req: &ToolRequest, state: CallState) -> CallRow {
         step: req.instance,
         seq_no: req.seq_no,
         tool: req.tool.to_string(),
-        args: req.args.to_map(),
+        // NB: an answer's journal entry names its call by `step`: the arguments are
+        // recorded once, when the call is sent.
+        args: match state {
+            CallState::Answered => Map::new(),
+            _ => req.args.to_map(),
+        },
         state,
         output: None,
         error: None,

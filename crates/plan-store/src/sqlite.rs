@@ -49,9 +49,9 @@ pub enum Durability {
 /// inside the commit that crosses its threshold: two fsyncs and the copy of a thousand
 /// pages, which cost that commit milliseconds and every commit ≈ 8 µs on average here
 /// (BENCHMARKS.md, "Durable runs"). A store checkpoints from a thread of its own instead,
-/// within [`CHECKPOINT_EVERY`] of a commit. The automatic checkpoint stays, at this many pages
-/// (32 MiB), only as a bound on the WAL while writes never pause: a checkpoint beside a
-/// writer cannot let the WAL start over.
+/// within [`CHECKPOINT_EVERY`] of a commit. The automatic checkpoint stays, at this many
+/// pages (32 MiB), only as a bound on the WAL while writes never pause: a checkpoint
+/// beside a writer cannot let the WAL start over.
 const WAL_BOUND_PAGES: i64 = 8192;
 
 /// How often the checkpoint thread looks for commits to copy back.
