@@ -11,7 +11,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use rusqlite_migration::{M, Migrations};
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -131,6 +131,30 @@ impl std::ops::Deref for Write<'_> {
     }
 }
 
+/// The programs a store knows to be in its file. NB: a batch creates a run per line, most
+/// of one program: hashing its bytes and handing them to `INSERT OR IGNORE` (which copies
+/// them into a record before it finds the row there) for each run was half of a creation.
+#[derive(Default)]
+struct Programs {
+    /// Hashes of the programs committed by this store (programs are never deleted).
+    stored: HashSet<String>,
+    /// The last program's bytes and their hash.
+    last: Option<(Vec<u8>, String)>,
+}
+
+impl Programs {
+    fn hash(&mut self, pbc: &[u8]) -> String {
+        if let Some((bytes, hash)) = &self.last
+            && bytes == pbc
+        {
+            return hash.clone();
+        }
+        let hash = format!("{:x}", Sha256::digest(pbc));
+        self.last = Some((pbc.to_vec(), hash.clone()));
+        hash
+    }
+}
+
 /// A run store in one SQLite file.
 pub struct SqliteStore {
     /// Started by the first write. NB: declared before `conn`, so dropped (and joined)
@@ -139,6 +163,7 @@ pub struct SqliteStore {
     conn: Connection,
     path: String,
     file: PathBuf,
+    programs: Programs,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -240,6 +265,7 @@ impl SqliteStore {
             conn,
             path: shown,
             file: path.to_owned(),
+            programs: Programs::default(),
         };
         if let Err(e) = MIGRATIONS.to_latest(&mut store.conn) {
             // NB: two processes creating one store at once: the one that lost the race
@@ -277,6 +303,64 @@ impl SqliteStore {
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| io(&path, e))?;
         Ok(Write { tx, wrote })
+    }
+
+    /// [`RunStore::write_group`]; the programs it stored for the first time are added to
+    /// `new_programs` (known to be in the file only if the group commits).
+    fn write_group_with(
+        &mut self,
+        writes: &[&StoreWrite],
+        programs: &mut Programs,
+        new_programs: &mut Vec<String>,
+    ) -> Vec<Result<(), StoreError>> {
+        let path = self.path.clone();
+        let all_failed = |e: StoreError| writes.iter().map(|_| Err(e.clone())).collect();
+        let tx = match self.write() {
+            Ok(tx) => tx,
+            Err(e) => return all_failed(e),
+        };
+        let mut results = Vec::with_capacity(writes.len());
+        // NB: cached statements, not rusqlite's `Savepoint`, which prepares its SQL anew
+        // each time: two statements per write were a tenth of the writer's time.
+        let exec = |sql: &str| {
+            tx.prepare_cached(sql)
+                .and_then(|mut st| st.execute([]))
+                .map(drop)
+                .map_err(|e| io(&path, e))
+        };
+        for w in writes {
+            // NB: each write in a savepoint of its own: one that fails (a duplicate id,
+            // a run taken over, a constraint) is undone alone and the others go on.
+            let r = exec("SAVEPOINT group_write").and_then(|()| {
+                let r = match w {
+                    StoreWrite::Create(run, owner) => {
+                        create(&tx, &path, &run.borrow(), owner, programs)
+                            .map(|new| new_programs.extend(new))
+                    }
+                    StoreWrite::Commit(id, owner, point, entry) => {
+                        commit(&tx, &path, id, owner, point, entry.as_deref())
+                    }
+                };
+                if r.is_err() {
+                    exec("ROLLBACK TO group_write")?;
+                }
+                exec("RELEASE group_write")?;
+                r
+            });
+            // NB: only a refusal (a duplicate id, a run held elsewhere) leaves the rest
+            // going on; after an I/O error SQLite may have rolled the whole transaction
+            // back, so everything fails.
+            if let Err(e) = &r
+                && !matches!(e.kind, StoreErrorKind::DuplicateRun | StoreErrorKind::Busy)
+            {
+                return all_failed(e.clone());
+            }
+            results.push(r);
+        }
+        match tx.commit() {
+            Ok(()) => results,
+            Err(e) => all_failed(io(&path, e)),
+        }
     }
 
     /// The points of the run's journal, in order.
@@ -455,9 +539,15 @@ fn run_info(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
 impl RunStore for SqliteStore {
     fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError> {
         let path = self.path.clone();
-        let tx = self.write()?;
-        create(&tx, &path, run, owner)?;
-        tx.commit().map_err(|e| io(&path, e))
+        let mut programs = std::mem::take(&mut self.programs);
+        let created = self.write().and_then(|tx| {
+            let new = create(&tx, &path, run, owner, &mut programs)?;
+            tx.commit().map_err(|e| io(&path, e))?;
+            Ok(new)
+        });
+        programs.stored.extend(created.iter().flatten().cloned());
+        self.programs = programs;
+        created.map(drop)
     }
 
     fn claim(&mut self, id: &str, owner: &Owner, seen: Option<i64>) -> Result<(), StoreError> {
@@ -486,51 +576,14 @@ impl RunStore for SqliteStore {
     }
 
     fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
-        let path = self.path.clone();
-        let all_failed = |e: StoreError| writes.iter().map(|_| Err(e.clone())).collect();
-        let tx = match self.write() {
-            Ok(tx) => tx,
-            Err(e) => return all_failed(e),
-        };
-        let mut results = Vec::with_capacity(writes.len());
-        // NB: cached statements, not rusqlite's `Savepoint`, which prepares its SQL anew
-        // each time: two statements per write were a tenth of the writer's time.
-        let exec = |sql: &str| {
-            tx.prepare_cached(sql)
-                .and_then(|mut st| st.execute([]))
-                .map(drop)
-                .map_err(|e| io(&path, e))
-        };
-        for w in writes {
-            // NB: each write in a savepoint of its own: one that fails (a duplicate id,
-            // a run taken over, a constraint) is undone alone and the others go on.
-            let r = exec("SAVEPOINT group_write").and_then(|()| {
-                let r = match w {
-                    StoreWrite::Create(run, owner) => create(&tx, &path, &run.borrow(), owner),
-                    StoreWrite::Commit(id, owner, point, entry) => {
-                        commit(&tx, &path, id, owner, point, entry.as_deref())
-                    }
-                };
-                if r.is_err() {
-                    exec("ROLLBACK TO group_write")?;
-                }
-                exec("RELEASE group_write")?;
-                r
-            });
-            // NB: only a refusal (a duplicate id, a run held elsewhere) leaves the rest
-            // going on; after an I/O error SQLite may have rolled the whole transaction
-            // back, so everything fails.
-            if let Err(e) = &r
-                && !matches!(e.kind, StoreErrorKind::DuplicateRun | StoreErrorKind::Busy)
-            {
-                return all_failed(e.clone());
-            }
-            results.push(r);
+        let mut programs = std::mem::take(&mut self.programs);
+        let mut new_programs = Vec::new();
+        let results = self.write_group_with(writes, &mut programs, &mut new_programs);
+        if results.iter().any(Result::is_ok) {
+            programs.stored.extend(new_programs);
         }
-        match tx.commit() {
-            Ok(()) => results,
-            Err(e) => all_failed(io(&path, e)),
-        }
+        self.programs = programs;
+        results
     }
 
     fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
@@ -642,13 +695,16 @@ impl RunStore for SqliteStore {
 }
 
 /// Stores the program (once per hash) and creates the run, inside `tx`.
+/// Creates a run, inside `tx`; returns its program's hash if the program was not known
+/// to be stored (it is now, once `tx` commits).
 fn create(
     tx: &rusqlite::Connection,
     path: &str,
     run: &NewRun<'_>,
     owner: &Owner,
-) -> Result<(), StoreError> {
-    let hash = format!("{:x}", Sha256::digest(run.pbc));
+    programs: &mut Programs,
+) -> Result<Option<String>, StoreError> {
+    let hash = programs.hash(run.pbc);
     let now = now_ms();
     // NB: cached statements: a batch creates a run per line, and preparing each
     // statement anew was a third of a creation.
@@ -665,9 +721,12 @@ fn create(
             ),
         ));
     }
-    tx.prepare_cached("INSERT OR IGNORE INTO programs (hash, source, pbc) VALUES (?1, ?2, ?3)")
-        .and_then(|mut st| st.execute(params![hash, run.source, run.pbc]))
-        .map_err(|e| io(path, e))?;
+    let new = !programs.stored.contains(&hash);
+    if new {
+        tx.prepare_cached("INSERT OR IGNORE INTO programs (hash, source, pbc) VALUES (?1, ?2, ?3)")
+            .and_then(|mut st| st.execute(params![hash, run.source, run.pbc]))
+            .map_err(|e| io(path, e))?;
+    }
     tx.prepare_cached(
         "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
                                created_at, updated_at, owner, lease_until) \
@@ -688,7 +747,7 @@ fn create(
         ])
     })
     .map_err(|e| io(path, e))?;
-    Ok(())
+    Ok(new.then_some(hash))
 }
 
 /// Writes a commit point, inside `tx`.
