@@ -251,6 +251,13 @@ mod tests {
             f64::MAX,
             1e16,
             0.000_123_456_78,
+            // Around the lower bound of the positional form (Python writes 1e-05 below it).
+            1e-4,
+            9.9e-5,
+            0.000_1,
+            0.000_100_000_01,
+            3.0,
+            1_342_177.75,
         ] {
             check(f);
         }
