@@ -58,5 +58,4 @@ fn a_100k_step_looping_plan_is_checked_in_under_100_mb() {
         "checking a 7 MB plan took {:.1} MB",
         peak as f64 / 1e6
     );
-    drop(c);
 }

@@ -319,13 +319,12 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             }
         };
         let hasher = &self.hasher;
-        let key = |r: &RefDef| hasher.hash_one((r.slot, r.path.as_slice(), r.raw));
         intern(
             &mut self.refs,
             &mut self.program.refs,
             hasher.hash_one((slot, path.as_slice(), raw)),
             |r| (r.slot, r.path.as_slice(), r.raw) == (slot, path.as_slice(), raw),
-            key,
+            |r| hasher.hash_one((r.slot, r.path.as_slice(), r.raw)),
             // NB: a copy, made only for a new reference (most have no path to copy).
             || RefDef {
                 slot,
