@@ -1,25 +1,38 @@
 //! Group commit for many runs in one process (`planvm batch --store`): one writer thread
-//! owns the store's connection; runs hand it their writes without blocking their task;
-//! everything that queued up while a transaction was being written goes into the next
-//! one, each run's commit points merged into one journal row. A run waits for its writes
-//! only where it must (see `StoreJournal::grouped`).
+//! owns the store's connection, and runs hand it their writes without blocking their task.
+//! Everything that queued up while a transaction was being written goes into the next
+//! one.
+//!
+//! A run's commit points do not travel one by one: the run appends each point's journal
+//! entry to a buffer it shares with the writer ([`GroupRun`]), and queues the run for the
+//! writer only when the buffer was empty. The writer takes the whole buffer, as one
+//! journal row, in its next transaction. So a point waits at most for the transaction
+//! being written when it was given (no timer: the writer is never idle while a buffer
+//! holds something), and a run with many quick points pays for one queue message and one
+//! row per transaction, not per point. A run waits for its points only where it must (see
+//! `StoreJournal::grouped`).
 
-use std::collections::HashMap;
 use std::future::Future;
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use futures::channel::oneshot;
 
-use crate::{RunStore, SqliteStore, StoreError, StoreErrorKind, StoreWrite};
+use crate::{CommitPoint, Owner, RunEnd, RunStore, SqliteStore, StoreError, StoreErrorKind};
+use crate::{OwnedNewRun, StoreWrite};
 
-/// The most writes one transaction takes (a bound on its size and latency).
+/// The most jobs one transaction takes (a bound on its size and latency).
 const MAX_GROUP: usize = 256;
+
+/// Bytes reserved for a run's journal entry when its buffer starts anew.
+const ENTRY_HINT: usize = 4096;
 
 type Done = oneshot::Sender<Result<(), StoreError>>;
 
-struct Job {
-    write: StoreWrite,
-    done: Done,
+enum Job {
+    /// A run to create, and who waits for it.
+    Create(Box<OwnedNewRun>, Owner, Done),
+    /// A run whose buffer holds points.
+    Points(Arc<Shared>),
 }
 
 /// A handle on the writer thread; clones share it. The thread ends when the last handle
@@ -31,7 +44,10 @@ pub struct GroupStore {
 
 impl std::fmt::Debug for Job {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.write.fmt(f)
+        match self {
+            Job::Create(run, ..) => write!(f, "Create({})", run.id),
+            Job::Points(shared) => write!(f, "Points({})", shared.run),
+        }
     }
 }
 
@@ -42,31 +58,36 @@ fn closed() -> StoreError {
     )
 }
 
-/// The group's writes, with each run's commit points merged into its first (one journal
-/// row per run and transaction), and who waits for each. (A process's run ids are
-/// distinct; a point of a run that was not created, or that another process took over,
-/// is refused by the store's ownership check.)
-fn merge(group: Vec<Job>) -> (Vec<StoreWrite>, Vec<Vec<Done>>) {
-    let mut writes: Vec<StoreWrite> = Vec::with_capacity(group.len());
-    let mut done: Vec<Vec<Done>> = Vec::with_capacity(group.len());
-    let mut first: HashMap<String, usize> = HashMap::new();
-    for job in group {
-        if let StoreWrite::Commit(run, owner, point, entry) = job.write {
-            if let Some(&i) = first.get(&run)
-                && let StoreWrite::Commit(_, _, into, into_entry) = &mut writes[i]
-            {
-                into.absorb(into_entry, point, entry);
-                done[i].push(job.done);
-                continue;
-            }
-            first.insert(run.clone(), writes.len());
-            writes.push(StoreWrite::Commit(run, owner, point, entry));
-        } else {
-            writes.push(job.write);
-        }
-        done.push(vec![job.done]);
-    }
-    (writes, done)
+/// What a run and the writer share.
+struct Shared {
+    run: String,
+    owner: Owner,
+    buf: Mutex<Buffer>,
+}
+
+/// A run's points not yet taken by the writer, and where its writes stand.
+#[derive(Default)]
+struct Buffer {
+    /// The points' journal entries as a JSON array without its closing `]` (empty: none).
+    entry: Vec<u8>,
+    /// The latest saved state among the points, the run's end, its step count.
+    state: Option<(u64, String)>,
+    end: Option<RunEnd>,
+    total_steps: u64,
+    /// Points given so far; of them, points written.
+    given: u64,
+    written: u64,
+    /// The run is in the writer's queue (the buffer is taken once per queue message).
+    queued: bool,
+    /// The first write that failed: every later wait and point fails with it.
+    failed: Option<StoreError>,
+    /// Who waits for which count of points to be written.
+    waiters: Vec<(u64, Done)>,
+}
+
+fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Buffer> {
+    // NB: no code panics while holding the lock; a poisoned buffer is still consistent.
+    shared.buf.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl GroupStore {
@@ -80,29 +101,175 @@ impl GroupStore {
                 {
                     group.push(job);
                 }
-                let (writes, done) = merge(group);
-                let results = store.write_group(&writes.iter().collect::<Vec<_>>());
-                for (waiting, r) in done.into_iter().zip(results) {
-                    for d in waiting {
-                        // NB: a run that gave up waiting is not the writer's problem.
-                        let _ = d.send(r.clone());
-                    }
-                }
+                write(&mut store, group);
             }
         });
         GroupStore { jobs }
     }
 
-    /// Queues `write`; the future resolves once it is committed (or failed).
-    pub fn submit(
+    /// Queues the creation of a run; the future resolves once it is committed (or
+    /// failed). Points given afterwards for the run are written after it.
+    pub fn create(
         &self,
-        write: StoreWrite,
+        run: OwnedNewRun,
+        owner: Owner,
     ) -> impl Future<Output = Result<(), StoreError>> + Send + 'static {
         let (done, wait) = oneshot::channel();
-        let queued = self.jobs.send(Job { write, done });
+        let queued = self.jobs.send(Job::Create(Box::new(run), owner, done));
         async move {
             queued.map_err(|_| closed())?;
             wait.await.map_err(|_| closed())?
         }
+    }
+
+    /// Run `run`'s side of the store, for its commit points.
+    pub fn run(&self, run: &str, owner: Owner) -> GroupRun {
+        GroupRun {
+            jobs: self.jobs.clone(),
+            shared: Arc::new(Shared {
+                run: run.to_owned(),
+                owner,
+                buf: Mutex::new(Buffer::default()),
+            }),
+        }
+    }
+}
+
+/// Who waits for one write of a group.
+enum Waiting {
+    Create(Done),
+    /// The run, and how many of its points the write holds.
+    Points(Arc<Shared>, u64),
+}
+
+/// Writes one group in one transaction and tells everyone concerned.
+fn write(store: &mut SqliteStore, group: Vec<Job>) {
+    let mut writes: Vec<StoreWrite> = Vec::with_capacity(group.len());
+    let mut waiting: Vec<Waiting> = Vec::with_capacity(group.len());
+    for job in group {
+        match job {
+            Job::Create(run, owner, done) => {
+                writes.push(StoreWrite::Create(*run, owner));
+                waiting.push(Waiting::Create(done));
+            }
+            Job::Points(shared) => {
+                let mut buf = lock(&shared);
+                buf.queued = false;
+                let mut entry = std::mem::take(&mut buf.entry);
+                let point = CommitPoint {
+                    state: buf.state.take(),
+                    end: buf.end.take(),
+                    total_steps: buf.total_steps,
+                    ..CommitPoint::default()
+                };
+                let given = buf.given;
+                drop(buf);
+                let entry = (!entry.is_empty()).then(|| {
+                    entry.push(b']');
+                    // NB: serde_json writes UTF-8 only.
+                    String::from_utf8(entry).unwrap_or_default()
+                });
+                writes.push(StoreWrite::Commit(
+                    shared.run.clone(),
+                    shared.owner.clone(),
+                    point,
+                    entry,
+                ));
+                waiting.push(Waiting::Points(shared, given));
+            }
+        }
+    }
+    let results = store.write_group(&writes.iter().collect::<Vec<_>>());
+    drop(writes);
+    for (waiting, result) in waiting.into_iter().zip(results) {
+        match waiting {
+            // NB: a run that gave up waiting is not the writer's problem.
+            Waiting::Create(done) => drop(done.send(result)),
+            Waiting::Points(shared, upto) => {
+                let mut buf = lock(&shared);
+                match result {
+                    Ok(()) => buf.written = buf.written.max(upto),
+                    Err(e) => {
+                        buf.failed.get_or_insert(e);
+                    }
+                }
+                let (written, failed) = (buf.written, buf.failed.clone());
+                for (want, done) in std::mem::take(&mut buf.waiters) {
+                    match &failed {
+                        Some(e) => drop(done.send(Err(e.clone()))),
+                        None if want <= written => drop(done.send(Ok(()))),
+                        None => buf.waiters.push((want, done)),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// One run's side of a [`GroupStore`].
+pub struct GroupRun {
+    jobs: mpsc::Sender<Job>,
+    shared: Arc<Shared>,
+}
+
+impl GroupRun {
+    /// Hands a commit point to the writer (its rows are not kept: only its journal entry,
+    /// state and end). Fails when an earlier point of the run failed to be written.
+    pub fn give(&self, point: CommitPoint) -> Result<(), StoreError> {
+        let mut buf = lock(&self.shared);
+        if let Some(e) = &buf.failed {
+            return Err(e.clone());
+        }
+        let sep = if buf.entry.is_empty() {
+            // NB: room for a run's usual points at once (a few KB), not a doubling per
+            // point.
+            buf.entry.reserve(ENTRY_HINT);
+            b'['
+        } else {
+            b','
+        };
+        let before = buf.entry.len();
+        buf.entry.push(sep);
+        if !point.write_entry(&mut buf.entry) {
+            buf.entry.truncate(before);
+        }
+        if point.state.is_some() {
+            buf.state = point.state;
+        }
+        if point.end.is_some() {
+            buf.end = point.end;
+        }
+        buf.total_steps = buf.total_steps.max(point.total_steps);
+        buf.given += 1;
+        if !std::mem::replace(&mut buf.queued, true) {
+            drop(buf);
+            if self
+                .jobs
+                .send(Job::Points(Arc::clone(&self.shared)))
+                .is_err()
+            {
+                let e = closed();
+                lock(&self.shared).failed = Some(e.clone());
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// A wait until every point given so far is written, or None when they are.
+    pub fn written(&self) -> Option<impl Future<Output = Result<(), StoreError>> + Send + 'static> {
+        let mut buf = lock(&self.shared);
+        if buf.failed.is_none() && buf.written >= buf.given {
+            return None;
+        }
+        let (done, wait) = oneshot::channel();
+        match &buf.failed {
+            Some(e) => drop(done.send(Err(e.clone()))),
+            None => {
+                let want = buf.given;
+                buf.waiters.push((want, done));
+            }
+        }
+        Some(async move { wait.await.map_err(|_| closed())? })
     }
 }

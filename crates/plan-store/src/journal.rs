@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use plan_bytecode::{Effects, ValidatedProgram};
 
 use crate::{
-    CallRow, CallState, CommitPoint, GroupStore, Owner, RunEnd, RunStore, StepRow, StoreWrite,
+    CallRow, CallState, CommitPoint, GroupRun, GroupStore, Owner, RunEnd, RunStore, StepRow,
 };
 
 /// The largest value a step row keeps (bytes as the VM counts them). Larger values are
@@ -41,9 +41,9 @@ pub const CHECKPOINT_STEPS: u64 = 4096;
 enum Target<'s> {
     /// Committed at once, in the driver's task (one run in a process).
     Direct(&'s mut dyn RunStore),
-    /// Queued to a writer thread that commits many runs' points together (a batch);
+    /// Handed to a writer thread that commits many runs' points together (a batch);
     /// the driver waits for them through [`Journal::durable`].
-    Group(GroupStore),
+    Group(GroupRun),
 }
 
 /// Journals one run into a store.
@@ -60,8 +60,6 @@ pub struct StoreJournal<'s> {
     reused: HashSet<CallId>,
     /// When and at which step count the state was last saved.
     last_checkpoint: (Instant, u64),
-    /// Group commits not known to be written yet.
-    waiting: Vec<Durable>,
     /// Bytes of values kept in step records so far.
     kept_bytes: u64,
     /// Tools with `write` effects (a grouped journal waits before one is sent).
@@ -95,16 +93,17 @@ impl<'s> StoreJournal<'s> {
         steps_done: u64,
         program: &ValidatedProgram,
     ) -> StoreJournal<'static> {
-        StoreJournal::to(Target::Group(store), run, owner, steps_done, program)
+        let points = store.run(run, owner.clone());
+        StoreJournal::to(Target::Group(points), run, owner, steps_done, program)
     }
 
     /// A wait until every point given so far is written (None: nothing pending).
     pub fn written(&mut self) -> Option<Durable> {
-        if self.waiting.is_empty() {
+        let Target::Group(points) = &self.target else {
             return None;
-        }
-        let all = futures::future::try_join_all(std::mem::take(&mut self.waiting));
-        Some(Box::pin(async move { all.await.map(|_| ()) }))
+        };
+        let wait = points.written()?;
+        Some(Box::pin(async move { wait.await.map_err(|e| e.message) }))
     }
 
     fn to(
@@ -122,7 +121,6 @@ impl<'s> StoreJournal<'s> {
             point: CommitPoint::default(),
             reused: HashSet::new(),
             last_checkpoint: (Instant::now(), steps_done),
-            waiting: Vec::new(),
             write_tools: program
                 .tools
                 .iter()
@@ -143,22 +141,7 @@ impl<'s> StoreJournal<'s> {
             Target::Direct(store) => store
                 .commit(&self.run, &self.owner, &point)
                 .map_err(|e| e.message),
-            Target::Group(store) => {
-                let entry = point.journal_entry();
-                // NB: the writer needs the entry, not the rows it was made from: they are
-                // freed here, in the run's task, not moved to the writer thread, merged
-                // there with the run's other points, and freed by it.
-                point.sent = Vec::new();
-                point.answered = Vec::new();
-                point.steps = Vec::new();
-                point.committed = Vec::new();
-                point.discarded = Vec::new();
-                let write = StoreWrite::Commit(self.run.clone(), self.owner.clone(), point, entry);
-                let done = store.submit(write);
-                self.waiting
-                    .push(Box::pin(async move { done.await.map_err(|e| e.message) }));
-                Ok(())
-            }
+            Target::Group(points) => points.give(point).map_err(|e| e.message),
         }
     }
 }

@@ -25,7 +25,7 @@ mod sqlite;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use group::GroupStore;
+pub use group::{GroupRun, GroupStore};
 pub use journal::{
     CHECKPOINT_INTERVAL, CHECKPOINT_STEPS, MAX_KEPT_RUN_BYTES, MAX_KEPT_VALUE_BYTES, StoreJournal,
 };
@@ -186,6 +186,18 @@ impl CommitPoint {
     /// format is in migrations/001_init.sql), or None when it holds none (a point that
     /// only saves the state or ends the run).
     pub fn journal_entry(&self) -> Option<String> {
+        let mut out = vec![b'['];
+        if !self.write_entry(&mut out) {
+            return None;
+        }
+        out.push(b']');
+        // NB: serde_json writes UTF-8 only.
+        String::from_utf8(out).ok()
+    }
+
+    /// Appends the point's calls and steps to `out` as one JSON object (one point of a
+    /// journal entry); false, with nothing appended, when it holds none.
+    pub fn write_entry(&self, out: &mut Vec<u8>) -> bool {
         #[derive(Serialize)]
         struct Sent<'a> {
             step: u64,
@@ -222,7 +234,7 @@ impl CommitPoint {
             && self.committed.is_empty()
             && self.discarded.is_empty()
         {
-            return None;
+            return false;
         }
         let entry = Entry {
             sent: self
@@ -249,38 +261,13 @@ impl CommitPoint {
             committed: &self.committed,
             discarded: &self.discarded,
         };
-        serde_json::to_string(&[entry]).ok()
-    }
-
-    /// Appends `later`, the run's next point, to this one: both then commit as one row.
-    /// `entry` and `later_entry` are their journal entries.
-    pub fn absorb(
-        &mut self,
-        entry: &mut Option<String>,
-        later: CommitPoint,
-        later_entry: Option<String>,
-    ) {
-        self.sent.extend(later.sent);
-        self.answered.extend(later.answered);
-        self.steps.extend(later.steps);
-        self.committed.extend(later.committed);
-        self.discarded.extend(later.discarded);
-        if later.state.is_some() {
-            self.state = later.state;
+        let before = out.len();
+        // NB: writing into a vector fails only for a map with non-string keys: none here.
+        if serde_json::to_writer(&mut *out, &entry).is_err() {
+            out.truncate(before);
+            return false;
         }
-        if later.end.is_some() {
-            self.end = later.end;
-        }
-        self.total_steps = self.total_steps.max(later.total_steps);
-        // NB: two arrays of points become one, without parsing either.
-        *entry = match (entry.take(), later_entry) {
-            (Some(a), Some(b)) => Some(format!(
-                "{},{}",
-                a.strip_suffix(']').unwrap_or(&a),
-                b.strip_prefix('[').unwrap_or(&b)
-            )),
-            (a, b) => a.or(b),
-        };
+        true
     }
 }
 

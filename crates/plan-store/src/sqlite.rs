@@ -320,36 +320,23 @@ impl SqliteStore {
             Err(e) => return all_failed(e),
         };
         let mut results = Vec::with_capacity(writes.len());
-        // NB: cached statements, not rusqlite's `Savepoint`, which prepares its SQL anew
-        // each time: two statements per write were a tenth of the writer's time.
-        let exec = |sql: &str| {
-            tx.prepare_cached(sql)
-                .and_then(|mut st| st.execute([]))
-                .map(drop)
-                .map_err(|e| io(&path, e))
-        };
         for w in writes {
-            // NB: each write in a savepoint of its own: one that fails (a duplicate id,
-            // a run taken over, a constraint) is undone alone and the others go on.
-            let r = exec("SAVEPOINT group_write").and_then(|()| {
-                let r = match w {
-                    StoreWrite::Create(run, owner) => {
-                        create(&tx, &path, &run.borrow(), owner, programs)
-                            .map(|new| new_programs.extend(new))
-                    }
-                    StoreWrite::Commit(id, owner, point, entry) => {
-                        commit(&tx, &path, id, owner, point, entry.as_deref())
-                    }
-                };
-                if r.is_err() {
-                    exec("ROLLBACK TO group_write")?;
+            // NB: no savepoint per write: each write checks what may refuse it (a
+            // duplicate id, a run held elsewhere) before it changes anything, so a refused
+            // write leaves nothing to undo, and any other failure fails the group. (A
+            // savepoint copied every page a write touched into a statement journal: a
+            // tenth of the writer's time in a batch.)
+            let r = match w {
+                StoreWrite::Create(run, owner) => {
+                    create(&tx, &path, &run.borrow(), owner, programs)
+                        .map(|new| new_programs.extend(new))
                 }
-                exec("RELEASE group_write")?;
-                r
-            });
-            // NB: only a refusal (a duplicate id, a run held elsewhere) leaves the rest
-            // going on; after an I/O error SQLite may have rolled the whole transaction
-            // back, so everything fails.
+                StoreWrite::Commit(id, owner, point, entry) => {
+                    commit(&tx, &path, id, owner, point, entry.as_deref())
+                }
+            };
+            // NB: only a refusal leaves the rest going on; after an I/O error SQLite may
+            // have rolled the whole transaction back, so everything fails.
             if let Err(e) = &r
                 && !matches!(e.kind, StoreErrorKind::DuplicateRun | StoreErrorKind::Busy)
             {
@@ -694,9 +681,9 @@ impl RunStore for SqliteStore {
     }
 }
 
-/// Stores the program (once per hash) and creates the run, inside `tx`.
-/// Creates a run, inside `tx`; returns its program's hash if the program was not known
-/// to be stored (it is now, once `tx` commits).
+/// Stores the program (once per hash) and creates the run, inside `tx`; returns its
+/// program's hash if the program was not known to be stored (it is now, once `tx`
+/// commits). A taken id is refused before anything is written.
 fn create(
     tx: &rusqlite::Connection,
     path: &str,
@@ -750,8 +737,9 @@ fn create(
     Ok(new.then_some(hash))
 }
 
-/// Writes a commit point, inside `tx`.
-/// `entry`: the point's journal entry if the caller encoded it already.
+/// Writes a commit point, inside `tx`; `entry`: the point's journal entry if the caller
+/// encoded it already. A run this process does not hold is refused before anything is
+/// written.
 fn commit(
     tx: &rusqlite::Connection,
     path: &str,

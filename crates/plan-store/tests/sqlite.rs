@@ -285,3 +285,81 @@ fn the_wal_is_checkpointed_in_the_background_and_gone_when_the_store_is_dropped(
     let store = SqliteStore::open_existing(&db, Durability::Normal).unwrap();
     assert_eq!(store.run("r").unwrap().status, RunStatus::Running);
 }
+
+/// Many runs handing points to one group store from several threads at once: every
+/// point lands once, in order, whatever transactions they were grouped into; a wait
+/// returns once what was given before it is written.
+#[test]
+fn a_group_store_writes_every_point_of_every_run_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let store = SqliteStore::open(&db, Durability::Normal).unwrap();
+    let group = plan_store::GroupStore::spawn(store);
+    let me = Owner::this_process();
+    const RUNS: usize = 24;
+    const POINTS: u64 = 30;
+    std::thread::scope(|s| {
+        for t in 0..4 {
+            let (group, me) = (group.clone(), me.clone());
+            s.spawn(move || {
+                for r in (t..RUNS).step_by(4) {
+                    let id = format!("run{r}");
+                    let created = group.create(new_run(&id), me.clone());
+                    let run = group.run(&id, me.clone());
+                    for p in 0..POINTS {
+                        let point = CommitPoint {
+                            sent: vec![call(p, "search")],
+                            end: (p + 1 == POINTS).then(|| RunEnd {
+                                ok: true,
+                                final_answer: json!(r),
+                                error: None,
+                            }),
+                            total_steps: p + 1,
+                            ..CommitPoint::default()
+                        };
+                        run.give(point).unwrap();
+                        if p == POINTS / 2 {
+                            futures::executor::block_on(run.written().unwrap()).unwrap();
+                        }
+                    }
+                    futures::executor::block_on(created).unwrap();
+                    if let Some(wait) = run.written() {
+                        futures::executor::block_on(wait).unwrap();
+                    }
+                    assert!(run.written().is_none(), "everything given is written");
+                }
+            });
+        }
+    });
+    let store = SqliteStore::open(&db, Durability::Normal).unwrap();
+    for r in 0..RUNS {
+        let id = format!("run{r}");
+        let steps: Vec<u64> = store.calls(&id).unwrap().iter().map(|c| c.step).collect();
+        assert_eq!(steps, (0..POINTS).collect::<Vec<_>>(), "{id}");
+        let info = store.run(&id).unwrap();
+        assert_eq!(info.status, RunStatus::Ok);
+        assert_eq!(info.final_answer, Some(json!(r)));
+        assert_eq!(info.steps, POINTS);
+    }
+}
+
+/// A point the store refuses (here: of a run that was never created) fails the waits for
+/// it, and every later point of the run, with the store's message.
+#[test]
+fn a_refused_point_fails_the_run_s_waits_and_later_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(&dir.path().join("s.db"), Durability::Normal).unwrap();
+    let group = plan_store::GroupStore::spawn(store);
+    let run = group.run("ghost", Owner::this_process());
+    let point = || CommitPoint {
+        sent: vec![call(0, "search")],
+        ..CommitPoint::default()
+    };
+    run.give(point()).unwrap();
+    let e = futures::executor::block_on(run.written().unwrap()).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::Busy);
+    assert!(e.message.contains("ghost"), "{e:?}");
+    assert_eq!(run.give(point()).unwrap_err(), e);
+    let again = futures::executor::block_on(run.written().unwrap()).unwrap_err();
+    assert_eq!(again, e);
+}

@@ -32,7 +32,7 @@ use plan_host::{
     RunReport, Tracer,
 };
 use plan_manifest::Manifest;
-use plan_store::{GroupStore, OwnedNewRun, Owner, StoreJournal, StoreWrite};
+use plan_store::{GroupStore, OwnedNewRun, Owner, StoreJournal};
 use plan_vm::Limits;
 use serde_json::{Map, Value};
 
@@ -585,7 +585,7 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                     // NB: not waited for: the writer takes writes in order, so the run exists
                     // before its first point; a refused creation fails the run at its end.
                     let owner_again = owner.clone();
-                    let created = store.submit(StoreWrite::Create(new, owner));
+                    let created = store.create(new, owner);
                     let mut journal = (
                         &mut tracer,
                         StoreJournal::grouped(store, &id, owner_again, 0, &program.program),
