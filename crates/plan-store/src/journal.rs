@@ -10,13 +10,11 @@ use plan_value::value_size;
 use plan_vm::MAX_VALUE_DEPTH;
 use plan_vm::{CallId, Event, ToolRequest};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use plan_bytecode::{Effects, ValidatedProgram};
 
-use crate::{
-    CallRow, CallState, CommitPoint, GroupRun, GroupStore, Owner, RunEnd, RunStore, StepRow,
-};
+use crate::{CommitPoint, GroupRun, GroupStore, Owner, RunEnd, RunStore};
 
 /// The largest value a step row keeps (bytes as the VM counts them). Larger values are
 /// listed with their size only: copying them at every step of a loop that rewrites them
@@ -54,8 +52,8 @@ pub struct StoreJournal<'s> {
     owner: Owner,
     /// Instructions committed so far (a resumed run starts from its checkpoint's count).
     steps_done: u64,
-    /// What the next commit point writes.
-    point: CommitPoint,
+    /// The calls and steps the next commit point writes, encoded as they come.
+    point: PointJson,
     /// Calls answered from saved results: their rows are not touched.
     reused: HashSet<CallId>,
     /// When and at which step count the state was last saved.
@@ -118,7 +116,7 @@ impl<'s> StoreJournal<'s> {
             run: run.to_owned(),
             owner,
             steps_done,
-            point: CommitPoint::default(),
+            point: PointJson::default(),
             reused: HashSet::new(),
             last_checkpoint: (Instant::now(), steps_done),
             write_tools: program
@@ -133,10 +131,13 @@ impl<'s> StoreJournal<'s> {
     }
 
     fn flush(&mut self, state: Option<(u64, String)>, end: Option<RunEnd>) -> Result<(), String> {
-        let mut point = std::mem::take(&mut self.point);
-        point.state = state;
-        point.end = end;
-        point.total_steps = self.steps_done;
+        let point = CommitPoint {
+            encoded: std::mem::take(&mut self.point).finish(),
+            state,
+            end,
+            total_steps: self.steps_done,
+            ..CommitPoint::default()
+        };
         match &mut self.target {
             Target::Direct(store) => store
                 .commit(&self.run, &self.owner, &point)
@@ -146,21 +147,182 @@ impl<'s> StoreJournal<'s> {
     }
 }
 
-fn row(req: &ToolRequest, state: CallState) -> CallRow {
-    CallRow {
-        step: req.instance,
-        seq_no: req.seq_no,
-        tool: req.tool.to_string(),
-        // NB: an answer's journal entry names its call by `step`: the arguments are
-        // recorded once, when the call is sent.
-        args: match state {
-            CallState::Answered => Map::new(),
-            _ => req.args.to_map(),
-        },
-        state,
-        output: None,
-        error: None,
-        latency_ms: None,
+/// A commit point's calls and steps, encoded as the journal entry holds them (the format
+/// is in migrations/001_init.sql) while they are recorded. NB: building rows (a copy of
+/// each call's arguments and answer, of each step's values and names) only to encode
+/// them once was most of what a run spent on its journal.
+#[derive(Default)]
+struct PointJson {
+    /// The items of each list, comma-separated, without brackets.
+    sent: Vec<u8>,
+    answered: Vec<u8>,
+    steps: Vec<u8>,
+    committed: Vec<u8>,
+    discarded: Vec<u8>,
+    /// The last step is open: its `writes` object is being written (the variables it
+    /// sets come after it).
+    step_open: bool,
+    /// The open step's `writes` has an entry; its `omitted` entries so far.
+    wrote: bool,
+    omitted: Vec<u8>,
+}
+
+type Encoded = Result<(), String>;
+
+/// Starts an item of a comma-separated list.
+fn item(list: &mut Vec<u8>) {
+    if !list.is_empty() {
+        list.push(b',');
+    }
+}
+
+fn json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) -> Encoded {
+    serde_json::to_writer(out, v).map_err(|e| format!("cannot encode the journal: {e}"))
+}
+
+fn number(out: &mut Vec<u8>, n: impl std::fmt::Display) {
+    use std::io::Write;
+    // NB: writing into a vector cannot fail.
+    let _ = write!(out, "{n}");
+}
+
+fn seq_no(out: &mut Vec<u8>, seq_no: Option<i64>) {
+    match seq_no {
+        Some(n) => number(out, n),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+impl PointJson {
+    fn step(&mut self, step: u64, seq: Option<i64>, pc: u32, op: &str) -> Encoded {
+        self.close_step();
+        item(&mut self.steps);
+        let out = &mut self.steps;
+        out.extend_from_slice(b"{\"step\":");
+        number(out, step);
+        out.extend_from_slice(b",\"seq_no\":");
+        seq_no(out, seq);
+        out.extend_from_slice(b",\"pc\":");
+        number(out, pc);
+        out.extend_from_slice(b",\"op\":");
+        json(out, op)?;
+        out.extend_from_slice(b",\"writes\":{");
+        self.step_open = true;
+        Ok(())
+    }
+
+    /// A variable the open step set, with its value (or only its size: `omitted`).
+    fn var(&mut self, name: &str, value: Result<&Value, u64>) -> Encoded {
+        if !self.step_open {
+            return Ok(());
+        }
+        let out = match value {
+            Ok(_) => {
+                if std::mem::replace(&mut self.wrote, true) {
+                    self.steps.push(b',');
+                }
+                &mut self.steps
+            }
+            Err(_) => {
+                item(&mut self.omitted);
+                &mut self.omitted
+            }
+        };
+        json(out, name)?;
+        out.push(b':');
+        match value {
+            Ok(v) => json(out, v),
+            Err(bytes) => {
+                number(out, bytes);
+                Ok(())
+            }
+        }
+    }
+
+    fn close_step(&mut self) {
+        if !std::mem::take(&mut self.step_open) {
+            return;
+        }
+        self.wrote = false;
+        self.steps.push(b'}');
+        if !self.omitted.is_empty() {
+            self.steps.extend_from_slice(b",\"omitted\":{");
+            self.steps.append(&mut self.omitted);
+            self.steps.push(b'}');
+        }
+        self.steps.push(b'}');
+    }
+
+    fn sent(&mut self, req: &ToolRequest) -> Encoded {
+        self.call(req.instance, req.seq_no, &req.tool, &req.args)
+    }
+
+    fn call(
+        &mut self,
+        step: u64,
+        seq: Option<i64>,
+        tool: &str,
+        args: &(impl serde::Serialize + ?Sized),
+    ) -> Encoded {
+        item(&mut self.sent);
+        let out = &mut self.sent;
+        out.extend_from_slice(b"{\"step\":");
+        number(out, step);
+        out.extend_from_slice(b",\"seq_no\":");
+        seq_no(out, seq);
+        out.extend_from_slice(b",\"tool\":");
+        json(out, tool)?;
+        out.extend_from_slice(b",\"args\":");
+        json(out, args)?;
+        out.push(b'}');
+        Ok(())
+    }
+
+    /// An answer: its output or error (neither: unknown), its latency.
+    fn answered(&mut self, step: u64, answer: Result<&Value, &str>, ms: u64) -> Encoded {
+        item(&mut self.answered);
+        let out = &mut self.answered;
+        out.extend_from_slice(b"{\"step\":");
+        number(out, step);
+        match answer {
+            Ok(v) => {
+                out.extend_from_slice(b",\"output\":");
+                json(out, v)?;
+            }
+            Err(e) => {
+                out.extend_from_slice(b",\"error\":");
+                json(out, e)?;
+            }
+        }
+        out.extend_from_slice(b",\"latency_ms\":");
+        number(out, ms);
+        out.push(b'}');
+        Ok(())
+    }
+
+    /// The point as one JSON object of a journal entry (empty: nothing to write).
+    fn finish(mut self) -> Vec<u8> {
+        self.close_step();
+        let lists: [(&[u8], &[u8]); 5] = [
+            (b"sent", &self.sent),
+            (b"answered", &self.answered),
+            (b"steps", &self.steps),
+            (b"committed", &self.committed),
+            (b"discarded", &self.discarded),
+        ];
+        let mut out = Vec::new();
+        for (key, list) in lists.into_iter().filter(|(_, l)| !l.is_empty()) {
+            out.push(if out.is_empty() { b'{' } else { b',' });
+            out.push(b'"');
+            out.extend_from_slice(key);
+            out.extend_from_slice(b"\":[");
+            out.extend_from_slice(list);
+            out.push(b']');
+        }
+        if !out.is_empty() {
+            out.push(b'}');
+        }
+        out
     }
 }
 
@@ -184,34 +346,23 @@ impl Journal for StoreJournal<'_> {
         match event {
             TraceEvent::Vm(Event::Step { pc, seq_no, op }) => {
                 self.steps_done += 1;
-                self.point.steps.push(StepRow {
-                    step: self.steps_done,
-                    seq_no: *seq_no,
-                    pc: *pc,
-                    op: op.clone(),
-                    writes: Map::new(),
-                    omitted: Map::new(),
-                });
+                self.point.step(self.steps_done, *seq_no, *pc, op)?;
             }
             TraceEvent::Vm(Event::VarSet {
                 name, value, bytes, ..
             }) => {
-                if let Some(step) = self.point.steps.last_mut() {
-                    // NB: a loop rewriting a large value would keep a copy per step: past
-                    // the run's budget, only sizes are kept. Another journal of the same
-                    // run may have asked the VM for larger values than this one keeps.
-                    match value {
-                        Some(v)
-                            if self.kept_bytes < MAX_KEPT_RUN_BYTES
-                                && *bytes <= MAX_KEPT_VALUE_BYTES =>
-                        {
-                            self.kept_bytes += *bytes;
-                            step.writes.insert(name.clone(), v.clone());
-                        }
-                        _ => {
-                            step.omitted.insert(name.clone(), Value::from(*bytes));
-                        }
+                // NB: a loop rewriting a large value would keep a copy per step: past the
+                // run's budget, only sizes are kept. Another journal of the same run may
+                // have asked the VM for larger values than this one keeps.
+                match value {
+                    Some(v)
+                        if self.kept_bytes < MAX_KEPT_RUN_BYTES
+                            && *bytes <= MAX_KEPT_VALUE_BYTES =>
+                    {
+                        self.kept_bytes += *bytes;
+                        self.point.var(name, Ok(v))?;
                     }
+                    _ => self.point.var(name, Err(*bytes))?,
                 }
             }
             TraceEvent::Vm(Event::Jump { .. }) => {}
@@ -224,7 +375,7 @@ impl Journal for StoreJournal<'_> {
             }
             TraceEvent::CallIssued { request, .. } => {
                 self.must_wait |= self.write_tools.contains(request.tool.as_str());
-                self.point.sent.push(row(request, CallState::Inflight));
+                self.point.sent(request)?;
             }
             TraceEvent::CallAnswered {
                 request,
@@ -234,8 +385,8 @@ impl Journal for StoreJournal<'_> {
                 if self.reused.contains(&request.id) {
                     return Ok(());
                 }
-                let mut call = row(request, CallState::Answered);
-                match result {
+                let depth_error;
+                let answer = match result {
                     // NB: a write that failed in any way but a refusal (timed out, lost
                     // its connection, a 5xx, an answer of the wrong shape) may have taken
                     // effect: no answer is recorded, so it stays unknown (even once the
@@ -252,7 +403,7 @@ impl Journal for StoreJournal<'_> {
                     {
                         return Ok(());
                     }
-                    Err(e) => call.error = Some(e.message.clone()),
+                    Err(e) => Err(e.message.as_str()),
                     // NB: deeper than the VM accepts (it fails the run on it): recorded as
                     // that failure, since the journal could not be read back past
                     // serde_json's nesting limit.
@@ -261,18 +412,22 @@ impl Journal for StoreJournal<'_> {
                             // It took effect, but its answer cannot be kept: unknown.
                             return Ok(());
                         }
-                        call.error = Some(format!(
-                            "the output is nested more than {MAX_VALUE_DEPTH} levels deep"
-                        ));
+                        depth_error =
+                            format!("the output is nested more than {MAX_VALUE_DEPTH} levels deep");
+                        Err(depth_error.as_str())
                     }
-                    Ok(v) => call.output = Some((*v).clone()),
-                }
-                call.latency_ms = Some(u64::try_from(took.as_millis()).unwrap_or(u64::MAX));
-                self.point.answered.push(call);
+                    Ok(v) => Ok(*v),
+                };
+                let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+                self.point.answered(request.instance, answer, ms)?;
             }
-            TraceEvent::CallCommitted { request } => self.point.committed.push(request.instance),
+            TraceEvent::CallCommitted { request } => {
+                item(&mut self.point.committed);
+                number(&mut self.point.committed, request.instance);
+            }
             TraceEvent::CallDiscarded { request, .. } => {
-                self.point.discarded.push(request.instance);
+                item(&mut self.point.discarded);
+                number(&mut self.point.discarded, request.instance);
             }
             TraceEvent::Suspended { state } => {
                 let (at, steps) = self.last_checkpoint;
@@ -301,5 +456,100 @@ impl Journal for StoreJournal<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CallRow, CallState, StepRow};
+    use serde_json::{Map, json};
+
+    /// The entry encoded as events come is exactly the one the rows would give (the
+    /// format readers and the SQL views of migrations/001_init.sql expect).
+    #[test]
+    fn a_point_encoded_as_it_comes_is_the_rows_entry() {
+        let args = json!({"query": "q \"1\"", "top_k": 3});
+        let mut p = PointJson::default();
+        p.call(4, Some(2), "search", &args).unwrap();
+        p.call(5, None, "llm_generate", &json!({})).unwrap();
+        p.step(1, Some(0), 0, "nop").unwrap();
+        p.step(2, Some(1), 1, "assign").unwrap();
+        p.var("a", Ok(&json!([1, {"b": null}]))).unwrap();
+        p.var("big", Err(70_000)).unwrap();
+        p.var("c", Ok(&json!("ü\n"))).unwrap();
+        p.answered(4, Ok(&json!({"hits": [1.5]})), 12).unwrap();
+        p.answered(5, Err("down"), 0).unwrap();
+        p.step(3, None, 7, "call search").unwrap();
+        p.var("only_size", Err(9)).unwrap();
+        for n in [4, 5] {
+            item(&mut p.committed);
+            number(&mut p.committed, n);
+        }
+        item(&mut p.discarded);
+        number(&mut p.discarded, 9);
+        let encoded = p.finish();
+
+        let call = |step, seq_no, tool: &str, args: &Value| CallRow {
+            step,
+            seq_no,
+            tool: tool.into(),
+            args: args.as_object().unwrap().clone(),
+            state: CallState::Inflight,
+            output: None,
+            error: None,
+            latency_ms: None,
+        };
+        let mut ok = call(4, None, "", &json!({}));
+        ok.output = Some(json!({"hits": [1.5]}));
+        ok.latency_ms = Some(12);
+        let mut failed = call(5, None, "", &json!({}));
+        failed.error = Some("down".into());
+        failed.latency_ms = Some(0);
+        let obj = |v: Value| -> Map<String, Value> { v.as_object().unwrap().clone() };
+        let step = |step, seq_no, pc, op: &str, writes, omitted| StepRow {
+            step,
+            seq_no,
+            pc,
+            op: op.into(),
+            writes,
+            omitted,
+        };
+        let rows = CommitPoint {
+            sent: vec![
+                call(4, Some(2), "search", &args),
+                call(5, None, "llm_generate", &json!({})),
+            ],
+            answered: vec![ok, failed],
+            steps: vec![
+                step(1, Some(0), 0, "nop", Map::new(), Map::new()),
+                step(
+                    2,
+                    Some(1),
+                    1,
+                    "assign",
+                    obj(json!({"a": [1, {"b": null}], "c": "ü\n"})),
+                    obj(json!({"big": 70_000})),
+                ),
+                step(
+                    3,
+                    None,
+                    7,
+                    "call search",
+                    Map::new(),
+                    obj(json!({"only_size": 9})),
+                ),
+            ],
+            committed: vec![4, 5],
+            discarded: vec![9],
+            ..CommitPoint::default()
+        };
+        let mut expected = Vec::new();
+        assert!(rows.write_entry(&mut expected));
+        assert_eq!(
+            String::from_utf8(encoded).unwrap(),
+            String::from_utf8(expected).unwrap()
+        );
+        assert!(PointJson::default().finish().is_empty());
     }
 }

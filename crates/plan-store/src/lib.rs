@@ -179,6 +179,10 @@ pub struct CommitPoint {
     pub total_steps: u64,
     /// The run ended: its final row (the lease is released).
     pub end: Option<RunEnd>,
+    /// The calls and steps already encoded as one point of a journal entry (what
+    /// [`CommitPoint::write_entry`] writes), by a journal that encodes them as they come:
+    /// then the row lists above are empty.
+    pub encoded: Vec<u8>,
 }
 
 impl CommitPoint {
@@ -198,6 +202,10 @@ impl CommitPoint {
     /// Appends the point's calls and steps to `out` as one JSON object (one point of a
     /// journal entry); false, with nothing appended, when it holds none.
     pub fn write_entry(&self, out: &mut Vec<u8>) -> bool {
+        if !self.encoded.is_empty() {
+            out.extend_from_slice(&self.encoded);
+            return true;
+        }
         #[derive(Serialize)]
         struct Sent<'a> {
             step: u64,

@@ -193,6 +193,26 @@ impl SqliteStore {
         Self::open_with(path, durability, false)
     }
 
+    /// The first of `ids` that names a run of this store, if any. NB: in one read
+    /// transaction: a batch checks each of its runs' ids before it starts, and a lookup
+    /// in a transaction of its own took the WAL's read lock each time.
+    pub fn first_taken<'i>(
+        &mut self,
+        ids: impl IntoIterator<Item = &'i str>,
+    ) -> Result<Option<&'i str>, StoreError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| io(&path, e))?;
+        let mut taken = tx
+            .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
+            .map_err(|e| io(&path, e))?;
+        for id in ids {
+            if taken.exists([id]).map_err(|e| io(&path, e))? {
+                return Ok(Some(id));
+            }
+        }
+        Ok(None)
+    }
+
     fn open_with(
         path: &Path,
         durability: Durability,

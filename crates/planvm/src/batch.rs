@@ -235,24 +235,25 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         None => (None, None),
         Some(path) => {
             let durability = args.durability.get();
-            let store = match crate::stored::open(path, durability) {
+            let mut store = match crate::stored::open(path, durability) {
                 Ok(s) => s,
                 Err(code) => return code,
             };
             let batch = args.batch_id.clone().unwrap_or_else(plan_store::new_run_id);
             let ids = run_ids(&batch, &jobs);
             // NB: refused up front: a run whose id exists would fail only at its end.
-            if let Some(id) = ids
-                .values()
-                .find(|id| plan_store::RunStore::run(&store, id).is_ok())
-            {
-                return fail(
-                    exit::USAGE,
-                    format_args!(
-                        "run `{id}` already exists in {}: choose another --batch-id",
-                        path.display()
-                    ),
-                );
+            match store.first_taken(ids.values().map(String::as_str)) {
+                Ok(None) => {}
+                Ok(Some(id)) => {
+                    return fail(
+                        exit::USAGE,
+                        format_args!(
+                            "run `{id}` already exists in {}: choose another --batch-id",
+                            path.display()
+                        ),
+                    );
+                }
+                Err(e) => return fail(crate::stored::store_exit(&e), e),
             }
             eprintln!("batch {batch}");
             let owner = Owner::this_process();
