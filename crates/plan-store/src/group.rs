@@ -213,9 +213,10 @@ pub struct GroupRun {
 }
 
 impl GroupRun {
-    /// Hands a commit point to the writer (its rows are not kept: only its journal entry,
-    /// state and end). Fails when an earlier point of the run failed to be written.
-    pub fn give(&self, point: CommitPoint) -> Result<(), StoreError> {
+    /// Hands a commit point to the writer: its journal entry is copied, its state and end
+    /// are taken (the caller may reuse the point's buffers). Fails when an earlier point
+    /// of the run failed to be written.
+    pub fn give(&self, point: &mut CommitPoint) -> Result<(), StoreError> {
         let mut buf = lock(&self.shared);
         if let Some(e) = &buf.failed {
             return Err(e.clone());
@@ -233,11 +234,11 @@ impl GroupRun {
         if !point.write_entry(&mut buf.entry) {
             buf.entry.truncate(before);
         }
-        if point.state.is_some() {
-            buf.state = point.state;
+        if let Some(state) = point.state.take() {
+            buf.state = Some(state);
         }
-        if point.end.is_some() {
-            buf.end = point.end;
+        if let Some(end) = point.end.take() {
+            buf.end = Some(end);
         }
         buf.total_steps = buf.total_steps.max(point.total_steps);
         buf.given += 1;

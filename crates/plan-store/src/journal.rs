@@ -54,6 +54,8 @@ pub struct StoreJournal<'s> {
     steps_done: u64,
     /// The calls and steps the next commit point writes, encoded as they come.
     point: PointJson,
+    /// The last point's encoded entry (its buffer, reused).
+    encoded: Vec<u8>,
     /// Calls answered from saved results: their rows are not touched.
     reused: HashSet<CallId>,
     /// When and at which step count the state was last saved.
@@ -117,6 +119,7 @@ impl<'s> StoreJournal<'s> {
             owner,
             steps_done,
             point: PointJson::default(),
+            encoded: Vec::new(),
             reused: HashSet::new(),
             last_checkpoint: (Instant::now(), steps_done),
             write_tools: program
@@ -131,19 +134,23 @@ impl<'s> StoreJournal<'s> {
     }
 
     fn flush(&mut self, state: Option<(u64, String)>, end: Option<RunEnd>) -> Result<(), String> {
-        let point = CommitPoint {
-            encoded: std::mem::take(&mut self.point).finish(),
+        // NB: the point's buffers are kept from one point to the next: growing them anew
+        // for each point was a fifth of a batch run's time.
+        let mut point = CommitPoint {
+            encoded: std::mem::take(&mut self.encoded),
             state,
             end,
             total_steps: self.steps_done,
             ..CommitPoint::default()
         };
-        match &mut self.target {
-            Target::Direct(store) => store
-                .commit(&self.run, &self.owner, &point)
-                .map_err(|e| e.message),
-            Target::Group(points) => points.give(point).map_err(|e| e.message),
-        }
+        point.encoded.clear();
+        self.point.finish_into(&mut point.encoded);
+        let done = match &mut self.target {
+            Target::Direct(store) => store.commit(&self.run, &self.owner, &point),
+            Target::Group(points) => points.give(&mut point),
+        };
+        self.encoded = point.encoded;
+        done.map_err(|e| e.message)
     }
 }
 
@@ -180,10 +187,9 @@ fn json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) -> Encoded {
     serde_json::to_writer(out, v).map_err(|e| format!("cannot encode the journal: {e}"))
 }
 
-fn number(out: &mut Vec<u8>, n: impl std::fmt::Display) {
-    use std::io::Write;
-    // NB: writing into a vector cannot fail.
-    let _ = write!(out, "{n}");
+fn number(out: &mut Vec<u8>, n: impl Into<i128>) {
+    // NB: serde_json writes integers without `fmt`; into a vector it cannot fail.
+    let _ = serde_json::to_writer(out, &n.into());
 }
 
 fn seq_no(out: &mut Vec<u8>, seq_no: Option<i64>) {
@@ -300,29 +306,32 @@ impl PointJson {
         Ok(())
     }
 
-    /// The point as one JSON object of a journal entry (empty: nothing to write).
-    fn finish(mut self) -> Vec<u8> {
+    /// Appends the point to `out` as one JSON object of a journal entry (nothing when it
+    /// holds nothing), and empties it for the next point, keeping its buffers.
+    fn finish_into(&mut self, out: &mut Vec<u8>) {
         self.close_step();
-        let lists: [(&[u8], &[u8]); 5] = [
-            (b"sent", &self.sent),
-            (b"answered", &self.answered),
-            (b"steps", &self.steps),
-            (b"committed", &self.committed),
-            (b"discarded", &self.discarded),
-        ];
-        let mut out = Vec::new();
-        for (key, list) in lists.into_iter().filter(|(_, l)| !l.is_empty()) {
-            out.push(if out.is_empty() { b'{' } else { b',' });
+        let start = out.len();
+        for (key, list) in [
+            (&b"sent"[..], &mut self.sent),
+            (b"answered", &mut self.answered),
+            (b"steps", &mut self.steps),
+            (b"committed", &mut self.committed),
+            (b"discarded", &mut self.discarded),
+        ] {
+            if list.is_empty() {
+                continue;
+            }
+            out.push(if out.len() == start { b'{' } else { b',' });
             out.push(b'"');
             out.extend_from_slice(key);
             out.extend_from_slice(b"\":[");
             out.extend_from_slice(list);
             out.push(b']');
+            list.clear();
         }
-        if !out.is_empty() {
+        if out.len() > start {
             out.push(b'}');
         }
-        out
     }
 }
 
@@ -488,7 +497,8 @@ mod tests {
         }
         item(&mut p.discarded);
         number(&mut p.discarded, 9);
-        let encoded = p.finish();
+        let mut encoded = Vec::new();
+        p.finish_into(&mut encoded);
 
         let call = |step, seq_no, tool: &str, args: &Value| CallRow {
             step,
@@ -550,6 +560,8 @@ mod tests {
             String::from_utf8(encoded).unwrap(),
             String::from_utf8(expected).unwrap()
         );
-        assert!(PointJson::default().finish().is_empty());
+        let mut again = Vec::new();
+        p.finish_into(&mut again);
+        assert!(again.is_empty(), "a point is empty once written");
     }
 }

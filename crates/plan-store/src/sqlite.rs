@@ -461,9 +461,8 @@ impl SqliteStore {
 
 /// The number of run `id`'s last journal entry.
 fn journal_head(conn: &Connection, id: &str) -> rusqlite::Result<Option<i64>> {
-    conn.query_row("SELECT max(seq) FROM journal WHERE run = ?1", [id], |r| {
-        r.get(0)
-    })
+    conn.prepare_cached("SELECT max(seq) FROM journal WHERE run = ?1")
+        .and_then(|mut st| st.query_row([id], |r| r.get(0)))
 }
 
 fn unknown_run(id: &str) -> StoreError {
@@ -703,7 +702,8 @@ impl RunStore for SqliteStore {
 
 /// Stores the program (once per hash) and creates the run, inside `tx`; returns its
 /// program's hash if the program was not known to be stored (it is now, once `tx`
-/// commits). A taken id is refused before anything is written.
+/// commits). A taken id is refused with nothing written but the program (which is
+/// content-addressed, and may be shared by any run).
 fn create(
     tx: &rusqlite::Connection,
     path: &str,
@@ -713,13 +713,38 @@ fn create(
 ) -> Result<Option<String>, StoreError> {
     let hash = programs.hash(run.pbc);
     let now = now_ms();
+    let new = !programs.stored.contains(&hash);
+    if new {
+        tx.prepare_cached("INSERT OR IGNORE INTO programs (hash, source, pbc) VALUES (?1, ?2, ?3)")
+            .and_then(|mut st| st.execute(params![hash, run.source, run.pbc]))
+            .map_err(|e| io(path, e))?;
+    }
     // NB: cached statements: a batch creates a run per line, and preparing each
-    // statement anew was a third of a creation.
-    let taken: Option<i64> = tx
-        .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
-        .and_then(|mut st| st.query_row([run.id], |r| r.get(0)).optional())
+    // statement anew was a third of a creation. A taken id inserts nothing (and only its
+    // program, which any run may share, may have been stored above).
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
+                               created_at, updated_at, owner, lease_until) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?8, ?9, ?10) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                run.id,
+                hash,
+                run.plan,
+                run.parent.map(|(p, _)| p),
+                run.parent.map(|(_, s)| s),
+                json(run.presets),
+                json(run.limits),
+                now,
+                owner.0,
+                now + LEASE_MS
+            ])
+        })
         .map_err(|e| io(path, e))?;
-    if taken.is_some() {
+    if inserted == 0 {
         return Err(StoreError::new(
             StoreErrorKind::DuplicateRun,
             format!(
@@ -728,32 +753,6 @@ fn create(
             ),
         ));
     }
-    let new = !programs.stored.contains(&hash);
-    if new {
-        tx.prepare_cached("INSERT OR IGNORE INTO programs (hash, source, pbc) VALUES (?1, ?2, ?3)")
-            .and_then(|mut st| st.execute(params![hash, run.source, run.pbc]))
-            .map_err(|e| io(path, e))?;
-    }
-    tx.prepare_cached(
-        "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
-                               created_at, updated_at, owner, lease_until) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'running', ?8, ?8, ?9, ?10)",
-    )
-    .and_then(|mut st| {
-        st.execute(params![
-            run.id,
-            hash,
-            run.plan,
-            run.parent.map(|(p, _)| p),
-            run.parent.map(|(_, s)| s),
-            json(run.presets),
-            json(run.limits),
-            now,
-            owner.0,
-            now + LEASE_MS
-        ])
-    })
-    .map_err(|e| io(path, e))?;
     Ok(new.then_some(hash))
 }
 
@@ -769,10 +768,14 @@ fn commit(
     entry: Option<&str>,
 ) -> Result<(), StoreError> {
     // NB: fencing. A process that lost the run (paused past its lease, then resumed
-    // elsewhere) must not write into it: checked under the write lock.
-    let holds: Option<i64> = tx
-        .prepare_cached("SELECT 1 FROM runs WHERE id = ?1 AND owner = ?2 AND status = 'running'")
-        .and_then(|mut st| st.query_row(params![id, owner.0], |r| r.get(0)).optional())
+    // elsewhere) must not write into it: checked under the write lock. The number of the
+    // run's last journal row comes with it (one statement, not two, per commit).
+    let (holds, head): (Option<i64>, Option<i64>) = tx
+        .prepare_cached(
+            "SELECT (SELECT 1 FROM runs WHERE id = ?1 AND owner = ?2 AND status = 'running'), \
+                    (SELECT max(seq) FROM journal WHERE run = ?1)",
+        )
+        .and_then(|mut st| st.query_row(params![id, owner.0], |r| Ok((r.get(0)?, r.get(1)?))))
         .map_err(|e| io(path, e))?;
     if holds.is_none() {
         return Err(StoreError::new(
@@ -786,13 +789,13 @@ fn commit(
         .map(Cow::Borrowed)
         .or_else(|| point.journal_entry().map(Cow::Owned))
     {
-        // NB: one row per commit point, however many calls and steps it holds.
-        tx.prepare_cached(
-            "INSERT INTO journal (run, seq, at, entry) \
-             SELECT ?1, coalesce(max(seq) + 1, 0), ?2, ?3 FROM journal WHERE run = ?1",
-        )
-        .and_then(|mut st| st.execute(params![id, now_ms(), entry]))
-        .map_err(|e| io(path, e))?;
+        // NB: one row per commit point, however many calls and steps it holds. Its number
+        // is read above: an `INSERT ... SELECT` from the table it inserts into copies the
+        // selected rows to a temporary table first.
+        let seq = head.map_or(0, |n| n + 1);
+        tx.prepare_cached("INSERT INTO journal (run, seq, at, entry) VALUES (?1, ?2, ?3, ?4)")
+            .and_then(|mut st| st.execute(params![id, seq, now_ms(), entry]))
+            .map_err(|e| io(path, e))?;
     }
     if let Some((steps, state)) = &point.state {
         tx.prepare_cached(
@@ -803,26 +806,29 @@ fn commit(
     }
     // NB: the run's row only with a saved state or at the end: one page less per
     // commit point (its step count and update time lag by at most a checkpoint).
-    if point.state.is_some() || point.end.is_some() {
-        tx.prepare_cached("UPDATE runs SET steps = ?2, updated_at = ?3 WHERE id = ?1")
-            .and_then(|mut st| st.execute(params![id, to_i64(point.total_steps), now_ms()]))
-            .map_err(|e| io(path, e))?;
-    }
+    let steps = to_i64(point.total_steps);
     if let Some(end) = &point.end {
         let status = if end.ok { "ok" } else { "failed" };
         tx.prepare_cached(
-            "UPDATE runs SET status = ?2, final_answer = ?3, error = ?4, lease_until = NULL \
+            "UPDATE runs SET steps = ?2, updated_at = ?3, status = ?4, final_answer = ?5, \
+                             error = ?6, lease_until = NULL \
                  WHERE id = ?1",
         )
         .and_then(|mut st| {
             st.execute(params![
                 id,
+                steps,
+                now_ms(),
                 status,
                 end.ok.then(|| json(&end.final_answer)),
                 end.error.as_ref().map(json)
             ])
         })
         .map_err(|e| io(path, e))?;
+    } else if point.state.is_some() {
+        tx.prepare_cached("UPDATE runs SET steps = ?2, updated_at = ?3 WHERE id = ?1")
+            .and_then(|mut st| st.execute(params![id, steps, now_ms()]))
+            .map_err(|e| io(path, e))?;
     }
     Ok(())
 }

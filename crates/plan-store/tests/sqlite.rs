@@ -307,7 +307,7 @@ fn a_group_store_writes_every_point_of_every_run_in_order() {
                     let created = group.create(new_run(&id), me.clone());
                     let run = group.run(&id, me.clone());
                     for p in 0..POINTS {
-                        let point = CommitPoint {
+                        let mut point = CommitPoint {
                             sent: vec![call(p, "search")],
                             end: (p + 1 == POINTS).then(|| RunEnd {
                                 ok: true,
@@ -317,7 +317,7 @@ fn a_group_store_writes_every_point_of_every_run_in_order() {
                             total_steps: p + 1,
                             ..CommitPoint::default()
                         };
-                        run.give(point).unwrap();
+                        run.give(&mut point).unwrap();
                         if p == POINTS / 2 {
                             futures::executor::block_on(run.written().unwrap()).unwrap();
                         }
@@ -355,11 +355,11 @@ fn a_refused_point_fails_the_run_s_waits_and_later_points() {
         sent: vec![call(0, "search")],
         ..CommitPoint::default()
     };
-    run.give(point()).unwrap();
+    run.give(&mut point()).unwrap();
     let e = futures::executor::block_on(run.written().unwrap()).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Busy);
     assert!(e.message.contains("ghost"), "{e:?}");
-    assert_eq!(run.give(point()).unwrap_err(), e);
+    assert_eq!(run.give(&mut point()).unwrap_err(), e);
     let again = futures::executor::block_on(run.written().unwrap()).unwrap_err();
     assert_eq!(again, e);
 }
