@@ -36,10 +36,11 @@ enum Job {
 }
 
 /// A handle on the writer thread; clones share it. The thread ends when the last handle
-/// is dropped, after writing what was queued.
+/// is dropped, after writing what was queued; [`GroupStore::close`] waits for that.
 #[derive(Clone, Debug)]
 pub struct GroupStore {
     jobs: mpsc::Sender<Job>,
+    thread: Arc<Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
 impl std::fmt::Debug for Job {
@@ -93,7 +94,7 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Buffer> {
 impl GroupStore {
     pub fn spawn(mut store: SqliteStore) -> GroupStore {
         let (jobs, queue) = mpsc::channel::<Job>();
-        std::thread::spawn(move || {
+        let thread = std::thread::spawn(move || {
             while let Ok(first) = queue.recv() {
                 let mut group = vec![first];
                 while group.len() < MAX_GROUP
@@ -104,7 +105,30 @@ impl GroupStore {
                 write(&mut store, group);
             }
         });
-        GroupStore { jobs }
+        GroupStore {
+            jobs,
+            thread: Arc::new(Mutex::new(Some(thread))),
+        }
+    }
+
+    /// Drops this handle and waits for the writer thread to end: once every other handle
+    /// (the runs' included) is gone, it writes what is queued and closes the store, which
+    /// copies the WAL back into the database file. NB: a process that exits with the
+    /// thread still running kills it in the middle of that copy (and waits for the write
+    /// it was in), leaving the store's pages in its WAL, which a copy of the database file
+    /// alone would miss.
+    pub fn close(self) {
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        drop(self.jobs);
+        if let Some(thread) = thread {
+            // NB: the thread does not panic (it reports every failure to the runs); if
+            // it did, there is nothing left to wait for.
+            let _ = thread.join();
+        }
     }
 
     /// Queues the creation of a run; the future resolves once it is committed (or

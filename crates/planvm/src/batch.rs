@@ -308,7 +308,13 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         name: out_name,
         error: None,
     };
+    let writer = ctx.store.as_ref().map(|s| s.store.clone());
     let tally = runtime.block_on(drive(ctx, jobs, &mut sink));
+    // NB: every run is written by now; the store is closed before the process exits, so
+    // that its WAL is copied back and removed (docs/durability.md).
+    if let Some(writer) = writer {
+        writer.close();
+    }
     if let Err(e) = sink.out.flush() {
         sink.failed(&e);
     }

@@ -637,6 +637,10 @@ async fn a_batch_journals_every_run_under_ids_from_the_batch_and_run_names() {
         .map(|l| l["run_id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["nightly.dag", "nightly.loop"]);
+    // The store was closed before the batch exited: its WAL is copied back and gone, so
+    // the database file alone holds every run.
+    let wal = f.dir.path().join("batch.db-wal");
+    assert!(!wal.exists(), "the batch left its WAL behind");
     for (line, id) in lines.iter().zip(&ids) {
         let out = resume(&f, &db, id, &["--format", "json"]).await;
         let stored: Value = serde_json::from_str(&out.stdout).unwrap();
