@@ -54,8 +54,12 @@ pub enum Durability {
 /// beside a writer cannot let the WAL start over.
 const WAL_BOUND_PAGES: i64 = 8192;
 
-/// How often the checkpoint thread looks for commits to copy back.
-const CHECKPOINT_EVERY: Duration = Duration::from_millis(50);
+/// How often the checkpoint thread looks for commits to copy back. NB: 10 ms, not 50: a
+/// batch commits continuously, and what the thread has not copied when the store closes
+/// is copied then, in the foreground (1,000 zero-latency runs: 126 ms at 50 ms, 105 ms
+/// at 10 ms). A run whose commits are further apart gets one checkpoint per commit either
+/// way.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(10);
 
 /// The thread that checkpoints a store's WAL (see [`WAL_BOUND_PAGES`]), with a connection
 /// of its own, started by the store's first write transaction. It ends, and is joined,
