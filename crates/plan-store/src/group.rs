@@ -5,12 +5,12 @@
 //!
 //! A run's commit points do not travel one by one: the run appends each point's journal
 //! entry to a buffer it shares with the writer ([`GroupRun`]), and queues the run for the
-//! writer only when the buffer was empty. The writer takes the whole buffer, as one
-//! journal row, in its next transaction. So a point waits at most for the transaction
-//! being written when it was given (no timer: the writer is never idle while a buffer
-//! holds something), and a run with many quick points pays for one queue message and one
-//! row per transaction, not per point. A run waits for its points only where it must (see
-//! `StoreJournal::grouped`).
+//! writer only when it is not queued already. The writer takes the whole buffer, as one
+//! journal row, in its next transaction. So a point waits only for the transactions queued
+//! ahead of it (the one being written, unless more than [`MAX_GROUP`] jobs wait), never
+//! for a timer: the writer is never idle while a buffer holds something. A run with many
+//! quick points pays for one queue message and one row per transaction, not per point. A
+//! run waits for its points only where it must (see `StoreJournal::grouped`).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
@@ -53,10 +53,7 @@ impl std::fmt::Debug for Job {
 }
 
 fn closed() -> StoreError {
-    StoreError::new(
-        StoreErrorKind::Io,
-        "internal: the store's writer thread has stopped",
-    )
+    internal("the store's writer thread has stopped")
 }
 
 /// What a run and the writer share.
@@ -112,11 +109,11 @@ impl GroupStore {
     }
 
     /// Drops this handle and waits for the writer thread to end: once every other handle
-    /// (the runs' included) is gone, it writes what is queued and closes the store, which
-    /// copies the WAL back into the database file. NB: a process that exits with the
-    /// thread still running kills it in the middle of that copy (and waits for the write
-    /// it was in), leaving the store's pages in its WAL, which a copy of the database file
-    /// alone would miss.
+    /// (the runs' included) is gone, it writes what is queued and closes its connection.
+    /// NB: the last connection of a store to close copies the WAL back into the database
+    /// file and removes it; a process that exits with the thread still running kills it,
+    /// possibly in the middle of that copy, leaving the store's pages in its WAL, which a
+    /// copy of the database file alone would miss.
     pub fn close(self) {
         let thread = self
             .thread
@@ -180,19 +177,33 @@ fn write(store: &mut SqliteStore, group: Vec<Job>) {
                 let mut buf = lock(&shared);
                 buf.queued = false;
                 let mut entry = std::mem::take(&mut buf.entry);
+                let (state, end) = (buf.state.take(), buf.end.take());
+                // NB: a run whose write failed writes nothing more: a later point would
+                // leave a gap in its journal, or end a run its batch reports as failed.
+                if buf.failed.is_some() {
+                    continue;
+                }
                 let point = CommitPoint {
-                    state: buf.state.take(),
-                    end: buf.end.take(),
+                    state,
+                    end,
                     total_steps: buf.total_steps,
                     ..CommitPoint::default()
                 };
                 let given = buf.given;
                 drop(buf);
-                let entry = (!entry.is_empty()).then(|| {
+                let entry = if entry.is_empty() {
+                    None
+                } else {
                     entry.push(b']');
-                    // NB: serde_json writes UTF-8 only.
-                    String::from_utf8(entry).unwrap_or_default()
-                });
+                    match String::from_utf8(entry) {
+                        Ok(text) => Some(text),
+                        // NB: serde_json writes UTF-8 only; a damaged row is never stored.
+                        Err(e) => {
+                            settle(&shared, given, Err(internal(&e.to_string())));
+                            continue;
+                        }
+                    }
+                };
                 writes.push(StoreWrite::Commit(
                     shared.run.clone(),
                     shared.owner.clone(),
@@ -203,29 +214,45 @@ fn write(store: &mut SqliteStore, group: Vec<Job>) {
             }
         }
     }
-    let results = store.write_group(&writes.iter().collect::<Vec<_>>());
+    // NB: a panic in the store must not leave runs waiting for ever: the group fails, and
+    // the thread goes on with the next one.
+    let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.write_group(&writes.iter().collect::<Vec<_>>())
+    }))
+    .unwrap_or_else(|_| {
+        let e = internal("the store's writer panicked");
+        writes.iter().map(|_| Err(e.clone())).collect()
+    });
     drop(writes);
     for (waiting, result) in waiting.into_iter().zip(results) {
         match waiting {
             // NB: a run that gave up waiting is not the writer's problem.
             Waiting::Create(done) => drop(done.send(result)),
-            Waiting::Points(shared, upto) => {
-                let mut buf = lock(&shared);
-                match result {
-                    Ok(()) => buf.written = buf.written.max(upto),
-                    Err(e) => {
-                        buf.failed.get_or_insert(e);
-                    }
-                }
-                let (written, failed) = (buf.written, buf.failed.clone());
-                for (want, done) in std::mem::take(&mut buf.waiters) {
-                    match &failed {
-                        Some(e) => drop(done.send(Err(e.clone()))),
-                        None if want <= written => drop(done.send(Ok(()))),
-                        None => buf.waiters.push((want, done)),
-                    }
-                }
-            }
+            Waiting::Points(shared, upto) => settle(&shared, upto, result),
+        }
+    }
+}
+
+fn internal(why: &str) -> StoreError {
+    StoreError::new(StoreErrorKind::Io, format!("internal: {why}"))
+}
+
+/// Records the result of writing a run's points up to `upto` and wakes the waits it
+/// answers: all of them, with the error, once a write failed.
+fn settle(shared: &Shared, upto: u64, result: Result<(), StoreError>) {
+    let mut buf = lock(shared);
+    match result {
+        Ok(()) => buf.written = buf.written.max(upto),
+        Err(e) => {
+            buf.failed.get_or_insert(e);
+        }
+    }
+    let (written, failed) = (buf.written, buf.failed.clone());
+    for (want, done) in std::mem::take(&mut buf.waiters) {
+        match &failed {
+            Some(e) => drop(done.send(Err(e.clone()))),
+            None if want <= written => drop(done.send(Ok(()))),
+            None => buf.waiters.push((want, done)),
         }
     }
 }
@@ -274,7 +301,7 @@ impl GroupRun {
                 .is_err()
             {
                 let e = closed();
-                lock(&self.shared).failed = Some(e.clone());
+                settle(&self.shared, 0, Err(e.clone()));
                 return Err(e);
             }
         }

@@ -66,6 +66,8 @@ pub struct StoreJournal<'s> {
     write_tools: HashSet<String>,
     /// A write call was issued since the last wait.
     must_wait: bool,
+    /// Why the journal failed (it then takes nothing more).
+    broken: Option<String>,
 }
 
 impl<'s> StoreJournal<'s> {
@@ -130,6 +132,7 @@ impl<'s> StoreJournal<'s> {
                 .collect(),
             must_wait: false,
             kept_bytes: 0,
+            broken: None,
         }
     }
 
@@ -284,7 +287,7 @@ impl PointJson {
         Ok(())
     }
 
-    /// An answer: its output or error (neither: unknown), its latency.
+    /// An answer: its output or its error, and its latency.
     fn answered(&mut self, step: u64, answer: Result<&Value, &str>, ms: u64) -> Encoded {
         item(&mut self.answered);
         let out = &mut self.answered;
@@ -352,6 +355,24 @@ impl Journal for StoreJournal<'_> {
     }
 
     fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
+        if let Some(e) = &self.broken {
+            return Err(e.clone());
+        }
+        let done = self.encode(event);
+        if let Err(e) = &done {
+            // NB: a point whose encoding failed half way is never written (it would not
+            // be valid JSON), nor is anything after it: the run fails (R0012).
+            self.point = PointJson::default();
+            self.broken = Some(e.clone());
+        }
+        done
+    }
+}
+
+impl StoreJournal<'_> {
+    /// Adds `event` to the next commit point (writing the point when the driver is about
+    /// to wait, or at the end).
+    fn encode(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
         match event {
             TraceEvent::Vm(Event::Step { pc, seq_no, op }) => {
                 self.steps_done += 1;
@@ -365,7 +386,8 @@ impl Journal for StoreJournal<'_> {
                 // have asked the VM for larger values than this one keeps.
                 match value {
                     Some(v)
-                        if self.kept_bytes < MAX_KEPT_RUN_BYTES
+                        if self.point.step_open
+                            && self.kept_bytes < MAX_KEPT_RUN_BYTES
                             && *bytes <= MAX_KEPT_VALUE_BYTES =>
                     {
                         self.kept_bytes += *bytes;

@@ -203,6 +203,14 @@ impl CommitPoint {
     /// journal entry); false, with nothing appended, when it holds none.
     pub fn write_entry(&self, out: &mut Vec<u8>) -> bool {
         if !self.encoded.is_empty() {
+            debug_assert!(
+                self.sent.is_empty()
+                    && self.answered.is_empty()
+                    && self.steps.is_empty()
+                    && self.committed.is_empty()
+                    && self.discarded.is_empty(),
+                "a point holds rows or an encoded entry, not both"
+            );
             out.extend_from_slice(&self.encoded);
             return true;
         }

@@ -598,7 +598,6 @@ impl RunStore for SqliteStore {
 
     fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
         let now = now_ms();
-        // NB: cached: `batch --store` looks up each of its runs' ids before it starts.
         self.conn
             .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
             .and_then(|mut st| st.query_row([id], |r| run_info(r, now)))

@@ -310,9 +310,10 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     };
     let writer = ctx.store.as_ref().map(|s| s.store.clone());
     let tally = runtime.block_on(drive(ctx, jobs, &mut sink));
-    // NB: every run is written by now; the store is closed before the process exits, so
-    // that its WAL is copied back and removed (docs/durability.md). The runtime goes
-    // first: closing waits for every handle on the store, a task's included.
+    // NB: every run is written by now; the store's connections are closed before the
+    // process exits (the writer's here, the lease's when it is dropped), so that the last
+    // one copies the WAL back and removes it (docs/durability.md). The runtime goes first:
+    // closing waits for every handle on the store, a task's included.
     drop(runtime);
     if let Some(writer) = writer {
         writer.close();
