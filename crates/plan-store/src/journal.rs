@@ -195,22 +195,23 @@ fn number(out: &mut Vec<u8>, n: impl Into<i128>) {
     let _ = serde_json::to_writer(out, &n.into());
 }
 
-fn seq_no(out: &mut Vec<u8>, seq_no: Option<i64>) {
+/// Starts an item of `list` that begins with a step and a seq_no: `{"step":N,"seq_no":S`.
+fn step_item(list: &mut Vec<u8>, step: u64, seq_no: Option<i64>) -> &mut Vec<u8> {
+    item(list);
+    list.extend_from_slice(b"{\"step\":");
+    number(list, step);
+    list.extend_from_slice(b",\"seq_no\":");
     match seq_no {
-        Some(n) => number(out, n),
-        None => out.extend_from_slice(b"null"),
+        Some(n) => number(list, n),
+        None => list.extend_from_slice(b"null"),
     }
+    list
 }
 
 impl PointJson {
     fn step(&mut self, step: u64, seq: Option<i64>, pc: u32, op: &str) -> Encoded {
         self.close_step();
-        item(&mut self.steps);
-        let out = &mut self.steps;
-        out.extend_from_slice(b"{\"step\":");
-        number(out, step);
-        out.extend_from_slice(b",\"seq_no\":");
-        seq_no(out, seq);
+        let out = step_item(&mut self.steps, step, seq);
         out.extend_from_slice(b",\"pc\":");
         number(out, pc);
         out.extend_from_slice(b",\"op\":");
@@ -273,12 +274,7 @@ impl PointJson {
         tool: &str,
         args: &(impl serde::Serialize + ?Sized),
     ) -> Encoded {
-        item(&mut self.sent);
-        let out = &mut self.sent;
-        out.extend_from_slice(b"{\"step\":");
-        number(out, step);
-        out.extend_from_slice(b",\"seq_no\":");
-        seq_no(out, seq);
+        let out = step_item(&mut self.sent, step, seq);
         out.extend_from_slice(b",\"tool\":");
         json(out, tool)?;
         out.extend_from_slice(b",\"args\":");
