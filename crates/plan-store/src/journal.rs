@@ -66,7 +66,7 @@ pub struct StoreJournal<'s> {
     write_tools: HashSet<String>,
     /// A write call was issued since the last wait.
     must_wait: bool,
-    /// Why the journal failed (it then takes nothing more).
+    /// Why encoding a point failed (the journal then takes nothing more).
     broken: Option<String>,
 }
 
@@ -354,25 +354,31 @@ impl Journal for StoreJournal<'_> {
         if let Some(e) = &self.broken {
             return Err(e.clone());
         }
-        let done = self.encode(event);
-        if let Err(e) = &done {
-            // NB: a point whose encoding failed half way is never written (it would not
-            // be valid JSON), nor is anything after it: the run fails (R0012).
-            self.point = PointJson::default();
-            self.broken = Some(e.clone());
-        }
-        done
+        self.encode(event)
     }
 }
 
 impl StoreJournal<'_> {
+    /// Passes on the result of encoding part of a point. NB: a point whose encoding
+    /// failed half way is never written (it would not be valid JSON), nor is anything
+    /// after it: the run fails (R0012). (A store's failure to write a point fails the run
+    /// too, but later points, its end included, are still tried.)
+    fn encoded(&mut self, r: Result<(), String>) -> Result<(), String> {
+        if let Err(e) = &r {
+            self.point = PointJson::default();
+            self.broken = Some(e.clone());
+        }
+        r
+    }
+
     /// Adds `event` to the next commit point (writing the point when the driver is about
     /// to wait, or at the end).
     fn encode(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
         match event {
             TraceEvent::Vm(Event::Step { pc, seq_no, op }) => {
                 self.steps_done += 1;
-                self.point.step(self.steps_done, *seq_no, *pc, op)?;
+                let r = self.point.step(self.steps_done, *seq_no, *pc, op);
+                self.encoded(r)?;
             }
             TraceEvent::Vm(Event::VarSet {
                 name, value, bytes, ..
@@ -387,9 +393,13 @@ impl StoreJournal<'_> {
                             && *bytes <= MAX_KEPT_VALUE_BYTES =>
                     {
                         self.kept_bytes += *bytes;
-                        self.point.var(name, Ok(v))?;
+                        let r = self.point.var(name, Ok(v));
+                        self.encoded(r)?;
                     }
-                    _ => self.point.var(name, Err(*bytes))?,
+                    _ => {
+                        let r = self.point.var(name, Err(*bytes));
+                        self.encoded(r)?;
+                    }
                 }
             }
             TraceEvent::Vm(Event::Jump { .. }) => {}
@@ -402,7 +412,8 @@ impl StoreJournal<'_> {
             }
             TraceEvent::CallIssued { request, .. } => {
                 self.must_wait |= self.write_tools.contains(request.tool.as_str());
-                self.point.sent(request)?;
+                let r = self.point.sent(request);
+                self.encoded(r)?;
             }
             TraceEvent::CallAnswered {
                 request,
@@ -446,7 +457,8 @@ impl StoreJournal<'_> {
                     Ok(v) => Ok(*v),
                 };
                 let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-                self.point.answered(request.instance, answer, ms)?;
+                let r = self.point.answered(request.instance, answer, ms);
+                self.encoded(r)?;
             }
             TraceEvent::CallCommitted { request } => {
                 item(&mut self.point.committed);
