@@ -4,11 +4,15 @@
 //! `Map<String, Value>` at the end of every run copied each name and hashed it (SipHash,
 //! serde_json's map) only for most hosts to serialize the map once: about 15% of a short
 //! run. `Vars` keeps the slots as they are and a shared handle on the program's names
-//! ([`SlotNames`]), and reads like the map it replaces.
+//! ([`SlotNames`]), and reads like the map it replaces. The values stay the VM's own
+//! ([`Val`]) until someone reads one as JSON: a host that only reads the final answer, or
+//! serializes the variables (a `Val` serializes as its JSON value), never converts them.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use plan_bytecode::{Slot, SlotNames};
+use plan_value::Val;
+use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -19,7 +23,9 @@ use serde_json::{Map, Value};
 pub struct Vars {
     names: Arc<SlotNames>,
     /// One entry per slot of `names`; `None` = never set.
-    values: Vec<Option<Value>>,
+    vals: Vec<Option<Val>>,
+    /// The same values as JSON, made on the first read.
+    json: OnceLock<Vec<Option<Value>>>,
     /// Presets whose name has no slot.
     extra: Map<String, Value>,
     /// Set slots plus `extra` entries.
@@ -27,13 +33,13 @@ pub struct Vars {
 }
 
 impl Vars {
-    /// `values` has one entry per name in `names`.
+    /// `vals` has one entry per name in `names`.
     pub(crate) fn new(
         names: Arc<SlotNames>,
-        values: Vec<Option<Value>>,
+        vals: Vec<Option<Val>>,
         extra: Map<String, Value>,
     ) -> Self {
-        debug_assert_eq!(names.len(), values.len());
+        debug_assert_eq!(names.len(), vals.len());
         // A preset has a name no slot has, except in a state edited by hand: then the
         // slot's value is the variable's, as a map filled slots first would keep it.
         let mut extra = extra;
@@ -41,28 +47,42 @@ impl Vars {
             extra.retain(|k, _| {
                 names
                     .slot_of(k)
-                    .is_none_or(|s| values.get(s as usize).is_none_or(Option::is_none))
+                    .is_none_or(|s| vals.get(s as usize).is_none_or(Option::is_none))
             });
         }
-        let len = values.iter().filter(|v| v.is_some()).count() + extra.len();
+        let len = vals.iter().filter(|v| v.is_some()).count() + extra.len();
         Vars {
             names,
-            values,
+            vals,
+            json: OnceLock::new(),
             extra,
             len,
         }
+    }
+
+    /// The slots' values as JSON (converted once, on the first call).
+    fn json(&self) -> &[Option<Value>] {
+        self.json.get_or_init(|| {
+            self.vals
+                .iter()
+                .map(|v| v.as_ref().map(Val::to_value))
+                .collect()
+        })
     }
 
     /// The value of variable `name`, if it was set.
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.names
             .slot_of(name)
-            .and_then(|s| self.values.get(s as usize)?.as_ref())
+            .and_then(|s| self.json().get(s as usize)?.as_ref())
             .or_else(|| self.extra.get(name))
     }
 
     pub fn contains_key(&self, name: &str) -> bool {
-        self.get(name).is_some()
+        self.names
+            .slot_of(name)
+            .is_some_and(|s| matches!(self.vals.get(s as usize), Some(Some(_))))
+            || self.extra.contains_key(name)
     }
 
     /// Number of variables set.
@@ -77,7 +97,7 @@ impl Vars {
     /// `(name, value)` of every variable set, in slot order, then the other presets.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
         let slots = self
-            .values
+            .json()
             .iter()
             .enumerate()
             .filter_map(|(i, v)| Some((self.names.get(i as Slot)?, v.as_ref()?)));
@@ -86,13 +106,27 @@ impl Vars {
 
     /// The names of the variables set, in the order of [`Vars::iter`].
     pub fn keys(&self) -> impl Iterator<Item = &str> {
-        self.iter().map(|(k, _)| k)
+        let slots = self
+            .vals
+            .iter()
+            .enumerate()
+            .filter_map(|(i, v)| v.as_ref().and(self.names.get(i as Slot)));
+        slots.chain(self.extra.keys().map(String::as_str))
     }
 
-    /// The variables as a JSON map (names copied here, once, for a caller that needs it).
+    /// The variables as a JSON map (names copied here, once, for a caller that needs it;
+    /// values moved).
     pub fn into_map(self) -> Map<String, Value> {
         let mut map = Map::with_capacity(self.len);
-        for (i, v) in self.values.into_iter().enumerate() {
+        let values: Vec<Option<Value>> = match self.json.into_inner() {
+            Some(json) => json,
+            None => self
+                .vals
+                .into_iter()
+                .map(|v| v.map(Val::into_value))
+                .collect(),
+        };
+        for (i, v) in values.into_iter().enumerate() {
             if let (Some(v), Some(name)) = (v, self.names.get(i as Slot)) {
                 map.insert(name.to_owned(), v);
             }
@@ -120,7 +154,17 @@ impl PartialEq for Vars {
 
 impl Serialize for Vars {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.iter())
+        // NB: from the `Val`s themselves: serializing needs no JSON copy of them.
+        let mut map = s.serialize_map(Some(self.len))?;
+        for (i, v) in self.vals.iter().enumerate() {
+            if let (Some(v), Some(name)) = (v, self.names.get(i as Slot)) {
+                map.serialize_entry(name, v)?;
+            }
+        }
+        for (k, v) in &self.extra {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
     }
 }
 
@@ -150,7 +194,7 @@ mod tests {
             serde_json::from_value(json!({"a": 9, "b": 2, "c": 3})).unwrap();
         let vars = Vars::new(
             program.slot_names().clone(),
-            vec![Some(json!(1)), None],
+            vec![Some(Val::Int(1)), None],
             extra,
         );
         let pairs: Vec<(&str, &Value)> = vars.iter().collect();

@@ -846,7 +846,8 @@ impl<'p> Vm<'p> {
         let extra = std::mem::take(&mut self.st.extra);
         let final_slot = self.final_slot.map_or(usize::MAX, |s| s as usize);
         let kept = self.slot_bytes.get(final_slot).copied().unwrap_or(0);
-        // JSON at the boundary: strings move, shared JSON is unwrapped.
+        // NB: the values move as they are; they become JSON only if the host reads them
+        // as JSON (see `Vars`).
         let values = self
             .st
             .slots
@@ -855,10 +856,10 @@ impl<'p> Vm<'p> {
             .enumerate()
             .map(|(i, (v, b))| {
                 if i == final_slot {
-                    return v.as_ref().map(Val::to_value);
+                    return v.clone();
                 }
                 *b = 0;
-                v.take().map(Val::into_value)
+                v.take()
             })
             .collect();
         self.st.bytes = kept;
