@@ -502,17 +502,17 @@ impl Outcome {
 }
 
 impl Outcome {
-    pub(crate) fn new(
+    pub(crate) fn new<'a, K: AsRef<str>>(
         py: Python<'_>,
         final_answer: &Value,
-        variables: &plan_vm::Vars,
+        variables: impl IntoIterator<Item = (K, &'a Value)>,
         steps: u64,
         tool_calls: u64,
         elapsed_ms: u64,
     ) -> PyResult<Outcome> {
         Ok(Outcome {
             final_answer: convert::to_py(py, final_answer)?.unbind(),
-            variables: convert::dict(py, variables.iter())?.into_any().unbind(),
+            variables: convert::dict(py, variables)?.into_any().unbind(),
             steps,
             tool_calls,
             elapsed_ms,
@@ -533,10 +533,13 @@ fn outcome(report: RunReport, raised: &Raised) -> PyResult<Outcome> {
             }
             return Err(err);
         }
+        // NB: the variables moved out as JSON (a large answer is not copied), then
+        // converted.
+        let vars = report.vars.into_map();
         Outcome::new(
             py,
             &report.final_answer,
-            &report.vars,
+            &vars,
             report.steps,
             report.tool_calls,
             report.elapsed_ms,

@@ -276,7 +276,7 @@ impl Run {
             Some(End::Done(o)) => Ok(Some(Outcome::new(
                 py,
                 &o.final_answer,
-                &o.vars,
+                o.vars.iter(),
                 o.steps,
                 inner.tool_calls,
                 inner.took.map_or(0, |d| d.as_millis() as u64),
