@@ -254,7 +254,6 @@ mod tests {
             // Around the lower bound of the positional form (Python writes 1e-05 below it).
             1e-4,
             9.9e-5,
-            0.000_1,
             0.000_100_000_01,
             3.0,
             1_342_177.75,
