@@ -66,7 +66,7 @@ struct Shared {
 /// A run's points not yet taken by the writer, and where its writes stand.
 #[derive(Default)]
 struct Buffer {
-    /// The points' journal entries as a JSON array without its closing `]` (empty: none).
+    /// The points' journal entries, comma-separated ([`CommitPoint::encoded`]).
     entry: Vec<u8>,
     /// The latest saved state among the points, the run's end, its step count.
     state: Option<(u64, String)>,
@@ -176,39 +176,24 @@ fn write(store: &mut SqliteStore, group: Vec<Job>) {
             Job::Points(shared) => {
                 let mut buf = lock(&shared);
                 buf.queued = false;
-                let mut entry = std::mem::take(&mut buf.entry);
-                let (state, end) = (buf.state.take(), buf.end.take());
                 // NB: a run whose write failed writes nothing more: a later point would
                 // leave a gap in its journal, or end a run its batch reports as failed.
                 if buf.failed.is_some() {
                     continue;
                 }
                 let point = CommitPoint {
-                    state,
-                    end,
+                    encoded: std::mem::take(&mut buf.entry),
+                    state: buf.state.take(),
+                    end: buf.end.take(),
                     total_steps: buf.total_steps,
                     ..CommitPoint::default()
                 };
                 let given = buf.given;
                 drop(buf);
-                let entry = if entry.is_empty() {
-                    None
-                } else {
-                    entry.push(b']');
-                    match String::from_utf8(entry) {
-                        Ok(text) => Some(text),
-                        // NB: serde_json writes UTF-8 only; a damaged row is never stored.
-                        Err(e) => {
-                            settle(&shared, given, Err(internal(&e.to_string())));
-                            continue;
-                        }
-                    }
-                };
                 writes.push(StoreWrite::Commit(
                     shared.run.clone(),
                     shared.owner.clone(),
                     point,
-                    entry,
                 ));
                 waiting.push(Waiting::Points(shared, given));
             }
@@ -272,16 +257,14 @@ impl GroupRun {
         if let Some(e) = &buf.failed {
             return Err(e.clone());
         }
-        let sep = if buf.entry.is_empty() {
+        let before = buf.entry.len();
+        if before == 0 {
             // NB: room for a run's usual points at once (a few KB), not a doubling per
             // point.
             buf.entry.reserve(ENTRY_HINT);
-            b'['
         } else {
-            b','
-        };
-        let before = buf.entry.len();
-        buf.entry.push(sep);
+            buf.entry.push(b',');
+        }
         if !point.write_entry(&mut buf.entry) {
             buf.entry.truncate(before);
         }

@@ -179,28 +179,37 @@ pub struct CommitPoint {
     pub total_steps: u64,
     /// The run ended: its final row (the lease is released).
     pub end: Option<RunEnd>,
-    /// The calls and steps already encoded as one point of a journal entry (what
-    /// [`CommitPoint::write_entry`] writes), by a journal that encodes them as they come:
-    /// then the row lists above are empty.
+    /// The calls and steps already encoded as points of a journal entry: one or more
+    /// point objects, comma-separated, without the array's brackets (what
+    /// [`CommitPoint::write_entry`] writes), by a journal that encodes them as they come
+    /// or a writer that joins several points of a run: then the row lists above are
+    /// empty.
     pub encoded: Vec<u8>,
 }
 
 impl CommitPoint {
-    /// The point's calls and steps as a journal entry of one point (a JSON array; the
-    /// format is in migrations/001_init.sql), or None when it holds none (a point that
-    /// only saves the state or ends the run).
-    pub fn journal_entry(&self) -> Option<String> {
-        let mut out = vec![b'['];
+    /// The point's calls and steps as a journal entry (a JSON array; the format is in
+    /// migrations/001_init.sql), or None when it holds none (a point that only saves the
+    /// state or ends the run). Fails on bytes that are not UTF-8: a damaged entry is never
+    /// stored (serde_json writes UTF-8 only, so only a bug gets there).
+    pub fn journal_entry(&self) -> Result<Option<String>, StoreError> {
+        let mut out = Vec::with_capacity(self.encoded.len() + 2);
+        out.push(b'[');
         if !self.write_entry(&mut out) {
-            return None;
+            return Ok(None);
         }
         out.push(b']');
-        // NB: serde_json writes UTF-8 only.
-        String::from_utf8(out).ok()
+        String::from_utf8(out).map(Some).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Io,
+                format!("internal: a journal entry is not UTF-8: {e}"),
+            )
+        })
     }
 
-    /// Appends the point's calls and steps to `out` as one JSON object (one point of a
-    /// journal entry); false, with nothing appended, when it holds none.
+    /// Appends the point's calls and steps to `out` as JSON objects, comma-separated (one
+    /// point of a journal entry, or the points [`CommitPoint::encoded`] holds); false,
+    /// with nothing appended, when it holds none.
     pub fn write_entry(&self, out: &mut Vec<u8>) -> bool {
         if !self.encoded.is_empty() {
             debug_assert!(
@@ -325,9 +334,9 @@ impl OwnedNewRun {
 #[derive(Debug)]
 pub enum StoreWrite {
     Create(OwnedNewRun, Owner),
-    /// Run id, its owner, the point, and its journal entry when already encoded (by the
-    /// run's own task, so the writer thread does not).
-    Commit(String, Owner, CommitPoint, Option<String>),
+    /// Run id, its owner, and the point (its entry encoded by the run's own task, so the
+    /// writer thread does not: [`CommitPoint::encoded`]).
+    Commit(String, Owner, CommitPoint),
 }
 
 /// The process running a run: `host:pid:start.nonce`, where `start` is the process's

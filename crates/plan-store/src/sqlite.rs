@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use rusqlite_migration::{M, Migrations};
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashSet};
 
 use serde::Deserialize;
@@ -355,9 +354,7 @@ impl SqliteStore {
                     create(&tx, &path, &run.borrow(), owner, programs)
                         .map(|new| new_programs.extend(new))
                 }
-                StoreWrite::Commit(id, owner, point, entry) => {
-                    commit(&tx, &path, id, owner, point, entry.as_deref())
-                }
+                StoreWrite::Commit(id, owner, point) => commit(&tx, &path, id, owner, point),
             };
             // NB: only a refusal leaves the rest going on; after an I/O error SQLite may
             // have rolled the whole transaction back, so everything fails.
@@ -581,7 +578,7 @@ impl RunStore for SqliteStore {
     fn commit(&mut self, id: &str, owner: &Owner, point: &CommitPoint) -> Result<(), StoreError> {
         let path = self.path.clone();
         let tx = self.write()?;
-        commit(&tx, &path, id, owner, point, None)?;
+        commit(&tx, &path, id, owner, point)?;
         tx.commit().map_err(|e| io(&path, e))
     }
 
@@ -759,16 +756,14 @@ fn create(
     Ok(new.then_some(hash))
 }
 
-/// Writes a commit point, inside `tx`; `entry`: the point's journal entry if the caller
-/// encoded it already. A run this process does not hold is refused before anything is
-/// written.
+/// Writes a commit point, inside `tx`. A run this process does not hold is refused
+/// before anything is written.
 fn commit(
     tx: &rusqlite::Connection,
     path: &str,
     id: &str,
     owner: &Owner,
     point: &CommitPoint,
-    entry: Option<&str>,
 ) -> Result<(), StoreError> {
     // NB: fencing. A process that lost the run (paused past its lease, then resumed
     // elsewhere) must not write into it: checked under the write lock. The number of the
@@ -788,10 +783,7 @@ fn commit(
             ),
         ));
     }
-    if let Some(entry) = entry
-        .map(Cow::Borrowed)
-        .or_else(|| point.journal_entry().map(Cow::Owned))
-    {
+    if let Some(entry) = point.journal_entry()? {
         // NB: one row per commit point, however many calls and steps it holds. Its number
         // is read above: an `INSERT ... SELECT` from the table it inserts into copies the
         // selected rows to a temporary table first.

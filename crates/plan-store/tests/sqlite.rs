@@ -107,7 +107,7 @@ fn a_refused_write_in_a_group_leaves_the_others() {
     let writes = [
         StoreWrite::Create(new_run("a"), me.clone()),
         StoreWrite::Create(new_run("b"), me.clone()),
-        StoreWrite::Commit("a".into(), me.clone(), point, None),
+        StoreWrite::Commit("a".into(), me.clone(), point),
     ];
     let results = store.write_group(&writes.iter().collect::<Vec<_>>());
     assert_eq!(
@@ -117,6 +117,34 @@ fn a_refused_write_in_a_group_leaves_the_others() {
     assert!(results[1].is_ok() && results[2].is_ok(), "{results:?}");
     assert_eq!(store.runs().unwrap().len(), 2);
     assert_eq!(store.calls("a").unwrap().len(), 1);
+}
+
+/// An already-encoded entry (what a journal or the group writer hands over) that is not
+/// UTF-8 is refused: no row, and the run's journal keeps what it had.
+#[test]
+fn an_encoded_entry_that_is_not_utf8_is_never_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.db"), Durability::Normal).unwrap();
+    let me = Owner::this_process();
+    store.create_run(&new_run("a").borrow(), &me).unwrap();
+    let good = CommitPoint {
+        encoded: br#"{"sent":[{"step":0,"seq_no":0,"tool":"search","args":{}}]}"#.to_vec(),
+        ..CommitPoint::default()
+    };
+    store.commit("a", &me, &good).unwrap();
+    let damaged = CommitPoint {
+        encoded: b"{\"committed\":[0],\"x\":\"\xff\"}".to_vec(),
+        ..CommitPoint::default()
+    };
+    let e = store.commit("a", &me, &damaged).unwrap_err();
+    assert!(e.message.contains("not UTF-8"), "{}", e.message);
+    let calls = store.calls("a").unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0].state,
+        CallState::Inflight,
+        "the damaged point is not there"
+    );
 }
 
 #[test]
