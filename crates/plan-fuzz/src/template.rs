@@ -12,6 +12,8 @@
 //! text; one pass, inserted text is never rescanned; strings insert raw, integers decimal,
 //! floats as Python's repr, other values compact JSON; an unset reference stays literal;
 //! a string that is exactly one reference passes the value with its type.
+//!
+//! Also: `plan_value::json` writes the values and the template as serde_json does.
 
 use arbitrary::{Arbitrary, Unstructured};
 use plan_compiler::{CompileOptions, compile};
@@ -101,6 +103,16 @@ pub fn check(input: &Input) {
     steps.push(json!({"seq_no": steps.len(), "type": "assign",
         "parameters": {"final_answer": tpl}}));
     let src = Value::Array(steps).to_string();
+    // The journal's and the cassettes' JSON writer is serde_json's, byte for byte.
+    for v in vars
+        .iter()
+        .map(|(_, v)| v)
+        .chain([&Value::String(tpl.clone())])
+    {
+        let mut ours = Vec::new();
+        plan_value::json::write_value(&mut ours, v);
+        assert_eq!(ours, serde_json::to_vec(v).unwrap(), "{v:?}");
+    }
 
     let c = compile(&src, &CompileOptions::default());
     let Some(program) = c.program else {

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use plan_value::json::{write_str, write_value};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -195,7 +196,7 @@ pub(crate) fn canonical_args<'a, K: AsRef<str>>(
             if i > 0 {
                 out.push(b',');
             }
-            scalar(out, k.as_ref());
+            write_str(out, k.as_ref());
             out.push(b':');
             value(out, v);
         }
@@ -214,12 +215,8 @@ pub(crate) fn canonical_args<'a, K: AsRef<str>>(
                 }
                 out.push(b']');
             }
-            other => scalar(out, other),
+            other => write_value(out, other),
         }
-    }
-    fn scalar<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) {
-        // Writing a string or a scalar into a Vec cannot fail.
-        let _ = serde_json::to_writer(&mut *out, v);
     }
     let mut out = Vec::new();
     object(&mut out, args.into_iter());

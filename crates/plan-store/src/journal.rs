@@ -6,6 +6,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use plan_host::{Durable, Journal, ToolErrorKind, TraceEvent};
+use plan_value::json::{write_object, write_str, write_value};
 use plan_value::value_size;
 use plan_vm::MAX_VALUE_DEPTH;
 use plan_vm::{CallId, Event, ToolRequest};
@@ -66,8 +67,6 @@ pub struct StoreJournal<'s> {
     write_tools: HashSet<String>,
     /// A write call was issued since the last wait.
     must_wait: bool,
-    /// Why encoding a point failed (the journal then takes nothing more).
-    broken: Option<String>,
 }
 
 impl<'s> StoreJournal<'s> {
@@ -132,7 +131,6 @@ impl<'s> StoreJournal<'s> {
                 .collect(),
             must_wait: false,
             kept_bytes: 0,
-            broken: None,
         }
     }
 
@@ -177,8 +175,6 @@ struct PointJson {
     omitted: Vec<u8>,
 }
 
-type Encoded = Result<(), String>;
-
 /// Starts an item of a comma-separated list.
 fn item(list: &mut Vec<u8>) {
     if !list.is_empty() {
@@ -186,13 +182,9 @@ fn item(list: &mut Vec<u8>) {
     }
 }
 
-fn json<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, v: &T) -> Encoded {
-    serde_json::to_writer(out, v).map_err(|e| format!("cannot encode the journal: {e}"))
-}
-
-fn number(out: &mut Vec<u8>, n: impl Into<i128>) {
-    // NB: serde_json writes integers without `fmt`; into a vector it cannot fail.
-    let _ = serde_json::to_writer(out, &n.into());
+fn number(out: &mut Vec<u8>, n: impl serde::Serialize) {
+    // NB: serde_json writes integers with itoa; into a vector it cannot fail.
+    let _ = serde_json::to_writer(out, &n);
 }
 
 /// Starts an item of `list` that begins with a step and a seq_no: `{"step":N,"seq_no":S`.
@@ -209,22 +201,21 @@ fn step_item(list: &mut Vec<u8>, step: u64, seq_no: Option<i64>) -> &mut Vec<u8>
 }
 
 impl PointJson {
-    fn step(&mut self, step: u64, seq: Option<i64>, pc: u32, op: &str) -> Encoded {
+    fn step(&mut self, step: u64, seq: Option<i64>, pc: u32, op: &str) {
         self.close_step();
         let out = step_item(&mut self.steps, step, seq);
         out.extend_from_slice(b",\"pc\":");
         number(out, pc);
         out.extend_from_slice(b",\"op\":");
-        json(out, op)?;
+        write_str(out, op);
         out.extend_from_slice(b",\"writes\":{");
         self.step_open = true;
-        Ok(())
     }
 
     /// A variable the open step set, with its value (or only its size: `omitted`).
-    fn var(&mut self, name: &str, value: Result<&Value, u64>) -> Encoded {
+    fn var(&mut self, name: &str, value: Result<&Value, u64>) {
         if !self.step_open {
-            return Ok(());
+            return;
         }
         let out = match value {
             Ok(_) => {
@@ -238,14 +229,11 @@ impl PointJson {
                 &mut self.omitted
             }
         };
-        json(out, name)?;
+        write_str(out, name);
         out.push(b':');
         match value {
-            Ok(v) => json(out, v),
-            Err(bytes) => {
-                number(out, bytes);
-                Ok(())
-            }
+            Ok(v) => write_value(out, v),
+            Err(bytes) => number(out, bytes),
         }
     }
 
@@ -263,28 +251,27 @@ impl PointJson {
         self.steps.push(b'}');
     }
 
-    fn sent(&mut self, req: &ToolRequest) -> Encoded {
-        self.call(req.instance, req.seq_no, &req.tool, &req.args)
+    fn sent(&mut self, req: &ToolRequest) {
+        self.call(req.instance, req.seq_no, &req.tool, req.args.iter());
     }
 
-    fn call(
+    fn call<'a>(
         &mut self,
         step: u64,
         seq: Option<i64>,
         tool: &str,
-        args: &(impl serde::Serialize + ?Sized),
-    ) -> Encoded {
+        args: impl IntoIterator<Item = (&'a str, &'a Value)>,
+    ) {
         let out = step_item(&mut self.sent, step, seq);
         out.extend_from_slice(b",\"tool\":");
-        json(out, tool)?;
+        write_str(out, tool);
         out.extend_from_slice(b",\"args\":");
-        json(out, args)?;
+        write_object(out, args);
         out.push(b'}');
-        Ok(())
     }
 
     /// An answer: its output or its error, and its latency.
-    fn answered(&mut self, step: u64, answer: Result<&Value, &str>, ms: u64) -> Encoded {
+    fn answered(&mut self, step: u64, answer: Result<&Value, &str>, ms: u64) {
         item(&mut self.answered);
         let out = &mut self.answered;
         out.extend_from_slice(b"{\"step\":");
@@ -292,17 +279,16 @@ impl PointJson {
         match answer {
             Ok(v) => {
                 out.extend_from_slice(b",\"output\":");
-                json(out, v)?;
+                write_value(out, v);
             }
             Err(e) => {
                 out.extend_from_slice(b",\"error\":");
-                json(out, e)?;
+                write_str(out, e);
             }
         }
         out.extend_from_slice(b",\"latency_ms\":");
         number(out, ms);
         out.push(b'}');
-        Ok(())
     }
 
     /// Appends the point to `out` as one JSON object of a journal entry (nothing when it
@@ -351,34 +337,18 @@ impl Journal for StoreJournal<'_> {
     }
 
     fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
-        if let Some(e) = &self.broken {
-            return Err(e.clone());
-        }
         self.encode(event)
     }
 }
 
 impl StoreJournal<'_> {
-    /// Passes on the result of encoding part of a point. NB: a point whose encoding
-    /// failed half way is never written (it would not be valid JSON), nor is anything
-    /// after it: the run fails (R0012). (A store's failure to write a point fails the run
-    /// too, but later points, its end included, are still tried.)
-    fn encoded(&mut self, r: Result<(), String>) -> Result<(), String> {
-        if let Err(e) = &r {
-            self.point = PointJson::default();
-            self.broken = Some(e.clone());
-        }
-        r
-    }
-
     /// Adds `event` to the next commit point (writing the point when the driver is about
     /// to wait, or at the end).
     fn encode(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
         match event {
             TraceEvent::Vm(Event::Step { pc, seq_no, op }) => {
                 self.steps_done += 1;
-                let r = self.point.step(self.steps_done, *seq_no, *pc, op);
-                self.encoded(r)?;
+                self.point.step(self.steps_done, *seq_no, *pc, op);
             }
             TraceEvent::Vm(Event::VarSet {
                 name, value, bytes, ..
@@ -393,12 +363,10 @@ impl StoreJournal<'_> {
                             && *bytes <= MAX_KEPT_VALUE_BYTES =>
                     {
                         self.kept_bytes += *bytes;
-                        let r = self.point.var(name, Ok(v));
-                        self.encoded(r)?;
+                        self.point.var(name, Ok(v));
                     }
                     _ => {
-                        let r = self.point.var(name, Err(*bytes));
-                        self.encoded(r)?;
+                        self.point.var(name, Err(*bytes));
                     }
                 }
             }
@@ -412,8 +380,7 @@ impl StoreJournal<'_> {
             }
             TraceEvent::CallIssued { request, .. } => {
                 self.must_wait |= self.write_tools.contains(request.tool.as_str());
-                let r = self.point.sent(request);
-                self.encoded(r)?;
+                self.point.sent(request);
             }
             TraceEvent::CallAnswered {
                 request,
@@ -457,8 +424,7 @@ impl StoreJournal<'_> {
                     Ok(v) => Ok(*v),
                 };
                 let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-                let r = self.point.answered(request.instance, answer, ms);
-                self.encoded(r)?;
+                self.point.answered(request.instance, answer, ms);
             }
             TraceEvent::CallCommitted { request } => {
                 item(&mut self.point.committed);
@@ -508,19 +474,20 @@ mod tests {
     /// format readers and the SQL views of migrations/001_init.sql expect).
     #[test]
     fn a_point_encoded_as_it_comes_is_the_rows_entry() {
-        let args = json!({"query": "q \"1\"", "top_k": 3});
+        let args = json!({"query": "q \"1\"\u{1}", "top_k": 3});
         let mut p = PointJson::default();
-        p.call(4, Some(2), "search", &args).unwrap();
-        p.call(5, None, "llm_generate", &json!({})).unwrap();
-        p.step(1, Some(0), 0, "nop").unwrap();
-        p.step(2, Some(1), 1, "assign").unwrap();
-        p.var("a", Ok(&json!([1, {"b": null}]))).unwrap();
-        p.var("big", Err(70_000)).unwrap();
-        p.var("c", Ok(&json!("ü\n"))).unwrap();
-        p.answered(4, Ok(&json!({"hits": [1.5]})), 12).unwrap();
-        p.answered(5, Err("down"), 0).unwrap();
-        p.step(3, None, 7, "call search").unwrap();
-        p.var("only_size", Err(9)).unwrap();
+        let pairs = args.as_object().unwrap().iter();
+        p.call(4, Some(2), "search", pairs.map(|(k, v)| (k.as_str(), v)));
+        p.call(5, None, "llm_generate", []);
+        p.step(1, Some(0), 0, "nop");
+        p.step(2, Some(1), 1, "assign");
+        p.var("a", Ok(&json!([1, {"b": null}])));
+        p.var("big", Err(70_000));
+        p.var("c", Ok(&json!("ü\n")));
+        p.answered(4, Ok(&json!({"hits": [1.5]})), 12);
+        p.answered(5, Err("down"), 0);
+        p.step(3, None, 7, "call search");
+        p.var("only_size", Err(9));
         for n in [4, 5] {
             item(&mut p.committed);
             number(&mut p.committed, n);

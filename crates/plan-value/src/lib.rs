@@ -15,17 +15,21 @@
 //! - [`extract`]: [`extract_first_object`], the first JSON object in text (```json fences,
 //!   prose; braces inside JSON strings don't confuse it).
 //! - [`condition`]: [`parse_condition_answer`], the answer shapes a condition accepts.
+//! - [`json`]: [`json::write_value`], [`json::write_str`]: compact JSON, byte for byte
+//!   serde_json's, with a faster string escape.
 //! - [`val`]: [`Val`], the VM's compact value (numbers inline, strings moved, containers
 //!   shared), serialized exactly as the JSON it stands for.
 //!
 //! Start reading at `num.rs`; everything is small and independent. No function here
-//! recurses on value depth except serde_json's own (de)serialization.
+//! recurses on value depth except serde_json's own (de)serialization and
+//! [`json::write_value`], which writes what serde_json would.
 
 pub mod bytes;
 pub mod condition;
 pub mod distance;
 pub mod extract;
 pub mod interp;
+pub mod json;
 pub mod num;
 pub mod repr;
 pub mod val;
