@@ -16,7 +16,7 @@ pub fn write_interpolated(v: &Value, out: &mut String) {
         Value::String(s) => out.push_str(s),
         Value::Number(n) => {
             if let Some(i) = n.as_i64() {
-                push_ascii(out, itoa_i64(i, &mut [0u8; 20]));
+                push_ascii(out, itoa::Buffer::new().format(i).as_bytes());
             } else if let Some(u) = n.as_u64() {
                 out.push_str(&u.to_string());
             } else {
@@ -53,27 +53,6 @@ pub(crate) fn push_ascii(out: &mut String, bytes: &[u8]) {
     }
 }
 
-/// The decimal digits of `i` (with its sign), written at the end of `buf`.
-pub(crate) fn itoa_i64(i: i64, buf: &mut [u8; 20]) -> &[u8] {
-    let neg = i < 0;
-    let mut u = i.unsigned_abs();
-    let mut pos = buf.len();
-    loop {
-        pos -= 1;
-        buf[pos] = b'0' + (u % 10) as u8;
-        u /= 10;
-        if u == 0 {
-            break;
-        }
-    }
-    if neg {
-        // 20 digits is enough for u64; i64::MIN has 19 digits plus the sign.
-        pos -= 1;
-        buf[pos] = b'-';
-    }
-    &buf[pos..]
-}
-
 /// The exact number of bytes [`write_interpolated`] appends for `v`, computed without
 /// allocating the text (iteratively, so any depth is fine).
 pub fn interpolated_len(v: &Value) -> u64 {
@@ -99,7 +78,7 @@ pub fn json_len(v: &Value) -> u64 {
             Value::Bool(false) => 5,
             Value::Number(n) => {
                 if let Some(i) = n.as_i64() {
-                    itoa_i64(i, &mut [0u8; 20]).len() as u64
+                    itoa::Buffer::new().format(i).len() as u64
                 } else if let Some(u) = n.as_u64() {
                     decimal_digits(u)
                 } else {

@@ -5,7 +5,8 @@
 //! The digits come straight from the float when it is a decimal of at most 15
 //! significant digits with at most [`MAX_DIRECT_FRACTION`] of them after the point (what
 //! plan arithmetic mostly makes: `2.5`, `0.75`, `19.99`), and from `ryu` otherwise. Both
-//! give the same digits: see [`direct_digits`].
+//! give the same digits: see [`direct_digits`]. Such a decimal of at least `1e-4` is
+//! written straight from its integer and fraction parts.
 
 /// Formats `f` exactly like Python's `repr(f)` (`3.0`, `0.5`, `1e+16`, `1e-05`, `-0.0`).
 pub fn python_float_repr(f: f64) -> String {
@@ -19,6 +20,17 @@ const MAX_DIRECT_FRACTION: usize = 8;
 
 /// `10^k` for `k <= MAX_DIRECT_FRACTION`: exact doubles.
 const POW10: [f64; MAX_DIRECT_FRACTION + 1] = [1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8];
+const POW10_U64: [u64; MAX_DIRECT_FRACTION + 1] = [
+    1,
+    10,
+    100,
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+];
 
 /// Significant digits of the shortest round-trip form of `f`, as an integer `m`, and the
 /// `k` such that the digits stand for `m / 10^k`; `None` when `f` is no such decimal of
@@ -68,14 +80,35 @@ pub fn write_python_float(f: f64, out: &mut String) {
         out.push_str("0.0");
         return;
     }
+    let direct = direct_digits(f);
+    if let Some((m, k)) = direct
+        && f.abs() >= 1e-4
+    {
+        // NB: the usual case, written without the general layout: `m / 10^k` is below
+        // 10^15 and at least 10^-4, so positional; and `m` has no trailing zero unless
+        // `k` is 0 (`direct_digits` finds the smallest `k`).
+        let mut buf = itoa::Buffer::new();
+        out.push_str(buf.format(m / POW10_U64[k]));
+        out.push('.');
+        if k == 0 {
+            out.push('0');
+        } else {
+            let fraction = buf.format(m % POW10_U64[k]);
+            for _ in fraction.len()..k {
+                out.push('0');
+            }
+            out.push_str(fraction);
+        }
+        return;
+    }
     // Significant digits, without trailing zeros, and where the decimal point sits
     // relative to them: value = 0.d1d2d3... * 10^decpt.
     let mut digits = [0u8; 32];
-    let (n, decpt) = match direct_digits(f) {
+    let (n, decpt) = match direct {
         Some((m, k)) => {
-            // `m < 10^15`: fits an i64, and its digits fit `digits`.
-            let mut buf = [0u8; 20];
-            let text = crate::interp::itoa_i64(m as i64, &mut buf);
+            // `m < 10^15`: its digits fit `digits`.
+            let mut buf = itoa::Buffer::new();
+            let text = buf.format(m).as_bytes();
             digits[..text.len()].copy_from_slice(text);
             (text.len(), text.len() as i32 - k as i32)
         }

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::bytes::{NODE_BYTES, ValueSize, value_size};
-use crate::interp::{interpolated_len, itoa_i64, push_ascii, write_interpolated};
+use crate::interp::{interpolated_len, push_ascii, write_interpolated};
 use crate::num::{Num, parse_num, to_num};
 use crate::repr::write_python_float;
 
@@ -144,7 +144,7 @@ impl Val {
     pub fn write_interpolated(&self, out: &mut String) {
         match self {
             Val::Str(s) => out.push_str(s),
-            Val::Int(i) => push_ascii(out, itoa_i64(*i, &mut [0u8; 20])),
+            Val::Int(i) => push_ascii(out, itoa::Buffer::new().format(*i).as_bytes()),
             Val::Float(f) => write_python_float(*f, out),
             Val::Bool(true) => out.push_str("true"),
             Val::Bool(false) => out.push_str("false"),
