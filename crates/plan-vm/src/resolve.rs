@@ -305,11 +305,23 @@ impl<'p> Vm<'p> {
 
     /// Evaluates postfix arithmetic; `None` means "use the fallback text".
     fn arith<S: SlotView + ?Sized>(&self, view: &S, code: &[ArithOp]) -> Option<Num> {
-        // Fast path for the most common shape, `${i} + 1`: no stack at all.
-        if let [a, b, ArithOp::Bin(op)] = *code {
-            let a = self.operand_num(view, a)?;
-            let b = self.operand_num(view, b)?;
-            return binary(op, a, b);
+        // The most common shapes need no stack at all: `${i} + 1`, and chains folded left
+        // to right, `${n} * 2 + 1`, `(${n} + 3) / 4` (a leaf, then pairs of a leaf and a
+        // binary operator). NB: the same operands and operations in the same order as
+        // the stack would take them.
+        if let [first, ref rest @ ..] = *code
+            && rest.len() % 2 == 0
+            && rest
+                .chunks_exact(2)
+                .all(|pair| matches!(pair, [ArithOp::Const(_) | ArithOp::Ref(_), ArithOp::Bin(_)]))
+        {
+            let mut acc = self.operand_num(view, first)?;
+            for pair in rest.chunks_exact(2) {
+                if let [leaf, ArithOp::Bin(op)] = *pair {
+                    acc = binary(op, acc, self.operand_num(view, leaf)?)?;
+                }
+            }
+            return Some(acc);
         }
         // On the machine stack: plan expressions are short. Deeper ones (validation
         // bounds the depth at MAX_ARITH_STACK) get a heap stack that fits any.
