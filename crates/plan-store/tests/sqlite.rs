@@ -119,6 +119,105 @@ fn a_refused_write_in_a_group_leaves_the_others() {
     assert_eq!(store.calls("a").unwrap().len(), 1);
 }
 
+/// A run created and given its points (its end, a state) in one group is written as one
+/// row with its end, and its points with no fencing query: what is stored is what the
+/// writes one by one store, and a later point of the same group follows it.
+#[test]
+fn a_run_created_and_ended_in_one_group_is_stored_as_one_write_after_another_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.db"), Durability::Normal).unwrap();
+    let me = Owner::this_process();
+    let points = |end: bool| {
+        let first = CommitPoint {
+            sent: vec![call(0, "search")],
+            state: Some((3, "{\"state\":1}".to_owned())),
+            total_steps: 3,
+            ..CommitPoint::default()
+        };
+        let mut answered = call(0, "search");
+        answered.output = Some(json!("hit"));
+        answered.latency_ms = Some(2);
+        let second = CommitPoint {
+            answered: vec![answered],
+            committed: vec![0],
+            total_steps: 5,
+            end: end.then(|| RunEnd {
+                ok: true,
+                final_answer: json!("done"),
+                error: None,
+            }),
+            ..CommitPoint::default()
+        };
+        (first, second)
+    };
+    // One by one.
+    store.create_run(&new_run("apart").borrow(), &me).unwrap();
+    let (first, second) = points(true);
+    store.commit("apart", &me, &first).unwrap();
+    store.commit("apart", &me, &second).unwrap();
+    // In one group: the creation and first point merged, the second point after them;
+    // and a run that ends in its first point.
+    let (first, second) = points(true);
+    let (mut only, _) = points(true);
+    only.end = Some(RunEnd {
+        ok: false,
+        final_answer: Value::Null,
+        error: Some(json!({"code": "R0005"})),
+    });
+    let writes = [
+        StoreWrite::Create(new_run("grouped"), me.clone()),
+        StoreWrite::Create(new_run("ended"), me.clone()),
+        StoreWrite::Commit("grouped".into(), me.clone(), first),
+        StoreWrite::Commit("ended".into(), me.clone(), only),
+        StoreWrite::Commit("grouped".into(), me.clone(), second),
+    ];
+    let results = store.write_group(&writes.iter().collect::<Vec<_>>());
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+
+    let (apart, grouped) = (store.run("apart").unwrap(), store.run("grouped").unwrap());
+    assert_eq!(grouped.status, RunStatus::Ok);
+    assert_eq!(
+        (
+            grouped.steps,
+            grouped.tool_calls,
+            &grouped.final_answer,
+            &grouped.owner
+        ),
+        (
+            apart.steps,
+            apart.tool_calls,
+            &apart.final_answer,
+            &apart.owner
+        )
+    );
+    assert_eq!(
+        store.calls("grouped").unwrap(),
+        store.calls("apart").unwrap()
+    );
+    assert_eq!(
+        store.steps("grouped").unwrap(),
+        store.steps("apart").unwrap()
+    );
+    assert_eq!(
+        store.checkpoint("grouped").unwrap(),
+        store.checkpoint("apart").unwrap()
+    );
+    let ended = store.run("ended").unwrap();
+    assert_eq!((ended.status, ended.steps), (RunStatus::Failed, 3));
+    assert_eq!(ended.error, Some(json!({"code": "R0005"})));
+    assert_eq!(store.calls("ended").unwrap().len(), 1);
+    // Ended runs hold no lease: a resume finds them finished, not running elsewhere.
+    let leases: Vec<Option<i64>> = rusqlite::Connection::open(dir.path().join("s.db"))
+        .unwrap()
+        .prepare("SELECT lease_until FROM runs ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(leases, vec![None, None, None]);
+}
+
 /// An already-encoded entry (what a journal or the group writer hands over) that is not
 /// UTF-8 is refused: no row, and the run's journal keeps what it had.
 #[test]
