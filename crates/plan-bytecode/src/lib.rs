@@ -77,6 +77,8 @@ pub struct ValidatedProgram {
     slot_names: Cached<std::sync::Arc<SlotNames>>,
     /// [`ValidatedProgram::fingerprint`], computed on first use.
     fingerprint: Cached<u64>,
+    /// [`ValidatedProgram::op_name`] of each instruction, built by the first traced run.
+    op_names: Cached<Vec<Box<str>>>,
 }
 
 /// Data derived from the program on first use; never part of a program's equality (two
@@ -137,6 +139,38 @@ impl ValidatedProgram {
                 .collect()
         });
         names.get(c as usize).map_or(&[], |n| n)
+    }
+
+    /// How a trace names instruction `pc`: `call vector_search`, `assign a, b`, `set x`,
+    /// or its opcode. NB: built once per program, not formatted at every traced step
+    /// (a stored run traces every step for its journal).
+    pub fn op_name(&self, pc: Pc) -> &str {
+        let names = self.op_names.0.get_or_init(|| {
+            let p = &self.program;
+            p.code
+                .iter()
+                .map(|&instr| match instr {
+                    Instr::Set { dst, .. } => format!("set {}", p.slots[dst as usize]),
+                    Instr::Assign { assign } => {
+                        let names: Vec<&str> = p.assigns[assign as usize]
+                            .targets
+                            .iter()
+                            .map(|&(s, _)| p.slots[s as usize].as_str())
+                            .collect();
+                        format!("assign {}", names.join(", "))
+                    }
+                    Instr::Call { call } => {
+                        format!(
+                            "call {}",
+                            p.tools[p.calls[call as usize].tool as usize].name
+                        )
+                    }
+                    other => other.opcode().name().to_owned(),
+                })
+                .map(String::into_boxed_str)
+                .collect()
+        });
+        names.get(pc as usize).map_or("", |n| n)
     }
 
     /// The names of the slots, shared (a run's [`SlotNames`] handle costs one reference

@@ -610,5 +610,6 @@ pub(crate) fn validate(program: Program) -> Result<ValidatedProgram> {
         arg_names: Default::default(),
         slot_names: Default::default(),
         fingerprint: Default::default(),
+        op_names: Default::default(),
     })
 }

@@ -361,6 +361,8 @@ impl<'p> VmMachine<'p> {
     fn new(mut vm: plan_vm::Vm<'p>, program: &'p ValidatedProgram, journal: &dyn Journal) -> Self {
         vm.set_tracing(journal.wants_vm_events() || journal.wants_values() > 0);
         vm.set_trace_values(journal.wants_values());
+        // NB: only a journal that reads the VM's events as a trace reads their previews.
+        vm.set_trace_previews(journal.wants_vm_events());
         vm.set_step_slice(Some(STEP_SLICE));
         VmMachine { vm, program }
     }

@@ -72,7 +72,9 @@ pub type Durable = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(),
 /// Receives a run's events. Returning an error fails the run (`R0012`).
 pub trait Journal: Send {
     /// Whether the VM should record its per-instruction events (they cost time: off
-    /// unless someone reads them).
+    /// unless someone reads them), previews included. A journal that only asks for values
+    /// ([`Journal::wants_values`]) gets `var_set` events whose preview is empty when they
+    /// carry the value.
     fn wants_vm_events(&self) -> bool {
         false
     }

@@ -480,6 +480,8 @@ pub enum Event {
     },
     VarSet {
         name: String,
+        /// Empty when the event carries its value and the host turned previews off
+        /// ([`Vm::set_trace_previews`]).
         preview: String,
         bytes: u64,
         /// The value itself, when the host asked for values up to this size

@@ -65,6 +65,8 @@ pub struct Vm<'p> {
     tracing: bool,
     /// `VarSet` events carry values of at most this many bytes (0: none).
     trace_values: u64,
+    /// `VarSet` events that carry their value carry its preview too.
+    trace_previews: bool,
     events: Vec<Event>,
 }
 
@@ -97,6 +99,7 @@ impl<'p> Vm<'p> {
             paused: false,
             tracing: false,
             trace_values: 0,
+            trace_previews: true,
             events: Vec::new(),
         }
     }
@@ -215,6 +218,14 @@ impl<'p> Vm<'p> {
         self.trace_values = max_bytes;
     }
 
+    /// Whether `VarSet` events that carry their value also carry its preview (on by
+    /// default). A host whose readers use only the values turns them off: a preview is a
+    /// string formatted for every variable written. An event without its value always
+    /// has its preview.
+    pub fn set_trace_previews(&mut self, on: bool) {
+        self.trace_previews = on;
+    }
+
     /// Drains the recorded trace events.
     pub fn take_events(&mut self) -> Vec<Event> {
         std::mem::take(&mut self.events)
@@ -329,7 +340,7 @@ impl<'p> Vm<'p> {
                             let p = self.st.pending.remove(i);
                             self.st.steps += 1;
                             if self.tracing {
-                                self.trace_step(pc, instr);
+                                self.trace_step(pc);
                             }
                             self.complete(p)
                         }
@@ -346,7 +357,7 @@ impl<'p> Vm<'p> {
                                 Err(e) => {
                                     self.st.steps += 1;
                                     if self.tracing {
-                                        self.trace_step(pc, instr);
+                                        self.trace_step(pc);
                                     }
                                     Err(e)
                                 }
@@ -365,7 +376,7 @@ impl<'p> Vm<'p> {
                     }
                     self.st.steps += 1;
                     if self.tracing {
-                        self.trace_step(pc, instr);
+                        self.trace_step(pc);
                     }
                     match instr {
                         Instr::Nop => {
@@ -774,11 +785,17 @@ impl<'p> Vm<'p> {
         self.charge(old, size).map_err(|m| self.error_here(m))?;
         self.slot_bytes[slot as usize] = size;
         if self.tracing {
+            let value = (size <= self.trace_values).then(|| v.to_value());
+            let preview = if self.trace_previews || value.is_none() {
+                preview_val(&v, TRACE_PREVIEW)
+            } else {
+                String::new()
+            };
             self.events.push(Event::VarSet {
                 name: name.to_owned(),
-                preview: preview_val(&v, TRACE_PREVIEW),
+                preview,
                 bytes: size,
-                value: (size <= self.trace_values).then(|| v.to_value()),
+                value,
             });
         }
         self.st.slots[slot as usize] = Some(v);
@@ -926,30 +943,12 @@ impl<'p> Vm<'p> {
     }
 
     #[cold]
-    fn trace_step(&mut self, pc: Pc, instr: Instr) {
+    fn trace_step(&mut self, pc: Pc) {
         let p = self.prog;
-        let op = match instr {
-            Instr::Set { dst, .. } => format!("set {}", p.slots[dst as usize]),
-            Instr::Assign { assign } => {
-                let names: Vec<&str> = p.assigns[assign as usize]
-                    .targets
-                    .iter()
-                    .map(|&(s, _)| p.slots[s as usize].as_str())
-                    .collect();
-                format!("assign {}", names.join(", "))
-            }
-            Instr::Call { call } => {
-                format!(
-                    "call {}",
-                    p.tools[p.calls[call as usize].tool as usize].name
-                )
-            }
-            other => other.opcode().name().to_owned(),
-        };
         self.events.push(Event::Step {
             pc,
             seq_no: p.seq_no_at(pc),
-            op,
+            op: p.op_name(pc).to_owned(),
         });
     }
 

@@ -239,6 +239,38 @@ fn tracing_records_steps_stores_and_jumps() {
     let mut vm = Vm::new(&prog, Limits::default());
     drive(&mut vm, loop_host);
     assert!(vm.take_events().is_empty());
+
+    // A host that reads only values: no preview next to a value it gets, a preview where
+    // the value is over its cap.
+    let var_sets = |cap: u64| {
+        let mut vm = Vm::new(&prog, Limits::default());
+        vm.set_tracing(true);
+        vm.set_trace_values(cap);
+        vm.set_trace_previews(false);
+        drive(&mut vm, loop_host);
+        vm.take_events()
+            .into_iter()
+            .filter(|e| matches!(e, Event::VarSet { .. }))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        var_sets(1 << 20)[0],
+        Event::VarSet {
+            name: "i".into(),
+            preview: String::new(),
+            bytes: 16,
+            value: Some(json!(0)),
+        }
+    );
+    assert_eq!(
+        var_sets(8)[0],
+        Event::VarSet {
+            name: "i".into(),
+            preview: "0".into(),
+            bytes: 16,
+            value: None,
+        }
+    );
 }
 
 /// The first `Done` hands the variables over (moved, not copied); the finished VM keeps
