@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use plan_value::json::{write_str, write_value};
+use plan_value::json::write_canonical_object;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -188,38 +188,8 @@ fn parse_entry(line: &str) -> Result<CassetteEntry, String> {
 pub(crate) fn canonical_args<'a, K: AsRef<str>>(
     args: impl IntoIterator<Item = (K, &'a Value)>,
 ) -> String {
-    fn object<'a, K: AsRef<str>>(out: &mut Vec<u8>, pairs: impl Iterator<Item = (K, &'a Value)>) {
-        let mut pairs: Vec<_> = pairs.collect();
-        pairs.sort_unstable_by(|(a, _), (b, _)| a.as_ref().cmp(b.as_ref()));
-        out.push(b'{');
-        for (i, (k, v)) in pairs.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            write_str(out, k.as_ref());
-            out.push(b':');
-            value(out, v);
-        }
-        out.push(b'}');
-    }
-    fn value(out: &mut Vec<u8>, v: &Value) {
-        match v {
-            Value::Object(m) => object(out, m.iter()),
-            Value::Array(a) => {
-                out.push(b'[');
-                for (i, v) in a.iter().enumerate() {
-                    if i > 0 {
-                        out.push(b',');
-                    }
-                    value(out, v);
-                }
-                out.push(b']');
-            }
-            other => write_value(out, other),
-        }
-    }
     let mut out = Vec::new();
-    object(&mut out, args.into_iter());
+    write_canonical_object(&mut out, args);
     // Only JSON text was written: valid UTF-8.
     String::from_utf8(out).unwrap_or_default()
 }

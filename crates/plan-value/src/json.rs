@@ -74,6 +74,33 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
 /// Appends `v` as compact JSON, exactly as `serde_json::to_writer` does (object keys in
 /// the map's order).
 pub fn write_value(out: &mut Vec<u8>, v: &Value) {
+    write(out, v, false);
+}
+
+/// Appends `v` as [`write_value`] does, with the keys of every object sorted: a canonical
+/// text (equal values give equal text, whatever the order their keys came in).
+pub fn write_canonical(out: &mut Vec<u8>, v: &Value) {
+    write(out, v, true);
+}
+
+/// Appends the `(key, value)` pairs as a JSON object, in their order (as serde_json writes
+/// a map).
+pub fn write_object<'a, K: AsRef<str>>(
+    out: &mut Vec<u8>,
+    pairs: impl IntoIterator<Item = (K, &'a Value)>,
+) {
+    object(out, pairs, false);
+}
+
+/// Appends the `(key, value)` pairs as a JSON object in [`write_canonical`]'s form.
+pub fn write_canonical_object<'a, K: AsRef<str>>(
+    out: &mut Vec<u8>,
+    pairs: impl IntoIterator<Item = (K, &'a Value)>,
+) {
+    object(out, pairs, true);
+}
+
+fn write(out: &mut Vec<u8>, v: &Value, sorted: bool) {
     match v {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -87,27 +114,42 @@ pub fn write_value(out: &mut Vec<u8>, v: &Value) {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_value(out, item);
+                write(out, item, sorted);
             }
             out.push(b']');
         }
-        Value::Object(map) => write_object(out, map.iter().map(|(k, v)| (k.as_str(), v))),
+        Value::Object(map) => object(out, map.iter(), sorted),
     }
 }
 
-/// Appends the `(key, value)` pairs as a JSON object, in their order (as serde_json writes
-/// a map).
-pub fn write_object<'a>(out: &mut Vec<u8>, pairs: impl IntoIterator<Item = (&'a str, &'a Value)>) {
-    out.push(b'{');
-    for (i, (k, v)) in pairs.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
+fn object<'a, K: AsRef<str>>(
+    out: &mut Vec<u8>,
+    pairs: impl IntoIterator<Item = (K, &'a Value)>,
+    sorted: bool,
+) {
+    fn members<'a, K: AsRef<str>>(
+        out: &mut Vec<u8>,
+        pairs: impl Iterator<Item = (K, &'a Value)>,
+        sorted: bool,
+    ) {
+        out.push(b'{');
+        for (i, (k, v)) in pairs.enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_str(out, k.as_ref());
+            out.push(b':');
+            write(out, v, sorted);
         }
-        write_str(out, k);
-        out.push(b':');
-        write_value(out, v);
+        out.push(b'}');
     }
-    out.push(b'}');
+    if sorted {
+        let mut pairs: Vec<_> = pairs.into_iter().collect();
+        pairs.sort_unstable_by(|(a, _), (b, _)| a.as_ref().cmp(b.as_ref()));
+        members(out, pairs.into_iter(), true);
+    } else {
+        members(out, pairs.into_iter(), false);
+    }
 }
 
 #[cfg(test)]
@@ -159,6 +201,19 @@ mod tests {
                 assert_eq!(ours(&s), serde_json::to_string(&s).unwrap(), "{s:?}");
             }
         }
+    }
+
+    #[test]
+    fn canonical_text_sorts_the_keys_of_every_object() {
+        let mut out = Vec::new();
+        write_canonical(
+            &mut out,
+            &json!({"b": [{"z": 1, "a": 2}], "a": {"y": null, "x": "é"}}),
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"a":{"x":"é","y":null},"b":[{"a":2,"z":1}]}"#
+        );
     }
 
     #[test]
