@@ -254,7 +254,7 @@ impl Vm<'_> {
         values: impl IntoIterator<Item = (Slot, Cow<'a, Val>)>,
     ) -> bool {
         for (slot, v) in values {
-            let Ok(size) = self.measure(&self.prog.slots[slot as usize], v.size()) else {
+            let Ok(size) = self.measure(v.size()) else {
                 return false;
             };
             w.bytes = w.bytes.saturating_add(size);

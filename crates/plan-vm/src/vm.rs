@@ -83,6 +83,43 @@ pub(crate) type Fault = Box<RunError>;
 /// Why something may not be done: the error's code and message, placed by the caller.
 pub(crate) type Why = (ErrorCode, String);
 
+/// Which limit a value would exceed, with the figures. The message, which names the
+/// variable, is made only when the refusal is reported ([`Refusal::why`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Refusal {
+    TooDeep,
+    ValueTooLarge { bytes: u64 },
+    TotalTooLarge { total: u64 },
+}
+
+impl Refusal {
+    /// The error for a value refused on its way into variable `name`.
+    #[cold]
+    pub(crate) fn why(self, name: &str, limits: &Limits) -> Why {
+        match self {
+            Refusal::TooDeep => (
+                ErrorCode::TooDeep,
+                format!("value for `{name}` is nested more than {MAX_VALUE_DEPTH} levels deep"),
+            ),
+            Refusal::ValueTooLarge { bytes } => (
+                ErrorCode::ValueTooLarge,
+                format!(
+                    "value for `{name}` is {bytes} bytes, over the per-value limit of {} bytes \
+                     (max_value_bytes)",
+                    limits.max_value_bytes
+                ),
+            ),
+            Refusal::TotalTooLarge { total } => (
+                ErrorCode::TotalTooLarge,
+                format!(
+                    "variables would hold {total} bytes, over the limit of {} bytes (max_total_bytes)",
+                    limits.max_total_bytes
+                ),
+            ),
+        }
+    }
+}
+
 impl<'p> Vm<'p> {
     /// A fresh run of `program`.
     pub fn new(program: &'p ValidatedProgram, limits: Limits) -> Self {
@@ -237,17 +274,20 @@ impl<'p> Vm<'p> {
     /// limits apply. Setting `final_answer` this way does not end the run: only an
     /// instruction does.
     pub fn set_var(&mut self, name: &str, value: Value) -> Result<(), RunError> {
-        let size = self.measure(name, value_size(&value)).map_err(unplaced)?;
+        let refused = |r: Refusal| unplaced(r.why(name, &self.limits));
+        let size = self.measure(value_size(&value)).map_err(refused)?;
         match self.prog.slot_of(name) {
             Some(slot) => {
                 let old = self.slot_bytes[slot as usize];
-                self.charge(old, size).map_err(unplaced)?;
+                let total = self.charged(old, size).map_err(refused)?;
+                self.st.bytes = total;
                 self.slot_bytes[slot as usize] = size;
                 self.st.slots[slot as usize] = Some(Val::from(value));
             }
             None => {
                 let old = self.st.extra.get(name).map_or(0, |v| value_size(v).bytes);
-                self.charge(old, size).map_err(unplaced)?;
+                let total = self.charged(old, size).map_err(refused)?;
+                self.st.bytes = total;
                 self.st.extra.insert(name.to_owned(), value);
             }
         }
@@ -494,13 +534,12 @@ impl<'p> Vm<'p> {
     /// Stores `slot`'s string extended by `suffix`, as `store` would store the whole
     /// text: the limits are checked first, so on failure the slot is left as it was.
     fn store_appended(&mut self, slot: Slot, suffix: String) -> Result<(), Fault> {
-        let name = self.prog.slots[slot as usize].as_str();
         let bytes = plan_value::NODE_BYTES
             .saturating_add(self.string_len(slot) as u64)
             .saturating_add(suffix.len() as u64);
-        self.within_value_limit(name, bytes)
+        self.within_value_limit(bytes)
             .and_then(|b| self.charged(self.slot_bytes[slot as usize], b))
-            .map_err(|m| self.error_here(m))?;
+            .map_err(|r| self.store_refused(slot, r))?;
         let Some(Val::Str(mut text)) = self.st.slots[slot as usize].take() else {
             return Err(self.error_here((
                 ErrorCode::Internal,
@@ -798,16 +837,15 @@ impl<'p> Vm<'p> {
     fn store(&mut self, slot: Slot, v: Val) -> Result<(), Fault> {
         let s = slot as usize;
         let size = v.size();
-        let old = self.slot_bytes[s];
-        let total = self.st.bytes.saturating_sub(old).saturating_add(size.bytes);
-        // NB: the checks of `measure` and `charged`, without the slot's name: it is
-        // needed only to say why, and loading it was a measurable part of every store.
-        if size.depth > MAX_VALUE_DEPTH
-            || size.bytes > self.limits.max_value_bytes
-            || total > self.limits.max_total_bytes
+        // NB: the slot's name is loaded only to say why a value is refused: loading it
+        // on every store was a measurable part of each.
+        let total = match self
+            .measure(size)
+            .and_then(|bytes| self.charged(self.slot_bytes[s], bytes))
         {
-            return Err(self.store_refused(slot, size));
-        }
+            Ok(total) => total,
+            Err(r) => return Err(self.store_refused(slot, r)),
+        };
         self.st.bytes = total;
         self.slot_bytes[s] = size.bytes;
         if self.tracing {
@@ -820,23 +858,11 @@ impl<'p> Vm<'p> {
         Ok(())
     }
 
-    /// Why `store` refused a value of `size` for `slot`: the same checks, in the same
-    /// order, with the error each gives.
+    /// The error of a store into `slot` that `r` refused, naming the variable.
     #[cold]
     #[inline(never)]
-    fn store_refused(&self, slot: Slot, size: plan_value::ValueSize) -> Fault {
-        let name = self.prog.slots[slot as usize].as_str();
-        let why = match self.measure(name, size) {
-            Ok(bytes) => match self.charged(self.slot_bytes[slot as usize], bytes) {
-                Err(why) => why,
-                Ok(_) => (
-                    ErrorCode::Internal,
-                    "internal error: a store refused within the limits".into(),
-                ),
-            },
-            Err(why) => why,
-        };
-        self.error_here(why)
+    fn store_refused(&self, slot: Slot, r: Refusal) -> Fault {
+        self.error_here(r.why(&self.prog.slots[slot as usize], &self.limits))
     }
 
     /// The trace event of a store of `v` (`bytes` as charged) into `slot`.
@@ -856,49 +882,30 @@ impl<'p> Vm<'p> {
         });
     }
 
-    /// Bytes of a value of `size`, or why it may not be stored.
-    pub(crate) fn measure(&self, name: &str, size: plan_value::ValueSize) -> Result<u64, Why> {
+    /// Bytes of a value of `size`, or which limit it is over.
+    #[inline]
+    pub(crate) fn measure(&self, size: plan_value::ValueSize) -> Result<u64, Refusal> {
         if size.depth > MAX_VALUE_DEPTH {
-            return Err((
-                ErrorCode::TooDeep,
-                format!("value for `{name}` is nested more than {MAX_VALUE_DEPTH} levels deep"),
-            ));
+            return Err(Refusal::TooDeep);
         }
-        self.within_value_limit(name, size.bytes)
+        self.within_value_limit(size.bytes)
     }
 
-    /// `bytes`, if a value of that size may be stored in `name`.
-    fn within_value_limit(&self, name: &str, bytes: u64) -> Result<u64, Why> {
+    /// `bytes`, if one value of that size may be stored.
+    #[inline]
+    fn within_value_limit(&self, bytes: u64) -> Result<u64, Refusal> {
         if bytes > self.limits.max_value_bytes {
-            return Err((
-                ErrorCode::ValueTooLarge,
-                format!(
-                    "value for `{name}` is {bytes} bytes, over the per-value limit of {} bytes \
-                     (max_value_bytes)",
-                    self.limits.max_value_bytes
-                ),
-            ));
+            return Err(Refusal::ValueTooLarge { bytes });
         }
         Ok(bytes)
     }
 
-    /// Replaces `old` bytes by `new` in the running total, if within `max_total_bytes`.
-    fn charge(&mut self, old: u64, new: u64) -> Result<(), Why> {
-        self.st.bytes = self.charged(old, new)?;
-        Ok(())
-    }
-
     /// The running total with `old` bytes replaced by `new`, if within `max_total_bytes`.
-    fn charged(&self, old: u64, new: u64) -> Result<u64, Why> {
+    #[inline]
+    fn charged(&self, old: u64, new: u64) -> Result<u64, Refusal> {
         let total = self.st.bytes.saturating_sub(old).saturating_add(new);
         if total > self.limits.max_total_bytes {
-            return Err((
-                ErrorCode::TotalTooLarge,
-                format!(
-                    "variables would hold {total} bytes, over the limit of {} bytes (max_total_bytes)",
-                    self.limits.max_total_bytes
-                ),
-            ));
+            return Err(Refusal::TotalTooLarge { total });
         }
         Ok(total)
     }
