@@ -63,6 +63,9 @@ pub fn load(bytes: &[u8]) -> Result<ValidatedProgram, BytecodeError> {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ValidatedProgram {
     program: Program,
+    /// [`Program::final_answer_slot`] (derived): every run needs it, and finding it is a
+    /// search through the names.
+    final_slot: Option<Slot>,
     /// Bytes of literal text in each template (derived, not encoded): the VM sizes the
     /// interpolated string once instead of growing it piece by piece.
     template_lit_bytes: Vec<usize>,
@@ -79,6 +82,9 @@ pub struct ValidatedProgram {
     fingerprint: Cached<u64>,
     /// [`ValidatedProgram::op_name`] of each instruction, built by the first traced run.
     op_names: Cached<Vec<Box<str>>>,
+    /// The constants as the VM's values, built by the first run: a run reads a number or
+    /// a text from them without decoding a `serde_json::Value` at every use.
+    const_vals: Cached<Vec<plan_value::Val>>,
 }
 
 /// Data derived from the program on first use; never part of a program's equality (two
@@ -198,6 +204,23 @@ impl ValidatedProgram {
             encode(&p).iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
             })
+        })
+    }
+
+    /// Slot of `final_answer`, if the plan mentions it (found once per program).
+    #[inline]
+    pub fn final_answer_slot(&self) -> Option<Slot> {
+        self.final_slot
+    }
+
+    /// The constants as values ([`Program::consts`], same indices).
+    pub fn const_vals(&self) -> &[plan_value::Val] {
+        self.const_vals.0.get_or_init(|| {
+            self.program
+                .consts
+                .iter()
+                .map(plan_value::Val::from)
+                .collect()
         })
     }
 

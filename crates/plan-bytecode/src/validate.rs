@@ -602,8 +602,10 @@ pub(crate) fn validate(program: Program) -> Result<ValidatedProgram> {
         .iter()
         .map(|t| t.name.as_str().into())
         .collect();
+    let final_slot = program.final_answer_slot();
     Ok(ValidatedProgram {
         program,
+        final_slot,
         template_lit_bytes,
         defuse,
         tool_names,
@@ -611,5 +613,6 @@ pub(crate) fn validate(program: Program) -> Result<ValidatedProgram> {
         slot_names: Default::default(),
         fingerprint: Default::default(),
         op_names: Default::default(),
+        const_vals: Default::default(),
     })
 }

@@ -82,7 +82,7 @@ impl<'p> Vm<'p> {
     ) -> Result<Val, Fault> {
         let p = self.prog;
         match op {
-            Operand::Const(c) => Ok(Val::from(&p.consts[c as usize])),
+            Operand::Const(c) => Ok(self.consts[c as usize].clone()),
             Operand::Ref(r) => {
                 let def = &p.refs[r as usize];
                 Ok(match lookup(self, view, def) {
@@ -156,7 +156,10 @@ impl<'p> Vm<'p> {
 
     /// A string constant (validation guarantees the constants used as text are strings).
     pub(crate) fn const_str(&self, c: u32) -> &'p str {
-        self.prog.consts[c as usize].as_str().unwrap_or("")
+        match &self.consts[c as usize] {
+            Val::Str(s) => s,
+            _ => "",
+        }
     }
 
     /// Interpolates template `t` in one pass, checking the byte limit before each piece
@@ -364,13 +367,13 @@ impl<'p> Vm<'p> {
     #[inline(always)]
     fn operand_num<S: SlotView + ?Sized>(&self, view: &S, op: ArithOp) -> Option<Num> {
         match op {
-            ArithOp::Const(c) => plan_value::to_num(&self.prog.consts[c as usize]),
+            ArithOp::Const(c) => num_of(&self.consts[c as usize]),
             ArithOp::Ref(r) => {
                 let def = &self.prog.refs[r as usize];
                 // Not through `lookup` for a plain reference: building and reading its
                 // result measured ~8% slower on `vm_dispatch/arith_jump_loop`.
                 if def.path.is_empty() {
-                    view.get(def.slot)?.to_num()
+                    num_of(view.get(def.slot)?)
                 } else {
                     match lookup(self, view, def)? {
                         Found::Val(v) => v.to_num(),
@@ -380,6 +383,17 @@ impl<'p> Vm<'p> {
             }
             _ => None,
         }
+    }
+}
+
+/// A value as a number ([`Val::to_num`]), numbers without a call: `to_num` is too large
+/// to inline (it parses strings), and most operands of arithmetic are numbers.
+#[inline(always)]
+fn num_of(v: &Val) -> Option<Num> {
+    match *v {
+        Val::Int(i) => Some(Num::Int(i)),
+        Val::Float(f) => Some(Num::Float(f)),
+        ref other => other.to_num(),
     }
 }
 

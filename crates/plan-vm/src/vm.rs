@@ -48,6 +48,8 @@ static CONDITION_ARGS: LazyLock<[Arc<str>; 2]> =
 /// A run of one validated program.
 pub struct Vm<'p> {
     pub(crate) prog: &'p ValidatedProgram,
+    /// The program's constants as values ([`ValidatedProgram::const_vals`]).
+    pub(crate) consts: &'p [Val],
     pub(crate) limits: Limits,
     pub(crate) st: VmState,
     /// Bytes charged for each slot (derived from `st.slots`; not serialized).
@@ -126,6 +128,7 @@ impl<'p> Vm<'p> {
         let n = program.slots.len();
         Vm {
             prog: program,
+            consts: program.const_vals(),
             limits,
             st: VmState::new(n, program.fingerprint()),
             slot_bytes: vec![0; n],
@@ -834,6 +837,7 @@ impl<'p> Vm<'p> {
     }
 
     /// Writes `v` into `slot`, enforcing the byte and depth limits.
+    #[inline(always)]
     fn store(&mut self, slot: Slot, v: Val) -> Result<(), Fault> {
         let s = slot as usize;
         let size = v.size();
