@@ -127,15 +127,27 @@ impl Val {
         }
     }
 
-    /// As a number (see [`to_num`]).
-    #[inline]
+    /// As a number (see [`to_num`]). Numbers, most operands of arithmetic, are read
+    /// inline; text and JSON through a call (parsing is too large to inline, and a call per
+    /// operand measured 35,445 instructions per run of `plan_run/30_assigns` against
+    /// 34,218).
+    #[inline(always)]
     pub fn to_num(&self) -> Option<Num> {
         match self {
             Val::Int(i) => Some(Num::Int(*i)),
             Val::Float(f) => Some(Num::Float(*f)),
+            Val::Null | Val::Bool(_) => None,
+            Val::Str(_) | Val::Json(_) => self.parsed_num(),
+        }
+    }
+
+    /// [`Val::to_num`] of text and JSON.
+    #[inline(never)]
+    fn parsed_num(&self) -> Option<Num> {
+        match self {
             Val::Str(s) => parse_num(s),
             Val::Json(j) => to_num(j),
-            Val::Null | Val::Bool(_) => None,
+            _ => None,
         }
     }
 

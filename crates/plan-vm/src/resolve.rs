@@ -367,13 +367,13 @@ impl<'p> Vm<'p> {
     #[inline(always)]
     fn operand_num<S: SlotView + ?Sized>(&self, view: &S, op: ArithOp) -> Option<Num> {
         match op {
-            ArithOp::Const(c) => num_of(&self.consts[c as usize]),
+            ArithOp::Const(c) => self.consts[c as usize].to_num(),
             ArithOp::Ref(r) => {
                 let def = &self.prog.refs[r as usize];
                 // Not through `lookup` for a plain reference: building and reading its
                 // result measured ~8% slower on `vm_dispatch/arith_jump_loop`.
                 if def.path.is_empty() {
-                    num_of(view.get(def.slot)?)
+                    view.get(def.slot)?.to_num()
                 } else {
                     match lookup(self, view, def)? {
                         Found::Val(v) => v.to_num(),
@@ -383,17 +383,6 @@ impl<'p> Vm<'p> {
             }
             _ => None,
         }
-    }
-}
-
-/// A value as a number ([`Val::to_num`]), numbers without a call: `to_num` is too large
-/// to inline (it parses strings), and most operands of arithmetic are numbers.
-#[inline(always)]
-fn num_of(v: &Val) -> Option<Num> {
-    match *v {
-        Val::Int(i) => Some(Num::Int(i)),
-        Val::Float(f) => Some(Num::Float(f)),
-        ref other => other.to_num(),
     }
 }
 

@@ -282,15 +282,13 @@ impl<'p> Vm<'p> {
         match self.prog.slot_of(name) {
             Some(slot) => {
                 let old = self.slot_bytes[slot as usize];
-                let total = self.charged(old, size).map_err(refused)?;
-                self.st.bytes = total;
+                self.st.bytes = self.charged(old, size).map_err(refused)?;
                 self.slot_bytes[slot as usize] = size;
                 self.st.slots[slot as usize] = Some(Val::from(value));
             }
             None => {
                 let old = self.st.extra.get(name).map_or(0, |v| value_size(v).bytes);
-                let total = self.charged(old, size).map_err(refused)?;
-                self.st.bytes = total;
+                self.st.bytes = self.charged(old, size).map_err(refused)?;
                 self.st.extra.insert(name.to_owned(), value);
             }
         }
