@@ -27,11 +27,17 @@ const APPLICATION_ID: i64 = 0x706c_6e72;
 /// How long a write waits for another process's transaction before failing.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
-static MIGRATIONS: LazyLock<Migrations<'static>> =
-    LazyLock::new(|| Migrations::new(vec![M::up(include_str!("migrations/001_init.sql"))]));
+static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
+    Migrations::new(vec![
+        M::up(include_str!("migrations/001_init.sql")),
+        // NB: rebuilds `runs`, which other tables reference: foreign keys are off while
+        // migrations run, and checked before the migration commits.
+        M::up(include_str!("migrations/002_status_check.sql")).foreign_key_check(),
+    ])
+});
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -275,8 +281,6 @@ impl SqliteStore {
         };
         conn.pragma_update(None, "synchronous", sync)
             .map_err(|e| io(&shown, e))?;
-        conn.pragma_update(None, "foreign_keys", "ON")
-            .map_err(|e| io(&shown, e))?;
         // NB: statement journals (one per statement of a multi-statement transaction)
         // in memory, not in temporary files.
         conn.pragma_update(None, "temp_store", "MEMORY")
@@ -290,6 +294,13 @@ impl SqliteStore {
             file: path.to_owned(),
             programs: Programs::default(),
         };
+        // NB: a migration that rebuilds a table others reference must run with foreign
+        // keys off (the bundled SQLite turns them on by default, and the pragma does
+        // nothing inside the migration's transaction); they are turned on after.
+        store
+            .conn
+            .pragma_update(None, "foreign_keys", "OFF")
+            .map_err(|e| io(&store.path, e))?;
         if let Err(e) = MIGRATIONS.to_latest(&mut store.conn) {
             // NB: two processes creating one store at once: the one that lost the race
             // finds the schema in place.
@@ -306,6 +317,10 @@ impl SqliteStore {
                 ));
             }
         }
+        store
+            .conn
+            .pragma_update(None, "foreign_keys", "ON")
+            .map_err(|e| io(&store.path, e))?;
         Ok(store)
     }
 

@@ -494,3 +494,98 @@ fn a_refused_point_fails_the_run_s_waits_and_later_points() {
     let again = futures::executor::block_on(run.written().unwrap()).unwrap_err();
     assert_eq!(again, e);
 }
+
+/// A store written by a planvm of schema version 1 (the `runs.status` CHECK as an `IN`
+/// list) opens in this one: `runs` is rebuilt with everything in it, the rule still holds,
+/// the foreign keys still hold, and a run's insert no longer builds a temporary table.
+#[test]
+fn a_version_1_store_is_migrated_with_its_runs_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    {
+        let v1 = rusqlite::Connection::open(&path).unwrap();
+        v1.execute_batch(include_str!("../src/migrations/001_init.sql"))
+            .unwrap();
+        v1.execute_batch(
+            r#"PRAGMA user_version = 1;
+            PRAGMA journal_mode = WAL;
+            INSERT INTO programs VALUES ('h', '[]', x'010203');
+            INSERT INTO runs (id, program, plan, presets, limits, status, created_at,
+                              updated_at, steps, final_answer, owner)
+                VALUES ('p', 'h', 'plan.json', '{"n":1}',
+                        '{"max_steps":100,"max_total_bytes":1000,"max_value_bytes":100,"max_concurrency":2}',
+                        'ok', 10, 20, 3, '"done"', 'gone-host:1');
+            INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status,
+                              created_at, updated_at, owner, lease_until)
+                VALUES ('b', 'h', 'new.json', 'p', 1, '{}',
+                        '{"max_steps":100,"max_total_bytes":1000,"max_value_bytes":100,"max_concurrency":2}',
+                        'running', 30, 40, 'gone-host:1', 50);
+            INSERT INTO journal VALUES ('p', 0, 11,
+                '[{"sent":[{"step":1,"seq_no":1,"tool":"search","args":{"q":"a"}}],"answered":[{"step":1,"output":"x","latency_ms":3}],"committed":[1]}]');
+            INSERT INTO checkpoints VALUES ('p', 3, '{}');"#,
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path, Durability::Normal).unwrap();
+    let p = store.run("p").unwrap();
+    assert_eq!(p.status, RunStatus::Ok);
+    assert_eq!(p.final_answer, Some(json!("done")));
+    assert_eq!(p.presets, json!({"n": 1}).as_object().unwrap().clone());
+    assert_eq!(p.limits.max_steps, 100);
+    assert_eq!(
+        (p.created_at, p.updated_at, p.steps, p.tool_calls),
+        (10, 20, 3, 1)
+    );
+    let b = store.run("b").unwrap();
+    assert_eq!(b.parent.as_deref(), Some("p"));
+    assert_eq!(b.branch_seq, Some(1));
+    assert_eq!(
+        b.status,
+        RunStatus::Interrupted,
+        "its lease lapsed long ago"
+    );
+    let ids: Vec<String> = store.runs().unwrap().into_iter().map(|r| r.id).collect();
+    assert_eq!(ids.len(), 2);
+    let calls = store.calls("p").unwrap();
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].output, Some(json!("x")));
+    assert_eq!(store.checkpoint("p").unwrap(), Some((3, "{}".to_owned())));
+    drop(store);
+
+    let db = rusqlite::Connection::open(&path).unwrap();
+    db.pragma_update(None, "foreign_keys", "ON").unwrap();
+    let version: i64 = db
+        .query_row("SELECT user_version FROM pragma_user_version", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(version, 2);
+    let index: i64 = db
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE name = 'runs_by_parent'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(index, 1);
+    let bad = db.execute("UPDATE runs SET status = 'paused' WHERE id = 'p'", []);
+    assert!(
+        format!("{bad:?}").contains("CHECK constraint failed"),
+        "{bad:?}"
+    );
+    let orphan = db.execute("INSERT INTO journal VALUES ('no such run', 0, 0, '[]')", []);
+    assert!(format!("{orphan:?}").contains("FOREIGN KEY"), "{orphan:?}");
+    let mut explain = db
+        .prepare(
+            "EXPLAIN INSERT INTO runs (id, program, plan, presets, limits, status, created_at, \
+             updated_at) VALUES ('n', 'h', 'p', '{}', '{}', 'running', 0, 0)",
+        )
+        .unwrap();
+    let ops: Vec<String> = explain
+        .query_map([], |r| r.get::<_, String>(1))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(ops.iter().any(|op| op == "Insert"), "{ops:?}");
+    assert!(!ops.iter().any(|op| op == "OpenEphemeral"), "{ops:?}");
+}
