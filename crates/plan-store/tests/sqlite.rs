@@ -497,7 +497,8 @@ fn a_refused_point_fails_the_run_s_waits_and_later_points() {
 
 /// A store written by a planvm of schema version 1 (the `runs.status` CHECK as an `IN`
 /// list) opens in this one: `runs` is rebuilt with everything in it, the rule still holds,
-/// the foreign keys still hold, and a run's insert no longer builds a temporary table.
+/// the foreign keys still hold, branches are still found by their parent's index, and a
+/// run's insert no longer builds a temporary table.
 #[test]
 fn a_version_1_store_is_migrated_with_its_runs_intact() {
     let dir = tempfile::tempdir().unwrap();
@@ -560,14 +561,22 @@ fn a_version_1_store_is_migrated_with_its_runs_intact() {
         })
         .unwrap();
     assert_eq!(version, 2);
-    let index: i64 = db
+    let plan: String = db
         .query_row(
-            "SELECT count(*) FROM sqlite_schema WHERE name = 'runs_by_parent'",
+            "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE parent = 'p'",
             [],
-            |r| r.get(0),
+            |r| r.get(3),
         )
         .unwrap();
-    assert_eq!(index, 1);
+    assert!(plan.contains("USING INDEX runs_by_parent"), "{plan}");
+    let children: Vec<String> = db
+        .prepare("SELECT id FROM runs WHERE parent = 'p'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(children, ["b"]);
     let bad = db.execute("UPDATE runs SET status = 'paused' WHERE id = 'p'", []);
     assert!(
         format!("{bad:?}").contains("CHECK constraint failed"),

@@ -2,6 +2,8 @@
 -- `status IN ('running', 'ok', 'failed')` in a CHECK by building a temporary table of the
 -- three strings at every insert and every status update of a run: about a tenth of what a
 -- batch's store did per run (BENCHMARKS.md, "Durable runs"). Same rule, same columns.
+-- The index of branches by parent now leaves out the runs without a parent (most of
+-- them): it was an index entry written per run for nothing (`parent = ?` still uses it).
 --
 -- A CHECK cannot be altered in place: the table is rebuilt as SQLite's documentation says
 -- ("Making Other Kinds Of Table Schema Changes"), with foreign keys off (the store turns
@@ -33,4 +35,4 @@ INSERT INTO runs_v2 (id, program, plan, parent, branch_seq, presets, limits, sta
 
 DROP TABLE runs;
 ALTER TABLE runs_v2 RENAME TO runs;
-CREATE INDEX runs_by_parent ON runs(parent);
+CREATE INDEX runs_by_parent ON runs(parent) WHERE parent IS NOT NULL;
