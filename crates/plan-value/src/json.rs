@@ -39,6 +39,24 @@ fn escape(b: u8) -> Option<&'static [u8]> {
     }
 }
 
+/// The bytes of `t` (one to eight) as a word for [`any_special`]: fewer than eight are read
+/// with two overlapping loads (a byte tested twice changes nothing) and padded with `a`s.
+/// NB: not a copy into a padded array, which is a call to `memcpy` for a variable length.
+#[inline]
+fn word_at(t: &[u8]) -> u64 {
+    const PAD: u64 = ONES * b'a' as u64;
+    let n = t.len();
+    let u16_at = |k: usize| u64::from(u16::from_ne_bytes([t[k], t[k + 1]]));
+    let u32_at = |k: usize| u64::from(u32::from_ne_bytes([t[k], t[k + 1], t[k + 2], t[k + 3]]));
+    match n {
+        8.. => u64::from_ne_bytes([t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7]]),
+        4..=7 => u32_at(0) | (u32_at(n - 4) << 32),
+        2..=3 => u16_at(0) | (u16_at(n - 2) << 16) | (PAD << 32),
+        1 => u64::from(t[0]) | (PAD << 8),
+        0 => PAD,
+    }
+}
+
 /// Appends `s` as a JSON string literal (quotes included), exactly as serde_json does.
 pub fn write_str(out: &mut Vec<u8>, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -47,26 +65,25 @@ pub fn write_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
     let (mut start, mut i) = (0, 0);
     while i < bytes.len() {
-        if let Some(word) = bytes.get(i..i + 8) {
-            let w = u64::from_ne_bytes(word.try_into().expect("eight bytes"));
-            if !any_special(w) {
-                i += 8;
-                continue;
+        // NB: the last bytes (fewer than eight) are tested as one word too, padded with a
+        // byte that needs no escape: most strings (keys, names, short values) are shorter
+        // than a word, and testing their bytes one by one was most of their cost.
+        let n = (bytes.len() - i).min(8);
+        if any_special(word_at(&bytes[i..i + n])) {
+            for (j, &b) in bytes[i..i + n].iter().enumerate() {
+                let Some(esc) = escape(b) else { continue };
+                out.extend_from_slice(&bytes[start..i + j]);
+                if esc.is_empty() {
+                    out.extend_from_slice(b"\\u00");
+                    out.push(HEX[usize::from(b >> 4)]);
+                    out.push(HEX[usize::from(b & 0xF)]);
+                } else {
+                    out.extend_from_slice(esc);
+                }
+                start = i + j + 1;
             }
         }
-        let b = bytes[i];
-        if let Some(esc) = escape(b) {
-            out.extend_from_slice(&bytes[start..i]);
-            if esc.is_empty() {
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[usize::from(b >> 4)]);
-                out.push(HEX[usize::from(b & 0xF)]);
-            } else {
-                out.extend_from_slice(esc);
-            }
-            start = i + 1;
-        }
-        i += 1;
+        i += n;
     }
     out.extend_from_slice(&bytes[start..]);
     out.push(b'"');
