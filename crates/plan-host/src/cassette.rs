@@ -208,8 +208,9 @@ struct ReplayIndex {
     source: String,
     warnings: Vec<String>,
     entries: Vec<CassetteEntry>,
-    /// (tool, canonical args) → key number.
-    by_key: HashMap<(String, String), usize>,
+    /// Tool → canonical args → key number. NB: two levels, not a (tool, args) pair, so
+    /// that a lookup borrows the tool's name instead of copying it into a key.
+    by_key: HashMap<String, HashMap<Box<[u8]>, usize>>,
     /// Key number → indices into `entries`, in recorded order.
     keys: Vec<Vec<usize>>,
     /// (key number, step) → the first entry recorded for that call.
@@ -220,20 +221,26 @@ struct ReplayIndex {
 struct Cursors {
     /// Entries served so far, by index (grown on first use).
     used: Vec<bool>,
-    /// Per key number: position in `keys[k]` before which every entry is used.
-    next: HashMap<usize, usize>,
+    /// Per key number: position in `keys[k]` before which every entry is used (grown on
+    /// first use).
+    next: Vec<usize>,
+    /// The canonical args of the call being looked up, in a buffer kept from one call to
+    /// the next.
+    canon: Vec<u8>,
 }
 
 impl ReplayBackend {
     /// `source` names the cassette in error messages.
     pub fn new(cassette: Cassette, source: impl Into<String>) -> Self {
-        let mut by_key: HashMap<(String, String), usize> = HashMap::new();
+        let mut by_key: HashMap<String, HashMap<Box<[u8]>, usize>> = HashMap::new();
         let mut keys: Vec<Vec<usize>> = Vec::new();
         let mut by_step = HashMap::new();
         for (i, e) in cassette.entries.iter().enumerate() {
             let n = keys.len();
             let k = *by_key
-                .entry((e.tool.clone(), canonical_args(&e.args)))
+                .entry(e.tool.clone())
+                .or_default()
+                .entry(canonical_args(&e.args).into_bytes().into_boxed_slice())
                 .or_insert(n);
             if k == n {
                 keys.push(Vec::new());
@@ -285,24 +292,30 @@ impl ReplayBackend {
         args: &Args,
         step: Option<u64>,
     ) -> Result<&CassetteEntry, ToolError> {
-        let key = (tool.to_owned(), canonical_args(args.iter()));
-        let Some(&k) = self.index.by_key.get(&key) else {
-            return Err(self.miss(tool, args, &key.1));
+        // NB: a poisoned lock only means another call panicked mid-update; the flags are
+        // still valid, so keep serving.
+        let mut c = self.cursors.lock().unwrap_or_else(|p| p.into_inner());
+        let Cursors { used, next, canon } = &mut *c;
+        canon.clear();
+        write_canonical_object(canon, args.iter());
+        let found = self.index.by_key.get(tool).and_then(|m| m.get(&canon[..]));
+        let Some(&k) = found else {
+            // Only JSON text was written: valid UTF-8.
+            let canon = String::from_utf8_lossy(canon).into_owned();
+            drop(c);
+            return Err(self.miss(tool, args, &canon));
         };
         let list = &self.index.keys[k];
         let i = {
-            // NB: a poisoned lock only means another call panicked mid-update; the flags
-            // are still valid, so keep serving.
-            let mut c = self.cursors.lock().unwrap_or_else(|p| p.into_inner());
-            let Cursors { used, next } = &mut *c;
             if used.is_empty() {
                 used.resize(self.index.entries.len(), false);
+                next.resize(self.index.keys.len(), 0);
             }
             let exact = step
                 .and_then(|s| self.index.by_step.get(&(k, s)).copied())
                 .filter(|&i| !used[i]);
             let i = exact.or_else(|| {
-                let cur = next.entry(k).or_insert(0);
+                let cur = &mut next[k];
                 while list.get(*cur).is_some_and(|&i| used[i]) {
                     *cur += 1;
                 }

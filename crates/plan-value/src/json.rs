@@ -162,7 +162,8 @@ fn object<'a, K: AsRef<str>>(
         out.push(b'}');
     }
     if sorted {
-        let mut pairs: Vec<_> = pairs.into_iter().collect();
+        // NB: on the stack for the usual few keys (a replay lookup sorts each call's args).
+        let mut pairs: smallvec::SmallVec<[_; 8]> = pairs.into_iter().collect();
         pairs.sort_unstable_by(|(a, _), (b, _)| a.as_ref().cmp(b.as_ref()));
         members(out, pairs.into_iter(), true);
     } else {
