@@ -33,8 +33,9 @@ use plan_host::{
 };
 use plan_manifest::Manifest;
 use plan_store::{GroupStore, OwnedNewRun, Owner, StoreJournal};
+use plan_value::json;
 use plan_vm::Limits;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::{exit, fail, load, parse_var};
 
@@ -307,6 +308,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         out,
         name: out_name,
         error: None,
+        text: Vec::new(),
     };
     let writer = ctx.store.as_ref().map(|s| s.store.clone());
     let tally = runtime.block_on(drive(ctx, jobs, &mut sink));
@@ -384,6 +386,8 @@ struct Sink {
     /// The --output file's name (empty for stdout).
     name: String,
     error: Option<String>,
+    /// A line's text, kept from one line to the next.
+    text: Vec<u8>,
 }
 
 impl Sink {
@@ -391,25 +395,32 @@ impl Sink {
         if self.error.is_some() {
             return;
         }
-        let mut m = Map::new();
-        m.insert("plan".into(), Value::String(plan.display().to_string()));
+        // NB: written straight into the line, the report's fields after the job's: the
+        // same text as building a JSON object of both and printing it, which was a fifth
+        // of what a batch of replayed runs did outside the runs.
+        let text = &mut self.text;
+        text.clear();
+        text.extend_from_slice(b"{\"plan\":");
+        json::write_str(text, &plan.to_string_lossy());
         if let Some(l) = line {
-            m.insert("line".into(), Value::from(l));
+            let _ = write!(text, ",\"line\":{l}");
         }
         if let Some(id) = run_id {
-            m.insert("run_id".into(), Value::from(id));
+            text.extend_from_slice(b",\"run_id\":");
+            json::write_str(text, id);
         }
-        if let Ok(Value::Object(r)) = serde_json::to_value(report) {
-            m.extend(r);
+        let fields = text.len();
+        match serde_json::to_writer(&mut *text, report) {
+            // `{"status":...}` goes on as `,"status":...}`.
+            Ok(()) if text.len() > fields + 2 => text[fields] = b',',
+            _ => {
+                text.truncate(fields);
+                text.push(b'}');
+            }
         }
-        let mut text = Value::Object(m).to_string();
-        text.push('\n');
+        text.push(b'\n');
         // NB: flushed per line so a consumer (`tail -f`, a pipe) sees each run as it ends.
-        if let Err(e) = self
-            .out
-            .write_all(text.as_bytes())
-            .and_then(|()| self.out.flush())
-        {
+        if let Err(e) = self.out.write_all(text).and_then(|()| self.out.flush()) {
             self.failed(&e);
         }
     }
