@@ -396,8 +396,8 @@ impl Sink {
             return;
         }
         // NB: written straight into the line, the report's fields after the job's: the
-        // same text as building a JSON object of both and printing it, which was a fifth
-        // of what a batch of replayed runs did outside the runs.
+        // same text as building a JSON object of both and printing it, which was a tenth
+        // of a batch of replayed runs' instructions.
         let text = &mut self.text;
         text.clear();
         text.extend_from_slice(b"{\"plan\":");
