@@ -67,6 +67,9 @@ pub struct StoreJournal<'s> {
     write_tools: HashSet<String>,
     /// A write call was issued since the last wait.
     must_wait: bool,
+    /// Calls committed so far, for a journal that has every point of its run (see
+    /// [`StoreJournal::continued`]).
+    committed_calls: Option<u64>,
 }
 
 impl<'s> StoreJournal<'s> {
@@ -131,7 +134,16 @@ impl<'s> StoreJournal<'s> {
                 .collect(),
             must_wait: false,
             kept_bytes: 0,
+            committed_calls: Some(0),
         }
+    }
+
+    /// For a run that has journal rows already (a resumed run): the calls it commits may
+    /// include some an earlier process committed, so the store counts the run's calls
+    /// from its journal when it ends instead of taking this journal's count.
+    pub fn continued(mut self) -> Self {
+        self.committed_calls = None;
+        self
     }
 
     fn flush(&mut self, state: Option<(u64, String)>, end: Option<RunEnd>) -> Result<(), String> {
@@ -427,6 +439,9 @@ impl StoreJournal<'_> {
                 self.point.answered(request.instance, answer, ms);
             }
             TraceEvent::CallCommitted { request } => {
+                if let Some(n) = &mut self.committed_calls {
+                    *n += 1;
+                }
                 item(&mut self.point.committed);
                 number(&mut self.point.committed, request.instance);
             }
@@ -456,6 +471,7 @@ impl StoreJournal<'_> {
                     ok: report.is_ok(),
                     final_answer: report.final_answer.clone(),
                     error,
+                    tool_calls: self.committed_calls,
                 };
                 self.flush(None, Some(end))?;
             }

@@ -302,6 +302,9 @@ pub struct RunEnd {
     pub ok: bool,
     pub final_answer: Value,
     pub error: Option<Value>,
+    /// The calls the run committed in all, when its journal knows them (it journaled the
+    /// run from its start); None: the store counts them from the run's journal rows.
+    pub tool_calls: Option<u64>,
 }
 
 /// A run about to start, owned (to hand to another thread).

@@ -33,11 +33,12 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         // NB: rebuilds `runs`, which other tables reference: foreign keys are off while
         // migrations run, and checked before the migration commits.
         M::up(include_str!("migrations/002_status_check.sql")).foreign_key_check(),
+        M::up(include_str!("migrations/003_tool_calls.sql")),
     ])
 });
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 2;
+const SCHEMA_VERSION: i64 = 3;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -489,7 +490,7 @@ impl SqliteStore {
         }
         tx.execute(
             "UPDATE runs SET status = 'running', owner = ?2, lease_until = ?3, updated_at = ?4, \
-                             final_answer = NULL, error = NULL WHERE id = ?1",
+                             final_answer = NULL, error = NULL, tool_calls = NULL WHERE id = ?1",
             params![id, owner.0, now + LEASE_MS, now],
         )
         .map_err(|e| io(&path, e))?;
@@ -545,11 +546,26 @@ fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
-// NB: tool_calls counts distinct steps: a resumed run may commit a call again.
-const RUN_COLUMNS: &str = "id, status, plan, program, parent, branch_seq, created_at, updated_at, \
-     steps, (SELECT count(DISTINCT c.value) FROM journal j, json_each(j.entry) p, \
-             json_each(p.value, '$.committed') c WHERE j.run = runs.id), \
-     final_answer, error, presets, limits, owner, lease_until";
+/// The calls the run `$run` (an SQL expression) committed, counted from its journal.
+/// NB: distinct steps: a resumed run may commit a call again.
+macro_rules! count_calls {
+    ($run:literal) => {
+        concat!(
+            "(SELECT count(DISTINCT c.value) FROM journal j, json_each(j.entry) p, \
+              json_each(p.value, '$.committed') c WHERE j.run = ",
+            $run,
+            ")"
+        )
+    };
+}
+
+// NB: a finished run's count is in its row; a run still going is counted from its journal.
+const RUN_COLUMNS: &str = concat!(
+    "id, status, plan, program, parent, branch_seq, created_at, updated_at, steps, \
+     coalesce(tool_calls, ",
+    count_calls!("runs.id"),
+    "), final_answer, error, presets, limits, owner, lease_until"
+);
 
 /// Whether `holder` (of a `running` run) still holds it: a live process of this machine
 /// whatever its lease says, else a holder whose lease runs and that is not known gone.
@@ -783,8 +799,8 @@ fn create(
         .prepare_cached(
             "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
                                created_at, updated_at, owner, lease_until, steps, final_answer, \
-                               error) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14) \
+                               error, tool_calls) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15) \
              ON CONFLICT (id) DO NOTHING",
         )
         .and_then(|mut st| {
@@ -802,7 +818,8 @@ fn create(
                 end.is_none().then_some(now + LEASE_MS),
                 steps,
                 end.filter(|e| e.ok).map(|e| json(&e.final_answer)),
-                end.and_then(|e| e.error.as_ref()).map(json)
+                end.and_then(|e| e.error.as_ref()).map(json),
+                end.and_then(|e| e.tool_calls).map(to_i64)
             ])
         })
         .map_err(|e| io(path, e))?;
@@ -884,11 +901,14 @@ fn write_point(
     let steps = to_i64(point.total_steps);
     if let Some(end) = &point.end {
         let status = if end.ok { "ok" } else { "failed" };
-        tx.prepare_cached(
+        // NB: counted here (after this point's journal row) only when the journal could
+        // not count them: a resumed run.
+        tx.prepare_cached(concat!(
             "UPDATE runs SET steps = ?2, updated_at = ?3, status = ?4, final_answer = ?5, \
-                             error = ?6, lease_until = NULL \
-                 WHERE id = ?1",
-        )
+                             error = ?6, lease_until = NULL, tool_calls = coalesce(?7, ",
+            count_calls!("?1"),
+            ") WHERE id = ?1"
+        ))
         .and_then(|mut st| {
             st.execute(params![
                 id,
@@ -896,7 +916,8 @@ fn write_point(
                 now_ms(),
                 status,
                 end.ok.then(|| json(&end.final_answer)),
-                end.error.as_ref().map(json)
+                end.error.as_ref().map(json),
+                end.tool_calls.map(to_i64)
             ])
         })
         .map_err(|e| io(path, e))?;

@@ -145,6 +145,7 @@ fn a_run_created_and_ended_in_one_group_is_stored_as_one_write_after_another_wou
                 ok: true,
                 final_answer: json!("done"),
                 error: None,
+                tool_calls: None,
             }),
             ..CommitPoint::default()
         };
@@ -163,6 +164,7 @@ fn a_run_created_and_ended_in_one_group_is_stored_as_one_write_after_another_wou
         ok: false,
         final_answer: Value::Null,
         error: Some(json!({"code": "R0005"})),
+        tool_calls: Some(0),
     });
     let writes = [
         StoreWrite::Create(new_run("grouped"), me.clone()),
@@ -358,6 +360,7 @@ fn the_journal_folds_back_into_calls_steps_and_counts() {
                     ok: false,
                     final_answer: Value::Null,
                     error: Some(json!({"code": "R0003", "message": "down"})),
+                    tool_calls: None,
                 }),
                 total_steps: 1,
                 ..CommitPoint::default()
@@ -440,6 +443,7 @@ fn a_group_store_writes_every_point_of_every_run_in_order() {
                                 ok: true,
                                 final_answer: json!(r),
                                 error: None,
+                                tool_calls: None,
                             }),
                             total_steps: p + 1,
                             ..CommitPoint::default()
@@ -497,8 +501,8 @@ fn a_refused_point_fails_the_run_s_waits_and_later_points() {
 
 /// A store written by a planvm of schema version 1 (the `runs.status` CHECK as an `IN`
 /// list) opens in this one: `runs` is rebuilt with everything in it, the rule still holds,
-/// the foreign keys still hold, branches are still found by their parent's index, and a
-/// run's insert no longer builds a temporary table.
+/// the foreign keys still hold, branches are still found by their parent's index, a run's
+/// insert no longer builds a temporary table, and finished runs have their calls counted.
 #[test]
 fn a_version_1_store_is_migrated_with_its_runs_intact() {
     let dir = tempfile::tempdir().unwrap();
@@ -560,7 +564,19 @@ fn a_version_1_store_is_migrated_with_its_runs_intact() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
+    let counts: Vec<(String, Option<i64>)> = db
+        .prepare("SELECT id, tool_calls FROM runs ORDER BY id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(
+        counts,
+        [("b".to_owned(), None), ("p".to_owned(), Some(1))],
+        "a finished run is counted once, a running one when it is read"
+    );
     let plan: String = db
         .query_row(
             "EXPLAIN QUERY PLAN SELECT id FROM runs WHERE parent = 'p'",
@@ -597,4 +613,59 @@ fn a_version_1_store_is_migrated_with_its_runs_intact() {
         .collect();
     assert!(ops.iter().any(|op| op == "Insert"), "{ops:?}");
     assert!(!ops.iter().any(|op| op == "OpenEphemeral"), "{ops:?}");
+}
+
+/// A finished run's row keeps the count of calls its journal gave (`runs list` reads no
+/// journal for it); a run whose journal could not count (a resumed run) is counted from
+/// its journal rows when it ends; a run taken up again is counted from its journal rows
+/// until it ends again.
+#[test]
+fn a_finished_run_keeps_its_count_of_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.db"), Durability::Normal).unwrap();
+    let me = Owner::this_process();
+    let ended = |tool_calls, ok: bool| {
+        let mut answered = call(0, "search");
+        answered.output = Some(json!("hit"));
+        CommitPoint {
+            sent: vec![call(0, "search"), call(1, "search")],
+            answered: vec![answered],
+            committed: vec![0],
+            total_steps: 2,
+            end: Some(RunEnd {
+                ok,
+                final_answer: json!("done"),
+                error: (!ok).then(|| json!({"code": "R0003"})),
+                tool_calls,
+            }),
+            ..CommitPoint::default()
+        }
+    };
+    // NB: a count unlike the journal's (1) shows which of the two is read. A failed run
+    // can be resumed.
+    for (id, count, ok) in [("counted", Some(7), false), ("recounted", None, true)] {
+        store.create_run(&new_run(id).borrow(), &me).unwrap();
+        store.commit(id, &me, &ended(count, ok)).unwrap();
+    }
+    let listed = |store: &SqliteStore| -> Vec<(String, u64)> {
+        let mut runs: Vec<_> = store
+            .runs()
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.id, r.tool_calls))
+            .collect();
+        runs.sort();
+        runs
+    };
+    assert_eq!(
+        listed(&store),
+        [("counted".to_owned(), 7), ("recounted".to_owned(), 1)]
+    );
+    assert_eq!(store.run("counted").unwrap().tool_calls, 7);
+    store.claim("counted", &me, Some(0)).unwrap();
+    assert_eq!(
+        store.run("counted").unwrap().tool_calls,
+        1,
+        "running: its journal"
+    );
 }

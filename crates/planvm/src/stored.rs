@@ -548,7 +548,11 @@ fn continue_stored(c: Continue<'_>) -> u8 {
     let owner = Owner::this_process();
     let _lease = Lease::start(c.path, c.durability, owner.clone());
     let mut report = {
-        let journal = StoreJournal::new(&mut *c.store, c.id, owner, c.steps_done, c.program);
+        // NB: a resumed run may commit again calls its earlier process committed: the
+        // store counts them at the end (a new branch has no earlier calls; counting its
+        // own costs one query).
+        let journal =
+            StoreJournal::new(&mut *c.store, c.id, owner, c.steps_done, c.program).continued();
         let mut journal = (&mut tracer, journal);
         runtime.block_on(plan_host::resume_plan(
             &host,

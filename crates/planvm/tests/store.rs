@@ -185,6 +185,14 @@ async fn answered_in_store(db: &Path, id: &str) -> Option<Vec<(String, Value)>> 
     )
 }
 
+/// `planvm runs show ID --format json`.
+async fn show_json(db: &Path, id: &str) -> Value {
+    let args = ["runs", "show", id, "--store", &s(db), "--format", "json"];
+    let out = planvm(args.iter().map(|a| (*a).to_owned()).collect(), &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
 /// `planvm runs list --format json`: one object per run.
 async fn runs_json(db: &Path) -> Vec<Value> {
     let args = ["runs", "list", "--store", &s(db), "--format", "json"];
@@ -263,6 +271,18 @@ async fn kill_and_resume(
         );
     }
     let counts = (saved.len(), again.len() - before);
+    // The count of calls its row keeps (the store counts a resumed run's at its end) is
+    // the journal's, folded by `runs show`: a call committed again by the resume counts
+    // once.
+    let listed = runs_json(&db).await;
+    let shown = show_json(&db, id).await;
+    let committed = shown["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["state"] == "committed")
+        .count();
+    assert_eq!(listed[0]["tool_calls"], committed, "cut at {cut:?}");
     // A finished run prints its stored answer and calls nothing.
     let before = f.requests().await.len();
     let out = resume(f, &db, id, &[]).await;
