@@ -235,6 +235,10 @@ impl SqliteStore {
                 format!("{shown} is not a planvm run store ({why})"),
             )
         };
+        // NB: SQLite says only "unable to open database file" for a directory.
+        if path.is_dir() {
+            return Err(not_a_store("a directory".into()));
+        }
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;

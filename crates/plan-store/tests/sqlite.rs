@@ -62,6 +62,10 @@ fn refuses_files_that_are_not_planvm_stores_and_newer_schemas() {
     assert_eq!(e.kind, StoreErrorKind::NotAStore);
     assert!(e.message.contains("newer"), "{}", e.message);
 
+    let e = SqliteStore::open(dir.path(), Durability::Normal).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::NotAStore);
+    assert!(e.message.contains("a directory"), "{}", e.message);
+
     // Opening a store again is fine (the schema is applied once).
     let ok = dir.path().join("ok.db");
     drop(SqliteStore::open(&ok, Durability::Normal).unwrap());
