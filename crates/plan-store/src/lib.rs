@@ -429,6 +429,8 @@ pub enum StoreErrorKind {
     Busy,
     /// No store at that path (a command that only reads).
     NoStore,
+    /// This process may not write the store (its file or directory is read-only to it).
+    ReadOnly,
     /// The store is locked by another process for too long, or the disk failed.
     Io,
 }

@@ -203,6 +203,62 @@ impl SqliteStore {
         Self::open_with(path, durability, false)
     }
 
+    /// Opens an existing store to read it (`runs list`, `runs show`): as
+    /// [`SqliteStore::open_existing`] where this process may write it, read-only where it
+    /// may not (a store of another user, a read-only mount). NB: SQLite reads a WAL-mode
+    /// file through an index beside it (`-shm`), which a reader must be able to create.
+    /// Without a `-wal` beside the file no process has the store open (the last one to
+    /// close merged it into the file and removed it), so the file is read as it is
+    /// (SQLite's `immutable`); with one, through the index the processes that have it
+    /// open keep.
+    pub fn open_to_read(path: &Path) -> Result<SqliteStore, StoreError> {
+        match Self::open_existing(path, Durability::Normal) {
+            Err(e) if e.kind == StoreErrorKind::ReadOnly => Self::open_read_only(path),
+            opened => opened,
+        }
+    }
+
+    fn open_read_only(path: &Path) -> Result<SqliteStore, StoreError> {
+        let shown = path.display().to_string();
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let immutable = !Path::new(&wal).exists();
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+            | OpenFlags::SQLITE_OPEN_URI
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(file_uri(path, immutable), flags)
+            .map_err(|e| io(&shown, e))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(&shown, e))?;
+        conn.set_prepared_statement_cache_capacity(64);
+        let version = check_store(&conn, &shown).map_err(|e| match e.kind {
+            StoreErrorKind::ReadOnly => StoreError::new(
+                StoreErrorKind::ReadOnly,
+                format!(
+                    "{shown}: a process has the store open, or the last one did not close it, \
+                     and reading it then takes write access this process does not have: try \
+                     again once that process is done, or as a user who may write the store"
+                ),
+            ),
+            _ => e,
+        })?;
+        if version < SCHEMA_VERSION {
+            return Err(StoreError::new(
+                StoreErrorKind::ReadOnly,
+                format!(
+                    "{shown}: the store's schema version {version} is older than this planvm's \
+                     {SCHEMA_VERSION}, and this process may not write it to bring it up to date"
+                ),
+            ));
+        }
+        Ok(SqliteStore {
+            checkpointer: None,
+            conn,
+            path: shown,
+            file: path.to_owned(),
+            programs: Programs::default(),
+        })
+    }
+
     /// The first of `ids` that names a run of this store, if any. NB: in one read
     /// transaction: a batch checks each of its runs' ids before it starts, and a lookup
     /// in a transaction of its own took the WAL's read lock each time.
@@ -229,15 +285,9 @@ impl SqliteStore {
         create: bool,
     ) -> Result<SqliteStore, StoreError> {
         let shown = path.display().to_string();
-        let not_a_store = |why: String| {
-            StoreError::new(
-                StoreErrorKind::NotAStore,
-                format!("{shown} is not a planvm run store ({why})"),
-            )
-        };
         // NB: SQLite says only "unable to open database file" for a directory.
         if path.is_dir() {
-            return Err(not_a_store("a directory".into()));
+            return Err(not_a_store(&shown, "a directory"));
         }
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {
@@ -248,29 +298,7 @@ impl SqliteStore {
         // NB: room for every statement the store caches (rusqlite keeps 16 by default; one
         // evicted is prepared again at its next use).
         conn.set_prepared_statement_cache_capacity(64);
-        // NB: the first read of the file: a file that is not SQLite fails here.
-        let (app, version): (i64, i64) = conn
-            .query_row(
-                "SELECT (SELECT application_id FROM pragma_application_id), \
-                        (SELECT user_version FROM pragma_user_version)",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .map_err(|e| match e.sqlite_error_code() {
-                Some(rusqlite::ErrorCode::NotADatabase) => not_a_store("not an SQLite file".into()),
-                _ => io(&shown, e),
-            })?;
-        let tables: i64 = conn
-            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
-            .map_err(|e| io(&shown, e))?;
-        if app != APPLICATION_ID && (app != 0 || version != 0 || tables != 0) {
-            return Err(not_a_store("an SQLite file of another program".into()));
-        }
-        if version > SCHEMA_VERSION {
-            return Err(not_a_store(format!(
-                "its schema version {version} is newer than this planvm's {SCHEMA_VERSION}; use a newer planvm"
-            )));
-        }
+        check_store(&conn, &shown)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(|e| io(&shown, e))?;
@@ -527,12 +555,80 @@ fn unknown_run(id: &str) -> StoreError {
     )
 }
 
+fn not_a_store(path: &str, why: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::NotAStore,
+        format!("{path} is not a planvm run store ({why})"),
+    )
+}
+
+/// Checks that `conn` is a planvm store this planvm can read (or an empty SQLite file, to
+/// become one), and returns its schema version. NB: the first read of the file: a file
+/// that is not SQLite fails here.
+fn check_store(conn: &Connection, path: &str) -> Result<i64, StoreError> {
+    let (app, version): (i64, i64) = conn
+        .query_row(
+            "SELECT (SELECT application_id FROM pragma_application_id), \
+                    (SELECT user_version FROM pragma_user_version)",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .map_err(|e| match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::NotADatabase) => not_a_store(path, "not an SQLite file"),
+            // NB: the file itself is open: what SQLite could not open are the files it
+            // keeps beside it (`-wal`, `-shm`), as on a read-only file system.
+            Some(rusqlite::ErrorCode::CannotOpen) => StoreError::new(
+                StoreErrorKind::ReadOnly,
+                format!("{path}: this process may not write the files beside the store ({e})"),
+            ),
+            _ => io(path, e),
+        })?;
+    let tables: i64 = conn
+        .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+        .map_err(|e| io(path, e))?;
+    if app != APPLICATION_ID && (app != 0 || version != 0 || tables != 0) {
+        return Err(not_a_store(path, "an SQLite file of another program"));
+    }
+    if version > SCHEMA_VERSION {
+        return Err(not_a_store(
+            path,
+            &format!(
+                "its schema version {version} is newer than this planvm's {SCHEMA_VERSION}; use a newer planvm"
+            ),
+        ));
+    }
+    Ok(version)
+}
+
+/// `path` as an SQLite URI (`file:`, every byte but a few percent-encoded), read as
+/// `immutable` or not.
+fn file_uri(path: &Path, immutable: bool) -> String {
+    let mut uri = String::from("file:");
+    for &b in path.as_os_str().as_encoded_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-' | b'~') {
+            uri.push(char::from(b));
+        } else {
+            uri.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if immutable {
+        uri.push_str("?immutable=1");
+    }
+    uri
+}
+
 fn io(path: &str, e: rusqlite::Error) -> StoreError {
     let message = match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => format!(
             "{path}: the store is locked by another process (waited {} s)",
             BUSY_TIMEOUT.as_secs()
         ),
+        Some(rusqlite::ErrorCode::ReadOnly) => {
+            return StoreError::new(
+                StoreErrorKind::ReadOnly,
+                format!("{path}: this process may not write the store ({e})"),
+            );
+        }
         _ => format!("{path}: {e}"),
     };
     StoreError::new(StoreErrorKind::Io, message)
@@ -971,4 +1067,33 @@ struct Answer {
     error: Option<String>,
     #[serde(default)]
     latency_ms: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store's path, whatever its characters, names the same file as a URI.
+    #[test]
+    fn a_path_as_a_uri_names_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("a b?c#d%e&f=g");
+        std::fs::create_dir(&sub).unwrap();
+        let path = sub.join("ü.db");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (42);")
+            .unwrap();
+        let uri = file_uri(&path, true);
+        assert!(
+            uri.ends_with("/a%20b%3Fc%23d%25e%26f%3Dg/%C3%BC.db?immutable=1"),
+            "{uri}"
+        );
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI;
+        let conn = Connection::open_with_flags(&uri, flags).unwrap();
+        let x: i64 = conn.query_row("SELECT x FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(x, 42);
+        let relative = file_uri(Path::new("runs.db"), false);
+        assert_eq!(relative, "file:runs.db");
+    }
 }

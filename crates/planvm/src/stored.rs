@@ -189,7 +189,7 @@ pub(crate) fn store_exit(e: &StoreError) -> u8 {
         StoreErrorKind::UnknownRun | StoreErrorKind::NoStore => exit::NO_INPUT,
         StoreErrorKind::DuplicateRun => exit::USAGE,
         StoreErrorKind::Busy => exit::TEMP_FAIL,
-        StoreErrorKind::Io => exit::IO_ERR,
+        StoreErrorKind::ReadOnly | StoreErrorKind::Io => exit::IO_ERR,
     }
 }
 
@@ -682,7 +682,7 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
 }
 
 fn list(path: &Path, format: Format) -> u8 {
-    let store = match open_existing(path, Durability::Normal) {
+    let store = match SqliteStore::open_to_read(path).map_err(|e| fail(store_exit(&e), e)) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -731,9 +731,13 @@ fn list(path: &Path, format: Format) -> u8 {
 const SHOW_PREVIEW: usize = 100;
 
 fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
-    let (store, run) = match open_run(path, Durability::Normal, id) {
-        Ok(x) => x,
-        Err(code) => return code,
+    let store = match SqliteStore::open_to_read(path) {
+        Ok(s) => s,
+        Err(e) => return fail(store_exit(&e), e),
+    };
+    let run = match store.run(id) {
+        Ok(r) => r,
+        Err(e) => return fail(store_exit(&e), e),
     };
     let calls = match store.calls(id) {
         Ok(c) => c,

@@ -679,3 +679,196 @@ async fn a_batch_journals_every_run_under_ids_from_the_batch_and_run_names() {
     );
     assert_eq!(f.requests().await.len(), before);
 }
+
+/// Runs planvm as a process that may read `dir`'s store but not write it: as this user
+/// when the directory's permissions stop it, else (root) as `nobody`, from a copy of the
+/// binary `nobody` may run. Gives the directory back its permissions when dropped.
+struct Reader {
+    bin: PathBuf,
+    as_nobody: bool,
+    dir: PathBuf,
+}
+
+impl Reader {
+    /// `dir` (in `base`) and its files made read-only. None (the test is skipped, and
+    /// says so) where this process may write anyway and cannot run anything as `nobody`.
+    fn new(base: &Path, dir: &Path) -> Option<Reader> {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |p: &Path, m: u32| std::fs::set_permissions(p, PermissionsExt::from_mode(m));
+        for entry in std::fs::read_dir(dir).unwrap() {
+            mode(&entry.unwrap().path(), 0o444).unwrap();
+        }
+        mode(dir, 0o555).unwrap();
+        mode(base, 0o755).unwrap();
+        let probe = dir.join("probe");
+        let as_nobody = std::fs::write(&probe, "").is_ok();
+        let mut reader = Reader {
+            bin: PathBuf::from(BIN),
+            as_nobody,
+            dir: dir.to_owned(),
+        };
+        if !as_nobody {
+            return Some(reader);
+        }
+        std::fs::remove_file(&probe).unwrap();
+        reader.bin = base.join("planvm");
+        std::fs::copy(BIN, &reader.bin).unwrap();
+        mode(&reader.bin, 0o755).unwrap();
+        match reader.command().arg("--version").output() {
+            Ok(out) if out.status.success() => Some(reader),
+            other => {
+                eprintln!("skipped: cannot run planvm as nobody here: {other:?}");
+                None
+            }
+        }
+    }
+
+    fn command(&self) -> Command {
+        use std::os::unix::process::CommandExt;
+        let mut cmd = Command::new(&self.bin);
+        cmd.env_remove("PLANVM_STORE");
+        if self.as_nobody {
+            cmd.uid(65534).gid(65534);
+        }
+        cmd
+    }
+
+    async fn planvm(&self, args: &[&str]) -> Out {
+        let mut cmd = self.command();
+        cmd.args(args);
+        let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+            .await
+            .unwrap();
+        let out = Out {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+        out
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&self.dir, PermissionsExt::from_mode(0o755));
+    }
+}
+
+/// The files beside a store (SQLite's `-wal` and `-shm` included).
+fn files_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_this_process_may_not_write_is_still_listed_and_shown() {
+    let f = fixture().await;
+    let shared = f.dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let db = shared.join("runs.db");
+    let plan = f.plan("dag.json", DAG);
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "done".into()]);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let listed = runs_json(&db).await;
+    let shown = show_json(&db, "done").await;
+    let db_arg = s(&db);
+    let before = files_in(&shared);
+    assert_eq!(before, ["runs.db"], "the last process merged the WAL");
+
+    let Some(reader) = Reader::new(f.dir.path(), &shared) else {
+        return;
+    };
+    let out = reader
+        .planvm(&["runs", "list", "--store", &db_arg, "--format", "json"])
+        .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let got: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got, listed);
+    let out = reader
+        .planvm(&[
+            "runs", "show", "done", "--store", &db_arg, "--format", "json",
+        ])
+        .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(serde_json::from_str::<Value>(&out.stdout).unwrap(), shown);
+    let out = reader
+        .planvm(&[
+            "runs", "show", "done", "--store", &db_arg, "--at", "4", "--format", "json",
+        ])
+        .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let vars: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert!(vars.get("d").is_some() && vars.get("e").is_none(), "{vars}");
+    let out = reader
+        .planvm(&["runs", "show", "nope", "--store", &db_arg])
+        .await;
+    assert_eq!(out.code, Some(66), "{}", out.stderr);
+
+    // Continuing a run writes: refused, by name.
+    let tools = s(&f.tools);
+    let out = reader
+        .planvm(&["resume", "done", "--store", &db_arg, "--tools", &tools])
+        .await;
+    assert_eq!(out.code, Some(74), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("may not write the store"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        files_in(&shared),
+        before,
+        "a reader leaves nothing beside the store"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_going_on_is_listed_by_a_process_that_may_not_write_its_store() {
+    let f = fixture().await;
+    let shared = f.dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let db = shared.join("runs.db");
+    // Six rounds of two calls: three seconds.
+    let plan = f.plan("loop.json", &LOOP.replace("\"n\": 3", "\"n\": 6"));
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "going".into()]);
+    let mut child = spawn_planvm(&args);
+    let wal = shared.join("runs.db-wal");
+    for _ in 0..200 {
+        if wal.exists() && runs_json(&db).await.len() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // NB: the running process keeps its WAL and index; the reader reads through them.
+    let Some(reader) = Reader::new(f.dir.path(), &shared) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return;
+    };
+    let out = reader
+        .planvm(&["runs", "list", "--store", &s(&db), "--format", "json"])
+        .await;
+    let still_running = child.try_wait().unwrap().is_none();
+    let _ = child.kill();
+    tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let run: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(run["id"], "going");
+    assert!(still_running, "the run went on while it was listed");
+    assert_eq!(run["status"], "running", "{run}");
+}
