@@ -419,7 +419,8 @@ pub struct StoreError {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreErrorKind {
-    /// The file is not a planvm store, or from a newer planvm.
+    /// The file is not a planvm store, or from a newer planvm, or what it holds is damaged
+    /// (a row planvm cannot have written).
     NotAStore,
     /// No run with that id.
     UnknownRun,

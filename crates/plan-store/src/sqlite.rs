@@ -618,6 +618,11 @@ fn file_uri(path: &Path, immutable: bool) -> String {
 }
 
 fn io(path: &str, e: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::FromSqlConversionFailure(_, _, inner) = &e
+        && let Some(damaged) = inner.downcast_ref::<Damaged>()
+    {
+        return StoreError::new(StoreErrorKind::NotAStore, format!("{path}: {damaged}"));
+    }
     let message = match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => format!(
             "{path}: the store is locked by another process (waited {} s)",
@@ -638,9 +643,39 @@ fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned())
 }
 
-fn parse<T: serde::de::DeserializeOwned>(s: Option<String>) -> Option<T> {
-    s.and_then(|s| serde_json::from_str(&s).ok())
+/// A JSON column of a run's row: NULL is None; anything else must parse (a value read
+/// as null or as the default instead would change what a resumed run does, or say).
+fn json_column<T: serde::de::DeserializeOwned>(
+    r: &rusqlite::Row<'_>,
+    idx: usize,
+    what: &str,
+) -> rusqlite::Result<Option<T>> {
+    let Some(text) = r.get::<_, Option<String>>(idx)? else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        let id: String = r.get(0).unwrap_or_default();
+        rusqlite::Error::FromSqlConversionFailure(
+            idx,
+            rusqlite::types::Type::Text,
+            Box::new(Damaged(format!(
+                "run `{id}`: its stored {what} cannot be read ({e}): the store is damaged"
+            ))),
+        )
+    })
 }
+
+/// A row whose content cannot be what planvm wrote.
+#[derive(Debug)]
+struct Damaged(String);
+
+impl std::fmt::Display for Damaged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Damaged {}
 
 fn to_i64(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
@@ -700,10 +735,10 @@ fn run_info(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
         updated_at: r.get(7)?,
         steps: u64::try_from(r.get::<_, i64>(8)?).unwrap_or(0),
         tool_calls: u64::try_from(r.get::<_, i64>(9)?).unwrap_or(0),
-        final_answer: parse(r.get(10)?),
-        error: parse(r.get(11)?),
-        presets: parse(r.get(12)?).unwrap_or_default(),
-        limits: parse(r.get(13)?).unwrap_or_default(),
+        final_answer: json_column(r, 10, "final answer")?,
+        error: json_column(r, 11, "error")?,
+        presets: json_column(r, 12, "presets")?.unwrap_or_default(),
+        limits: json_column(r, 13, "limits")?.unwrap_or_default(),
         owner,
     })
 }
@@ -783,7 +818,8 @@ impl RunStore for SqliteStore {
     }
 
     fn program(&self, hash: &str) -> Result<StoredProgram, StoreError> {
-        self.conn
+        let program = self
+            .conn
             .query_row(
                 "SELECT hash, source, pbc FROM programs WHERE hash = ?1",
                 [hash],
@@ -795,7 +831,17 @@ impl RunStore for SqliteStore {
                     })
                 },
             )
-            .map_err(|e| self.io(e))
+            .optional()
+            .map_err(|e| self.io(e))?;
+        program.ok_or_else(|| {
+            StoreError::new(
+                StoreErrorKind::NotAStore,
+                format!(
+                    "{}: the program {hash} of a run is missing: the store is damaged",
+                    self.path
+                ),
+            )
+        })
     }
 
     fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError> {

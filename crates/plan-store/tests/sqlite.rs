@@ -673,3 +673,55 @@ fn a_finished_run_keeps_its_count_of_calls() {
         "running: its journal"
     );
 }
+
+#[test]
+fn a_run_row_or_program_planvm_cannot_have_written_is_reported_as_damaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    let mut store = SqliteStore::open(&path, Durability::Normal).unwrap();
+    let mut run = new_run("r");
+    run.presets.insert("topic".into(), json!("TiDB"));
+    store
+        .create_run(&run.borrow(), &Owner::this_process())
+        .unwrap();
+    let hash = store.run("r").unwrap().program;
+    drop(store);
+    let stored: (String, String) = rusqlite::Connection::open(&path)
+        .unwrap()
+        .query_row("SELECT presets, limits FROM runs", [], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .unwrap();
+
+    // Read as null or as defaults, each would change what a resumed run does or says.
+    for (column, value) in [
+        ("final_answer", "{bad"),
+        ("error", "x"),
+        ("presets", "[1]"),
+        ("limits", "{}"),
+    ] {
+        let sql = rusqlite::Connection::open(&path).unwrap();
+        sql.execute(&format!("UPDATE runs SET {column} = ?1"), [value])
+            .unwrap();
+        let store = SqliteStore::open_existing(&path, Durability::Normal).unwrap();
+        for e in [store.run("r").unwrap_err(), store.runs().unwrap_err()] {
+            assert_eq!(e.kind, StoreErrorKind::NotAStore, "{column}: {e}");
+            assert!(e.message.contains("run `r`"), "{}", e.message);
+            assert!(e.message.contains("the store is damaged"), "{}", e.message);
+        }
+        sql.execute(
+            "UPDATE runs SET final_answer = NULL, error = NULL, presets = ?1, limits = ?2",
+            [&stored.0, &stored.1],
+        )
+        .unwrap();
+    }
+    let store = SqliteStore::open_existing(&path, Durability::Normal).unwrap();
+    assert_eq!(store.run("r").unwrap().presets["topic"], "TiDB");
+
+    let sql = rusqlite::Connection::open(&path).unwrap();
+    sql.execute_batch("PRAGMA foreign_keys = OFF; DELETE FROM programs;")
+        .unwrap();
+    let e = store.program(&hash).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::NotAStore);
+    assert!(e.message.contains("is missing"), "{}", e.message);
+}
