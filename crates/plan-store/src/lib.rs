@@ -393,12 +393,17 @@ impl Owner {
     }
 }
 
-/// When process `pid` started (clock ticks since boot, `/proc/PID/stat` field 22).
+/// When process `pid` started (clock ticks since boot, `/proc/PID/stat` field 22); None
+/// when there is no such process, or it has ended and only waits to be reaped (a
+/// zombie: killed, its parent not done with it yet), which runs nothing.
 fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // NB: after the command name, which may itself hold spaces and parentheses.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    if matches!(fields.next()?, "Z" | "X" | "x") {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 fn host_name() -> String {
@@ -546,4 +551,34 @@ pub(crate) fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A killed process that its parent has not reaped yet holds no run.
+    #[test]
+    fn a_process_killed_but_not_reaped_is_gone() {
+        if start_time(std::process::id()).is_none() {
+            return; // no /proc here: the lease decides.
+        }
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let start = start_time(pid).unwrap();
+        let owner = Owner(format!("{}:{pid}:{start}.0123456789ab", host_name()));
+        assert!(owner.is_alive_here());
+        child.kill().unwrap();
+        // NB: not waited for (a zombie) until the state says so.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !owner.is_gone() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(owner.is_gone(), "a zombie holds its runs");
+        child.wait().unwrap();
+        assert!(owner.is_gone());
+    }
 }
