@@ -28,13 +28,15 @@ use clap::{ArgGroup, Args};
 use indicatif::{ProgressBar, ProgressStyle};
 use plan_bytecode::ValidatedProgram;
 use plan_host::{
-    Backend, CONDITION_TOOL, Host, HostErrorKind, HostOptions, Pool, Recorder, ReplayBackend,
-    RunReport, Tracer,
+    Backend, CONDITION_TOOL, CassetteEntry, Host, HostErrorKind, HostOptions, Pool, RecordJournal,
+    Recorder, ReplayBackend, RunReport, Tracer,
 };
 use plan_manifest::Manifest;
-use plan_store::{GroupStore, OwnedNewRun, Owner, StoreJournal};
+use plan_store::{
+    GroupStore, OwnedNewRun, Owner, RunStatus, RunStore, SqliteStore, StoreErrorKind, StoreJournal,
+};
 use plan_value::json;
-use plan_vm::Limits;
+use plan_vm::{Limits, VmState};
 use serde_json::Value;
 
 use crate::{exit, fail, load, parse_var};
@@ -73,11 +75,13 @@ that is one of the run's own inputs (its plan or cassette) is refused (exit 64).
 Exit codes:
   0   every run finished with a final answer
   1   some run failed
-  2   usage error, including an unreadable or malformed --tools or --list file
+  2   usage error, including an unreadable or malformed --tools or --list file, and a
+      --store that holds a run of this --batch-id already (continue it with --resume)
   65  some plan or cassette could not be loaded (unreadable, invalid plan, corrupted
       .pbc, malformed cassette): those runs are reported as failed lines, the others
       still run; also a malformed --replay cassette (nothing runs)
-  66  DIR or the --replay cassette cannot be read, or DIR holds no plan
+  66  DIR or the --replay cassette cannot be read, or DIR holds no plan; with --resume,
+      no run of the batch is in the store
   64  --output is one of the inputs, or a run's --record/--trace file would overwrite
       one of its inputs (that run is reported as a failed line)
   73  the --output file cannot be created or written, or a --record/--trace directory
@@ -126,6 +130,16 @@ pub(crate) struct BatchArgs {
     /// The batch's id in its runs' ids (default: a new UUID v7).
     #[arg(long, value_name = "ID", requires = "store", value_parser = crate::stored::parse_run_id)]
     batch_id: Option<String>,
+    /// Continue the batch --batch-id in its store after a crash or a kill, from the same
+    /// list or directory: a run it finished is reported from the store and calls nothing;
+    /// one it left interrupted or failed goes on from its last commit point, as `planvm
+    /// resume` does (no stored answer is asked again); one it never started runs now.
+    #[arg(long, requires = "batch_id")]
+    resume: bool,
+    /// With --resume: send again the `write` calls that were in flight when the batch
+    /// stopped (their outcome is unknown). Without it, such a run is reported failed.
+    #[arg(long, requires = "resume")]
+    retry_unknown_writes: bool,
     #[command(flatten)]
     durability: crate::stored::DurabilityArg,
 }
@@ -244,18 +258,43 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             let ids = run_ids(&batch, &jobs);
             // NB: refused up front: a run whose id exists would fail only at its end.
             match store.first_taken(ids.values().map(String::as_str)) {
+                Ok(Some(_)) if args.resume => {}
+                Ok(None) if args.resume => {
+                    return fail(
+                        exit::NO_INPUT,
+                        format_args!(
+                            "no run of batch `{batch}` in {}: nothing to resume (a batch \
+                             prints its id, `batch ID`, when it starts)",
+                            path.display()
+                        ),
+                    );
+                }
                 Ok(None) => {}
                 Ok(Some(id)) => {
                     return fail(
                         exit::USAGE,
                         format_args!(
-                            "run `{id}` already exists in {}: choose another --batch-id",
+                            "run `{id}` already exists in {}: choose another --batch-id, or \
+                             continue that batch with --resume",
                             path.display()
                         ),
                     );
                 }
                 Err(e) => return fail(crate::stored::store_exit(&e), e),
             }
+            // NB: a connection of its own, to read and take each stored run as its turn
+            // comes, while the writer thread has the other.
+            let resume = if args.resume {
+                match crate::stored::open(path, durability) {
+                    Ok(store) => Some(Resume {
+                        store,
+                        retry_unknown_writes: args.retry_unknown_writes,
+                    }),
+                    Err(code) => return code,
+                }
+            } else {
+                None
+            };
             eprintln!("batch {batch}");
             let owner = Owner::this_process();
             let lease = crate::stored::Lease::start(path, durability, owner.clone());
@@ -263,6 +302,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
                 store: GroupStore::spawn(store),
                 ids,
                 owner,
+                resume,
             };
             (Some(store), Some(lease))
         }
@@ -359,6 +399,88 @@ struct StoreCtx {
     /// Run name → stored run id.
     ids: HashMap<String, String>,
     owner: Owner,
+    /// `--resume`: the batch's runs already in the store are taken up, not created.
+    resume: Option<Resume>,
+}
+
+struct Resume {
+    /// Reads each run and claims it for this process.
+    store: SqliteStore,
+    retry_unknown_writes: bool,
+}
+
+/// What `--resume` does with one run of the batch.
+enum Prior {
+    /// Not in the store: it runs as a new run.
+    New,
+    /// Nothing runs: the stored report of a finished run, or why it cannot go on.
+    Report(Box<RunReport>),
+    /// Claimed by this process: it goes on from its saved state.
+    Resumed(Box<Resumed>),
+}
+
+/// A run about to start: a new one with its loaded plan, or one taken up.
+enum Start {
+    New(Arc<Plan>),
+    Resumed(Box<Resumed>),
+}
+
+/// A stored run taken up: its own program, where it goes on from, and the answers its
+/// store holds.
+struct Resumed {
+    program: ValidatedProgram,
+    state: VmState,
+    known: Vec<CassetteEntry>,
+    limits: Limits,
+    steps_done: u64,
+}
+
+impl Resume {
+    /// Takes up run `id` for `owner`, as `planvm resume` does.
+    fn take_up(&mut self, id: &str, owner: &Owner) -> Prior {
+        let failed = |why: String| {
+            Prior::Report(Box::new(RunReport::failed_before_start(
+                why,
+                Duration::ZERO,
+            )))
+        };
+        let run = match self.store.run(id) {
+            Ok(run) => run,
+            Err(e) if e.kind == StoreErrorKind::UnknownRun => return Prior::New,
+            Err(e) => return failed(e.to_string()),
+        };
+        match run.status {
+            RunStatus::Ok => return Prior::Report(Box::new(crate::stored::stored_report(&run))),
+            RunStatus::Running => return failed(crate::stored::held_elsewhere(&run)),
+            RunStatus::Failed | RunStatus::Interrupted => {}
+        }
+        let (program, seen, calls) = match crate::stored::read_run(&self.store, &run) {
+            Ok(x) => x,
+            Err((_, why)) => return failed(why),
+        };
+        if !self.retry_unknown_writes
+            && let Some(why) = crate::stored::unknown_writes(&run, &program, &calls)
+        {
+            return failed(why);
+        }
+        let limits = run.limits.clone();
+        let (steps_done, state) =
+            match crate::stored::saved_state(&self.store, &run, &program, &limits) {
+                Ok(x) => x,
+                Err((_, why)) => return failed(why),
+            };
+        // NB: what was read above must still be the run's state when it is claimed.
+        if let Err(e) = self.store.claim(id, owner, seen) {
+            return failed(e.to_string());
+        }
+        Prior::Resumed(Box::new(Resumed {
+            program,
+            state,
+            known: plan_store::known_answers(&calls),
+            limits,
+            steps_done,
+        }))
+    }
 }
 
 /// Everything the runs share.
@@ -467,6 +589,16 @@ impl<T: Clone> Cache<T> {
         Cache { map }
     }
 
+    /// Counts one use of `path` that needs no value.
+    fn skip(&mut self, path: &Path) {
+        if let Some((left, _)) = self.map.get_mut(path) {
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                self.map.remove(path);
+            }
+        }
+    }
+
     /// The value for `path` (loading it on first use), counting one use.
     fn take(&mut self, path: &Path, load: impl FnOnce(&Path) -> T) -> T {
         let Some((left, slot)) = self.map.get_mut(path) else {
@@ -485,7 +617,7 @@ impl<T: Clone> Cache<T> {
 /// Why a run could not start: its message (reported as the run's error).
 type NotLoaded = String;
 
-async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
+async fn drive(mut ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
     let start = Instant::now();
     let mut tally = Tally::default();
     let color = plan_render::color_stderr();
@@ -533,15 +665,48 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 exhausted = true;
                 break;
             };
-            let program = programs.take(&job.plan, |p| {
-                load_plan(p, &ctx.manifest, color, &bar, ctx.store.is_some()).map(Arc::new)
-            });
+            let prior = match ctx.store.as_mut() {
+                Some(StoreCtx {
+                    resume: Some(resume),
+                    ids,
+                    owner,
+                    ..
+                }) => resume.take_up(ids.get(&job.name).map_or("", String::as_str), owner),
+                _ => Prior::New,
+            };
+            // NB: a run taken up goes on with its own stored program, whatever the plan
+            // file holds now.
+            let start = match prior {
+                Prior::New => programs
+                    .take(&job.plan, |p| {
+                        load_plan(p, &ctx.manifest, color, &bar, ctx.store.is_some()).map(Arc::new)
+                    })
+                    .map(Start::New),
+                Prior::Resumed(r) => {
+                    programs.skip(&job.plan);
+                    Ok(Start::Resumed(r))
+                }
+                Prior::Report(report) => {
+                    programs.skip(&job.plan);
+                    if let Some(c) = &job.cassette {
+                        cassettes.skip(c);
+                    }
+                    let id = ctx.store.as_ref().and_then(|s| s.ids.get(&job.name));
+                    finish(
+                        sink,
+                        &mut tally,
+                        (&job.plan, job.line, id.map(String::as_str)),
+                        &report,
+                    );
+                    continue;
+                }
+            };
             let replay = match (&job.cassette, &ctx.replay) {
                 (Some(c), _) => Some(cassettes.take(c, |p| load_cassette(p, &bar))),
                 (None, Some(r)) => Some(Ok(r.clone())),
                 (None, None) => None,
             };
-            let (program, replay) = match (program, replay.transpose()) {
+            let (start, replay) = match (start, replay.transpose()) {
                 (Ok(p), Ok(r)) => (p, r),
                 (Err(msg), _) | (_, Err(msg)) => {
                     tally.invalid += 1;
@@ -564,8 +729,12 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 }
             };
             let vars = merge_vars(&ctx.global_vars, job.vars);
+            let tools_of = match &start {
+                Start::New(p) => &p.program,
+                Start::Resumed(r) => &r.program,
+            };
             let host = match replay {
-                Some(r) => replay_host(&ctx.opts, &program.program, &r),
+                Some(r) => replay_host(&ctx.opts, tools_of, &r),
                 None => Ok(ctx.shared.clone()),
             };
             let limits = ctx.limits.clone();
@@ -575,12 +744,25 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
             });
             let run_id = stored.as_ref().map(|(_, _, id)| id.clone());
             let plan_name = job.plan.display().to_string();
-            tasks.spawn((job.plan, job.line, run_id), async move {
+            let label = (
+                job.plan,
+                job.line,
+                run_id,
+                matches!(start, Start::Resumed(_)),
+            );
+            tasks.spawn(label, async move {
                 let host = match host {
                     Ok(h) => h,
                     Err(msg) => return RunReport::failed_before_start(msg, Duration::ZERO),
                 };
                 let Some((store, owner, id)) = stored else {
+                    let Start::New(program) = start else {
+                        // Taken up only from a store; still, no panic.
+                        return RunReport::failed_before_start(
+                            "a resumed run without its store".into(),
+                            Duration::ZERO,
+                        );
+                    };
                     return plan_host::run_plan_recording(
                         &host,
                         &program.program,
@@ -590,6 +772,13 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                         recorder.as_ref(),
                     )
                     .await;
+                };
+                let program = match start {
+                    Start::New(p) => p,
+                    Start::Resumed(r) => {
+                        return Box::pin(go_on(&host, store, owner, &id, *r, tracer, recorder))
+                            .await;
+                    }
                 };
                 // NB: boxed: a run without a store (the common case, thousands in
                 // flight) should not carry room for the journal's state in its task.
@@ -626,27 +815,71 @@ async fn drive(ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                         None => Ok(()),
                     };
                     if let Err(message) = created.await.map_err(|e| e.message).and(written) {
-                        report.status = plan_host::RunStatus::Failed;
-                        report.error = Some(plan_host::ReportError {
-                            code: plan_vm::ErrorCode::RecordFailed,
-                            message,
-                            seq_no: None,
-                            line: None,
-                        });
+                        record_failed(&mut report, message);
                     }
                     report
                 })
                 .await
             });
         }
-        let Some(((plan, line, run_id), report)) = tasks.next().await else {
+        let Some(((plan, line, run_id, resumed), mut report)) = tasks.next().await else {
             break;
         };
+        // NB: a run taken up reports every call it committed, in this process or before.
+        if let (
+            true,
+            Some(id),
+            Some(StoreCtx {
+                resume: Some(r), ..
+            }),
+        ) = (resumed, &run_id, &ctx.store)
+            && let Ok(run) = r.store.run(id)
+        {
+            report.tool_calls = run.tool_calls;
+        }
         finish(sink, &mut tally, (&plan, line, run_id.as_deref()), &report);
     }
     bar.finish_and_clear();
     tally.elapsed = start.elapsed();
     tally
+}
+
+/// A run of the batch taken up from the store (`--resume`), journaled through the
+/// writer thread like a new one.
+async fn go_on(
+    host: &Host,
+    store: GroupStore,
+    owner: Owner,
+    id: &str,
+    r: Resumed,
+    mut tracer: Tracer,
+    recorder: Option<Recorder>,
+) -> RunReport {
+    // NB: its earlier process committed calls too: the store counts them at the end.
+    let journal = StoreJournal::grouped(store, id, owner, r.steps_done, &r.program).continued();
+    let mut journal = (
+        &mut tracer,
+        (journal, recorder.as_ref().map(RecordJournal::new)),
+    );
+    let mut report =
+        plan_host::resume_plan(host, &r.program, r.state, r.known, r.limits, &mut journal).await;
+    if let Some(durable) = journal.1.0.written()
+        && let Err(message) = durable.await
+    {
+        record_failed(&mut report, message);
+    }
+    report
+}
+
+/// `report`, failed because its run could not be stored.
+fn record_failed(report: &mut RunReport, message: String) {
+    report.status = plan_host::RunStatus::Failed;
+    report.error = Some(plan_host::ReportError {
+        code: plan_vm::ErrorCode::RecordFailed,
+        message,
+        seq_no: None,
+        line: None,
+    });
 }
 
 /// The run's `--record` cassette and `--trace` writer, each `DIR/<run name>.<kind>.jsonl`,
@@ -773,8 +1006,8 @@ struct Plan {
     pbc: Vec<u8>,
 }
 
-/// (plan, list line, run id in the store) of a run in flight.
-type Label = (PathBuf, Option<usize>, Option<String>);
+/// (plan, list line, run id in the store, taken up by `--resume`) of a run in flight.
+type Label = (PathBuf, Option<usize>, Option<String>, bool);
 
 fn load_plan(
     path: &Path,

@@ -310,7 +310,7 @@ impl Drop for Lease {
 }
 
 /// A finished run's report, from its row (nothing runs).
-fn stored_report(run: &RunInfo) -> RunReport {
+pub(crate) fn stored_report(run: &RunInfo) -> RunReport {
     let error = run
         .error
         .as_ref()
@@ -331,14 +331,22 @@ fn stored_report(run: &RunInfo) -> RunReport {
 }
 
 fn load_stored_program(store: &SqliteStore, run: &RunInfo) -> Result<ValidatedProgram, u8> {
+    stored_program(store, run).map_err(|(code, why)| fail(code, why))
+}
+
+/// The program `run` runs, from its store. The error is the exit code and the message.
+pub(crate) fn stored_program(
+    store: &SqliteStore,
+    run: &RunInfo,
+) -> Result<ValidatedProgram, (u8, String)> {
     let stored = store
         .program(&run.program)
-        .map_err(|e| fail(store_exit(&e), e))?;
+        .map_err(|e| (store_exit(&e), e.to_string()))?;
     // NB: bytes from a file: validated like any .pbc.
     plan_bytecode::load(&stored.pbc).map_err(|e| {
-        fail(
+        (
             exit::DATA_ERR,
-            format_args!("the stored program of run `{}` is damaged: {e}", run.id),
+            format!("the stored program of run `{}` is damaged: {e}", run.id),
         )
     })
 }
@@ -362,11 +370,7 @@ struct Stored {
 
 fn load_run(path: &Path, durability: Durability, id: &str) -> Result<Stored, u8> {
     let (store, run) = open_run(path, durability, id)?;
-    let program = load_stored_program(&store, &run)?;
-    let seen = store
-        .journal_head(&run.id)
-        .map_err(|e| fail(store_exit(&e), e))?;
-    let calls = store.calls(&run.id).map_err(|e| fail(store_exit(&e), e))?;
+    let (program, seen, calls) = read_run(&store, &run).map_err(|(code, why)| fail(code, why))?;
     Ok(Stored {
         store,
         run,
@@ -374,6 +378,29 @@ fn load_run(path: &Path, durability: Durability, id: &str) -> Result<Stored, u8>
         calls,
         seen,
     })
+}
+
+/// A stored run's program, its journal's last entry, and its calls.
+pub(crate) type RunParts = (ValidatedProgram, Option<i64>, Vec<plan_store::CallRow>);
+
+/// What going on with stored `run` needs: its program, its journal's last entry, and its
+/// calls, read in that order (a claim with that entry fails if the run moved on since).
+/// The error is the exit code and the message.
+pub(crate) fn read_run(store: &SqliteStore, run: &RunInfo) -> Result<RunParts, (u8, String)> {
+    let program = stored_program(store, run)?;
+    let read = |e: StoreError| (store_exit(&e), e.to_string());
+    let seen = store.journal_head(&run.id).map_err(read)?;
+    let calls = store.calls(&run.id).map_err(read)?;
+    Ok((program, seen, calls))
+}
+
+/// Why `run` (status `running`) cannot be taken up now.
+pub(crate) fn held_elsewhere(run: &RunInfo) -> String {
+    format!(
+        "run `{}` is being run by another process ({}); wait for it to end",
+        run.id,
+        run.owner.as_deref().unwrap_or("?")
+    )
 }
 
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
@@ -394,16 +421,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
             return exit::OK;
         }
         // NB: before anything else: what it has in flight is not unknown, it is live.
-        RunStatus::Running => {
-            return fail(
-                exit::TEMP_FAIL,
-                format_args!(
-                    "run `{}` is being run by another process ({}); wait for it to end",
-                    run.id,
-                    run.owner.as_deref().unwrap_or("?")
-                ),
-            );
-        }
+        RunStatus::Running => return fail(exit::TEMP_FAIL, held_elsewhere(&run)),
         RunStatus::Failed | RunStatus::Interrupted => {}
     }
     if let Err(code) = crate::refuse_clobbering(
@@ -419,31 +437,10 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let unknown: Vec<String> = calls
-        .iter()
-        .filter(|c| c.state == CallState::Inflight)
-        // NB: the effects compiled into the run's own program, whatever --tools says now.
-        .filter(|c| {
-            program
-                .tools
-                .iter()
-                .any(|t| t.name == c.tool && t.effects == plan_bytecode::Effects::Write)
-        })
-        .map(|c| match c.seq_no {
-            Some(s) => format!("`{}` (seq_no {s})", c.tool),
-            None => format!("`{}`", c.tool),
-        })
-        .collect();
-    if !unknown.is_empty() && !args.retry_unknown_writes {
-        return fail(
-            exit::USAGE,
-            format_args!(
-                "run `{}` stopped while the write call {} was in flight: it may or may not have taken effect. \
-                 Check, then resume with --retry-unknown-writes to send it again",
-                run.id,
-                unknown.join(", ")
-            ),
-        );
+    if !args.retry_unknown_writes
+        && let Some(why) = unknown_writes(&run, &program, &calls)
+    {
+        return fail(exit::USAGE, why);
     }
     let limits = Limits {
         max_steps: args.max_steps.unwrap_or(run.limits.max_steps),
@@ -451,24 +448,9 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         max_concurrency: args.max_concurrency.unwrap_or(run.limits.max_concurrency),
         ..run.limits.clone()
     };
-    let (steps_done, state) = match store.checkpoint(&run.id) {
-        Ok(Some((steps, json))) => match serde_json::from_str::<VmState>(&json) {
-            Ok(state) => (steps, state),
-            Err(e) => {
-                return fail(
-                    exit::DATA_ERR,
-                    format_args!("the saved state of run `{}` is damaged: {e}", run.id),
-                );
-            }
-        },
-        // Stopped before its first commit point: start over (saved answers still count).
-        Ok(None) => {
-            match plan_store::replay::fresh_state(&program, &run.presets, &limits, run.branch_seq) {
-                Ok(state) => (0, state),
-                Err(e) => return fail(exit::DATA_ERR, format_args!("run `{}`: {e}", run.id)),
-            }
-        }
-        Err(e) => return fail(store_exit(&e), e),
+    let (steps_done, state) = match saved_state(&store, &run, &program, &limits) {
+        Ok(x) => x,
+        Err((code, why)) => return fail(code, why),
     };
     // NB: what was read above must still be the run's state when it is claimed.
     let run_id = run.id.clone();
@@ -495,6 +477,62 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         warnings: &[],
         format: args.output.format,
     })
+}
+
+/// Why `run` must not go on unasked: the `write` calls of its program it left in flight
+/// (they may or may not have taken effect). None when there are none.
+pub(crate) fn unknown_writes(
+    run: &RunInfo,
+    program: &ValidatedProgram,
+    calls: &[plan_store::CallRow],
+) -> Option<String> {
+    let unknown: Vec<String> = calls
+        .iter()
+        .filter(|c| c.state == CallState::Inflight)
+        // NB: the effects compiled into the run's own program, whatever --tools says now.
+        .filter(|c| {
+            program
+                .tools
+                .iter()
+                .any(|t| t.name == c.tool && t.effects == plan_bytecode::Effects::Write)
+        })
+        .map(|c| match c.seq_no {
+            Some(s) => format!("`{}` (seq_no {s})", c.tool),
+            None => format!("`{}`", c.tool),
+        })
+        .collect();
+    (!unknown.is_empty()).then(|| {
+        format!(
+            "run `{}` stopped while the write call {} was in flight: it may or may not have taken effect. \
+             Check, then resume with --retry-unknown-writes to send it again",
+            run.id,
+            unknown.join(", ")
+        )
+    })
+}
+
+/// Where a stored run goes on from: its last saved state and the instructions it had
+/// committed, or, stopped before its first commit point, its start (its saved answers
+/// still count). The error is the exit code and the message.
+pub(crate) fn saved_state(
+    store: &SqliteStore,
+    run: &RunInfo,
+    program: &ValidatedProgram,
+    limits: &Limits,
+) -> Result<(u64, VmState), (u8, String)> {
+    match store.checkpoint(&run.id) {
+        Ok(Some((steps, json))) => match serde_json::from_str::<VmState>(&json) {
+            Ok(state) => Ok((steps, state)),
+            Err(e) => Err((
+                exit::DATA_ERR,
+                format!("the saved state of run `{}` is damaged: {e}", run.id),
+            )),
+        },
+        Ok(None) => plan_store::replay::fresh_state(program, &run.presets, limits, run.branch_seq)
+            .map(|state| (0, state))
+            .map_err(|e| (exit::DATA_ERR, format!("run `{}`: {e}", run.id))),
+        Err(e) => Err((store_exit(&e), e.to_string())),
+    }
 }
 
 /// Takes the run for this process (claims it, or creates it) once everything else is

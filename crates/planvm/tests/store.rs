@@ -872,3 +872,139 @@ async fn a_run_going_on_is_listed_by_a_process_that_may_not_write_its_store() {
     assert!(still_running, "the run went on while it was listed");
     assert_eq!(run["status"], "running", "{run}");
 }
+
+/// [`DAG`] on a topic preset per run, so that each run's calls are its own.
+fn topic_dag() -> String {
+    DAG.replace("\"query\": \"a\"", "\"query\": \"${topic} a\"")
+        .replace("\"query\": \"b\"", "\"query\": \"${topic} b\"")
+        .replace("\"query\": \"c\"", "\"query\": \"${topic} c\"")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answers() {
+    let f = fixture().await;
+    f.plan("topic.json", &topic_dag());
+    let list = f.dir.path().join("runs.txt");
+    let lines: Vec<String> = (1..=6).map(|i| format!("topic.json topic=t{i}")).collect();
+    std::fs::write(&list, lines.join("\n")).unwrap();
+    let db = f.dir.path().join("batch.db");
+    let batch = |extra: &[&str]| {
+        let mut a = f.args(&["batch", "--list", &s(&list), "--jobs", "2"], None, &db);
+        a.extend(extra.iter().map(|e| (*e).to_owned()));
+        a
+    };
+    let answers = |stdout: &str| -> Vec<(u64, Value)> {
+        let mut got: Vec<(u64, Value)> = stdout
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|l| (l["line"].as_u64().unwrap(), l["final_answer"].clone()))
+            .collect();
+        got.sort_by_key(|(line, _)| *line);
+        got
+    };
+    // The answers of an uninterrupted batch, from a server of its own.
+    let g = fixture().await;
+    let mut alone = vec![
+        "batch".into(),
+        "--list".into(),
+        s(&list),
+        "--jobs".into(),
+        "2".into(),
+    ];
+    alone.extend(["--tools".into(), s(&g.tools)]);
+    let out = planvm(alone, &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let want = answers(&out.stdout);
+    assert_eq!(want.len(), 6);
+
+    // Killed once two runs are done and a third has answers stored: two runs at a time,
+    // four levels of calls each, so some runs are done, some going, some not started.
+    let ids: Vec<String> = (1..=6).map(|i| format!("b.topic.line{i}")).collect();
+    let mut child = spawn_planvm(&batch(&["--batch-id", "b"]));
+    let mut saved: Vec<(String, Value)> = Vec::new();
+    let mut done_before = Vec::new();
+    for _ in 0..400 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let runs = runs_json(&db).await;
+        done_before = runs
+            .iter()
+            .filter(|r| r["status"] == "ok")
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect();
+        let going = runs.iter().find(|r| r["status"] == "running");
+        if let (true, Some(run)) = (done_before.len() >= 2, going)
+            && answered_in_store(&db, run["id"].as_str().unwrap())
+                .await
+                .is_some_and(|a| !a.is_empty())
+        {
+            break;
+        }
+    }
+    let _ = child.kill();
+    tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    for id in &ids {
+        saved.extend(answered_in_store(&db, id).await.unwrap_or_default());
+    }
+    assert!(
+        done_before.len() >= 2 && done_before.len() < 6,
+        "{done_before:?}"
+    );
+    let sent_before = f.requests().await.len();
+
+    // Without --resume, the batch's ids are taken.
+    let out = planvm(batch(&["--batch-id", "b"]), &[]).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("--resume"), "{}", out.stderr);
+    // A batch id with no run in the store has nothing to resume.
+    let out = planvm(batch(&["--batch-id", "nope", "--resume"]), &[]).await;
+    assert_eq!(out.code, Some(66), "{}", out.stderr);
+
+    let out = planvm(batch(&["--batch-id", "b", "--resume"]), &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(answers(&out.stdout), want);
+    let after = f.requests().await;
+    for req in &after[sent_before..] {
+        assert!(
+            !saved.contains(req),
+            "{req:?} was answered and stored, but requested again"
+        );
+    }
+    for line in out.stdout.lines() {
+        let line: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(line["tool_calls"], 6, "{line}");
+        let id = line["run_id"].as_str().unwrap();
+        if done_before.iter().any(|d| d == id) {
+            assert_eq!(
+                line["elapsed_ms"], 0,
+                "a finished run is reported, not run: {line}"
+            );
+        }
+    }
+    // Each call of each run was asked once, but for those in flight at the kill: at most
+    // the three searches of each of the two runs going.
+    let unique: std::collections::HashSet<String> =
+        after.iter().map(|(p, b)| format!("{p} {b}")).collect();
+    eprintln!(
+        "{} answers stored, {} runs done, {} requests before the resume, {} after, {} distinct",
+        saved.len(),
+        done_before.len(),
+        sent_before,
+        after.len(),
+        unique.len()
+    );
+    assert!(
+        after.len() - unique.len() <= 6,
+        "{} requests, {} distinct",
+        after.len(),
+        unique.len()
+    );
+    assert!(runs_json(&db).await.iter().all(|r| r["status"] == "ok"));
+
+    // Resumed again: every run is reported from the store, nothing is asked.
+    let out = planvm(batch(&["--batch-id", "b", "--resume"]), &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(answers(&out.stdout), want);
+    assert_eq!(f.requests().await.len(), after.len());
+}
