@@ -174,6 +174,17 @@ pub struct SqliteStore {
     path: String,
     file: PathBuf,
     programs: Programs,
+    /// Read as it is, without locks (SQLite's `immutable`): the file's size and
+    /// modification time when opened.
+    immutable: Option<FileStamp>,
+}
+
+/// A file's size and modification time: whether it was written.
+type FileStamp = Option<(u64, std::time::SystemTime)>;
+
+fn file_stamp(path: &Path) -> FileStamp {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.len(), meta.modified().ok()?))
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -223,6 +234,7 @@ impl SqliteStore {
         let mut wal = path.as_os_str().to_owned();
         wal.push("-wal");
         let immutable = !Path::new(&wal).exists();
+        let stamp = file_stamp(path);
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -235,8 +247,9 @@ impl SqliteStore {
                 StoreErrorKind::ReadOnly,
                 format!(
                     "{shown}: a process has the store open, or the last one did not close it, \
-                     and reading it then takes write access this process does not have: try \
-                     again once that process is done, or as a user who may write the store"
+                     and its WAL cannot be read read-only ({}): try again once that process \
+                     is done, or as a user who may write the store",
+                    e.message
                 ),
             ),
             _ => e,
@@ -256,7 +269,24 @@ impl SqliteStore {
             path: shown,
             file: path.to_owned(),
             programs: Programs::default(),
+            immutable: immutable.then_some(stamp),
         })
+    }
+
+    /// Fails when the store was read as it is (see [`SqliteStore::open_to_read`]) and a
+    /// process wrote it since it was opened: what was read may mix two states of it. A
+    /// caller that read several things checks this before it shows them.
+    pub fn unchanged(&self) -> Result<(), StoreError> {
+        match &self.immutable {
+            Some(stamp) if file_stamp(&self.file) != *stamp => Err(StoreError::new(
+                StoreErrorKind::Io,
+                format!(
+                    "{}: a process wrote the store while it was read; run the command again",
+                    self.path
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// The first of `ids` that names a run of this store, if any. NB: in one read
@@ -294,6 +324,20 @@ impl SqliteStore {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
         }
         let conn = Connection::open_with_flags(path, flags).map_err(|e| io(&shown, e))?;
+        // NB: SQLite opens a file this process may not write read-only, and says nothing:
+        // its first read would then create the WAL's files beside the store, owned by
+        // this process, which a read-only connection cannot remove (and which stop the
+        // store's owner from writing it); a writing command would fail only at its first
+        // write, after its tools were called.
+        if conn
+            .is_readonly(rusqlite::MAIN_DB)
+            .map_err(|e| io(&shown, e))?
+        {
+            return Err(StoreError::new(
+                StoreErrorKind::ReadOnly,
+                format!("{shown}: this process may not write the store"),
+            ));
+        }
         conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(&shown, e))?;
         // NB: room for every statement the store caches (rusqlite keeps 16 by default; one
         // evicted is prepared again at its next use).
@@ -326,6 +370,7 @@ impl SqliteStore {
             path: shown,
             file: path.to_owned(),
             programs: Programs::default(),
+            immutable: None,
         };
         // NB: a migration that rebuilds a table others reference must run with foreign
         // keys off (the bundled SQLite turns them on by default, and the pragma does
@@ -579,7 +624,10 @@ fn check_store(conn: &Connection, path: &str) -> Result<i64, StoreError> {
             // keeps beside it (`-wal`, `-shm`), as on a read-only file system.
             Some(rusqlite::ErrorCode::CannotOpen) => StoreError::new(
                 StoreErrorKind::ReadOnly,
-                format!("{path}: this process may not write the files beside the store ({e})"),
+                format!(
+                    "{path}: cannot open the files SQLite keeps beside the store (`-wal`, \
+                     `-shm`): {e}"
+                ),
             ),
             _ => io(path, e),
         })?;
@@ -603,8 +651,15 @@ fn check_store(conn: &Connection, path: &str) -> Result<i64, StoreError> {
 /// `path` as an SQLite URI (`file:`, every byte but a few percent-encoded), read as
 /// `immutable` or not.
 fn file_uri(path: &Path, immutable: bool) -> String {
-    let mut uri = String::from("file:");
-    for &b in path.as_os_str().as_encoded_bytes() {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    // NB: an absolute path gets an empty authority (`file://` then the path): `file:` and
+    // a path starting `//` would read its first component as a host name.
+    let mut uri = String::from(if bytes.starts_with(b"/") {
+        "file://"
+    } else {
+        "file:"
+    });
+    for &b in bytes {
         if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-' | b'~') {
             uri.push(char::from(b));
         } else {
@@ -1119,6 +1174,35 @@ struct Answer {
 mod tests {
     use super::*;
 
+    /// A store read as it is, without locks, says when a process wrote it meanwhile.
+    #[test]
+    fn a_store_read_without_locks_tells_a_write_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        drop(SqliteStore::open(&path, Durability::Normal).unwrap());
+        let reader = SqliteStore::open_read_only(&path).unwrap();
+        assert!(reader.immutable.is_some(), "no -wal: read as it is");
+        assert_eq!(reader.runs().unwrap().len(), 0);
+        reader.unchanged().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let mut writer = SqliteStore::open(&path, Durability::Normal).unwrap();
+        let run = crate::OwnedNewRun {
+            id: "r".into(),
+            plan: "plan.json".into(),
+            source: None,
+            pbc: vec![1],
+            presets: Map::new(),
+            limits: plan_vm::Limits::default(),
+            parent: None,
+        };
+        writer
+            .create_run(&run.borrow(), &crate::Owner::this_process())
+            .unwrap();
+        drop(writer);
+        let e = reader.unchanged().unwrap_err();
+        assert!(e.message.contains("run the command again"), "{}", e.message);
+    }
+
     /// A store's path, whatever its characters, names the same file as a URI.
     #[test]
     fn a_path_as_a_uri_names_the_same_file() {
@@ -1131,6 +1215,7 @@ mod tests {
             .execute_batch("CREATE TABLE t (x); INSERT INTO t VALUES (42);")
             .unwrap();
         let uri = file_uri(&path, true);
+        assert!(uri.starts_with("file:///"), "{uri}");
         assert!(
             uri.ends_with("/a%20b%3Fc%23d%25e%26f%3Dg/%C3%BC.db?immutable=1"),
             "{uri}"
@@ -1141,5 +1226,10 @@ mod tests {
         assert_eq!(x, 42);
         let relative = file_uri(Path::new("runs.db"), false);
         assert_eq!(relative, "file:runs.db");
+        // Not a host name: `//tmp` is the directory `/tmp`.
+        let doubled = format!("/{}", path.display());
+        let conn = Connection::open_with_flags(file_uri(Path::new(&doubled), true), flags).unwrap();
+        let x: i64 = conn.query_row("SELECT x FROM t", [], |r| r.get(0)).unwrap();
+        assert_eq!(x, 42);
     }
 }

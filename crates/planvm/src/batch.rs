@@ -28,17 +28,18 @@ use clap::{ArgGroup, Args};
 use indicatif::{ProgressBar, ProgressStyle};
 use plan_bytecode::ValidatedProgram;
 use plan_host::{
-    Backend, CONDITION_TOOL, CassetteEntry, Host, HostErrorKind, HostOptions, Pool, RecordJournal,
-    Recorder, ReplayBackend, RunReport, Tracer,
+    Backend, CONDITION_TOOL, Host, HostErrorKind, HostOptions, Pool, RecordJournal, Recorder,
+    ReplayBackend, RunReport, Tracer,
 };
 use plan_manifest::Manifest;
 use plan_store::{
-    GroupStore, OwnedNewRun, Owner, RunStatus, RunStore, SqliteStore, StoreErrorKind, StoreJournal,
+    GroupStore, OwnedNewRun, Owner, RunStore, SqliteStore, StoreErrorKind, StoreJournal,
 };
 use plan_value::json;
-use plan_vm::{Limits, VmState};
-use serde_json::Value;
+use plan_vm::Limits;
+use serde_json::{Map, Value};
 
+use crate::stored::Taken;
 use crate::{exit, fail, load, parse_var};
 
 /// A list file larger than this is refused (it is read whole).
@@ -415,7 +416,7 @@ enum Prior {
     New,
     /// Nothing runs: the stored report of a finished run, or why it cannot go on.
     Report(Box<RunReport>),
-    /// Claimed by this process: it goes on from its saved state.
+    /// It goes on from its saved state, once claimed.
     Resumed(Box<Resumed>),
 }
 
@@ -425,19 +426,17 @@ enum Start {
     Resumed(Box<Resumed>),
 }
 
-/// A stored run taken up: its own program, where it goes on from, and the answers its
-/// store holds.
+/// A stored run taken up: where it goes on from (not claimed yet), under its own limits.
 struct Resumed {
-    program: ValidatedProgram,
-    state: VmState,
-    known: Vec<CassetteEntry>,
+    going: crate::stored::Going,
     limits: Limits,
-    steps_done: u64,
 }
 
 impl Resume {
-    /// Takes up run `id` for `owner`, as `planvm resume` does.
-    fn take_up(&mut self, id: &str, owner: &Owner) -> Prior {
+    /// What to do with run `id` of the batch, which runs `plan` with `presets` (checked
+    /// against what the store holds: a list edited since would pair runs with the wrong
+    /// lines).
+    fn take_up(&mut self, id: &str, plan: &str, presets: &Map<String, Value>) -> Prior {
         let failed = |why: String| {
             Prior::Report(Box::new(RunReport::failed_before_start(
                 why,
@@ -449,37 +448,22 @@ impl Resume {
             Err(e) if e.kind == StoreErrorKind::UnknownRun => return Prior::New,
             Err(e) => return failed(e.to_string()),
         };
-        match run.status {
-            RunStatus::Ok => return Prior::Report(Box::new(crate::stored::stored_report(&run))),
-            RunStatus::Running => return failed(crate::stored::held_elsewhere(&run)),
-            RunStatus::Failed | RunStatus::Interrupted => {}
-        }
-        let (program, seen, calls) = match crate::stored::read_run(&self.store, &run) {
-            Ok(x) => x,
-            Err((_, why)) => return failed(why),
-        };
-        if !self.retry_unknown_writes
-            && let Some(why) = crate::stored::unknown_writes(&run, &program, &calls)
-        {
-            return failed(why);
+        if run.plan != plan || run.parent.is_some() || run.presets != *presets {
+            return failed(format!(
+                "run `{id}` in the store is not this line's run (it ran {} with its own \
+                 variables): resume a batch with the list or directory it ran",
+                run.plan
+            ));
         }
         let limits = run.limits.clone();
-        let (steps_done, state) =
-            match crate::stored::saved_state(&self.store, &run, &program, &limits) {
-                Ok(x) => x,
-                Err((_, why)) => return failed(why),
-            };
-        // NB: what was read above must still be the run's state when it is claimed.
-        if let Err(e) = self.store.claim(id, owner, seen) {
-            return failed(e.to_string());
+        match crate::stored::take_up(&self.store, &run, &limits, self.retry_unknown_writes) {
+            Ok(Taken::Finished(report)) => Prior::Report(report),
+            Ok(Taken::Going(going)) => Prior::Resumed(Box::new(Resumed {
+                going: *going,
+                limits,
+            })),
+            Err((_, why)) => failed(why),
         }
-        Prior::Resumed(Box::new(Resumed {
-            program,
-            state,
-            known: plan_store::known_answers(&calls),
-            limits,
-            steps_done,
-        }))
     }
 }
 
@@ -665,13 +649,17 @@ async fn drive(mut ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 exhausted = true;
                 break;
             };
+            let vars = merge_vars(&ctx.global_vars, job.vars.clone());
+            let plan_name = job.plan.display().to_string();
             let prior = match ctx.store.as_mut() {
                 Some(StoreCtx {
                     resume: Some(resume),
                     ids,
-                    owner,
                     ..
-                }) => resume.take_up(ids.get(&job.name).map_or("", String::as_str), owner),
+                }) => {
+                    let id = ids.get(&job.name).map_or("", String::as_str);
+                    resume.take_up(id, &plan_name, &vars.iter().cloned().collect())
+                }
                 _ => Prior::New,
             };
             // NB: a run taken up goes on with its own stored program, whatever the plan
@@ -728,10 +716,9 @@ async fn drive(mut ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                     continue;
                 }
             };
-            let vars = merge_vars(&ctx.global_vars, job.vars);
             let tools_of = match &start {
                 Start::New(p) => &p.program,
-                Start::Resumed(r) => &r.program,
+                Start::Resumed(r) => &r.going.program,
             };
             let host = match replay {
                 Some(r) => replay_host(&ctx.opts, tools_of, &r),
@@ -743,7 +730,24 @@ async fn drive(mut ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 (s.store.clone(), s.owner.clone(), id)
             });
             let run_id = stored.as_ref().map(|(_, _, id)| id.clone());
-            let plan_name = job.plan.display().to_string();
+            // NB: a run taken up is claimed only now, once nothing else can refuse it,
+            // so that a refusal leaves it in the store as it was. (On this thread: a
+            // claim is one short transaction.)
+            if let (Start::Resumed(r), Some(sc), Some(id)) = (&start, &mut ctx.store, &run_id) {
+                let claimed = match (&host, &mut sc.resume) {
+                    (Err(msg), _) => Err(msg.clone()),
+                    (Ok(_), Some(resume)) => resume
+                        .store
+                        .claim(id, &sc.owner, r.going.seen)
+                        .map_err(|e| e.to_string()),
+                    (Ok(_), None) => Err("a run taken up without --resume".into()),
+                };
+                if let Err(why) = claimed {
+                    let report = RunReport::failed_before_start(why, Duration::ZERO);
+                    finish(sink, &mut tally, (&job.plan, job.line, Some(id)), &report);
+                    continue;
+                }
+            }
             let label = (
                 job.plan,
                 job.line,
@@ -855,14 +859,24 @@ async fn go_on(
     mut tracer: Tracer,
     recorder: Option<Recorder>,
 ) -> RunReport {
+    let Resumed { going, limits } = r;
     // NB: its earlier process committed calls too: the store counts them at the end.
-    let journal = StoreJournal::grouped(store, id, owner, r.steps_done, &r.program).continued();
+    let journal =
+        StoreJournal::grouped(store, id, owner, going.steps_done, &going.program).continued();
     let mut journal = (
         &mut tracer,
         (journal, recorder.as_ref().map(RecordJournal::new)),
     );
-    let mut report =
-        plan_host::resume_plan(host, &r.program, r.state, r.known, r.limits, &mut journal).await;
+    let known = plan_store::known_answers(&going.calls);
+    let mut report = plan_host::resume_plan(
+        host,
+        &going.program,
+        going.state,
+        known,
+        limits,
+        &mut journal,
+    )
+    .await;
     if let Some(durable) = journal.1.0.written()
         && let Err(message) = durable.await
     {

@@ -193,6 +193,11 @@ pub(crate) fn store_exit(e: &StoreError) -> u8 {
     }
 }
 
+/// A store failure as the exit code and the message, for a caller that reports it.
+fn coded(e: StoreError) -> (u8, String) {
+    (store_exit(&e), e.to_string())
+}
+
 pub(crate) fn open(path: &Path, durability: Durability) -> Result<SqliteStore, u8> {
     SqliteStore::open(path, durability).map_err(|e| fail(store_exit(&e), e))
 }
@@ -245,12 +250,9 @@ pub(crate) fn create_run(
     durability: Durability,
     new: &NewRun<'_>,
 ) -> Result<StoredRun, (u8, String)> {
-    let mut store =
-        SqliteStore::open(path, durability).map_err(|e| (store_exit(&e), e.to_string()))?;
+    let mut store = SqliteStore::open(path, durability).map_err(coded)?;
     let owner = Owner::this_process();
-    store
-        .create_run(new, &owner)
-        .map_err(|e| (store_exit(&e), e.to_string()))?;
+    store.create_run(new, &owner).map_err(coded)?;
     eprintln!("run {}", new.id);
     let lease = Lease::start(path, durability, owner);
     Ok(StoredRun {
@@ -330,18 +332,12 @@ pub(crate) fn stored_report(run: &RunInfo) -> RunReport {
     }
 }
 
-fn load_stored_program(store: &SqliteStore, run: &RunInfo) -> Result<ValidatedProgram, u8> {
-    stored_program(store, run).map_err(|(code, why)| fail(code, why))
-}
-
 /// The program `run` runs, from its store. The error is the exit code and the message.
 pub(crate) fn stored_program(
     store: &SqliteStore,
     run: &RunInfo,
 ) -> Result<ValidatedProgram, (u8, String)> {
-    let stored = store
-        .program(&run.program)
-        .map_err(|e| (store_exit(&e), e.to_string()))?;
+    let stored = store.program(&run.program).map_err(coded)?;
     // NB: bytes from a file: validated like any .pbc.
     plan_bytecode::load(&stored.pbc).map_err(|e| {
         (
@@ -358,25 +354,22 @@ fn open_run(path: &Path, durability: Durability, id: &str) -> Result<(SqliteStor
     Ok((store, run))
 }
 
-/// A stored run with its program and calls, to continue or branch from.
+/// A stored run with its program and calls, to branch from.
 struct Stored {
     store: SqliteStore,
     run: RunInfo,
     program: ValidatedProgram,
     calls: Vec<plan_store::CallRow>,
-    /// The journal's last entry when the calls were read.
-    seen: Option<i64>,
 }
 
 fn load_run(path: &Path, durability: Durability, id: &str) -> Result<Stored, u8> {
     let (store, run) = open_run(path, durability, id)?;
-    let (program, seen, calls) = read_run(&store, &run).map_err(|(code, why)| fail(code, why))?;
+    let (program, _, calls) = read_run(&store, &run).map_err(|(code, why)| fail(code, why))?;
     Ok(Stored {
         store,
         run,
         program,
         calls,
-        seen,
     })
 }
 
@@ -388,9 +381,8 @@ pub(crate) type RunParts = (ValidatedProgram, Option<i64>, Vec<plan_store::CallR
 /// The error is the exit code and the message.
 pub(crate) fn read_run(store: &SqliteStore, run: &RunInfo) -> Result<RunParts, (u8, String)> {
     let program = stored_program(store, run)?;
-    let read = |e: StoreError| (store_exit(&e), e.to_string());
-    let seen = store.journal_head(&run.id).map_err(read)?;
-    let calls = store.calls(&run.id).map_err(read)?;
+    let seen = store.journal_head(&run.id).map_err(coded)?;
+    let calls = store.calls(&run.id).map_err(coded)?;
     Ok((program, seen, calls))
 }
 
@@ -405,25 +397,24 @@ pub(crate) fn held_elsewhere(run: &RunInfo) -> String {
 
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
     let durability = args.durability.get();
-    let Stored {
-        mut store,
-        run,
-        program,
-        calls,
-        seen,
-    } = match load_run(&args.store, durability, &args.id) {
+    let (mut store, run) = match open_run(&args.store, durability, &args.id) {
         Ok(x) => x,
         Err(code) => return code,
     };
-    match run.status {
-        RunStatus::Ok => {
-            crate::print_report(&stored_report(&run), args.output.format);
+    let limits = Limits {
+        max_steps: args.max_steps.unwrap_or(run.limits.max_steps),
+        max_total_bytes: args.max_bytes.unwrap_or(run.limits.max_total_bytes),
+        max_concurrency: args.max_concurrency.unwrap_or(run.limits.max_concurrency),
+        ..run.limits.clone()
+    };
+    let going = match take_up(&store, &run, &limits, args.retry_unknown_writes) {
+        Ok(Taken::Finished(report)) => {
+            crate::print_report(&report, args.output.format);
             return exit::OK;
         }
-        // NB: before anything else: what it has in flight is not unknown, it is live.
-        RunStatus::Running => return fail(exit::TEMP_FAIL, held_elsewhere(&run)),
-        RunStatus::Failed | RunStatus::Interrupted => {}
-    }
+        Ok(Taken::Going(going)) => going,
+        Err((code, why)) => return fail(code, why),
+    };
     if let Err(code) = crate::refuse_clobbering(
         None,
         args.tools.as_deref(),
@@ -437,21 +428,13 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    if !args.retry_unknown_writes
-        && let Some(why) = unknown_writes(&run, &program, &calls)
-    {
-        return fail(exit::USAGE, why);
-    }
-    let limits = Limits {
-        max_steps: args.max_steps.unwrap_or(run.limits.max_steps),
-        max_total_bytes: args.max_bytes.unwrap_or(run.limits.max_total_bytes),
-        max_concurrency: args.max_concurrency.unwrap_or(run.limits.max_concurrency),
-        ..run.limits.clone()
-    };
-    let (steps_done, state) = match saved_state(&store, &run, &program, &limits) {
-        Ok(x) => x,
-        Err((code, why)) => return fail(code, why),
-    };
+    let Going {
+        program,
+        seen,
+        calls,
+        steps_done,
+        state,
+    } = *going;
     // NB: what was read above must still be the run's state when it is claimed.
     let run_id = run.id.clone();
     continue_stored(Continue {
@@ -477,6 +460,55 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         warnings: &[],
         format: args.output.format,
     })
+}
+
+/// What taking up a stored run found.
+pub(crate) enum Taken {
+    /// It finished: its stored report (nothing runs).
+    Finished(Box<RunReport>),
+    /// It goes on, once the caller claims it with `seen` (after its own checks, so that
+    /// a refusal leaves the store as it was).
+    Going(Box<Going>),
+}
+
+/// Where a stored run goes on from, and what it goes on with.
+pub(crate) struct Going {
+    pub(crate) program: ValidatedProgram,
+    /// The journal's last entry when the run was read: the claim checks it is still so.
+    pub(crate) seen: Option<i64>,
+    pub(crate) calls: Vec<plan_store::CallRow>,
+    /// Instructions the saved state had committed.
+    pub(crate) steps_done: u64,
+    pub(crate) state: VmState,
+}
+
+/// Reads what going on with stored `run` under `limits` needs, with `resume`'s checks: a
+/// run held by a live process, or one that stopped with a `write` call in flight (unless
+/// `retry_unknown_writes`), is refused. The error is the exit code and the message.
+pub(crate) fn take_up(
+    store: &SqliteStore,
+    run: &RunInfo,
+    limits: &Limits,
+    retry_unknown_writes: bool,
+) -> Result<Taken, (u8, String)> {
+    match run.status {
+        RunStatus::Ok => return Ok(Taken::Finished(Box::new(stored_report(run)))),
+        // NB: before anything else: what it has in flight is not unknown, it is live.
+        RunStatus::Running => return Err((exit::TEMP_FAIL, held_elsewhere(run))),
+        RunStatus::Failed | RunStatus::Interrupted => {}
+    }
+    let (program, seen, calls) = read_run(store, run)?;
+    if !retry_unknown_writes && let Some(why) = unknown_writes(run, &program, &calls) {
+        return Err((exit::USAGE, why));
+    }
+    let (steps_done, state) = saved_state(store, run, &program, limits)?;
+    Ok(Taken::Going(Box::new(Going {
+        program,
+        seen,
+        calls,
+        steps_done,
+        state,
+    })))
 }
 
 /// Why `run` must not go on unasked: the `write` calls of its program it left in flight
@@ -531,7 +563,7 @@ pub(crate) fn saved_state(
         Ok(None) => plan_store::replay::fresh_state(program, &run.presets, limits, run.branch_seq)
             .map(|state| (0, state))
             .map_err(|e| (exit::DATA_ERR, format!("run `{}`: {e}", run.id))),
-        Err(e) => Err((store_exit(&e), e.to_string())),
+        Err(e) => Err(coded(e)),
     }
 }
 
@@ -719,14 +751,30 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
     }
 }
 
+/// Opens the store at `path` to read it (`runs list`, `runs show`), read-only where this
+/// process may not write it.
+fn open_to_read(path: &Path) -> Result<SqliteStore, u8> {
+    SqliteStore::open_to_read(path).map_err(|e| fail(store_exit(&e), e))
+}
+
+/// Reports `e`, a failure to read `store`, or, when a process wrote the store while this
+/// one read it as it is (a read that may mix two states), that.
+fn read_failed(store: &SqliteStore, e: StoreError) -> u8 {
+    let e = store.unchanged().err().unwrap_or(e);
+    fail(store_exit(&e), e)
+}
+
 fn list(path: &Path, format: Format) -> u8 {
-    let store = match SqliteStore::open_to_read(path).map_err(|e| fail(store_exit(&e), e)) {
+    let store = match open_to_read(path) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let runs = match store.runs() {
+    let runs = match store
+        .runs()
+        .and_then(|runs| store.unchanged().map(|()| runs))
+    {
         Ok(r) => r,
-        Err(e) => return fail(store_exit(&e), e),
+        Err(e) => return read_failed(&store, e),
     };
     let mut out = std::io::stdout().lock();
     let width = runs.iter().map(|r| r.id.len()).max().unwrap_or(0);
@@ -769,24 +817,28 @@ fn list(path: &Path, format: Format) -> u8 {
 const SHOW_PREVIEW: usize = 100;
 
 fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
-    let store = match SqliteStore::open_to_read(path) {
+    let store = match open_to_read(path) {
         Ok(s) => s,
-        Err(e) => return fail(store_exit(&e), e),
+        Err(code) => return code,
     };
-    let run = match store.run(id) {
-        Ok(r) => r,
-        Err(e) => return fail(store_exit(&e), e),
-    };
-    let calls = match store.calls(id) {
-        Ok(c) => c,
-        Err(e) => return fail(store_exit(&e), e),
+    let (run, calls) = match store.run(id).and_then(|run| Ok((run, store.calls(id)?))) {
+        Ok(x) => x,
+        Err(e) => return read_failed(&store, e),
     };
     let mut out = std::io::stdout().lock();
     if let Some(seq) = at {
-        let program = match load_stored_program(&store, &run) {
+        let program = match stored_program(&store, &run) {
             Ok(p) => p,
-            Err(code) => return code,
+            Err((code, why)) => {
+                return match store.unchanged() {
+                    Err(e) => fail(store_exit(&e), e),
+                    Ok(()) => fail(code, why),
+                };
+            }
         };
+        if let Err(e) = store.unchanged() {
+            return fail(store_exit(&e), e);
+        }
         let vars = match plan_store::replay::variables_before(
             &program,
             &run.presets,
@@ -813,9 +865,9 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
         };
         return exit::OK;
     }
-    let steps = match store.steps(id) {
+    let steps = match store.steps(id).and_then(|s| store.unchanged().map(|()| s)) {
         Ok(s) => s,
-        Err(e) => return fail(store_exit(&e), e),
+        Err(e) => return read_failed(&store, e),
     };
     let _ = match format {
         Format::Json => writeln!(

@@ -690,18 +690,19 @@ struct Reader {
 }
 
 impl Reader {
-    /// `dir` (in `base`) and its files made read-only. None (the test is skipped, and
-    /// says so) where this process may write anyway and cannot run anything as `nobody`.
-    fn new(base: &Path, dir: &Path) -> Option<Reader> {
+    /// `dir`'s files (in `base`) made read-only, and `dir` given `dir_mode`. None (the
+    /// test is skipped, and says so) where this process may write anyway and cannot run
+    /// anything as `nobody`.
+    fn new(base: &Path, dir: &Path, dir_mode: u32) -> Option<Reader> {
         use std::os::unix::fs::PermissionsExt;
         let mode = |p: &Path, m: u32| std::fs::set_permissions(p, PermissionsExt::from_mode(m));
         for entry in std::fs::read_dir(dir).unwrap() {
             mode(&entry.unwrap().path(), 0o444).unwrap();
         }
-        mode(dir, 0o555).unwrap();
+        mode(dir, dir_mode).unwrap();
         mode(base, 0o755).unwrap();
-        let probe = dir.join("probe");
-        let as_nobody = std::fs::write(&probe, "").is_ok();
+        let store = dir.join("runs.db");
+        let as_nobody = std::fs::OpenOptions::new().write(true).open(&store).is_ok();
         let mut reader = Reader {
             bin: PathBuf::from(BIN),
             as_nobody,
@@ -710,7 +711,6 @@ impl Reader {
         if !as_nobody {
             return Some(reader);
         }
-        std::fs::remove_file(&probe).unwrap();
         reader.bin = base.join("planvm");
         std::fs::copy(BIN, &reader.bin).unwrap();
         mode(&reader.bin, 0o755).unwrap();
@@ -783,7 +783,7 @@ async fn a_store_this_process_may_not_write_is_still_listed_and_shown() {
     let before = files_in(&shared);
     assert_eq!(before, ["runs.db"], "the last process merged the WAL");
 
-    let Some(reader) = Reader::new(f.dir.path(), &shared) else {
+    let Some(reader) = Reader::new(f.dir.path(), &shared, 0o555) else {
         return;
     };
     let out = reader
@@ -840,8 +840,8 @@ async fn a_run_going_on_is_listed_by_a_process_that_may_not_write_its_store() {
     let shared = f.dir.path().join("shared");
     std::fs::create_dir(&shared).unwrap();
     let db = shared.join("runs.db");
-    // Six rounds of two calls: three seconds.
-    let plan = f.plan("loop.json", &LOOP.replace("\"n\": 3", "\"n\": 6"));
+    // Twenty rounds of two calls: ten seconds (it is killed once listed).
+    let plan = f.plan("loop.json", &LOOP.replace("\"n\": 3", "\"n\": 20"));
     let mut args = f.args(&["run"], Some(&plan), &db);
     args.extend(["--run-id".into(), "going".into()]);
     let mut child = spawn_planvm(&args);
@@ -853,7 +853,7 @@ async fn a_run_going_on_is_listed_by_a_process_that_may_not_write_its_store() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // NB: the running process keeps its WAL and index; the reader reads through them.
-    let Some(reader) = Reader::new(f.dir.path(), &shared) else {
+    let Some(reader) = Reader::new(f.dir.path(), &shared, 0o555) else {
         let _ = child.kill();
         let _ = child.wait();
         return;
@@ -923,9 +923,23 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
     let mut child = spawn_planvm(&batch(&["--batch-id", "b"]));
     let mut saved: Vec<(String, Value)> = Vec::new();
     let mut done_before = Vec::new();
+    let mut cut = false;
     for _ in 0..400 {
         tokio::time::sleep(Duration::from_millis(20)).await;
-        let runs = runs_json(&db).await;
+        if !db.exists() {
+            continue;
+        }
+        let list = ["runs", "list", "--store", &s(&db), "--format", "json"];
+        let out = planvm(list.iter().map(|a| (*a).to_owned()).collect(), &[]).await;
+        let runs: Vec<Value> = match out.code {
+            Some(0) => out
+                .stdout
+                .lines()
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect(),
+            // The store still being created.
+            _ => continue,
+        };
         done_before = runs
             .iter()
             .filter(|r| r["status"] == "ok")
@@ -937,6 +951,7 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
                 .await
                 .is_some_and(|a| !a.is_empty())
         {
+            cut = true;
             break;
         }
     }
@@ -947,6 +962,10 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
     for id in &ids {
         saved.extend(answered_in_store(&db, id).await.unwrap_or_default());
     }
+    assert!(
+        cut,
+        "the batch ended before it could be cut: {done_before:?}"
+    );
     assert!(
         done_before.len() >= 2 && done_before.len() < 6,
         "{done_before:?}"
@@ -1007,4 +1026,71 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(answers(&out.stdout), want);
     assert_eq!(f.requests().await.len(), after.len());
+
+    // A list edited since pairs runs with other lines: those are refused, not reported
+    // or continued as if they were the line's.
+    let edited: Vec<String> = (1..=6)
+        .map(|i| format!("topic.json topic=t{}", 7 - i))
+        .collect();
+    std::fs::write(&list, edited.join("\n")).unwrap();
+    let out = planvm(batch(&["--batch-id", "b", "--resume"]), &[]).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(out.stdout.lines().count(), 6);
+    assert!(
+        out.stdout
+            .lines()
+            .all(|l| l.contains("is not this line's run")),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(f.requests().await.len(), after.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_file_read_only_to_this_process_gets_no_files_beside_it() {
+    let f = fixture().await;
+    let shared = f.dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let db = shared.join("runs.db");
+    let plan = f.plan("dag.json", DAG);
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "done".into()]);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let listed = runs_json(&db).await;
+    // NB: a directory anyone may write (as /tmp): SQLite could create the WAL's files.
+    let Some(reader) = Reader::new(f.dir.path(), &shared, 0o777) else {
+        return;
+    };
+    let db_arg = s(&db);
+    let out = reader
+        .planvm(&["runs", "list", "--store", &db_arg, "--format", "json"])
+        .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let got: Vec<Value> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(got, listed);
+    assert_eq!(
+        files_in(&shared),
+        ["runs.db"],
+        "a reader leaves nothing beside the store"
+    );
+
+    // A command that writes is refused before it runs anything.
+    let sent = f.requests().await.len();
+    let (plan_arg, tools) = (s(&plan), s(&f.tools));
+    let out = reader
+        .planvm(&["run", &plan_arg, "--tools", &tools, "--store", &db_arg])
+        .await;
+    assert_eq!(out.code, Some(74), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("may not write the store"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(f.requests().await.len(), sent, "no tool was called");
+    assert_eq!(files_in(&shared), ["runs.db"]);
 }
