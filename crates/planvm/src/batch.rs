@@ -83,6 +83,7 @@ Exit codes:
       still run; also a malformed --replay cassette (nothing runs)
   66  DIR or the --replay cassette cannot be read, or DIR holds no plan; with --resume,
       no run of the batch is in the store
+  75  with --resume, a run of the batch is being run by another live process
   64  --output is one of the inputs, or a run's --record/--trace file would overwrite
       one of its inputs (that run is reported as a failed line)
   73  the --output file cannot be created or written, or a --record/--trace directory
@@ -286,13 +287,29 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             // NB: a connection of its own, to read and take each stored run as its turn
             // comes, while the writer thread has the other.
             let resume = if args.resume {
-                match crate::stored::open(path, durability) {
-                    Ok(store) => Some(Resume {
-                        store,
-                        retry_unknown_writes: args.retry_unknown_writes,
-                    }),
+                let store = match crate::stored::open(path, durability) {
+                    Ok(store) => store,
                     Err(code) => return code,
+                };
+                // NB: a batch still going would create the runs this one starts, and
+                // fail them at its end: refused as a whole, before anything runs.
+                if let Some(run) = ids
+                    .values()
+                    .filter_map(|id| store.run(id).ok())
+                    .find(|run| run.status == plan_store::RunStatus::Running)
+                {
+                    return fail(
+                        exit::TEMP_FAIL,
+                        format_args!(
+                            "batch `{batch}` is still being run: {}",
+                            crate::stored::held_elsewhere(&run)
+                        ),
+                    );
                 }
+                Some(Resume {
+                    store,
+                    retry_unknown_writes: args.retry_unknown_writes,
+                })
             } else {
                 None
             };

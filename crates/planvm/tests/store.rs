@@ -955,6 +955,10 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
             break;
         }
     }
+    // Not while the batch is still going: it would fail the runs this one starts.
+    let out = planvm(batch(&["--batch-id", "b", "--resume"]), &[]).await;
+    assert_eq!(out.code, Some(75), "{}", out.stderr);
+    assert!(out.stderr.contains("still being run"), "{}", out.stderr);
     let _ = child.kill();
     tokio::task::spawn_blocking(move || child.wait().unwrap())
         .await
