@@ -198,10 +198,7 @@ async fn runs_json(db: &Path) -> Vec<Value> {
     let args = ["runs", "list", "--store", &s(db), "--format", "json"];
     let out = planvm(args.iter().map(|a| (*a).to_owned()).collect(), &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    out.stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    json_lines(&out.stdout)
 }
 
 /// Starts planvm in the background, its output discarded.
@@ -647,11 +644,7 @@ async fn a_batch_journals_every_run_under_ids_from_the_batch_and_run_names() {
     args.extend(["--batch-id".into(), "nightly".into()]);
     let out = planvm(args.clone(), &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let lines: Vec<Value> = out
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&out.stdout);
     let ids: Vec<&str> = lines
         .iter()
         .map(|l| l["run_id"].as_str().unwrap())
@@ -739,13 +732,7 @@ impl Reader {
         let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
             .await
             .unwrap();
-        let out = Out {
-            code: out.status.code(),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        };
-        assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
-        out
+        Out::of(out)
     }
 }
 
@@ -754,6 +741,27 @@ impl Drop for Reader {
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(&self.dir, PermissionsExt::from_mode(0o755));
     }
+}
+
+/// A directory `shared` of the fixture's, holding a store with one finished run, `done`,
+/// of [`DAG`]: (the directory, the store, the plan).
+async fn a_finished_run_in_shared(f: &Fixture) -> (PathBuf, PathBuf, PathBuf) {
+    let shared = f.dir.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    let db = shared.join("runs.db");
+    let plan = f.plan("dag.json", DAG);
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "done".into()]);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    (shared, db, plan)
+}
+
+/// The JSON lines of `text`.
+fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 /// The files beside a store (SQLite's `-wal` and `-shm` included).
@@ -769,14 +777,7 @@ fn files_in(dir: &Path) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_this_process_may_not_write_is_still_listed_and_shown() {
     let f = fixture().await;
-    let shared = f.dir.path().join("shared");
-    std::fs::create_dir(&shared).unwrap();
-    let db = shared.join("runs.db");
-    let plan = f.plan("dag.json", DAG);
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "done".into()]);
-    let out = planvm(args, &[]).await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let (shared, db, _) = a_finished_run_in_shared(&f).await;
     let listed = runs_json(&db).await;
     let shown = show_json(&db, "done").await;
     let db_arg = s(&db);
@@ -790,12 +791,7 @@ async fn a_store_this_process_may_not_write_is_still_listed_and_shown() {
         .planvm(&["runs", "list", "--store", &db_arg, "--format", "json"])
         .await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let got: Vec<Value> = out
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(got, listed);
+    assert_eq!(json_lines(&out.stdout), listed);
     let out = reader
         .planvm(&[
             "runs", "show", "done", "--store", &db_arg, "--format", "json",
@@ -932,11 +928,7 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
         let list = ["runs", "list", "--store", &s(&db), "--format", "json"];
         let out = planvm(list.iter().map(|a| (*a).to_owned()).collect(), &[]).await;
         let runs: Vec<Value> = match out.code {
-            Some(0) => out
-                .stdout
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect(),
+            Some(0) => json_lines(&out.stdout),
             // The store still being created.
             _ => continue,
         };
@@ -1053,14 +1045,7 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_file_read_only_to_this_process_gets_no_files_beside_it() {
     let f = fixture().await;
-    let shared = f.dir.path().join("shared");
-    std::fs::create_dir(&shared).unwrap();
-    let db = shared.join("runs.db");
-    let plan = f.plan("dag.json", DAG);
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "done".into()]);
-    let out = planvm(args, &[]).await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let (shared, db, plan) = a_finished_run_in_shared(&f).await;
     let listed = runs_json(&db).await;
     // NB: a directory anyone may write (as /tmp): SQLite could create the WAL's files.
     let Some(reader) = Reader::new(f.dir.path(), &shared, 0o777) else {
@@ -1071,12 +1056,7 @@ async fn a_store_file_read_only_to_this_process_gets_no_files_beside_it() {
         .planvm(&["runs", "list", "--store", &db_arg, "--format", "json"])
         .await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let got: Vec<Value> = out
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(got, listed);
+    assert_eq!(json_lines(&out.stdout), listed);
     assert_eq!(
         files_in(&shared),
         ["runs.db"],

@@ -32,13 +32,20 @@ pub async fn planvm(args: Vec<String>, env: &[(&str, &str)]) -> Out {
     })
     .await
     .unwrap();
-    let out = Out {
-        code: out.status.code(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
-    out
+    Out::of(out)
+}
+
+impl Out {
+    /// A finished planvm's exit code and output. Never a panic, whatever the input.
+    pub fn of(out: std::process::Output) -> Out {
+        let out = Out {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        };
+        assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+        out
+    }
 }
 
 pub fn s(p: &Path) -> String {
