@@ -662,11 +662,11 @@ async fn drive(mut ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
 
     loop {
         while !exhausted && tasks.has_room() {
-            let Some(job) = pending.next() else {
+            let Some(mut job) = pending.next() else {
                 exhausted = true;
                 break;
             };
-            let vars = merge_vars(&ctx.global_vars, job.vars.clone());
+            let vars = merge_vars(&ctx.global_vars, std::mem::take(&mut job.vars));
             let plan_name = job.plan.display().to_string();
             let prior = match ctx.store.as_mut() {
                 Some(StoreCtx {
