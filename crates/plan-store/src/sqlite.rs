@@ -240,9 +240,7 @@ impl SqliteStore {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(file_uri(path, immutable), flags)
             .map_err(|e| io(&shown, e))?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(&shown, e))?;
-        conn.set_prepared_statement_cache_capacity(64);
-        let version = check_store(&conn, &shown).map_err(|e| match e.kind {
+        let version = set_up(&conn, &shown).map_err(|e| match e.kind {
             StoreErrorKind::ReadOnly => StoreError::new(
                 StoreErrorKind::ReadOnly,
                 format!(
@@ -338,11 +336,7 @@ impl SqliteStore {
                 format!("{shown}: this process may not write the store"),
             ));
         }
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(&shown, e))?;
-        // NB: room for every statement the store caches (rusqlite keeps 16 by default; one
-        // evicted is prepared again at its next use).
-        conn.set_prepared_statement_cache_capacity(64);
-        check_store(&conn, &shown)?;
+        set_up(&conn, &shown)?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(|e| io(&shown, e))?;
@@ -607,10 +601,14 @@ fn not_a_store(path: &str, why: &str) -> StoreError {
     )
 }
 
-/// Checks that `conn` is a planvm store this planvm can read (or an empty SQLite file, to
-/// become one), and returns its schema version. NB: the first read of the file: a file
-/// that is not SQLite fails here.
-fn check_store(conn: &Connection, path: &str) -> Result<i64, StoreError> {
+/// Sets `conn` up (its busy timeout, its statement cache), checks that it is a planvm
+/// store this planvm can read (or an empty SQLite file, to become one), and returns its
+/// schema version. NB: the first read of the file: a file that is not SQLite fails here.
+fn set_up(conn: &Connection, path: &str) -> Result<i64, StoreError> {
+    conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| io(path, e))?;
+    // NB: room for every statement the store caches (rusqlite keeps 16 by default; one
+    // evicted is prepared again at its next use).
+    conn.set_prepared_statement_cache_capacity(64);
     let (app, version): (i64, i64) = conn
         .query_row(
             "SELECT (SELECT application_id FROM pragma_application_id), \

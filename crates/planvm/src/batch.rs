@@ -590,7 +590,7 @@ impl<T: Clone> Cache<T> {
         Cache { map }
     }
 
-    /// Counts one use of `path` that needs no value.
+    /// Counts one use of `path` (one that needs no value, or whose value was taken).
     fn skip(&mut self, path: &Path) {
         if let Some((left, _)) = self.map.get_mut(path) {
             *left = left.saturating_sub(1);
@@ -602,15 +602,12 @@ impl<T: Clone> Cache<T> {
 
     /// The value for `path` (loading it on first use), counting one use.
     fn take(&mut self, path: &Path, load: impl FnOnce(&Path) -> T) -> T {
-        let Some((left, slot)) = self.map.get_mut(path) else {
+        let Some((_, slot)) = self.map.get_mut(path) else {
             // Not counted up front (cannot happen): load without caching.
             return load(path);
         };
         let value = slot.get_or_insert_with(|| load(path)).clone();
-        *left = left.saturating_sub(1);
-        if *left == 0 {
-            self.map.remove(path);
-        }
+        self.skip(path);
         value
     }
 }
