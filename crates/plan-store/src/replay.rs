@@ -45,6 +45,25 @@ fn fresh_vm<'p>(
     Ok(vm)
 }
 
+/// Why [`variables_before`] gives no variables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotBefore {
+    /// The plan has no such instruction, or the run never got there.
+    NotReached(String),
+    /// What the store holds cannot be this run's (a stored call unlike the one the plan
+    /// makes there, presets or answers the VM refuses): the store is damaged.
+    Damaged(String),
+}
+
+impl std::fmt::Display for NotBefore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotBefore::NotReached(m) => f.write_str(m),
+            NotBefore::Damaged(m) => write!(f, "{m}: the store is damaged"),
+        }
+    }
+}
+
 /// The variables just before the run first executed an instruction of `seq` (its
 /// presets, if that is the first instruction). Fails when the run never got there: it
 /// ended before, or its stored calls stop before (a run still going, or interrupted).
@@ -56,10 +75,13 @@ pub fn variables_before(
     start: Option<i64>,
     calls: &[CallRow],
     seq: i64,
-) -> Result<Map<String, Value>, String> {
-    let not_reached = |why: &str| format!("the run never reached seq_no {seq} ({why})");
+) -> Result<Map<String, Value>, NotBefore> {
+    let not_reached =
+        |why: &str| NotBefore::NotReached(format!("the run never reached seq_no {seq} ({why})"));
     if pc_of_seq(program, seq).is_none() {
-        return Err(format!("the plan has no instruction with seq_no {seq}"));
+        return Err(NotBefore::NotReached(format!(
+            "the plan has no instruction with seq_no {seq}"
+        )));
     }
     // NB: one call at a time and one instruction per `run()`, so the head is seen at
     // every instruction before it executes.
@@ -67,7 +89,8 @@ pub fn variables_before(
         max_concurrency: 1,
         ..limits.clone()
     };
-    let mut vm = fresh_vm(program, presets, limits, start)?;
+    let mut vm = fresh_vm(program, presets, limits, start)
+        .map_err(|e| NotBefore::Damaged(format!("its start cannot be made again ({e})")))?;
     vm.set_step_slice(Some(1));
     let by_step: HashMap<u64, &CallRow> = calls.iter().map(|c| (c.step, c)).collect();
     // NB: requests are answered only after the head has been looked at: a run stopped
@@ -82,18 +105,29 @@ pub fn variables_before(
             let Some(call) = by_step.get(&req.instance) else {
                 return Err(not_reached("its stored calls end before"));
             };
-            if call.tool != req.tool.as_str() || req.args != call.args {
-                return Err(format!(
-                    "the stored call at step {} does not match the plan ({} vs {}): the store was changed",
+            if call.tool != req.tool.as_str() {
+                return Err(NotBefore::Damaged(format!(
+                    "its stored call at step {} is of `{}`, where its plan calls `{}`",
                     req.instance, call.tool, req.tool
-                ));
+                )));
+            }
+            if req.args != call.args {
+                return Err(NotBefore::Damaged(format!(
+                    "its stored call of `{}` at step {} has other arguments than its plan gives there",
+                    call.tool, req.instance
+                )));
             }
             let result = match (&call.output, &call.error) {
                 (Some(v), _) => Ok(v.clone()),
                 (None, Some(e)) => Err(e.clone()),
                 (None, None) => return Err(not_reached("a call before it has no answer")),
             };
-            vm.resume(req.id, result).map_err(|e| e.message)?;
+            vm.resume(req.id, result).map_err(|e| {
+                NotBefore::Damaged(format!(
+                    "its stored answer at step {} is refused ({})",
+                    req.instance, e.message
+                ))
+            })?;
         }
         match vm.run() {
             Halt::Yield(reqs) => issued = reqs,

@@ -196,6 +196,30 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 impl SqliteStore {
+    /// The files a store at `path` is made of: the database and the files SQLite keeps
+    /// beside it (`-wal`, `-shm`, and `-journal` while it rolls back), named beside
+    /// `path` and, when `path` is a symbolic link, beside the file it leads to (where
+    /// SQLite puts them). An output written onto any of them would damage the store,
+    /// whether it exists yet or not.
+    pub fn files(path: &Path) -> Vec<PathBuf> {
+        let mut bases = vec![path.to_owned()];
+        if let Ok(real) = std::fs::canonicalize(path)
+            && real != path
+        {
+            bases.push(real);
+        }
+        let mut files = Vec::with_capacity(4 * bases.len());
+        for base in bases {
+            for suffix in ["-wal", "-shm", "-journal"] {
+                let mut p = base.as_os_str().to_owned();
+                p.push(suffix);
+                files.push(PathBuf::from(p));
+            }
+            files.insert(files.len() - 3, base);
+        }
+        files
+    }
+
     /// Opens (creating it if needed) the store at `path` and brings its schema up to
     /// date. Refuses a file that is not a planvm store, or one from a newer planvm.
     pub fn open(path: &Path, durability: Durability) -> Result<SqliteStore, StoreError> {
@@ -234,6 +258,7 @@ impl SqliteStore {
         let mut wal = path.as_os_str().to_owned();
         wal.push("-wal");
         let immutable = !Path::new(&wal).exists();
+        check_header(path, &shown)?;
         let stamp = file_stamp(path);
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
             | OpenFlags::SQLITE_OPEN_URI
@@ -269,6 +294,11 @@ impl SqliteStore {
             programs: Programs::default(),
             immutable: immutable.then_some(stamp),
         })
+    }
+
+    /// The store's path as errors show it.
+    pub fn path(&self) -> &str {
+        &self.path
     }
 
     /// Fails when the store was read as it is (see [`SqliteStore::open_to_read`]) and a
@@ -317,6 +347,7 @@ impl SqliteStore {
         if path.is_dir() {
             return Err(not_a_store(&shown, "a directory"));
         }
+        check_header(path, &shown)?;
         let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         if create {
             flags |= OpenFlags::SQLITE_OPEN_CREATE;
@@ -498,13 +529,13 @@ impl SqliteStore {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT seq, entry FROM journal WHERE run = ?1 ORDER BY seq")
-            .map_err(|e| self.io(e))?;
+            .map_err(|e| io_run(&self.path, id, e))?;
         let rows = stmt
             .query_map([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-            .map_err(|e| self.io(e))?;
+            .map_err(|e| io_run(&self.path, id, e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (seq, text) = row.map_err(|e| self.io(e))?;
+            let (seq, text) = row.map_err(|e| io_run(&self.path, id, e))?;
             let points: Vec<P> = serde_json::from_str(&text).map_err(|e| {
                 StoreError::new(
                     StoreErrorKind::NotAStore,
@@ -568,12 +599,24 @@ impl SqliteStore {
         tx.commit().map_err(|e| io(&path, e))
     }
 
+    /// The first journal entry that is not JSON, as (run, seq), if any: SQLite's JSON
+    /// functions name none when they fail on one.
+    fn entry_not_json(&self) -> Option<(String, i64)> {
+        self.conn
+            .query_row(
+                "SELECT run, seq FROM journal WHERE NOT json_valid(entry) LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .ok()
+    }
+
     fn exists(&self, id: &str) -> Result<(), StoreError> {
         let found: Option<i64> = self
             .conn
             .query_row("SELECT 1 FROM runs WHERE id = ?1", [id], |r| r.get(0))
             .optional()
-            .map_err(|e| self.io(e))?;
+            .map_err(|e| io_run(&self.path, id, e))?;
         match found {
             Some(_) => Ok(()),
             None => Err(unknown_run(id)),
@@ -592,6 +635,33 @@ fn unknown_run(id: &str) -> StoreError {
         StoreErrorKind::UnknownRun,
         format!("no run `{id}` in this store (`planvm runs list` shows them)"),
     )
+}
+
+/// The start of every SQLite file.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// Refuses a file that is neither empty (which becomes a new store) nor an SQLite file.
+/// NB: SQLite itself takes a file shorter than a page for an empty database, and would
+/// write a new store over it.
+fn check_header(path: &Path, shown: &str) -> Result<(), StoreError> {
+    use std::io::Read;
+    // A missing file is created; one that cannot be opened is SQLite's to report.
+    let Ok(file) = std::fs::File::open(path) else {
+        return Ok(());
+    };
+    let mut head = Vec::with_capacity(SQLITE_HEADER.len());
+    if file
+        .take(SQLITE_HEADER.len() as u64)
+        .read_to_end(&mut head)
+        .is_err()
+    {
+        return Ok(());
+    }
+    if head.is_empty() || head == SQLITE_HEADER {
+        Ok(())
+    } else {
+        Err(not_a_store(shown, "not an SQLite file"))
+    }
 }
 
 fn not_a_store(path: &str, why: &str) -> StoreError {
@@ -671,10 +741,8 @@ fn file_uri(path: &Path, immutable: bool) -> String {
 }
 
 fn io(path: &str, e: rusqlite::Error) -> StoreError {
-    if let rusqlite::Error::FromSqlConversionFailure(_, _, inner) = &e
-        && let Some(damaged) = inner.downcast_ref::<Damaged>()
-    {
-        return StoreError::new(StoreErrorKind::NotAStore, format!("{path}: {damaged}"));
+    if let Some(why) = damage(&e) {
+        return StoreError::new(StoreErrorKind::NotAStore, format!("{path}: {why}"));
     }
     let message = match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => format!(
@@ -692,6 +760,48 @@ fn io(path: &str, e: rusqlite::Error) -> StoreError {
     StoreError::new(StoreErrorKind::Io, message)
 }
 
+/// [`io`] for a read of run `id`: damage is said to be in that run.
+fn io_run(path: &str, id: &str, e: rusqlite::Error) -> StoreError {
+    match damage(&e) {
+        Some(why) if !why.starts_with("run `") => StoreError::new(
+            StoreErrorKind::NotAStore,
+            format!("{path}: run `{id}`: {why}"),
+        ),
+        _ => io(path, e),
+    }
+}
+
+/// Why `e` says the store holds what planvm cannot have written (a damaged file, a row
+/// changed by hand or by bit flips), if it does: damage is exit 65 and names what is
+/// damaged, never an I/O error that a retry could fix.
+fn damage(e: &rusqlite::Error) -> Option<String> {
+    use rusqlite::Error as E;
+    const DAMAGED: &str = "the store is damaged";
+    match e {
+        E::FromSqlConversionFailure(_, _, inner) => Some(match inner.downcast_ref::<Damaged>() {
+            Some(damaged) => damaged.to_string(),
+            None => format!("a value cannot be read ({inner}): {DAMAGED}"),
+        }),
+        E::Utf8Error(..) | E::InvalidColumnType(..) | E::IntegralValueOutOfRange(..) => {
+            Some(format!("a value cannot be read ({e}): {DAMAGED}"))
+        }
+        E::SqliteFailure(f, msg) => match f.code {
+            rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase => {
+                Some(format!(
+                    "{DAMAGED} ({e}): restore it from a copy; sqlite3's `PRAGMA integrity_check` says where"
+                ))
+            }
+            // NB: the journal's JSON read by SQLite's own functions (the views, the count
+            // of a run's calls).
+            _ if msg.as_deref().is_some_and(|m| m.contains("malformed JSON")) => {
+                Some(format!("a journal entry is not JSON: {DAMAGED}"))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned())
 }
@@ -707,12 +817,12 @@ fn json_column<T: serde::de::DeserializeOwned>(
         return Ok(None);
     };
     serde_json::from_str(&text).map(Some).map_err(|e| {
-        let id: String = r.get(0).unwrap_or_default();
         rusqlite::Error::FromSqlConversionFailure(
             idx,
             rusqlite::types::Type::Text,
             Box::new(Damaged(format!(
-                "run `{id}`: its stored {what} cannot be read ({e}): the store is damaged"
+                "run `{}`: its stored {what} cannot be read ({e}): the store is damaged",
+                row_id(r)
             ))),
         )
     })
@@ -762,7 +872,26 @@ fn holds(holder: &str, lease: Option<i64>, now: i64) -> bool {
     holder.is_alive_here() || (lease.is_some_and(|l| l >= now) && !holder.is_gone())
 }
 
+/// The id of the run `r` is the row of, as far as it can be read (for errors).
+fn row_id(r: &rusqlite::Row<'_>) -> String {
+    match r.get_ref(0) {
+        Ok(rusqlite::types::ValueRef::Text(t)) => String::from_utf8_lossy(t).into_owned(),
+        _ => "?".to_owned(),
+    }
+}
+
 fn run_info(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
+    run_columns(r, now).map_err(|e| match damage(&e) {
+        Some(why) if !why.starts_with("run `") => rusqlite::Error::FromSqlConversionFailure(
+            0,
+            rusqlite::types::Type::Text,
+            Box::new(Damaged(format!("run `{}`: {why}", row_id(r)))),
+        ),
+        _ => e,
+    })
+}
+
+fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
     let stored: String = r.get(1)?;
     let owner: Option<String> = r.get(14)?;
     let lease: Option<i64> = r.get(15)?;
@@ -852,7 +981,7 @@ impl RunStore for SqliteStore {
             .prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
             .and_then(|mut st| st.query_row([id], |r| run_info(r, now)))
             .optional()
-            .map_err(|e| self.io(e))?
+            .map_err(|e| io_run(&self.path, id, e))?
             .ok_or_else(|| unknown_run(id))
     }
 
@@ -867,7 +996,19 @@ impl RunStore for SqliteStore {
         let rows = stmt
             .query_map([], |r| run_info(r, now))
             .map_err(|e| self.io(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+        rows.collect::<Result<_, _>>().map_err(|e| {
+            let e = self.io(e);
+            match self.entry_not_json() {
+                Some((id, seq)) if e.kind == StoreErrorKind::NotAStore => StoreError::new(
+                    StoreErrorKind::NotAStore,
+                    format!(
+                        "{}: journal entry {seq} of run `{id}` is not JSON: the store is damaged",
+                        self.path
+                    ),
+                ),
+                _ => e,
+            }
+        })
     }
 
     fn program(&self, hash: &str) -> Result<StoredProgram, StoreError> {
@@ -960,7 +1101,7 @@ impl RunStore for SqliteStore {
                 |r| Ok((u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0), r.get(1)?)),
             )
             .optional()
-            .map_err(|e| self.io(e))
+            .map_err(|e| io_run(&self.path, id, e))
     }
 }
 

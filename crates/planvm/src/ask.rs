@@ -24,7 +24,7 @@ Exit codes:
       or examples directory
   64  the --trace or --record file is one of the inputs or both are one file
   65  the plan still had errors when the repairs ran out, the --replay cassette is
-      malformed, or the --store file is not a planvm store
+      malformed, or the --store file is not a planvm store (or is damaged)
   66  the --replay cassette cannot be read
   73  the --trace or --record file cannot be created
   74  the --store file cannot be read or written (or stays locked)

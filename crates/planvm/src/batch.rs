@@ -211,12 +211,12 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         inputs.extend(args.list.as_deref().map(|p| ("the --list file", p)));
         inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
         inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
-        let store_files = args.store.as_deref().map(crate::stored::store_files);
+        let store_files = args.store.as_deref().map(plan_store::SqliteStore::files);
         inputs.extend(
             store_files
                 .iter()
                 .flatten()
-                .map(|p| ("the --store file", &**p)),
+                .map(|p| (crate::STORE_FILE, &**p)),
         );
         for j in &jobs {
             inputs.push(("a plan", &j.plan));
@@ -356,7 +356,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         store_files: args
             .store
             .as_deref()
-            .map(|p| crate::stored::store_files(p).to_vec())
+            .map(plan_store::SqliteStore::files)
             .unwrap_or_default(),
         record_dir: args.record.clone(),
         trace_dir: args.trace.clone(),
@@ -924,7 +924,7 @@ fn run_outputs(ctx: &Ctx, job: &Job) -> Result<(Option<Recorder>, Tracer), NotOp
             .as_deref()
             .map(|p| ("the --replay cassette", p)),
     );
-    inputs.extend(ctx.store_files.iter().map(|p| ("the --store file", &**p)));
+    inputs.extend(ctx.store_files.iter().map(|p| (crate::STORE_FILE, &**p)));
     let tool_backends = ctx.manifest.tools.iter().filter_map(|t| t.backend.as_ref());
     for b in tool_backends.chain(ctx.manifest.default_backend.as_ref()) {
         if let plan_manifest::BackendConfig::Replay { cassette: Some(c) } = b {

@@ -50,10 +50,11 @@ Exit codes:
   2   usage error, including an unreadable or malformed --tools file, a --run-id that
       exists, a branch point the run never reached, a write call in flight on resume
       without --retry-unknown-writes
-  64  the --trace or --record file is one of the inputs (FILE, --tools, --replay) or
-      both are one file
+  64  the --trace or --record file is one of the inputs (FILE, --tools, --replay, the
+      --store database or its -wal, -shm or -journal file) or both are one file
   65  the plan has errors, the .pbc file is corrupted or truncated, the --replay
-      cassette is malformed, or the --store file is not a planvm store (or is newer)
+      cassette is malformed, or the --store file is not a planvm store (or is newer),
+      or what it holds is damaged
   66  FILE or the --replay cassette cannot be read, or no run has that ID
   73  the --trace or --record file cannot be created
   74  the --store file cannot be read or written (or stays locked)
@@ -226,6 +227,9 @@ fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
     code
 }
 
+/// What the store's files are called in the refusal of an output onto one of them.
+pub(crate) const STORE_FILE: &str = "the --store database or a file SQLite keeps beside it";
+
 /// Refuses outputs that are inputs (by file identity) or each other.
 pub(crate) fn check_outputs(
     outputs: &[(&str, &Path)],
@@ -258,7 +262,7 @@ pub(crate) fn refuse_clobbering(
     store: Option<&Path>,
     outputs: &[(&str, &Path)],
 ) -> Result<(), u8> {
-    let store_files = store.map(stored::store_files);
+    let store_files = store.map(plan_store::SqliteStore::files);
     let mut inputs: Vec<(&str, &Path)> = plan.into_iter().collect();
     inputs.extend(tools.map(|p| ("the --tools file", p)));
     inputs.extend(replay.map(|p| ("the --replay cassette", p)));
@@ -266,7 +270,7 @@ pub(crate) fn refuse_clobbering(
         store_files
             .iter()
             .flatten()
-            .map(|p| ("the --store file", &**p)),
+            .map(|p| (crate::STORE_FILE, &**p)),
     );
     check_outputs(outputs, &inputs).map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
 }

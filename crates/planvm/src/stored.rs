@@ -9,6 +9,7 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 use plan_bytecode::ValidatedProgram;
 use plan_host::{ReportError, RunReport, RunStatus as ReportStatus};
+use plan_store::replay::NotBefore;
 use plan_store::{
     CallState, Durability, LEASE_MS, NewRun, OwnedNewRun, Owner, RunInfo, RunStatus, RunStore,
     SqliteStore, StoreError, StoreErrorKind, StoreJournal,
@@ -159,17 +160,6 @@ pub(crate) enum RunsCommand {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
-}
-
-/// The store file and the two files SQLite keeps beside it (`-wal`, `-shm`): all three
-/// are inputs no output may overwrite.
-pub(crate) fn store_files(path: &Path) -> [PathBuf; 3] {
-    let with = |suffix: &str| {
-        let mut p = path.as_os_str().to_owned();
-        p.push(suffix);
-        PathBuf::from(p)
-    };
-    [path.to_owned(), with("-wal"), with("-shm")]
 }
 
 /// `--trace` as the one output of `resume` and `branch`.
@@ -552,17 +542,43 @@ pub(crate) fn saved_state(
     program: &ValidatedProgram,
     limits: &Limits,
 ) -> Result<(u64, VmState), (u8, String)> {
+    let damaged = |why: String| {
+        (
+            exit::DATA_ERR,
+            format!(
+                "{}: run `{}`: {why}: the store is damaged",
+                store.path(),
+                run.id
+            ),
+        )
+    };
     match store.checkpoint(&run.id) {
-        Ok(Some((steps, json))) => match serde_json::from_str::<VmState>(&json) {
-            Ok(state) => Ok((steps, state)),
-            Err(e) => Err((
-                exit::DATA_ERR,
-                format!("the saved state of run `{}` is damaged: {e}", run.id),
-            )),
-        },
+        Ok(Some((steps, json))) => {
+            let state = serde_json::from_str::<VmState>(&json)
+                .map_err(|e| damaged(format!("its saved state cannot be read ({e})")))?;
+            // NB: checked here, before the run is claimed or anything is called: a state
+            // that does not fit would fail the run as the VM's own error, and one marked
+            // done would end it with no answer.
+            let vm = plan_vm::Vm::from_state(program, state, limits.clone()).map_err(|e| {
+                damaged(format!(
+                    "its saved state does not fit its program ({})",
+                    e.message
+                ))
+            })?;
+            if !matches!(vm.state().status(), plan_vm::Status::Running) {
+                return Err(damaged(
+                    "its saved state says the run ended, which only its row may say".into(),
+                ));
+            }
+            Ok((steps, vm.into_state()))
+        }
         Ok(None) => plan_store::replay::fresh_state(program, &run.presets, limits, run.branch_seq)
             .map(|state| (0, state))
-            .map_err(|e| (exit::DATA_ERR, format!("run `{}`: {e}", run.id))),
+            .map_err(|e| {
+                damaged(format!(
+                    "its start cannot be made from its stored presets ({e})"
+                ))
+            }),
         Err(e) => Err(coded(e)),
     }
 }
@@ -640,6 +656,18 @@ fn continue_stored(c: Continue<'_>) -> u8 {
     crate::finish(report, c.format, &tracer, status_line)
 }
 
+/// Fails with why a stored run's variables before a point cannot be given: a damaged
+/// store (65, named), or a point the run never reached (2).
+fn not_before(store: &SqliteStore, id: &str, e: &NotBefore) -> u8 {
+    match e {
+        NotBefore::Damaged(_) => fail(
+            exit::DATA_ERR,
+            format_args!("{}: run `{id}`: {e}", store.path()),
+        ),
+        NotBefore::NotReached(_) => fail(exit::USAGE, format_args!("run `{id}`: {e}")),
+    }
+}
+
 pub(crate) fn branch(args: BranchArgs) -> u8 {
     if let Err(code) = crate::refuse_clobbering(
         Some(("the --plan file", &args.plan)),
@@ -670,6 +698,7 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         args.at,
     ) {
         Ok(v) => v,
+        Err(e @ NotBefore::Damaged(_)) => return not_before(&store, &parent.id, &e),
         Err(e) => {
             return fail(
                 exit::USAGE,
@@ -848,7 +877,7 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
             seq,
         ) {
             Ok(v) => v,
-            Err(e) => return fail(exit::USAGE, format_args!("run `{id}`: {e}")),
+            Err(e) => return not_before(&store, id, &e),
         };
         let _ = match format {
             Format::Json => writeln!(out, "{}", Value::Object(vars)),

@@ -530,6 +530,223 @@ async fn bad_stores_and_ids_get_clear_errors() {
     assert!(out.stdout.starts_with("x "), "{}", out.stdout);
 }
 
+/// `PRAGMA integrity_check` of the store at `db`.
+fn integrity(db: &Path) -> String {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_output_may_be_written_onto_a_file_sqlite_keeps_beside_the_store() {
+    let f = fixture().await;
+    let dir = f.dir.path();
+    let db = dir.join("s.db");
+    let plan = f.plan("one.json", LOOP);
+    let mut first = f.args(&["run"], Some(&plan), &db);
+    first.extend(["--run-id".into(), "A".into()]);
+    let out = planvm(first, &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    // A failed run, which `resume` would go on with (a finished one writes nothing).
+    f.down.store(true, Ordering::SeqCst);
+    let mut failed = f.args(&["run"], Some(&plan), &db);
+    failed.extend(["--run-id".into(), "F".into()]);
+    let out = planvm(failed, &[]).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    f.down.store(false, Ordering::SeqCst);
+    // The files beside the store exist only while a process has it open: refused by
+    // name, however spelled, as well as by identity.
+    let dotted = dir.join(".").join("s.db");
+    for base in [&db, &dotted] {
+        for suffix in ["-wal", "-shm", "-journal"] {
+            let target = format!("{}{suffix}", s(base));
+            for (cmd, flag) in [
+                ("run", "--trace"),
+                ("run", "--record"),
+                ("resume", "--trace"),
+                ("branch", "--trace"),
+            ] {
+                let mut args = match cmd {
+                    "run" => f.args(&["run"], Some(&plan), &db),
+                    "resume" => f.args(&["resume", "F"], None, &db),
+                    _ => f.args(&["branch", "A", "--at", "2", "--plan"], Some(&plan), &db),
+                };
+                args.extend([flag.into(), target.clone()]);
+                let out = planvm(args, &[]).await;
+                assert_eq!(out.code, Some(64), "{cmd} {flag} {target}: {}", out.stderr);
+                assert!(
+                    out.stderr.contains("a file SQLite keeps beside it"),
+                    "{}",
+                    out.stderr
+                );
+            }
+        }
+    }
+    assert_eq!(integrity(&db), "ok");
+    let listed: Vec<String> = runs_json(&db)
+        .await
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(listed, ["A", "F"]);
+    assert!(!dir.join("s.db-shm").exists() && !dir.join("s.db-wal").exists());
+}
+
+/// Five searches, each on the last one's answer (over a second in all, so the run saves
+/// a state), then an LLM call.
+const CHAIN: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "a"}, "output_vars": ["a"]}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "${a}"}, "output_vars": ["b"]}},
+ {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "${b}"}, "output_vars": ["c"]}},
+ {"seq_no": 3, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "${c}"}, "output_vars": ["d"]}},
+ {"seq_no": 4, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "${d}"}, "output_vars": ["e"]}},
+ {"seq_no": 5, "type": "calling", "parameters": {"tool_name": "llm_generate", "tool_params": {"prompt": "${e}"}, "output_vars": ["final_answer"]}}
+]"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_store_is_a_data_error_that_names_the_store_and_the_run() {
+    let f = fixture().await;
+    let dir = f.dir.path();
+    let plan = f.plan("chain.json", CHAIN);
+    let db = dir.join("s.db");
+    let mut ok = f.args(&["run"], Some(&plan), &db);
+    ok.extend(["--run-id".into(), "A".into()]);
+    let out = planvm(ok, &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    // A run that failed at its last call, with a saved state to go on from.
+    f.down.store(true, Ordering::SeqCst);
+    let mut failed = f.args(&["run"], Some(&plan), &db);
+    failed.extend(["--run-id".into(), "F".into()]);
+    let out = planvm(failed, &[]).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    f.down.store(false, Ordering::SeqCst);
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let saved: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM checkpoints WHERE run = 'F'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(saved, 1, "the failed run saved a state");
+    drop(conn);
+
+    // Each damage on a copy of the store: (what, SQL, command, what the error names).
+    let cases: [(&str, &str, Vec<&str>, &[&str]); 6] = [
+        (
+            "an entry that is not JSON",
+            "UPDATE journal SET entry = '[{\"sent\": ' WHERE run = 'F' AND seq = 0; \
+             UPDATE runs SET tool_calls = NULL WHERE id = 'F'",
+            vec!["runs", "list"],
+            &["run `F`", "journal entry 0", "not JSON"],
+        ),
+        (
+            "a plan name that is not UTF-8",
+            "UPDATE runs SET plan = CAST(X'C328' AS TEXT) WHERE id = 'A'",
+            vec!["runs", "list"],
+            &["run `A`", "cannot be read"],
+        ),
+        (
+            "a state that does not fit the program",
+            "UPDATE checkpoints SET state = json_set(state, '$.pc', 100000)",
+            vec!["resume", "F"],
+            &["run `F`", "saved state does not fit"],
+        ),
+        (
+            "a state marked done",
+            "UPDATE checkpoints SET state = json_set(state, '$.status', json('{\"status\": \"done\"}'))",
+            vec!["resume", "F"],
+            &["run `F`", "saved state says the run ended"],
+        ),
+        (
+            "a call whose arguments were changed",
+            "UPDATE journal SET entry = replace(entry, '\"query\":\"a\"', '\"query\":\"z\"') WHERE run = 'A'",
+            vec!["runs", "show", "A", "--at", "3"],
+            &["run `A`", "other arguments"],
+        ),
+        (
+            "a call of another tool",
+            "UPDATE journal SET entry = replace(entry, '\"tool\":\"vector_search\"', '\"tool\":\"llm_generate\"') WHERE run = 'A'",
+            vec!["runs", "show", "A", "--at", "3"],
+            &["run `A`", "is of `llm_generate`"],
+        ),
+    ];
+    for (what, sql, cmd, named) in cases {
+        let copy = dir.join("copy.db");
+        std::fs::copy(&db, &copy).unwrap();
+        rusqlite::Connection::open(&copy)
+            .unwrap()
+            .execute_batch(sql)
+            .unwrap();
+        let before = f.requests().await.len();
+        let mut args: Vec<String> = cmd.iter().map(|a| (*a).to_owned()).collect();
+        args.extend(["--store".into(), s(&copy), "--tools".into(), s(&f.tools)]);
+        if cmd[0] == "runs" {
+            args.truncate(args.len() - 2);
+        }
+        let out = planvm(args, &[]).await;
+        assert_eq!(out.code, Some(65), "{what}: {}", out.stderr);
+        assert!(out.stdout.is_empty(), "{what}: {}", out.stdout);
+        for name in [&s(&copy) as &str, "the store is damaged"]
+            .into_iter()
+            .chain(named.iter().copied())
+        {
+            assert!(
+                out.stderr.contains(name),
+                "{what}: no {name:?} in {}",
+                out.stderr
+            );
+        }
+        assert_eq!(
+            f.requests().await.len(),
+            before,
+            "{what}: nothing is called"
+        );
+        std::fs::remove_file(&copy).unwrap();
+    }
+
+    // A store cut short: whatever reads the cut part says the store is damaged.
+    let copy = dir.join("cut.db");
+    std::fs::copy(&db, &copy).unwrap();
+    let len = std::fs::metadata(&copy).unwrap().len();
+    std::fs::File::options()
+        .write(true)
+        .open(&copy)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let mut damaged = 0;
+    for cmd in [
+        vec!["runs", "list"],
+        vec!["runs", "show", "A"],
+        vec!["runs", "show", "F"],
+    ] {
+        let mut args: Vec<String> = cmd.iter().map(|a| (*a).to_owned()).collect();
+        args.extend(["--store".into(), s(&copy)]);
+        let out = planvm(args, &[]).await;
+        match out.code {
+            Some(0) => {}
+            Some(65) => {
+                assert!(
+                    out.stderr.contains("the store is damaged"),
+                    "{}",
+                    out.stderr
+                );
+                damaged += 1;
+            }
+            other => panic!("{cmd:?}: {other:?}: {}", out.stderr),
+        }
+    }
+    assert!(damaged > 0, "the cut store was read whole");
+
+    // A file of one byte is not an empty store to write over.
+    let one = dir.join("one.db");
+    std::fs::write(&one, "x").unwrap();
+    let out = planvm(f.args(&["run"], Some(&plan), &one), &[]).await;
+    assert_eq!(out.code, Some(65), "{}", out.stderr);
+    assert_eq!(std::fs::read(&one).unwrap(), b"x");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_branch_from_a_middle_step_makes_only_the_calls_from_that_step_on() {
     let f = fixture().await;
