@@ -248,13 +248,23 @@ pub fn run_plan_recording(
     journal: &mut dyn Journal,
     recorder: Option<&Recorder>,
 ) -> impl Future<Output = RunReport> {
-    start_plan(host, program, vars, Vec::new(), limits, journal, recorder)
+    let run = Start {
+        vars,
+        known: Vec::new(),
+        limits,
+        within: None,
+    };
+    start_plan(host, program, run, journal, recorder)
 }
 
 /// [`run_plan`] with saved results: a call the run makes is answered from `known` when an
 /// entry has its tool, args and step (as in [`resume_plan`]), and only the others are
 /// sent. A re-planned run passes the answers of the run it replaces, so the calls the new
 /// plan makes in the same place with the same arguments are not made again.
+///
+/// `within`: a deadline of a larger task the run is part of (an `ask`, whose planner
+/// calls take time from it too); the run stops at it or at the host's own deadline,
+/// whichever comes first.
 pub fn run_plan_reusing(
     host: &Host,
     program: &ValidatedProgram,
@@ -262,19 +272,61 @@ pub fn run_plan_reusing(
     known: Vec<CassetteEntry>,
     limits: Limits,
     journal: &mut dyn Journal,
+    within: Option<Deadline>,
 ) -> impl Future<Output = RunReport> {
-    start_plan(host, program, vars, known, limits, journal, host.recorder())
+    let run = Start {
+        vars,
+        known,
+        limits,
+        within,
+    };
+    start_plan(host, program, run, journal, host.recorder())
+}
+
+/// A point in time a run must end by, and the time it allowed in all (for the error).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Deadline {
+    pub at: tokio::time::Instant,
+    pub allowed: Duration,
+}
+
+impl Deadline {
+    /// `allowed` from now.
+    pub fn after(allowed: Duration) -> Option<Deadline> {
+        let at = tokio::time::Instant::now().checked_add(allowed)?;
+        Some(Deadline { at, allowed })
+    }
+
+    /// The earlier of two deadlines.
+    pub fn earliest(a: Option<Deadline>, b: Option<Deadline>) -> Option<Deadline> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(if b.at < a.at { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// How a new run starts.
+struct Start {
+    vars: Vec<(String, Value)>,
+    known: Vec<CassetteEntry>,
+    limits: Limits,
+    within: Option<Deadline>,
 }
 
 async fn start_plan(
     host: &Host,
     program: &ValidatedProgram,
-    vars: Vec<(String, Value)>,
-    known: Vec<CassetteEntry>,
-    limits: Limits,
+    run: Start,
     journal: &mut dyn Journal,
     recorder: Option<&Recorder>,
 ) -> RunReport {
+    let Start {
+        vars,
+        known,
+        limits,
+        within,
+    } = run;
     let start = Instant::now();
     let mut journal = (journal, recorder.map(RecordJournal::new));
     if let Err(e) = prepare(host, program) {
@@ -288,7 +340,15 @@ async fn start_plan(
         }
     }
     let mut m = VmMachine::new(vm, program, &journal);
-    drive(host, &mut m, &mut journal, Vec::new(), Known::new(known)).await
+    drive(
+        host,
+        &mut m,
+        &mut journal,
+        Vec::new(),
+        Known::new(known),
+        within,
+    )
+    .await
 }
 
 /// Continues a saved run: `state` as saved at a commit point ([`TraceEvent::Suspended`]),
@@ -318,7 +378,7 @@ pub async fn resume_plan(
     let reissue = vm.state().unanswered();
     let mut m = VmMachine::new(vm, program, &journal);
     let known = Known::new(known);
-    drive(host, &mut m, &mut journal, reissue, known).await
+    drive(host, &mut m, &mut journal, reissue, known, None).await
 }
 
 /// Checks that every tool the program calls can be served.
@@ -419,7 +479,7 @@ pub async fn run_machine<M: Machine>(
     journal: &mut dyn Journal,
 ) -> RunReport {
     let mut journal = (journal, host.recorder().map(RecordJournal::new));
-    drive(host, vm, &mut journal, Vec::new(), Known::default()).await
+    drive(host, vm, &mut journal, Vec::new(), Known::default(), None).await
 }
 
 /// Saved results a resumed run reuses: by tool and step, then args.
@@ -461,10 +521,11 @@ async fn drive<M: Machine>(
     journal: &mut dyn Journal,
     reissue: Vec<ToolRequest>,
     mut known: Known,
+    within: Option<Deadline>,
 ) -> RunReport {
     let start = Instant::now();
-    let deadline = host.options().deadline;
-    let deadline_at = deadline.and_then(|d| tokio::time::Instant::now().checked_add(d));
+    let deadline = Deadline::earliest(host.options().deadline.and_then(Deadline::after), within);
+    let deadline_at = deadline.map(|d| d.at);
     // One timer for the run, on the heap: a run without a deadline carries no room for
     // one, and a run with one does not register a new timer at every wait.
     let mut deadline_timer = deadline_at.map(|at| Box::pin(tokio::time::sleep_until(at)));
@@ -506,7 +567,7 @@ async fn drive<M: Machine>(
             .unwrap_or((None, None));
         let message = format!(
             "deadline of {} s exceeded",
-            deadline.map(secs).unwrap_or_default()
+            deadline.map(|d| secs(d.allowed)).unwrap_or_default()
         );
         ReportError {
             code: ErrorCode::Deadline,

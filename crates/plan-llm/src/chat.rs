@@ -73,6 +73,11 @@ impl ChatClient {
         &self.model
     }
 
+    /// How long one reply may take, all attempts together (see [`Endpoint::budget`]).
+    pub fn budget(&self) -> Option<std::time::Duration> {
+        self.endpoint.budget()
+    }
+
     /// One line for traces and errors (never includes secrets).
     pub fn describe(&self) -> String {
         format!("openai model {} at {}", self.model, self.endpoint.url())

@@ -198,8 +198,9 @@ impl Endpoint {
     /// passing each event's data to `sink` as it arrives. Retried as [`Endpoint::post_json`]
     /// is, but only until `sink` has used an event: after that a failure fails the call,
     /// since the receiver has acted on part of the answer. The timeout applies to the
-    /// wait for the response and then to each wait for more of it (a long answer that
-    /// keeps coming is not cut), not to the whole answer.
+    /// wait for the response and then to each wait for more of it; all attempts
+    /// together, the whole answer included, stop at [`TOTAL_TIMEOUT_FACTOR`] × the
+    /// timeout as for [`Endpoint::post_json`], so an answer that trickles is cut too.
     pub async fn post_events(
         &self,
         body: &Value,
@@ -213,8 +214,14 @@ impl Endpoint {
         &self.url
     }
 
+    /// How long one call may take, all attempts together ([`TOTAL_TIMEOUT_FACTOR`] × the
+    /// per-attempt timeout); `None` without a timeout.
+    pub fn budget(&self) -> Option<Duration> {
+        self.timeout.map(|t| t.saturating_mul(TOTAL_TIMEOUT_FACTOR))
+    }
+
     async fn post(&self, body: &Value, mut read: Read<'_, '_>) -> Result<Value, CallError> {
-        let total = self.timeout.map(|t| t.saturating_mul(TOTAL_TIMEOUT_FACTOR));
+        let total = self.budget();
         let out_of_time = |total: Duration| {
             CallError::new(
                 CallErrorKind::Timeout,
@@ -250,14 +257,11 @@ impl Endpoint {
                     let now = tokio::time::Instant::now();
                     total.and_then(|t| now.checked_add(t)).unwrap_or(now + FAR)
                 });
-                if let Read::Events(_) = read {
-                    // NB: bounded by the per-wait timeouts of `attempt` and `read_events`.
-                    self.attempt(body, &mut read).await
-                } else {
-                    match tokio::time::timeout_at(at, self.attempt(body, &mut read)).await {
-                        Ok(outcome) => outcome,
-                        Err(_) => return Err(out_of_time(total.unwrap_or(FAR))),
-                    }
+                // NB: a streamed answer too: its per-wait timeouts alone would let one
+                // that trickles (a byte a second) go on forever.
+                match tokio::time::timeout_at(at, self.attempt(body, &mut read)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => return Err(out_of_time(total.unwrap_or(FAR))),
                 }
             };
             match outcome {

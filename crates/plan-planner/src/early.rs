@@ -108,6 +108,8 @@ impl<'h> Streamer<'h> {
             }
         };
         self.calls.set_open(true);
+        // NB: also when this is dropped unfinished (a planner call cut by its deadline).
+        let closing = Closing(&self.calls);
         let result = loop {
             tokio::select! {
                 r = &mut whole => break r,
@@ -157,8 +159,7 @@ impl<'h> Streamer<'h> {
             take(&mut scanner, &mut arrived, &more, on_event);
         }
         report(&self.calls, on_event);
-        self.calls.set_open(false);
-        self.calls.allow(Default::default());
+        drop(closing);
         result
     }
 
@@ -177,6 +178,17 @@ impl<'h> Streamer<'h> {
             _ => Default::default(),
         };
         self.calls.allow(seqs);
+    }
+}
+
+/// Ends a plan's arrival: no call starts early any more, and none is taken until the
+/// whole plan says which may be.
+struct Closing<'c, 'h>(&'c EarlyCalls<'h>);
+
+impl Drop for Closing<'_, '_> {
+    fn drop(&mut self) {
+        self.0.set_open(false);
+        self.0.allow(Default::default());
     }
 }
 

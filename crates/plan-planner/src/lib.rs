@@ -37,7 +37,7 @@ pub use scan::{Arrived, Scanner};
 use plan_bytecode::ValidatedProgram;
 use plan_compiler::CompileOptions;
 use plan_host::{
-    CassetteEntry, Host, Journal, ReplayBackend, ReportError, RunReport, TraceEvent,
+    CassetteEntry, Deadline, Host, Journal, ReplayBackend, ReportError, RunReport, TraceEvent,
     run_plan_reusing,
 };
 use plan_llm::{CallError, CallErrorKind, ChatClient, Message};
@@ -93,6 +93,12 @@ pub trait PlannerModel: Send + Sync {
         })
     }
 
+    /// How long one reply may take in all (every attempt, streamed or not, and a
+    /// stream asked for again whole); `None`: no bound of its own.
+    fn budget(&self) -> Option<Duration> {
+        None
+    }
+
     /// One line for errors (never includes secrets).
     fn describe(&self) -> String;
 }
@@ -112,6 +118,10 @@ impl PlannerModel for ChatClient {
         on_text: &'a mut (dyn FnMut(&str) + Send),
     ) -> BoxFuture<'a, Result<String, CallError>> {
         Box::pin(self.complete_streaming(call.messages, on_text))
+    }
+
+    fn budget(&self) -> Option<Duration> {
+        ChatClient::budget(self)
     }
 
     fn describe(&self) -> String {
@@ -219,6 +229,9 @@ pub struct AskOptions {
     /// Read a streaming planner's reply as it arrives and start the calls that are
     /// certain to run (see `early`).
     pub stream: bool,
+    /// The whole `ask` (every planner call and every run) ends by then: a planner call
+    /// still going is cut, a run fails with the deadline error (R0009).
+    pub deadline: Option<Duration>,
 }
 
 impl Default for AskOptions {
@@ -231,6 +244,7 @@ impl Default for AskOptions {
             vars: Vec::new(),
             strict: false,
             stream: true,
+            deadline: None,
         }
     }
 }
@@ -399,6 +413,7 @@ impl Planner<'_> {
         // NB: dropped at the end of the ask: the host's backends are put back.
         let streamer = (opts.stream && self.model.streams())
             .then(|| Streamer::new(self.host, opts.vars.clone(), opts.limits.clone()));
+        let deadline = opts.deadline.and_then(Deadline::after);
         for round in 0.. {
             let mut key = Map::new();
             key.insert("goal".into(), json!(goal));
@@ -413,19 +428,7 @@ impl Planner<'_> {
                 messages: &messages,
             };
             let asked = Instant::now();
-            let reply = match &streamer {
-                Some(streamer) => match self.streamed_reply(&call, streamer, runs).await {
-                    // NB: a stream that broke off is asked for again whole (with the
-                    // client's retries); what started early stays valid.
-                    Err(e)
-                        if matches!(e.kind, CallErrorKind::Transport | CallErrorKind::Timeout) =>
-                    {
-                        self.model.reply(&call).await
-                    }
-                    other => other,
-                },
-                None => self.model.reply(&call).await,
-            };
+            let reply = self.reply(&call, streamer.as_ref(), runs, deadline).await;
             let took = asked.elapsed();
             let mut r = Round {
                 kind,
@@ -513,6 +516,7 @@ impl Planner<'_> {
                     known.clone(),
                     opts.limits.clone(),
                     &mut both,
+                    deadline,
                 )
                 .await
             };
@@ -553,22 +557,81 @@ impl Planner<'_> {
         unreachable!("the loop returns")
     }
 
+    /// One planner call: streamed when `streamer` is given (a stream that broke off after
+    /// its text started is asked for again whole; what started early stays valid), within
+    /// one budget however it goes ([`PlannerModel::budget`]) and within the `ask`'s
+    /// `deadline`.
+    async fn reply(
+        &self,
+        call: &PlannerCall<'_>,
+        streamer: Option<&Streamer<'_>>,
+        runs: &mut dyn RunSink,
+        deadline: Option<Deadline>,
+    ) -> Result<String, CallError> {
+        let budget = self.model.budget();
+        let within = Deadline::earliest(budget.and_then(Deadline::after), deadline);
+        let reply = async {
+            let Some(streamer) = streamer else {
+                return self.model.reply(call).await;
+            };
+            let (reply, started) = self.streamed_reply(call, streamer, runs).await;
+            match reply {
+                // NB: a stream that failed before any text came was retried already
+                // (the client's retries): asking again whole would only double them.
+                // NB: nor once the budget is spent (the stream's own, which ends with it).
+                Err(e)
+                    if started
+                        && matches!(e.kind, CallErrorKind::Transport | CallErrorKind::Timeout)
+                        && within.is_none_or(|w| tokio::time::Instant::now() < w.at) =>
+                {
+                    self.model.reply(call).await
+                }
+                other => other,
+            }
+        };
+        let Some(within) = within else {
+            return reply.await;
+        };
+        match tokio::time::timeout_at(within.at, reply).await {
+            Ok(reply) => reply,
+            Err(_) => Err(CallError::new(
+                CallErrorKind::Timeout,
+                if Some(within) == deadline {
+                    format!(
+                        "no complete reply before the deadline of the whole ask ({} s)",
+                        plan_llm::secs(within.allowed)
+                    )
+                } else {
+                    format!(
+                        "no complete reply within {} s ({} × timeout_secs, all attempts together)",
+                        plan_llm::secs(within.allowed),
+                        plan_llm::TOTAL_TIMEOUT_FACTOR
+                    )
+                },
+            )),
+        }
+    }
+
     /// The planner's reply, read as it arrives: each instruction that completes may start
-    /// the calls that are certain to run (see [`Streamer`]).
+    /// the calls that are certain to run (see [`Streamer`]). Also whether any of its text
+    /// arrived.
     async fn streamed_reply(
         &self,
         call: &PlannerCall<'_>,
         streamer: &Streamer<'_>,
         runs: &mut dyn RunSink,
-    ) -> Result<String, CallError> {
+    ) -> (Result<String, CallError>, bool) {
         let (tx, pieces) = tokio::sync::mpsc::unbounded_channel::<String>();
-        let mut on_text = move |t: &str| {
+        let started = std::sync::atomic::AtomicBool::new(false);
+        let mut on_text = |t: &str| {
+            started.store(true, std::sync::atomic::Ordering::Relaxed);
             let _ = tx.send(t.to_owned());
         };
         let reply = self.model.reply_streaming(call, &mut on_text);
-        streamer
+        let reply = streamer
             .follow(reply, pieces, call.round, &mut |e| runs.planning(e))
-            .await
+            .await;
+        (reply, started.load(std::sync::atomic::Ordering::Relaxed))
     }
 
     /// Appends a live answer to the `--record` cassette.

@@ -115,6 +115,7 @@ pub(crate) fn _ask_now<'py>(
         vars: preset,
         strict,
         stream: true,
+        deadline,
     };
     let host = Host::new(
         tools.manifest,

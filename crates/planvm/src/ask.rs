@@ -205,6 +205,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         vars: args.vars.clone(),
         strict: args.strict,
         stream: !args.no_stream,
+        deadline: args.limits.times().deadline,
     };
 
     if args.print_prompt {

@@ -158,7 +158,8 @@ pub(crate) struct LimitArgs {
     /// them one at a time, like the reference VM).
     #[arg(long, value_name = "N", default_value_t = Limits::default().max_concurrency)]
     max_concurrency: u32,
-    /// Overall deadline of the run, in seconds.
+    /// Overall deadline of the run, in seconds (for `ask`: of the whole ask, its planner
+    /// calls included).
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     timeout: Option<Duration>,
     /// Limit on one tool call, retries included, in seconds.
