@@ -11,7 +11,8 @@
 //! run, whatever arrives after (a variable nothing has set yet stays as its text, as it
 //! would at that point of the sequential run).
 //!
-//! Each arrival runs a longer prefix; the calls are started once and kept by
+//! A longer prefix runs as more arrives (compiled from its start again, so on a
+//! schedule that keeps the whole read linear: see `follow`); the calls are started once and kept by
 //! [`EarlyCalls`], a layer over the host's `pure` and `read` backends keyed by tool,
 //! arguments and the call's place in the run (instructions executed before it). The
 //! final run of the verified plan goes through the same layer, and takes an early result
@@ -25,6 +26,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
@@ -110,27 +112,64 @@ impl<'h> Streamer<'h> {
         self.calls.set_open(true);
         // NB: also when this is dropped unfinished (a planner call cut by its deadline).
         let closing = Closing(&self.calls);
+        // `arrived[..straight]` is certain to run; past a `bent` instruction nothing is.
+        let (mut straight, mut bent) = (0, false);
+        // The straight length last compiled, when that compile ended and how long it took,
+        // and when a compile put off by the schedule is due.
+        let mut compiled = 0;
+        let mut cost: Option<(std::time::Instant, Duration)> = None;
+        let mut later: Option<tokio::time::Instant> = None;
         let result = loop {
+            let mut look = false;
             tokio::select! {
                 r = &mut whole => break r,
                 Some(piece) = pieces.recv() => {
-                    let before = arrived.len();
                     take(&mut scanner, &mut arrived, &piece, on_event);
                     // NB: what is already queued is read before compiling, so a fast
                     // source costs one compile per batch, not one per piece.
                     while let Ok(more) = pieces.try_recv() {
                         take(&mut scanner, &mut arrived, &more, on_event);
                     }
-                    if arrived.len() == before {
-                        continue;
+                    while !bent && straight < arrived.len() {
+                        if is_straight(&arrived[straight], manifest) {
+                            straight += 1;
+                        } else {
+                            bent = true;
+                        }
                     }
-                    let straight = straight_prefix(&arrived, manifest).min(blocked);
-                    if straight <= started {
-                        continue;
-                    }
-                    match prefix_program(&arrived[..straight], manifest) {
+                    look = true;
+                }
+                () = tokio::time::sleep_until(later.unwrap_or_else(tokio::time::Instant::now)), if later.is_some() => {
+                    later = None;
+                    look = true;
+                }
+                () = async { prefix_run.as_mut().expect("guarded").await }, if prefix_run.is_some() => {
+                    prefix_run = None;
+                }
+            }
+            let target = straight.min(blocked);
+            if look && target > started && target > compiled {
+                // NB: a longer prefix is compiled (and run) from its start again, so each
+                // costs time in its length: it is compiled once enough time has passed
+                // since the last (a model writing a plan, at tens of tokens a second, gets
+                // one at every instruction), or once it is twice as long. So a reply that
+                // arrives all at once costs about two compiles of it, not one per
+                // instruction (quadratic), and compiling stays a small share of the time.
+                let wait = cost.map_or(Duration::ZERO, |(ended, took)| {
+                    took.saturating_mul(COMPILE_SPACING)
+                        .saturating_sub(ended.elapsed())
+                });
+                if target < compiled.saturating_mul(2) && !wait.is_zero() {
+                    later = Some(tokio::time::Instant::now() + wait);
+                } else {
+                    later = None;
+                    compiled = target;
+                    let began = std::time::Instant::now();
+                    let program = prefix_program(&arrived[..target], manifest);
+                    cost = Some((std::time::Instant::now(), began.elapsed()));
+                    match program {
                         Some((program, len)) => {
-                            if len < straight {
+                            if len < target {
                                 blocked = len;
                             }
                             if len > started {
@@ -146,9 +185,6 @@ impl<'h> Streamer<'h> {
                         }
                         None => blocked = started,
                     }
-                }
-                () = async { prefix_run.as_mut().expect("guarded").await }, if prefix_run.is_some() => {
-                    prefix_run = None;
                 }
             }
             report(&self.calls, on_event);
@@ -191,6 +227,10 @@ impl Drop for Closing<'_, '_> {
         self.0.allow(Default::default());
     }
 }
+
+/// A longer prefix is compiled once this many times the last compile's duration has
+/// passed since it ended, or once it is twice as long as the last one compiled.
+const COMPILE_SPACING: u32 = 8;
 
 type Answer = Shared<BoxFuture<'static, Result<Value, ToolError>>>;
 /// Tool, arguments (as JSON text) and place in the run.
@@ -357,11 +397,11 @@ impl Backend for Layer {
 pub(crate) fn straight_prefix(arrived: &[Value], manifest: &Manifest) -> usize {
     arrived
         .iter()
-        .position(|ins| !straight(ins, manifest))
+        .position(|ins| !is_straight(ins, manifest))
         .unwrap_or(arrived.len())
 }
 
-fn straight(ins: &Value, manifest: &Manifest) -> bool {
+fn is_straight(ins: &Value, manifest: &Manifest) -> bool {
     let ty = ins.get("type").and_then(Value::as_str).unwrap_or("");
     let named = ins.pointer("/parameters/tool_name");
     let tool = match (ty, named) {
