@@ -14,7 +14,10 @@ use crate::cassette::{Recorder, ReplayBackend};
 use crate::error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 use crate::http::HttpBackend;
 use crate::openai::OpenAiBackend;
-use plan_llm::{Connector, EndpointConfig, EnvLookup, Redactor, RetryPolicy, process_env, secs};
+use plan_llm::{
+    Connector, EndpointConfig, EnvLookup, MIN_SECRET_BYTES, Redactor, RetryPolicy, process_env,
+    secs,
+};
 use plan_manifest::{BackendConfig, Manifest};
 use plan_vm::ToolRequest;
 
@@ -76,6 +79,7 @@ impl fmt::Debug for HostOptions {
 
 /// Serves a run's tool requests.
 pub struct Host {
+    warnings: Vec<String>,
     manifest: Manifest,
     opts: HostOptions,
     /// Builds network backends; holds every secret this host has read, removed from
@@ -116,7 +120,14 @@ impl Host {
             opts.retry_base_delay,
             opts.retry_max_delay,
         );
+        let mut warnings = replay
+            .as_deref()
+            .map_or_else(Vec::new, |r| r.warnings().to_vec());
+        if replay.is_none() {
+            warnings.extend(short_keys(&manifest, &opts.env));
+        }
         Ok(Host {
+            warnings,
             manifest,
             opts,
             connector,
@@ -132,9 +143,10 @@ impl Host {
         self.replay.as_ref()
     }
 
-    /// What loading the `--replay` cassette tolerated, for the CLI to show.
+    /// What the CLI should show before anything runs: what loading the `--replay`
+    /// cassette tolerated, and API keys too short to be redacted.
     pub fn warnings(&self) -> &[String] {
-        self.replay.as_deref().map_or(&[], ReplayBackend::warnings)
+        &self.warnings
     }
 
     pub fn options(&self) -> &HostOptions {
@@ -334,4 +346,23 @@ impl Host {
         map.insert(path.to_owned(), r.clone());
         Ok(r)
     }
+}
+
+/// A warning for each API key (by its variable) that is set but too short to be
+/// redacted (see [`plan_llm::MIN_SECRET_BYTES`]).
+fn short_keys(manifest: &Manifest, env: &EnvLookup) -> Vec<String> {
+    let mut seen = std::collections::BTreeSet::new();
+    manifest
+        .backends()
+        .filter_map(|b| b.api_key_env())
+        .filter(|var| seen.insert(*var))
+        .filter(|var| env(var).is_ok_and(|v| !v.is_empty() && v.len() < MIN_SECRET_BYTES))
+        .map(|var| {
+            format!(
+                "the API key in {var} is shorter than {MIN_SECRET_BYTES} bytes: it is sent, but not \
+                 redacted from outputs, traces and errors (a value that short would mangle \
+                 every text holding it); use a longer key where it must stay secret"
+            )
+        })
+        .collect()
 }

@@ -31,5 +31,5 @@ pub use connect::{
 };
 pub use error::{CallError, CallErrorKind, preview, secs};
 pub use net::{Endpoint, EventSink, MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR, Taken};
-pub use redact::{REDACTED, Redactor};
+pub use redact::{MIN_SECRET_BYTES, REDACTED, Redactor};
 pub use secret::{EnvLookup, Secret, process_env};

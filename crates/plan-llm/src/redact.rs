@@ -17,6 +17,12 @@ use serde_json::{Map, Value};
 /// What a secret is replaced by.
 pub const REDACTED: &str = "[redacted]";
 
+/// Values shorter than this are not redacted: a key such as `x` or `-` (common for local
+/// servers that check none) would turn every such letter of every output into
+/// [`REDACTED`], mangling answers and growing them without bound. Such a key is not
+/// protected; the host warns about it.
+pub const MIN_SECRET_BYTES: usize = 8;
+
 /// The secrets of one host (API keys of every backend, planner keys later).
 #[derive(Debug, Default)]
 pub struct Redactor {
@@ -28,10 +34,11 @@ impl Redactor {
         Redactor::default()
     }
 
-    /// Registers a secret value. Empty values are ignored (they match everywhere).
-    pub fn add(&self, secret: &str) {
-        if secret.is_empty() {
-            return;
+    /// Registers a secret value; one shorter than [`MIN_SECRET_BYTES`] is not, and
+    /// `false` says so.
+    pub fn add(&self, secret: &str) -> bool {
+        if secret.len() < MIN_SECRET_BYTES {
+            return false;
         }
         let mut s = self.secrets.write().unwrap_or_else(|p| p.into_inner());
         if !s.iter().any(|k| k == secret) {
@@ -39,6 +46,7 @@ impl Redactor {
             // Longest first, so a key that contains another is replaced whole.
             s.sort_by_key(|k| std::cmp::Reverse(k.len()));
         }
+        true
     }
 
     fn secrets(&self) -> std::sync::RwLockReadGuard<'_, Vec<String>> {
@@ -101,14 +109,30 @@ mod tests {
     fn secrets_are_replaced_everywhere_in_a_value() {
         let r = Redactor::new();
         assert_eq!(r.value(json!("sk-1")), json!("sk-1"), "nothing registered");
-        r.add("sk-1");
-        r.add("sk-1-long");
-        r.add("");
-        assert_eq!(r.text("a sk-1-long b sk-1"), "a [redacted] b [redacted]");
+        assert!(r.add("sk-1-abcd"));
+        assert!(r.add("sk-1-abcd-long"));
+        assert!(!r.add(""));
+        assert_eq!(
+            r.text("a sk-1-abcd-long b sk-1-abcd"),
+            "a [redacted] b [redacted]"
+        );
         assert!(matches!(r.text("clean"), Cow::Borrowed(_)));
         assert_eq!(
-            r.value(json!({"Bearer sk-1": ["x sk-1 y", 3, {"k": "sk-1-long"}], "n": null})),
+            r.value(json!({"Bearer sk-1-abcd": ["x sk-1-abcd y", 3, {"k": "sk-1-abcd-long"}], "n": null})),
             json!({"Bearer [redacted]": ["x [redacted] y", 3, {"k": "[redacted]"}], "n": null})
         );
+    }
+
+    #[test]
+    fn a_value_too_short_to_be_a_secret_is_not_redacted() {
+        let r = Redactor::new();
+        assert!(!r.add("x"));
+        assert!(!r.add("1234567"));
+        assert_eq!(
+            r.text("x marks the spot, 1234567"),
+            "x marks the spot, 1234567"
+        );
+        assert!(r.add("12345678"));
+        assert_eq!(r.text("12345678"), "[redacted]");
     }
 }

@@ -263,7 +263,28 @@ fn top_k() -> ParamSpec {
     }
 }
 
+impl BackendConfig {
+    /// The name of the environment variable holding its API key, if it has one.
+    pub fn api_key_env(&self) -> Option<&str> {
+        match self {
+            BackendConfig::Openai { api_key_env, .. } | BackendConfig::Http { api_key_env, .. } => {
+                api_key_env.as_deref()
+            }
+            BackendConfig::Replay { .. } => None,
+        }
+    }
+}
+
 impl Manifest {
+    /// Every backend the file configures: the tools', `[defaults.backend]`, the planner's.
+    pub fn backends(&self) -> impl Iterator<Item = &BackendConfig> {
+        self.tools
+            .iter()
+            .filter_map(|t| t.backend.as_ref())
+            .chain(self.default_backend.as_ref())
+            .chain(self.planner.as_ref().and_then(|p| p.backend.as_ref()))
+    }
+
     /// The four built-in tools, with no backend configured.
     pub fn builtin() -> Self {
         let tool = |name: &str, description: &str, effects, params| ToolSpec {

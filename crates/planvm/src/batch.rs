@@ -235,6 +235,9 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Ok(h) => Arc::new(h),
         Err(e) => return fail(exit::RUN_FAILED, e),
     };
+    for w in shared.warnings() {
+        eprintln!("warning: {w}");
+    }
     let limits = args.limits.limits();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -44,9 +44,9 @@ fn assert_no_key(what: &str, text: &str) {
     }
 }
 
-/// A one-call plan whose `llm_generate` is served by `url` with the key, recorded and
+/// A one-call plan whose `llm_generate` is served by `url` with `key`, recorded and
 /// traced, reported as JSON.
-async fn run_against(dir: &Path, url: &str) -> (Out, String, String) {
+async fn run_against(dir: &Path, url: &str, key: &str) -> (Out, String, String) {
     let tools = dir.join("tools.toml");
     std::fs::write(
         &tools,
@@ -77,7 +77,7 @@ async fn run_against(dir: &Path, url: &str) -> (Out, String, String) {
             "--format".into(),
             "json".into(),
         ],
-        &[("SEC_TEST_KEY", KEY)],
+        &[("SEC_TEST_KEY", key)],
     )
     .await;
     let trace = std::fs::read_to_string(&trace).unwrap();
@@ -108,7 +108,7 @@ async fn an_echoed_key_is_redacted_from_every_output() {
         ("/e401long", false),
     ] {
         let (out, trace, cassette) =
-            run_against(dir.path(), &format!("{}{route}", server.uri())).await;
+            run_against(dir.path(), &format!("{}{route}", server.uri()), KEY).await;
         assert_eq!(
             out.code,
             Some(if ok { 0 } else { 1 }),
@@ -143,6 +143,36 @@ async fn an_echoed_key_is_redacted_from_every_output() {
         sent.iter()
             .all(|r| r.headers.get("authorization").unwrap() == &format!("Bearer {KEY}")),
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_too_short_to_redact_is_warned_about_and_outputs_stay_whole() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .respond_with(Echo {
+            status: 200,
+            pad: 40,
+        })
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    // A local server's key: one letter, found in almost every text.
+    let (out, trace, cassette) = run_against(dir.path(), &server.uri(), "x").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    let answer = report["final_answer"].to_string();
+    assert!(answer.contains(&"x".repeat(40)), "{answer}");
+    assert!(answer.contains("Bearer x"), "{answer}");
+    for (what, text) in [
+        ("answer", &answer),
+        ("trace", &trace),
+        ("cassette", &cassette),
+    ] {
+        assert!(!text.contains("[redacted]"), "{what}: {text}");
+    }
+    let warning = "the API key in SEC_TEST_KEY is shorter than 8 bytes";
+    assert_eq!(out.stderr.matches(warning).count(), 1, "{}", out.stderr);
+    assert!(trace.contains(warning), "{trace}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,7 +215,7 @@ async fn redirects_stay_within_the_configured_origin() {
         ("/cross302", other.as_str()),
         ("/metadata", "http://169.254.169.254/latest/meta-data"),
     ] {
-        let (out, _, _) = run_against(dir.path(), &format!("{}{route}", server.uri())).await;
+        let (out, _, _) = run_against(dir.path(), &format!("{}{route}", server.uri()), KEY).await;
         assert_eq!(out.code, Some(1), "{route}: {}", out.stderr);
         let report: Value = serde_json::from_str(&out.stdout).unwrap();
         let msg = report["error"]["message"].as_str().unwrap();
@@ -199,7 +229,7 @@ async fn redirects_stay_within_the_configured_origin() {
         "a request left the configured origin"
     );
 
-    let (out, _, _) = run_against(dir.path(), &format!("{}/loop", server.uri())).await;
+    let (out, _, _) = run_against(dir.path(), &format!("{}/loop", server.uri()), KEY).await;
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     let report: Value = serde_json::from_str(&out.stdout).unwrap();
     let msg = report["error"]["message"].as_str().unwrap();
@@ -213,7 +243,7 @@ async fn redirects_stay_within_the_configured_origin() {
         .count();
     assert_eq!(loops, 4, "one request and three redirects, not retried");
 
-    let (out, _, _) = run_against(dir.path(), &format!("{}/same", server.uri())).await;
+    let (out, _, _) = run_against(dir.path(), &format!("{}/same", server.uri()), KEY).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let report: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(report["final_answer"], "same origin");
