@@ -32,15 +32,23 @@ pub struct Example {
 #[derive(Debug, Default)]
 pub struct Examples {
     list: Vec<Example>,
+    /// The files that were skipped, and why.
+    skipped: Vec<String>,
 }
 
 impl Examples {
     pub fn new(mut list: Vec<Example>) -> Examples {
         list.sort_by(|a, b| a.name.cmp(&b.name));
-        Examples { list }
+        Examples {
+            list,
+            skipped: Vec::new(),
+        }
     }
 
-    /// Reads every `*.json` file of `dir`. A malformed file is an error naming it.
+    /// Reads every `*.json` file of `dir`. A file that is not an example (too large, not
+    /// UTF-8, not JSON, not a goal and a plan) is skipped, and [`Examples::skipped`]
+    /// says why, naming it: one bad file must not stop every `ask`. A directory that
+    /// cannot be read, or holds too many examples, is an error.
     pub fn load(dir: &Path) -> Result<Examples, String> {
         let shown = dir.display();
         let entries = std::fs::read_dir(dir)
@@ -61,11 +69,23 @@ impl Examples {
             ));
         }
         paths.sort();
-        let list = paths
-            .iter()
-            .map(|p| read_example(p))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Examples::new(list))
+        let mut list = Vec::with_capacity(paths.len());
+        let mut skipped = Vec::new();
+        for p in &paths {
+            match read_example(p) {
+                Ok(e) => list.push(e),
+                Err(why) => skipped.push(format!("{why}: skipped")),
+            }
+        }
+        Ok(Examples {
+            skipped,
+            ..Examples::new(list)
+        })
+    }
+
+    /// The files [`Examples::load`] skipped, each with why (for warnings).
+    pub fn skipped(&self) -> &[String] {
+        &self.skipped
     }
 
     pub fn len(&self) -> usize {
@@ -117,8 +137,10 @@ fn read_example(path: &Path) -> Result<Example, String> {
             "example {shown} is larger than {MAX_EXAMPLE_BYTES} bytes"
         ));
     }
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("cannot read example {shown}: {e}"))?;
+    let text = std::fs::read_to_string(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidData => format!("example {shown} is not UTF-8 text"),
+        _ => format!("cannot read example {shown}: {e}"),
+    })?;
     let mut e: Example = serde_json::from_str(&text)
         .map_err(|e| format!("example {shown} is not a JSON object with `goal` and `plan`: {e}"))?;
     if let Value::String(src) = &e.plan {
@@ -276,8 +298,47 @@ mod tests {
             loaded.list[0].plan[0]["parameters"]["final_answer"],
             json!(1)
         );
-        std::fs::write(dir.path().join("bad.json"), "{\"goal\": 1}").unwrap();
-        let err = Examples::load(dir.path()).unwrap_err();
-        assert!(err.contains("bad.json"), "{err}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_an_example_is_skipped_and_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let plan = "[{\"seq_no\": 0, \"type\": \"assign\", \"parameters\": {\"final_answer\": 1}}]";
+        save_example(dir.path(), "Why?", plan).unwrap();
+        let bad: [(&str, Vec<u8>, &str); 4] = [
+            (
+                "shape.json",
+                b"{\"goal\": 1}".to_vec(),
+                "not a JSON object with `goal` and `plan`",
+            ),
+            ("prose.json", b"just words".to_vec(), "not a JSON object"),
+            (
+                "latin1.json",
+                b"{\"goal\": \"caf\xe9\"}".to_vec(),
+                "not UTF-8",
+            ),
+            (
+                "huge.json",
+                vec![b' '; (MAX_EXAMPLE_BYTES + 1) as usize],
+                "larger than",
+            ),
+        ];
+        for (name, bytes, _) in &bad {
+            std::fs::write(dir.path().join(name), bytes).unwrap();
+        }
+        let loaded = Examples::load(dir.path()).unwrap();
+        assert_eq!(loaded.len(), 1);
+        assert_eq!(loaded.skipped().len(), bad.len(), "{:?}", loaded.skipped());
+        for (name, _, why) in &bad {
+            assert!(
+                loaded
+                    .skipped()
+                    .iter()
+                    .any(|w| w.contains(name) && w.contains(why) && w.ends_with("skipped")),
+                "{name}: {:?}",
+                loaded.skipped()
+            );
+        }
+        assert!(Examples::load(&dir.path().join("missing")).is_err());
     }
 }

@@ -105,6 +105,7 @@ pub(crate) fn _ask_now<'py>(
             Some(dir) => Examples::load(&dir).map_err(PyValueError::new_err)?,
             None => Examples::default(),
         };
+    crate::run::warn(py, examples.skipped())?;
     let options = AskOptions {
         max_repairs: max_repairs.min(plan_planner::MAX_ROUNDS),
         max_replans: max_replans.min(plan_planner::MAX_ROUNDS),
@@ -126,6 +127,7 @@ pub(crate) fn _ask_now<'py>(
         },
     )
     .map_err(|e| run_error(py, ErrorCode::NotStarted, &e.to_string(), None, None))?;
+    crate::run::warn(py, host.warnings())?;
     let raised = Raised::default();
     for (name, func) in tools.callables {
         let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;

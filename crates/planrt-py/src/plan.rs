@@ -456,6 +456,7 @@ impl Plan {
         .map_err(|e| {
             crate::run::run_error(py, ErrorCode::NotStarted, &e.to_string(), None, None)
         })?;
+        crate::run::warn(py, host.warnings())?;
         let raised = Raised::default();
         for (name, func) in tools.callables {
             let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;

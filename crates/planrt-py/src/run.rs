@@ -16,6 +16,20 @@ use crate::plan::{Outcome, Plan};
 use crate::{RunError, convert};
 
 /// A `RunError` with its attributes: `code` (`R0005`, ...), `seq_no`, `line`.
+/// Each of `messages` as a Python `UserWarning` (a filter that turns warnings into errors
+/// raises the first).
+pub(crate) fn warn<'a>(
+    py: Python<'_>,
+    messages: impl IntoIterator<Item = &'a String>,
+) -> PyResult<()> {
+    let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+    for m in messages {
+        let text = std::ffi::CString::new(m.replace('\0', " ")).unwrap_or_default();
+        PyErr::warn(py, &category, &text, 1)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn run_error(
     py: Python<'_>,
     code: ErrorCode,

@@ -21,7 +21,7 @@ Exit codes:
   0   the goal was answered
   1   the last plan's run failed, or the planner could not be reached (or has no backend)
   2   usage error, including an unreadable or malformed --tools file, --prompt template
-      or examples directory
+      or an examples directory that cannot be read
   64  the --trace or --record file is one of the inputs or both are one file
   65  the plan still had errors when the repairs ran out, the --replay cassette is
       malformed, or the --store file is not a planvm store (or is damaged)
@@ -190,6 +190,9 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             Err(msg) => return fail(exit::USAGE, msg),
         },
     };
+    for w in examples.skipped() {
+        eprintln!("warning: {w}");
+    }
     let response_format = args
         .response_format
         .as_deref()

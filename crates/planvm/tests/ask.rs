@@ -464,3 +464,43 @@ fn the_prompt_holds_the_closest_examples() {
     assert_eq!(prompt.matches("## Goal: ").count(), 1, "{prompt}");
     assert!(prompt.contains("Compare optimistic and pessimistic locking\n"));
 }
+
+/// A file of the examples directory that is not an example is skipped with a warning
+/// naming it; the others still go into the prompt.
+#[test]
+fn a_bad_example_file_is_skipped_with_a_warning() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = tempfile::tempdir().unwrap();
+    for entry in std::fs::read_dir(root.join("examples/planner")).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(dir.path().join("broken.json"), "{\"goal\": ").unwrap();
+    let out = std::process::Command::new(common::BIN)
+        .args([
+            "ask",
+            "Compare optimistic and pessimistic locking",
+            "--tools",
+            &s(&root.join("examples/ask.toml")),
+            "--examples",
+            &s(dir.path()),
+            "--max-examples",
+            "1",
+            "--print-prompt",
+        ])
+        .output()
+        .unwrap();
+    let out = common::Out::of(out);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("warning: example") && out.stderr.contains("broken.json"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stdout
+            .contains("## Goal: Compare optimistic and pessimistic transactions"),
+        "{}",
+        out.stdout
+    );
+}
