@@ -135,7 +135,9 @@ pub(crate) struct BatchArgs {
     /// Continue the batch --batch-id in its store after a crash or a kill, from the same
     /// list or directory: a run it finished is reported from the store and calls nothing;
     /// one it left interrupted or failed goes on from its last commit point, as `planvm
-    /// resume` does (no stored answer is asked again); one it never started runs now.
+    /// resume` does (no stored answer is asked again); one it never started runs now. A
+    /// list's lines are paired with their runs by plan and variables where those are
+    /// unique, else by line number.
     #[arg(long, requires = "batch_id")]
     resume: bool,
     /// With --resume: send again the `write` calls that were in flight when the batch
@@ -260,7 +262,14 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
                 Err(code) => return code,
             };
             let batch = args.batch_id.clone().unwrap_or_else(plan_store::new_run_id);
-            let ids = run_ids(&batch, &jobs);
+            let mut ids = run_ids(&batch, &jobs);
+            if args.resume {
+                // NB: a list edited since (a comment added at its top) moves every line.
+                match store.runs() {
+                    Ok(runs) => pair_by_content(&mut ids, &batch, &jobs, &args.vars, &runs),
+                    Err(e) => return fail(crate::stored::store_exit(&e), e),
+                }
+            }
             // NB: refused up front: a run whose id exists would fail only at its end.
             match store.first_taken(ids.values().map(String::as_str)) {
                 Ok(Some(_)) if args.resume => {}
@@ -975,11 +984,6 @@ fn run_outputs(ctx: &Ctx, job: &Job) -> Result<(Option<Recorder>, Tracer), NotOp
 /// `a.llm`), the whole file name when two plans of a directory share that stem, and
 /// `<stem>.line<N>` for a list (one plan may be listed many times).
 fn name_runs(jobs: &mut [Job]) {
-    fn stem(p: &Path) -> String {
-        p.file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default()
-    }
     let mut stems: HashMap<String, usize> = HashMap::new();
     for j in jobs.iter().filter(|j| j.line.is_none()) {
         *stems.entry(stem(&j.plan)).or_default() += 1;
@@ -1009,6 +1013,13 @@ fn name_runs(jobs: &mut [Job]) {
     }
 }
 
+/// A plan's file name without its extension.
+fn stem(p: &Path) -> String {
+    p.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 /// The stored run id of each run: `<batch>.<name>`, made of the characters run ids
 /// allow, numbered (`.2`, `.3`, ...) where two names give one id.
 fn run_ids(batch: &str, jobs: &[Job]) -> HashMap<String, String> {
@@ -1027,6 +1038,107 @@ fn run_ids(batch: &str, jobs: &[Job]) -> HashMap<String, String> {
         ids.insert(j.name.clone(), id);
     }
     ids
+}
+
+/// `--resume` of a list: pairs each line with the stored run of the batch that ran the
+/// same plan with the same variables, where exactly one line and one run have them (and
+/// the run was named after a line of the same plan), so that lines added, removed or
+/// moved since do not pair runs with the wrong lines; the other lines keep the id of
+/// their line number, numbered further where a paired run holds it.
+fn pair_by_content(
+    ids: &mut HashMap<String, String>,
+    batch: &str,
+    jobs: &[Job],
+    global: &[(String, Value)],
+    stored: &[plan_store::RunInfo],
+) {
+    fn key(plan: &str, vars: &Map<String, Value>) -> String {
+        let mut k = plan.to_owned();
+        k.push('\0');
+        canonical(&Value::Object(vars.clone()), &mut k);
+        k
+    }
+    let prefix = format!("{batch}.");
+    let mut lines: HashMap<String, Vec<&Job>> = HashMap::new();
+    for j in jobs.iter().filter(|j| j.line.is_some()) {
+        let vars: Map<String, Value> = merge_vars(global, j.vars.clone()).into_iter().collect();
+        lines
+            .entry(key(&j.plan.display().to_string(), &vars))
+            .or_default()
+            .push(j);
+    }
+    let mut runs: HashMap<String, Vec<&plan_store::RunInfo>> = HashMap::new();
+    for r in stored
+        .iter()
+        .filter(|r| r.parent.is_none() && r.id.starts_with(&prefix))
+    {
+        runs.entry(key(&r.plan, &r.presets)).or_default().push(r);
+    }
+    let mut paired: HashMap<&str, String> = HashMap::new();
+    for (k, js) in &lines {
+        if let ([j], Some([r])) = (js.as_slice(), runs.get(k).map(Vec::as_slice)) {
+            // The run must carry a line name of this plan: not a run of another batch
+            // whose id merely starts the same way.
+            let stem = plan_store::run_id_from(&format!("{prefix}{}.line", stem(&j.plan)));
+            if r.id.starts_with(&stem) {
+                paired.insert(&j.name, r.id.clone());
+            }
+        }
+    }
+    if paired.is_empty() {
+        return;
+    }
+    let held: std::collections::HashSet<String> = paired.values().cloned().collect();
+    let mut used: std::collections::HashSet<String> = held.clone();
+    for j in jobs {
+        let id = match paired.get(j.name.as_str()) {
+            Some(id) => id.clone(),
+            None => {
+                let base = ids.get(&j.name).cloned().unwrap_or_default();
+                let mut id = base.clone();
+                let mut k = 1;
+                while used.contains(&id) {
+                    k += 1;
+                    id = format!("{}.{k}", &base[..base.len().min(116)]);
+                }
+                id
+            }
+        };
+        used.insert(id.clone());
+        ids.insert(j.name.clone(), id);
+    }
+}
+
+/// `v` as JSON with every object's keys sorted, appended to `out` (equal values give
+/// equal text whatever order their keys were written in).
+fn canonical(v: &Value, out: &mut String) {
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical(&m[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(x, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
 }
 
 /// A loaded plan, shared by its runs.

@@ -1240,21 +1240,56 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
     assert_eq!(answers(&out.stdout), want);
     assert_eq!(f.requests().await.len(), after.len());
 
-    // A list edited since pairs runs with other lines: those are refused, not reported
-    // or continued as if they were the line's.
-    let edited: Vec<String> = (1..=6)
-        .map(|i| format!("topic.json topic=t{}", 7 - i))
+    // Lines moved since (a comment at the top, the order reversed) are paired with their
+    // runs by what they run, not by their numbers: each is reported from its own run.
+    let edited: Vec<String> = std::iter::once("# the same runs, reversed".to_owned())
+        .chain((1..=6).map(|i| format!("topic.json topic=t{}", 7 - i)))
         .collect();
     std::fs::write(&list, edited.join("\n")).unwrap();
     let out = planvm(batch(&["--batch-id", "b", "--resume"]), &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let mut moved: Vec<(u64, String)> = json_lines(&out.stdout)
+        .iter()
+        .map(|l| {
+            (
+                l["line"].as_u64().unwrap(),
+                l["run_id"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    moved.sort();
+    let paired: Vec<(u64, String)> = (2..=7)
+        .map(|l| (l, format!("b.topic.line{}", 8 - l)))
+        .collect();
+    assert_eq!(moved, paired);
+    let reversed: Vec<(u64, Value)> = want
+        .iter()
+        .map(|(line, answer)| (8 - line, answer.clone()))
+        .rev()
+        .collect();
+    assert_eq!(answers(&out.stdout), reversed);
+    assert_eq!(f.requests().await.len(), after.len());
+
+    // A line whose content matches no run falls back to its line number: a run of other
+    // content stored there is refused, not reported or continued as the line's.
+    let mut changed = lines.clone();
+    changed[0] = "topic.json topic=t9".into();
+    std::fs::write(&list, changed.join("\n")).unwrap();
+    let out = planvm(batch(&["--batch-id", "b", "--resume"]), &[]).await;
     assert_eq!(out.code, Some(1), "{}", out.stderr);
-    assert_eq!(out.stdout.lines().count(), 6);
+    let refused: Vec<Value> = json_lines(&out.stdout)
+        .into_iter()
+        .filter(|l| l["status"] != "ok")
+        .collect();
+    assert_eq!(refused.len(), 1, "{}", out.stdout);
+    assert_eq!(refused[0]["line"], 1);
     assert!(
-        out.stdout
-            .lines()
-            .all(|l| l.contains("is not this line's run")),
+        refused[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("is not this line's run"),
         "{}",
-        out.stdout
+        refused[0]
     );
     assert_eq!(f.requests().await.len(), after.len());
 }
