@@ -61,7 +61,8 @@ impl<'h> Streamer<'h> {
     }
 
     /// Follows a plan arriving as `pieces` while `whole` reads all of it (the reply, the
-    /// bytes of a file), and returns what `whole` returns. Each instruction that completes may start calls; `on_event`
+    /// bytes of a file), and returns what `whole` returns. The instructions that have
+    /// arrived may start calls, as the schedule below compiles longer prefixes; `on_event`
     /// hears of each arrival and each call started ([`TraceEvent::Planning`], `round`).
     pub async fn follow<T>(
         &self,

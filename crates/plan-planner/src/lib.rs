@@ -536,7 +536,9 @@ impl Planner<'_> {
             });
             out.report = Some(report);
             out.status = AskStatus::RunFailed;
-            if !replannable(&error) || replans >= opts.max_replans.min(MAX_ROUNDS) {
+            // NB: nor once the ask's deadline has passed: the planner would be cut at once.
+            let out_of_time = deadline.is_some_and(|d| tokio::time::Instant::now() >= d.at);
+            if !replannable(&error) || replans >= opts.max_replans.min(MAX_ROUNDS) || out_of_time {
                 out.error = Some(if replannable(&error) && replans > 0 {
                     format!(
                         "the run still failed after {replans} re-plan{}",

@@ -199,7 +199,7 @@ async fn ask(
         examples: Examples::default(),
         options: AskOptions {
             max_repairs: 0,
-            max_replans: 0,
+            max_replans: 2,
             stream,
             deadline,
             ..AskOptions::default()
@@ -252,7 +252,8 @@ async fn a_planner_that_fails_is_asked_as_often_as_its_retries_say_streamed_or_n
 #[tokio::test]
 async fn the_deadline_of_an_ask_covers_its_planning_and_its_run() {
     // Planning takes 0.7 s of the 1 s, so a run whose call takes 0.6 s runs out of time,
-    // though it would finish within 1 s of its own start.
+    // though it would finish within 1 s of its own start; and is not re-planned, with no
+    // time left for the planner.
     let tool = tool_server(Duration::from_millis(600)).await;
     let (url, _) = server(Behaviour::Late).await;
     let out = ask(&url, 5.0, 0, &tool, false, Some(Duration::from_secs(1))).await;

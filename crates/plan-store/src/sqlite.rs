@@ -197,27 +197,39 @@ impl std::fmt::Debug for SqliteStore {
 
 impl SqliteStore {
     /// The files a store at `path` is made of: the database and the files SQLite keeps
-    /// beside it (`-wal`, `-shm`, and `-journal` while it rolls back), named beside
-    /// `path` and, when `path` is a symbolic link, beside the file it leads to (where
-    /// SQLite puts them). An output written onto any of them would damage the store,
-    /// whether it exists yet or not.
-    pub fn files(path: &Path) -> Vec<PathBuf> {
-        let mut bases = vec![path.to_owned()];
-        if let Ok(real) = std::fs::canonicalize(path)
-            && real != path
-        {
-            bases.push(real);
-        }
-        let mut files = Vec::with_capacity(4 * bases.len());
-        for base in bases {
-            for suffix in ["-wal", "-shm", "-journal"] {
-                let mut p = base.as_os_str().to_owned();
-                p.push(suffix);
-                files.push(PathBuf::from(p));
-            }
-            files.insert(files.len() - 3, base);
-        }
-        files
+    /// beside it (`-wal`, `-shm`, and `-journal` while it rolls back), whether they exist
+    /// yet or not. NB: SQLite puts them beside the file a symbolic link leads to: a caller
+    /// that protects them takes this of the link's target too.
+    pub fn files(path: &Path) -> [PathBuf; 4] {
+        let with = |suffix: &str| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            PathBuf::from(p)
+        };
+        [
+            path.to_owned(),
+            with("-wal"),
+            with("-shm"),
+            with("-journal"),
+        ]
+    }
+
+    /// Lists the runs whose ids start with `prefix` (a batch's runs), in the order they
+    /// were created; a damaged row of another run does not stop it.
+    pub fn runs_under(&self, prefix: &str) -> Result<Vec<RunInfo>, StoreError> {
+        let now = now_ms();
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE substr(id, 1, ?2) = ?1 ORDER BY created_at, id"
+            ))
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map(params![prefix, to_i64(prefix.len() as u64)], |r| {
+                run_info(r, now)
+            })
+            .map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
     }
 
     /// Opens (creating it if needed) the store at `path` and brings its schema up to
@@ -540,7 +552,7 @@ impl SqliteStore {
                 StoreError::new(
                     StoreErrorKind::NotAStore,
                     format!(
-                        "{}: journal entry {seq} of run `{id}` is damaged: {e}",
+                        "{}: run `{id}`: its journal entry {seq} cannot be read ({e}): the store is damaged",
                         self.path
                     ),
                 )
@@ -645,7 +657,11 @@ const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
 /// write a new store over it.
 fn check_header(path: &Path, shown: &str) -> Result<(), StoreError> {
     use std::io::Read;
-    // A missing file is created; one that cannot be opened is SQLite's to report.
+    // A missing file is created; anything but a regular file (opening a FIFO would wait
+    // for a writer), or one that cannot be opened, is SQLite's to report.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return Ok(());
+    }
     let Ok(file) = std::fs::File::open(path) else {
         return Ok(());
     };
@@ -1002,7 +1018,7 @@ impl RunStore for SqliteStore {
                 Some((id, seq)) if e.kind == StoreErrorKind::NotAStore => StoreError::new(
                     StoreErrorKind::NotAStore,
                     format!(
-                        "{}: journal entry {seq} of run `{id}` is not JSON: the store is damaged",
+                        "{}: run `{id}`: its journal entry {seq} is not JSON: the store is damaged",
                         self.path
                     ),
                 ),

@@ -15,7 +15,6 @@ use pyo3::types::PyBytes;
 use crate::plan::{Outcome, Plan};
 use crate::{RunError, convert};
 
-/// A `RunError` with its attributes: `code` (`R0005`, ...), `seq_no`, `line`.
 /// Each of `messages` as a Python `UserWarning` (a filter that turns warnings into errors
 /// raises the first).
 pub(crate) fn warn<'a>(
@@ -30,6 +29,7 @@ pub(crate) fn warn<'a>(
     Ok(())
 }
 
+/// A `RunError` with its attributes: `code` (`R0005`, ...), `seq_no`, `line`.
 pub(crate) fn run_error(
     py: Python<'_>,
     code: ErrorCode,

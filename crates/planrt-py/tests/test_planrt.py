@@ -439,6 +439,23 @@ def test_ask_runs_the_plan_with_python_tools():
     assert len(seen) == 2
 
 
+def test_a_bad_example_file_is_skipped_with_a_warning(tmp_path):
+    for example in (ROOT / "examples/planner").glob("*.json"):
+        (tmp_path / example.name).write_text(example.read_text())
+    (tmp_path / "broken.json").write_text('{"goal": ')
+    with pytest.warns(UserWarning, match="broken.json"):
+        answer = asyncio.run(
+            planrt.ask(
+                "Does TiDB support SQL?",
+                {"lang": "Japanese"},
+                tools=str(ASK_TOOLS),
+                replay=str(ASK_CASSETTE),
+                examples=str(tmp_path),
+            )
+        )
+    assert answer.status == "answered", answer.error
+
+
 def test_ask_without_a_planner_says_so():
     with pytest.raises(planrt.RunError, match="no backend for the planner"):
         asyncio.run(planrt.ask("Does TiDB support SQL?"))

@@ -21,7 +21,7 @@ Exit codes:
   0   the goal was answered
   1   the last plan's run failed, or the planner could not be reached (or has no backend)
   2   usage error, including an unreadable or malformed --tools file, --prompt template
-      or an examples directory that cannot be read
+      or an examples directory that cannot be read (or holds over 10,000 examples)
   64  the --trace or --record file is one of the inputs or both are one file
   65  the plan still had errors when the repairs ran out, the --replay cassette is
       malformed, or the --store file is not a planvm store (or is damaged)
@@ -229,7 +229,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         args.record.clone(),
         &args.limits.times(),
         (args.output.trace.as_deref(), args.output.format),
-        &[],
+        examples.skipped(),
     ) {
         Ok(s) => s,
         Err(code) => return code,

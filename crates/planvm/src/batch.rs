@@ -18,7 +18,7 @@
 //! - Runs are tokio tasks on a multi-threaded runtime; `--jobs` bounds how many are in
 //!   flight. Loading happens on the driving thread while the workers run the VMs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,8 +79,9 @@ Exit codes:
   2   usage error, including an unreadable or malformed --tools or --list file, and a
       --store that holds a run of this --batch-id already (continue it with --resume)
   65  some plan or cassette could not be loaded (unreadable, invalid plan, corrupted
-      .pbc, malformed cassette): those runs are reported as failed lines, the others
-      still run; also a malformed --replay cassette (nothing runs)
+      .pbc, malformed cassette), or with --resume what the store holds of a run is
+      damaged: those runs are reported as failed lines, the others still run; also a
+      malformed --replay cassette (nothing runs)
   66  DIR or the --replay cassette cannot be read, or DIR holds no plan; with --resume,
       no run of the batch is in the store
   75  with --resume, a run of the batch is being run by another live process
@@ -136,8 +137,8 @@ pub(crate) struct BatchArgs {
     /// list or directory: a run it finished is reported from the store and calls nothing;
     /// one it left interrupted or failed goes on from its last commit point, as `planvm
     /// resume` does (no stored answer is asked again); one it never started runs now. A
-    /// list's lines are paired with their runs by plan and variables where those are
-    /// unique, else by line number.
+    /// list's lines are paired with the stored runs by plan and variables, in order,
+    /// wherever they have moved; a line left over runs anew.
     #[arg(long, requires = "batch_id")]
     resume: bool,
     /// With --resume: send again the `write` calls that were in flight when the batch
@@ -213,7 +214,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         inputs.extend(args.list.as_deref().map(|p| ("the --list file", p)));
         inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
         inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
-        let store_files = args.store.as_deref().map(plan_store::SqliteStore::files);
+        let store_files = args.store.as_deref().map(crate::store_files);
         inputs.extend(
             store_files
                 .iter()
@@ -265,7 +266,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             let mut ids = run_ids(&batch, &jobs);
             if args.resume {
                 // NB: a list edited since (a comment added at its top) moves every line.
-                match store.runs() {
+                match store.runs_under(&format!("{batch}.")) {
                     Ok(runs) => pair_by_content(&mut ids, &batch, &jobs, &args.vars, &runs),
                     Err(e) => return fail(crate::stored::store_exit(&e), e),
                 }
@@ -368,7 +369,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         store_files: args
             .store
             .as_deref()
-            .map(plan_store::SqliteStore::files)
+            .map(crate::store_files)
             .unwrap_or_default(),
         record_dir: args.record.clone(),
         trace_dir: args.trace.clone(),
@@ -445,6 +446,8 @@ enum Prior {
     New,
     /// Nothing runs: the stored report of a finished run, or why it cannot go on.
     Report(Box<RunReport>),
+    /// Nothing runs: what the store holds of it is damaged (the batch exits 65).
+    Damaged(Box<RunReport>),
     /// It goes on from its saved state, once claimed.
     Resumed(Box<Resumed>),
 }
@@ -472,9 +475,16 @@ impl Resume {
                 Duration::ZERO,
             )))
         };
+        let damaged = |why: String| {
+            Prior::Damaged(Box::new(RunReport::failed_before_start(
+                why,
+                Duration::ZERO,
+            )))
+        };
         let run = match self.store.run(id) {
             Ok(run) => run,
             Err(e) if e.kind == StoreErrorKind::UnknownRun => return Prior::New,
+            Err(e) if e.kind == StoreErrorKind::NotAStore => return damaged(e.to_string()),
             Err(e) => return failed(e.to_string()),
         };
         if run.plan != plan || run.parent.is_some() || run.presets != *presets {
@@ -491,6 +501,7 @@ impl Resume {
                 going: *going,
                 limits,
             })),
+            Err((code, why)) if code == exit::DATA_ERR => damaged(why),
             Err((_, why)) => failed(why),
         }
     }
@@ -688,6 +699,7 @@ async fn drive(mut ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                 }
                 _ => Prior::New,
             };
+            let damaged = matches!(prior, Prior::Damaged(_));
             // NB: a run taken up goes on with its own stored program, whatever the plan
             // file holds now.
             let start = match prior {
@@ -700,7 +712,10 @@ async fn drive(mut ctx: Ctx, jobs: Vec<Job>, sink: &mut Sink) -> Tally {
                     programs.skip(&job.plan);
                     Ok(Start::Resumed(r))
                 }
-                Prior::Report(report) => {
+                Prior::Report(report) | Prior::Damaged(report) => {
+                    if damaged {
+                        tally.invalid += 1;
+                    }
                     programs.skip(&job.plan);
                     if let Some(c) = &job.cassette {
                         cassettes.skip(c);
@@ -988,7 +1003,7 @@ fn name_runs(jobs: &mut [Job]) {
     for j in jobs.iter().filter(|j| j.line.is_none()) {
         *stems.entry(stem(&j.plan)).or_default() += 1;
     }
-    let mut taken: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut taken: HashSet<String> = HashSet::new();
     for j in jobs.iter_mut() {
         let s = stem(&j.plan);
         let name = match j.line {
@@ -1023,28 +1038,21 @@ fn stem(p: &Path) -> String {
 /// The stored run id of each run: `<batch>.<name>`, made of the characters run ids
 /// allow, numbered (`.2`, `.3`, ...) where two names give one id.
 fn run_ids(batch: &str, jobs: &[Job]) -> HashMap<String, String> {
-    let mut taken = std::collections::HashSet::new();
-    let mut ids = HashMap::new();
-    for j in jobs {
-        let base = plan_store::run_id_from(&format!("{batch}.{}", j.name));
-        let mut id = base.clone();
-        let mut k = 1;
-        while !taken.insert(id.clone()) {
-            k += 1;
-            // NB: ASCII (run_id_from's doing), so any cut is a char boundary; room is
-            // left for the number within the 128 bytes.
-            id = format!("{}.{k}", &base[..base.len().min(116)]);
-        }
-        ids.insert(j.name.clone(), id);
-    }
-    ids
+    let mut taken = HashSet::new();
+    jobs.iter()
+        .map(|j| {
+            let base = plan_store::run_id_from(&format!("{batch}.{}", j.name));
+            (j.name.clone(), free_id(&base, &mut taken))
+        })
+        .collect()
 }
 
-/// `--resume` of a list: pairs each line with the stored run of the batch that ran the
-/// same plan with the same variables, where exactly one line and one run have them (and
-/// the run was named after a line of the same plan), so that lines added, removed or
-/// moved since do not pair runs with the wrong lines; the other lines keep the id of
-/// their line number, numbered further where a paired run holds it.
+/// `--resume` of a list: pairs the lines with the batch's `stored` runs (oldest first) by
+/// what they run, so that lines moved since (a comment added at the top, lines reordered,
+/// added or removed) are not paired with other lines' runs: the lines and the runs of
+/// the same plan and variables are paired in order (only runs named after a line of that
+/// plan: not another batch's whose ids merely start the same way). A line left over runs
+/// anew, under its line number's id numbered past every stored run.
 fn pair_by_content(
     ids: &mut HashMap<String, String>,
     batch: &str,
@@ -1052,14 +1060,13 @@ fn pair_by_content(
     global: &[(String, Value)],
     stored: &[plan_store::RunInfo],
 ) {
-    fn key(plan: &str, vars: &Map<String, Value>) -> String {
-        let mut k = plan.to_owned();
-        k.push('\0');
-        canonical(&Value::Object(vars.clone()), &mut k);
+    fn key(plan: &str, vars: &Map<String, Value>) -> Vec<u8> {
+        let mut k = plan.as_bytes().to_vec();
+        k.push(0);
+        plan_value::json::write_canonical_object(&mut k, vars);
         k
     }
-    let prefix = format!("{batch}.");
-    let mut lines: HashMap<String, Vec<&Job>> = HashMap::new();
+    let mut lines: HashMap<Vec<u8>, Vec<&Job>> = HashMap::new();
     for j in jobs.iter().filter(|j| j.line.is_some()) {
         let vars: Map<String, Value> = merge_vars(global, j.vars.clone()).into_iter().collect();
         lines
@@ -1067,78 +1074,42 @@ fn pair_by_content(
             .or_default()
             .push(j);
     }
-    let mut runs: HashMap<String, Vec<&plan_store::RunInfo>> = HashMap::new();
-    for r in stored
-        .iter()
-        .filter(|r| r.parent.is_none() && r.id.starts_with(&prefix))
-    {
-        runs.entry(key(&r.plan, &r.presets)).or_default().push(r);
-    }
-    let mut paired: HashMap<&str, String> = HashMap::new();
-    for (k, js) in &lines {
-        if let ([j], Some([r])) = (js.as_slice(), runs.get(k).map(Vec::as_slice)) {
-            // The run must carry a line name of this plan: not a run of another batch
-            // whose id merely starts the same way.
-            let stem = plan_store::run_id_from(&format!("{prefix}{}.line", stem(&j.plan)));
-            if r.id.starts_with(&stem) {
-                paired.insert(&j.name, r.id.clone());
-            }
+    let mut runs: HashMap<Vec<u8>, Vec<&str>> = HashMap::new();
+    for r in stored.iter().filter(|r| r.parent.is_none()) {
+        let named = format!("{batch}.{}.line", stem(Path::new(&r.plan)));
+        if r.id.starts_with(&plan_store::run_id_from(&named)) {
+            runs.entry(key(&r.plan, &r.presets))
+                .or_default()
+                .push(&r.id);
         }
     }
-    if paired.is_empty() {
-        return;
+    let mut paired: HashMap<&str, &str> = HashMap::new();
+    for (k, js) in &lines {
+        for (j, id) in js.iter().zip(runs.get(k).into_iter().flatten()) {
+            paired.insert(&j.name, id);
+        }
     }
-    let held: std::collections::HashSet<String> = paired.values().cloned().collect();
-    let mut used: std::collections::HashSet<String> = held.clone();
-    for j in jobs {
+    let mut taken: HashSet<String> = stored.iter().map(|r| r.id.clone()).collect();
+    for j in jobs.iter().filter(|j| j.line.is_some()) {
         let id = match paired.get(j.name.as_str()) {
-            Some(id) => id.clone(),
-            None => {
-                let base = ids.get(&j.name).cloned().unwrap_or_default();
-                let mut id = base.clone();
-                let mut k = 1;
-                while used.contains(&id) {
-                    k += 1;
-                    id = format!("{}.{k}", &base[..base.len().min(116)]);
-                }
-                id
-            }
+            Some(id) => (*id).to_owned(),
+            None => free_id(ids.get(&j.name).map_or("", String::as_str), &mut taken),
         };
-        used.insert(id.clone());
         ids.insert(j.name.clone(), id);
     }
 }
 
-/// `v` as JSON with every object's keys sorted, appended to `out` (equal values give
-/// equal text whatever order their keys were written in).
-fn canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                canonical(&m[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                canonical(x, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
+/// `base`, or `base.2`, `base.3`, ...: the first not in `taken`, which it joins. NB: run
+/// ids are ASCII (`run_id_from`), so any cut is a char boundary; room is left for the
+/// number within the 128 bytes.
+fn free_id(base: &str, taken: &mut HashSet<String>) -> String {
+    let mut id = base.to_owned();
+    let mut k = 1;
+    while !taken.insert(id.clone()) {
+        k += 1;
+        id = format!("{}.{k}", &base[..base.len().min(116)]);
     }
+    id
 }
 
 /// A loaded plan, shared by its runs.

@@ -231,7 +231,19 @@ fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
 /// What the store's files are called in the refusal of an output onto one of them.
 pub(crate) const STORE_FILE: &str = "the --store database or a file SQLite keeps beside it";
 
-/// Refuses outputs that are inputs (by file identity) or each other.
+/// The files of the store at `path` no output may be written onto: its own and, when
+/// `path` is a symbolic link (even one to a store not created yet), those of the file it
+/// leads to, where SQLite keeps them.
+pub(crate) fn store_files(path: &Path) -> Vec<PathBuf> {
+    let mut files = plan_store::SqliteStore::files(path).to_vec();
+    if let Some(real) = plan_render::files::resolved(path) {
+        files.extend(plan_store::SqliteStore::files(&real));
+    }
+    files
+}
+
+/// Refuses outputs that are inputs (by file identity, or by resolved name for files that
+/// do not exist yet) or each other.
 pub(crate) fn check_outputs(
     outputs: &[(&str, &Path)],
     inputs: &[(&str, &Path)],
@@ -263,7 +275,7 @@ pub(crate) fn refuse_clobbering(
     store: Option<&Path>,
     outputs: &[(&str, &Path)],
 ) -> Result<(), u8> {
-    let store_files = store.map(plan_store::SqliteStore::files);
+    let store_files = store.map(store_files);
     let mut inputs: Vec<(&str, &Path)> = plan.into_iter().collect();
     inputs.extend(tools.map(|p| ("the --tools file", p)));
     inputs.extend(replay.map(|p| ("the --replay cassette", p)));

@@ -582,6 +582,18 @@ async fn no_output_may_be_written_onto_a_file_sqlite_keeps_beside_the_store() {
             }
         }
     }
+    // A store named through a symbolic link, even to a store not created yet: SQLite
+    // keeps its files beside the link's target.
+    #[cfg(unix)]
+    {
+        let link = dir.join("link.db");
+        std::os::unix::fs::symlink(dir.join("elsewhere.db"), &link).unwrap();
+        let mut args = f.args(&["run"], Some(&plan), &link);
+        args.extend(["--trace".into(), s(&dir.join("elsewhere.db-wal"))]);
+        let out = planvm(args, &[]).await;
+        assert_eq!(out.code, Some(64), "{}", out.stderr);
+        assert!(!dir.join("elsewhere.db").exists());
+    }
     assert_eq!(integrity(&db), "ok");
     let listed: Vec<String> = runs_json(&db)
         .await
@@ -1270,28 +1282,45 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
     assert_eq!(answers(&out.stdout), reversed);
     assert_eq!(f.requests().await.len(), after.len());
 
-    // A line whose content matches no run falls back to its line number: a run of other
-    // content stored there is refused, not reported or continued as the line's.
+    // A line whose content matches no stored run is a new run: under its line number's
+    // id, numbered past the run of other content stored there, which is left alone.
+    // A line added twice over a stored one is paired once, in order; the other runs.
     let mut changed = lines.clone();
     changed[0] = "topic.json topic=t9".into();
+    changed.push(lines[1].clone());
     std::fs::write(&list, changed.join("\n")).unwrap();
     let out = planvm(batch(&["--batch-id", "b", "--resume"]), &[]).await;
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
-    let refused: Vec<Value> = json_lines(&out.stdout)
-        .into_iter()
-        .filter(|l| l["status"] != "ok")
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let mut ran: Vec<(u64, String, bool)> = json_lines(&out.stdout)
+        .iter()
+        .map(|l| {
+            (
+                l["line"].as_u64().unwrap(),
+                l["run_id"].as_str().unwrap().to_owned(),
+                l["elapsed_ms"] == 0,
+            )
+        })
         .collect();
-    assert_eq!(refused.len(), 1, "{}", out.stdout);
-    assert_eq!(refused[0]["line"], 1);
+    ran.sort();
+    let mut expected: Vec<(u64, String, bool)> = vec![(1, "b.topic.line1.2".into(), false)];
+    expected.extend((2..=6).map(|l| (l, format!("b.topic.line{l}"), true)));
+    expected.push((7, "b.topic.line7".into(), false));
+    assert_eq!(ran, expected);
+    let new: Vec<(String, Value)> = f.requests().await[after.len()..].to_vec();
     assert!(
-        refused[0]["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("is not this line's run"),
-        "{}",
-        refused[0]
+        new.iter().any(|(_, b)| b.to_string().contains("t9")),
+        "{new:?}"
     );
-    assert_eq!(f.requests().await.len(), after.len());
+    assert!(
+        !new.iter().any(|(_, b)| b.to_string().contains("t1 ")),
+        "the run stored for t1 is not run again: {new:?}"
+    );
+    let listed: Vec<String> = runs_json(&db)
+        .await
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(listed.contains(&"b.topic.line1".to_owned()), "{listed:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
