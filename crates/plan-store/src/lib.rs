@@ -424,9 +424,11 @@ pub struct StoreError {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum StoreErrorKind {
-    /// The file is not a planvm store, or from a newer planvm, or what it holds is damaged
-    /// (a row planvm cannot have written).
+    /// The file is not a planvm store, or from a newer planvm.
     NotAStore,
+    /// What the store holds cannot be what planvm wrote: the file is malformed, or a row,
+    /// a journal entry or a program is damaged or missing.
+    Damaged,
     /// No run with that id.
     UnknownRun,
     /// The run id is taken.
@@ -461,6 +463,8 @@ impl std::error::Error for StoreError {}
 /// The calls a durable run needs. One store may be shared by several processes; every
 /// write is one transaction.
 pub trait RunStore: Send {
+    /// The store as messages name it (a path; never a secret).
+    fn name(&self) -> &str;
     /// Stores the program (once per content hash) and creates run `run.id`, owned by
     /// `owner` and `running`.
     fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError>;

@@ -308,11 +308,6 @@ impl SqliteStore {
         })
     }
 
-    /// The store's path as errors show it.
-    pub fn path(&self) -> &str {
-        &self.path
-    }
-
     /// Fails when the store was read as it is (see [`SqliteStore::open_to_read`]) and a
     /// process wrote it since it was opened: what was read may mix two states of it. A
     /// caller that read several things checks this before it shows them.
@@ -550,7 +545,7 @@ impl SqliteStore {
             let (seq, text) = row.map_err(|e| io_run(&self.path, id, e))?;
             let points: Vec<P> = serde_json::from_str(&text).map_err(|e| {
                 StoreError::new(
-                    StoreErrorKind::NotAStore,
+                    StoreErrorKind::Damaged,
                     format!(
                         "{}: run `{id}`: its journal entry {seq} cannot be read ({e}): the store is damaged",
                         self.path
@@ -758,7 +753,7 @@ fn file_uri(path: &Path, immutable: bool) -> String {
 
 fn io(path: &str, e: rusqlite::Error) -> StoreError {
     if let Some(why) = damage(&e) {
-        return StoreError::new(StoreErrorKind::NotAStore, format!("{path}: {why}"));
+        return StoreError::new(StoreErrorKind::Damaged, format!("{path}: {why}"));
     }
     let message = match e.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => format!(
@@ -780,7 +775,7 @@ fn io(path: &str, e: rusqlite::Error) -> StoreError {
 fn io_run(path: &str, id: &str, e: rusqlite::Error) -> StoreError {
     match damage(&e) {
         Some(why) if !why.starts_with("run `") => StoreError::new(
-            StoreErrorKind::NotAStore,
+            StoreErrorKind::Damaged,
             format!("{path}: run `{id}`: {why}"),
         ),
         _ => io(path, e),
@@ -942,6 +937,10 @@ fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
 }
 
 impl RunStore for SqliteStore {
+    fn name(&self) -> &str {
+        &self.path
+    }
+
     fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError> {
         let path = self.path.clone();
         let mut programs = std::mem::take(&mut self.programs);
@@ -1015,8 +1014,8 @@ impl RunStore for SqliteStore {
         rows.collect::<Result<_, _>>().map_err(|e| {
             let e = self.io(e);
             match self.entry_not_json() {
-                Some((id, seq)) if e.kind == StoreErrorKind::NotAStore => StoreError::new(
-                    StoreErrorKind::NotAStore,
+                Some((id, seq)) if e.kind == StoreErrorKind::Damaged => StoreError::new(
+                    StoreErrorKind::Damaged,
                     format!(
                         "{}: run `{id}`: its journal entry {seq} is not JSON: the store is damaged",
                         self.path
@@ -1045,7 +1044,7 @@ impl RunStore for SqliteStore {
             .map_err(|e| self.io(e))?;
         program.ok_or_else(|| {
             StoreError::new(
-                StoreErrorKind::NotAStore,
+                StoreErrorKind::Damaged,
                 format!(
                     "{}: the program {hash} of a run is missing: the store is damaged",
                     self.path

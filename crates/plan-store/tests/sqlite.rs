@@ -705,7 +705,7 @@ fn a_run_row_or_program_planvm_cannot_have_written_is_reported_as_damaged() {
             .unwrap();
         let store = SqliteStore::open_existing(&path, Durability::Normal).unwrap();
         for e in [store.run("r").unwrap_err(), store.runs().unwrap_err()] {
-            assert_eq!(e.kind, StoreErrorKind::NotAStore, "{column}: {e}");
+            assert_eq!(e.kind, StoreErrorKind::Damaged, "{column}: {e}");
             assert!(e.message.contains("run `r`"), "{}", e.message);
             assert!(e.message.contains("the store is damaged"), "{}", e.message);
         }
@@ -722,6 +722,6 @@ fn a_run_row_or_program_planvm_cannot_have_written_is_reported_as_damaged() {
     sql.execute_batch("PRAGMA foreign_keys = OFF; DELETE FROM programs;")
         .unwrap();
     let e = store.program(&hash).unwrap_err();
-    assert_eq!(e.kind, StoreErrorKind::NotAStore);
+    assert_eq!(e.kind, StoreErrorKind::Damaged);
     assert!(e.message.contains("is missing"), "{}", e.message);
 }

@@ -139,9 +139,9 @@ impl RunSink for AskStore<'_> {
                 let stored = self.current.insert(s);
                 Ok(Box::new((&mut *self.tracer, stored.journal(run.program))))
             }
-            Err((code, e)) => {
-                self.failed = Some(code);
-                Err(e)
+            Err(e) => {
+                self.failed = Some(stored::engine_exit(e.kind));
+                Err(e.message)
             }
         }
     }

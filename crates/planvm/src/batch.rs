@@ -39,8 +39,8 @@ use plan_value::json;
 use plan_vm::Limits;
 use serde_json::{Map, Value};
 
-use crate::stored::Taken;
 use crate::{exit, fail, load, parse_var};
+use plan_runs::{ErrorKind, Taken};
 
 /// A list file larger than this is refused (it is read whole).
 const MAX_LIST_BYTES: u64 = 256 << 20;
@@ -315,7 +315,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
                         exit::TEMP_FAIL,
                         format_args!(
                             "batch `{batch}` is still being run: {}",
-                            crate::stored::held_elsewhere(&run)
+                            plan_runs::held_elsewhere(&run)
                         ),
                     );
                 }
@@ -328,7 +328,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             };
             eprintln!("batch {batch}");
             let owner = Owner::this_process();
-            let lease = crate::stored::Lease::start(path, durability, owner.clone());
+            let lease = crate::stored::lease(path, durability, owner.clone());
             let store = StoreCtx {
                 store: GroupStore::spawn(store),
                 ids,
@@ -460,7 +460,7 @@ enum Start {
 
 /// A stored run taken up: where it goes on from (not claimed yet), under its own limits.
 struct Resumed {
-    going: crate::stored::Going,
+    going: plan_runs::Going,
     limits: Limits,
 }
 
@@ -484,7 +484,7 @@ impl Resume {
         let run = match self.store.run(id) {
             Ok(run) => run,
             Err(e) if e.kind == StoreErrorKind::UnknownRun => return Prior::New,
-            Err(e) if e.kind == StoreErrorKind::NotAStore => return damaged(e.to_string()),
+            Err(e) if e.kind == StoreErrorKind::Damaged => return damaged(e.to_string()),
             Err(e) => return failed(e.to_string()),
         };
         if run.plan != plan || run.parent.is_some() || run.presets != *presets {
@@ -495,14 +495,14 @@ impl Resume {
             ));
         }
         let limits = run.limits.clone();
-        match crate::stored::take_up(&self.store, &run, &limits, self.retry_unknown_writes) {
+        match plan_runs::take_up(&self.store, &run, &limits, self.retry_unknown_writes) {
             Ok(Taken::Finished(report)) => Prior::Report(report),
             Ok(Taken::Going(going)) => Prior::Resumed(Box::new(Resumed {
                 going: *going,
                 limits,
             })),
-            Err((code, why)) if code == exit::DATA_ERR => damaged(why),
-            Err((_, why)) => failed(why),
+            Err(e) if e.kind == ErrorKind::Damaged => damaged(e.message),
+            Err(e) => failed(e.message),
         }
     }
 }

@@ -3,16 +3,17 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand, ValueEnum};
 use plan_bytecode::ValidatedProgram;
-use plan_host::{ReportError, RunReport, RunStatus as ReportStatus};
+pub(crate) use plan_runs::Taken;
+use plan_runs::open::Access;
+use plan_runs::{ErrorKind, GoOn};
 use plan_store::replay::NotBefore;
 use plan_store::{
-    CallState, Durability, LEASE_MS, NewRun, OwnedNewRun, Owner, RunInfo, RunStatus, RunStore,
-    SqliteStore, StoreError, StoreErrorKind, StoreJournal,
+    Durability, NewRun, OwnedNewRun, Owner, RunInfo, RunStore, SqliteStore, StoreError,
+    StoreJournal,
 };
 use plan_vm::{Limits, VmState};
 use serde_json::{Map, Value, json};
@@ -172,36 +173,44 @@ fn trace_output(output: &crate::OutputArgs) -> Vec<(&'static str, &Path)> {
         .collect()
 }
 
-/// The exit code for a store failure.
-pub(crate) fn store_exit(e: &StoreError) -> u8 {
-    match e.kind {
-        StoreErrorKind::NotAStore => exit::DATA_ERR,
-        StoreErrorKind::UnknownRun | StoreErrorKind::NoStore => exit::NO_INPUT,
-        StoreErrorKind::DuplicateRun => exit::USAGE,
-        StoreErrorKind::Busy => exit::TEMP_FAIL,
-        StoreErrorKind::ReadOnly | StoreErrorKind::Io => exit::IO_ERR,
+/// The exit code for a failure of the engine.
+pub(crate) fn engine_exit(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::NotAStore | ErrorKind::Damaged => exit::DATA_ERR,
+        ErrorKind::UnknownRun | ErrorKind::NoStore => exit::NO_INPUT,
+        ErrorKind::DuplicateRun | ErrorKind::UnknownWrites => exit::USAGE,
+        ErrorKind::Busy => exit::TEMP_FAIL,
+        ErrorKind::ReadOnly | ErrorKind::Io => exit::IO_ERR,
     }
 }
 
-/// A store failure as the exit code and the message, for a caller that reports it.
-fn coded(e: StoreError) -> (u8, String) {
-    (store_exit(&e), e.to_string())
+/// Reports `e` and returns its exit code.
+pub(crate) fn failed(e: impl Into<plan_runs::Error>) -> u8 {
+    let e = e.into();
+    fail(engine_exit(e.kind), e)
+}
+
+/// The exit code for a store failure.
+pub(crate) fn store_exit(e: &StoreError) -> u8 {
+    engine_exit(plan_runs::Error::from(e.clone()).kind)
 }
 
 pub(crate) fn open(path: &Path, durability: Durability) -> Result<SqliteStore, u8> {
-    SqliteStore::open(path, durability).map_err(|e| fail(store_exit(&e), e))
+    plan_runs::open::open(path, durability, Access::Create).map_err(failed)
 }
 
-/// A store that must exist already (commands that read or continue runs).
-fn open_existing(path: &Path, durability: Durability) -> Result<SqliteStore, u8> {
-    SqliteStore::open_existing(path, durability).map_err(|e| fail(store_exit(&e), e))
+/// The lease of this process's runs in the store at `path`.
+pub(crate) fn lease(path: &Path, durability: Durability, owner: Owner) -> plan_runs::Lease {
+    plan_runs::open::lease(path, durability, owner, |e| {
+        eprintln!("warning: cannot renew the run's lease: {e}");
+    })
 }
 
 /// A stored run in progress: the store, the run's id, and the thread renewing its lease.
 pub(crate) struct StoredRun {
     store: SqliteStore,
     id: String,
-    _lease: Lease,
+    _lease: plan_runs::Lease,
 }
 
 impl StoredRun {
@@ -230,117 +239,30 @@ pub(crate) fn start_run(
         limits,
         parent: None,
     };
-    create_run(path, args.durability.get(), &new).map_err(|(code, e)| fail(code, e))
+    create_run(path, args.durability.get(), &new).map_err(failed)
 }
 
-/// Creates a stored run, prints `run ID` on stderr and starts renewing its lease. The
-/// error is the exit code and the message, for the caller to report.
+/// Creates a stored run, prints `run ID` on stderr and starts renewing its lease.
 pub(crate) fn create_run(
     path: &Path,
     durability: Durability,
     new: &NewRun<'_>,
-) -> Result<StoredRun, (u8, String)> {
-    let mut store = SqliteStore::open(path, durability).map_err(coded)?;
+) -> Result<StoredRun, plan_runs::Error> {
+    let mut store = plan_runs::open::open(path, durability, Access::Create)?;
     let owner = Owner::this_process();
-    store.create_run(new, &owner).map_err(coded)?;
+    store.create_run(new, &owner)?;
     eprintln!("run {}", new.id);
-    let lease = Lease::start(path, durability, owner);
     Ok(StoredRun {
         store,
         id: new.id.to_owned(),
-        _lease: lease,
-    })
-}
-
-/// Renews the leases of this process's runs from a thread of its own (its own
-/// connection) until dropped, so that a run waiting minutes for one call still shows as
-/// `running`, and a run whose process died shows as `interrupted` within [`LEASE_MS`].
-pub(crate) struct Lease {
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Lease {
-    pub(crate) fn start(path: &Path, durability: Durability, owner: Owner) -> Lease {
-        let (tx, rx) = mpsc::channel::<()>();
-        let path = path.to_owned();
-        let every = Duration::from_millis(u64::try_from(LEASE_MS / 4).unwrap_or(2_500));
-        let thread = std::thread::spawn(move || {
-            let mut store = match SqliteStore::open(&path, durability) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("warning: cannot renew the run's lease: {e}");
-                    return;
-                }
-            };
-            let mut warned = false;
-            while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
-                // NB: a failed renewal is not the run's failure: at worst another
-                // process takes the run over once the lease lapses, and from then on
-                // this one's commit points are refused (the run fails with R0012).
-                if let Err(e) = store.renew(&owner)
-                    && !std::mem::replace(&mut warned, true)
-                {
-                    eprintln!("warning: cannot renew the run's lease: {e}");
-                }
-            }
-        });
-        Lease {
-            stop: Some(tx),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Lease {
-    fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// A finished run's report, from its row (nothing runs).
-pub(crate) fn stored_report(run: &RunInfo) -> RunReport {
-    let error = run
-        .error
-        .as_ref()
-        .and_then(|e| serde_json::from_value::<ReportError>(e.clone()).ok());
-    RunReport {
-        status: if run.status == RunStatus::Ok {
-            ReportStatus::Ok
-        } else {
-            ReportStatus::Failed
-        },
-        final_answer: run.final_answer.clone().unwrap_or(Value::Null),
-        error,
-        steps: run.steps,
-        tool_calls: run.tool_calls,
-        elapsed_ms: 0,
-        vars: Default::default(),
-    }
-}
-
-/// The program `run` runs, from its store. The error is the exit code and the message.
-pub(crate) fn stored_program(
-    store: &SqliteStore,
-    run: &RunInfo,
-) -> Result<ValidatedProgram, (u8, String)> {
-    let stored = store.program(&run.program).map_err(coded)?;
-    // NB: bytes from a file: validated like any .pbc.
-    plan_bytecode::load(&stored.pbc).map_err(|e| {
-        (
-            exit::DATA_ERR,
-            format!("the stored program of run `{}` is damaged: {e}", run.id),
-        )
+        _lease: lease(path, durability, owner),
     })
 }
 
 /// The store at `path` and its run `id`.
 fn open_run(path: &Path, durability: Durability, id: &str) -> Result<(SqliteStore, RunInfo), u8> {
-    let store = open_existing(path, durability)?;
-    let run = store.run(id).map_err(|e| fail(store_exit(&e), e))?;
+    let store = plan_runs::open::open(path, durability, Access::Existing).map_err(failed)?;
+    let run = store.run(id).map_err(failed)?;
     Ok((store, run))
 }
 
@@ -354,35 +276,13 @@ struct Stored {
 
 fn load_run(path: &Path, durability: Durability, id: &str) -> Result<Stored, u8> {
     let (store, run) = open_run(path, durability, id)?;
-    let (program, _, calls) = read_run(&store, &run).map_err(|(code, why)| fail(code, why))?;
+    let (program, _, calls) = plan_runs::read_run(&store, &run).map_err(failed)?;
     Ok(Stored {
         store,
         run,
         program,
         calls,
     })
-}
-
-/// A stored run's program, its journal's last entry, and its calls.
-pub(crate) type RunParts = (ValidatedProgram, Option<i64>, Vec<plan_store::CallRow>);
-
-/// What going on with stored `run` needs: its program, its journal's last entry, and its
-/// calls, read in that order (a claim with that entry fails if the run moved on since).
-/// The error is the exit code and the message.
-pub(crate) fn read_run(store: &SqliteStore, run: &RunInfo) -> Result<RunParts, (u8, String)> {
-    let program = stored_program(store, run)?;
-    let seen = store.journal_head(&run.id).map_err(coded)?;
-    let calls = store.calls(&run.id).map_err(coded)?;
-    Ok((program, seen, calls))
-}
-
-/// Why `run` (status `running`) cannot be taken up now.
-pub(crate) fn held_elsewhere(run: &RunInfo) -> String {
-    format!(
-        "run `{}` is being run by another process ({}); wait for it to end",
-        run.id,
-        run.owner.as_deref().unwrap_or("?")
-    )
 }
 
 pub(crate) fn resume(args: ResumeArgs) -> u8 {
@@ -397,13 +297,13 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         max_concurrency: args.max_concurrency.unwrap_or(run.limits.max_concurrency),
         ..run.limits.clone()
     };
-    let going = match take_up(&store, &run, &limits, args.retry_unknown_writes) {
+    let going = match plan_runs::take_up(&store, &run, &limits, args.retry_unknown_writes) {
         Ok(Taken::Finished(report)) => {
             crate::print_report(&report, args.output.format);
             return exit::OK;
         }
         Ok(Taken::Going(going)) => going,
-        Err((code, why)) => return fail(code, why),
+        Err(e) => return failed(e),
     };
     if let Err(code) = crate::refuse_clobbering(
         None,
@@ -418,7 +318,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let Going {
+    let plan_runs::Going {
         program,
         seen,
         calls,
@@ -450,137 +350,6 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         warnings: &[],
         format: args.output.format,
     })
-}
-
-/// What taking up a stored run found.
-pub(crate) enum Taken {
-    /// It finished: its stored report (nothing runs).
-    Finished(Box<RunReport>),
-    /// It goes on, once the caller claims it with `seen` (after its own checks, so that
-    /// a refusal leaves the store as it was).
-    Going(Box<Going>),
-}
-
-/// Where a stored run goes on from, and what it goes on with.
-pub(crate) struct Going {
-    pub(crate) program: ValidatedProgram,
-    /// The journal's last entry when the run was read: the claim checks it is still so.
-    pub(crate) seen: Option<i64>,
-    pub(crate) calls: Vec<plan_store::CallRow>,
-    /// Instructions the saved state had committed.
-    pub(crate) steps_done: u64,
-    pub(crate) state: VmState,
-}
-
-/// Reads what going on with stored `run` under `limits` needs, with `resume`'s checks: a
-/// run held by a live process, or one that stopped with a `write` call in flight (unless
-/// `retry_unknown_writes`), is refused. The error is the exit code and the message.
-pub(crate) fn take_up(
-    store: &SqliteStore,
-    run: &RunInfo,
-    limits: &Limits,
-    retry_unknown_writes: bool,
-) -> Result<Taken, (u8, String)> {
-    match run.status {
-        RunStatus::Ok => return Ok(Taken::Finished(Box::new(stored_report(run)))),
-        // NB: before anything else: what it has in flight is not unknown, it is live.
-        RunStatus::Running => return Err((exit::TEMP_FAIL, held_elsewhere(run))),
-        RunStatus::Failed | RunStatus::Interrupted => {}
-    }
-    let (program, seen, calls) = read_run(store, run)?;
-    if !retry_unknown_writes && let Some(why) = unknown_writes(run, &program, &calls) {
-        return Err((exit::USAGE, why));
-    }
-    let (steps_done, state) = saved_state(store, run, &program, limits)?;
-    Ok(Taken::Going(Box::new(Going {
-        program,
-        seen,
-        calls,
-        steps_done,
-        state,
-    })))
-}
-
-/// Why `run` must not go on unasked: the `write` calls of its program it left in flight
-/// (they may or may not have taken effect). None when there are none.
-pub(crate) fn unknown_writes(
-    run: &RunInfo,
-    program: &ValidatedProgram,
-    calls: &[plan_store::CallRow],
-) -> Option<String> {
-    let unknown: Vec<String> = calls
-        .iter()
-        .filter(|c| c.state == CallState::Inflight)
-        // NB: the effects compiled into the run's own program, whatever --tools says now.
-        .filter(|c| {
-            program
-                .tools
-                .iter()
-                .any(|t| t.name == c.tool && t.effects == plan_bytecode::Effects::Write)
-        })
-        .map(|c| match c.seq_no {
-            Some(s) => format!("`{}` (seq_no {s})", c.tool),
-            None => format!("`{}`", c.tool),
-        })
-        .collect();
-    (!unknown.is_empty()).then(|| {
-        format!(
-            "run `{}` stopped while the write call {} was in flight: it may or may not have taken effect. \
-             Check, then resume with --retry-unknown-writes to send it again",
-            run.id,
-            unknown.join(", ")
-        )
-    })
-}
-
-/// Where a stored run goes on from: its last saved state and the instructions it had
-/// committed, or, stopped before its first commit point, its start (its saved answers
-/// still count). The error is the exit code and the message.
-pub(crate) fn saved_state(
-    store: &SqliteStore,
-    run: &RunInfo,
-    program: &ValidatedProgram,
-    limits: &Limits,
-) -> Result<(u64, VmState), (u8, String)> {
-    let damaged = |why: String| {
-        (
-            exit::DATA_ERR,
-            format!(
-                "{}: run `{}`: {why}: the store is damaged",
-                store.path(),
-                run.id
-            ),
-        )
-    };
-    match store.checkpoint(&run.id) {
-        Ok(Some((steps, json))) => {
-            let state = serde_json::from_str::<VmState>(&json)
-                .map_err(|e| damaged(format!("its saved state cannot be read ({e})")))?;
-            // NB: checked here, before the run is claimed or anything is called: a state
-            // that does not fit would fail the run as the VM's own error, and one marked
-            // done would end it with no answer.
-            let vm = plan_vm::Vm::from_state(program, state, limits.clone()).map_err(|e| {
-                damaged(format!(
-                    "its saved state does not fit its program ({})",
-                    e.message
-                ))
-            })?;
-            if !matches!(vm.state().status(), plan_vm::Status::Running) {
-                return Err(damaged(
-                    "its saved state says the run ended, which only its row may say".into(),
-                ));
-            }
-            Ok((steps, vm.into_state()))
-        }
-        Ok(None) => plan_store::replay::fresh_state(program, &run.presets, limits, run.branch_seq)
-            .map(|state| (0, state))
-            .map_err(|e| {
-                damaged(format!(
-                    "its start cannot be made from its stored presets ({e})"
-                ))
-            }),
-        Err(e) => Err(coded(e)),
-    }
 }
 
 /// Takes the run for this process (claims it, or creates it) once everything else is
@@ -628,31 +397,26 @@ fn continue_stored(c: Continue<'_>) -> u8 {
         Err(code) => return code,
     };
     if let Err(e) = (c.start)(&mut *c.store) {
-        return fail(store_exit(&e), e);
+        return failed(e);
     }
     eprintln!("run {}", c.id);
     let owner = Owner::this_process();
-    let _lease = Lease::start(c.path, c.durability, owner.clone());
-    let mut report = {
-        // NB: a resumed run may commit again calls its earlier process committed: the
-        // store counts them at the end (a new branch has no earlier calls; counting its
-        // own costs one query).
-        let journal =
-            StoreJournal::new(&mut *c.store, c.id, owner, c.steps_done, c.program).continued();
-        let mut journal = (&mut tracer, journal);
-        runtime.block_on(plan_host::resume_plan(
-            &host,
-            c.program,
-            c.state,
-            c.known,
-            c.limits,
-            &mut journal,
-        ))
+    let _lease = lease(c.path, c.durability, owner.clone());
+    let run = GoOn {
+        id: c.id,
+        steps_done: c.steps_done,
+        program: c.program,
+        state: c.state,
+        known: c.known,
+        limits: c.limits,
     };
-    // The whole run's calls, not only this resumption's.
-    if let Ok(r) = c.store.run(c.id) {
-        report.tool_calls = r.tool_calls;
-    }
+    let report = runtime.block_on(plan_runs::go_on(
+        &mut *c.store,
+        owner,
+        run,
+        &host,
+        &mut tracer,
+    ));
     crate::finish(report, c.format, &tracer, status_line)
 }
 
@@ -662,7 +426,7 @@ fn not_before(store: &SqliteStore, id: &str, e: &NotBefore) -> u8 {
     match e {
         NotBefore::Damaged(_) => fail(
             exit::DATA_ERR,
-            format_args!("{}: run `{id}`: {e}", store.path()),
+            format_args!("{}: run `{id}`: {e}", store.name()),
         ),
         NotBefore::NotReached(_) => fail(exit::USAGE, format_args!("run `{id}`: {e}")),
     }
@@ -783,7 +547,7 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
 /// Opens the store at `path` to read it (`runs list`, `runs show`), read-only where this
 /// process may not write it.
 fn open_to_read(path: &Path) -> Result<SqliteStore, u8> {
-    SqliteStore::open_to_read(path).map_err(|e| fail(store_exit(&e), e))
+    plan_runs::open::open(path, Durability::Normal, Access::Read).map_err(failed)
 }
 
 /// Reports `e`, a failure to read `store`, or, when a process wrote the store while this
@@ -856,12 +620,12 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
     };
     let mut out = std::io::stdout().lock();
     if let Some(seq) = at {
-        let program = match stored_program(&store, &run) {
+        let program = match plan_runs::stored_program(&store, &run) {
             Ok(p) => p,
-            Err((code, why)) => {
+            Err(why) => {
                 return match store.unchanged() {
-                    Err(e) => fail(store_exit(&e), e),
-                    Ok(()) => fail(code, why),
+                    Err(e) => failed(e),
+                    Ok(()) => failed(why),
                 };
             }
         };

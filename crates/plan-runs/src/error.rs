@@ -1,0 +1,97 @@
+//! What the engine reports: a kind with a stable code, and a message for people. Front
+//! ends map the kind to what they show (an exit code, an HTTP status, a Python exception).
+
+use std::fmt;
+
+use plan_store::{StoreError, StoreErrorKind};
+
+/// Why an operation of the engine failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    pub kind: ErrorKind,
+    /// Names the store, the run and what is at fault; never a secret.
+    pub message: String,
+}
+
+/// The class of a failure. Each has a stable [`ErrorKind::code`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// The file is not a store of this planvm (another program's, a newer one's).
+    NotAStore,
+    /// What the store holds cannot be what planvm wrote: a damaged file, row, journal
+    /// entry or saved state.
+    Damaged,
+    /// No store at that path (operations that only read or continue runs).
+    NoStore,
+    /// No run with that id.
+    UnknownRun,
+    /// The run id is taken.
+    DuplicateRun,
+    /// Another live process runs it, or went on with it meanwhile.
+    Busy,
+    /// The run stopped with a `write` call in flight: it may or may not have taken
+    /// effect, and is sent again only when asked.
+    UnknownWrites,
+    /// This process may not write the store.
+    ReadOnly,
+    /// The store is locked for too long, or the disk failed.
+    Io,
+}
+
+impl ErrorKind {
+    /// A stable name, for machines (JSON, HTTP bodies, Python attributes).
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorKind::NotAStore => "not_a_store",
+            ErrorKind::Damaged => "damaged",
+            ErrorKind::NoStore => "no_store",
+            ErrorKind::UnknownRun => "unknown_run",
+            ErrorKind::DuplicateRun => "duplicate_run",
+            ErrorKind::Busy => "busy",
+            ErrorKind::UnknownWrites => "unknown_writes",
+            ErrorKind::ReadOnly => "read_only",
+            ErrorKind::Io => "io",
+        }
+    }
+}
+
+impl Error {
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// Damage in `store`'s run `id`: `why`.
+    pub(crate) fn damaged(store: &str, id: &str, why: &str) -> Error {
+        Error::new(
+            ErrorKind::Damaged,
+            format!("{store}: run `{id}`: {why}: the store is damaged"),
+        )
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Error {
+        let kind = match e.kind {
+            StoreErrorKind::NotAStore => ErrorKind::NotAStore,
+            StoreErrorKind::Damaged => ErrorKind::Damaged,
+            StoreErrorKind::UnknownRun => ErrorKind::UnknownRun,
+            StoreErrorKind::NoStore => ErrorKind::NoStore,
+            StoreErrorKind::DuplicateRun => ErrorKind::DuplicateRun,
+            StoreErrorKind::Busy => ErrorKind::Busy,
+            StoreErrorKind::ReadOnly => ErrorKind::ReadOnly,
+            StoreErrorKind::Io => ErrorKind::Io,
+        };
+        Error::new(kind, e.message)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {}

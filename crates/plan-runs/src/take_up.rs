@@ -1,0 +1,187 @@
+//! Taking a stored run up again: what it goes on from, and the checks that come first.
+//! A finished run is reported from its row and calls nothing; a run a live process holds
+//! is refused; a run that stopped with a `write` call in flight is refused unless the
+//! caller says to send it again; everything read is checked (a program that does not
+//! load, a saved state that does not fit it or says the run ended, is damage) before
+//! anything is claimed or called, so a refusal leaves the store as it was.
+
+use plan_bytecode::ValidatedProgram;
+use plan_host::{ReportError, RunReport, RunStatus as ReportStatus};
+use plan_store::{CallRow, CallState, RunInfo, RunStatus, RunStore};
+use plan_vm::{Limits, VmState};
+use serde_json::Value;
+
+use crate::{Error, ErrorKind};
+
+/// What taking up a stored run found.
+pub enum Taken {
+    /// It finished: its stored report (nothing runs).
+    Finished(Box<RunReport>),
+    /// It goes on, once the caller claims it with `seen` (after its own checks, so that
+    /// a refusal leaves the store as it was).
+    Going(Box<Going>),
+}
+
+/// Where a stored run goes on from, and what it goes on with.
+pub struct Going {
+    pub program: ValidatedProgram,
+    /// The journal's last entry when the run was read: the claim checks it is still so.
+    pub seen: Option<i64>,
+    pub calls: Vec<CallRow>,
+    /// Instructions the saved state had committed.
+    pub steps_done: u64,
+    pub state: VmState,
+}
+
+/// Reads what going on with stored `run` under `limits` needs, with the checks above.
+pub fn take_up(
+    store: &dyn RunStore,
+    run: &RunInfo,
+    limits: &Limits,
+    retry_unknown_writes: bool,
+) -> Result<Taken, Error> {
+    match run.status {
+        RunStatus::Ok => return Ok(Taken::Finished(Box::new(stored_report(run)))),
+        // NB: before anything else: what it has in flight is not unknown, it is live.
+        RunStatus::Running => return Err(Error::new(ErrorKind::Busy, held_elsewhere(run))),
+        RunStatus::Failed | RunStatus::Interrupted => {}
+    }
+    let (program, seen, calls) = read_run(store, run)?;
+    if !retry_unknown_writes && let Some(why) = unknown_writes(run, &program, &calls) {
+        return Err(Error::new(ErrorKind::UnknownWrites, why));
+    }
+    let (steps_done, state) = saved_state(store, run, &program, limits)?;
+    Ok(Taken::Going(Box::new(Going {
+        program,
+        seen,
+        calls,
+        steps_done,
+        state,
+    })))
+}
+
+/// A stored run's program, its journal's last entry, and its calls.
+pub type RunParts = (ValidatedProgram, Option<i64>, Vec<CallRow>);
+
+/// What going on with stored `run` needs: its program, its journal's last entry, and its
+/// calls, read in that order (a claim with that entry fails if the run moved on since).
+pub fn read_run(store: &dyn RunStore, run: &RunInfo) -> Result<RunParts, Error> {
+    let program = stored_program(store, run)?;
+    let seen = store.journal_head(&run.id)?;
+    let calls = store.calls(&run.id)?;
+    Ok((program, seen, calls))
+}
+
+/// The program `run` runs, from its store.
+pub fn stored_program(store: &dyn RunStore, run: &RunInfo) -> Result<ValidatedProgram, Error> {
+    let stored = store.program(&run.program)?;
+    // NB: bytes from a file: validated like any .pbc.
+    plan_bytecode::load(&stored.pbc).map_err(|e| {
+        Error::damaged(
+            store.name(),
+            &run.id,
+            &format!("its stored program cannot be loaded ({e})"),
+        )
+    })
+}
+
+/// A finished run's report, from its row (nothing runs).
+pub fn stored_report(run: &RunInfo) -> RunReport {
+    let error = run
+        .error
+        .as_ref()
+        .and_then(|e| serde_json::from_value::<ReportError>(e.clone()).ok());
+    RunReport {
+        status: if run.status == RunStatus::Ok {
+            ReportStatus::Ok
+        } else {
+            ReportStatus::Failed
+        },
+        final_answer: run.final_answer.clone().unwrap_or(Value::Null),
+        error,
+        steps: run.steps,
+        tool_calls: run.tool_calls,
+        elapsed_ms: 0,
+        vars: Default::default(),
+    }
+}
+
+/// Why `run` (status `running`) cannot be taken up now.
+pub fn held_elsewhere(run: &RunInfo) -> String {
+    format!(
+        "run `{}` is being run by another process ({}); wait for it to end",
+        run.id,
+        run.owner.as_deref().unwrap_or("?")
+    )
+}
+
+/// Why `run` must not go on unasked: the `write` calls of its program it left in flight
+/// (they may or may not have taken effect). None when there are none.
+pub fn unknown_writes(
+    run: &RunInfo,
+    program: &ValidatedProgram,
+    calls: &[CallRow],
+) -> Option<String> {
+    let unknown: Vec<String> = calls
+        .iter()
+        .filter(|c| c.state == CallState::Inflight)
+        // NB: the effects compiled into the run's own program, whatever the tools file
+        // says now.
+        .filter(|c| {
+            program
+                .tools
+                .iter()
+                .any(|t| t.name == c.tool && t.effects == plan_bytecode::Effects::Write)
+        })
+        .map(|c| match c.seq_no {
+            Some(s) => format!("`{}` (seq_no {s})", c.tool),
+            None => format!("`{}`", c.tool),
+        })
+        .collect();
+    (!unknown.is_empty()).then(|| {
+        format!(
+            "run `{}` stopped while the write call {} was in flight: it may or may not have taken effect. \
+             Check, then resume with --retry-unknown-writes to send it again",
+            run.id,
+            unknown.join(", ")
+        )
+    })
+}
+
+/// Where a stored run goes on from: its last saved state and the instructions it had
+/// committed, or, stopped before its first commit point, its start (its saved answers
+/// still count).
+pub fn saved_state(
+    store: &dyn RunStore,
+    run: &RunInfo,
+    program: &ValidatedProgram,
+    limits: &Limits,
+) -> Result<(u64, VmState), Error> {
+    let damaged = |why: String| Error::damaged(store.name(), &run.id, &why);
+    let Some((steps, json)) = store.checkpoint(&run.id)? else {
+        return plan_store::replay::fresh_state(program, &run.presets, limits, run.branch_seq)
+            .map(|state| (0, state))
+            .map_err(|e| {
+                damaged(format!(
+                    "its start cannot be made from its stored presets ({e})"
+                ))
+            });
+    };
+    let state = serde_json::from_str::<VmState>(&json)
+        .map_err(|e| damaged(format!("its saved state cannot be read ({e})")))?;
+    // NB: checked here, before the run is claimed or anything is called: a state that
+    // does not fit would fail the run as the VM's own error, and one marked done would
+    // end it with no answer.
+    let vm = plan_vm::Vm::from_state(program, state, limits.clone()).map_err(|e| {
+        damaged(format!(
+            "its saved state does not fit its program ({})",
+            e.message
+        ))
+    })?;
+    if !matches!(vm.state().status(), plan_vm::Status::Running) {
+        return Err(damaged(
+            "its saved state says the run ended, which only its row may say".into(),
+        ));
+    }
+    Ok((steps, vm.into_state()))
+}

@@ -1,0 +1,237 @@
+//! The engine without the binary: a stored run stopped mid-way (its process gone) is taken
+//! up and goes on to the uninterrupted answer without asking again for what the store
+//! holds; a `write` call in flight is refused unless the caller says to send it again; a
+//! finished run is reported, not run; a run a live process holds is refused.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use plan_bytecode::ValidatedProgram;
+use plan_host::{Backend, Host, HostOptions, ToolError};
+use plan_manifest::{Effects, Manifest, ToolSpec};
+use plan_runs::{ErrorKind, GoOn, Taken};
+use plan_store::{Durability, NewRun, Owner, RunStatus, RunStore, SqliteStore, StoreJournal};
+use plan_vm::{Limits, ToolRequest};
+use serde_json::{Map, Value, json};
+
+/// Two searches, a note written on them, then the answer.
+const PLAN: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "a"}, "output_vars": ["a"]}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "${a} b"}, "output_vars": ["b"]}},
+ {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "post_note", "tool_params": {"text": "${b}"}, "output_vars": ["note"]}},
+ {"seq_no": 3, "type": "assign", "parameters": {"final_answer": "${b} (${note})"}}
+]"#;
+
+/// Answers every call with `tool(args)`, counting them; while `hang` names a tool, its
+/// calls never answer (the process "dies" waiting for them).
+#[derive(Default)]
+struct Tools {
+    seen: Mutex<Vec<String>>,
+    hang: Mutex<Option<&'static str>>,
+}
+
+struct Tool(Arc<Tools>);
+
+impl Backend for Tool {
+    fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        let key = format!(
+            "{}({})",
+            req.tool,
+            serde_json::to_string(&req.args).unwrap()
+        );
+        self.0.seen.lock().unwrap().push(key.clone());
+        let hang = *self.0.hang.lock().unwrap() == Some(req.tool.as_str());
+        Box::pin(async move {
+            if hang {
+                futures::future::pending::<()>().await;
+            }
+            Ok(json!(key))
+        })
+    }
+
+    fn describe(&self) -> String {
+        "in-process tools".into()
+    }
+}
+
+fn manifest() -> Manifest {
+    let mut m = Manifest::builtin();
+    m.tools.push(ToolSpec {
+        name: "post_note".into(),
+        description: String::new(),
+        params: vec![plan_manifest::ParamSpec {
+            name: "text".into(),
+            ty: plan_manifest::ParamType::String,
+            required: true,
+            default: None,
+            description: String::new(),
+        }],
+        effects: Effects::Write,
+        backend: None,
+    });
+    m
+}
+
+fn program(m: &Manifest) -> ValidatedProgram {
+    let opts = plan_compiler::CompileOptions {
+        manifest: m.clone(),
+        ..Default::default()
+    };
+    plan_compiler::compile(PLAN, &opts).validate().unwrap()
+}
+
+fn host(m: &Manifest, tools: &Arc<Tools>) -> Host {
+    let host = Host::new(m.clone(), HostOptions::default()).unwrap();
+    for t in ["vector_search", "post_note"] {
+        host.set_backend(t, Arc::new(Tool(tools.clone())));
+    }
+    host
+}
+
+/// A process of this machine that no longer exists (a pid past any the kernel gives).
+fn gone() -> Owner {
+    let this = Owner::this_process().0;
+    let host = this.rsplitn(3, ':').nth(2).unwrap().to_owned();
+    Owner(format!("{host}:4000000000:1.gone"))
+}
+
+/// Starts run `id` as `gone()`'s and lets it go until it waits for `hang`, then drops it
+/// there, as a kill would.
+async fn killed_at(store: &mut SqliteStore, id: &str, hang: &'static str, tools: &Arc<Tools>) {
+    let m = manifest();
+    let program = program(&m);
+    let owner = gone();
+    let new = NewRun {
+        id,
+        plan: "plan.json",
+        source: Some(PLAN),
+        pbc: &plan_bytecode::encode(&program),
+        presets: &Map::new(),
+        limits: &Limits::default(),
+        parent: None,
+    };
+    store.create_run(&new, &owner).unwrap();
+    *tools.hang.lock().unwrap() = Some(hang);
+    let host = host(&m, tools);
+    let mut journal = StoreJournal::new(store, id, owner, 0, &program);
+    let run = plan_host::run_plan(&host, &program, Vec::new(), Limits::default(), &mut journal);
+    assert!(
+        tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .is_err(),
+        "the run waits for `{hang}` until it is dropped"
+    );
+    *tools.hang.lock().unwrap() = None;
+}
+
+fn store(dir: &tempfile::TempDir) -> SqliteStore {
+    plan_runs::open::open(
+        &dir.path().join("s.db"),
+        Durability::Normal,
+        plan_runs::open::Access::Create,
+    )
+    .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_whose_process_died_goes_on_without_asking_again_for_stored_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = store(&dir);
+    let tools = Arc::new(Tools::default());
+    killed_at(&mut store, "r", "post_note", &tools).await;
+    let run = store.run("r").unwrap();
+    assert_eq!(run.status, RunStatus::Interrupted);
+    let before: Vec<String> = tools.seen.lock().unwrap().clone();
+    assert_eq!(before.len(), 3, "{before:?}");
+
+    // The note was in flight: it may have been written, so it is not sent unasked.
+    let limits = run.limits.clone();
+    let refused = plan_runs::take_up(&store, &run, &limits, false)
+        .err()
+        .unwrap();
+    assert_eq!(refused.kind, ErrorKind::UnknownWrites, "{refused}");
+    assert!(
+        refused.message.contains("`post_note` (seq_no 2)"),
+        "{refused}"
+    );
+
+    let Ok(Taken::Going(going)) = plan_runs::take_up(&store, &run, &limits, true) else {
+        panic!("the run goes on when asked to");
+    };
+    let me = Owner::this_process();
+    store.claim("r", &me, going.seen).unwrap();
+    let m = manifest();
+    let report = plan_runs::go_on(
+        &mut store,
+        me,
+        GoOn {
+            id: "r",
+            steps_done: going.steps_done,
+            program: &going.program,
+            state: going.state,
+            known: plan_store::known_answers(&going.calls),
+            limits,
+        },
+        &host(&m, &tools),
+        &mut (),
+    )
+    .await;
+    assert!(report.is_ok(), "{:?}", report.error);
+    let after: Vec<String> = tools.seen.lock().unwrap()[before.len()..].to_vec();
+    assert_eq!(after, [before[2].clone()], "only the note is sent again");
+    assert_eq!(
+        report.final_answer,
+        json!(format!("{} ({})", before[1], before[2]))
+    );
+    assert_eq!(report.tool_calls, 3, "the whole run's calls");
+
+    // Finished: reported from its row, nothing runs.
+    let run = store.run("r").unwrap();
+    assert_eq!(run.status, RunStatus::Ok);
+    let Ok(Taken::Finished(stored)) = plan_runs::take_up(&store, &run, &run.limits, false) else {
+        panic!("a finished run is not taken up");
+    };
+    assert_eq!(stored.final_answer, report.final_answer);
+    assert_eq!(stored.elapsed_ms, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_a_live_process_holds_is_not_taken_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = store(&dir);
+    let m = manifest();
+    let program = program(&m);
+    let new = NewRun {
+        id: "held",
+        plan: "plan.json",
+        source: Some(PLAN),
+        pbc: &plan_bytecode::encode(&program),
+        presets: &Map::new(),
+        limits: &Limits::default(),
+        parent: None,
+    };
+    store.create_run(&new, &Owner::this_process()).unwrap();
+    let run = store.run("held").unwrap();
+    assert_eq!(run.status, RunStatus::Running);
+    let e = plan_runs::take_up(&store, &run, &run.limits, true)
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, ErrorKind::Busy);
+    assert_eq!(e.kind.code(), "busy");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_run_stopped_on_a_read_goes_on_unasked() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = store(&dir);
+    let tools = Arc::new(Tools::default());
+    killed_at(&mut store, "s", "vector_search", &tools).await;
+    let run = store.run("s").unwrap();
+    // A search in flight is sent again without asking: it changes nothing.
+    let Ok(Taken::Going(going)) = plan_runs::take_up(&store, &run, &run.limits, false) else {
+        panic!("a read in flight does not stop a resume");
+    };
+    assert_eq!(going.calls.len(), 1);
+    assert_eq!(going.steps_done, 0);
+}
