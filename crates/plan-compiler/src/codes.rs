@@ -30,7 +30,8 @@ plan_syntax::declare_codes! {
     /// bug of the compiler, reported instead of a crash).
     INVALID_PROGRAM = "E0212";
 
-    /// `"${summary}"` where no instruction ever assigns `summary`.
+    /// `"${summary}"` where no instruction ever assigns `summary` and the run is not started
+    /// with it (`--var summary=...` counts as set).
     NEVER_ASSIGNED = "W0201";
     /// `"${x}"` where `x` is assigned only on one branch before this point.
     MAYBE_UNSET = "W0202";

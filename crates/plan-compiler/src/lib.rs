@@ -46,6 +46,10 @@ pub struct CompileOptions {
     /// Verify the plan as run from one of its instructions with some variables already
     /// set (a branch of a stored run), instead of from its first instruction.
     pub entry: Option<Entry>,
+    /// Variables the run is started with (`--var`): counted as set from its start, so a
+    /// plan that reads one is not warned that it is never assigned (W0201). Unlike an
+    /// [`Entry`]'s, a variable neither among them nor assigned stays a warning.
+    pub presets: Vec<String>,
 }
 
 /// Where a run of the plan starts, and what is set when it does.
@@ -66,6 +70,7 @@ impl Default for CompileOptions {
             manifest: Manifest::builtin(),
             source_name: None,
             entry: None,
+            presets: Vec::new(),
         }
     }
 }
@@ -199,6 +204,7 @@ fn compile_inner(
     let final_slot = lw.program.final_answer_slot();
     let entry = entry_of(
         opts.entry.as_ref(),
+        &opts.presets,
         &steps,
         &lw.program.slots,
         plan.span,
@@ -360,16 +366,29 @@ pub fn explain(src: &str, opts: &CompileOptions) -> Result<Vec<ExplainStep>, Box
 }
 
 /// The verifier's view of `entry`: the step it names (an error if none does) and the
-/// slots of its variables.
+/// slots of its variables, and of the `presets` set before the run starts.
 fn entry_of(
     entry: Option<&Entry>,
+    presets: &[String],
     steps: &[flatten::Step<'_>],
     slots: &[String],
     plan_span: plan_syntax::Span,
     diags: &mut Vec<Diagnostic>,
 ) -> verify::Entry {
+    let slots_of = |names: &mut dyn Iterator<Item = &String>| {
+        let mut set: Vec<plan_bytecode::Slot> = names
+            .filter_map(|name| slots.iter().position(|s| s == name))
+            .map(|i| i as plan_bytecode::Slot)
+            .collect();
+        set.sort_unstable();
+        set.dedup();
+        set
+    };
     let Some(e) = entry else {
-        return verify::Entry::default();
+        return verify::Entry {
+            preset: slots_of(&mut presets.iter()),
+            ..verify::Entry::default()
+        };
     };
     let step = steps
         .iter()
@@ -384,16 +403,9 @@ fn entry_of(
             .with_help("start at the seq_no of an instruction of this plan"),
         );
     }
-    let mut preset: Vec<plan_bytecode::Slot> = e
-        .vars
-        .iter()
-        .filter_map(|name| slots.iter().position(|s| s == name))
-        .map(|i| i as plan_bytecode::Slot)
-        .collect();
-    preset.sort_unstable();
     verify::Entry {
         step: step.unwrap_or(0),
-        preset,
+        preset: slots_of(&mut e.vars.iter().chain(presets)),
         branch: true,
     }
 }

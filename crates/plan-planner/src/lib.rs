@@ -668,6 +668,7 @@ impl Planner<'_> {
             manifest: self.host.manifest().clone(),
             source_name: Some(format!("plan of round {round}")),
             strict: self.options.strict,
+            presets: self.options.vars.iter().map(|(n, _)| n.clone()).collect(),
             ..CompileOptions::default()
         };
         let mut compiled = plan_compiler::compile(reply, &opts);

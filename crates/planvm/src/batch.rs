@@ -1132,7 +1132,11 @@ fn load_plan(
 ) -> Result<Plan, NotLoaded> {
     // NB: called once per distinct plan, not once per run. Warnings (LLM-output repairs)
     // are not printed: across thousands of plans they would bury the errors.
-    match load::load_program(path, manifest, color, None) {
+    let opts = plan_compiler::CompileOptions {
+        manifest: manifest.clone(),
+        ..plan_compiler::CompileOptions::default()
+    };
+    match load::load_program(path, opts, color) {
         Ok(l) => Ok(Plan {
             pbc: if for_store {
                 plan_bytecode::encode(&l.program)

@@ -7,7 +7,6 @@ use std::path::Path;
 
 use plan_bytecode::ValidatedProgram;
 use plan_compiler::{CompileOptions, LoadError as Refused};
-use plan_manifest::Manifest;
 use plan_syntax::{Diagnostic, LineIndex};
 
 pub(crate) struct Loaded {
@@ -52,29 +51,25 @@ impl Invalid {
 /// branch), not from its start.
 pub(crate) fn load_program(
     path: &Path,
-    manifest: &Manifest,
+    opts: CompileOptions,
     color: bool,
-    entry: Option<&plan_compiler::Entry>,
 ) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
     let bytes = plan_compiler::read_capped(path)
         .map_err(|e| LoadError::Unreadable(format!("cannot read {shown}: {e}")))?;
-    load_bytes(&shown, bytes, manifest, color, entry)
+    load_bytes(&shown, bytes, opts, color)
 }
 
 /// [`load_program`] of bytes already read; `shown` names them in messages.
 pub(crate) fn load_bytes(
     shown: &str,
     bytes: Vec<u8>,
-    manifest: &Manifest,
+    opts: CompileOptions,
     color: bool,
-    entry: Option<&plan_compiler::Entry>,
 ) -> Result<Loaded, LoadError> {
     let opts = CompileOptions {
-        manifest: manifest.clone(),
         source_name: Some(shown.to_owned()),
-        entry: entry.cloned(),
-        ..CompileOptions::default()
+        ..opts
     };
     let render = |src: &str, diags: &[Diagnostic]| {
         if diags.is_empty() {

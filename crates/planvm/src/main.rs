@@ -222,6 +222,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// How a plan run with `vars` preset is compiled: against `manifest`, the variables
+/// counted as set.
+pub(crate) fn compile_options(
+    manifest: &Manifest,
+    vars: &[(String, Value)],
+) -> plan_compiler::CompileOptions {
+    plan_compiler::CompileOptions {
+        manifest: manifest.clone(),
+        presets: vars.iter().map(|(name, _)| name.clone()).collect(),
+        ..plan_compiler::CompileOptions::default()
+    }
+}
+
 /// Prints `error: ...` to stderr and returns `code`.
 fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
     eprintln!("error: {message}");
@@ -310,8 +323,8 @@ fn run(args: RunArgs) -> u8 {
         return run_stdin(args, manifest);
     }
 
-    let loaded = match load::load_program(&args.file, &manifest, plan_render::color_stderr(), None)
-    {
+    let opts = compile_options(&manifest, &args.vars);
+    let loaded = match load::load_program(&args.file, opts, plan_render::color_stderr()) {
         Ok(l) => {
             eprint!("{}", l.rendered);
             l
@@ -398,7 +411,8 @@ fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
             .await
             .map_err(|msg| fail(exit::NO_INPUT, msg))?;
         let color = plan_render::color_stderr();
-        let loaded = match load::load_bytes("<stdin>", bytes, &manifest, color, None) {
+        let opts = compile_options(&manifest, &args.vars);
+        let loaded = match load::load_bytes("<stdin>", bytes, opts, color) {
             Ok(l) => {
                 eprint!("{}", l.rendered);
                 l

@@ -482,7 +482,12 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         vars: vars.keys().cloned().collect(),
     };
     let color = plan_render::color_stderr();
-    let loaded = match crate::load::load_program(&args.plan, &manifest, color, Some(&entry)) {
+    let opts = plan_compiler::CompileOptions {
+        manifest: manifest.clone(),
+        entry: Some(entry),
+        ..plan_compiler::CompileOptions::default()
+    };
+    let loaded = match crate::load::load_program(&args.plan, opts, color) {
         Ok(l) => {
             eprint!("{}", l.rendered);
             l

@@ -601,6 +601,11 @@ fn vars_are_parsed_as_json_else_strings() {
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.stdout, "Ada Lovelace asked for 42 (fast)\n");
+    // The variables given are set: no warning that they are never assigned.
+    assert!(!r.stderr.contains("never assigned"), "{}", r.stderr);
+    let r = run(&["run", p.to_str().unwrap(), "--var", "n=41"]);
+    assert!(r.stderr.contains("`who` is never assigned"), "{}", r.stderr);
+    assert!(!r.stderr.contains("`n` is never assigned"), "{}", r.stderr);
 
     // A non-string final answer prints as compact JSON.
     std::fs::write(
