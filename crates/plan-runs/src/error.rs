@@ -27,6 +27,8 @@ pub enum ErrorKind {
     UnknownRun,
     /// The run id is taken.
     DuplicateRun,
+    /// Not a run id (letters, digits, `.`, `_`, `-`, of a bounded length).
+    BadRunId,
     /// Another live process runs it, or went on with it meanwhile.
     Busy,
     /// The run stopped with a `write` call in flight: it may or may not have taken
@@ -36,6 +38,11 @@ pub enum ErrorKind {
     ReadOnly,
     /// The store is locked for too long, or the disk failed.
     Io,
+    /// A point of a run (a seq_no to branch at or show) that the run never reached.
+    NotReached,
+    /// What the caller gave does not fit the run (a new plan that cannot start at the
+    /// branch point).
+    Invalid,
 }
 
 impl ErrorKind {
@@ -47,10 +54,13 @@ impl ErrorKind {
             ErrorKind::NoStore => "no_store",
             ErrorKind::UnknownRun => "unknown_run",
             ErrorKind::DuplicateRun => "duplicate_run",
+            ErrorKind::BadRunId => "bad_run_id",
             ErrorKind::Busy => "busy",
             ErrorKind::UnknownWrites => "unknown_writes",
             ErrorKind::ReadOnly => "read_only",
             ErrorKind::Io => "io",
+            ErrorKind::NotReached => "not_reached",
+            ErrorKind::Invalid => "invalid",
         }
     }
 }

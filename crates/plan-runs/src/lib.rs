@@ -1,21 +1,34 @@
 //! `plan-runs`: the run engine over a [`plan_store::RunStore`]. Front ends (the `planvm`
-//! CLI, the service, the Python package) open a store, take runs up and let them go on
-//! through it, and map its typed [`Error`]s to what they show; the engine prints nothing.
+//! CLI, the service, the Python package) say where the store is ([`StoreAt`]), start,
+//! resume and branch runs through it, read them back, and map its typed [`Error`]s to
+//! what they show; the engine prints nothing.
 //!
-//! Module map: `take_up` (what a stored run goes on from, and the checks before it:
-//! finished, held, `write` calls in flight, damage), `go_on` (a stored run journaled to
-//! its end), `lease` (renewing a run's lease from a thread of its own), `open` (stores
-//! from a path: the one place that names the SQLite store), `error`.
+//! Module map: `ask` (a goal's runs, each stored), `held` (a run this process holds: created or claimed, journaled, its
+//! lease renewed), `resume` (a stored run by id: read, checked, claimed), `branch` (a new
+//! run from a point of another), `take_up` (what a stored run goes on from, and the
+//! checks before it: finished, held, `write` calls in flight, damage), `go_on` (a stored
+//! run journaled to its end), `read` (listing and showing runs), `lease` (renewing a
+//! run's lease from a thread of its own), `open` (where a store is: the one place that
+//! names the SQLite store), `error`.
 
+pub mod ask;
+mod branch;
 mod error;
 mod go_on;
+mod held;
 mod lease;
 pub mod open;
+pub mod read;
+mod resume;
 mod take_up;
 
+pub use branch::{BranchPoint, branch_point, variables_before};
 pub use error::{Error, ErrorKind};
 pub use go_on::{GoOn, go_on};
+pub use held::{Claimed, Held};
 pub use lease::{Lease, Opener};
+pub use open::StoreAt;
+pub use resume::{LimitsOverride, Ready, Resume, resume};
 pub use take_up::{
     Going, RunParts, Taken, held_elsewhere, read_run, saved_state, stored_program, stored_report,
     take_up, unknown_writes,

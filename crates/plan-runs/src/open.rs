@@ -1,9 +1,9 @@
-//! Stores opened from a path: the one place the engine names the SQLite store. A store
-//! of another kind (a server database, by URL) joins here.
+//! Where a store is, and opening it: the one place the engine names the SQLite store. A
+//! store of another kind (a server database, by URL) joins here.
 
 use std::path::{Path, PathBuf};
 
-use plan_store::{Durability, Owner, SqliteStore};
+use plan_store::{Durability, Owner, RunStore, SqliteStore};
 
 use crate::{Error, Lease};
 
@@ -18,7 +18,54 @@ pub enum Access {
     Read,
 }
 
-/// The store at `path`.
+/// Where a store is: what the engine opens connections to (a run's own, its lease's).
+#[derive(Clone, Debug)]
+pub struct StoreAt {
+    path: PathBuf,
+    durability: Durability,
+}
+
+impl StoreAt {
+    pub fn new(path: impl Into<PathBuf>, durability: Durability) -> StoreAt {
+        StoreAt {
+            path: path.into(),
+            durability,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A connection to the store.
+    pub fn open(&self, access: Access) -> Result<Box<dyn RunStore>, Error> {
+        Ok(Box::new(open(&self.path, self.durability, access)?))
+    }
+
+    /// `owner`'s lease on the runs it holds here, renewed on a connection of its own (see
+    /// [`Lease::start`]).
+    pub fn lease(&self, owner: Owner, warn: fn(&Error)) -> Lease {
+        lease(&self.path, self.durability, owner, warn)
+    }
+
+    /// The files the store is made of, whether they exist yet or not: no output may be
+    /// written onto one of them. NB: SQLite keeps its `-wal` and `-shm` beside the file a
+    /// symbolic link leads to, so a link's target's files count too.
+    pub fn files(&self) -> Vec<PathBuf> {
+        files(&self.path)
+    }
+}
+
+/// See [`StoreAt::files`] (a link to a store not created yet included).
+pub fn files(path: &Path) -> Vec<PathBuf> {
+    let mut files = SqliteStore::files(path).to_vec();
+    if let Some(real) = plan_render::files::resolved(path) {
+        files.extend(SqliteStore::files(&real));
+    }
+    files
+}
+
+/// The SQLite store at `path`.
 pub fn open(path: &Path, durability: Durability, access: Access) -> Result<SqliteStore, Error> {
     Ok(match access {
         Access::Create => SqliteStore::open(path, durability)?,

@@ -1,7 +1,8 @@
 //! The engine without the binary: a stored run stopped mid-way (its process gone) is taken
 //! up and goes on to the uninterrupted answer without asking again for what the store
 //! holds; a `write` call in flight is refused unless the caller says to send it again; a
-//! finished run is reported, not run; a run a live process holds is refused.
+//! finished run is reported, not run; a run a live process holds is refused; resume by
+//! id, branch, and reading runs back; a lease renewed holds a run, a lapsed one frees it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -234,4 +235,141 @@ async fn a_run_stopped_on_a_read_goes_on_unasked() {
     };
     assert_eq!(going.calls.len(), 1);
     assert_eq!(going.steps_done, 0);
+}
+
+fn at(dir: &tempfile::TempDir) -> plan_runs::StoreAt {
+    plan_runs::StoreAt::new(dir.path().join("s.db"), Durability::Normal)
+}
+
+fn no_warning(e: &plan_runs::Error) {
+    panic!("the lease could not be renewed: {e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn resume_by_id_then_branch_then_read_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = Arc::new(Tools::default());
+    killed_at(&mut store(&dir), "r", "vector_search", &tools).await;
+    let m = manifest();
+
+    // Resumed by id: read, checked, claimed, journaled to its end.
+    let none = plan_runs::LimitsOverride::default();
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), "r", &none, false)
+    else {
+        panic!("an interrupted run on a read is ready to go on");
+    };
+    assert_eq!(ready.run().status, RunStatus::Interrupted);
+    let claimed = ready.claim(no_warning).unwrap();
+    assert_eq!(claimed.id(), "r");
+    let report = claimed.go(&host(&m, &tools), &mut ()).await;
+    assert!(report.is_ok(), "{:?}", report.error);
+    assert!(matches!(
+        plan_runs::resume(&at(&dir), "r", &none, false),
+        Ok(plan_runs::Resume::Finished(_))
+    ));
+    let e = plan_runs::resume(&at(&dir), "nope", &none, false)
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, ErrorKind::UnknownRun);
+
+    // A branch at seq_no 2: the parent's `a` and `b` are set, the new plan goes on from
+    // there and calls only what it adds.
+    let point = plan_runs::branch_point(&at(&dir), "r", 2).unwrap();
+    let mut names: Vec<&String> = point.vars().keys().collect();
+    names.sort();
+    assert_eq!(names, ["a", "b"]);
+    let e = plan_runs::branch_point(&at(&dir), "r", 9).err().unwrap();
+    assert_eq!(e.kind, ErrorKind::NotReached, "{e}");
+    let branch_plan = r#"[
+ {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "branched: ${b}"}}
+]"#;
+    let opts = plan_compiler::CompileOptions {
+        manifest: m.clone(),
+        entry: Some(plan_compiler::Entry {
+            seq_no: 2,
+            vars: point.vars().keys().cloned().collect(),
+        }),
+        ..Default::default()
+    };
+    let program = plan_compiler::compile(branch_plan, &opts)
+        .validate()
+        .unwrap();
+    let calls_before = tools.seen.lock().unwrap().len();
+    let b = point.vars()["b"].clone();
+    let claimed = point
+        .start(
+            "r.b",
+            "branch.json",
+            Some(branch_plan),
+            program,
+            Limits::default(),
+            no_warning,
+        )
+        .unwrap();
+    let report = claimed.go(&host(&m, &tools), &mut ()).await;
+    assert_eq!(
+        report.final_answer,
+        json!(format!("branched: {}", b.as_str().unwrap()))
+    );
+    assert_eq!(
+        tools.seen.lock().unwrap().len(),
+        calls_before,
+        "nothing called"
+    );
+
+    // Read back: both runs, the branch naming its parent; one with its steps and calls.
+    let store = at(&dir).open(plan_runs::open::Access::Read).unwrap();
+    let runs = plan_runs::read::list(&*store).unwrap();
+    let ids: Vec<(&str, Option<&str>)> = runs
+        .iter()
+        .map(|r| (r.id.as_str(), r.parent.as_deref()))
+        .collect();
+    assert_eq!(ids, [("r", None), ("r.b", Some("r"))]);
+    let shown = plan_runs::read::show(&*store, "r").unwrap();
+    assert_eq!(shown.run.status, RunStatus::Ok);
+    assert_eq!(shown.calls.len(), 3);
+    let vars = plan_runs::read::variables_at(&*store, "r", 3).unwrap();
+    assert_eq!(vars["b"], b);
+}
+
+/// A process on another machine, whose liveness this one cannot check: only its lease
+/// says whether it still runs.
+fn elsewhere(n: u32) -> Owner {
+    Owner(format!("elsewhere.invalid:{n}:1.x"))
+}
+
+#[test]
+fn a_lease_renewed_holds_the_run_and_a_lapsed_one_frees_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = store(&dir);
+    let m = manifest();
+    let program = program(&m);
+    for (id, owner) in [("kept", elsewhere(1)), ("lapsed", elsewhere(2))] {
+        let new = NewRun {
+            id,
+            plan: "plan.json",
+            source: Some(PLAN),
+            pbc: &plan_bytecode::encode(&program),
+            presets: &Map::new(),
+            limits: &Limits::default(),
+            parent: None,
+        };
+        store.create_run(&new, &owner).unwrap();
+    }
+    let none = plan_runs::LimitsOverride::default();
+    let busy = |id: &str| match plan_runs::resume(&at(&dir), id, &none, false) {
+        Err(e) => e.kind == ErrorKind::Busy,
+        Ok(_) => false,
+    };
+    assert!(busy("kept") && busy("lapsed"), "both leases are fresh");
+
+    // NB: the store's clock is the wall clock: the lease lapses in real time.
+    let lease = at(&dir).lease(elsewhere(1), no_warning);
+    std::thread::sleep(Duration::from_millis(
+        u64::try_from(plan_store::LEASE_MS).unwrap() + 500,
+    ));
+    assert!(busy("kept"), "a renewed lease still holds its run");
+    assert!(!busy("lapsed"), "a lapsed lease frees its run");
+    assert_eq!(store.run("lapsed").unwrap().status, RunStatus::Interrupted);
+    drop(lease);
 }

@@ -488,6 +488,15 @@ pub trait RunStore: Send {
     fn run(&self, id: &str) -> Result<RunInfo, StoreError>;
     /// Every run, oldest first.
     fn runs(&self) -> Result<Vec<RunInfo>, StoreError>;
+    /// The runs whose ids start with `prefix` (a batch's runs), oldest first; a damaged
+    /// row of another run does not stop it.
+    fn runs_under(&self, prefix: &str) -> Result<Vec<RunInfo>, StoreError>;
+    /// Fails when what was read through this connection may mix two states of the store
+    /// (a store read as it is, that a process wrote meanwhile). A caller that read several
+    /// things checks it before it shows them.
+    fn unchanged(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
     fn program(&self, hash: &str) -> Result<StoredProgram, StoreError>;
     fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError>;
     /// Every call of the run, in step order.

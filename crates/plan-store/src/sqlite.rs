@@ -214,24 +214,6 @@ impl SqliteStore {
         ]
     }
 
-    /// Lists the runs whose ids start with `prefix` (a batch's runs), in the order they
-    /// were created; a damaged row of another run does not stop it.
-    pub fn runs_under(&self, prefix: &str) -> Result<Vec<RunInfo>, StoreError> {
-        let now = now_ms();
-        let mut stmt = self
-            .conn
-            .prepare(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE substr(id, 1, ?2) = ?1 ORDER BY created_at, id"
-            ))
-            .map_err(|e| self.io(e))?;
-        let rows = stmt
-            .query_map(params![prefix, to_i64(prefix.len() as u64)], |r| {
-                run_info(r, now)
-            })
-            .map_err(|e| self.io(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
-    }
-
     /// Opens (creating it if needed) the store at `path` and brings its schema up to
     /// date. Refuses a file that is not a planvm store, or one from a newer planvm.
     pub fn open(path: &Path, durability: Durability) -> Result<SqliteStore, StoreError> {
@@ -306,22 +288,6 @@ impl SqliteStore {
             programs: Programs::default(),
             immutable: immutable.then_some(stamp),
         })
-    }
-
-    /// Fails when the store was read as it is (see [`SqliteStore::open_to_read`]) and a
-    /// process wrote it since it was opened: what was read may mix two states of it. A
-    /// caller that read several things checks this before it shows them.
-    pub fn unchanged(&self) -> Result<(), StoreError> {
-        match &self.immutable {
-            Some(stamp) if file_stamp(&self.file) != *stamp => Err(StoreError::new(
-                StoreErrorKind::Io,
-                format!(
-                    "{}: a process wrote the store while it was read; run the command again",
-                    self.path
-                ),
-            )),
-            _ => Ok(()),
-        }
     }
 
     /// The first of `ids` that names a run of this store, if any. NB: in one read
@@ -937,6 +903,40 @@ fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
 }
 
 impl RunStore for SqliteStore {
+    /// Lists the runs whose ids start with `prefix` (a batch's runs), in the order they
+    /// were created; a damaged row of another run does not stop it.
+    fn runs_under(&self, prefix: &str) -> Result<Vec<RunInfo>, StoreError> {
+        let now = now_ms();
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs WHERE substr(id, 1, ?2) = ?1 ORDER BY created_at, id"
+            ))
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map(params![prefix, to_i64(prefix.len() as u64)], |r| {
+                run_info(r, now)
+            })
+            .map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
+    /// Fails when the store was read as it is (see [`SqliteStore::open_to_read`]) and a
+    /// process wrote it since it was opened: what was read may mix two states of it. A
+    /// caller that read several things checks this before it shows them.
+    fn unchanged(&self) -> Result<(), StoreError> {
+        match &self.immutable {
+            Some(stamp) if file_stamp(&self.file) != *stamp => Err(StoreError::new(
+                StoreErrorKind::Io,
+                format!(
+                    "{}: a process wrote the store while it was read; run the command again",
+                    self.path
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn name(&self) -> &str {
         &self.path
     }

@@ -4,7 +4,8 @@
 //!
 //! Layering: everything here is conversion. Compiling is `plan_compiler`, loading
 //! `plan_compiler::load`, running `plan_host::run_plan` (the same host and VM as
-//! `planvm`, so the same concurrency and determinism), stepping by hand `plan_vm::OwnedVm`.
+//! `planvm`, so the same concurrency and determinism), stepping by hand `plan_vm::OwnedVm`,
+//! runs in a store `plan_runs` (the engine of `planvm --store`, `resume` and `runs`).
 //! The GIL is released while Rust compiles or runs; a tool's Python code takes it only for
 //! its own call.
 
@@ -12,6 +13,7 @@ mod ask;
 mod convert;
 mod plan;
 mod run;
+mod store;
 mod tools;
 
 use pyo3::create_exception;
@@ -26,6 +28,13 @@ create_exception!(
 );
 create_exception!(
     planrt,
+    StoreError,
+    PyException,
+    "A run store that cannot do what was asked: `.code` says why (`unknown_run`, `busy`, \
+     `unknown_writes`, `damaged`, `not_a_store`, ...)."
+);
+create_exception!(
+    planrt,
     RunError,
     PyException,
     "A run that failed. `.code` (R0005, ...), `.seq_no` and `.line` say where; a tool's own \
@@ -37,10 +46,12 @@ fn _planrt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("PlanError", py.get_type::<PlanError>())?;
     m.add("RunError", py.get_type::<RunError>())?;
+    m.add("StoreError", py.get_type::<StoreError>())?;
     m.add_class::<plan::Diagnostic>()?;
     m.add_class::<plan::Plan>()?;
     m.add_class::<plan::Outcome>()?;
     m.add_class::<run::Run>()?;
+    m.add_class::<store::Store>()?;
     m.add_class::<run::Request>()?;
     m.add_class::<ask::Answer>()?;
     m.add_function(wrap_pyfunction!(ask::_ask_now, m)?)?;

@@ -8,6 +8,8 @@ use plan_bytecode::ValidatedProgram;
 use plan_compiler::{CompileOptions, LoadError};
 use plan_host::{Host, HostOptions, RunReport, Tracer};
 use plan_manifest::Manifest;
+use plan_runs::Held;
+use plan_store::NewRun;
 use plan_syntax::LineIndex;
 use plan_vm::{ErrorCode, Limits, OwnedVm};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -16,6 +18,7 @@ use pyo3::types::{PyBytes, PyDict, PyList};
 use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
 
+use crate::store::Store;
 use crate::tools::{self, PyTool, Raised};
 use crate::{PlanError, convert, run::Run};
 
@@ -324,7 +327,7 @@ impl Plan {
     /// def` or plain functions, which run in the loop's thread pool); tools it does not
     /// name are served by the backends of `tools_file`. A failed run raises `RunError`.
     #[pyo3(signature = (tools = None, *, vars = None, max_concurrency = 16, max_steps = None,
-                        timeout = None, tools_file = None))]
+                        timeout = None, tools_file = None, store = None, run_id = None))]
     #[allow(clippy::too_many_arguments)]
     fn run<'py>(
         slf: &Bound<'py, Self>,
@@ -334,6 +337,8 @@ impl Plan {
         max_steps: Option<u64>,
         timeout: Option<f64>,
         tools_file: Option<PathBuf>,
+        store: Option<Py<Store>>,
+        run_id: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let kwargs = PyDict::new(py);
@@ -343,6 +348,8 @@ impl Plan {
         kwargs.set_item("max_steps", max_steps)?;
         kwargs.set_item("timeout", timeout)?;
         kwargs.set_item("tools_file", tools_file)?;
+        kwargs.set_item("store", store)?;
+        kwargs.set_item("run_id", run_id)?;
         // NB: the run starts when the coroutine is awaited, on the loop that awaits it:
         // a plain `plan.run(...)` call may come before any loop runs. `_drive.run`
         // chooses the path (python/planrt/_drive.py).
@@ -353,7 +360,7 @@ impl Plan {
 
     /// `run` for a caller already on a running loop: the future of the run, started now.
     #[pyo3(signature = (tools = None, *, vars = None, max_concurrency = 16, max_steps = None,
-                        timeout = None, tools_file = None))]
+                        timeout = None, tools_file = None, store = None, run_id = None))]
     #[allow(clippy::too_many_arguments)]
     fn _run_now<'py>(
         &self,
@@ -364,6 +371,8 @@ impl Plan {
         max_steps: Option<u64>,
         timeout: Option<f64>,
         tools_file: Option<PathBuf>,
+        store: Option<Py<Store>>,
+        run_id: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py).map_err(|_| {
             PyRuntimeError::new_err(
@@ -371,12 +380,13 @@ impl Plan {
             )
         })?;
         let opts = run_options(vars, max_concurrency, max_steps, timeout)?;
-        self.run_on(py, locals, tools, tools_file, opts)
+        let store = store.map(|s| (s, run_id.unwrap_or_else(plan_store::new_run_id)));
+        self.run_on(py, locals, tools, tools_file, opts, store)
     }
 
     /// `run` for code without an event loop: runs one of its own until the plan ends.
     #[pyo3(signature = (tools = None, *, vars = None, max_concurrency = 16, max_steps = None,
-                        timeout = None, tools_file = None))]
+                        timeout = None, tools_file = None, store = None, run_id = None))]
     #[allow(clippy::too_many_arguments)]
     fn run_sync<'py>(
         slf: &Bound<'py, Self>,
@@ -386,6 +396,8 @@ impl Plan {
         max_steps: Option<u64>,
         timeout: Option<f64>,
         tools_file: Option<PathBuf>,
+        store: Option<Py<Store>>,
+        run_id: Option<String>,
     ) -> PyResult<Py<PyAny>> {
         let py = slf.py();
         let asyncio = py.import("asyncio")?;
@@ -402,6 +414,8 @@ impl Plan {
             max_steps,
             timeout,
             tools_file,
+            store,
+            run_id,
         )?;
         // NB: `asyncio.run` also cancels what is left on the loop and ends the thread pool
         // of plain tools before closing it.
@@ -443,33 +457,72 @@ impl Plan {
         tools: Option<&Bound<'py, PyAny>>,
         tools_file: Option<PathBuf>,
         opts: RunOptions,
+        store: Option<(Py<Store>, String)>,
     ) -> PyResult<Bound<'py, PyAny>> {
         // NB: the tools the plan was compiled against, unless another file is named.
         let tools = tools::parse(tools, tools_file, &self.manifest)?;
-        let host = Host::new(
-            tools.manifest,
-            HostOptions {
-                deadline: opts.deadline,
-                ..HostOptions::default()
-            },
-        )
-        .map_err(|e| {
-            crate::run::run_error(py, ErrorCode::NotStarted, &e.to_string(), None, None)
-        })?;
-        crate::run::warn(py, host.warnings())?;
-        let raised = Raised::default();
-        for (name, func) in tools.callables {
-            let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;
-            host.set_backend(&name, Arc::new(tool));
-        }
+        let (host, raised) = host(py, &locals, tools, opts.deadline)?;
         let program = self.program.clone();
         let RunOptions { vars, limits, .. } = opts;
+        let Some((store, id)) = store else {
+            return pyo3_async_runtimes::tokio::future_into_py_with_locals(
+                py,
+                locals,
+                async move {
+                    let report =
+                        plan_host::run_plan(&host, &program, vars, limits, &mut Tracer::none())
+                            .await;
+                    outcome(report, &raised, None)
+                },
+            );
+        };
+        let presets: serde_json::Map<String, Value> = vars.iter().cloned().collect();
+        let pbc = plan_bytecode::encode(program.program());
+        let new = NewRun {
+            id: &id,
+            plan: "<python>",
+            source: self.source.as_deref(),
+            pbc: &pbc,
+            presets: &presets,
+            limits: &limits,
+            parent: None,
+        };
+        let store = store.get();
+        let mut held = py
+            .detach(|| Held::create(store.at(), &new, Store::lease_warning()))
+            .map_err(crate::store::store_error)?;
         pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
-            let report =
-                plan_host::run_plan(&host, &program, vars, limits, &mut Tracer::none()).await;
-            outcome(report, &raised)
+            let report = held
+                .run(&host, &program, vars, limits, &mut Tracer::none())
+                .await;
+            outcome(report, &raised, Some(id))
         })
     }
+}
+
+/// The host of a run from Python: `tools`' manifest and backends, its callables on the
+/// caller's loop (`locals`); the exceptions they raise are kept in the second value.
+pub(crate) fn host(
+    py: Python<'_>,
+    locals: &TaskLocals,
+    tools: tools::Tools,
+    deadline: Option<Duration>,
+) -> PyResult<(Host, Raised)> {
+    let host = Host::new(
+        tools.manifest,
+        HostOptions {
+            deadline,
+            ..HostOptions::default()
+        },
+    )
+    .map_err(|e| crate::run::run_error(py, ErrorCode::NotStarted, &e.to_string(), None, None))?;
+    crate::run::warn(py, host.warnings())?;
+    let raised = Raised::default();
+    for (name, func) in tools.callables {
+        let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;
+        host.set_backend(&name, Arc::new(tool));
+    }
+    Ok((host, raised))
 }
 
 /// The end of a run: its answer, every variable, what it took.
@@ -482,6 +535,8 @@ pub(crate) struct Outcome {
     steps: u64,
     tool_calls: u64,
     elapsed_ms: u64,
+    /// The stored run's id (a run with `store=`, or resumed), else `None`.
+    run_id: Option<String>,
 }
 
 #[pymethods]
@@ -517,16 +572,23 @@ impl Outcome {
             steps,
             tool_calls,
             elapsed_ms,
+            run_id: None,
         })
     }
 }
 
 /// A report as Python sees it: an `Outcome`, or `RunError` with the tool's exception as
-/// its cause.
-fn outcome(report: RunReport, raised: &Raised) -> PyResult<Outcome> {
+/// its cause; both name the stored run, if any, as `run_id`.
+pub(crate) fn outcome(
+    report: RunReport,
+    raised: &Raised,
+    run_id: Option<String>,
+) -> PyResult<Outcome> {
     Python::attach(|py| {
         if let Some(e) = &report.error {
             let err = crate::run::run_error(py, e.code, &e.message, e.seq_no, e.line);
+            // NB: setting an attribute on a fresh exception cannot fail in practice.
+            let _ = err.value(py).setattr("run_id", run_id.as_deref());
             if e.code == ErrorCode::ToolFailed
                 && let Some(cause) = raised.lock().ok().and_then(|mut r| r.remove(&e.seq_no))
             {
@@ -537,13 +599,15 @@ fn outcome(report: RunReport, raised: &Raised) -> PyResult<Outcome> {
         // NB: the variables moved out as JSON (a large answer is not copied), then
         // converted.
         let vars = report.vars.into_map();
-        Outcome::new(
+        let mut outcome = Outcome::new(
             py,
             &report.final_answer,
             &vars,
             report.steps,
             report.tool_calls,
             report.elapsed_ms,
-        )
+        )?;
+        outcome.run_id = run_id;
+        Ok(outcome)
     })
 }

@@ -459,3 +459,84 @@ def test_a_bad_example_file_is_skipped_with_a_warning(tmp_path):
 def test_ask_without_a_planner_says_so():
     with pytest.raises(planrt.RunError, match="no backend for the planner"):
         asyncio.run(planrt.ask("Does TiDB support SQL?"))
+
+
+# ---- runs in a store ------------------------------------------------------------------
+
+
+def test_a_stored_run_resumes_after_a_tool_error_without_calling_again_what_completed(tmp_path):
+    store = planrt.Store(tmp_path / "runs.db")
+    calls = {"lookup": 0, "write": 0}
+    broken = {"write": True}
+
+    def counted_lookup(q):
+        calls["lookup"] += 1
+        return lookup(q)
+
+    async def flaky_write(facts, n):
+        calls["write"] += 1
+        if broken["write"]:
+            raise ConnectionError("the writer is down")
+        return await write(facts, n)
+
+    tools = {"lookup": counted_lookup, "write": flaky_write}
+    plan = planrt.compile(CHAIN, tools=TOOLS)
+    with pytest.raises(planrt.RunError) as e:
+        asyncio.run(plan.run(tools=tools, vars={"topic": "TiDB"}, store=store, run_id="r1"))
+    assert e.value.code == "R0005" and e.value.run_id == "r1"
+    assert isinstance(e.value.__cause__, ConnectionError)
+
+    [row] = store.runs()
+    assert row["id"] == "r1" and row["status"] == "failed"
+    assert row["parent"] is None and row["tool_calls"] == 2  # lookup, and the failed write
+    shown = store.run("r1")
+    assert shown["run"]["id"] == "r1"
+    assert [c["tool"] for c in shown["calls"]][0] == "lookup"
+    assert shown["calls"][0]["output"] == lookup("TiDB")
+    assert any(s["writes"].get("facts") == lookup("TiDB") for s in shown["steps"])
+    assert calls["lookup"] == 1
+
+    broken["write"] = False
+    out = asyncio.run(store.resume("r1", tools=tools))
+    assert out.final_answer == "3 facts about TiDB" and out.run_id == "r1"
+    assert calls["lookup"] == 1, "the call that completed is not made again"
+    assert out.tool_calls == 2
+    assert [(c["tool"], c["state"]) for c in store.run("r1")["calls"]] == [
+        ("lookup", "committed"),
+        ("write", "committed"),
+    ]
+    [row] = store.runs()
+    assert row["status"] == "ok" and row["final_answer"] == "3 facts about TiDB"
+
+    # A finished run gives its stored answer and calls nothing.
+    before = dict(calls)
+    again = asyncio.run(store.resume("r1", tools=tools))
+    assert again.final_answer == "3 facts about TiDB" and calls == before
+
+
+def test_a_stored_run_gets_an_id_and_store_errors_say_why(tmp_path):
+    store = planrt.Store(str(tmp_path / "runs.db"), durability="full")
+    plan = planrt.compile(CHAIN, tools=TOOLS)
+    out = plan.run_sync(tools=TOOLS, vars={"topic": "x"}, store=store)
+    assert out.final_answer == "3 facts about x" and out.run_id
+    assert [r["id"] for r in store.runs()] == [out.run_id]
+    assert store.runs()[0]["steps"] == out.steps
+
+    with pytest.raises(planrt.StoreError) as e:
+        plan.run_sync(tools=TOOLS, vars={"topic": "x"}, store=store, run_id=out.run_id)
+    assert e.value.code == "duplicate_run"
+    with pytest.raises(planrt.StoreError) as e:
+        asyncio.run(store.resume("nope", tools=TOOLS))
+    assert e.value.code == "unknown_run"
+    with pytest.raises(planrt.StoreError) as e:
+        store.run("nope")
+    assert e.value.code == "unknown_run"
+
+    not_a_store = tmp_path / "notes.txt"
+    not_a_store.write_text("just some notes, not a database\n")
+    with pytest.raises(planrt.StoreError) as e:
+        planrt.Store(not_a_store)
+    assert e.value.code == "not_a_store"
+    assert not_a_store.read_text() == "just some notes, not a database\n"
+    with pytest.raises(ValueError):
+        planrt.Store(tmp_path / "x.db", durability="sometimes")

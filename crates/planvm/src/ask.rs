@@ -7,14 +7,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Args;
-use plan_host::{Journal, Tracer};
-use plan_planner::{
-    AskOptions, AskOutcome, AskStatus, Examples, PlanRun, Planner, RunSink, Template,
-};
+use plan_planner::{AskOptions, AskOutcome, AskStatus, Examples, Planner, Template};
 use serde_json::Value;
 
-use crate::{Format, LimitArgs, OutputArgs, fail, parse_var, stored};
+use crate::args::{Format, LimitArgs, OutputArgs, StoreArgs, parse_var};
+use crate::session::{self, fail};
 use plan_render::exit;
+use plan_runs::StoreAt;
+use plan_runs::ask::AskStore;
 
 pub(crate) const ASK_HELP: &str = "\
 Exit codes:
@@ -93,69 +93,14 @@ pub(crate) struct AskArgs {
     #[command(flatten)]
     output: OutputArgs,
     #[command(flatten)]
-    store: stored::StoreArgs,
-}
-
-/// `ask --store`: each plan that runs is a stored run; a re-plan's run is a branch of the
-/// run it replaces, from its first instruction (it starts over, answering the calls
-/// already made from their stored answers), so `runs list` shows every plan version.
-struct AskStore<'a> {
-    path: &'a Path,
-    args: &'a stored::StoreArgs,
-    tracer: &'a mut Tracer,
-    current: Option<stored::StoredRun>,
-    ids: Vec<String>,
-    /// The exit code of a store that could not be written.
-    failed: Option<u8>,
-}
-
-impl RunSink for AskStore<'_> {
-    fn open<'s>(&'s mut self, run: &PlanRun<'_>) -> Result<Box<dyn Journal + 's>, String> {
-        // NB: the previous run's lease and connection end here.
-        self.current = None;
-        let id = match (&self.args.run_id, self.ids.len()) {
-            (Some(id), 0) => id.clone(),
-            (Some(id), n) => format!("{id}.{}", n + 1),
-            (None, _) => plan_store::new_run_id(),
-        };
-        if let Err(e) = plan_store::check_run_id(&id) {
-            self.failed = Some(exit::USAGE);
-            return Err(format!("run id `{id}`: {e}"));
-        }
-        let presets: serde_json::Map<String, Value> = run.vars.iter().cloned().collect();
-        let first_seq = run.program.seq_no_at(0).unwrap_or(0);
-        let new = plan_store::NewRun {
-            id: &id,
-            plan: &format!("ask round {}", run.round),
-            source: Some(run.source),
-            pbc: &plan_bytecode::encode(run.program),
-            presets: &presets,
-            limits: run.limits,
-            parent: self.ids.last().map(|p| (p.as_str(), first_seq)),
-        };
-        match stored::create_run(self.path, self.args.durability.get(), &new) {
-            Ok(s) => {
-                self.ids.push(id);
-                let stored = self.current.insert(s);
-                Ok(Box::new((&mut *self.tracer, stored.journal(run.program))))
-            }
-            Err(e) => {
-                self.failed = Some(stored::engine_exit(e.kind));
-                Err(e.message)
-            }
-        }
-    }
-
-    fn planning(&mut self, event: &plan_host::TraceEvent<'_>) {
-        let _ = self.tracer.record(event);
-    }
+    store: StoreArgs,
 }
 
 pub(crate) fn ask(args: AskArgs) -> u8 {
     let mut outputs: Vec<(&str, &Path)> = Vec::new();
     outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
     outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
-    if let Err(code) = crate::refuse_clobbering(
+    if let Err(code) = session::refuse_clobbering(
         None,
         args.tools.as_deref(),
         args.replay.as_deref(),
@@ -164,7 +109,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     ) {
         return code;
     }
-    let manifest = match crate::load_manifest(args.tools.as_deref()) {
+    let manifest = match session::load_manifest(args.tools.as_deref()) {
         Ok(m) => m,
         Err(code) => return code,
     };
@@ -218,12 +163,12 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         let _ = writeln!(out, "{prompt}");
         return exit::OK;
     }
-    let crate::Session {
+    let session::Session {
         mut tracer,
         status_line,
         host,
         runtime,
-    } = match crate::start_session(
+    } = match session::start_session(
         manifest,
         args.replay.clone(),
         args.record.clone(),
@@ -254,16 +199,16 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             None,
         ),
         Some(path) => {
-            let mut sink = AskStore {
-                path,
-                args: &args.store,
-                tracer: &mut tracer,
-                current: None,
-                ids: Vec::new(),
-                failed: None,
+            let store = AskStore {
+                at: StoreAt::new(path, args.store.durability.get()),
+                run_id: args.store.run_id.clone(),
+                also: &mut tracer,
+                warn: session::lease_warning,
+                started: |id| eprintln!("run {id}"),
             };
-            let outcome = runtime.block_on(planner.ask_into(&args.goal, rf, &mut sink));
-            (outcome, sink.failed)
+            let stored = runtime.block_on(plan_runs::ask::ask(&planner, &args.goal, rf, store));
+            let failed = stored.failed.map(|e| session::engine_exit(e.kind));
+            (stored.outcome, failed)
         }
     };
     if let Some(line) = status_line {
@@ -311,7 +256,7 @@ fn print_outcome(outcome: &AskOutcome, args: &AskArgs) -> u8 {
             if let Some(e) = &outcome.error {
                 eprintln!("error: {e}");
             }
-            crate::print_report(report, Format::Text);
+            session::print_report(report, Format::Text);
         }
         (AskStatus::InvalidPlan, _) => {
             // The last plan's diagnostics, rendered as `planc check` shows them.

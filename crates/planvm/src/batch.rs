@@ -39,7 +39,11 @@ use plan_value::json;
 use plan_vm::Limits;
 use serde_json::{Map, Value};
 
-use crate::{exit, fail, load, parse_var};
+use plan_render::exit;
+
+use crate::args::parse_var;
+use crate::load;
+use crate::session::fail;
 use plan_runs::{ErrorKind, Taken};
 
 /// A list file larger than this is refused (it is read whole).
@@ -112,7 +116,7 @@ pub(crate) struct BatchArgs {
     #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
     vars: Vec<(String, Value)>,
     #[command(flatten)]
-    limits: crate::LimitArgs,
+    limits: crate::args::LimitArgs,
     /// Runs in flight at once.
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -131,7 +135,7 @@ pub(crate) struct BatchArgs {
     #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
     store: Option<PathBuf>,
     /// The batch's id in its runs' ids (default: a new UUID v7).
-    #[arg(long, value_name = "ID", requires = "store", value_parser = crate::stored::parse_run_id)]
+    #[arg(long, value_name = "ID", requires = "store", value_parser = crate::args::parse_run_id)]
     batch_id: Option<String>,
     /// Continue the batch --batch-id in its store after a crash or a kill, from the same
     /// list or directory: a run it finished is reported from the store and calls nothing;
@@ -146,7 +150,7 @@ pub(crate) struct BatchArgs {
     #[arg(long, requires = "resume")]
     retry_unknown_writes: bool,
     #[command(flatten)]
-    durability: crate::stored::DurabilityArg,
+    durability: crate::args::DurabilityArg,
 }
 
 /// One run to do.
@@ -214,24 +218,25 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         inputs.extend(args.list.as_deref().map(|p| ("the --list file", p)));
         inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
         inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
-        let store_files = args.store.as_deref().map(crate::store_files);
+        let store_files = args.store.as_deref().map(plan_runs::open::files);
         inputs.extend(
             store_files
                 .iter()
                 .flatten()
-                .map(|p| (crate::STORE_FILE, &**p)),
+                .map(|p| (crate::session::STORE_FILE, &**p)),
         );
         for j in &jobs {
             inputs.push(("a plan", &j.plan));
             inputs.extend(j.cassette.as_deref().map(|p| ("a cassette", p)));
         }
-        if let Err(msg) = crate::check_outputs(&[("--output", output)], &inputs) {
+        if let Err(msg) = crate::session::check_outputs(&[("--output", output)], &inputs) {
             return fail(exit::OUTPUT_IS_INPUT, msg);
         }
     }
+    let times = args.limits.times();
     let opts = HostOptions {
-        tool_timeout: args.limits.tool_timeout,
-        deadline: args.limits.timeout,
+        tool_timeout: times.tool_timeout,
+        deadline: times.deadline,
         ..HostOptions::default()
     };
     let shared = match Host::new(manifest.clone(), opts.clone()) {
@@ -258,17 +263,20 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         None => (None, None),
         Some(path) => {
             let durability = args.durability.get();
-            let mut store = match crate::stored::open(path, durability) {
-                Ok(s) => s,
-                Err(code) => return code,
-            };
+            let mut store =
+                match plan_runs::open::open(path, durability, plan_runs::open::Access::Create)
+                    .map_err(crate::session::failed)
+                {
+                    Ok(s) => s,
+                    Err(code) => return code,
+                };
             let batch = args.batch_id.clone().unwrap_or_else(plan_store::new_run_id);
             let mut ids = run_ids(&batch, &jobs);
             if args.resume {
                 // NB: a list edited since (a comment added at its top) moves every line.
                 match store.runs_under(&format!("{batch}.")) {
                     Ok(runs) => pair_by_content(&mut ids, &batch, &jobs, &args.vars, &runs),
-                    Err(e) => return fail(crate::stored::store_exit(&e), e),
+                    Err(e) => return crate::session::failed(e),
                 }
             }
             // NB: refused up front: a run whose id exists would fail only at its end.
@@ -295,15 +303,18 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
                         ),
                     );
                 }
-                Err(e) => return fail(crate::stored::store_exit(&e), e),
+                Err(e) => return crate::session::failed(e),
             }
             // NB: a connection of its own, to read and take each stored run as its turn
             // comes, while the writer thread has the other.
             let resume = if args.resume {
-                let store = match crate::stored::open(path, durability) {
-                    Ok(store) => store,
-                    Err(code) => return code,
-                };
+                let store =
+                    match plan_runs::open::open(path, durability, plan_runs::open::Access::Create)
+                        .map_err(crate::session::failed)
+                    {
+                        Ok(store) => store,
+                        Err(code) => return code,
+                    };
                 // NB: a batch still going would create the runs this one starts, and
                 // fail them at its end: refused as a whole, before anything runs.
                 if let Some(run) = ids
@@ -328,7 +339,12 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             };
             eprintln!("batch {batch}");
             let owner = Owner::this_process();
-            let lease = crate::stored::lease(path, durability, owner.clone());
+            let lease = plan_runs::open::lease(
+                path,
+                durability,
+                owner.clone(),
+                crate::session::lease_warning,
+            );
             let store = StoreCtx {
                 store: GroupStore::spawn(store),
                 ids,
@@ -369,7 +385,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         store_files: args
             .store
             .as_deref()
-            .map(crate::store_files)
+            .map(plan_runs::open::files)
             .unwrap_or_default(),
         record_dir: args.record.clone(),
         trace_dir: args.trace.clone(),
@@ -951,7 +967,11 @@ fn run_outputs(ctx: &Ctx, job: &Job) -> Result<(Option<Recorder>, Tracer), NotOp
             .as_deref()
             .map(|p| ("the --replay cassette", p)),
     );
-    inputs.extend(ctx.store_files.iter().map(|p| (crate::STORE_FILE, &**p)));
+    inputs.extend(
+        ctx.store_files
+            .iter()
+            .map(|p| (crate::session::STORE_FILE, &**p)),
+    );
     let tool_backends = ctx.manifest.tools.iter().filter_map(|t| t.backend.as_ref());
     for b in tool_backends.chain(ctx.manifest.default_backend.as_ref()) {
         if let plan_manifest::BackendConfig::Replay { cassette: Some(c) } = b {

@@ -8,6 +8,10 @@
   event loop. A failed run raises ``RunError``.
 - ``await ask(goal, response_format=None, tools=...)`` has the planner write the plan,
   repairs and re-plans it, and runs it: an ``Answer``.
+- ``Store(path)`` keeps runs: ``await plan.run(tools=..., store=store, run_id="r1")``
+  journals the run, ``await store.resume("r1", tools=...)`` continues one that failed or
+  was interrupted without making the completed calls again, ``store.runs()`` and
+  ``store.run("r1")`` read them (the same file as ``planvm --store``).
 - ``plan.start()`` gives a ``Run`` to drive by hand: ``requests()``, ``resume(id, result)``,
   ``state()`` and ``Run.restore(plan, state)``.
 """
@@ -22,6 +26,8 @@ from ._planrt import (
     Request,
     Run,
     RunError,
+    Store,
+    StoreError,
     __version__,
     check,
     compile,
@@ -36,6 +42,8 @@ __all__ = [
     "Request",
     "Run",
     "RunError",
+    "Store",
+    "StoreError",
     "__version__",
     "ask",
     "check",

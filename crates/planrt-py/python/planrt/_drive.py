@@ -7,7 +7,8 @@ without leaving the thread. Otherwise (a tools file, a tool left to a built-in b
 the run goes to the Rust host (``Plan._run_now``), which serves those tools over the
 network and calls the Python ones on the loop (``_call``). Both commit results in program
 order and count, fail and time out alike, so a plan's outcome does not depend on which
-path ran it.
+path ran it. A run journaled in a ``Store`` (and ``Store.resume``) always takes the Rust
+host, whose journal the store is.
 """
 
 import asyncio
@@ -15,19 +16,24 @@ import functools
 import inspect
 from typing import Any, Callable, Dict, Optional
 
-from ._planrt import Answer, Outcome, Plan, RunError, _ask_now
+from ._planrt import Answer, Outcome, Plan, RunError, Store, _ask_now
 
 
 async def run(plan: Plan, kwargs: Dict[str, Any]) -> Outcome:
     tools = kwargs["tools"]
     if (
-        kwargs["tools_file"] is None
+        kwargs["store"] is None
+        and kwargs["tools_file"] is None
         and isinstance(tools, dict)
         and all(isinstance(k, str) and callable(f) for k, f in tools.items())
         and all(name in tools for name in plan.needs)
     ):
         return await _drive(plan, tools, kwargs)
     return await plan._run_now(**kwargs)
+
+
+async def resume(store: Store, kwargs: Dict[str, Any]) -> Outcome:
+    return await store._resume_now(**kwargs)
 
 
 async def _call(f: Callable[..., Any], kwargs: Dict[str, Any], is_async: bool) -> Any:

@@ -23,6 +23,17 @@ class RunError(Exception):
     """Stable code: R0001 step limit, R0005 a tool failed, R0009 deadline, ..."""
     seq_no: Optional[int]
     line: Optional[int]
+    run_id: Optional[str]
+    """The stored run (a run with ``store=``, or resumed): pass it to ``Store.resume``."""
+
+class StoreError(Exception):
+    """A run store that cannot do what was asked."""
+
+    code: str
+    """Why: ``unknown_run``, ``duplicate_run``, ``busy`` (a live process runs it),
+    ``unknown_writes`` (a write call was in flight: resume with
+    ``retry_unknown_writes=True`` once checked), ``damaged``, ``not_a_store``,
+    ``no_store``, ``read_only``, ``io``, ..."""
 
 class Diagnostic:
     severity: str
@@ -40,6 +51,8 @@ class Outcome:
     steps: int
     tool_calls: int
     elapsed_ms: int
+    run_id: Optional[str]
+    """The stored run's id (a run with ``store=``, or resumed), else ``None``."""
 
 class Answer:
     status: str
@@ -87,6 +100,8 @@ class Plan:
         max_steps: Optional[int] = None,
         timeout: Optional[float] = None,
         tools_file: Union[str, os.PathLike[str], None] = None,
+        store: Optional[Store] = None,
+        run_id: Optional[str] = None,
     ) -> Coroutine[Any, Any, Outcome]: ...
     def run_sync(
         self,
@@ -97,6 +112,8 @@ class Plan:
         max_steps: Optional[int] = None,
         timeout: Optional[float] = None,
         tools_file: Union[str, os.PathLike[str], None] = None,
+        store: Optional[Store] = None,
+        run_id: Optional[str] = None,
     ) -> Outcome: ...
     def start(
         self,
@@ -142,3 +159,39 @@ def compile(
 def _ask_now(
     goal: str, response_format: JSON = None, tools: Tools = None, **options: Any
 ) -> Coroutine[Any, Any, Answer]: ...
+
+class Store:
+    """A run store: an SQLite file, created when missing (the file ``planvm --store``
+    uses). ``Plan.run(store=...)`` journals a run in it; ``resume`` continues a run that
+    failed or was interrupted; ``runs`` and ``run`` read what is stored."""
+
+    def __init__(self, path: Union[str, os.PathLike[str]], *, durability: str = "normal") -> None:
+        """``durability``: ``"normal"`` (each commit survives a crash of the process) or
+        ``"full"`` (also a power loss; slower). Raises ``StoreError`` for a file that is not
+        a store."""
+    @property
+    def path(self) -> str: ...
+    def runs(self) -> list[dict[str, Any]]:
+        """Every run, oldest first: ``id``, ``status`` (``running``, ``ok``, ``failed``,
+        ``interrupted``), ``plan``, ``steps``, ``tool_calls``, ``parent``, ``branch_seq``,
+        ``created_at`` and ``updated_at`` (Unix milliseconds), ``final_answer``, ``error``,
+        ``presets``, ``limits``."""
+    def run(self, id: str) -> dict[str, Any]:
+        """Run ``id`` with its committed steps and calls: ``{"run": ..., "steps": [...],
+        "calls": [...]}``, as ``planvm runs show --format json`` prints it."""
+    def resume(
+        self,
+        id: str,
+        tools: Tools = None,
+        *,
+        tools_file: Union[str, os.PathLike[str], None] = None,
+        retry_unknown_writes: bool = False,
+        max_concurrency: Optional[int] = None,
+        max_steps: Optional[int] = None,
+        timeout: Optional[float] = None,
+    ) -> Coroutine[Any, Any, Outcome]:
+        """Continues run ``id`` from its last commit point; calls that completed are not
+        made again. A ``write`` call in flight when it stopped is sent again only with
+        ``retry_unknown_writes=True``. A finished run returns its stored outcome (its
+        ``variables`` empty). A failed run raises ``RunError``; a store that cannot,
+        ``StoreError``."""

@@ -1,0 +1,105 @@
+//! A run this process holds in a store: created, or claimed to go on, and journaled there
+//! commit point by commit point while a thread renews its lease.
+
+use plan_bytecode::ValidatedProgram;
+use plan_host::{Host, Journal, RunReport};
+use plan_store::{NewRun, Owner, RunStore, StoreJournal};
+use plan_vm::Limits;
+use serde_json::Value;
+
+use crate::open::{Access, StoreAt};
+use crate::{Error, Going, Lease};
+
+/// A run this process holds: its store, its id, and its lease, renewed until dropped.
+pub struct Held {
+    store: Box<dyn RunStore>,
+    id: String,
+    owner: Owner,
+    _lease: Lease,
+}
+
+impl Held {
+    /// Creates run `new` in the store at `at`, held by this process. `warn` hears about
+    /// a lease that cannot be renewed (see [`Lease::start`]).
+    pub fn create(at: &StoreAt, new: &NewRun<'_>, warn: fn(&Error)) -> Result<Held, Error> {
+        let mut store = at.open(Access::Create)?;
+        let owner = Owner::this_process();
+        store.create_run(new, &owner)?;
+        Ok(Held::new(store, at, new.id, owner, warn))
+    }
+
+    /// `id`, which this process has just created or claimed in `store`.
+    pub(crate) fn new(
+        store: Box<dyn RunStore>,
+        at: &StoreAt,
+        id: &str,
+        owner: Owner,
+        warn: fn(&Error),
+    ) -> Held {
+        Held {
+            store,
+            id: id.to_owned(),
+            _lease: at.lease(owner.clone(), warn),
+            owner,
+        }
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The journal of the run from its start, for a driver of the caller's (a plan read
+    /// as it streams in).
+    pub fn journal(&mut self, program: &ValidatedProgram) -> StoreJournal<'_> {
+        StoreJournal::new(&mut *self.store, &self.id, self.owner.clone(), 0, program)
+    }
+
+    /// Runs the new run from its start, with `presets`, each event also to `also`.
+    pub async fn run(
+        &mut self,
+        host: &Host,
+        program: &ValidatedProgram,
+        presets: Vec<(String, Value)>,
+        limits: Limits,
+        also: &mut dyn Journal,
+    ) -> RunReport {
+        let mut journal = (also, self.journal(program));
+        plan_host::run_plan(host, program, presets, limits, &mut journal).await
+    }
+}
+
+/// A stored run this process has claimed (or created as a branch), about to go on.
+pub struct Claimed {
+    pub(crate) held: Held,
+    pub(crate) going: Going,
+    pub(crate) limits: Limits,
+}
+
+impl Claimed {
+    pub fn id(&self) -> &str {
+        self.held.id()
+    }
+
+    pub fn program(&self) -> &ValidatedProgram {
+        &self.going.program
+    }
+
+    /// Runs it to its end on `host`, each event also to `also`; its report counts the
+    /// calls of the whole run, not only of this part.
+    pub async fn go(self, host: &Host, also: &mut dyn Journal) -> RunReport {
+        let Claimed {
+            mut held,
+            going,
+            limits,
+        } = self;
+        let run = crate::GoOn {
+            id: &held.id,
+            steps_done: going.steps_done,
+            program: &going.program,
+            state: going.state,
+            known: plan_store::known_answers(&going.calls),
+            limits,
+        };
+        crate::go_on(&mut *held.store, held.owner.clone(), run, host, also).await
+    }
+}

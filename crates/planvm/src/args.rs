@@ -1,0 +1,143 @@
+//! Argument groups several commands share (flattened into theirs with clap), and the
+//! parsers of their values.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use plan_store::Durability;
+use plan_vm::Limits;
+use serde_json::Value;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// The final answer on stdout (a string raw, anything else as compact JSON).
+    Text,
+    /// One JSON object: status, final_answer, error, steps, tool_calls, elapsed_ms.
+    Json,
+}
+
+/// Where a run's trace and result go (`run`, `resume`, `branch`).
+#[derive(Args, Debug)]
+pub(crate) struct OutputArgs {
+    /// Write trace events (JSON lines) to this file.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) trace: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
+}
+
+/// Limits of one run, shared by `run` and `batch` (in a batch they apply to each run).
+#[derive(clap::Args, Debug)]
+pub(crate) struct LimitArgs {
+    /// Maximum instructions executed.
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_steps)]
+    pub(crate) max_steps: u64,
+    /// Maximum bytes held in all variables together.
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::default().max_total_bytes)]
+    max_bytes: u64,
+    /// Maximum tool calls in flight at once (independent calls run concurrently; 1 runs
+    /// them one at a time, like the reference VM).
+    #[arg(long, value_name = "N", default_value_t = Limits::default().max_concurrency)]
+    max_concurrency: u32,
+    /// Overall deadline of the run, in seconds (for `ask`: of the whole ask, its planner
+    /// calls included).
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    timeout: Option<Duration>,
+    /// Limit on one tool call, retries included, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    tool_timeout: Option<Duration>,
+}
+
+impl LimitArgs {
+    pub(crate) fn times(&self) -> Times {
+        Times {
+            deadline: self.timeout,
+            tool_timeout: self.tool_timeout,
+        }
+    }
+
+    pub(crate) fn limits(&self) -> Limits {
+        Limits {
+            max_steps: self.max_steps,
+            max_total_bytes: self.max_bytes,
+            max_concurrency: self.max_concurrency,
+            ..Limits::default()
+        }
+    }
+}
+
+/// The run's deadline and per-call limit.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Times {
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) tool_timeout: Option<Duration>,
+}
+
+pub(crate) fn parse_var(s: &str) -> Result<(String, Value), String> {
+    let Some((name, value)) = s.split_once('=') else {
+        return Err(format!("expected NAME=VALUE, got `{s}`"));
+    };
+    let name = name.trim();
+    if name.is_empty() {
+        return Err("the variable name before `=` is empty".into());
+    }
+    let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()));
+    Ok((name.to_owned(), value))
+}
+
+pub(crate) fn parse_secs(s: &str) -> Result<Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if !(secs > 0.0 && secs <= 1e9) {
+        return Err(format!(
+            "expected more than 0 and at most 1e9 seconds, got {s}"
+        ));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|e| e.to_string())
+}
+
+/// Store options of `run` (and `batch`).
+#[derive(Args, Debug, Clone)]
+pub(crate) struct StoreArgs {
+    /// Journal the run in this store (an SQLite file, created if missing) so that it can
+    /// be resumed after a crash, inspected and branched. Default: $PLANVM_STORE.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    pub(crate) store: Option<PathBuf>,
+    /// The stored run's id (default: a new UUID v7). Letters, digits, `.`, `_`, `-`.
+    #[arg(long, value_name = "ID", requires = "store", value_parser = parse_run_id)]
+    pub(crate) run_id: Option<String>,
+    #[command(flatten)]
+    pub(crate) durability: DurabilityArg,
+}
+
+#[derive(Args, Debug, Clone, Copy)]
+pub(crate) struct DurabilityArg {
+    /// What each commit survives: `normal`, a crash of planvm (SQLite synchronous=NORMAL);
+    /// `full`, also a power loss (synchronous=FULL, slower).
+    #[arg(long, value_enum, default_value_t = DurabilityLevel::Normal)]
+    durability: DurabilityLevel,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum DurabilityLevel {
+    Normal,
+    Full,
+}
+
+impl DurabilityArg {
+    pub(crate) fn get(self) -> Durability {
+        match self.durability {
+            DurabilityLevel::Normal => Durability::Normal,
+            DurabilityLevel::Full => Durability::Full,
+        }
+    }
+}
+
+pub(crate) fn parse_run_id(s: &str) -> Result<String, String> {
+    plan_store::check_run_id(s)?;
+    Ok(s.to_owned())
+}

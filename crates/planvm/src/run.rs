@@ -1,0 +1,235 @@
+//! `planvm run`: one plan, from a file or as it streams in on standard input, journaled
+//! in a store when `--store` names one.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use plan_host::{Host, RunReport, Tracer};
+use plan_manifest::Manifest;
+use plan_render::exit;
+use serde_json::Value;
+
+use crate::args::{LimitArgs, OutputArgs, StoreArgs, parse_var};
+use plan_runs::{Held, StoreAt};
+use plan_store::NewRun;
+
+use crate::load;
+use crate::session::{
+    self, Session, compile_options, fail, finish, load_manifest, refuse_clobbering, start_session,
+};
+
+#[derive(Args, Debug)]
+pub(crate) struct RunArgs {
+    /// The plan: a .pbc file (recognised by its magic bytes, whatever its name) or plan
+    /// source in any form the reader accepts (JSON, LLM output with a ```json fence,
+    /// Python literals, ...), compiled on the fly. `-` reads it from standard input and
+    /// starts the calls certain to run before the input ends.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+    /// Tools file: tool declarations and the backend serving each (the same file planc uses).
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// Serve every tool call from this cassette (no network).
+    #[arg(long, value_name = "CASSETTE")]
+    replay: Option<PathBuf>,
+    /// Append every completed tool call to this cassette (JSON lines).
+    #[arg(long, value_name = "CASSETTE")]
+    record: Option<PathBuf>,
+    /// Preset a variable; VALUE is parsed as JSON when it parses, else taken as a string.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, Value)>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
+    output: OutputArgs,
+    #[command(flatten)]
+    store: StoreArgs,
+}
+
+pub(crate) fn run(args: RunArgs) -> u8 {
+    let stdin = args.file.as_os_str() == "-";
+    let mut outputs: Vec<(&str, &Path)> = Vec::new();
+    outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
+    outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
+    if let Err(code) = refuse_clobbering(
+        (!stdin).then_some(("the plan FILE", args.file.as_path())),
+        args.tools.as_deref(),
+        args.replay.as_deref(),
+        args.store.store.as_deref(),
+        &outputs,
+    ) {
+        return code;
+    }
+    let manifest = match load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    if stdin {
+        return run_stdin(args, manifest);
+    }
+
+    let opts = compile_options(&manifest, &args.vars);
+    let loaded = match load::load_program(&args.file, opts, plan_render::color_stderr()) {
+        Ok(l) => {
+            eprint!("{}", l.rendered);
+            l
+        }
+        Err(load::LoadError::Unreadable(msg)) => return fail(exit::NO_INPUT, msg),
+        Err(load::LoadError::Invalid(inv)) => {
+            eprint!("{}", inv.rendered);
+            return fail(exit::DATA_ERR, inv.message);
+        }
+    };
+
+    let Session {
+        mut tracer,
+        status_line,
+        host,
+        runtime,
+    } = match start_session(
+        manifest,
+        args.replay.clone(),
+        args.record.clone(),
+        &args.limits.times(),
+        (args.output.trace.as_deref(), args.output.format),
+        &loaded.warnings,
+    ) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    tracer.restart_clock();
+    match runtime.block_on(run_loaded(&host, &loaded, &args, &mut tracer)) {
+        Ok(report) => finish(report, args.output.format, &tracer, status_line),
+        Err(code) => code,
+    }
+}
+
+/// Runs a loaded plan for `run`, in the store if `--store` names one.
+async fn run_loaded(
+    host: &Host,
+    loaded: &load::Loaded,
+    args: &RunArgs,
+    tracer: &mut Tracer,
+) -> Result<RunReport, u8> {
+    let limits = args.limits.limits();
+    let vars = args.vars.clone();
+    let program = &loaded.program;
+    Ok(match &args.store.store {
+        None => plan_host::run_plan(host, program, vars, limits, tracer).await,
+        Some(path) => {
+            let id = args
+                .store
+                .run_id
+                .clone()
+                .unwrap_or_else(plan_store::new_run_id);
+            let presets: serde_json::Map<String, Value> = vars.iter().cloned().collect();
+            let new = NewRun {
+                id: &id,
+                plan: &args.file.display().to_string(),
+                source: loaded.source.as_deref(),
+                pbc: &plan_bytecode::encode(program),
+                presets: &presets,
+                limits: &limits,
+                parent: None,
+            };
+            let at = StoreAt::new(path, args.store.durability.get());
+            let mut held =
+                Held::create(&at, &new, session::lease_warning).map_err(session::failed)?;
+            eprintln!("run {id}");
+            held.run(host, program, vars, limits, tracer).await
+        }
+    })
+}
+
+/// `planvm run -`: the plan comes from standard input and runs as it arrives: calls that
+/// are certain to run start before the input ends (docs/planner.md, streaming). The whole
+/// plan is then compiled and run as any plan is, taking the early results.
+fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
+    let Session {
+        mut tracer,
+        status_line,
+        host,
+        runtime,
+    } = match start_session(
+        manifest.clone(),
+        args.replay.clone(),
+        args.record.clone(),
+        &args.limits.times(),
+        (args.output.trace.as_deref(), args.output.format),
+        &[],
+    ) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let outcome = runtime.block_on(async {
+        let streamer = plan_planner::Streamer::new(&host, args.vars.clone(), args.limits.limits());
+        let (tx, pieces) = tokio::sync::mpsc::unbounded_channel();
+        let bytes = streamer
+            .follow(read_stdin(tx), pieces, 0, &mut |e| {
+                let _ = plan_host::Journal::record(&mut tracer, e);
+            })
+            .await
+            .map_err(|msg| fail(exit::NO_INPUT, msg))?;
+        let color = plan_render::color_stderr();
+        let opts = compile_options(&manifest, &args.vars);
+        let loaded = match load::load_bytes("<stdin>", bytes, opts, color) {
+            Ok(l) => {
+                eprint!("{}", l.rendered);
+                l
+            }
+            Err(load::LoadError::Unreadable(msg)) => return Err(fail(exit::NO_INPUT, msg)),
+            Err(load::LoadError::Invalid(inv)) => {
+                eprint!("{}", inv.rendered);
+                return Err(fail(exit::DATA_ERR, inv.message));
+            }
+        };
+        for w in &loaded.warnings {
+            tracer.warning(w);
+        }
+        if let Some(src) = &loaded.source {
+            streamer.settle(src);
+        }
+        run_loaded(&host, &loaded, &args, &mut tracer).await
+    });
+    match outcome {
+        Ok(report) => finish(report, args.output.format, &tracer, status_line),
+        Err(code) => code,
+    }
+}
+
+/// Reads standard input to its end, sending each piece of text as it arrives (a
+/// character cut between two reads waits for the rest). At most the size limit of a plan.
+async fn read_stdin(pieces: tokio::sync::mpsc::UnboundedSender<String>) -> Result<Vec<u8>, String> {
+    use tokio::io::AsyncReadExt;
+    let limit = plan_syntax::limits::MAX_SOURCE_BYTES;
+    let mut stdin = tokio::io::stdin();
+    let mut all: Vec<u8> = Vec::new();
+    let mut sent = 0;
+    let mut buf = vec![0u8; 16 << 10];
+    loop {
+        let n = stdin
+            .read(&mut buf)
+            .await
+            .map_err(|e| format!("cannot read the plan from standard input: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        if all.len() + n > limit {
+            return Err(format!(
+                "the plan on standard input is larger than {limit} bytes"
+            ));
+        }
+        all.extend_from_slice(&buf[..n]);
+        let upto = match std::str::from_utf8(&all[sent..]) {
+            Ok(_) => all.len(),
+            Err(e) if e.error_len().is_none() => sent + e.valid_up_to(),
+            // Not text (a .pbc, say): nothing to follow; the whole is still loaded.
+            Err(_) => sent,
+        };
+        if upto > sent {
+            let _ = pieces.send(String::from_utf8_lossy(&all[sent..upto]).into_owned());
+            sent = upto;
+        }
+    }
+    Ok(all)
+}

@@ -1,0 +1,238 @@
+//! `planvm runs list|show`: the runs of a store, for people and for machines.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+use plan_render::exit;
+use serde_json::{Value, json};
+
+use plan_runs::open::Access;
+use plan_runs::{StoreAt, read};
+use plan_store::{Durability, RunStore};
+
+use crate::args::Format;
+use crate::session::failed;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum RunsCommand {
+    /// One line per run: id, status (running, ok, failed, interrupted), steps, tool
+    /// calls, last update, plan.
+    List {
+        /// The store. Default: $PLANVM_STORE.
+        #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+        store: PathBuf,
+        /// `json`: one JSON object per line.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// A run's committed steps with the variables they wrote, and its tool calls.
+    Show {
+        #[arg(value_name = "ID")]
+        id: String,
+        /// The store. Default: $PLANVM_STORE.
+        #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+        store: PathBuf,
+        /// Print every variable as it was just before the run first executed seq_no SEQ
+        /// (found by running the plan again on its stored answers; nothing is sent).
+        #[arg(long, value_name = "SEQ", allow_negative_numbers = true)]
+        at: Option<i64>,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+pub(crate) fn runs(cmd: RunsCommand) -> u8 {
+    match cmd {
+        RunsCommand::List { store, format } => list(&store, format),
+        RunsCommand::Show {
+            id,
+            store,
+            at,
+            format,
+        } => show(&store, &id, at, format),
+    }
+}
+
+/// Opens the store at `path` to read it, read-only where this process may not write it.
+fn open_to_read(path: &Path) -> Result<Box<dyn RunStore>, u8> {
+    StoreAt::new(path, Durability::Normal)
+        .open(Access::Read)
+        .map_err(failed)
+}
+
+fn list(path: &Path, format: Format) -> u8 {
+    let runs = match open_to_read(path).and_then(|store| read::list(&*store).map_err(failed)) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let mut out = std::io::stdout().lock();
+    let width = runs.iter().map(|r| r.id.len()).max().unwrap_or(0);
+    for r in &runs {
+        let line = match format {
+            Format::Json => json!({
+                "id": r.id,
+                "status": r.status,
+                "plan": r.plan,
+                "created_at": utc(r.created_at),
+                "updated_at": utc(r.updated_at),
+                "steps": r.steps,
+                "tool_calls": r.tool_calls,
+                "parent": r.parent,
+                "branch_seq": r.branch_seq,
+            })
+            .to_string(),
+            Format::Text => format!(
+                "{:<width$}  {:<11}  {:>6} steps  {:>4} calls  {}  {}{}",
+                r.id,
+                r.status.as_str(),
+                r.steps,
+                r.tool_calls,
+                utc(r.updated_at),
+                r.plan,
+                match (&r.parent, r.branch_seq) {
+                    (Some(p), Some(s)) => format!("  (branch of {p} at seq_no {s})"),
+                    _ => String::new(),
+                }
+            ),
+        };
+        if writeln!(out, "{line}").is_err() {
+            break;
+        }
+    }
+    exit::OK
+}
+
+/// Characters of a value shown by `runs show` in text form.
+const SHOW_PREVIEW: usize = 100;
+
+fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
+    let store = match open_to_read(path) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let mut out = std::io::stdout().lock();
+    if let Some(seq) = at {
+        let vars = match read::variables_at(&*store, id, seq) {
+            Ok(v) => v,
+            Err(e) => return failed(e),
+        };
+        let _ = match format {
+            Format::Json => writeln!(out, "{}", Value::Object(vars)),
+            Format::Text => {
+                let mut text = String::new();
+                for (name, v) in &vars {
+                    text.push_str(&format!(
+                        "{name} = {}\n",
+                        plan_value::preview(v, SHOW_PREVIEW)
+                    ));
+                }
+                write!(out, "{text}")
+            }
+        };
+        return exit::OK;
+    }
+    let shown = match read::show(&*store, id) {
+        Ok(s) => s,
+        Err(e) => return failed(e),
+    };
+    let read::Shown { run, steps, calls } = &shown;
+    let _ = match format {
+        Format::Json => writeln!(out, "{}", json!(shown)),
+        Format::Text => {
+            let mut t = format!(
+                "run {}  {}  {}\n  {} steps, {} tool calls, created {}, updated {}\n",
+                run.id,
+                run.status.as_str(),
+                run.plan,
+                run.steps,
+                run.tool_calls,
+                utc(run.created_at),
+                utc(run.updated_at)
+            );
+            if let (Some(p), Some(s)) = (&run.parent, run.branch_seq) {
+                t.push_str(&format!("  branch of {p} at seq_no {s}\n"));
+            }
+            if let Some(a) = &run.final_answer {
+                t.push_str(&format!(
+                    "  final_answer: {}\n",
+                    plan_value::preview(a, SHOW_PREVIEW)
+                ));
+            }
+            if let Some(e) = &run.error {
+                t.push_str(&format!(
+                    "  error[{}]: {}\n",
+                    e["code"].as_str().unwrap_or("?"),
+                    e["message"].as_str().unwrap_or("")
+                ));
+            }
+            t.push_str("\nsteps:\n");
+            for s in steps {
+                let seq = s.seq_no.map_or("-".to_owned(), |n| n.to_string());
+                t.push_str(&format!("  {:>5}  seq {seq:>3}  {}\n", s.step, s.op));
+                for (name, v) in &s.writes {
+                    t.push_str(&format!(
+                        "           {name} = {}\n",
+                        plan_value::preview(v, SHOW_PREVIEW)
+                    ));
+                }
+                for (name, bytes) in &s.omitted {
+                    t.push_str(&format!("           {name} = ({bytes} bytes, not kept)\n"));
+                }
+            }
+            t.push_str("\ncalls:\n");
+            for c in calls {
+                let seq = c.seq_no.map_or("-".to_owned(), |n| n.to_string());
+                let result = match (&c.output, &c.error) {
+                    (Some(v), _) => plan_value::preview(v, SHOW_PREVIEW),
+                    (None, Some(e)) => format!("error: {e}"),
+                    (None, None) => "(no answer)".to_owned(),
+                };
+                let latency = c.latency_ms.map_or(String::new(), |l| format!(" {l} ms"));
+                t.push_str(&format!(
+                    "  step {:>5}  seq {seq:>3}  {} [{}{latency}]\n    args: {}\n    -> {result}\n",
+                    c.step,
+                    c.tool,
+                    c.state.as_str(),
+                    plan_value::preview(&Value::Object(c.args.clone()), SHOW_PREVIEW),
+                ));
+            }
+            write!(out, "{t}")
+        }
+    };
+    exit::OK
+}
+
+/// Unix milliseconds as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::utc;
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_441_543_000), "2026-11-23T13:45:43Z");
+    }
+}

@@ -1,0 +1,264 @@
+//! What every command that runs plans shares: refusing outputs onto inputs, the tools
+//! file, the trace, the live status line, the host and runtime, printing a report, and
+//! the exit code of each failure.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+use plan_host::{Host, HostErrorKind, HostOptions, RunReport, Tracer};
+use plan_manifest::Manifest;
+use plan_render::exit;
+use plan_runs::ErrorKind;
+use serde_json::Value;
+
+use crate::args::{Format, Times};
+use crate::progress;
+
+/// How a plan run with `vars` preset is compiled: against `manifest`, the variables
+/// counted as set.
+pub(crate) fn compile_options(
+    manifest: &Manifest,
+    vars: &[(String, Value)],
+) -> plan_compiler::CompileOptions {
+    plan_compiler::CompileOptions {
+        manifest: manifest.clone(),
+        presets: vars.iter().map(|(name, _)| name.clone()).collect(),
+        ..plan_compiler::CompileOptions::default()
+    }
+}
+
+/// Prints `error: ...` to stderr and returns `code`.
+pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
+    eprintln!("error: {message}");
+    code
+}
+
+/// What the store's files are called in the refusal of an output onto one of them.
+pub(crate) const STORE_FILE: &str = "the --store database or a file SQLite keeps beside it";
+
+/// Refuses outputs that are inputs (by file identity, or by resolved name for files that
+/// do not exist yet) or each other.
+pub(crate) fn check_outputs(
+    outputs: &[(&str, &Path)],
+    inputs: &[(&str, &Path)],
+) -> Result<(), String> {
+    for (i, &(flag, out)) in outputs.iter().enumerate() {
+        let others: Vec<(&str, &Path)> = inputs
+            .iter()
+            .copied()
+            .chain(outputs[..i].iter().copied())
+            .collect();
+        let same_name = outputs[..i].iter().find(|(_, o)| *o == out).copied();
+        if let Some((what, p)) = plan_render::files::clobbered(out, &others).or(same_name) {
+            return Err(format!(
+                "{flag} {} is the same file as {what} ({}): it would be overwritten; choose another path",
+                out.display(),
+                p.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses (exit 64) `outputs` that are one of a run's inputs (the plan, `--tools`,
+/// `--replay`, the store and the files SQLite keeps beside it) or one another.
+pub(crate) fn refuse_clobbering(
+    plan: Option<(&str, &Path)>,
+    tools: Option<&Path>,
+    replay: Option<&Path>,
+    store: Option<&Path>,
+    outputs: &[(&str, &Path)],
+) -> Result<(), u8> {
+    let store_files = store.map(plan_runs::open::files);
+    let mut inputs: Vec<(&str, &Path)> = plan.into_iter().collect();
+    inputs.extend(tools.map(|p| ("the --tools file", p)));
+    inputs.extend(replay.map(|p| ("the --replay cassette", p)));
+    inputs.extend(store_files.iter().flatten().map(|p| (STORE_FILE, &**p)));
+    check_outputs(outputs, &inputs).map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
+}
+
+/// The `--tools` file, or the built-in tools.
+pub(crate) fn load_manifest(tools: Option<&Path>) -> Result<Manifest, u8> {
+    match tools {
+        Some(path) => Manifest::load(path)
+            .map_err(|e| fail(exit::USAGE, format_args!("cannot load tools file: {e}"))),
+        None => Ok(Manifest::builtin()),
+    }
+}
+
+/// Opens `--trace FILE` (or traces nothing).
+fn open_trace(path: Option<&Path>) -> Result<Tracer, u8> {
+    match path {
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Ok(Tracer::to_writer(Box::new(std::io::BufWriter::new(f)))),
+            Err(e) => Err(fail(
+                exit::CANT_CREATE,
+                format_args!("cannot create trace file {}: {e}", path.display()),
+            )),
+        },
+        None => Ok(Tracer::none()),
+    }
+}
+
+/// The live status line, for people watching a terminal.
+fn status_line(format: Format, tracer: &mut Tracer) -> Option<progress::StatusLine> {
+    let line = (format == Format::Text && std::io::stderr().is_terminal())
+        .then(progress::StatusLine::new)?;
+    let t = std::mem::take(tracer);
+    *tracer = t.with_observer(line.observer());
+    Some(line)
+}
+
+/// What every command that runs a plan sets up first: the trace (with the compiler's
+/// warnings), the live status line, the host and the async runtime.
+pub(crate) struct Session {
+    pub(crate) tracer: Tracer,
+    pub(crate) status_line: Option<progress::StatusLine>,
+    pub(crate) host: Host,
+    pub(crate) runtime: tokio::runtime::Runtime,
+}
+
+/// Sets up a [`Session`]; `output` is where the trace goes and the output format.
+pub(crate) fn start_session(
+    manifest: Manifest,
+    replay: Option<PathBuf>,
+    record: Option<PathBuf>,
+    times: &Times,
+    output: (Option<&Path>, Format),
+    warnings: &[String],
+) -> Result<Session, u8> {
+    let mut tracer = open_trace(output.0)?;
+    for w in warnings {
+        tracer.warning(w);
+    }
+    let status_line = status_line(output.1, &mut tracer);
+    let host = make_host(manifest, replay, record, times, &mut tracer)?;
+    let runtime = runtime()?;
+    Ok(Session {
+        tracer,
+        status_line,
+        host,
+        runtime,
+    })
+}
+
+fn make_host(
+    manifest: Manifest,
+    replay: Option<PathBuf>,
+    record: Option<PathBuf>,
+    times: &Times,
+    tracer: &mut Tracer,
+) -> Result<Host, u8> {
+    let opts = HostOptions {
+        replay,
+        record,
+        tool_timeout: times.tool_timeout,
+        deadline: times.deadline,
+        ..HostOptions::default()
+    };
+    let host = Host::new(manifest, opts).map_err(|e| {
+        let code = match e.kind {
+            HostErrorKind::InvalidInput => exit::DATA_ERR,
+            HostErrorKind::Io => exit::NO_INPUT,
+            HostErrorKind::Create => exit::CANT_CREATE,
+            HostErrorKind::Config => exit::RUN_FAILED,
+        };
+        fail(code, e)
+    })?;
+    for w in host.warnings() {
+        eprintln!("warning: {w}");
+        tracer.warning(w);
+    }
+    Ok(host)
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, u8> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            fail(
+                exit::RUN_FAILED,
+                format_args!("cannot start the async runtime: {e}"),
+            )
+        })
+}
+
+/// Prints the report and returns the exit code.
+pub(crate) fn finish(
+    report: RunReport,
+    format: Format,
+    tracer: &Tracer,
+    status_line: Option<progress::StatusLine>,
+) -> u8 {
+    if let Some(line) = status_line {
+        line.finish();
+    }
+    if let Some(e) = tracer.write_error() {
+        eprintln!("warning: writing the trace failed: {e}");
+    }
+    print_report(&report, format);
+    if report.is_ok() {
+        exit::OK
+    } else {
+        exit::RUN_FAILED
+    }
+}
+
+pub(crate) fn print_report(report: &RunReport, format: Format) {
+    let mut out = std::io::stdout().lock();
+    // NB: a closed stdout (`planvm run ... | head -0`) is not the run's failure: the exit
+    // code still reports the run.
+    match format {
+        Format::Json => {
+            let _ = writeln!(out, "{}", serde_json::to_string(report).unwrap_or_default());
+        }
+        Format::Text => {
+            if let Some(e) = &report.error {
+                let mut msg = format!("error[{}]: {}", e.code, e.message);
+                match (e.seq_no, e.line) {
+                    (Some(s), Some(l)) => msg.push_str(&format!("\n  --> seq_no {s}, line {l}")),
+                    (Some(s), None) => msg.push_str(&format!("\n  --> seq_no {s}")),
+                    (None, Some(l)) => msg.push_str(&format!("\n  --> line {l}")),
+                    (None, None) => {}
+                }
+                eprintln!("{msg}");
+                return;
+            }
+            let text = match &report.final_answer {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let _ = out.write_all(text.as_bytes());
+            if !text.ends_with('\n') {
+                let _ = out.write_all(b"\n");
+            }
+        }
+    }
+    let _ = out.flush();
+}
+
+/// The exit code for a failure of the engine.
+pub(crate) fn engine_exit(kind: ErrorKind) -> u8 {
+    match kind {
+        ErrorKind::NotAStore | ErrorKind::Damaged | ErrorKind::Invalid => exit::DATA_ERR,
+        ErrorKind::UnknownRun | ErrorKind::NoStore => exit::NO_INPUT,
+        ErrorKind::DuplicateRun
+        | ErrorKind::BadRunId
+        | ErrorKind::UnknownWrites
+        | ErrorKind::NotReached => exit::USAGE,
+        ErrorKind::Busy => exit::TEMP_FAIL,
+        ErrorKind::ReadOnly | ErrorKind::Io => exit::IO_ERR,
+    }
+}
+
+/// Reports `e` and returns its exit code.
+pub(crate) fn failed(e: impl Into<plan_runs::Error>) -> u8 {
+    let e = e.into();
+    fail(engine_exit(e.kind), e)
+}
+
+/// What a run's lease that cannot be renewed prints (see [`plan_runs::Lease::start`]).
+pub(crate) fn lease_warning(e: &plan_runs::Error) {
+    eprintln!("warning: cannot renew the run's lease: {e}");
+}
