@@ -3,7 +3,9 @@
 //! resume and branch runs through it, read them back, and map its typed [`Error`]s to
 //! what they show; the engine prints nothing.
 //!
-//! Module map: `ask` (a goal's runs, each stored), `held` (a run this process holds: created or claimed, journaled, its
+//! Module map: `ask` (a goal's runs, each stored), `batch` (many runs at once, from a
+//! directory or a list, stored and resumed as a batch), `load` (a plan file to a validated
+//! program, its diagnostics rendered), `held` (a run this process holds: created or claimed, journaled, its
 //! lease renewed), `resume` (a stored run by id: read, checked, claimed), `branch` (a new
 //! run from a point of another), `take_up` (what a stored run goes on from, and the
 //! checks before it: finished, held, `write` calls in flight, damage), `go_on` (a stored
@@ -12,11 +14,13 @@
 //! names the SQLite store), `error`.
 
 pub mod ask;
+pub mod batch;
 mod branch;
 mod error;
 mod go_on;
 mod held;
 mod lease;
+pub mod load;
 pub mod open;
 pub mod read;
 mod resume;

@@ -18,6 +18,9 @@ pub enum Access {
     Read,
 }
 
+/// What a store's files are called when an output would be written onto one of them.
+pub const STORE_FILE: &str = "the --store database or a file SQLite keeps beside it";
+
 /// Where a store is: what the engine opens connections to (a run's own, its lease's).
 #[derive(Clone, Debug)]
 pub struct StoreAt {
@@ -35,6 +38,10 @@ impl StoreAt {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// A connection to the store.

@@ -2,14 +2,15 @@
 //! up and goes on to the uninterrupted answer without asking again for what the store
 //! holds; a `write` call in flight is refused unless the caller says to send it again; a
 //! finished run is reported, not run; a run a live process holds is refused; resume by
-//! id, branch, and reading runs back; a lease renewed holds a run, a lapsed one frees it.
+//! id, branch, and reading runs back; a lease renewed holds a run, a lapsed one frees it;
+//! a batch resumed reports what finished and goes on with what failed.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use plan_bytecode::ValidatedProgram;
-use plan_host::{Backend, Host, HostOptions, ToolError};
+use plan_host::{Backend, Host, HostOptions, ToolError, ToolErrorKind};
 use plan_manifest::{Effects, Manifest, ToolSpec};
 use plan_runs::{ErrorKind, GoOn, Taken};
 use plan_store::{Durability, NewRun, Owner, RunStatus, RunStore, SqliteStore, StoreJournal};
@@ -30,6 +31,8 @@ const PLAN: &str = r#"[
 struct Tools {
     seen: Mutex<Vec<String>>,
     hang: Mutex<Option<&'static str>>,
+    /// A call of this tool whose key holds this text is refused.
+    refuse: Mutex<Option<(&'static str, &'static str)>>,
 }
 
 struct Tool(Arc<Tools>);
@@ -43,7 +46,16 @@ impl Backend for Tool {
         );
         self.0.seen.lock().unwrap().push(key.clone());
         let hang = *self.0.hang.lock().unwrap() == Some(req.tool.as_str());
+        let refuse = self
+            .0
+            .refuse
+            .lock()
+            .unwrap()
+            .is_some_and(|(tool, text)| req.tool.as_str() == tool && key.contains(text));
         Box::pin(async move {
+            if refuse {
+                return Err(ToolError::new(ToolErrorKind::Refused, "refused"));
+            }
             if hang {
                 futures::future::pending::<()>().await;
             }
@@ -372,4 +384,87 @@ fn a_lease_renewed_holds_the_run_and_a_lapsed_one_frees_it() {
     assert!(!busy("lapsed"), "a lapsed lease frees its run");
     assert_eq!(store.run("lapsed").unwrap().status, RunStatus::Interrupted);
     drop(lease);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_resumed_reports_what_finished_and_goes_on_with_what_failed() {
+    let dir = tempfile::tempdir().unwrap();
+    let plans = dir.path().join("plans");
+    std::fs::create_dir(&plans).unwrap();
+    std::fs::write(plans.join("a.json"), PLAN).unwrap();
+    std::fs::write(
+        plans.join("b.json"),
+        PLAN.replace(r#""query": "a""#, r#""query": "x""#),
+    )
+    .unwrap();
+    let tools = Arc::new(Tools::default());
+    // NB: b's note, whose text quotes its first search's query twice over.
+    *tools.refuse.lock().unwrap() = Some(("post_note", r#"\\\"x\\\""#));
+    let m = manifest();
+    let batch = plan_runs::batch::Batch {
+        manifest: m.clone(),
+        host: Arc::new(host(&m, &tools)),
+        host_options: HostOptions::default(),
+        limits: Limits::default(),
+        vars: Vec::new(),
+        replay: None,
+        record_dir: None,
+        trace_dir: None,
+        jobs: 4,
+        color: false,
+    };
+    let pass = |resume: bool| {
+        let mut jobs = plan_runs::batch::scan_dir(&plans, false).unwrap();
+        plan_runs::batch::name_runs(&mut jobs);
+        let setup = plan_runs::batch::BatchStore {
+            at: at(&dir),
+            batch_id: "B".into(),
+            resume,
+            retry_unknown_writes: false,
+        };
+        (jobs, setup)
+    };
+    let run = |jobs, mut stored: plan_runs::batch::Stored| {
+        let batch = &batch;
+        async move {
+            let mut lines = Vec::new();
+            let tally = plan_runs::batch::run(batch, Some(&mut stored), jobs, &mut |e| {
+                if let plan_runs::batch::Event::Finished(f) = e {
+                    lines.push((f.run_id.unwrap().to_owned(), f.report.clone()));
+                }
+            })
+            .await;
+            stored.close();
+            lines.sort_by(|x, y| x.0.cmp(&y.0));
+            (tally, lines)
+        }
+    };
+
+    let (jobs, setup) = pass(false);
+    let stored = setup.open(&jobs, &[], no_warning).unwrap();
+    let (tally, lines) = run(jobs, stored).await;
+    assert_eq!((tally.runs, tally.ok), (2, 1));
+    assert_eq!(lines[0].0, "B.a");
+    assert!(lines[0].1.is_ok() && !lines[1].1.is_ok());
+    let (jobs, setup) = pass(false);
+    let e = setup.open(&jobs, &[], no_warning).err().unwrap();
+    assert_eq!(e.kind, ErrorKind::DuplicateRun, "{e}");
+
+    // Resumed: `a` is reported from the store and calls nothing; `b` goes on with its
+    // note, its searches answered from the store.
+    *tools.refuse.lock().unwrap() = None;
+    let before = tools.seen.lock().unwrap().len();
+    let (jobs, setup) = pass(true);
+    let stored = setup.open(&jobs, &[], no_warning).unwrap();
+    let (tally, again) = run(jobs, stored).await;
+    assert_eq!((tally.runs, tally.ok), (2, 2));
+    assert_eq!(again[0].1.final_answer, lines[0].1.final_answer);
+    let made: Vec<String> = tools.seen.lock().unwrap()[before..].to_vec();
+    assert_eq!(made.len(), 1, "{made:?}");
+    assert!(made[0].starts_with("post_note("), "{made:?}");
+
+    let (jobs, mut setup) = pass(true);
+    setup.batch_id = "C".into();
+    let e = setup.open(&jobs, &[], no_warning).err().unwrap();
+    assert_eq!(e.kind, ErrorKind::UnknownRun, "nothing to resume: {e}");
 }

@@ -76,15 +76,7 @@ pub(crate) struct Times {
 }
 
 pub(crate) fn parse_var(s: &str) -> Result<(String, Value), String> {
-    let Some((name, value)) = s.split_once('=') else {
-        return Err(format!("expected NAME=VALUE, got `{s}`"));
-    };
-    let name = name.trim();
-    if name.is_empty() {
-        return Err("the variable name before `=` is empty".into());
-    }
-    let value = serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()));
-    Ok((name.to_owned(), value))
+    plan_runs::batch::parse_var(s)
 }
 
 pub(crate) fn parse_secs(s: &str) -> Result<Duration, String> {

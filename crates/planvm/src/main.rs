@@ -18,16 +18,14 @@
 //!
 //! Module map: this file picks the command; `args` holds the argument groups commands
 //! share; `session` what every command that runs plans sets up, prints and exits with;
-//! `load` turns FILE into a validated program (bytecode by magic, else compiled source)
-//! and renders diagnostics; `progress` draws the live status line; `run`, `ask`
-//! (docs/planner.md), `batch`, `stored` (`resume`, `branch`) and `runs` are the commands.
+//! `progress` draws the live status line; `run`, `ask` (docs/planner.md), `batch`,
+//! `stored` (`resume`, `branch`) and `runs` are the commands.
 //! The engine is in libraries: `plan_host` runs a plan, `plan_planner` writes one,
 //! `plan_runs` keeps runs in a store (docs/durability.md). Only this crate prints.
 
 mod args;
 mod ask;
 mod batch;
-mod load;
 mod progress;
 mod run;
 mod runs;

@@ -13,10 +13,10 @@ use crate::args::{LimitArgs, OutputArgs, StoreArgs, parse_var};
 use plan_runs::{Held, StoreAt};
 use plan_store::NewRun;
 
-use crate::load;
 use crate::session::{
     self, Session, compile_options, fail, finish, load_manifest, refuse_clobbering, start_session,
 };
+use plan_runs::load;
 
 #[derive(Args, Debug)]
 pub(crate) struct RunArgs {

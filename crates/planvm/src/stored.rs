@@ -199,13 +199,14 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         }),
         ..plan_compiler::CompileOptions::default()
     };
-    let loaded = match crate::load::load_program(&args.plan, opts, plan_render::color_stderr()) {
+    let loaded = match plan_runs::load::load_program(&args.plan, opts, plan_render::color_stderr())
+    {
         Ok(l) => {
             eprint!("{}", l.rendered);
             l
         }
-        Err(crate::load::LoadError::Unreadable(msg)) => return fail(exit::NO_INPUT, msg),
-        Err(crate::load::LoadError::Invalid(inv)) => {
+        Err(plan_runs::load::LoadError::Unreadable(msg)) => return fail(exit::NO_INPUT, msg),
+        Err(plan_runs::load::LoadError::Invalid(inv)) => {
             eprint!("{}", inv.rendered);
             return fail(exit::DATA_ERR, inv.message);
         }
@@ -213,7 +214,7 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
     let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
     let plan = args.plan.display().to_string();
     let limits = args.limits.limits();
-    let crate::load::Loaded {
+    let plan_runs::load::Loaded {
         program,
         source,
         warnings,

@@ -9,35 +9,35 @@ use plan_bytecode::ValidatedProgram;
 use plan_compiler::{CompileOptions, LoadError as Refused};
 use plan_syntax::{Diagnostic, LineIndex};
 
-pub(crate) struct Loaded {
-    pub(crate) program: ValidatedProgram,
+pub struct Loaded {
+    pub program: ValidatedProgram,
     /// Compiler warnings, one line each (for the trace).
-    pub(crate) warnings: Vec<String>,
+    pub warnings: Vec<String>,
     /// The compiler's diagnostics rendered rustc-style (empty when there are none).
-    pub(crate) rendered: String,
+    pub rendered: String,
     /// The plan source (None for a `.pbc` file), kept with a stored run.
-    pub(crate) source: Option<String>,
+    pub source: Option<String>,
 }
 
-pub(crate) enum LoadError {
+pub enum LoadError {
     /// FILE cannot be read.
     Unreadable(String),
     /// Not a valid program.
     Invalid(Invalid),
 }
 
-pub(crate) struct Invalid {
+pub struct Invalid {
     /// One line, printed as `error: ...`.
-    pub(crate) message: String,
+    pub message: String,
     /// The compiler's errors, one line each (`file:line:col: error[CODE]: ...`).
-    pub(crate) errors: Vec<String>,
+    pub errors: Vec<String>,
     /// All diagnostics rendered rustc-style (empty when there are none).
-    pub(crate) rendered: String,
+    pub rendered: String,
 }
 
 impl Invalid {
     /// The message, then each compiler error on a line of its own.
-    pub(crate) fn summary(&self) -> String {
+    pub fn summary(&self) -> String {
         let mut s = self.message.clone();
         for e in &self.errors {
             s.push('\n');
@@ -49,11 +49,7 @@ impl Invalid {
 
 /// `entry`: verify the plan as run from that instruction with those variables set (a
 /// branch), not from its start.
-pub(crate) fn load_program(
-    path: &Path,
-    opts: CompileOptions,
-    color: bool,
-) -> Result<Loaded, LoadError> {
+pub fn load_program(path: &Path, opts: CompileOptions, color: bool) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
     let bytes = plan_compiler::read_capped(path)
         .map_err(|e| LoadError::Unreadable(format!("cannot read {shown}: {e}")))?;
@@ -61,7 +57,7 @@ pub(crate) fn load_program(
 }
 
 /// [`load_program`] of bytes already read; `shown` names them in messages.
-pub(crate) fn load_bytes(
+pub fn load_bytes(
     shown: &str,
     bytes: Vec<u8>,
     opts: CompileOptions,

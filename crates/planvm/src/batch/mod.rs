@@ -1,0 +1,303 @@
+//! `planvm batch`: many runs in one process (docs in `BATCH_HELP`). The engine is
+//! `plan_runs::batch`; this module parses, checks the outputs, draws the progress bar,
+//! writes one JSON line per run and picks the exit code.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use clap::{ArgGroup, Args};
+use plan_host::{Host, HostErrorKind, HostOptions, ReplayBackend};
+use plan_render::exit;
+use plan_runs::StoreAt;
+use plan_runs::batch::{Batch, BatchStore, Job, Tally};
+use serde_json::Value;
+
+use crate::args::{DurabilityArg, LimitArgs, parse_run_id, parse_var};
+use crate::session::{self, fail};
+
+mod output;
+
+use output::{Sink, progress_bar, summary};
+
+pub(crate) const BATCH_HELP: &str = "\
+Input:
+  DIR          every *.json, *.txt and *.pbc file in DIR (not recursive), sorted by name;
+               the cassette beside a plan, <stem>.cassette.jsonl (for a.llm.txt:
+               a.llm.cassette.jsonl, else a.cassette.jsonl), serves it unless --replay
+               is given.
+  --list FILE  one run per line: PLAN [CASSETTE] [NAME=VALUE]...
+               Whitespace separates fields; \"double quotes\" (JSON string syntax) keep
+               whitespace in a path or value; a field starting with # starts a comment.
+               Relative paths are resolved against the list file's directory. A line's
+               NAME=VALUE pairs override --var; a line's cassette overrides --replay.
+
+Output: one JSON line per run, in order of completion: the object `planvm run --format
+json` prints, preceded by \"plan\" (and \"line\", the list line). A summary goes to
+stderr; a progress bar too when stderr is a terminal. An invalid plan's diagnostics go
+to stderr once per plan; compiler warnings are not printed.
+
+Per-run files: --record DIR writes each run's cassette to DIR/<run>.cassette.jsonl and
+--trace DIR its trace to DIR/<run>.trace.jsonl (both created, or emptied if present).
+<run> is the plan's file name without its extension (a.llm.txt: a.llm), the whole file
+name when two plans of DIR share that stem, and <stem>.line<N> for list input (.2, .3,
+... added if names still meet). A file
+that is one of the run's own inputs (its plan or cassette) is refused (exit 64).
+
+Exit codes:
+  0   every run finished with a final answer
+  1   some run failed
+  2   usage error, including an unreadable or malformed --tools or --list file, and a
+      --store that holds a run of this --batch-id already (continue it with --resume)
+  65  some plan or cassette could not be loaded (unreadable, invalid plan, corrupted
+      .pbc, malformed cassette), or with --resume what the store holds of a run is
+      damaged: those runs are reported as failed lines, the others still run; also a
+      malformed --replay cassette (nothing runs)
+  66  DIR or the --replay cassette cannot be read, or DIR holds no plan; with --resume,
+      no run of the batch is in the store
+  75  with --resume, a run of the batch is being run by another live process
+  64  --output is one of the inputs, or a run's --record/--trace file would overwrite
+      one of its inputs (that run is reported as a failed line)
+  73  the --output file cannot be created or written, or a --record/--trace directory
+      or one of its per-run files cannot be created (those runs are reported as failed
+      lines)";
+
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("input").required(true).args(["dir", "list"])))]
+pub(crate) struct BatchArgs {
+    /// Run every plan file in this directory.
+    #[arg(value_name = "DIR")]
+    dir: Option<PathBuf>,
+    /// Run the runs listed in this file, one per line: PLAN [CASSETTE] [NAME=VALUE]...
+    #[arg(long, value_name = "FILE")]
+    list: Option<PathBuf>,
+    /// Tools file: tool declarations and the backend serving each.
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// Serve every run that has no cassette of its own from this cassette (each run
+    /// replays it from the start).
+    #[arg(long, value_name = "CASSETTE")]
+    replay: Option<PathBuf>,
+    /// Preset a variable in every run; VALUE is parsed as JSON when it parses, else taken
+    /// as a string.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, Value)>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    /// Runs in flight at once.
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    jobs: u32,
+    /// Write the JSON lines here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Record each run's tool calls to DIR/<run>.cassette.jsonl (DIR is created).
+    #[arg(long, value_name = "DIR")]
+    record: Option<PathBuf>,
+    /// Write each run's trace events to DIR/<run>.trace.jsonl (DIR is created).
+    #[arg(long, value_name = "DIR")]
+    trace: Option<PathBuf>,
+    /// Journal every run in this store, as `run --store` does; run ids are
+    /// `<batch id>.<run name>`. Default: $PLANVM_STORE.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    store: Option<PathBuf>,
+    /// The batch's id in its runs' ids (default: a new UUID v7).
+    #[arg(long, value_name = "ID", requires = "store", value_parser = parse_run_id)]
+    batch_id: Option<String>,
+    /// Continue the batch --batch-id in its store after a crash or a kill, from the same
+    /// list or directory: a run it finished is reported from the store and calls nothing;
+    /// one it left interrupted or failed goes on from its last commit point, as `planvm
+    /// resume` does (no stored answer is asked again); one it never started runs now. A
+    /// list's lines are paired with the stored runs by plan and variables, in order,
+    /// wherever they have moved; a line left over runs anew.
+    #[arg(long, requires = "batch_id")]
+    resume: bool,
+    /// With --resume: send again the `write` calls that were in flight when the batch
+    /// stopped (their outcome is unknown). Without it, such a run is reported failed.
+    #[arg(long, requires = "resume")]
+    retry_unknown_writes: bool,
+    #[command(flatten)]
+    durability: DurabilityArg,
+}
+
+pub(crate) fn batch(args: BatchArgs) -> u8 {
+    let manifest = match session::load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let mut jobs = match (&args.dir, &args.list) {
+        (_, Some(list)) => match plan_runs::batch::read_list(list) {
+            Ok(jobs) => jobs,
+            Err(msg) => return fail(exit::USAGE, msg),
+        },
+        (Some(dir), None) => match plan_runs::batch::scan_dir(dir, args.replay.is_none()) {
+            Ok(jobs) => jobs,
+            Err(msg) => return fail(exit::NO_INPUT, msg),
+        },
+        // clap's required group makes this unreachable; still, no panic.
+        (None, None) => return fail(exit::USAGE, "give a DIR or --list FILE"),
+    };
+    plan_runs::batch::name_runs(&mut jobs);
+    for dir in [&args.record, &args.trace].into_iter().flatten() {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            return fail(
+                exit::CANT_CREATE,
+                format_args!("cannot create directory {}: {e}", dir.display()),
+            );
+        }
+    }
+    let replay = match &args.replay {
+        Some(p) => match ReplayBackend::load(p) {
+            Ok(r) => {
+                for w in r.warnings() {
+                    eprintln!("warning: {w}");
+                }
+                Some((p.clone(), Arc::new(r)))
+            }
+            Err(e) => {
+                let code = match e.kind {
+                    HostErrorKind::Io => exit::NO_INPUT,
+                    _ => exit::DATA_ERR,
+                };
+                return fail(code, e);
+            }
+        },
+        None => None,
+    };
+    if let Some(output) = &args.output
+        && let Err(code) = check_output(output, &args, &jobs)
+    {
+        return code;
+    }
+    let times = args.limits.times();
+    let host_options = HostOptions {
+        tool_timeout: times.tool_timeout,
+        deadline: times.deadline,
+        ..HostOptions::default()
+    };
+    let host = match Host::new(manifest.clone(), host_options.clone()) {
+        Ok(h) => Arc::new(h),
+        Err(e) => return fail(exit::RUN_FAILED, e),
+    };
+    for w in host.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return fail(
+                exit::RUN_FAILED,
+                format_args!("cannot start the async runtime: {e}"),
+            );
+        }
+    };
+    let mut store = match &args.store {
+        None => None,
+        Some(path) => {
+            let setup = BatchStore {
+                at: StoreAt::new(path, args.durability.get()),
+                batch_id: args.batch_id.clone().unwrap_or_else(plan_store::new_run_id),
+                resume: args.resume,
+                retry_unknown_writes: args.retry_unknown_writes,
+            };
+            match setup.open(&jobs, &args.vars, session::lease_warning) {
+                Ok(s) => {
+                    eprintln!("batch {}", setup.batch_id);
+                    Some(s)
+                }
+                Err(e) => return session::failed(e),
+            }
+        }
+    };
+    // NB: created only now: a batch refused above leaves an earlier --output file alone.
+    let (out, out_name): (Box<dyn Write + Send>, String) = match &args.output {
+        Some(p) => match std::fs::File::create(p) {
+            Ok(f) => (
+                Box::new(std::io::BufWriter::new(f)),
+                p.display().to_string(),
+            ),
+            Err(e) => {
+                return fail(
+                    exit::CANT_CREATE,
+                    format_args!("cannot create {}: {e}", p.display()),
+                );
+            }
+        },
+        None => (
+            Box::new(std::io::BufWriter::new(std::io::stdout())),
+            String::new(),
+        ),
+    };
+    let mut sink = Sink::new(out, out_name, progress_bar(jobs.len()));
+    let batch = Batch {
+        manifest,
+        host,
+        host_options,
+        limits: args.limits.limits(),
+        vars: args.vars,
+        replay,
+        record_dir: args.record,
+        trace_dir: args.trace,
+        jobs: args.jobs as usize,
+        color: plan_render::color_stderr(),
+    };
+    let tally = runtime.block_on(plan_runs::batch::run(
+        &batch,
+        store.as_mut(),
+        jobs,
+        &mut |e| sink.event(e),
+    ));
+    sink.clear_bar();
+    // NB: every run is written by now; the store's connections are closed before the
+    // process exits (the writer's here, the lease's when it is dropped), so that the last
+    // one copies the WAL back and removes it (docs/durability.md). The runtime goes first:
+    // closing waits for every handle on the store, a task's included.
+    drop(runtime);
+    if let Some(store) = store {
+        store.close();
+    }
+    let unwritten = sink.finish();
+    summary(&tally);
+    if let Some(e) = unwritten {
+        return fail(exit::CANT_CREATE, e);
+    }
+    exit_code(&tally)
+}
+
+/// Refuses an `--output` that is one of the batch's inputs.
+fn check_output(output: &Path, args: &BatchArgs, jobs: &[Job]) -> Result<(), u8> {
+    let mut inputs: Vec<(&str, &Path)> = Vec::new();
+    inputs.extend(args.list.as_deref().map(|p| ("the --list file", p)));
+    inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
+    inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
+    let store_files = args.store.as_deref().map(plan_runs::open::files);
+    inputs.extend(
+        store_files
+            .iter()
+            .flatten()
+            .map(|p| (plan_runs::open::STORE_FILE, &**p)),
+    );
+    for j in jobs {
+        inputs.push(("a plan", &j.plan));
+        inputs.extend(j.cassette.as_deref().map(|p| ("a cassette", p)));
+    }
+    session::check_outputs(&[("--output", output)], &inputs)
+        .map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
+}
+
+fn exit_code(tally: &Tally) -> u8 {
+    if tally.over_input > 0 {
+        exit::OUTPUT_IS_INPUT
+    } else if tally.unwritable > 0 {
+        exit::CANT_CREATE
+    } else if tally.invalid > 0 {
+        exit::DATA_ERR
+    } else if tally.ok < tally.runs {
+        exit::RUN_FAILED
+    } else {
+        exit::OK
+    }
+}

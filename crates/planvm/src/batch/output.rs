@@ -1,0 +1,148 @@
+//! What `planvm batch` shows: one JSON line per run as it ends, the progress bar, and the
+//! summary.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use plan_host::RunReport;
+use plan_runs::batch::{Event, Finished, Tally};
+use plan_value::json;
+
+/// The progress bar, for people watching a terminal.
+pub(super) fn progress_bar(runs: usize) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(runs as u64);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {pos}/{len} runs · {per_sec} · eta {eta} {msg}",
+    ) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+pub(super) fn summary(tally: &Tally) {
+    let secs = tally.elapsed.as_secs_f64();
+    let rate = if secs > 0.0 {
+        tally.runs as f64 / secs
+    } else {
+        0.0
+    };
+    eprintln!(
+        "batch: {} runs, {} ok, {} failed ({} not loaded) in {secs:.2} s ({rate:.1} runs/s)",
+        tally.runs,
+        tally.ok,
+        tally.runs - tally.ok,
+        tally.invalid
+    );
+}
+
+/// Where the JSON lines go; remembers the first write failure.
+pub(super) struct Sink {
+    out: Box<dyn Write + Send>,
+    /// The --output file's name (empty for stdout).
+    name: String,
+    error: Option<String>,
+    /// A line's text, kept from one line to the next.
+    text: Vec<u8>,
+    bar: ProgressBar,
+    /// Runs that failed so far (for the bar).
+    failed: u64,
+}
+
+impl Sink {
+    pub(super) fn new(out: Box<dyn Write + Send>, name: String, bar: ProgressBar) -> Sink {
+        Sink {
+            out,
+            name,
+            error: None,
+            text: Vec::new(),
+            bar,
+            failed: 0,
+        }
+    }
+
+    pub(super) fn clear_bar(&self) {
+        self.bar.finish_and_clear();
+    }
+
+    /// Flushes the output: the first failure to write it, if any.
+    pub(super) fn finish(mut self) -> Option<String> {
+        if let Err(e) = self.out.flush() {
+            self.failed(&e);
+        }
+        self.error
+    }
+
+    pub(super) fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Finished(Finished {
+                plan,
+                line,
+                run_id,
+                report,
+            }) => {
+                self.line(plan, line, run_id, report);
+                self.bar.inc(1);
+                if !report.is_ok() {
+                    self.failed += 1;
+                    self.bar.set_message(format!("· {} failed", self.failed));
+                }
+            }
+            Event::Invalid { rendered } => self.bar.suspend(|| eprint!("{rendered}")),
+            Event::Warning(w) => self.bar.suspend(|| eprintln!("warning: {w}")),
+        }
+    }
+
+    fn line(&mut self, plan: &Path, line: Option<usize>, run_id: Option<&str>, report: &RunReport) {
+        if self.error.is_some() {
+            return;
+        }
+        // NB: written straight into the line, the report's fields after the job's: the
+        // same text as building a JSON object of both and printing it, which was a tenth
+        // of a batch of replayed runs' instructions.
+        let text = &mut self.text;
+        text.clear();
+        text.extend_from_slice(b"{\"plan\":");
+        json::write_str(text, &plan.to_string_lossy());
+        if let Some(l) = line {
+            let _ = write!(text, ",\"line\":{l}");
+        }
+        if let Some(id) = run_id {
+            text.extend_from_slice(b",\"run_id\":");
+            json::write_str(text, id);
+        }
+        let fields = text.len();
+        match serde_json::to_writer(&mut *text, report) {
+            // `{"status":...}` goes on as `,"status":...}`.
+            Ok(()) if text.len() > fields + 2 => text[fields] = b',',
+            _ => {
+                text.truncate(fields);
+                text.push(b'}');
+            }
+        }
+        text.push(b'\n');
+        // NB: flushed per line so a consumer (`tail -f`, a pipe) sees each run as it ends.
+        if let Err(e) = self.out.write_all(text).and_then(|()| self.out.flush()) {
+            self.failed(&e);
+        }
+    }
+
+    fn failed(&mut self, e: &std::io::Error) {
+        // A closed stdout (`| head`) is the reader's choice, not a failure of the batch.
+        if self.name.is_empty() && e.kind() == std::io::ErrorKind::BrokenPipe {
+            return;
+        }
+        let to = if self.name.is_empty() {
+            "stdout".to_owned()
+        } else {
+            self.name.clone()
+        };
+        self.error
+            .get_or_insert(format!("cannot write to {to}: {e}"));
+    }
+}
