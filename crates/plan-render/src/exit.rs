@@ -25,3 +25,178 @@ pub const CANT_CREATE: u8 = 73;
 pub const IO_ERR: u8 = 74;
 /// `EX_TEMPFAIL`: `planvm`: the stored run is held by another live process; try later.
 pub const TEMP_FAIL: u8 = 75;
+
+/// What an exit code means for one command: the tables below are the one place the
+/// commands' help texts and the README take their exit codes from.
+pub type Meaning = (u8, &'static str);
+
+/// `planc`.
+pub const PLANC: &[Meaning] = &[
+    (OK, "success"),
+    (
+        PLAN_ERRORS,
+        "the plan has errors (or warnings with `--deny-warnings`); a plan file that cannot \
+         be read is one (`E0000`), so `check a b c` still checks the others",
+    ),
+    (USAGE, "usage error, or an unloadable `--tools` file"),
+    (
+        OUTPUT_IS_INPUT,
+        "the output (`-o`) is one of the inputs (the plan or the `--tools` file, by file \
+         identity)",
+    ),
+    (DATA_ERR, "a malformed `.pbc` file"),
+    (NO_INPUT, "a `.pbc` file cannot be read"),
+    (SOFTWARE, "an internal error of the compiler"),
+    (CANT_CREATE, "the output cannot be written"),
+];
+
+/// `planvm run`, `ask`, `resume`, `branch` and `runs`.
+pub const PLANVM: &[Meaning] = &[
+    (OK, "the run finished with a final answer"),
+    (
+        RUN_FAILED,
+        "the run failed: a tool error after retries, a missing cassette entry, a limit or \
+         the deadline exceeded, no backend or API key for a tool, a store write that \
+         failed, ...",
+    ),
+    (
+        USAGE,
+        "usage error, including an unreadable or malformed `--tools` file, a `--run-id` \
+         that exists, a branch point the run never reached, a `write` call in flight on \
+         resume without `--retry-unknown-writes`",
+    ),
+    (
+        OUTPUT_IS_INPUT,
+        "an output (`--trace`, `--record`) is one of the inputs (FILE, `--tools`, \
+         `--replay`, the `--store` database or a file SQLite keeps beside it; by file \
+         identity, and by resolved name for files that do not exist yet), or both are one \
+         file",
+    ),
+    (
+        DATA_ERR,
+        "invalid input: the plan has errors, the `.pbc` is corrupted or truncated, the \
+         `--replay` cassette is malformed, the `--store` file is not a planvm store (or \
+         is newer) or what it holds is damaged",
+    ),
+    (
+        NO_INPUT,
+        "FILE or the `--replay` cassette cannot be read, or no run has that ID",
+    ),
+    (
+        CANT_CREATE,
+        "the `--trace` or `--record` file cannot be created",
+    ),
+    (
+        IO_ERR,
+        "the `--store` file cannot be read or written (or stays locked)",
+    ),
+    (
+        TEMP_FAIL,
+        "the stored run is being run by another live process",
+    ),
+];
+
+/// `planvm ask`.
+pub const PLANVM_ASK: &[Meaning] = &[
+    (OK, "the goal was answered"),
+    (
+        RUN_FAILED,
+        "the last plan's run failed, or the planner could not be reached (or has no \
+         backend)",
+    ),
+    (
+        USAGE,
+        "usage error, including an unreadable or malformed `--tools` file, `--prompt` \
+         template or an examples directory that cannot be read (or holds over 10,000 \
+         examples)",
+    ),
+    (
+        OUTPUT_IS_INPUT,
+        "the `--trace` or `--record` file is one of the inputs or both are one file",
+    ),
+    (
+        DATA_ERR,
+        "the plan still had errors when the repairs ran out, the `--replay` cassette is \
+         malformed, or the `--store` file is not a planvm store (or is damaged)",
+    ),
+    (NO_INPUT, "the `--replay` cassette cannot be read"),
+    (
+        CANT_CREATE,
+        "the `--trace` or `--record` file cannot be created",
+    ),
+    (
+        IO_ERR,
+        "the `--store` file cannot be read or written (or stays locked)",
+    ),
+];
+
+/// `planvm batch`.
+pub const PLANVM_BATCH: &[Meaning] = &[
+    (OK, "every run finished with a final answer"),
+    (RUN_FAILED, "some run failed"),
+    (
+        USAGE,
+        "usage error, including an unreadable or malformed `--tools` or `--list` file, and \
+         a `--store` that holds a run of this `--batch-id` already (continue it with \
+         `--resume`)",
+    ),
+    (
+        OUTPUT_IS_INPUT,
+        "`--output` is one of the inputs, or a run's `--record`/`--trace` file would \
+         overwrite one of its inputs (that run is reported as a failed line)",
+    ),
+    (
+        DATA_ERR,
+        "some plan or cassette could not be loaded (unreadable, invalid plan, corrupted \
+         `.pbc`, malformed cassette), or with `--resume` what the store holds of a run is \
+         damaged: those runs are reported as failed lines, the others still run; also a \
+         malformed `--replay` cassette (nothing runs)",
+    ),
+    (
+        NO_INPUT,
+        "DIR or the `--replay` cassette cannot be read, or DIR holds no plan; with \
+         `--resume`, no run of the batch is in the store",
+    ),
+    (
+        CANT_CREATE,
+        "the `--output` file cannot be created or written, or a `--record`/`--trace` \
+         directory or one of its per-run files cannot be created (those runs are reported \
+         as failed lines)",
+    ),
+    (
+        IO_ERR,
+        "the `--store` file cannot be read or written (or stays locked)",
+    ),
+    (
+        TEMP_FAIL,
+        "with `--resume`, a run of the batch is being run by another live process",
+    ),
+];
+
+/// `table` for a command's `--help`: `Exit codes:`, then one code a line, its meaning
+/// wrapped under it.
+pub fn help(table: &[Meaning]) -> String {
+    let mut text = String::from("Exit codes:");
+    for (code, meaning) in table {
+        let mut line = format!("\n  {code:<3} ");
+        for word in meaning.split(' ') {
+            if line.len() + word.len() > 88 {
+                text.push_str(line.trim_end());
+                line = format!("\n{:6}", "");
+            }
+            line.push_str(word);
+            line.push(' ');
+        }
+        text.push_str(line.trim_end());
+    }
+    text
+}
+
+/// `table` as a Markdown table, as the README shows it.
+pub fn markdown(table: &[Meaning]) -> String {
+    let mut text = String::from("| exit | meaning |\n|------|---------|\n");
+    for (code, meaning) in table {
+        text.push_str(&format!("| {code} | {meaning} |\n"));
+    }
+    text
+}

@@ -19,13 +19,18 @@ pub struct CodeDoc {
 }
 
 impl CodeDoc {
-    /// `E...` codes are errors, `W...` warnings.
+    /// `W...` codes are warnings; `E...` (the front ends') and `R...` (a run's) errors.
     pub fn severity(&self) -> Severity {
-        if self.code.starts_with('E') {
-            Severity::Error
-        } else {
+        if self.code.starts_with('W') {
             Severity::Warning
+        } else {
+            Severity::Error
         }
+    }
+
+    /// A run's error (`R...`), not a diagnostic of the front ends.
+    pub fn is_run_error(&self) -> bool {
+        self.code.starts_with('R')
     }
 
     /// A repair of the reader (see [`is_reader_repair`]).

@@ -68,6 +68,7 @@
 //!
 //! API CONTRACT (stable): the types below; `Vm`/`VmState` are added by this crate.
 
+pub mod codes;
 mod owned;
 mod resolve;
 mod sched;
@@ -407,22 +408,23 @@ impl ErrorCode {
         ErrorCode::Internal,
     ];
 
-    /// The code as written in reports: `R0001`, ...
+    /// The code as written in reports: `R0001`, ... (declared with its documentation in
+    /// [`codes`]).
     pub fn as_str(self) -> &'static str {
         match self {
-            ErrorCode::StepLimit => "R0001",
-            ErrorCode::ValueTooLarge => "R0002",
-            ErrorCode::TotalTooLarge => "R0003",
-            ErrorCode::TooDeep => "R0004",
-            ErrorCode::ToolFailed => "R0005",
-            ErrorCode::MissingOutput => "R0006",
-            ErrorCode::BadConditionAnswer => "R0007",
-            ErrorCode::NoFinalAnswer => "R0008",
-            ErrorCode::Deadline => "R0009",
-            ErrorCode::NotStarted => "R0010",
-            ErrorCode::BadState => "R0011",
-            ErrorCode::RecordFailed => "R0012",
-            ErrorCode::Internal => "R0099",
+            ErrorCode::StepLimit => codes::STEP_LIMIT,
+            ErrorCode::ValueTooLarge => codes::VALUE_TOO_LARGE,
+            ErrorCode::TotalTooLarge => codes::TOTAL_TOO_LARGE,
+            ErrorCode::TooDeep => codes::TOO_DEEP,
+            ErrorCode::ToolFailed => codes::TOOL_FAILED,
+            ErrorCode::MissingOutput => codes::MISSING_OUTPUT,
+            ErrorCode::BadConditionAnswer => codes::BAD_CONDITION_ANSWER,
+            ErrorCode::NoFinalAnswer => codes::NO_FINAL_ANSWER,
+            ErrorCode::Deadline => codes::DEADLINE,
+            ErrorCode::NotStarted => codes::NOT_STARTED,
+            ErrorCode::BadState => codes::BAD_STATE,
+            ErrorCode::RecordFailed => codes::RECORD_FAILED,
+            ErrorCode::Internal => codes::INTERNAL,
         }
     }
 }

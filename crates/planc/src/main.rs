@@ -7,12 +7,9 @@
 //! planc explain PLAN [--dot] [--strict] [--tools FILE.toml]
 //! ```
 //!
-//! Exit codes (see [`exit`]): 0 success; 1 the plan has errors (or warnings with
-//! `--deny-warnings`); 2 usage error (bad arguments, unloadable `--tools` file, output path
-//! equal to the input); 65 malformed `.pbc` (sysexits `EX_DATAERR`, the same code `planvm`
-//! uses); 66 `.pbc` file cannot be read (`EX_NOINPUT`); 70 internal error (`EX_SOFTWARE`);
-//! 73 output cannot be written (`EX_CANTCREAT`). A plan that cannot be read is not 66: it
-//! is an `E0000` diagnostic like any other plan error, so `check a b c` checks them all.
+//! Exit codes: `plan_render::exit::PLANC` (printed by `planc --help`). A plan that cannot
+//! be read is not 66: it is an `E0000` diagnostic like any other plan error, so `check a b
+//! c` checks them all.
 //!
 //! Module map: this file parses arguments and runs the subcommands; `render` turns
 //! diagnostics into human or JSON text; `explain` renders the dataflow list and graph;
@@ -37,8 +34,7 @@ use plan_render::exit;
     name = "planc",
     version,
     about = "Compile LLM-written JSON plans to verified .pbc bytecode",
-    after_help = "Exit codes: 0 ok, 1 plan errors (or warnings with --deny-warnings), 2 usage, \
-                  64 the output would overwrite an input, 65 malformed .pbc, 66 unreadable .pbc, 70 internal error, 73 cannot write output."
+    after_help = exit::help(exit::PLANC)
 )]
 struct Cli {
     #[command(subcommand)]
@@ -55,7 +51,8 @@ enum Command {
     Disasm(DisasmArgs),
     /// Show the plan's steps and their dataflow dependencies.
     Explain(ExplainArgs),
-    /// List the diagnostic codes, or explain one (`planc codes E0202`).
+    /// List the diagnostic and run error codes, or explain one (`planc codes E0202`,
+    /// `planc codes R0005`).
     Codes(CodesArgs),
 }
 
@@ -140,12 +137,14 @@ struct ExplainArgs {
     frontend: FrontendArgs,
 }
 
-/// Every diagnostic code any front end emits: the reader's (with the unreadable file) and
-/// the plan structure's, the verifier's, and the `--strict` forms of the reader's repairs.
+/// Every code: each diagnostic any front end emits (the reader's with the unreadable
+/// file, the plan structure's, the verifier's, the `--strict` forms of the reader's
+/// repairs) and each run error.
 fn all_codes() -> Vec<plan_syntax::codes::CodeDoc> {
     use plan_syntax::codes::{self, CodeDoc};
     let mut all = codes::ALL.to_vec();
     all.extend_from_slice(plan_compiler::ALL);
+    all.extend_from_slice(plan_vm::codes::ALL);
     for &(repair, strict) in codes::STRICT_REPAIRS {
         if let Some(r) = codes::ALL.iter().find(|c| c.code == repair) {
             all.push(CodeDoc {
@@ -169,7 +168,7 @@ fn cmd_codes(a: &CodesArgs) -> u8 {
             match all.iter().find(|c| c.code == want) {
                 Some(c) => vec![c],
                 None => {
-                    eprintln!("error: no diagnostic code `{want}` (`planc codes` lists them)");
+                    eprintln!("error: no code `{want}` (`planc codes` lists them)");
                     return exit::USAGE;
                 }
             }
@@ -179,7 +178,9 @@ fn cmd_codes(a: &CodesArgs) -> u8 {
     for c in chosen {
         let doc: Vec<&str> = c.doc.lines().map(str::trim).collect();
         let severity = c.severity().as_str();
-        let kind = if c.is_repair() {
+        let kind = if c.is_run_error() {
+            "a run error"
+        } else if c.is_repair() {
             if c.code.starts_with('E') {
                 "a reader repair refused by --strict"
             } else {
@@ -193,6 +194,7 @@ fn cmd_codes(a: &CodesArgs) -> u8 {
                 "code": c.code,
                 "severity": severity,
                 "repair": c.is_repair(),
+                "run": c.is_run_error(),
                 "doc": doc.join(" "),
             })
             .to_string(),

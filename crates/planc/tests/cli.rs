@@ -506,7 +506,7 @@ fn thousands_of_warnings_on_one_line_stay_readable() {
 }
 
 /// `planc codes` lists one table of every code; each code any snapshot of the workspace
-/// shows is in it, and `planc codes CODE` explains one.
+/// shows is in it, every run error too, and `planc codes CODE` explains one.
 #[test]
 fn codes_lists_every_code_the_front_ends_emit() {
     let dir = scratch();
@@ -554,11 +554,17 @@ fn codes_lists_every_code_the_front_ends_emit() {
         "{}",
         one.stdout
     );
+    let run_errors: Vec<&serde_json::Value> = codes.iter().filter(|c| c["run"] == true).collect();
+    assert_eq!(run_errors.len(), 13, "R0001 to R0012 and R0099");
+    assert!(run_errors.iter().all(|c| c["severity"] == "error"));
+    let one = planc(dir.path(), &["codes", "R0005"]);
+    assert_eq!(one.code, 0);
+    assert!(
+        one.stdout.starts_with("R0005 (error, a run error)\n"),
+        "{}",
+        one.stdout
+    );
     let none = planc(dir.path(), &["codes", "E9999"]);
     assert_eq!(none.code, 2);
-    assert!(
-        none.stderr.contains("no diagnostic code `E9999`"),
-        "{}",
-        none.stderr
-    );
+    assert!(none.stderr.contains("no code `E9999`"), "{}", none.stderr);
 }

@@ -16,19 +16,12 @@ use plan_render::exit;
 use plan_runs::StoreAt;
 use plan_runs::ask::AskStore;
 
-pub(crate) const ASK_HELP: &str = "\
-Exit codes:
-  0   the goal was answered
-  1   the last plan's run failed, or the planner could not be reached (or has no backend)
-  2   usage error, including an unreadable or malformed --tools file, --prompt template
-      or an examples directory that cannot be read (or holds over 10,000 examples)
-  64  the --trace or --record file is one of the inputs or both are one file
-  65  the plan still had errors when the repairs ran out, the --replay cassette is
-      malformed, or the --store file is not a planvm store (or is damaged)
-  66  the --replay cassette cannot be read
-  73  the --trace or --record file cannot be created
-  74  the --store file cannot be read or written (or stays locked)
+/// `ask --help`'s text after the options.
+pub(crate) fn help() -> String {
+    format!("{}\n\n{ASK_NOTES}", exit::help(exit::PLANVM_ASK))
+}
 
+const ASK_NOTES: &str = "\
 The planner's LLM is [planner.backend] of the --tools file (else [defaults.backend]);
 with --replay it answers from the cassette, as the tools do. See docs/planner.md.";
 

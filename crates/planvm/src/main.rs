@@ -36,30 +36,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-const EXIT_CODES_HELP: &str = "\
-Exit codes:
-  0   the run finished with a final answer
-  1   the run failed (tool error after retries, missing cassette entry, limit or deadline
-      exceeded, no backend or API key for a tool, a store write failed, ...)
-  2   usage error, including an unreadable or malformed --tools file, a --run-id that
-      exists, a branch point the run never reached, a write call in flight on resume
-      without --retry-unknown-writes
-  64  the --trace or --record file is one of the inputs (FILE, --tools, --replay, the
-      --store database or its -wal, -shm or -journal file) or both are one file
-  65  the plan has errors, the .pbc file is corrupted or truncated, the --replay
-      cassette is malformed, or the --store file is not a planvm store (or is newer),
-      or what it holds is damaged
-  66  FILE or the --replay cassette cannot be read, or no run has that ID
-  73  the --trace or --record file cannot be created
-  74  the --store file cannot be read or written (or stays locked)
-  75  the stored run is being run by another live process";
-
 #[derive(Parser, Debug)]
 #[command(
     name = "planvm",
     version,
     about = "Run LLM-written plans (source or .pbc bytecode) against real or recorded tools",
-    after_help = EXIT_CODES_HELP
+    after_help = plan_render::exit::help(plan_render::exit::PLANVM)
 )]
 struct Cli {
     #[command(subcommand)]
@@ -69,23 +51,23 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a plan and print its final answer.
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM))]
     Run(run::RunArgs),
     /// From a goal to an answer: an LLM writes the plan, errors go back for repair, a
     /// failed step for a re-plan.
-    #[command(after_help = ask::ASK_HELP)]
+    #[command(after_help = ask::help())]
     Ask(ask::AskArgs),
     /// Run many plans concurrently in one process (a directory of plans or a list file),
     /// printing one JSON line per run.
-    #[command(after_help = batch::BATCH_HELP)]
+    #[command(after_help = batch::help())]
     Batch(batch::BatchArgs),
     /// Continue a stored run from its last commit point (a finished run prints its
     /// stored answer and calls nothing).
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM))]
     Resume(stored::ResumeArgs),
     /// Start a new run from a stored run's state just before it first executed seq_no
     /// SEQ, continuing with another plan at its instruction SEQ (the parent is untouched).
-    #[command(after_help = EXIT_CODES_HELP)]
+    #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM))]
     Branch(stored::BranchArgs),
     /// List or inspect the runs of a store.
     #[command(subcommand)]

@@ -1,4 +1,4 @@
-//! `planvm batch`: many runs in one process (docs in `BATCH_HELP`). The engine is
+//! `planvm batch`: many runs in one process (its help is `BATCH_NOTES`). The engine is
 //! `plan_runs::batch`; this module parses, checks the outputs, draws the progress bar,
 //! writes one JSON line per run and picks the exit code.
 
@@ -20,7 +20,12 @@ mod output;
 
 use output::{Sink, progress_bar, summary};
 
-pub(crate) const BATCH_HELP: &str = "\
+/// `batch --help`'s text after the options.
+pub(crate) fn help() -> String {
+    format!("{BATCH_NOTES}\n\n{}", exit::help(exit::PLANVM_BATCH))
+}
+
+const BATCH_NOTES: &str = "\
 Input:
   DIR          every *.json, *.txt and *.pbc file in DIR (not recursive), sorted by name;
                the cassette beside a plan, <stem>.cassette.jsonl (for a.llm.txt:
@@ -42,25 +47,7 @@ Per-run files: --record DIR writes each run's cassette to DIR/<run>.cassette.jso
 <run> is the plan's file name without its extension (a.llm.txt: a.llm), the whole file
 name when two plans of DIR share that stem, and <stem>.line<N> for list input (.2, .3,
 ... added if names still meet). A file
-that is one of the run's own inputs (its plan or cassette) is refused (exit 64).
-
-Exit codes:
-  0   every run finished with a final answer
-  1   some run failed
-  2   usage error, including an unreadable or malformed --tools or --list file, and a
-      --store that holds a run of this --batch-id already (continue it with --resume)
-  65  some plan or cassette could not be loaded (unreadable, invalid plan, corrupted
-      .pbc, malformed cassette), or with --resume what the store holds of a run is
-      damaged: those runs are reported as failed lines, the others still run; also a
-      malformed --replay cassette (nothing runs)
-  66  DIR or the --replay cassette cannot be read, or DIR holds no plan; with --resume,
-      no run of the batch is in the store
-  75  with --resume, a run of the batch is being run by another live process
-  64  --output is one of the inputs, or a run's --record/--trace file would overwrite
-      one of its inputs (that run is reported as a failed line)
-  73  the --output file cannot be created or written, or a --record/--trace directory
-      or one of its per-run files cannot be created (those runs are reported as failed
-      lines)";
+that is one of the run's own inputs (its plan or cassette) is refused (exit 64).";
 
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("input").required(true).args(["dir", "list"])))]
