@@ -107,30 +107,10 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         Err(code) => return code,
     };
     let planner_cfg = manifest.planner.clone().unwrap_or_default();
-    let template = match &args.prompt {
-        None => Template::default(),
-        Some(path) => match std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the prompt template {}: {e}", path.display()))
-            .and_then(Template::new)
-        {
-            Ok(t) => t,
-            Err(msg) => return fail(exit::USAGE, msg),
-        },
+    let (template, examples) = match prompt_parts(&args, &planner_cfg) {
+        Ok(parts) => parts,
+        Err(code) => return code,
     };
-    let examples_dir = args
-        .examples
-        .clone()
-        .or_else(|| plan_planner::examples_dir(&planner_cfg, args.tools.as_deref()));
-    let examples = match &examples_dir {
-        None => Examples::default(),
-        Some(dir) => match Examples::load(dir) {
-            Ok(e) => e,
-            Err(msg) => return fail(exit::USAGE, msg),
-        },
-    };
-    for w in examples.skipped() {
-        eprintln!("warning: {w}");
-    }
     let response_format = args
         .response_format
         .as_deref()
@@ -220,6 +200,33 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     }
     let code = print_outcome(&outcome, &args);
     store_failed.unwrap_or(code)
+}
+
+/// The prompt's template (`--prompt`, else the built-in one) and its examples
+/// (`--examples`, else the tools file's), each refused when it cannot be read.
+fn prompt_parts(
+    args: &AskArgs,
+    planner_cfg: &plan_manifest::PlannerConfig,
+) -> Result<(Template, Examples), u8> {
+    let template = match &args.prompt {
+        None => Template::default(),
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read the prompt template {}: {e}", path.display()))
+            .and_then(Template::new)
+            .map_err(|msg| fail(exit::USAGE, msg))?,
+    };
+    let examples_dir = args
+        .examples
+        .clone()
+        .or_else(|| plan_planner::examples_dir(planner_cfg, args.tools.as_deref()));
+    let examples = match &examples_dir {
+        None => Examples::default(),
+        Some(dir) => Examples::load(dir).map_err(|msg| fail(exit::USAGE, msg))?,
+    };
+    for w in examples.skipped() {
+        eprintln!("warning: {w}");
+    }
+    Ok((template, examples))
 }
 
 fn print_outcome(outcome: &AskOutcome, args: &AskArgs) -> u8 {

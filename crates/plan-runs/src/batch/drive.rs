@@ -162,235 +162,242 @@ impl<T: Clone> Cache<T> {
 /// Why a run could not start: its message (reported as the run's error).
 type NotLoaded = String;
 
-/// The line of a run that ended.
-fn finish(
-    on: &mut (dyn FnMut(Event<'_>) + Send),
-    tally: &mut Tally,
-    (plan, line, run_id): (&Path, Option<usize>, Option<&str>),
-    report: &RunReport,
-) {
-    tally.runs += 1;
-    if report.is_ok() {
-        tally.ok += 1;
-    }
-    on(Event::Finished(Finished {
-        plan,
-        line,
-        run_id,
-        report,
-    }));
+/// The scheduler's state: the inputs loaded so far, the tally, where the lines go.
+struct Driver<'a> {
+    batch: &'a Batch,
+    store: Option<&'a mut StoreCtx>,
+    /// The store's files (no run's output may overwrite them).
+    store_files: Vec<PathBuf>,
+    programs: Cache<Result<Arc<Plan>, NotLoaded>>,
+    cassettes: Cache<Result<Arc<ReplayBackend>, NotLoaded>>,
+    tally: Tally,
+    on: &'a mut (dyn FnMut(Event<'_>) + Send),
+}
+
+/// A run of the batch ready to start, with everything its task owns.
+struct OneRun {
+    host: Result<Arc<Host>, NotLoaded>,
+    start: Start,
+    /// Its store's writer, the owner it runs as, and its id there.
+    stored: Option<(GroupStore, Owner, String)>,
+    plan_name: String,
+    vars: Vec<(String, Value)>,
+    limits: Limits,
+    tracer: Tracer,
+    recorder: Option<Recorder>,
 }
 
 pub(crate) async fn drive(
     batch: &Batch,
-    mut store: Option<&mut StoreCtx>,
+    store: Option<&mut StoreCtx>,
     jobs: Vec<Job>,
     on: &mut (dyn FnMut(Event<'_>) + Send),
 ) -> Tally {
     let start = Instant::now();
-    let mut tally = Tally::default();
-    let store_files = store.as_ref().map_or(&[][..], |s| &s.files[..]).to_vec();
-    let mut programs: Cache<Result<Arc<Plan>, NotLoaded>> =
-        Cache::new(jobs.iter().map(|j| &j.plan));
-    let mut cassettes: Cache<Result<Arc<ReplayBackend>, NotLoaded>> =
-        Cache::new(jobs.iter().filter_map(|j| j.cassette.as_ref()));
+    let mut d = Driver {
+        batch,
+        store_files: store.as_ref().map_or(Vec::new(), |s| s.files.clone()),
+        store,
+        programs: Cache::new(jobs.iter().map(|j| &j.plan)),
+        cassettes: Cache::new(jobs.iter().filter_map(|j| j.cassette.as_ref())),
+        tally: Tally::default(),
+        on,
+    };
     // Each run labelled with (plan, list line, run id) for its line.
     let mut tasks: Pool<Label> = Pool::new(batch.jobs);
     let mut pending = jobs.into_iter();
     let mut exhausted = false;
-
     loop {
         while !exhausted && tasks.has_room() {
-            let Some(mut job) = pending.next() else {
+            let Some(job) = pending.next() else {
                 exhausted = true;
                 break;
             };
-            let vars = merge_vars(&batch.vars, std::mem::take(&mut job.vars));
-            let plan_name = job.plan.display().to_string();
-            let prior = match store.as_deref_mut() {
-                Some(StoreCtx {
-                    resume: Some(resume),
-                    ids,
-                    ..
-                }) => {
-                    let id = ids.get(&job.name).map_or("", String::as_str);
-                    resume.take_up(id, &plan_name, &vars.iter().cloned().collect())
-                }
-                _ => Prior::New,
-            };
-            let damaged = matches!(prior, Prior::Damaged(_));
-            // NB: a run taken up goes on with its own stored program, whatever the plan
-            // file holds now.
-            let start = match prior {
-                Prior::New => programs
-                    .take(&job.plan, |p| {
-                        load_plan(p, &batch.manifest, batch.color, on, store.is_some())
-                            .map(Arc::new)
-                    })
-                    .map(Start::New),
-                Prior::Resumed(r) => {
-                    programs.skip(&job.plan);
-                    Ok(Start::Resumed(r))
-                }
-                Prior::Report(report) | Prior::Damaged(report) => {
-                    if damaged {
-                        tally.invalid += 1;
-                    }
-                    programs.skip(&job.plan);
-                    if let Some(c) = &job.cassette {
-                        cassettes.skip(c);
-                    }
-                    let id = store.as_ref().and_then(|s| s.ids.get(&job.name));
-                    finish(
-                        on,
-                        &mut tally,
-                        (&job.plan, job.line, id.map(String::as_str)),
-                        &report,
-                    );
-                    continue;
-                }
-            };
-            let replay = match (&job.cassette, &batch.replay) {
-                (Some(c), _) => Some(cassettes.take(c, |p| load_cassette(p, on))),
-                (None, Some((_, r))) => Some(Ok(r.clone())),
-                (None, None) => None,
-            };
-            let (start, replay) = match (start, replay.transpose()) {
-                (Ok(p), Ok(r)) => (p, r),
-                (Err(msg), _) | (_, Err(msg)) => {
-                    tally.invalid += 1;
-                    let report = RunReport::failed_before_start(msg, Duration::ZERO);
-                    finish(on, &mut tally, (&job.plan, job.line, None), &report);
-                    continue;
-                }
-            };
-            let (recorder, mut tracer) = match run_outputs(batch, &store_files, &job) {
-                Ok(outputs) => outputs,
-                Err((over_input, msg)) => {
-                    if over_input {
-                        tally.over_input += 1;
-                    } else {
-                        tally.unwritable += 1;
-                    }
-                    let report = RunReport::failed_before_start(msg, Duration::ZERO);
-                    finish(on, &mut tally, (&job.plan, job.line, None), &report);
-                    continue;
-                }
-            };
-            let tools_of = match &start {
-                Start::New(p) => &p.program,
-                Start::Resumed(r) => &r.going.program,
-            };
-            let host = match replay {
-                Some(r) => replay_host(&batch.host_options, tools_of, &r),
-                None => Ok(batch.host.clone()),
-            };
-            let limits = batch.limits.clone();
-            let stored = store.as_ref().map(|s| {
-                let id = s.ids.get(&job.name).cloned().unwrap_or_default();
-                (s.store.clone(), s.owner.clone(), id)
-            });
-            let run_id = stored.as_ref().map(|(_, _, id)| id.clone());
-            // NB: a run taken up is claimed only now, once nothing else can refuse it,
-            // so that a refusal leaves it in the store as it was. (On this thread: a
-            // claim is one short transaction.)
-            if let (Start::Resumed(r), Some(sc), Some(id)) = (&start, store.as_deref_mut(), &run_id)
-            {
-                let claimed = match (&host, &mut sc.resume) {
-                    (Err(msg), _) => Err(msg.clone()),
-                    (Ok(_), Some(resume)) => resume
-                        .store
-                        .claim(id, &sc.owner, r.going.seen)
-                        .map_err(|e| e.to_string()),
-                    (Ok(_), None) => Err("a run taken up without --resume".into()),
-                };
-                if let Err(why) = claimed {
-                    let report = RunReport::failed_before_start(why, Duration::ZERO);
-                    finish(on, &mut tally, (&job.plan, job.line, Some(id)), &report);
-                    continue;
-                }
+            if let Some((label, run)) = d.prepare(job) {
+                tasks.spawn(label, run_one(run));
             }
-            let label = (
-                job.plan,
-                job.line,
-                run_id,
-                matches!(start, Start::Resumed(_)),
-            );
-            tasks.spawn(label, async move {
-                let host = match host {
-                    Ok(h) => h,
-                    Err(msg) => return RunReport::failed_before_start(msg, Duration::ZERO),
-                };
-                let Some((store, owner, id)) = stored else {
-                    let Start::New(program) = start else {
-                        // Taken up only from a store; still, no panic.
-                        return RunReport::failed_before_start(
-                            "a resumed run without its store".into(),
-                            Duration::ZERO,
-                        );
-                    };
-                    return plan_host::run_plan_recording(
-                        &host,
-                        &program.program,
-                        vars,
-                        limits,
-                        &mut tracer,
-                        recorder.as_ref(),
-                    )
-                    .await;
-                };
-                let program = match start {
-                    Start::New(p) => p,
-                    Start::Resumed(r) => {
-                        return Box::pin(go_on(&host, store, owner, &id, *r, tracer, recorder))
-                            .await;
-                    }
-                };
-                // NB: boxed: a run without a store (the common case, thousands in
-                // flight) should not carry room for the journal's state in its task.
-                Box::pin(async move {
-                    let new = OwnedNewRun {
-                        id: id.clone(),
-                        plan: plan_name,
-                        source: program.source.clone(),
-                        pbc: program.pbc.clone(),
-                        presets: vars.iter().cloned().collect(),
-                        limits: limits.clone(),
-                        parent: None,
-                    };
-                    // NB: not waited for: the writer takes writes in order, so the run exists
-                    // before its first point; a refused creation fails the run at its end.
-                    let owner_again = owner.clone();
-                    let created = store.create(new, owner);
-                    let mut journal = (
-                        &mut tracer,
-                        StoreJournal::grouped(store, &id, owner_again, 0, &program.program),
-                    );
-                    let mut report = plan_host::run_plan_recording(
-                        &host,
-                        &program.program,
-                        vars,
-                        limits,
-                        &mut journal,
-                        recorder.as_ref(),
-                    )
-                    .await;
-                    // NB: the run's line is printed only once its end is on record.
-                    let written = match journal.1.written() {
-                        Some(durable) => durable.await,
-                        None => Ok(()),
-                    };
-                    if let Err(message) = created.await.map_err(|e| e.message).and(written) {
-                        record_failed(&mut report, message);
-                    }
-                    report
-                })
-                .await
-            });
         }
-        let Some(((plan, line, run_id, resumed), mut report)) = tasks.next().await else {
+        let Some((label, report)) = tasks.next().await else {
             break;
         };
+        d.ended(label, report);
+    }
+    d.tally.elapsed = start.elapsed();
+    d.tally
+}
+
+impl Driver<'_> {
+    /// The line of a run that ended.
+    fn finish(
+        &mut self,
+        (plan, line, run_id): (&Path, Option<usize>, Option<&str>),
+        report: &RunReport,
+    ) {
+        self.tally.runs += 1;
+        if report.is_ok() {
+            self.tally.ok += 1;
+        }
+        (self.on)(Event::Finished(Finished {
+            plan,
+            line,
+            run_id,
+            report,
+        }));
+    }
+
+    /// A run that could not start: its line, with why.
+    fn refuse(&mut self, job: &Job, run_id: Option<&str>, why: String) {
+        let report = RunReport::failed_before_start(why, Duration::ZERO);
+        self.finish((&job.plan, job.line, run_id), &report);
+    }
+
+    /// The run of `job`, ready to start; None when it ended before it started (its line
+    /// is out).
+    fn prepare(&mut self, mut job: Job) -> Option<(Label, OneRun)> {
+        let vars = merge_vars(&self.batch.vars, std::mem::take(&mut job.vars));
+        let plan_name = job.plan.display().to_string();
+        let start = self.start(&job, &plan_name, &vars)?;
+        let replay = match (&job.cassette, &self.batch.replay) {
+            (Some(c), _) => Some(self.cassettes.take(c, |p| load_cassette(p, &mut *self.on))),
+            (None, Some((_, r))) => Some(Ok(r.clone())),
+            (None, None) => None,
+        };
+        let (start, replay) = match (start, replay.transpose()) {
+            (Ok(p), Ok(r)) => (p, r),
+            (Err(msg), _) | (_, Err(msg)) => {
+                self.tally.invalid += 1;
+                self.refuse(&job, None, msg);
+                return None;
+            }
+        };
+        let (recorder, tracer) = match run_outputs(self.batch, &self.store_files, &job) {
+            Ok(outputs) => outputs,
+            Err((over_input, msg)) => {
+                if over_input {
+                    self.tally.over_input += 1;
+                } else {
+                    self.tally.unwritable += 1;
+                }
+                self.refuse(&job, None, msg);
+                return None;
+            }
+        };
+        let tools_of = match &start {
+            Start::New(p) => &p.program,
+            Start::Resumed(r) => &r.going.program,
+        };
+        let host = match replay {
+            Some(r) => replay_host(&self.batch.host_options, tools_of, &r),
+            None => Ok(self.batch.host.clone()),
+        };
+        let stored = self.store.as_ref().map(|s| {
+            let id = s.ids.get(&job.name).cloned().unwrap_or_default();
+            (s.store.clone(), s.owner.clone(), id)
+        });
+        let run_id = stored.as_ref().map(|(_, _, id)| id.clone());
+        if let (Start::Resumed(r), Some(id)) = (&start, &run_id)
+            && let Err(why) = self.claim(id, r, &host)
+        {
+            self.refuse(&job, Some(id), why);
+            return None;
+        }
+        let label = (
+            job.plan,
+            job.line,
+            run_id,
+            matches!(start, Start::Resumed(_)),
+        );
+        let run = OneRun {
+            host,
+            start,
+            stored,
+            plan_name,
+            vars,
+            limits: self.batch.limits.clone(),
+            tracer,
+            recorder,
+        };
+        Some((label, run))
+    }
+
+    /// What `job` starts from: its plan, loaded (once per plan), or, resuming, its run
+    /// taken up from the store (which goes on with its own stored program, whatever the
+    /// plan file holds now). None when its line is out already.
+    fn start(
+        &mut self,
+        job: &Job,
+        plan_name: &str,
+        vars: &[(String, Value)],
+    ) -> Option<Result<Start, NotLoaded>> {
+        let prior = match self.store.as_deref_mut() {
+            Some(StoreCtx {
+                resume: Some(resume),
+                ids,
+                ..
+            }) => {
+                let id = ids.get(&job.name).map_or("", String::as_str);
+                resume.take_up(id, plan_name, &vars.iter().cloned().collect())
+            }
+            _ => Prior::New,
+        };
+        let damaged = matches!(prior, Prior::Damaged(_));
+        Some(match prior {
+            Prior::New => {
+                let (batch, for_store) = (self.batch, self.store.is_some());
+                self.programs
+                    .take(&job.plan, |p| {
+                        load_plan(p, &batch.manifest, batch.color, &mut *self.on, for_store)
+                            .map(Arc::new)
+                    })
+                    .map(Start::New)
+            }
+            Prior::Resumed(r) => {
+                self.programs.skip(&job.plan);
+                Ok(Start::Resumed(r))
+            }
+            Prior::Report(report) | Prior::Damaged(report) => {
+                if damaged {
+                    self.tally.invalid += 1;
+                }
+                self.programs.skip(&job.plan);
+                if let Some(c) = &job.cassette {
+                    self.cassettes.skip(c);
+                }
+                let id = self
+                    .store
+                    .as_ref()
+                    .and_then(|s| s.ids.get(&job.name))
+                    .cloned();
+                self.finish((&job.plan, job.line, id.as_deref()), &report);
+                return None;
+            }
+        })
+    }
+
+    /// Claims run `id`, taken up, for this process. NB: only once nothing else can
+    /// refuse it, so that a refusal leaves it in the store as it was; on this thread (a
+    /// claim is one short transaction).
+    fn claim(
+        &mut self,
+        id: &str,
+        r: &Resumed,
+        host: &Result<Arc<Host>, NotLoaded>,
+    ) -> Result<(), String> {
+        let Some(sc) = self.store.as_deref_mut() else {
+            return Err("a run taken up without its store".into());
+        };
+        match (host, &mut sc.resume) {
+            (Err(msg), _) => Err(msg.clone()),
+            (Ok(_), Some(resume)) => resume
+                .store
+                .claim(id, &sc.owner, r.going.seen)
+                .map_err(|e| e.to_string()),
+            (Ok(_), None) => Err("a run taken up without --resume".into()),
+        }
+    }
+
+    /// A run's task ended: its line.
+    fn ended(&mut self, (plan, line, run_id, resumed): Label, mut report: RunReport) {
         // NB: a run taken up reports every call it committed, in this process or before.
         if let (
             true,
@@ -398,15 +405,96 @@ pub(crate) async fn drive(
             Some(StoreCtx {
                 resume: Some(r), ..
             }),
-        ) = (resumed, &run_id, store.as_deref())
+        ) = (resumed, &run_id, self.store.as_deref())
             && let Ok(run) = r.store.run(id)
         {
             report.tool_calls = run.tool_calls;
         }
-        finish(on, &mut tally, (&plan, line, run_id.as_deref()), &report);
+        self.finish((&plan, line, run_id.as_deref()), &report);
     }
-    tally.elapsed = start.elapsed();
-    tally
+}
+
+/// A run's task: the run, journaled in the store when the batch has one.
+async fn run_one(run: OneRun) -> RunReport {
+    let OneRun {
+        host,
+        start,
+        stored,
+        plan_name,
+        vars,
+        limits,
+        mut tracer,
+        recorder,
+    } = run;
+    let host = match host {
+        Ok(h) => h,
+        Err(msg) => return RunReport::failed_before_start(msg, Duration::ZERO),
+    };
+    let Some((store, owner, id)) = stored else {
+        let Start::New(program) = start else {
+            // Taken up only from a store; still, no panic.
+            return RunReport::failed_before_start(
+                "a resumed run without its store".into(),
+                Duration::ZERO,
+            );
+        };
+        return plan_host::run_plan_recording(
+            &host,
+            &program.program,
+            vars,
+            limits,
+            &mut tracer,
+            recorder.as_ref(),
+        )
+        .await;
+    };
+    // NB: boxed: a run without a store (the common case, thousands in flight) should not
+    // carry room for the journal's state in its task.
+    match start {
+        Start::Resumed(r) => Box::pin(go_on(&host, store, owner, &id, *r, tracer, recorder)).await,
+        Start::New(program) => {
+            let new = OwnedNewRun {
+                id: id.clone(),
+                plan: plan_name,
+                source: program.source.clone(),
+                pbc: program.pbc.clone(),
+                presets: vars.iter().cloned().collect(),
+                limits: limits.clone(),
+                parent: None,
+            };
+            let run = (&*host, &program.program, vars, limits);
+            Box::pin(run_new(run, (store, owner, &id), new, tracer, recorder)).await
+        }
+    }
+}
+
+/// A new run of the batch, created and journaled through the store's writer thread.
+async fn run_new(
+    (host, program, vars, limits): (&Host, &ValidatedProgram, Vec<(String, Value)>, Limits),
+    (store, owner, id): (GroupStore, Owner, &str),
+    new: OwnedNewRun,
+    mut tracer: Tracer,
+    recorder: Option<Recorder>,
+) -> RunReport {
+    // NB: not waited for: the writer takes writes in order, so the run exists before its
+    // first point; a refused creation fails the run at its end.
+    let created = store.create(new, owner.clone());
+    let mut journal = (
+        &mut tracer,
+        StoreJournal::grouped(store, id, owner, 0, program),
+    );
+    let mut report =
+        plan_host::run_plan_recording(host, program, vars, limits, &mut journal, recorder.as_ref())
+            .await;
+    // NB: the run's line is printed only once its end is on record.
+    let written = match journal.1.written() {
+        Some(durable) => durable.await,
+        None => Ok(()),
+    };
+    if let Err(message) = created.await.map_err(|e| e.message).and(written) {
+        record_failed(&mut report, message);
+    }
+    report
 }
 
 /// A run of the batch taken up from the store (`--resume`), journaled through the

@@ -10,7 +10,7 @@ use clap::{ArgGroup, Args};
 use plan_host::{Host, HostErrorKind, HostOptions, ReplayBackend};
 use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_runs::batch::{Batch, BatchStore, Job, Tally};
+use plan_runs::batch::{Batch, BatchStore, Job, Stored, Tally};
 use serde_json::Value;
 
 use crate::args::{DurabilityArg, LimitArgs, parse_run_id, parse_var};
@@ -112,44 +112,13 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let mut jobs = match (&args.dir, &args.list) {
-        (_, Some(list)) => match plan_runs::batch::read_list(list) {
-            Ok(jobs) => jobs,
-            Err(msg) => return fail(exit::USAGE, msg),
-        },
-        (Some(dir), None) => match plan_runs::batch::scan_dir(dir, args.replay.is_none()) {
-            Ok(jobs) => jobs,
-            Err(msg) => return fail(exit::NO_INPUT, msg),
-        },
-        // clap's required group makes this unreachable; still, no panic.
-        (None, None) => return fail(exit::USAGE, "give a DIR or --list FILE"),
+    let jobs = match read_jobs(&args) {
+        Ok(jobs) => jobs,
+        Err(code) => return code,
     };
-    plan_runs::batch::name_runs(&mut jobs);
-    for dir in [&args.record, &args.trace].into_iter().flatten() {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            return fail(
-                exit::CANT_CREATE,
-                format_args!("cannot create directory {}: {e}", dir.display()),
-            );
-        }
-    }
-    let replay = match &args.replay {
-        Some(p) => match ReplayBackend::load(p) {
-            Ok(r) => {
-                for w in r.warnings() {
-                    eprintln!("warning: {w}");
-                }
-                Some((p.clone(), Arc::new(r)))
-            }
-            Err(e) => {
-                let code = match e.kind {
-                    HostErrorKind::Io => exit::NO_INPUT,
-                    _ => exit::DATA_ERR,
-                };
-                return fail(code, e);
-            }
-        },
-        None => None,
+    let replay = match load_replay(args.replay.as_deref()) {
+        Ok(r) => r,
+        Err(code) => return code,
     };
     if let Some(output) = &args.output
         && let Err(code) = check_output(output, &args, &jobs)
@@ -181,42 +150,14 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
             );
         }
     };
-    let mut store = match &args.store {
-        None => None,
-        Some(path) => {
-            let setup = BatchStore {
-                at: StoreAt::new(path, args.durability.get()),
-                batch_id: args.batch_id.clone().unwrap_or_else(plan_store::new_run_id),
-                resume: args.resume,
-                retry_unknown_writes: args.retry_unknown_writes,
-            };
-            match setup.open(&jobs, &args.vars, session::lease_warning) {
-                Ok(s) => {
-                    eprintln!("batch {}", setup.batch_id);
-                    Some(s)
-                }
-                Err(e) => return session::failed(e),
-            }
-        }
+    let mut store = match open_store(&args, &jobs) {
+        Ok(s) => s,
+        Err(code) => return code,
     };
     // NB: created only now: a batch refused above leaves an earlier --output file alone.
-    let (out, out_name): (Box<dyn Write + Send>, String) = match &args.output {
-        Some(p) => match std::fs::File::create(p) {
-            Ok(f) => (
-                Box::new(std::io::BufWriter::new(f)),
-                p.display().to_string(),
-            ),
-            Err(e) => {
-                return fail(
-                    exit::CANT_CREATE,
-                    format_args!("cannot create {}: {e}", p.display()),
-                );
-            }
-        },
-        None => (
-            Box::new(std::io::BufWriter::new(std::io::stdout())),
-            String::new(),
-        ),
+    let (out, out_name) = match open_output(args.output.as_deref()) {
+        Ok(o) => o,
+        Err(code) => return code,
     };
     let mut sink = Sink::new(out, out_name, progress_bar(jobs.len()));
     let batch = Batch {
@@ -252,6 +193,93 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         return fail(exit::CANT_CREATE, e);
     }
     exit_code(&tally)
+}
+
+/// The runs of the list or directory, named, with the `--record` and `--trace`
+/// directories they write to made.
+fn read_jobs(args: &BatchArgs) -> Result<Vec<Job>, u8> {
+    let mut jobs = match (&args.dir, &args.list) {
+        (_, Some(list)) => {
+            plan_runs::batch::read_list(list).map_err(|msg| fail(exit::USAGE, msg))?
+        }
+        (Some(dir), None) => plan_runs::batch::scan_dir(dir, args.replay.is_none())
+            .map_err(|msg| fail(exit::NO_INPUT, msg))?,
+        // clap's required group makes this unreachable; still, no panic.
+        (None, None) => return Err(fail(exit::USAGE, "give a DIR or --list FILE")),
+    };
+    plan_runs::batch::name_runs(&mut jobs);
+    for dir in [&args.record, &args.trace].into_iter().flatten() {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            fail(
+                exit::CANT_CREATE,
+                format_args!("cannot create directory {}: {e}", dir.display()),
+            )
+        })?;
+    }
+    Ok(jobs)
+}
+
+/// The `--replay` cassette, loaded once for every run that replays it.
+fn load_replay(path: Option<&Path>) -> Result<Option<(PathBuf, Arc<ReplayBackend>)>, u8> {
+    let Some(p) = path else {
+        return Ok(None);
+    };
+    match ReplayBackend::load(p) {
+        Ok(r) => {
+            for w in r.warnings() {
+                eprintln!("warning: {w}");
+            }
+            Ok(Some((p.to_owned(), Arc::new(r))))
+        }
+        Err(e) => {
+            let code = match e.kind {
+                HostErrorKind::Io => exit::NO_INPUT,
+                _ => exit::DATA_ERR,
+            };
+            Err(fail(code, e))
+        }
+    }
+}
+
+/// The `--store`, set up for the batch (`batch ID` printed once it is).
+fn open_store(args: &BatchArgs, jobs: &[Job]) -> Result<Option<Stored>, u8> {
+    let Some(path) = &args.store else {
+        return Ok(None);
+    };
+    let setup = BatchStore {
+        at: StoreAt::new(path, args.durability.get()),
+        batch_id: args.batch_id.clone().unwrap_or_else(plan_store::new_run_id),
+        resume: args.resume,
+        retry_unknown_writes: args.retry_unknown_writes,
+    };
+    let stored = setup
+        .open(jobs, &args.vars, session::lease_warning)
+        .map_err(session::failed)?;
+    eprintln!("batch {}", setup.batch_id);
+    Ok(Some(stored))
+}
+
+/// Where the lines go: `--output`, created (emptied), or stdout; and its name for
+/// messages (empty for stdout).
+fn open_output(path: Option<&Path>) -> Result<(Box<dyn Write + Send>, String), u8> {
+    Ok(match path {
+        Some(p) => {
+            let f = std::fs::File::create(p).map_err(|e| {
+                fail(
+                    exit::CANT_CREATE,
+                    format_args!("cannot create {}: {e}", p.display()),
+                )
+            })?;
+            (
+                Box::new(std::io::BufWriter::new(f)),
+                p.display().to_string(),
+            )
+        }
+        None => (
+            Box::new(std::io::BufWriter::new(std::io::stdout())),
+            String::new(),
+        ),
+    })
 }
 
 /// Refuses an `--output` that is one of the batch's inputs.
