@@ -103,14 +103,7 @@ fn compile_inner(
     let parsed = plan_syntax::parse(src);
     let mut diagnostics = parsed.diagnostics;
     if opts.strict {
-        for d in diagnostics.iter_mut().filter(|d| is_repair(d)) {
-            d.severity = Severity::Error;
-            d.code = plan_syntax::codes::strict_code(d.code).unwrap_or(d.code);
-            d.help = Some(format!(
-                "{} (--strict rejects repaired input: emit plain JSON)",
-                d.help.as_deref().unwrap_or("fix the input")
-            ));
-        }
+        refuse_repairs(&mut diagnostics);
     }
     let Some(plan) = parsed.value else {
         let compiled = Compiled {
@@ -123,59 +116,7 @@ fn compile_inner(
     let (steps, complete) = flatten::flatten(&plan.instructions);
     let n = steps.len();
 
-    // seq_no → step index, duplicates reported.
-    let mut by_seq: HashMap<i64, usize> = HashMap::with_capacity(n);
-    for (i, s) in steps.iter().enumerate().filter(|(_, s)| !s.synthetic) {
-        if let Some(seq) = s.seq_no() {
-            if let Some(&first) = by_seq.get(&seq) {
-                diagnostics.push(
-                    Diagnostic::error(DUPLICATE_SEQ, format!("seq_no {seq} is used twice"))
-                        .with_span(s.seq_span())
-                        .with_seq(Some(seq))
-                        .with_label(steps[first].seq_span(), "first used here")
-                        .with_help("give every instruction a unique seq_no, numbered 0, 1, 2, ... in order"),
-                );
-            } else {
-                by_seq.insert(seq, i);
-            }
-        }
-    }
-    let resolve_target =
-        |t: &flatten::Target, diagnostics: &mut Vec<Diagnostic>, seq: Option<i64>| match *t {
-            flatten::Target::Step(i) => i,
-            flatten::Target::Seq(r) => match by_seq.get(&r.seq_no) {
-                Some(&i) => i,
-                None => {
-                    diagnostics.push(
-                        Diagnostic::error(
-                            BAD_TARGET,
-                            format!("jump target {} names no instruction", r.seq_no),
-                        )
-                        .with_span(r.span)
-                        .with_seq(seq)
-                        .with_help("use the seq_no of an existing instruction"),
-                    );
-                    n
-                }
-            },
-        };
-    let targets: Vec<SmallVec<[usize; 2]>> = steps
-        .iter()
-        .map(|s| match &s.kind {
-            flatten::StepKind::Jump(t) => {
-                smallvec::smallvec![resolve_target(t, &mut diagnostics, s.seq_no())]
-            }
-            flatten::StepKind::Branch {
-                if_true, if_false, ..
-            } => smallvec::smallvec![
-                resolve_target(if_true, &mut diagnostics, s.seq_no()),
-                resolve_target(if_false, &mut diagnostics, s.seq_no())
-            ],
-            _ => SmallVec::new(),
-        })
-        .collect();
-
-    drop(by_seq);
+    let targets = jump_targets(&steps, &mut diagnostics);
     let mut lw = lower::Lowerer::new(plan.dialect, &opts.manifest, n);
     let mut code = Vec::with_capacity(n + 1);
     for (s, t) in steps.iter().zip(&targets) {
@@ -185,22 +126,7 @@ fn compile_inner(
     }
     let mut lw = lw.finish();
     let needs_pad = targets.iter().flatten().any(|&t| t == n);
-    let max_code = plan_bytecode::limits::MAX_CODE;
-    if n + usize::from(needs_pad) > max_code
-        && let Some(s) = steps.get(max_code.min(n.saturating_sub(1)))
-    {
-        diagnostics.push(
-            Diagnostic::error(
-                codes::OVER_LIMIT,
-                format!(
-                    "the plan has {n} instructions; a compiled plan may have at most {max_code}"
-                ),
-            )
-            .with_span(s.span())
-            .with_seq(s.seq_no())
-            .with_help("split the plan"),
-        );
-    }
+    check_size(&steps, needs_pad, &mut diagnostics);
     let final_slot = lw.program.final_answer_slot();
     let entry = entry_of(
         opts.entry.as_ref(),
@@ -239,6 +165,125 @@ fn compile_inner(
 
     let mut program = lw.program;
     program.code = code;
+    if needs_pad {
+        program.code.push(Instr::Nop);
+    }
+    if !opts.strip {
+        program.debug = Some(debug_info(&steps, &line_index, needs_pad, opts));
+    }
+    sort_diagnostics(&mut diagnostics);
+    let ok = !diagnostics.iter().any(Diagnostic::is_error);
+    let compiled = Compiled {
+        program: ok.then_some(program),
+        diagnostics,
+        line_index,
+    };
+    (compiled, explain_steps)
+}
+
+/// `--strict`: the reader's repairs become the errors of the same number.
+fn refuse_repairs(diagnostics: &mut [Diagnostic]) {
+    for d in diagnostics.iter_mut().filter(|d| is_repair(d)) {
+        d.severity = Severity::Error;
+        d.code = plan_syntax::codes::strict_code(d.code).unwrap_or(d.code);
+        d.help = Some(format!(
+            "{} (--strict rejects repaired input: emit plain JSON)",
+            d.help.as_deref().unwrap_or("fix the input")
+        ));
+    }
+}
+
+/// Each step's jump targets as step indexes (`n`: the end of the plan, also where a
+/// target that names no instruction goes, reported); a seq_no used twice is reported.
+fn jump_targets(
+    steps: &[flatten::Step<'_>],
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<SmallVec<[usize; 2]>> {
+    let n = steps.len();
+    // seq_no → step index, duplicates reported.
+    let mut by_seq: HashMap<i64, usize> = HashMap::with_capacity(n);
+    for (i, s) in steps.iter().enumerate().filter(|(_, s)| !s.synthetic) {
+        if let Some(seq) = s.seq_no() {
+            if let Some(&first) = by_seq.get(&seq) {
+                diagnostics.push(
+                    Diagnostic::error(DUPLICATE_SEQ, format!("seq_no {seq} is used twice"))
+                        .with_span(s.seq_span())
+                        .with_seq(Some(seq))
+                        .with_label(steps[first].seq_span(), "first used here")
+                        .with_help("give every instruction a unique seq_no, numbered 0, 1, 2, ... in order"),
+                );
+            } else {
+                by_seq.insert(seq, i);
+            }
+        }
+    }
+    let resolve_target =
+        |t: &flatten::Target, diagnostics: &mut Vec<Diagnostic>, seq: Option<i64>| match *t {
+            flatten::Target::Step(i) => i,
+            flatten::Target::Seq(r) => match by_seq.get(&r.seq_no) {
+                Some(&i) => i,
+                None => {
+                    diagnostics.push(
+                        Diagnostic::error(
+                            BAD_TARGET,
+                            format!("jump target {} names no instruction", r.seq_no),
+                        )
+                        .with_span(r.span)
+                        .with_seq(seq)
+                        .with_help("use the seq_no of an existing instruction"),
+                    );
+                    n
+                }
+            },
+        };
+
+    steps
+        .iter()
+        .map(|s| match &s.kind {
+            flatten::StepKind::Jump(t) => {
+                smallvec::smallvec![resolve_target(t, diagnostics, s.seq_no())]
+            }
+            flatten::StepKind::Branch {
+                if_true, if_false, ..
+            } => smallvec::smallvec![
+                resolve_target(if_true, diagnostics, s.seq_no()),
+                resolve_target(if_false, diagnostics, s.seq_no())
+            ],
+            _ => SmallVec::new(),
+        })
+        .collect()
+}
+
+/// E0210 for a plan with more instructions than the bytecode allows (`needs_pad`: a
+/// `Nop` will follow them).
+fn check_size(steps: &[flatten::Step<'_>], needs_pad: bool, diagnostics: &mut Vec<Diagnostic>) {
+    let n = steps.len();
+    let max_code = plan_bytecode::limits::MAX_CODE;
+    if n + usize::from(needs_pad) > max_code
+        && let Some(s) = steps.get(max_code.min(n.saturating_sub(1)))
+    {
+        diagnostics.push(
+            Diagnostic::error(
+                codes::OVER_LIMIT,
+                format!(
+                    "the plan has {n} instructions; a compiled plan may have at most {max_code}"
+                ),
+            )
+            .with_span(s.span())
+            .with_seq(s.seq_no())
+            .with_help("split the plan"),
+        );
+    }
+}
+
+/// The debug section: each instruction's seq_no and place (and the padding `Nop`'s, the
+/// last one's), the reasoning text, the source's name.
+fn debug_info(
+    steps: &[flatten::Step<'_>],
+    line_index: &LineIndex,
+    needs_pad: bool,
+    opts: &CompileOptions,
+) -> DebugInfo {
     let entry = |s: &flatten::Step<'_>| {
         let (line, column) = line_index.line_col(s.span().start);
         DebugEntry {
@@ -249,40 +294,29 @@ fn compile_inner(
     };
     let mut entries: Vec<DebugEntry> = steps.iter().map(entry).collect();
     if needs_pad {
-        program.code.push(Instr::Nop);
         entries.push(entries.last().cloned().unwrap_or(DebugEntry {
             seq_no: -1,
             line: 1,
             column: 1,
         }));
     }
-    if !opts.strip {
-        let reasoning = steps
-            .iter()
-            .enumerate()
-            .filter_map(|(pc, s)| match &s.written()?.kind {
-                plan_syntax::InstrKind::Reasoning(r) => Some((
-                    pc as u32,
-                    r.chain_of_thoughts.clone().unwrap_or_default(),
-                    r.dependency_analysis.clone().unwrap_or_default(),
-                )),
-                _ => None,
-            })
-            .collect();
-        program.debug = Some(DebugInfo {
-            entries,
-            reasoning,
-            source: opts.source_name.clone(),
-        });
+    let reasoning = steps
+        .iter()
+        .enumerate()
+        .filter_map(|(pc, s)| match &s.written()?.kind {
+            plan_syntax::InstrKind::Reasoning(r) => Some((
+                pc as u32,
+                r.chain_of_thoughts.clone().unwrap_or_default(),
+                r.dependency_analysis.clone().unwrap_or_default(),
+            )),
+            _ => None,
+        })
+        .collect();
+    DebugInfo {
+        entries,
+        reasoning,
+        source: opts.source_name.clone(),
     }
-    sort_diagnostics(&mut diagnostics);
-    let ok = !diagnostics.iter().any(Diagnostic::is_error);
-    let compiled = Compiled {
-        program: ok.then_some(program),
-        diagnostics,
-        line_index,
-    };
-    (compiled, explain_steps)
 }
 
 /// How many repairs of one kind are reported one by one before the rest are summarised.

@@ -261,7 +261,6 @@ pub(crate) fn verify(
     diags: &mut Vec<Diagnostic>,
 ) {
     let n = steps.len();
-    let final_slot = cfg.final_slot;
     if n == 0 {
         diags.push(
             Diagnostic::error(codes::NO_FINAL_ANSWER, "the plan has no instructions")
@@ -272,8 +271,16 @@ pub(crate) fn verify(
         );
         return;
     }
+    check_seq_nos(steps, entry, diags);
+    check_reachable(steps, io, cfg, entry, diags);
+    check_termination(steps, io, cfg, plan_span, diags);
+    let preds = preds(&cfg.succ, n + 1);
+    check_loops(steps, io, cfg, &preds, diags);
+    check_reads(steps, io, cfg, slots, entry, &preds, diags);
+}
 
-    // --- seq_no hygiene and style -------------------------------------------------------
+/// Style: the first instruction is `reasoning` (W0206), seq_nos count up.
+fn check_seq_nos(steps: &[Step<'_>], entry: &Entry, diags: &mut Vec<Diagnostic>) {
     if !entry.branch && !matches!(steps[0].kind, StepKind::Nop) {
         diags.push(
             Diagnostic::warning(codes::FIRST_NOT_REASONING, "the first instruction is not `reasoning`")
@@ -299,9 +306,22 @@ pub(crate) fn verify(
             break;
         }
     }
+}
 
-    // --- reachability -----------------------------------------------------------------------
-    let writes_final = |i: usize| final_slot.is_some_and(|f| io.writes(i).contains(&f));
+/// Whether `i` sets `final_answer`.
+fn writes_final(io: &Io, cfg: &Cfg, i: usize) -> bool {
+    cfg.final_slot.is_some_and(|f| io.writes(i).contains(&f))
+}
+
+/// Instructions no path reaches (after the one that ends the run, or anywhere).
+fn check_reachable(
+    steps: &[Step<'_>],
+    io: &Io,
+    cfg: &Cfg,
+    entry: &Entry,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let n = steps.len();
     // NB: a branch starts past its first steps on purpose: they are not reported.
     let mut i = if entry.branch { entry.step } else { 0 };
     while i < n {
@@ -314,7 +334,7 @@ pub(crate) fn verify(
             i += 1;
         }
         let end = i - 1;
-        let after_final = start > 0 && writes_final(start - 1) && cfg.reachable[start - 1];
+        let after_final = start > 0 && writes_final(io, cfg, start - 1) && cfg.reachable[start - 1];
         let range = if start == end {
             format!("instruction {}", seq_label(&steps[start]))
         } else {
@@ -345,11 +365,20 @@ pub(crate) fn verify(
         };
         diags.push(d.with_span(span).with_seq(steps[start].seq_no()));
     }
+}
 
-    // --- termination ------------------------------------------------------------------------
-    let any_final = (0..n).any(|i| cfg.reachable[i] && writes_final(i));
+/// A plan whose runs cannot end with an answer, or may run off its end.
+fn check_termination(
+    steps: &[Step<'_>],
+    io: &Io,
+    cfg: &Cfg,
+    plan_span: Span,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let n = steps.len();
+    let any_final = (0..n).any(|i| cfg.reachable[i] && writes_final(io, cfg, i));
     if !any_final {
-        let unreachable_finals: Vec<usize> = (0..n).filter(|&i| writes_final(i)).collect();
+        let unreachable_finals: Vec<usize> = (0..n).filter(|&i| writes_final(io, cfg, i)).collect();
         let help = FINAL_ANSWER_HELP;
         let d = match unreachable_finals.split_first() {
             // Point at the instructions that would end the run, not at the whole plan.
@@ -384,10 +413,17 @@ pub(crate) fn verify(
                 .with_help("such a run fails: make sure every path ends with an instruction that sets final_answer"),
         );
     }
+}
+
+/// Loops a run can enter and never leave.
+fn check_loops(steps: &[Step<'_>], io: &Io, cfg: &Cfg, preds: &Preds, diags: &mut Vec<Diagnostic>) {
+    let n = steps.len();
     // Nodes that can terminate: reverse reachability from halts and the end.
-    let preds = preds(&cfg.succ, n + 1);
     let mut can_end = Small::from_elem(false, n + 1);
-    let mut stack: Small<usize> = (0..n).filter(|&i| writes_final(i)).chain([n]).collect();
+    let mut stack: Small<usize> = (0..n)
+        .filter(|&i| writes_final(io, cfg, i))
+        .chain([n])
+        .collect();
     while let Some(i) = stack.pop() {
         if can_end[i] {
             continue;
@@ -396,7 +432,7 @@ pub(crate) fn verify(
         stack.extend(preds.of(i).iter().copied().filter(|&p| !can_end[p]));
     }
     let stuck: Small<bool> = (0..n).map(|i| cfg.reachable[i] && !can_end[i]).collect();
-    for members in inescapable_loops(&cfg.succ, &preds, &stuck) {
+    for members in inescapable_loops(&cfg.succ, preds, &stuck) {
         // The jump that closes the loop: the last member with an edge back into the loop.
         let closing = members
             .iter()
@@ -429,8 +465,19 @@ pub(crate) fn verify(
         }
         diags.push(d);
     }
+}
 
-    // --- definitely-assigned variables (forward must-analysis) ------------------------------
+/// Reads of variables that may be unset there (a forward must-analysis).
+fn check_reads(
+    steps: &[Step<'_>],
+    io: &Io,
+    cfg: &Cfg,
+    slots: &[String],
+    entry: &Entry,
+    preds: &Preds,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let n = steps.len();
     let nslots = slots.len();
     let mut assigned_anywhere = bitset(nslots);
     for w in io.all_writes().iter().chain(&entry.preset) {
@@ -499,7 +546,7 @@ pub(crate) fn verify(
 
     // A plan that jumps back: the reads are checked against SSA names (see `ssa.rs`),
     // not against an in-set per step, which for a loop needed a steps × variables table.
-    let ssa = crate::ssa::Ssa::build(cfg, &preds, io, n, nslots, entry);
+    let ssa = crate::ssa::Ssa::build(cfg, preds, io, n, nslots, entry);
     for &i in &order {
         check.step(i, |k, _| ssa.may_be_unset(i, k), io, steps, slots, diags);
     }
