@@ -40,6 +40,89 @@ use plan_vm::{Limits, ToolRequest};
 
 use crate::scan::Scanner;
 
+/// The instructions of a plan that have arrived.
+struct Arrivals {
+    scanner: Scanner,
+    arrived: Vec<Value>,
+    redactor: Arc<plan_llm::Redactor>,
+    round: u64,
+    /// `arrived[..straight]` is certain to run; past a `bent` instruction nothing is.
+    straight: usize,
+    bent: bool,
+}
+
+impl Arrivals {
+    /// Reads `piece`, telling `on_event` of each instruction it completes.
+    fn take(&mut self, piece: &str, on_event: &mut (dyn FnMut(&TraceEvent<'_>) + Send)) {
+        let new = self.scanner.push(piece);
+        for a in &new {
+            on_event(&TraceEvent::Planning {
+                what: "instruction_arrived",
+                round: self.round,
+                index: Some(a.index as u64),
+                seq_no: a.value.get("seq_no").and_then(Value::as_i64),
+                tool: None,
+            });
+        }
+        // NB: a reply may quote the request, key included; no call may carry it.
+        let redactor = &self.redactor;
+        self.arrived
+            .extend(new.into_iter().map(|a| redactor.value(a.value)));
+    }
+
+    /// Extends the straight prefix over what has arrived.
+    fn extend_straight(&mut self, manifest: &Manifest) {
+        while !self.bent && self.straight < self.arrived.len() {
+            if is_straight(&self.arrived[self.straight], manifest) {
+                self.straight += 1;
+            } else {
+                self.bent = true;
+            }
+        }
+    }
+}
+
+/// When a longer prefix is compiled. NB: a longer prefix is compiled (and run) from its
+/// start again, so each costs time in its length: it is compiled once enough time has
+/// passed since the last (a model writing a plan, at tens of tokens a second, gets one at
+/// every instruction), or once it is twice as long. So a reply that arrives all at once
+/// costs about two compiles of it, not one per instruction (quadratic), and compiling
+/// stays a small share of the time.
+#[derive(Default)]
+struct Schedule {
+    /// The instructions whose calls the prefix run may start.
+    started: usize,
+    /// Past an instruction the compiler rejected, nothing starts early.
+    blocked: Option<usize>,
+    /// The straight length last compiled, when that compile ended and how long it took.
+    compiled: usize,
+    cost: Option<(std::time::Instant, Duration)>,
+    /// When a compile put off by the schedule is due.
+    later: Option<tokio::time::Instant>,
+}
+
+impl Schedule {
+    /// The prefix length to compile now, if any, given a straight prefix of `straight`
+    /// instructions; a compile not due yet is put off to `later`.
+    fn due(&mut self, straight: usize) -> Option<usize> {
+        let target = straight.min(self.blocked.unwrap_or(usize::MAX));
+        if target <= self.started || target <= self.compiled {
+            return None;
+        }
+        let wait = self.cost.map_or(Duration::ZERO, |(ended, took)| {
+            took.saturating_mul(COMPILE_SPACING)
+                .saturating_sub(ended.elapsed())
+        });
+        if target < self.compiled.saturating_mul(2) && !wait.is_zero() {
+            self.later = Some(tokio::time::Instant::now() + wait);
+            return None;
+        }
+        self.later = None;
+        self.compiled = target;
+        Some(target)
+    }
+}
+
 /// Runs a plan as it arrives (see the module docs). While it lives, the host's `pure` and
 /// `read` tools go through the layer of early calls, so the run of the whole plan takes
 /// their results; dropping it puts the backends back and stops the early calls no run
@@ -71,133 +154,101 @@ impl<'h> Streamer<'h> {
         round: u64,
         on_event: &mut (dyn FnMut(&TraceEvent<'_>) + Send),
     ) -> T {
-        let host = self.calls.host;
-        let manifest = host.manifest();
+        let manifest = self.calls.host.manifest();
         let mut whole = std::pin::pin!(whole);
-        let mut scanner = Scanner::default();
-        let mut arrived: Vec<Value> = Vec::new();
-        let mut started = 0;
-        // Past an instruction the compiler rejected, nothing starts early.
-        let mut blocked = usize::MAX;
-        let redactor = host.redactor().clone();
-        let take = |scanner: &mut Scanner,
-                    arrived: &mut Vec<Value>,
-                    piece: &str,
-                    on_event: &mut (dyn FnMut(&TraceEvent<'_>) + Send)| {
-            let new = scanner.push(piece);
-            for a in &new {
-                on_event(&TraceEvent::Planning {
-                    what: "instruction_arrived",
-                    round,
-                    index: Some(a.index as u64),
-                    seq_no: a.value.get("seq_no").and_then(Value::as_i64),
-                    tool: None,
-                });
-            }
-            // NB: a reply may quote the request, key included; no call may carry it.
-            arrived.extend(new.into_iter().map(|a| redactor.value(a.value)));
+        let mut arrivals = Arrivals {
+            scanner: Scanner::default(),
+            arrived: Vec::new(),
+            redactor: self.calls.host.redactor().clone(),
+            round,
+            straight: 0,
+            bent: false,
         };
+        let mut schedule = Schedule::default();
         let mut prefix_run: Option<BoxFuture<'_, ()>> = None;
-        let report = |calls: &EarlyCalls<'_>,
-                      on_event: &mut (dyn FnMut(&TraceEvent<'_>) + Send)| {
-            for (tool, seq_no) in calls.take_log() {
-                on_event(&TraceEvent::Planning {
-                    what: "call_started_early",
-                    round,
-                    index: None,
-                    seq_no,
-                    tool: Some(&tool),
-                });
-            }
-        };
         self.calls.set_open(true);
         // NB: also when this is dropped unfinished (a planner call cut by its deadline).
         let closing = Closing(&self.calls);
-        // `arrived[..straight]` is certain to run; past a `bent` instruction nothing is.
-        let (mut straight, mut bent) = (0, false);
-        // The straight length last compiled, when that compile ended and how long it took,
-        // and when a compile put off by the schedule is due.
-        let mut compiled = 0;
-        let mut cost: Option<(std::time::Instant, Duration)> = None;
-        let mut later: Option<tokio::time::Instant> = None;
         let result = loop {
             let mut look = false;
             tokio::select! {
                 r = &mut whole => break r,
                 Some(piece) = pieces.recv() => {
-                    take(&mut scanner, &mut arrived, &piece, on_event);
+                    arrivals.take(&piece, on_event);
                     // NB: what is already queued is read before compiling, so a fast
                     // source costs one compile per batch, not one per piece.
                     while let Ok(more) = pieces.try_recv() {
-                        take(&mut scanner, &mut arrived, &more, on_event);
+                        arrivals.take(&more, on_event);
                     }
-                    while !bent && straight < arrived.len() {
-                        if is_straight(&arrived[straight], manifest) {
-                            straight += 1;
-                        } else {
-                            bent = true;
-                        }
-                    }
+                    arrivals.extend_straight(manifest);
                     look = true;
                 }
-                () = tokio::time::sleep_until(later.unwrap_or_else(tokio::time::Instant::now)), if later.is_some() => {
-                    later = None;
+                () = tokio::time::sleep_until(schedule.later.unwrap_or_else(tokio::time::Instant::now)), if schedule.later.is_some() => {
+                    schedule.later = None;
                     look = true;
                 }
                 () = async { prefix_run.as_mut().expect("guarded").await }, if prefix_run.is_some() => {
                     prefix_run = None;
                 }
             }
-            let target = straight.min(blocked);
-            if look && target > started && target > compiled {
-                // NB: a longer prefix is compiled (and run) from its start again, so each
-                // costs time in its length: it is compiled once enough time has passed
-                // since the last (a model writing a plan, at tens of tokens a second, gets
-                // one at every instruction), or once it is twice as long. So a reply that
-                // arrives all at once costs about two compiles of it, not one per
-                // instruction (quadratic), and compiling stays a small share of the time.
-                let wait = cost.map_or(Duration::ZERO, |(ended, took)| {
-                    took.saturating_mul(COMPILE_SPACING)
-                        .saturating_sub(ended.elapsed())
-                });
-                if target < compiled.saturating_mul(2) && !wait.is_zero() {
-                    later = Some(tokio::time::Instant::now() + wait);
-                } else {
-                    later = None;
-                    compiled = target;
-                    let began = std::time::Instant::now();
-                    let program = prefix_program(&arrived[..target], manifest);
-                    cost = Some((std::time::Instant::now(), began.elapsed()));
-                    match program {
-                        Some((program, len)) => {
-                            if len < target {
-                                blocked = len;
-                            }
-                            if len > started {
-                                started = len;
-                                let (vars, limits) = (self.vars.clone(), self.limits.clone());
-                                // NB: replaces (drops) the shorter prefix's run; its calls go
-                                // on. Nothing is recorded: the run of the whole plan records.
-                                prefix_run = Some(Box::pin(async move {
-                                    run_plan_recording(host, &program, vars, limits, &mut (), None)
-                                        .await;
-                                }));
-                            }
-                        }
-                        None => blocked = started,
-                    }
-                }
+            if look
+                && let Some(target) = schedule.due(arrivals.straight)
+                && let Some(run) = self.start_prefix(&arrivals.arrived[..target], &mut schedule)
+            {
+                // NB: replaces (drops) the shorter prefix's run; its calls go on.
+                prefix_run = Some(run);
             }
-            report(&self.calls, on_event);
+            self.report(round, on_event);
         };
         drop(prefix_run);
         // The last pieces may have come with the end of the reply.
         while let Ok(more) = pieces.try_recv() {
-            take(&mut scanner, &mut arrived, &more, on_event);
+            arrivals.take(&more, on_event);
         }
-        report(&self.calls, on_event);
+        self.report(round, on_event);
         drop(closing);
         result
+    }
+
+    /// Compiles the prefix `arrived` (timed, for the schedule) and, when it holds more
+    /// instructions than the prefix that runs, the run of it that starts their calls.
+    /// Nothing is recorded: the run of the whole plan records.
+    fn start_prefix(
+        &self,
+        arrived: &[Value],
+        schedule: &mut Schedule,
+    ) -> Option<BoxFuture<'h, ()>> {
+        let began = std::time::Instant::now();
+        let program = prefix_program(arrived, self.calls.host.manifest());
+        schedule.cost = Some((std::time::Instant::now(), began.elapsed()));
+        let Some((program, len)) = program else {
+            schedule.blocked = Some(schedule.started);
+            return None;
+        };
+        if len < arrived.len() {
+            schedule.blocked = Some(len);
+        }
+        if len <= schedule.started {
+            return None;
+        }
+        schedule.started = len;
+        let (host, vars, limits) = (self.calls.host, self.vars.clone(), self.limits.clone());
+        Some(Box::pin(async move {
+            run_plan_recording(host, &program, vars, limits, &mut (), None).await;
+        }))
+    }
+
+    /// Tells `on_event` of the calls started early since it last heard.
+    fn report(&self, round: u64, on_event: &mut (dyn FnMut(&TraceEvent<'_>) + Send)) {
+        for (tool, seq_no) in self.calls.take_log() {
+            on_event(&TraceEvent::Planning {
+                what: "call_started_early",
+                round,
+                index: None,
+                seq_no,
+                tool: Some(&tool),
+            });
+        }
     }
 
     /// The whole plan is `source`: its run may take the early results of the calls made

@@ -415,16 +415,9 @@ impl Planner<'_> {
             .then(|| Streamer::new(self.host, opts.vars.clone(), opts.limits.clone()));
         let deadline = opts.deadline.and_then(Deadline::after);
         for round in 0.. {
-            let mut key = Map::new();
-            key.insert("goal".into(), json!(goal));
-            key.insert(
-                "response_format".into(),
-                response_format.cloned().unwrap_or(Value::Null),
-            );
-            key.insert("feedback".into(), json!(feedback));
             let call = PlannerCall {
                 round,
-                key,
+                key: planner_key(goal, response_format, feedback.as_deref()),
                 messages: &messages,
             };
             let asked = Instant::now();
@@ -444,16 +437,7 @@ impl Planner<'_> {
             let reply = match reply.and_then(|text| self.record(&call, text, took)) {
                 Ok(text) => text,
                 Err(e) => {
-                    let message = self.host.redactor().text(&e.message).into_owned();
-                    let mut why =
-                        format!("the planner ({}) failed: {message}", self.model.describe());
-                    if let Some(run_error) = out.rounds.last().and_then(|r| r.run_error.as_ref()) {
-                        why = format!("the run failed ({}), and then {why}", run_error.message);
-                    }
-                    out.error = Some(why);
-                    r.planner_error = Some(message);
-                    out.rounds.push(r);
-                    out.status = AskStatus::PlannerFailed;
+                    self.planner_failed(&mut out, r, &e);
                     return out;
                 }
             };
@@ -476,8 +460,8 @@ impl Planner<'_> {
                     out.status = AskStatus::InvalidPlan;
                     out.error = Some(format!(
                         "the plan still has {errors} error{} after {repairs} repair{}",
-                        if errors == 1 { "" } else { "s" },
-                        if repairs == 1 { "" } else { "s" }
+                        plural(errors as u64),
+                        plural(repairs)
                     ));
                     return out;
                 }
@@ -490,7 +474,6 @@ impl Planner<'_> {
             if let Some(streamer) = &streamer {
                 streamer.settle(&reply);
             }
-            let mut memo = Memo::default();
             let plan_run = PlanRun {
                 round,
                 program: &program,
@@ -498,27 +481,14 @@ impl Planner<'_> {
                 vars: &opts.vars,
                 limits: &opts.limits,
             };
-            let mut journal = match runs.open(&plan_run) {
-                Ok(j) => j,
+            let (report, memo) = match self.run(&plan_run, runs, &known, deadline).await {
+                Ok(ran) => ran,
                 Err(e) => {
                     out.rounds.push(r);
                     out.status = AskStatus::RunFailed;
                     out.error = Some(format!("the run could not be journalled: {e}"));
                     return out;
                 }
-            };
-            let report = {
-                let mut both = (&mut *journal, &mut memo);
-                run_plan_reusing(
-                    self.host,
-                    &program,
-                    opts.vars.clone(),
-                    known.clone(),
-                    opts.limits.clone(),
-                    &mut both,
-                    deadline,
-                )
-                .await
             };
             r.run_error = report.error.clone();
             out.rounds.push(r);
@@ -542,7 +512,7 @@ impl Planner<'_> {
                 out.error = Some(if replannable(&error) && replans > 0 {
                     format!(
                         "the run still failed after {replans} re-plan{}",
-                        if replans == 1 { "" } else { "s" }
+                        plural(replans)
                     )
                 } else {
                     "the run failed".to_owned()
@@ -557,6 +527,45 @@ impl Planner<'_> {
             feedback = Some(message);
         }
         unreachable!("the loop returns")
+    }
+
+    /// The outcome of an ask whose planner failed in round `r` with `e`.
+    fn planner_failed(&self, out: &mut AskOutcome, mut r: Round, e: &CallError) {
+        let message = self.host.redactor().text(&e.message).into_owned();
+        let mut why = format!("the planner ({}) failed: {message}", self.model.describe());
+        if let Some(run_error) = out.rounds.last().and_then(|r| r.run_error.as_ref()) {
+            why = format!("the run failed ({}), and then {why}", run_error.message);
+        }
+        out.error = Some(why);
+        r.planner_error = Some(message);
+        out.rounds.push(r);
+        out.status = AskStatus::PlannerFailed;
+    }
+
+    /// Runs a round's plan, journaled where `runs` says, taking the answers `known` from
+    /// earlier rounds; its report, and what it kept for a re-plan. Err: the journal could
+    /// not be opened.
+    async fn run(
+        &self,
+        plan: &PlanRun<'_>,
+        runs: &mut dyn RunSink,
+        known: &[CassetteEntry],
+        deadline: Option<Deadline>,
+    ) -> Result<(RunReport, Memo), String> {
+        let mut memo = Memo::default();
+        let mut journal = runs.open(plan)?;
+        let mut both = (&mut *journal, &mut memo);
+        let report = run_plan_reusing(
+            self.host,
+            plan.program,
+            plan.vars.to_vec(),
+            known.to_vec(),
+            plan.limits.clone(),
+            &mut both,
+            deadline,
+        )
+        .await;
+        Ok((report, memo))
     }
 
     /// One planner call: streamed when `streamer` is given (a stream that broke off after
@@ -723,6 +732,27 @@ fn millis(d: Duration) -> u64 {
 
 /// What a run leaves for a re-plan: the answers it got (so the next plan's identical
 /// calls are not made again) and the variables it set, last value first seen order.
+/// The key of a planner call in a cassette: the goal, the response format, the feedback.
+fn planner_key(
+    goal: &str,
+    response_format: Option<&Value>,
+    feedback: Option<&str>,
+) -> Map<String, Value> {
+    let mut key = Map::new();
+    key.insert("goal".into(), json!(goal));
+    key.insert(
+        "response_format".into(),
+        response_format.cloned().unwrap_or(Value::Null),
+    );
+    key.insert("feedback".into(), json!(feedback));
+    key
+}
+
+/// "s" unless there is one.
+fn plural(n: impl Into<u64>) -> &'static str {
+    if n.into() == 1 { "" } else { "s" }
+}
+
 #[derive(Default)]
 struct Memo {
     answers: Vec<CassetteEntry>,
