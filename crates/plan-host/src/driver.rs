@@ -170,6 +170,24 @@ struct Calls<'j> {
 }
 
 impl Calls<'_> {
+    /// The run is suspended in `state`: the journal hears it, and, writing in the
+    /// background, gets it on record. NB: the calls just issued go out only when the
+    /// driver waits next: a journal writing in the background must have them on record
+    /// first.
+    async fn suspended(&mut self, state: &VmState) -> Result<(), String> {
+        self.emit(&TraceEvent::Suspended { state });
+        if let Some(durable) = self.journal.durable()
+            && let Err(e) = durable.await
+            && self.journal_error.is_none()
+        {
+            self.journal_error = Some(e);
+        }
+        match self.journal_error.take() {
+            Some(message) => Err(message),
+            None => Ok(()),
+        }
+    }
+
     fn emit(&mut self, event: &TraceEvent<'_>) {
         if let Err(e) = self.journal.record(event)
             && self.journal_error.is_none()
@@ -539,76 +557,17 @@ async fn drive<M: Machine>(
         journal_error: None,
     };
     let mut steps_seen: u64 = 0;
-
     // Ends the run with `err`: the calls still out are settled (counted or discarded).
     let fail = |calls: &mut Calls<'_>, vm: &M, steps_seen: u64, err| {
-        let steps = vm.steps().unwrap_or(steps_seen);
-        let tool_calls = calls.finish(vm);
-        let report = RunReport {
-            status: RunStatus::Failed,
-            final_answer: Value::Null,
-            error: Some(err),
-            steps,
-            tool_calls,
-            elapsed_ms: millis(start.elapsed()),
-            vars: Default::default(),
-        };
-        calls.emit(&TraceEvent::Finished { report: &report });
-        report
+        failed(calls, vm, vm.steps().unwrap_or(steps_seen), start, err)
     };
-
-    // The deadline error, located at the earliest call in program order still out.
-    let deadline_error = |vm: &M, calls: &Calls<'_>| {
-        let (seq_no, line) = calls
-            .inflight
-            .values()
-            .min_by_key(|r| r.instance)
-            .map(|r| (r.seq_no, vm.line_of(r.pc)))
-            .unwrap_or((None, None));
-        let message = format!(
-            "deadline of {} s exceeded",
-            deadline.map(|d| secs(d.allowed)).unwrap_or_default()
-        );
-        ReportError {
-            code: ErrorCode::Deadline,
-            message,
-            seq_no,
-            line,
-        }
-    };
-    let journal_failed = |message| ReportError {
-        code: ErrorCode::RecordFailed,
-        message,
-        seq_no: None,
-        line: None,
-    };
+    let deadline_error = |vm: &M, calls: &Calls<'_>| deadline_error(vm, calls, deadline);
 
     let mut issue = |calls: &mut Calls<'_>,
                      inflight: &mut FuturesUnordered<_>,
                      vm: &M,
                      reqs: Vec<ToolRequest>| {
-        for request in reqs {
-            // Issued ahead of the head: made only if the run gets there.
-            let ahead = vm.call_state(request.id) == CallState::Ahead;
-            let saved = known.take(&request);
-            calls.emit(&TraceEvent::CallIssued {
-                request: &request,
-                ahead,
-                reused: saved.is_some(),
-            });
-            let request = Arc::new(request);
-            calls.inflight.insert(request.id, request.clone());
-            // NB: one queue for both, polled in issue order: a call sent next to saved
-            // answers starts on the same turn.
-            inflight.push(match saved {
-                Some(v) => Either::Left(future::ready(Completed {
-                    req: request,
-                    result: Ok(v),
-                    took: Duration::ZERO,
-                })),
-                None => Either::Right(perform(host, request)),
-            });
-        }
+        issue(calls, inflight, vm, &mut known, reqs, |r| perform(host, r));
     };
     issue(&mut calls, &mut inflight, vm, reissue);
 
@@ -631,37 +590,8 @@ async fn drive<M: Machine>(
             return fail(&mut calls, vm, steps_seen, journal_failed(message));
         }
         match halt {
-            Halt::Done(outcome) => {
-                let tool_calls = calls.finish(vm);
-                if let Some(message) = calls.journal_error.take() {
-                    return fail(&mut calls, vm, steps_seen, journal_failed(message));
-                }
-                let mut report = RunReport {
-                    status: RunStatus::Ok,
-                    final_answer: outcome.final_answer,
-                    error: None,
-                    steps: outcome.steps,
-                    tool_calls,
-                    elapsed_ms: millis(start.elapsed()),
-                    vars: outcome.vars,
-                };
-                calls.emit(&TraceEvent::Finished { report: &report });
-                if let Some(message) = calls.journal_error.take() {
-                    // The answer is computed but not kept: the run is not what it claims.
-                    report.status = RunStatus::Failed;
-                    report.error = Some(journal_failed(message));
-                }
-                return report;
-            }
-            Halt::Failed(e) => {
-                let err = ReportError {
-                    code: e.code,
-                    message: e.message,
-                    seq_no: e.seq_no,
-                    line: e.line,
-                };
-                return fail(&mut calls, vm, steps_seen, err);
-            }
+            Halt::Done(outcome) => return done(&mut calls, vm, outcome, start, steps_seen),
+            Halt::Failed(e) => return fail(&mut calls, vm, steps_seen, e.into()),
             Halt::Yield(reqs) => issue(&mut calls, &mut inflight, vm, reqs),
         }
 
@@ -671,19 +601,11 @@ async fn drive<M: Machine>(
             tokio::task::yield_now().await;
             continue;
         }
-        if wants_states && let Some(state) = vm.state() {
-            calls.emit(&TraceEvent::Suspended { state });
-            // NB: the calls just issued go out only when the driver waits below: a
-            // journal writing in the background must have them on record first.
-            if let Some(durable) = calls.journal.durable()
-                && let Err(e) = durable.await
-                && calls.journal_error.is_none()
-            {
-                calls.journal_error = Some(e);
-            }
-            if let Some(message) = calls.journal_error.take() {
-                return fail(&mut calls, vm, steps_seen, journal_failed(message));
-            }
+        if wants_states
+            && let Some(state) = vm.state()
+            && let Err(message) = calls.suspended(state).await
+        {
+            return fail(&mut calls, vm, steps_seen, journal_failed(message));
         }
         // NB: suspension point. Wait for the next call to finish (or the deadline).
         let next = match &mut deadline_timer {
@@ -716,13 +638,139 @@ async fn drive<M: Machine>(
         let id = done.req.id;
         calls.answered.push(done.req);
         if let Err(e) = vm.resume(id, done.result.map_err(|e| e.message)) {
-            let err = ReportError {
-                code: e.code,
-                message: e.message,
-                seq_no: e.seq_no,
-                line: e.line,
-            };
-            return fail(&mut calls, vm, steps_seen, err);
+            return fail(&mut calls, vm, steps_seen, e.into());
+        }
+    }
+}
+
+/// Sends `reqs`, or answers them from `known`, recording each.
+fn issue<M: Machine, F>(
+    calls: &mut Calls<'_>,
+    inflight: &mut FuturesUnordered<Either<future::Ready<Completed>, F>>,
+    vm: &M,
+    known: &mut Known,
+    reqs: Vec<ToolRequest>,
+    perform: impl Fn(Arc<ToolRequest>) -> F,
+) {
+    for request in reqs {
+        // Issued ahead of the head: made only if the run gets there.
+        let ahead = vm.call_state(request.id) == CallState::Ahead;
+        let saved = known.take(&request);
+        calls.emit(&TraceEvent::CallIssued {
+            request: &request,
+            ahead,
+            reused: saved.is_some(),
+        });
+        let request = Arc::new(request);
+        calls.inflight.insert(request.id, request.clone());
+        // NB: one queue for both, polled in issue order: a call sent next to saved answers
+        // starts on the same turn.
+        inflight.push(match saved {
+            Some(v) => Either::Left(future::ready(Completed {
+                req: request,
+                result: Ok(v),
+                took: Duration::ZERO,
+            })),
+            None => Either::Right(perform(request)),
+        });
+    }
+}
+
+/// A run that failed with `err` after `steps` instructions: the calls still out are
+/// settled (counted or discarded).
+fn failed<M: Machine>(
+    calls: &mut Calls<'_>,
+    vm: &M,
+    steps: u64,
+    start: Instant,
+    err: ReportError,
+) -> RunReport {
+    let tool_calls = calls.finish(vm);
+    let report = RunReport {
+        status: RunStatus::Failed,
+        final_answer: Value::Null,
+        error: Some(err),
+        steps,
+        tool_calls,
+        elapsed_ms: millis(start.elapsed()),
+        vars: Default::default(),
+    };
+    calls.emit(&TraceEvent::Finished { report: &report });
+    report
+}
+
+/// A run that ended with `outcome`, once its journal has it all.
+fn done<M: Machine>(
+    calls: &mut Calls<'_>,
+    vm: &M,
+    outcome: plan_vm::Outcome,
+    start: Instant,
+    steps_seen: u64,
+) -> RunReport {
+    let tool_calls = calls.finish(vm);
+    if let Some(message) = calls.journal_error.take() {
+        let steps = vm.steps().unwrap_or(steps_seen);
+        return failed(calls, vm, steps, start, journal_failed(message));
+    }
+    let mut report = RunReport {
+        status: RunStatus::Ok,
+        final_answer: outcome.final_answer,
+        error: None,
+        steps: outcome.steps,
+        tool_calls,
+        elapsed_ms: millis(start.elapsed()),
+        vars: outcome.vars,
+    };
+    calls.emit(&TraceEvent::Finished { report: &report });
+    if let Some(message) = calls.journal_error.take() {
+        // The answer is computed but not kept: the run is not what it claims.
+        report.status = RunStatus::Failed;
+        report.error = Some(journal_failed(message));
+    }
+    report
+}
+
+/// The deadline error, located at the earliest call in program order still out.
+fn deadline_error<M: Machine>(
+    vm: &M,
+    calls: &Calls<'_>,
+    deadline: Option<Deadline>,
+) -> ReportError {
+    let (seq_no, line) = calls
+        .inflight
+        .values()
+        .min_by_key(|r| r.instance)
+        .map(|r| (r.seq_no, vm.line_of(r.pc)))
+        .unwrap_or((None, None));
+    let message = format!(
+        "deadline of {} s exceeded",
+        deadline.map(|d| secs(d.allowed)).unwrap_or_default()
+    );
+    ReportError {
+        code: ErrorCode::Deadline,
+        message,
+        seq_no,
+        line,
+    }
+}
+
+/// A journal that could not be written.
+fn journal_failed(message: String) -> ReportError {
+    ReportError {
+        code: ErrorCode::RecordFailed,
+        message,
+        seq_no: None,
+        line: None,
+    }
+}
+
+impl From<RunError> for ReportError {
+    fn from(e: RunError) -> ReportError {
+        ReportError {
+            code: e.code,
+            message: e.message,
+            seq_no: e.seq_no,
+            line: e.line,
         }
     }
 }

@@ -450,19 +450,7 @@ impl Planner<'_> {
             out.diagnostics = raw;
             let Some(program) = program else {
                 let message = repair_message(&r.diagnostics);
-                let errors = r
-                    .diagnostics
-                    .iter()
-                    .filter(|d| d.severity == "error")
-                    .count();
-                out.rounds.push(r);
-                if repairs >= opts.max_repairs.min(MAX_ROUNDS) {
-                    out.status = AskStatus::InvalidPlan;
-                    out.error = Some(format!(
-                        "the plan still has {errors} error{} after {repairs} repair{}",
-                        plural(errors as u64),
-                        plural(repairs)
-                    ));
+                if !repairable(&mut out, r, repairs, opts.max_repairs) {
                     return out;
                 }
                 repairs += 1;
@@ -498,27 +486,10 @@ impl Planner<'_> {
                 out.report = Some(report);
                 return out;
             }
-            let error = report.error.clone().unwrap_or_else(|| ReportError {
-                code: ErrorCode::Internal,
-                message: "the run failed without an error".into(),
-                seq_no: None,
-                line: None,
-            });
-            out.report = Some(report);
-            out.status = AskStatus::RunFailed;
-            // NB: nor once the ask's deadline has passed: the planner would be cut at once.
-            let out_of_time = deadline.is_some_and(|d| tokio::time::Instant::now() >= d.at);
-            if !replannable(&error) || replans >= opts.max_replans.min(MAX_ROUNDS) || out_of_time {
-                out.error = Some(if replannable(&error) && replans > 0 {
-                    format!(
-                        "the run still failed after {replans} re-plan{}",
-                        plural(replans)
-                    )
-                } else {
-                    "the run failed".to_owned()
-                });
+            let Some(error) = replan_on(&mut out, report, replans, opts.max_replans, deadline)
+            else {
                 return out;
-            }
+            };
             replans += 1;
             kind = RoundKind::Replan;
             merge_answers(&mut known, memo.answers);
@@ -746,6 +717,61 @@ fn planner_key(
     );
     key.insert("feedback".into(), json!(feedback));
     key
+}
+
+/// Whether a plan with errors (round `r`) goes back for repair after `repairs` of them;
+/// if not, `out` says so.
+fn repairable(out: &mut AskOutcome, r: Round, repairs: u32, max_repairs: u32) -> bool {
+    let errors = r
+        .diagnostics
+        .iter()
+        .filter(|d| d.severity == "error")
+        .count();
+    out.rounds.push(r);
+    if repairs < max_repairs.min(MAX_ROUNDS) {
+        return true;
+    }
+    out.status = AskStatus::InvalidPlan;
+    out.error = Some(format!(
+        "the plan still has {errors} error{} after {repairs} repair{}",
+        plural(errors as u64),
+        plural(repairs)
+    ));
+    false
+}
+
+/// After a failed run (`report`, after `replans` re-plans): the error to re-plan on, or
+/// None when the ask ends here (`out` says why): the error is not one a re-plan can fix,
+/// the re-plans ran out, or the ask's deadline has passed (the planner would be cut at
+/// once).
+fn replan_on(
+    out: &mut AskOutcome,
+    report: RunReport,
+    replans: u32,
+    max_replans: u32,
+    deadline: Option<Deadline>,
+) -> Option<ReportError> {
+    let error = report.error.clone().unwrap_or_else(|| ReportError {
+        code: ErrorCode::Internal,
+        message: "the run failed without an error".into(),
+        seq_no: None,
+        line: None,
+    });
+    out.report = Some(report);
+    out.status = AskStatus::RunFailed;
+    let out_of_time = deadline.is_some_and(|d| tokio::time::Instant::now() >= d.at);
+    if replannable(&error) && replans < max_replans.min(MAX_ROUNDS) && !out_of_time {
+        return Some(error);
+    }
+    out.error = Some(if replannable(&error) && replans > 0 {
+        format!(
+            "the run still failed after {replans} re-plan{}",
+            plural(replans)
+        )
+    } else {
+        "the run failed".to_owned()
+    });
+    None
 }
 
 /// "s" unless there is one.

@@ -85,6 +85,15 @@ impl Window<'_> {
     }
 }
 
+/// What the look-ahead has issued, and how many calls are out.
+struct Issued<'a> {
+    out: &'a mut Vec<Ahead>,
+    inflight: &'a mut usize,
+    cap: usize,
+    /// Some earlier call or condition in the window has no answer yet.
+    call_waiting: &'a mut bool,
+}
+
 impl Vm<'_> {
     /// Decides which requests to issue ahead of the head (see the module doc).
     pub(crate) fn scan(&self) -> Vec<Ahead> {
@@ -150,62 +159,14 @@ impl Vm<'_> {
                     }
                 }
                 Instr::Call { call } => {
-                    let def = &prog.calls[call as usize];
-                    let write = prog.tools[def.tool as usize].effects == Effects::Write;
-                    let answered: Option<Written<'_>> = match self.pending_for(n) {
-                        // Only a tampered state gets here; stop rather than guess.
-                        Some(p) if p.request.pc != pc => break,
-                        Some(p) => match &p.result {
-                            // One output: the answer itself, borrowed.
-                            Some(Ok(v)) if def.outputs.len() == 1 => {
-                                Some(smallvec![(def.outputs[0], Cow::Borrowed(v))])
-                            }
-                            Some(Ok(v)) => {
-                                match self.outputs_of(pc, call, &p.request.tool, v.clone()) {
-                                    Ok(values) => Some(
-                                        values
-                                            .into_iter()
-                                            .map(|(s, v)| (s, Cow::Owned(v)))
-                                            .collect(),
-                                    ),
-                                    Err(_) => break,
-                                }
-                            }
-                            // This entry fails the run when the head reaches it.
-                            Some(Err(_)) => break,
-                            None => None,
-                        },
-                        None => {
-                            if settled && inflight < cap && !(write && call_waiting) {
-                                let Ok((tool, args, kind)) = self.call_request(&w.view(), pc, call)
-                                else {
-                                    break;
-                                };
-                                out.push(Ahead {
-                                    instance: n,
-                                    pc,
-                                    tool,
-                                    args,
-                                    kind,
-                                });
-                                inflight += 1;
-                            }
-                            None
-                        }
+                    let mut issued = Issued {
+                        out: &mut out,
+                        inflight: &mut inflight,
+                        cap,
+                        call_waiting: &mut call_waiting,
                     };
-                    match answered {
-                        Some(values) => {
-                            if !self.accept(&mut w, values) {
-                                break;
-                            }
-                        }
-                        None => {
-                            if write {
-                                break;
-                            }
-                            call_waiting = true;
-                            w.mark_dirty(prog.writes(pc));
-                        }
+                    if !self.scan_call(&mut w, &mut issued, (pc, n), call, settled) {
+                        break;
                     }
                 }
                 Instr::Branch { cond, .. } => {
@@ -244,6 +205,71 @@ impl Vm<'_> {
             n += 1;
         }
         out
+    }
+
+    /// The look-ahead at call `call` (instruction `pc`, the `n`-th executed): its answer
+    /// taken into the window, or the call issued when its inputs are `settled` and room
+    /// is left. `false`: the look-ahead stops here.
+    fn scan_call<'w>(
+        &'w self,
+        w: &mut Window<'w>,
+        issued: &mut Issued<'_>,
+        (pc, n): (Pc, u64),
+        call: u32,
+        settled: bool,
+    ) -> bool {
+        let prog = self.prog;
+        let def = &prog.calls[call as usize];
+        let write = prog.tools[def.tool as usize].effects == Effects::Write;
+        let answered: Option<Written<'_>> = match self.pending_for(n) {
+            // Only a tampered state gets here; stop rather than guess.
+            Some(p) if p.request.pc != pc => return false,
+            Some(p) => match &p.result {
+                // One output: the answer itself, borrowed.
+                Some(Ok(v)) if def.outputs.len() == 1 => {
+                    Some(smallvec![(def.outputs[0], Cow::Borrowed(v))])
+                }
+                Some(Ok(v)) => match self.outputs_of(pc, call, &p.request.tool, v.clone()) {
+                    Ok(values) => Some(
+                        values
+                            .into_iter()
+                            .map(|(s, v)| (s, Cow::Owned(v)))
+                            .collect(),
+                    ),
+                    Err(_) => return false,
+                },
+                // This entry fails the run when the head reaches it.
+                Some(Err(_)) => return false,
+                None => None,
+            },
+            None => {
+                if settled && *issued.inflight < issued.cap && !(write && *issued.call_waiting) {
+                    let Ok((tool, args, kind)) = self.call_request(&w.view(), pc, call) else {
+                        return false;
+                    };
+                    issued.out.push(Ahead {
+                        instance: n,
+                        pc,
+                        tool,
+                        args,
+                        kind,
+                    });
+                    *issued.inflight += 1;
+                }
+                None
+            }
+        };
+        match answered {
+            Some(values) => self.accept(w, values),
+            None => {
+                if write {
+                    return false;
+                }
+                *issued.call_waiting = true;
+                w.mark_dirty(prog.writes(pc));
+                true
+            }
+        }
     }
 
     /// Records values a finished window entry writes; `false` when the entry would fail
