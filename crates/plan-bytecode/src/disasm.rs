@@ -328,15 +328,8 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
-/// Renders `program` as a readable listing: a header with counts, the constant pool, the
-/// slots, the tools, then one line per instruction (pc, seq_no and source position when
-/// debug info is present, the instruction with slots named and constants shown, and a
-/// summary of the reasoning text for `nop`s).
-pub fn disasm(program: &Program) -> String {
-    let p = program;
-    let l = Lister { p };
-    let mut out = String::new();
-
+/// The listing's header: counts, and where the debug section came from.
+fn header(p: &Program, out: &mut String) {
     let _ = writeln!(
         out,
         "; plan bytecode v{}: {}, {}, {}, {}",
@@ -373,6 +366,18 @@ pub fn disasm(program: &Program) -> String {
         }
         None => out.push_str("; debug info: stripped\n"),
     }
+}
+
+/// Renders `program` as a readable listing: a header with counts, the constant pool, the
+/// slots, the tools, then one line per instruction (pc, seq_no and source position when
+/// debug info is present, the instruction with slots named and constants shown, and a
+/// summary of the reasoning text for `nop`s).
+pub fn disasm(program: &Program) -> String {
+    let p = program;
+    let l = Lister { p };
+    let mut out = String::new();
+
+    header(p, &mut out);
 
     let idx_width = |n: usize| n.saturating_sub(1).to_string().len();
 

@@ -715,6 +715,29 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         }
     }
 
+    /// E0202 for a call of a tool the manifest does not have.
+    fn unknown_tool(&mut self, tool: &Name, seq: Option<i64>) {
+        let names: Vec<&str> = self
+            .manifest
+            .tools
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
+        let help = match crate::suggest(&tool.text, &names) {
+            Some(s) => format!("did you mean `{s}`? available tools: {}", names.join(", ")),
+            None => format!(
+                "available tools: {} (add others with --tools FILE.toml)",
+                names.join(", ")
+            ),
+        };
+        self.diags.push(
+            Diagnostic::error(codes::UNKNOWN_TOOL, format!("unknown tool `{}`", tool.text))
+                .with_span(tool.span)
+                .with_seq(seq)
+                .with_help(help),
+        );
+    }
+
     fn call_args(
         &mut self,
         tool: &'p Name,
@@ -725,25 +748,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         let manifest = self.manifest;
         let spec = manifest.get(&tool.text);
         if spec.is_none() {
-            let names: Vec<&str> = self
-                .manifest
-                .tools
-                .iter()
-                .map(|t| t.name.as_str())
-                .collect();
-            let help = match crate::suggest(&tool.text, &names) {
-                Some(s) => format!("did you mean `{s}`? available tools: {}", names.join(", ")),
-                None => format!(
-                    "available tools: {} (add others with --tools FILE.toml)",
-                    names.join(", ")
-                ),
-            };
-            self.diags.push(
-                Diagnostic::error(codes::UNKNOWN_TOOL, format!("unknown tool `{}`", tool.text))
-                    .with_span(tool.span)
-                    .with_seq(seq)
-                    .with_help(help),
-            );
+            self.unknown_tool(tool, seq);
         }
         let mut args = Vec::with_capacity(params.len());
         for &(name, value) in &params {

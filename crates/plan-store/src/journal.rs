@@ -356,6 +356,51 @@ impl Journal for StoreJournal<'_> {
 impl StoreJournal<'_> {
     /// Adds `event` to the next commit point (writing the point when the driver is about
     /// to wait, or at the end).
+    /// A call's answer, kept at the next commit point unless it is one the run reused.
+    fn answered(
+        &mut self,
+        request: &ToolRequest,
+        result: Result<&Value, &plan_host::ToolError>,
+        took: Duration,
+    ) {
+        if self.reused.contains(&request.id) {
+            return;
+        }
+        let depth_error;
+        let answer = match result {
+            // NB: a write that failed in any way but a refusal (timed out, lost
+            // its connection, a 5xx, an answer of the wrong shape) may have taken
+            // effect: no answer is recorded, so it stays unknown (even once the
+            // run has consumed the failure) and `resume` does not send it again
+            // unasked. Never sent at all (no cassette entry, no backend): failed.
+            Err(e)
+                if self.write_tools.contains(request.tool.as_str())
+                    && !matches!(
+                        e.kind,
+                        ToolErrorKind::Refused | ToolErrorKind::Replay | ToolErrorKind::Config
+                    ) =>
+            {
+                return;
+            }
+            Err(e) => Err(e.message.as_str()),
+            // NB: deeper than the VM accepts (it fails the run on it): recorded as
+            // that failure, since the journal could not be read back past
+            // serde_json's nesting limit.
+            Ok(v) if value_size(v).depth > MAX_VALUE_DEPTH => {
+                if self.write_tools.contains(request.tool.as_str()) {
+                    // It took effect, but its answer cannot be kept: unknown.
+                    return;
+                }
+                depth_error =
+                    format!("the output is nested more than {MAX_VALUE_DEPTH} levels deep");
+                Err(depth_error.as_str())
+            }
+            Ok(v) => Ok(v),
+        };
+        let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        self.point.answered(request.instance, answer, ms);
+    }
+
     fn encode(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
         match event {
             TraceEvent::Vm(Event::Step { pc, seq_no, op }) => {
@@ -398,46 +443,7 @@ impl StoreJournal<'_> {
                 request,
                 result,
                 took,
-            } => {
-                if self.reused.contains(&request.id) {
-                    return Ok(());
-                }
-                let depth_error;
-                let answer = match result {
-                    // NB: a write that failed in any way but a refusal (timed out, lost
-                    // its connection, a 5xx, an answer of the wrong shape) may have taken
-                    // effect: no answer is recorded, so it stays unknown (even once the
-                    // run has consumed the failure) and `resume` does not send it again
-                    // unasked. Never sent at all (no cassette entry, no backend): failed.
-                    Err(e)
-                        if self.write_tools.contains(request.tool.as_str())
-                            && !matches!(
-                                e.kind,
-                                ToolErrorKind::Refused
-                                    | ToolErrorKind::Replay
-                                    | ToolErrorKind::Config
-                            ) =>
-                    {
-                        return Ok(());
-                    }
-                    Err(e) => Err(e.message.as_str()),
-                    // NB: deeper than the VM accepts (it fails the run on it): recorded as
-                    // that failure, since the journal could not be read back past
-                    // serde_json's nesting limit.
-                    Ok(v) if value_size(v).depth > MAX_VALUE_DEPTH => {
-                        if self.write_tools.contains(request.tool.as_str()) {
-                            // It took effect, but its answer cannot be kept: unknown.
-                            return Ok(());
-                        }
-                        depth_error =
-                            format!("the output is nested more than {MAX_VALUE_DEPTH} levels deep");
-                        Err(depth_error.as_str())
-                    }
-                    Ok(v) => Ok(*v),
-                };
-                let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-                self.point.answered(request.instance, answer, ms);
-            }
+            } => self.answered(request, *result, *took),
             TraceEvent::CallCommitted { request } => {
                 if let Some(n) = &mut self.committed_calls {
                     *n += 1;

@@ -392,7 +392,37 @@ impl Builder {
             return invalid(None, node_span, None);
         };
 
-        let (seq_no, seq_span) = match get(members, "seq_no") {
+        let (seq_no, seq_span) = self.seq_no_of(members, node_span);
+        self.unknown_members(members, seq_no);
+        let ty = self.type_of(members, seq_span, seq_no);
+        let (params_at, params_ok) = self.parameters_of(members, seq_span, seq_no);
+
+        let (Some(ty_name), true, Some(params_node)) = (
+            &ty,
+            params_ok,
+            params_at
+                .and_then(|i| members.get_mut(i))
+                .map(|m| &mut m.value),
+        ) else {
+            return invalid(seq_no, seq_span, ty);
+        };
+        let params_span = params_node.span;
+        let NodeKind::Object(params) = &mut params_node.kind else {
+            return invalid(seq_no, seq_span, ty);
+        };
+        let kind = self.kind(ty_name, params, params_span, seq_no, depth);
+        Instruction {
+            seq_no,
+            seq_span,
+            ty,
+            span: node_span,
+            kind,
+        }
+    }
+
+    /// The instruction's `seq_no` and where it is (else where the instruction is).
+    fn seq_no_of(&mut self, members: &[Member], node_span: Span) -> (Option<i64>, Span) {
+        match get(members, "seq_no") {
             None => {
                 self.error(
                     codes::MISSING_SEQ,
@@ -425,16 +455,19 @@ impl Builder {
                     (None, v.span)
                 }
             },
-        };
+        }
+    }
 
+    /// Warns of members other than `seq_no`, `type` and `parameters`.
+    fn unknown_members(&mut self, members: &[Member], seq_no: Option<i64>) {
         for m in members.iter() {
             if !matches!(&*m.key, "seq_no" | "type" | "parameters") {
                 let help = match &*m.key {
-                    "tool_name" | "tool_params" | "output_vars" | "output_var" => {
-                        format!("move `{}` inside \"parameters\": {{...}}", m.key.escape_debug())
-                    }
-                    _ => "an instruction has only `seq_no`, `type` and `parameters`; remove this member".to_owned(),
-                };
+                "tool_name" | "tool_params" | "output_vars" | "output_var" => {
+                    format!("move `{}` inside \"parameters\": {{...}}", m.key.escape_debug())
+                }
+                _ => "an instruction has only `seq_no`, `type` and `parameters`; remove this member".to_owned(),
+            };
                 self.warning(
                     codes::UNKNOWN_MEMBER,
                     format!("instruction member `{}` is ignored", m.key.escape_debug()),
@@ -444,8 +477,16 @@ impl Builder {
                 );
             }
         }
+    }
 
-        let ty = match get_mut(members, "type") {
+    /// The instruction's `type`, if it is a string.
+    fn type_of(
+        &mut self,
+        members: &mut [Member],
+        seq_span: Span,
+        seq_no: Option<i64>,
+    ) -> Option<TypeName> {
+        match get_mut(members, "type") {
             None => {
                 self.error(
                     codes::MISSING_TYPE,
@@ -466,17 +507,26 @@ impl Builder {
                 }),
                 None => {
                     self.error(
-                        codes::BAD_TYPE,
-                        format!("`type` must be a string, found {}", describe(v)),
-                        v.span,
-                        seq_no,
-                        "write the type as a string: one of \"reasoning\", \"assign\", \"jmp\", \"calling\"",
-                    );
+                    codes::BAD_TYPE,
+                    format!("`type` must be a string, found {}", describe(v)),
+                    v.span,
+                    seq_no,
+                    "write the type as a string: one of \"reasoning\", \"assign\", \"jmp\", \"calling\"",
+                );
                     None
                 }
             },
-        };
+        }
+    }
 
+    /// Where the instruction's `parameters` member is (the last one), and whether it is
+    /// an object.
+    fn parameters_of(
+        &mut self,
+        members: &[Member],
+        seq_span: Span,
+        seq_no: Option<i64>,
+    ) -> (Option<usize>, bool) {
         let params_at = members.iter().rposition(|m| m.key == "parameters");
         let params_ok = match params_at.and_then(|i| members.get(i)).map(|m| &m.value) {
             None => {
@@ -511,28 +561,7 @@ impl Builder {
                 }
             },
         };
-
-        let (Some(ty_name), true, Some(params_node)) = (
-            &ty,
-            params_ok,
-            params_at
-                .and_then(|i| members.get_mut(i))
-                .map(|m| &mut m.value),
-        ) else {
-            return invalid(seq_no, seq_span, ty);
-        };
-        let params_span = params_node.span;
-        let NodeKind::Object(params) = &mut params_node.kind else {
-            return invalid(seq_no, seq_span, ty);
-        };
-        let kind = self.kind(ty_name, params, params_span, seq_no, depth);
-        Instruction {
-            seq_no,
-            seq_span,
-            ty,
-            span: node_span,
-            kind,
-        }
+        (params_at, params_ok)
     }
 
     fn kind(

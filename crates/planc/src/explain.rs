@@ -4,9 +4,14 @@
 //! Steps are numbered by their `seq_no`, so `<sequentially depends on 1, 2>` names the
 //! same numbers the plan's author wrote.
 
+use clap::Args;
 use plan_compiler::ExplainStep;
+use plan_render::exit;
+
+use crate::front::{FrontendArgs, options, out, read_plan, report_human};
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::path::PathBuf;
 
 /// Indentation per nesting level (older-dialect `condition` branches).
 const INDENT: &str = "   ";
@@ -339,5 +344,46 @@ mod tests {
             render_dot(&[]),
             "digraph plan {\n  rankdir=TB;\n  node [shape=box];\n}\n"
         );
+    }
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ExplainArgs {
+    /// The plan.
+    #[arg(value_name = "PLAN")]
+    plan: PathBuf,
+    /// Print a Graphviz digraph of the dataflow instead of the list.
+    #[arg(long)]
+    dot: bool,
+    #[command(flatten)]
+    frontend: FrontendArgs,
+}
+
+pub(crate) fn cmd_explain(a: &ExplainArgs) -> u8 {
+    let source = read_plan(&a.plan);
+    let opts = match options(&a.frontend, false, &source.name) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let src = match source.text {
+        Ok(src) => src,
+        Err(d) => {
+            report_human(&source.name, "", &[d], false);
+            return exit::PLAN_ERRORS;
+        }
+    };
+    match plan_compiler::explain(&src, &opts) {
+        Ok(steps) => {
+            out(&if a.dot {
+                render_dot(&steps)
+            } else {
+                render_list(&steps)
+            });
+            exit::OK
+        }
+        Err(compiled) => {
+            report_human(&source.name, &src, &compiled.diagnostics, false);
+            exit::PLAN_ERRORS
+        }
     }
 }
