@@ -217,7 +217,8 @@ def test_limits_steps_and_timeout(via):
         via(plan, {"tick": slow, **never}, timeout=0.2)
     assert e.value.code == "R0009"
     assert "deadline of 0.2 s exceeded" in str(e.value)
-    assert time.monotonic() - start < 10
+    # Cut by the deadline, not by the tool's own 30 s.
+    assert time.monotonic() - start < 30 / 3
     with pytest.raises(ValueError):
         via(plan, tools, timeout=-1)
 
@@ -370,16 +371,18 @@ def test_thirteen_calls_run_on_the_critical_path(tmp_path):
 
     concurrent, took = asyncio.run(timed(16))
     assert concurrent.tool_calls == 13
-    # Critical path: retrieval, synthesis, final synthesis = 0.3 s (the bound).
-    assert took <= 0.45, took
     sequential, seq_took = asyncio.run(timed(1))
     assert sequential.final_answer == concurrent.final_answer
     assert sequential.variables == concurrent.variables
+    # One call at a time: 13 calls of 0.1 s at least.
     assert seq_took >= 1.3, seq_took
+    # Concurrent: the critical path (retrieval, synthesis, final synthesis: 3 calls), a
+    # quarter of the sequential time; at least 2.5 times faster, measured side by side.
+    assert took * 2.5 <= seq_took, (took, seq_took)
     # Through the Rust host (a tools file is named): the same answer, the same overlap.
     hosted, host_took = asyncio.run(timed(16, tools_file=str(toml)))
     assert hosted.variables == concurrent.variables
-    assert host_took <= 0.45, host_took
+    assert host_took * 2.5 <= seq_took, (host_took, seq_took)
 
 
 def test_many_runs_of_one_plan_at_once():
