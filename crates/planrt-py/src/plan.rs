@@ -81,45 +81,62 @@ pub(crate) fn plan_error(py: Python<'_>, message: String, diags: Vec<Diagnostic>
     err
 }
 
-fn options(manifest: Manifest, strict: bool) -> CompileOptions {
+fn options(manifest: Manifest, strict: bool, presets: Vec<String>) -> CompileOptions {
     CompileOptions {
         manifest,
         strict,
         source_name: Some("<plan>".into()),
+        presets,
         ..CompileOptions::default()
     }
 }
 
-/// Every diagnostic of `text` (errors and warnings), without building anything.
+/// `vars=` of `check` and `compile`: the variables runs will preset (a dict's keys, or
+/// names), counted as set by the verifier (no W0201 "never assigned" for them).
+fn preset_names(vars: Option<&Bound<'_, PyAny>>) -> PyResult<Vec<String>> {
+    let Some(vars) = vars.filter(|v| !v.is_none()) else {
+        return Ok(Vec::new());
+    };
+    if let Ok(d) = vars.cast::<PyDict>() {
+        return d.keys().iter().map(|k| k.extract::<String>()).collect();
+    }
+    vars.try_iter()?.map(|k| k?.extract::<String>()).collect()
+}
+
+/// Every diagnostic of `text` (errors and warnings), without building anything. `vars`:
+/// the variables its runs will preset (names, or a dict), counted as set.
 #[pyfunction]
-#[pyo3(signature = (text, tools = None, *, tools_file = None, strict = false))]
+#[pyo3(signature = (text, tools = None, *, tools_file = None, strict = false, vars = None))]
 pub(crate) fn check(
     py: Python<'_>,
     text: String,
     tools: Option<&Bound<'_, PyAny>>,
     tools_file: Option<PathBuf>,
     strict: bool,
+    vars: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Vec<Diagnostic>> {
     let tools = tools::parse(tools, tools_file, &Manifest::builtin())?;
-    let opts = options(tools.manifest, strict);
+    let opts = options(tools.manifest, strict, preset_names(vars)?);
     Ok(py.detach(|| {
         let c = plan_compiler::compile(&text, &opts);
         diagnostics(&c.diagnostics, &c.line_index)
     }))
 }
 
-/// `text` compiled and verified, or `PlanError` with every diagnostic.
+/// `text` compiled and verified, or `PlanError` with every diagnostic. `vars`: the
+/// variables its runs will preset (names, or a dict), counted as set.
 #[pyfunction]
-#[pyo3(signature = (text, tools = None, *, tools_file = None, strict = false))]
+#[pyo3(signature = (text, tools = None, *, tools_file = None, strict = false, vars = None))]
 pub(crate) fn compile(
     py: Python<'_>,
     text: String,
     tools: Option<&Bound<'_, PyAny>>,
     tools_file: Option<PathBuf>,
     strict: bool,
+    vars: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<Plan> {
     let tools = tools::parse(tools, tools_file, &Manifest::builtin())?;
-    let opts = options(tools.manifest.clone(), strict);
+    let opts = options(tools.manifest.clone(), strict, preset_names(vars)?);
     let loaded = py.detach(|| plan_compiler::load(text.into_bytes(), &opts));
     match loaded {
         Ok(l) => Ok(Plan {
@@ -303,7 +320,7 @@ impl Plan {
                 "explain needs the plan's source; this plan was loaded from .pbc",
             ));
         };
-        let opts = options(self.manifest.clone(), false);
+        let opts = options(self.manifest.clone(), false, Vec::new());
         let steps = py
             .detach(|| plan_compiler::explain(src, &opts))
             .map_err(|_| PyRuntimeError::new_err("the plan no longer compiles"))?;

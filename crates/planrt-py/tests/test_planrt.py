@@ -74,6 +74,15 @@ def test_compile_raises_plan_error_with_the_diagnostics():
     assert "E0206" in str(e.value)
 
 
+def test_variables_the_runs_preset_count_as_set():
+    codes = lambda **kw: [d.code for d in planrt.check(CHAIN, tools=TOOLS, **kw)]
+    assert "W0201" in codes()
+    assert "W0201" not in codes(vars={"topic": "TiDB"})
+    assert "W0201" not in codes(vars=["topic"])
+    plan = planrt.compile(CHAIN, tools=TOOLS, vars=["topic"])
+    assert [w.code for w in plan.warnings if w.code == "W0201"] == []
+
+
 def test_tools_declare_the_tools_they_name():
     plan = planrt.compile(CHAIN, tools=TOOLS)
     assert plan.tools == ["lookup", "write"]

@@ -1,7 +1,7 @@
 //! Argument groups several commands share (flattened into theirs with clap), and the
 //! parsers of their values.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -15,6 +15,37 @@ pub(crate) enum Format {
     Text,
     /// One JSON object: status, final_answer, error, steps, tool_calls, elapsed_ms.
     Json,
+}
+
+/// The tools a run calls and where their answers come from and go, with the variables it
+/// starts with (`run`, `ask`).
+#[derive(Args, Debug)]
+pub(crate) struct ToolArgs {
+    /// Tools file: the tools plans may call and the backend serving each (the same file
+    /// planc uses; for `ask`, also [planner]).
+    #[arg(long, value_name = "FILE.toml")]
+    pub(crate) tools: Option<PathBuf>,
+    /// Serve every call from this cassette, no network: tool calls (and, for `ask`, the
+    /// planner's).
+    #[arg(long, value_name = "CASSETTE")]
+    pub(crate) replay: Option<PathBuf>,
+    /// Append every completed call to this cassette (JSON lines): tool calls (and, for
+    /// `ask`, the planner's).
+    #[arg(long, value_name = "CASSETTE")]
+    pub(crate) record: Option<PathBuf>,
+    /// Preset a variable; VALUE is parsed as JSON when it parses, else taken as a string.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    pub(crate) vars: Vec<(String, Value)>,
+}
+
+impl ToolArgs {
+    /// The files a run writes besides the store: `--trace` and `--record`.
+    pub(crate) fn outputs<'a>(&'a self, output: &'a OutputArgs) -> Vec<(&'static str, &'a Path)> {
+        let mut outputs = Vec::new();
+        outputs.extend(output.trace.as_deref().map(|p| ("--trace", p)));
+        outputs.extend(self.record.as_deref().map(|p| ("--record", p)));
+        outputs
+    }
 }
 
 /// Where a run's trace and result go (`run`, `resume`, `branch`).

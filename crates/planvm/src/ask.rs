@@ -4,13 +4,13 @@
 //! outcome (docs/planner.md).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use plan_planner::{AskOptions, AskOutcome, AskStatus, Examples, Planner, Template};
 use serde_json::Value;
 
-use crate::args::{Format, LimitArgs, OutputArgs, StoreArgs, parse_var};
+use crate::args::{Format, LimitArgs, OutputArgs, StoreArgs, ToolArgs};
 use crate::session::{self, fail};
 use plan_render::exit;
 use plan_runs::StoreAt;
@@ -33,9 +33,6 @@ pub(crate) struct AskArgs {
     /// What the answer must look like: JSON such as '{"lang": "Japanese"}', or text.
     #[arg(long, value_name = "JSON")]
     response_format: Option<String>,
-    /// Tools file: the tools plans may call, their backends, and [planner].
-    #[arg(long, value_name = "FILE.toml")]
-    tools: Option<PathBuf>,
     /// Directory of example plans (default: [planner] examples of the tools file, relative
     /// to that file).
     #[arg(long, value_name = "DIR")]
@@ -68,19 +65,12 @@ pub(crate) struct AskArgs {
     /// Save the goal and the plan that answered it as a new example in DIR.
     #[arg(long, value_name = "DIR")]
     save_example: Option<PathBuf>,
-    /// Serve every tool call and planner call from this cassette (no network).
-    #[arg(long, value_name = "CASSETTE")]
-    replay: Option<PathBuf>,
     /// Read the planner's reply whole before anything runs (by default a streaming
     /// planner's reply is read as it arrives, and calls certain to run start early).
     #[arg(long)]
     no_stream: bool,
-    /// Append every planner call and committed tool call to this cassette.
-    #[arg(long, value_name = "CASSETTE")]
-    record: Option<PathBuf>,
-    /// Preset a variable for the plan; VALUE is parsed as JSON when it parses.
-    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
-    vars: Vec<(String, Value)>,
+    #[command(flatten)]
+    io: ToolArgs,
     #[command(flatten)]
     limits: LimitArgs,
     #[command(flatten)]
@@ -90,19 +80,17 @@ pub(crate) struct AskArgs {
 }
 
 pub(crate) fn ask(args: AskArgs) -> u8 {
-    let mut outputs: Vec<(&str, &Path)> = Vec::new();
-    outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
-    outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
+    let outputs = args.io.outputs(&args.output);
     if let Err(code) = session::refuse_clobbering(
         None,
-        args.tools.as_deref(),
-        args.replay.as_deref(),
+        args.io.tools.as_deref(),
+        args.io.replay.as_deref(),
         args.store.store.as_deref(),
         &outputs,
     ) {
         return code;
     }
-    let manifest = match session::load_manifest(args.tools.as_deref()) {
+    let manifest = match session::load_manifest(args.io.tools.as_deref()) {
         Ok(m) => m,
         Err(code) => return code,
     };
@@ -123,7 +111,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             .or(planner_cfg.max_examples)
             .unwrap_or(plan_planner::DEFAULT_MAX_EXAMPLES),
         limits: args.limits.limits(),
-        vars: args.vars.clone(),
+        vars: args.io.vars.clone(),
         strict: args.strict,
         stream: !args.no_stream,
         deadline: args.limits.times().deadline,
@@ -143,8 +131,8 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         runtime,
     } = match session::start_session(
         manifest,
-        args.replay.clone(),
-        args.record.clone(),
+        args.io.replay.clone(),
+        args.io.record.clone(),
         &args.limits.times(),
         (args.output.trace.as_deref(), args.output.format),
         examples.skipped(),
@@ -218,7 +206,7 @@ fn prompt_parts(
     let examples_dir = args
         .examples
         .clone()
-        .or_else(|| plan_planner::examples_dir(planner_cfg, args.tools.as_deref()));
+        .or_else(|| plan_planner::examples_dir(planner_cfg, args.io.tools.as_deref()));
     let examples = match &examples_dir {
         None => Examples::default(),
         Some(dir) => Examples::load(dir).map_err(|msg| fail(exit::USAGE, msg))?,

@@ -1,7 +1,7 @@
 //! `planvm run`: one plan, from a file or as it streams in on standard input, journaled
 //! in a store when `--store` names one.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::Args;
 use plan_host::{Host, RunReport, Tracer};
@@ -9,7 +9,7 @@ use plan_manifest::Manifest;
 use plan_render::exit;
 use serde_json::Value;
 
-use crate::args::{LimitArgs, OutputArgs, StoreArgs, parse_var};
+use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs};
 use plan_runs::{Held, StoreAt};
 use plan_store::NewRun;
 
@@ -26,18 +26,8 @@ pub(crate) struct RunArgs {
     /// starts the calls certain to run before the input ends.
     #[arg(value_name = "FILE")]
     file: PathBuf,
-    /// Tools file: tool declarations and the backend serving each (the same file planc uses).
-    #[arg(long, value_name = "FILE.toml")]
-    tools: Option<PathBuf>,
-    /// Serve every tool call from this cassette (no network).
-    #[arg(long, value_name = "CASSETTE")]
-    replay: Option<PathBuf>,
-    /// Append every completed tool call to this cassette (JSON lines).
-    #[arg(long, value_name = "CASSETTE")]
-    record: Option<PathBuf>,
-    /// Preset a variable; VALUE is parsed as JSON when it parses, else taken as a string.
-    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
-    vars: Vec<(String, Value)>,
+    #[command(flatten)]
+    io: ToolArgs,
     #[command(flatten)]
     limits: LimitArgs,
     #[command(flatten)]
@@ -48,19 +38,17 @@ pub(crate) struct RunArgs {
 
 pub(crate) fn run(args: RunArgs) -> u8 {
     let stdin = args.file.as_os_str() == "-";
-    let mut outputs: Vec<(&str, &Path)> = Vec::new();
-    outputs.extend(args.output.trace.as_deref().map(|p| ("--trace", p)));
-    outputs.extend(args.record.as_deref().map(|p| ("--record", p)));
+    let outputs = args.io.outputs(&args.output);
     if let Err(code) = refuse_clobbering(
         (!stdin).then_some(("the plan FILE", args.file.as_path())),
-        args.tools.as_deref(),
-        args.replay.as_deref(),
+        args.io.tools.as_deref(),
+        args.io.replay.as_deref(),
         args.store.store.as_deref(),
         &outputs,
     ) {
         return code;
     }
-    let manifest = match load_manifest(args.tools.as_deref()) {
+    let manifest = match load_manifest(args.io.tools.as_deref()) {
         Ok(m) => m,
         Err(code) => return code,
     };
@@ -68,7 +56,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         return run_stdin(args, manifest);
     }
 
-    let opts = compile_options(&manifest, &args.vars);
+    let opts = compile_options(&manifest, &args.io.vars);
     let loaded = match load::load_program(&args.file, opts, plan_render::color_stderr()) {
         Ok(l) => {
             eprint!("{}", l.rendered);
@@ -88,8 +76,8 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         runtime,
     } = match start_session(
         manifest,
-        args.replay.clone(),
-        args.record.clone(),
+        args.io.replay.clone(),
+        args.io.record.clone(),
         &args.limits.times(),
         (args.output.trace.as_deref(), args.output.format),
         &loaded.warnings,
@@ -112,7 +100,7 @@ async fn run_loaded(
     tracer: &mut Tracer,
 ) -> Result<RunReport, u8> {
     let limits = args.limits.limits();
-    let vars = args.vars.clone();
+    let vars = args.io.vars.clone();
     let program = &loaded.program;
     Ok(match &args.store.store {
         None => plan_host::run_plan(host, program, vars, limits, tracer).await,
@@ -152,8 +140,8 @@ fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
         runtime,
     } = match start_session(
         manifest.clone(),
-        args.replay.clone(),
-        args.record.clone(),
+        args.io.replay.clone(),
+        args.io.record.clone(),
         &args.limits.times(),
         (args.output.trace.as_deref(), args.output.format),
         &[],
@@ -162,7 +150,8 @@ fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
         Err(code) => return code,
     };
     let outcome = runtime.block_on(async {
-        let streamer = plan_planner::Streamer::new(&host, args.vars.clone(), args.limits.limits());
+        let streamer =
+            plan_planner::Streamer::new(&host, args.io.vars.clone(), args.limits.limits());
         let (tx, pieces) = tokio::sync::mpsc::unbounded_channel();
         let bytes = streamer
             .follow(read_stdin(tx), pieces, 0, &mut |e| {
@@ -171,7 +160,7 @@ fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
             .await
             .map_err(|msg| fail(exit::NO_INPUT, msg))?;
         let color = plan_render::color_stderr();
-        let opts = compile_options(&manifest, &args.vars);
+        let opts = compile_options(&manifest, &args.io.vars);
         let loaded = match load::load_bytes("<stdin>", bytes, opts, color) {
             Ok(l) => {
                 eprint!("{}", l.rendered);

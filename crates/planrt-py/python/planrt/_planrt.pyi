@@ -1,7 +1,7 @@
 """Type stubs of the native module (re-exported by ``planrt``)."""
 
 import os
-from typing import Any, Callable, Coroutine, Optional, Union
+from typing import Any, Callable, Coroutine, Iterable, Optional, Union
 
 __version__: str
 
@@ -147,14 +147,20 @@ def check(
     *,
     tools_file: Union[str, os.PathLike[str], None] = None,
     strict: bool = False,
-) -> list[Diagnostic]: ...
+    vars: Union[Iterable[str], dict[str, Any], None] = None,
+) -> list[Diagnostic]:
+    """Every diagnostic of ``text``. ``vars``: the variables its runs will preset (names,
+    or a dict), counted as set (no W0201 for them)."""
 def compile(
     text: str,
     tools: Tools = None,
     *,
     tools_file: Union[str, os.PathLike[str], None] = None,
     strict: bool = False,
-) -> Plan: ...
+    vars: Union[Iterable[str], dict[str, Any], None] = None,
+) -> Plan:
+    """``text`` compiled and verified, or ``PlanError``. ``vars``: the variables its runs
+    will preset (names, or a dict), counted as set (no W0201 for them)."""
 
 def _ask_now(
     goal: str, response_format: JSON = None, tools: Tools = None, **options: Any
