@@ -7,7 +7,7 @@
 //! directory or a list, stored and resumed as a batch), `load` (a plan file to a validated
 //! program, its diagnostics rendered), `held` (a run this process holds: created or claimed, journaled, its
 //! lease renewed), `resume` (a stored run by id: read, checked, claimed), `branch` (a new
-//! run from a point of another), `take_up` (what a stored run goes on from, and the
+//! run from a point of another), `cancel`, `take_up` (what a stored run goes on from, and the
 //! checks before it: finished, held, `write` calls in flight, damage), `go_on` (a stored
 //! run journaled to its end), `read` (listing and showing runs), `lease` (renewing a
 //! run's lease from a thread of its own), `open` (where a store is: the one place that
@@ -16,6 +16,7 @@
 pub mod ask;
 pub mod batch;
 mod branch;
+mod cancel;
 mod error;
 mod go_on;
 mod held;
@@ -27,6 +28,7 @@ mod resume;
 mod take_up;
 
 pub use branch::{BranchPoint, branch_point, variables_before};
+pub use cancel::cancel;
 pub use error::{Error, ErrorKind};
 pub use go_on::{GoOn, go_on};
 pub use held::{Claimed, Held};

@@ -3,7 +3,8 @@
 //! holds; a `write` call in flight is refused unless the caller says to send it again; a
 //! finished run is reported, not run; a run a live process holds is refused; resume by
 //! id, branch, and reading runs back; a lease renewed holds a run, a lapsed one frees it;
-//! a batch resumed reports what finished and goes on with what failed.
+//! a batch resumed reports what finished and goes on with what failed; a cancelled run
+//! stops at its next commit point.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -467,4 +468,50 @@ async fn a_batch_resumed_reports_what_finished_and_goes_on_with_what_failed() {
     setup.batch_id = "C".into();
     let e = setup.open(&jobs, &[], no_warning).err().unwrap();
     assert_eq!(e.kind, ErrorKind::UnknownRun, "nothing to resume: {e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_point() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = manifest();
+    let program = program(&m);
+    let tools = Arc::new(Tools::default());
+    let new = NewRun {
+        id: "c",
+        plan: "plan.json",
+        source: Some(PLAN),
+        pbc: &plan_bytecode::encode(&program),
+        presets: &Map::new(),
+        limits: &Limits::default(),
+        parent: None,
+    };
+    // Held by this process, cancelled from another connection before it runs.
+    let mut held = plan_runs::Held::create(&at(&dir), &new, no_warning).unwrap();
+    assert!(plan_runs::cancel(&at(&dir), "c").unwrap());
+    let report = held
+        .run(
+            &host(&m, &tools),
+            &program,
+            Vec::new(),
+            Limits::default(),
+            &mut (),
+        )
+        .await;
+    let error = report.error.expect("the run stops");
+    assert_eq!(
+        error.code,
+        plan_vm::ErrorCode::RecordFailed,
+        "{}",
+        error.message
+    );
+    assert!(error.message.contains("cancelled"), "{}", error.message);
+    drop(held);
+    let run = store(&dir).run("c").unwrap();
+    assert_eq!(run.status, RunStatus::Failed);
+    assert_eq!(run.error.unwrap()["code"], "R0013");
+
+    // Finished: left as it was. Unknown: said so.
+    assert!(!plan_runs::cancel(&at(&dir), "c").unwrap());
+    let e = plan_runs::cancel(&at(&dir), "nope").err().unwrap();
+    assert_eq!(e.kind, ErrorKind::UnknownRun);
 }

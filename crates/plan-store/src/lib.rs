@@ -473,6 +473,10 @@ pub trait RunStore: Send {
     /// entry's number, [`RunStore::journal_head`], when the caller read the run): another
     /// process went on with the run meanwhile, and what the caller read is stale.
     fn claim(&mut self, id: &str, owner: &Owner, seen: Option<i64>) -> Result<(), StoreError>;
+    /// Ends run `id` as failed with `error` unless it has finished: it is no longer any
+    /// process's (a process running it has its next commit point refused, which ends its
+    /// run there). `false`: it had finished (ok or failed), and is left as it was.
+    fn cancel(&mut self, id: &str, error: &Value) -> Result<bool, StoreError>;
     /// The number of the run's last journal entry (None: none yet).
     fn journal_head(&self, id: &str) -> Result<Option<i64>, StoreError>;
     /// Extends `owner`'s lease on every run it is running.

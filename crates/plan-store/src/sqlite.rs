@@ -958,6 +958,32 @@ impl RunStore for SqliteStore {
         self.claim_run(id, owner, seen)
     }
 
+    fn cancel(&mut self, id: &str, error: &Value) -> Result<bool, StoreError> {
+        let path = self.path.clone();
+        let tx = self.write()?;
+        let status: Option<String> = tx
+            .query_row("SELECT status FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(|e| io(&path, e))?;
+        match status.as_deref() {
+            None => return Err(unknown_run(id)),
+            Some("running") => {}
+            Some(_) => return Ok(false),
+        }
+        tx.execute(
+            concat!(
+                "UPDATE runs SET status = 'failed', owner = NULL, lease_until = NULL, \
+                                 updated_at = ?2, error = ?3, tool_calls = ",
+                count_calls!("?1"),
+                " WHERE id = ?1"
+            ),
+            params![id, now_ms(), json(error)],
+        )
+        .map_err(|e| io(&path, e))?;
+        tx.commit().map_err(|e| io(&path, e))?;
+        Ok(true)
+    }
+
     fn journal_head(&self, id: &str) -> Result<Option<i64>, StoreError> {
         journal_head(&self.conn, id).map_err(|e| self.io(e))
     }
@@ -1216,7 +1242,7 @@ fn commit(
         return Err(StoreError::new(
             StoreErrorKind::Busy,
             format!(
-                "run `{id}` is no longer held by this process (another process took it over, or it was not created)"
+                "run `{id}` is no longer held by this process (it was cancelled, another process took it over, or it was not created)"
             ),
         ));
     }

@@ -35,6 +35,9 @@ plan_syntax::declare_codes! {
     /// A journal of the run (a `--record` cassette, a run store) could not be written:
     /// a full disk.
     RECORD_FAILED = "R0012";
+    /// The run was cancelled (`planvm runs cancel ID`, `Store.cancel`): a process running
+    /// it stops at its next commit point.
+    CANCELLED = "R0013";
     /// A bug in planvm itself (report it).
     INTERNAL = "R0099";
 }

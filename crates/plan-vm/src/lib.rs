@@ -384,6 +384,9 @@ pub enum ErrorCode {
     /// written.
     #[serde(rename = "R0012")]
     RecordFailed,
+    /// R0013: the run was cancelled (`planvm runs cancel`, `Store.cancel`).
+    #[serde(rename = "R0013")]
+    Cancelled,
     /// R0099: a bug in planvm itself.
     #[default]
     #[serde(rename = "R0099")]
@@ -392,7 +395,7 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, in order.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::StepLimit,
         ErrorCode::ValueTooLarge,
         ErrorCode::TotalTooLarge,
@@ -405,6 +408,7 @@ impl ErrorCode {
         ErrorCode::NotStarted,
         ErrorCode::BadState,
         ErrorCode::RecordFailed,
+        ErrorCode::Cancelled,
         ErrorCode::Internal,
     ];
 
@@ -424,6 +428,7 @@ impl ErrorCode {
             ErrorCode::NotStarted => codes::NOT_STARTED,
             ErrorCode::BadState => codes::BAD_STATE,
             ErrorCode::RecordFailed => codes::RECORD_FAILED,
+            ErrorCode::Cancelled => codes::CANCELLED,
             ErrorCode::Internal => codes::INTERNAL,
         }
     }

@@ -555,7 +555,7 @@ fn codes_lists_every_code_the_front_ends_emit() {
         one.stdout
     );
     let run_errors: Vec<&serde_json::Value> = codes.iter().filter(|c| c["run"] == true).collect();
-    assert_eq!(run_errors.len(), 13, "R0001 to R0012 and R0099");
+    assert_eq!(run_errors.len(), 14, "R0001 to R0013 and R0099");
     assert!(run_errors.iter().all(|c| c["severity"] == "error"));
     let one = planc(dir.path(), &["codes", "R0005"]);
     assert_eq!(one.code, 0);

@@ -107,6 +107,14 @@ impl Store {
         to_py(py, &shown)
     }
 
+    /// Cancels run `id`: one that has not finished ends as failed (`R0013`), and a
+    /// process running it stops at its next commit point. `False`: it had finished, and
+    /// is left as it was.
+    fn cancel(&self, py: Python<'_>, id: &str) -> PyResult<bool> {
+        py.detach(|| plan_runs::cancel(&self.at, id))
+            .map_err(store_error)
+    }
+
     /// Continues run `id` (one that failed or was interrupted) from its last commit
     /// point: a coroutine whose result is an `Outcome`, as `Plan.run`'s. Calls that
     /// completed are not made again; a `write` call that was in flight when the run

@@ -544,6 +544,11 @@ def test_a_stored_run_gets_an_id_and_store_errors_say_why(tmp_path):
         store.run("nope")
     assert e.value.code == "unknown_run"
 
+    assert store.cancel(out.run_id) is False, "a finished run is left as it was"
+    with pytest.raises(planrt.StoreError) as e:
+        store.cancel("nope")
+    assert e.value.code == "unknown_run"
+
     not_a_store = tmp_path / "notes.txt"
     not_a_store.write_text("just some notes, not a database\n")
     with pytest.raises(planrt.StoreError) as e:

@@ -11,7 +11,7 @@
 //! planvm batch (DIR | --list FILE) [--jobs N] [--output FILE] [run's options]
 //! planvm resume ID --store DB [--tools FILE] [--replay FILE] [--retry-unknown-writes] [limits]
 //! planvm branch ID --at SEQ --plan NEW_PLAN --store DB [run's options]
-//! planvm runs list|show [ID] --store DB [--at SEQ] [--format text|json]
+//! planvm runs list|show|cancel [ID] --store DB [--at SEQ] [--format text|json]
 //! ```
 //!
 //! Exit codes (see `plan_render::exit`) are printed by `planvm run --help`.
@@ -69,7 +69,7 @@ enum Command {
     /// SEQ, continuing with another plan at its instruction SEQ (the parent is untouched).
     #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM))]
     Branch(stored::BranchArgs),
-    /// List or inspect the runs of a store.
+    /// List, inspect or cancel the runs of a store.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
 }

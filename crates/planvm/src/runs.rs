@@ -1,4 +1,4 @@
-//! `planvm runs list|show`: the runs of a store, for people and for machines.
+//! `planvm runs list|show|cancel`: the runs of a store, for people and for machines.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -40,6 +40,15 @@ pub(crate) enum RunsCommand {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// End a run that has not finished as failed (R0013); a process running it stops at
+    /// its next commit point. A finished run is left as it is.
+    Cancel {
+        #[arg(value_name = "ID")]
+        id: String,
+        /// The store. Default: $PLANVM_STORE.
+        #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+        store: PathBuf,
+    },
 }
 
 pub(crate) fn runs(cmd: RunsCommand) -> u8 {
@@ -51,6 +60,14 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
             at,
             format,
         } => show(&store, &id, at, format),
+        RunsCommand::Cancel { id, store } => {
+            match plan_runs::cancel(&StoreAt::new(&store, Durability::Normal), &id) {
+                Ok(true) => eprintln!("cancelled run {id}"),
+                Ok(false) => eprintln!("run {id} had finished: nothing to cancel"),
+                Err(e) => return failed(e),
+            }
+            exit::OK
+        }
     }
 }
 

@@ -455,6 +455,43 @@ async fn a_run_held_by_a_live_process_is_not_resumed_twice() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cancelled_while_it_runs_stops_at_its_next_commit_point() {
+    let f = fixture().await;
+    let plan = f.plan("dag.json", DAG);
+    let db = f.dir.path().join("cancel.db");
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "c".into()]);
+    let mut child = spawn_planvm(&args);
+    tokio::time::sleep(LATENCY).await;
+    let cancel = || {
+        planvm(
+            vec![
+                "runs".into(),
+                "cancel".into(),
+                "c".into(),
+                "--store".into(),
+                s(&db),
+            ],
+            &[],
+        )
+    };
+    let out = cancel().await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("cancelled run c"), "{}", out.stderr);
+    // Its process stops on its own, at its next commit point, with a failed run.
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(1));
+    let shown = show_json(&db, "c").await;
+    assert_eq!(shown["run"]["status"], "failed", "{shown}");
+    assert_eq!(shown["run"]["error"]["code"], "R0013", "{shown}");
+    let out = cancel().await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("had finished"), "{}", out.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_stores_and_ids_get_clear_errors() {
     let f = fixture().await;
     let dir = f.dir.path();

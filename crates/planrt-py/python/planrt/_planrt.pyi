@@ -185,6 +185,9 @@ class Store:
     def run(self, id: str) -> dict[str, Any]:
         """Run ``id`` with its committed steps and calls: ``{"run": ..., "steps": [...],
         "calls": [...]}``, as ``planvm runs show --format json`` prints it."""
+    def cancel(self, id: str) -> bool:
+        """Cancels run ``id``: one that has not finished ends as failed (``R0013``), and a
+        process running it stops at its next commit point. ``False``: it had finished."""
     def resume(
         self,
         id: str,
