@@ -701,8 +701,6 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// What a run leaves for a re-plan: the answers it got (so the next plan's identical
-/// calls are not made again) and the variables it set, last value first seen order.
 /// The key of a planner call in a cassette: the goal, the response format, the feedback.
 fn planner_key(
     goal: &str,
@@ -779,6 +777,8 @@ fn plural(n: impl Into<u64>) -> &'static str {
     if n.into() == 1 { "" } else { "s" }
 }
 
+/// What a run leaves for a re-plan: the answers it got (so the next plan's identical
+/// calls are not made again) and the variables it set, last value first seen order.
 #[derive(Default)]
 struct Memo {
     answers: Vec<CassetteEntry>,

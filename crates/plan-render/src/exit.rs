@@ -108,7 +108,7 @@ pub const PLANVM_ASK: &[Meaning] = &[
         USAGE,
         "usage error, including an unreadable or malformed `--tools` file, `--prompt` \
          template or an examples directory that cannot be read (or holds over 10,000 \
-         examples)",
+         examples), and a `--run-id` that exists",
     ),
     (
         OUTPUT_IS_INPUT,

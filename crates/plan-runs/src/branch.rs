@@ -4,7 +4,7 @@
 
 use plan_bytecode::ValidatedProgram;
 use plan_store::replay::{self, NotBefore};
-use plan_store::{NewRun, Owner, RunInfo, RunStore};
+use plan_store::{NewRun, Owner, RunInfo, RunStore, Seen};
 use plan_vm::Limits;
 use serde_json::{Map, Value};
 
@@ -69,6 +69,27 @@ impl BranchPoint {
         &self.vars
     }
 
+    /// Whether `program` can start at the point under `limits` (its instruction at the
+    /// point's seq_no, with the point's variables), before anything else is set up.
+    pub fn check(
+        &self,
+        program: &ValidatedProgram,
+        limits: &Limits,
+        plan: &str,
+    ) -> Result<(), Error> {
+        self.fresh_state(program, limits, plan).map(drop)
+    }
+
+    fn fresh_state(
+        &self,
+        program: &ValidatedProgram,
+        limits: &Limits,
+        plan: &str,
+    ) -> Result<plan_vm::VmState, Error> {
+        replay::fresh_state(program, &self.vars, limits, Some(self.seq_no))
+            .map_err(|e| Error::new(ErrorKind::Invalid, format!("{plan}: {e}")))
+    }
+
     /// Creates the branch, run `id` of `program` (named `plan`, from `source`) under
     /// `limits`, held by this process; `program` starts at its own instruction with the
     /// point's seq_no.
@@ -81,6 +102,7 @@ impl BranchPoint {
         limits: Limits,
         warn: fn(&Error),
     ) -> Result<Claimed, Error> {
+        let state = self.fresh_state(&program, &limits, plan)?;
         let BranchPoint {
             at,
             mut store,
@@ -88,8 +110,6 @@ impl BranchPoint {
             seq_no,
             vars,
         } = self;
-        let state = replay::fresh_state(&program, &vars, &limits, Some(seq_no))
-            .map_err(|e| Error::new(ErrorKind::Invalid, format!("{plan}: {e}")))?;
         let new = NewRun {
             id,
             plan,
@@ -99,13 +119,15 @@ impl BranchPoint {
             limits: &limits,
             parent: Some((&parent.id, seq_no)),
         };
-        let owner = Owner::this_process();
+        plan_store::check_run_id(id)
+            .map_err(|e| Error::new(ErrorKind::BadRunId, format!("run id `{id}`: {e}")))?;
+        let owner = Owner::for_run();
         store.create_run(&new, &owner)?;
         Ok(Claimed {
             held: Held::new(store, &at, id, owner, warn),
             going: Going {
                 program,
-                seen: None,
+                seen: Seen::default(),
                 calls: Vec::new(),
                 steps_done: 0,
                 state,

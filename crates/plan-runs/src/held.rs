@@ -8,7 +8,7 @@ use plan_vm::Limits;
 use serde_json::Value;
 
 use crate::open::{Access, StoreAt};
-use crate::{Error, Going, Lease};
+use crate::{Error, ErrorKind, Going, Lease};
 
 /// A run this process holds: its store, its id, and its lease, renewed until dropped.
 pub struct Held {
@@ -22,8 +22,10 @@ impl Held {
     /// Creates run `new` in the store at `at`, held by this process. `warn` hears about
     /// a lease that cannot be renewed (see [`Lease::start`]).
     pub fn create(at: &StoreAt, new: &NewRun<'_>, warn: fn(&Error)) -> Result<Held, Error> {
+        plan_store::check_run_id(new.id)
+            .map_err(|e| Error::new(ErrorKind::BadRunId, format!("run id `{}`: {e}", new.id)))?;
         let mut store = at.open(Access::Create)?;
-        let owner = Owner::this_process();
+        let owner = Owner::for_run();
         store.create_run(new, &owner)?;
         Ok(Held::new(store, at, new.id, owner, warn))
     }
@@ -65,6 +67,15 @@ impl Held {
     ) -> RunReport {
         let mut journal = (also, self.journal(program));
         plan_host::run_plan(host, program, presets, limits, &mut journal).await
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        // NB: a run dropped before its end (its task cancelled) reads as interrupted at
+        // once; one that ended is left as it is. A failure here changes nothing: the
+        // lease lapses.
+        let _ = self.store.release(&self.id, &self.owner);
     }
 }
 

@@ -87,7 +87,7 @@ impl Ready {
             going,
             limits,
         } = self;
-        let owner = Owner::this_process();
+        let owner = Owner::for_run();
         store.claim(&run.id, &owner, going.seen)?;
         Ok(Claimed {
             held: Held::new(store, &at, &run.id, owner, warn),

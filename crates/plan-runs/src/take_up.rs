@@ -7,7 +7,7 @@
 
 use plan_bytecode::ValidatedProgram;
 use plan_host::{ReportError, RunReport, RunStatus as ReportStatus};
-use plan_store::{CallRow, CallState, RunInfo, RunStatus, RunStore};
+use plan_store::{CallRow, CallState, RunInfo, RunStatus, RunStore, Seen};
 use plan_vm::{Limits, VmState};
 use serde_json::Value;
 
@@ -25,8 +25,8 @@ pub enum Taken {
 /// Where a stored run goes on from, and what it goes on with.
 pub struct Going {
     pub program: ValidatedProgram,
-    /// The journal's last entry when the run was read: the claim checks it is still so.
-    pub seen: Option<i64>,
+    /// What the run was when read: the claim checks it is still so.
+    pub seen: Seen,
     pub calls: Vec<CallRow>,
     /// Instructions the saved state had committed.
     pub steps_done: u64,
@@ -46,7 +46,11 @@ pub fn take_up(
         RunStatus::Running => return Err(Error::new(ErrorKind::Busy, held_elsewhere(run))),
         RunStatus::Failed | RunStatus::Interrupted => {}
     }
-    let (program, seen, calls) = read_run(store, run)?;
+    let (program, head, calls) = read_run(store, run)?;
+    let seen = Seen {
+        journal_head: head,
+        updated_at: Some(run.updated_at),
+    };
     if !retry_unknown_writes && let Some(why) = unknown_writes(run, &program, &calls) {
         return Err(Error::new(ErrorKind::UnknownWrites, why));
     }
@@ -108,10 +112,15 @@ pub fn stored_report(run: &RunInfo) -> RunReport {
 
 /// Why `run` (status `running`) cannot be taken up now.
 pub fn held_elsewhere(run: &RunInfo) -> String {
+    let holder = run.owner.as_deref().unwrap_or("?");
+    let who = if plan_store::Owner(holder.to_owned()).is_this_process() {
+        "this process"
+    } else {
+        "another process"
+    };
     format!(
-        "run `{}` is being run by another process ({}); wait for it to end",
-        run.id,
-        run.owner.as_deref().unwrap_or("?")
+        "run `{}` is being run by {who} ({holder}); wait for it to end",
+        run.id
     )
 }
 

@@ -485,7 +485,8 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
         limits: &Limits::default(),
         parent: None,
     };
-    // Held by this process, cancelled from another connection before it runs.
+    // Held by this process, cancelled from another connection before it runs. (Its
+    // lease thread must not warn: `no_warning` panics.)
     let mut held = plan_runs::Held::create(&at(&dir), &new, no_warning).unwrap();
     assert!(plan_runs::cancel(&at(&dir), "c").unwrap());
     let report = held
@@ -509,6 +510,56 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
     let run = store(&dir).run("c").unwrap();
     assert_eq!(run.status, RunStatus::Failed);
     assert_eq!(run.error.unwrap()["code"], "R0013");
+
+    // Resumed in this same process while its first run still waits: the first run's
+    // commit points are refused from then on; the resumed one goes on.
+    let none = plan_runs::LimitsOverride::default();
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), "c", &none, false)
+    else {
+        panic!("a cancelled run can be resumed");
+    };
+    let claimed = ready.claim(no_warning).unwrap();
+    let new = NewRun { id: "d", ..new };
+    let mut first = plan_runs::Held::create(&at(&dir), &new, no_warning).unwrap();
+    assert!(plan_runs::cancel(&at(&dir), "d").unwrap());
+    let Ok(plan_runs::Resume::Ready(again)) = plan_runs::resume(&at(&dir), "d", &none, false)
+    else {
+        panic!("d can be resumed");
+    };
+    let again = again.claim(no_warning).unwrap();
+    let stale = first
+        .run(
+            &host(&m, &tools),
+            &program,
+            Vec::new(),
+            Limits::default(),
+            &mut (),
+        )
+        .await;
+    assert_eq!(stale.error.unwrap().code, plan_vm::ErrorCode::RecordFailed);
+    drop(first);
+    for c in [claimed, again] {
+        let report = c.go(&host(&m, &tools), &mut ()).await;
+        assert!(report.is_ok(), "{:?}", report.error);
+    }
+
+    // A resume that read a run before it was cancelled does not undo the cancel.
+    let new = NewRun { id: "e", ..new };
+    let mut e_run = plan_runs::Held::create(&at(&dir), &new, no_warning).unwrap();
+    drop(e_run.journal(&program));
+    drop(e_run);
+    assert_eq!(store(&dir).run("e").unwrap().status, RunStatus::Interrupted);
+    let Ok(plan_runs::Resume::Ready(read_before)) = plan_runs::resume(&at(&dir), "e", &none, false)
+    else {
+        panic!("a run let go of is interrupted");
+    };
+    assert!(plan_runs::cancel(&at(&dir), "e").unwrap());
+    let refused = read_before.claim(no_warning).err().unwrap();
+    assert_eq!(refused.kind, ErrorKind::Busy, "{refused}");
+    assert_eq!(
+        store(&dir).run("e").unwrap().error.unwrap()["code"],
+        "R0013"
+    );
 
     // Finished: left as it was. Unknown: said so.
     assert!(!plan_runs::cancel(&at(&dir), "c").unwrap());

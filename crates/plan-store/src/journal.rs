@@ -354,8 +354,6 @@ impl Journal for StoreJournal<'_> {
 }
 
 impl StoreJournal<'_> {
-    /// Adds `event` to the next commit point (writing the point when the driver is about
-    /// to wait, or at the end).
     /// A call's answer, kept at the next commit point unless it is one the run reused.
     fn answered(
         &mut self,
@@ -401,6 +399,8 @@ impl StoreJournal<'_> {
         self.point.answered(request.instance, answer, ms);
     }
 
+    /// Adds `event` to the next commit point (writing the point when the driver is about
+    /// to wait, or at the end).
     fn encode(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
         match event {
             TraceEvent::Vm(Event::Step { pc, seq_no, op }) => {

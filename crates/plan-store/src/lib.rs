@@ -362,6 +362,25 @@ impl Owner {
         Owner(id.clone())
     }
 
+    /// One run of this process: this process, told apart from its other runs, so that a
+    /// run it stopped holding (cancelled, then resumed by it) is fenced off from the
+    /// later one.
+    pub fn for_run() -> Owner {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Owner(format!("{}.{n}", Owner::this_process().0))
+    }
+
+    /// Whether this is this process, or one of its runs ([`Owner::for_run`]).
+    pub fn is_this_process(&self) -> bool {
+        let this = Owner::this_process().0;
+        self.0 == this
+            || self
+                .0
+                .strip_prefix(&this)
+                .is_some_and(|rest| rest.starts_with('.'))
+    }
+
     /// Whether the owner is a process of this machine that no longer exists. `false`
     /// when that cannot be known (another machine, no `/proc`): the lease decides then.
     pub fn is_gone(&self) -> bool {
@@ -381,7 +400,7 @@ impl Owner {
         if host != host_name() || !std::path::Path::new("/proc/self/stat").exists() {
             return None;
         }
-        if *self == Owner::this_process() {
+        if self.is_this_process() {
             return Some(true);
         }
         let Ok(pid) = pid.parse::<u32>() else {
@@ -472,13 +491,16 @@ pub trait RunStore: Send {
     /// holds it, once it has finished, and when its journal is no longer `seen` (its last
     /// entry's number, [`RunStore::journal_head`], when the caller read the run): another
     /// process went on with the run meanwhile, and what the caller read is stale.
-    fn claim(&mut self, id: &str, owner: &Owner, seen: Option<i64>) -> Result<(), StoreError>;
+    fn claim(&mut self, id: &str, owner: &Owner, seen: Seen) -> Result<(), StoreError>;
     /// Ends run `id` as failed with `error` unless it has finished: it is no longer any
     /// process's (a process running it has its next commit point refused, which ends its
     /// run there). `false`: it had finished (ok or failed), and is left as it was.
     fn cancel(&mut self, id: &str, error: &Value) -> Result<bool, StoreError>;
     /// The number of the run's last journal entry (None: none yet).
     fn journal_head(&self, id: &str) -> Result<Option<i64>, StoreError>;
+    /// Lets go of run `id` if `owner` still holds it unfinished (its process stops running
+    /// it): it reads as interrupted at once, not held until the process ends.
+    fn release(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError>;
     /// Extends `owner`'s lease on every run it is running.
     fn renew(&mut self, owner: &Owner) -> Result<(), StoreError>;
     /// A commit point of `owner`'s, in one transaction; refused (`Busy`) when another
@@ -507,6 +529,26 @@ pub trait RunStore: Send {
     fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError>;
     /// The latest commit point: (instructions committed, VmState JSON).
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError>;
+}
+
+/// What a caller read of a run before claiming it: the claim is refused when the run
+/// changed since (it went on in another process, ended, or was cancelled).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// The number of its last journal entry ([`RunStore::journal_head`]).
+    pub journal_head: Option<i64>,
+    /// Its row's `updated_at` (None: not checked).
+    pub updated_at: Option<i64>,
+}
+
+impl Seen {
+    /// A run whose last journal entry was `journal_head`.
+    pub fn head(journal_head: Option<i64>) -> Seen {
+        Seen {
+            journal_head,
+            updated_at: None,
+        }
+    }
 }
 
 /// A new sortable run id (UUID v7: ordered by creation time).

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CallState, CommitPoint, LEASE_MS, NewRun, Owner, RunInfo, RunStatus, RunStore,
+    CallRow, CallState, CommitPoint, LEASE_MS, NewRun, Owner, RunInfo, RunStatus, RunStore, Seen,
     StepRow, StoreError, StoreErrorKind, StoreWrite, StoredProgram, now_ms,
 };
 
@@ -523,19 +523,19 @@ impl SqliteStore {
         Ok(out)
     }
 
-    fn claim_run(&mut self, id: &str, owner: &Owner, seen: Option<i64>) -> Result<(), StoreError> {
+    fn claim_run(&mut self, id: &str, owner: &Owner, seen: Seen) -> Result<(), StoreError> {
         let now = now_ms();
         let path = self.path.clone();
         let tx = self.write()?;
-        let row: Option<(String, Option<String>, Option<i64>)> = tx
+        let row: Option<(String, Option<String>, Option<i64>, i64)> = tx
             .query_row(
-                "SELECT status, owner, lease_until FROM runs WHERE id = ?1",
+                "SELECT status, owner, lease_until, updated_at FROM runs WHERE id = ?1",
                 [id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )
             .optional()
             .map_err(|e| io(&path, e))?;
-        let Some((status, holder, lease)) = row else {
+        let Some((status, holder, lease, updated_at)) = row else {
             return Err(unknown_run(id));
         };
         if status == "ok" {
@@ -544,10 +544,14 @@ impl SqliteStore {
                 format!("run `{id}` has finished meanwhile (another process resumed it)"),
             ));
         }
-        if journal_head(&tx, id).map_err(|e| io(&path, e))? != seen {
+        if journal_head(&tx, id).map_err(|e| io(&path, e))? != seen.journal_head
+            || seen.updated_at.is_some_and(|at| at != updated_at)
+        {
             return Err(StoreError::new(
                 StoreErrorKind::Busy,
-                format!("run `{id}` went on in another process meanwhile; resume it again"),
+                format!(
+                    "run `{id}` changed meanwhile (it went on in another process, or was cancelled); resume it again"
+                ),
             ));
         }
         if status == "running"
@@ -954,8 +958,20 @@ impl RunStore for SqliteStore {
         created.map(drop)
     }
 
-    fn claim(&mut self, id: &str, owner: &Owner, seen: Option<i64>) -> Result<(), StoreError> {
+    fn claim(&mut self, id: &str, owner: &Owner, seen: Seen) -> Result<(), StoreError> {
         self.claim_run(id, owner, seen)
+    }
+
+    fn release(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        self.conn
+            .execute(
+                "UPDATE runs SET owner = NULL, lease_until = NULL \
+                 WHERE id = ?1 AND owner = ?2 AND status = 'running'",
+                params![id, owner.0],
+            )
+            .map(drop)
+            .map_err(|e| io(&path, e))
     }
 
     fn cancel(&mut self, id: &str, error: &Value) -> Result<bool, StoreError> {

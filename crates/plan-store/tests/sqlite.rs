@@ -3,7 +3,7 @@
 
 use plan_store::{
     CallRow, CallState, CommitPoint, Durability, NewRun, OwnedNewRun, Owner, RunEnd, RunStatus,
-    RunStore, SqliteStore, StepRow, StoreErrorKind, StoreWrite,
+    RunStore, Seen, SqliteStore, StepRow, StoreErrorKind, StoreWrite,
 };
 use serde_json::{Map, Value, json};
 
@@ -82,7 +82,7 @@ fn a_run_held_by_a_live_process_cannot_be_claimed_but_one_of_a_dead_process_can(
     assert_eq!(store.run("r").unwrap().status, RunStatus::Running);
 
     let other = Owner("another-host:1".into());
-    let e = store.claim("r", &other, None).unwrap_err();
+    let e = store.claim("r", &other, Seen::default()).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Busy);
 
     // A process of this machine that no longer exists holds nothing.
@@ -91,10 +91,10 @@ fn a_run_held_by_a_live_process_cannot_be_claimed_but_one_of_a_dead_process_can(
     let run2 = new_run("r2");
     store.create_run(&run2.borrow(), &dead).unwrap();
     assert_eq!(store.run("r2").unwrap().status, RunStatus::Interrupted);
-    store.claim("r2", &me, None).unwrap();
+    store.claim("r2", &me, Seen::default()).unwrap();
     assert_eq!(store.run("r2").unwrap().status, RunStatus::Running);
 
-    let e = store.claim("missing", &me, None).unwrap_err();
+    let e = store.claim("missing", &me, Seen::default()).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::UnknownRun);
 }
 
@@ -270,7 +270,7 @@ fn a_process_that_lost_its_run_cannot_write_into_it() {
         .execute("UPDATE runs SET lease_until = 0", [])
         .unwrap();
     let me = Owner::this_process();
-    store.claim("r", &me, None).unwrap();
+    store.claim("r", &me, Seen::default()).unwrap();
     let point = CommitPoint {
         sent: vec![call(0, "search")],
         ..CommitPoint::default()
@@ -280,10 +280,10 @@ fn a_process_that_lost_its_run_cannot_write_into_it() {
     assert!(store.calls("r").unwrap().is_empty());
     store.commit("r", &me, &point).unwrap();
     // A claim by one who read the run before that point: stale, refused.
-    let e = store.claim("r", &me, None).unwrap_err();
+    let e = store.claim("r", &me, Seen::default()).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Busy);
     store
-        .claim("r", &me, store.journal_head("r").unwrap())
+        .claim("r", &me, Seen::head(store.journal_head("r").unwrap()))
         .unwrap();
 
     // A live process of this machine holds its run whatever its lease says (here: the
@@ -302,7 +302,7 @@ fn a_process_that_lost_its_run_cannot_write_into_it() {
         .execute("UPDATE runs SET lease_until = 0", [])
         .unwrap();
     let e = store
-        .claim("s", &Owner("elsewhere:8:def".into()), None)
+        .claim("s", &Owner("elsewhere:8:def".into()), Seen::default())
         .unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Busy);
 }
@@ -666,7 +666,7 @@ fn a_finished_run_keeps_its_count_of_calls() {
         [("counted".to_owned(), 7), ("recounted".to_owned(), 1)]
     );
     assert_eq!(store.run("counted").unwrap().tool_calls, 7);
-    store.claim("counted", &me, Some(0)).unwrap();
+    store.claim("counted", &me, Seen::head(Some(0))).unwrap();
     assert_eq!(
         store.run("counted").unwrap().tool_calls,
         1,

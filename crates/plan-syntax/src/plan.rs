@@ -463,11 +463,11 @@ impl Builder {
         for m in members.iter() {
             if !matches!(&*m.key, "seq_no" | "type" | "parameters") {
                 let help = match &*m.key {
-                "tool_name" | "tool_params" | "output_vars" | "output_var" => {
-                    format!("move `{}` inside \"parameters\": {{...}}", m.key.escape_debug())
-                }
-                _ => "an instruction has only `seq_no`, `type` and `parameters`; remove this member".to_owned(),
-            };
+                    "tool_name" | "tool_params" | "output_vars" | "output_var" => {
+                        format!("move `{}` inside \"parameters\": {{...}}", m.key.escape_debug())
+                    }
+                    _ => "an instruction has only `seq_no`, `type` and `parameters`; remove this member".to_owned(),
+                };
                 self.warning(
                     codes::UNKNOWN_MEMBER,
                     format!("instruction member `{}` is ignored", m.key.escape_debug()),
@@ -507,12 +507,12 @@ impl Builder {
                 }),
                 None => {
                     self.error(
-                    codes::BAD_TYPE,
-                    format!("`type` must be a string, found {}", describe(v)),
-                    v.span,
-                    seq_no,
-                    "write the type as a string: one of \"reasoning\", \"assign\", \"jmp\", \"calling\"",
-                );
+                        codes::BAD_TYPE,
+                        format!("`type` must be a string, found {}", describe(v)),
+                        v.span,
+                        seq_no,
+                        "write the type as a string: one of \"reasoning\", \"assign\", \"jmp\", \"calling\"",
+                    );
                     None
                 }
             },

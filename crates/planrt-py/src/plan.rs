@@ -397,6 +397,11 @@ impl Plan {
             )
         })?;
         let opts = run_options(vars, max_concurrency, max_steps, timeout)?;
+        if store.is_none() && run_id.is_some() {
+            return Err(PyValueError::new_err(
+                "run_id= names a stored run: pass store= too",
+            ));
+        }
         let store = store.map(|s| (s, run_id.unwrap_or_else(plan_store::new_run_id)));
         self.run_on(py, locals, tools, tools_file, opts, store)
     }

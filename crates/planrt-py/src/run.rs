@@ -48,6 +48,7 @@ pub(crate) fn run_error(
     let _ = v.setattr("code", code.as_str());
     let _ = v.setattr("seq_no", seq_no);
     let _ = v.setattr("line", line);
+    let _ = v.setattr("run_id", py.None());
     err
 }
 

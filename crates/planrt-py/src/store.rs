@@ -177,6 +177,9 @@ impl Store {
             max_concurrency,
             max_total_bytes: None,
         };
+        // NB: the tools and the host first: a refusal there opens nothing of the store.
+        let tools = tools::parse(tools, tools_file, &Manifest::builtin())?;
+        let (host, raised) = plan::host(py, &locals, tools, deadline)?;
         let resumed = py
             .detach(|| plan_runs::resume(&self.at, &id, &limits, retry_unknown_writes))
             .map_err(store_error)?;
@@ -191,8 +194,6 @@ impl Store {
             }
             Resume::Ready(ready) => ready,
         };
-        let tools = tools::parse(tools, tools_file, &Manifest::builtin())?;
-        let (host, raised) = plan::host(py, &locals, tools, deadline)?;
         let claimed = py
             .detach(|| ready.claim(lease_warning))
             .map_err(store_error)?;

@@ -545,6 +545,15 @@ def test_a_stored_run_gets_an_id_and_store_errors_say_why(tmp_path):
     assert e.value.code == "unknown_run"
 
     assert store.cancel(out.run_id) is False, "a finished run is left as it was"
+    assert store.path == tmp_path / "runs.db"
+    with pytest.raises(planrt.StoreError) as e:
+        plan.run_sync(tools=TOOLS, vars={"topic": "x"}, store=store, run_id="no spaces")
+    assert e.value.code == "bad_run_id"
+    with pytest.raises(ValueError):
+        plan.run_sync(tools=TOOLS, vars={"topic": "x"}, run_id="r9")
+    with pytest.raises(planrt.RunError) as e:
+        plan.run_sync(tools={}, vars={"topic": "x"})
+    assert e.value.run_id is None
     with pytest.raises(planrt.StoreError) as e:
         store.cancel("nope")
     assert e.value.code == "unknown_run"

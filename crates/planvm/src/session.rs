@@ -33,9 +33,6 @@ pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
     code
 }
 
-/// What the store's files are called in the refusal of an output onto one of them.
-pub(crate) const STORE_FILE: &str = "the --store database or a file SQLite keeps beside it";
-
 /// Refuses outputs that are inputs (by file identity, or by resolved name for files that
 /// do not exist yet) or each other.
 pub(crate) fn check_outputs(
@@ -73,7 +70,12 @@ pub(crate) fn refuse_clobbering(
     let mut inputs: Vec<(&str, &Path)> = plan.into_iter().collect();
     inputs.extend(tools.map(|p| ("the --tools file", p)));
     inputs.extend(replay.map(|p| ("the --replay cassette", p)));
-    inputs.extend(store_files.iter().flatten().map(|p| (STORE_FILE, &**p)));
+    inputs.extend(
+        store_files
+            .iter()
+            .flatten()
+            .map(|p| (plan_runs::open::STORE_FILE, &**p)),
+    );
     check_outputs(outputs, &inputs).map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
 }
 

@@ -220,6 +220,10 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         warnings,
         ..
     } = loaded;
+    // NB: before the session: a refused branch creates no trace file.
+    if let Err(e) = point.check(&program, &limits, &plan) {
+        return failed(e);
+    }
     go_on(
         manifest,
         args.replay,

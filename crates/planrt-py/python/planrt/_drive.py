@@ -21,6 +21,8 @@ from ._planrt import Answer, Outcome, Plan, RunError, Store, _ask_now
 
 async def run(plan: Plan, kwargs: Dict[str, Any]) -> Outcome:
     tools = kwargs["tools"]
+    if kwargs["store"] is None and kwargs["run_id"] is not None:
+        raise ValueError("run_id= names a stored run: pass store= too")
     if (
         kwargs["store"] is None
         and kwargs["tools_file"] is None

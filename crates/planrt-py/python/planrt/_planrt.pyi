@@ -1,6 +1,7 @@
 """Type stubs of the native module (re-exported by ``planrt``)."""
 
 import os
+import pathlib
 from typing import Any, Callable, Coroutine, Iterable, Optional, Union
 
 __version__: str
@@ -176,7 +177,7 @@ class Store:
         ``"full"`` (also a power loss; slower). Raises ``StoreError`` for a file that is not
         a store."""
     @property
-    def path(self) -> str: ...
+    def path(self) -> pathlib.Path: ...
     def runs(self) -> list[dict[str, Any]]:
         """Every run, oldest first: ``id``, ``status`` (``running``, ``ok``, ``failed``,
         ``interrupted``), ``plan``, ``steps``, ``tool_calls``, ``parent``, ``branch_seq``,
