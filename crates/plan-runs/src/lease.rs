@@ -1,31 +1,68 @@
-//! A run's lease: renewed from a thread of its own, on a connection of its own, while the
-//! run goes on, so that a run waiting minutes for one call still shows as `running`, and
-//! a run whose process died shows as `interrupted` within [`plan_store::LEASE_MS`].
+//! Leases: renewed while their runs go on, so that a run waiting minutes for one call
+//! still shows as `running`, and a run whose process died shows as `interrupted` within
+//! [`plan_store::LEASE_MS`]. One thread per store renews the leases of every run this
+//! process holds there, on a connection of its own: a process running many runs at once
+//! (Python, a service) has one renewer per store, not one per run.
 
-use std::sync::mpsc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 use plan_store::{LEASE_MS, Owner, RunStore};
 
 use crate::Error;
 
-/// Opens the lease's own connection to the store, in the lease's thread.
+/// Opens the renewer's own connection to the store, in its thread.
 pub type Opener = Box<dyn FnOnce() -> Result<Box<dyn RunStore>, Error> + Send>;
 
 /// Renews `owner`'s leases until dropped.
 pub struct Lease {
-    stop: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    renewer: Arc<Renewer>,
+    owner: Owner,
+}
+
+/// The thread renewing the leases of one store, and the owners it renews.
+struct Renewer {
+    key: String,
+    owners: Mutex<Vec<Owner>>,
+    stop: Mutex<Option<mpsc::Sender<()>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+/// The renewer of each store this process holds runs in, by store.
+fn renewers() -> &'static Mutex<HashMap<String, Arc<Renewer>>> {
+    static RENEWERS: OnceLock<Mutex<HashMap<String, Arc<Renewer>>>> = OnceLock::new();
+    RENEWERS.get_or_init(Default::default)
 }
 
 impl Lease {
-    /// Starts renewing every [`LEASE_MS`] / 4. `warn` hears, once, that the store could
-    /// not be opened or a renewal failed: not the run's failure (at worst another process
-    /// takes the run over once the lease lapses, and from then on this one's commit points
-    /// are refused, which fails the run).
-    pub fn start(open: Opener, owner: Owner, warn: fn(&Error)) -> Lease {
+    /// Renews `owner`'s leases in the store `key` names (opened with `open` when this
+    /// process has no renewer there yet) every [`LEASE_MS`] / 4. `warn` hears, once per
+    /// renewer, that the store could not be opened or a renewal failed: not the run's
+    /// failure (at worst another process takes the run over once the lease lapses, and
+    /// from then on this one's commit points are refused, which fails the run).
+    pub fn start(key: String, open: Opener, owner: Owner, warn: fn(&Error)) -> Lease {
+        let mut all = renewers().lock().unwrap_or_else(|e| e.into_inner());
+        let renewer = all
+            .entry(key.clone())
+            .or_insert_with(|| Renewer::spawn(key, open, warn))
+            .clone();
+        lock(&renewer.owners).push(owner.clone());
+        Lease { renewer, owner }
+    }
+}
+
+impl Renewer {
+    fn spawn(key: String, open: Opener, warn: fn(&Error)) -> Arc<Renewer> {
         let (tx, rx) = mpsc::channel::<()>();
+        let renewer = Arc::new(Renewer {
+            key,
+            owners: Mutex::new(Vec::new()),
+            stop: Mutex::new(Some(tx)),
+            thread: Mutex::new(None),
+        });
         let every = Duration::from_millis(u64::try_from(LEASE_MS / 4).unwrap_or(2_500));
+        let shared = Arc::downgrade(&renewer);
         let thread = std::thread::spawn(move || {
             let mut store = match open() {
                 Ok(s) => s,
@@ -33,25 +70,50 @@ impl Lease {
             };
             let mut warned = false;
             while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
-                if let Err(e) = store.renew(&owner)
-                    && !std::mem::replace(&mut warned, true)
-                {
-                    warn(&e.into());
+                let Some(renewer) = shared.upgrade() else {
+                    return;
+                };
+                let owners = lock(&renewer.owners).clone();
+                drop(renewer);
+                for owner in &owners {
+                    if let Err(e) = store.renew(owner)
+                        && !std::mem::replace(&mut warned, true)
+                    {
+                        warn(&e.into());
+                    }
                 }
             }
         });
-        Lease {
-            stop: Some(tx),
-            thread: Some(thread),
-        }
+        *lock(&renewer.thread) = Some(thread);
+        renewer
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        drop(self.stop.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        let last = {
+            let mut all = renewers().lock().unwrap_or_else(|e| e.into_inner());
+            let mut owners = lock(&self.renewer.owners);
+            if let Some(i) = owners.iter().position(|o| *o == self.owner) {
+                owners.swap_remove(i);
+            }
+            let last = owners.is_empty();
+            if last {
+                all.remove(&self.renewer.key);
+            }
+            last
+        };
+        if last {
+            // NB: outside the registry's lock: a new lease of this store starts a new
+            // renewer meanwhile rather than waiting for this one to end.
+            drop(lock(&self.renewer.stop).take());
+            if let Some(t) = lock(&self.renewer.thread).take() {
+                let _ = t.join();
+            }
         }
     }
 }

@@ -85,7 +85,13 @@ pub fn open(path: &Path, durability: Durability, access: Access) -> Result<Sqlit
 /// its own (see [`Lease::start`]).
 pub fn lease(path: &Path, durability: Durability, owner: Owner, warn: fn(&Error)) -> Lease {
     let path: PathBuf = path.to_owned();
+    // NB: one renewer per file, however it is named.
+    let key = std::fs::canonicalize(&path)
+        .unwrap_or_else(|_| path.clone())
+        .display()
+        .to_string();
     Lease::start(
+        key,
         Box::new(move || Ok(Box::new(SqliteStore::open(&path, durability)?) as _)),
         owner,
         warn,
