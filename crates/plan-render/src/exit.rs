@@ -173,6 +173,30 @@ pub const PLANVM_BATCH: &[Meaning] = &[
     ),
 ];
 
+/// `planvm serve`.
+pub const PLANVM_SERVE: &[Meaning] = &[
+    (OK, "the service stopped on SIGTERM or SIGINT"),
+    (
+        RUN_FAILED,
+        "the tools' backends cannot be set up, or the runtime cannot start",
+    ),
+    (
+        USAGE,
+        "usage error, including an unreadable or malformed `--tools` file, a `--listen` \
+         address off loopback without `--token-env`, or a `--token-env` variable unset or \
+         empty",
+    ),
+    (
+        DATA_ERR,
+        "the `--store` file is not a planvm store (or is newer) or is damaged",
+    ),
+    (
+        IO_ERR,
+        "the `--store` file cannot be read or written, or the `--listen` address cannot be \
+         listened on",
+    ),
+];
+
 /// `table` for a command's `--help`: `Exit codes:`, then one code a line, its meaning
 /// wrapped under it.
 pub fn help(table: &[Meaning]) -> String {

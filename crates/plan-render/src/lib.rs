@@ -222,26 +222,30 @@ fn clamp(src: &str, span: Span) -> Range<usize> {
 pub fn render_json(file_name: &str, diags: &[Diagnostic], index: &LineIndex) -> String {
     let mut out = String::new();
     for d in diags {
-        let (line, column) = match d.line_col(index) {
-            Some((l, c)) => (Some(l), Some(c)),
-            None => (None, None),
-        };
-        // NB: the workspace enables serde_json's `preserve_order`, so `json!` keeps the
-        // field order written here; consumers may rely on it for readability only.
-        let obj = serde_json::json!({
-            "file": file_name,
-            "severity": d.severity.as_str(),
-            "code": d.code,
-            "message": d.message,
-            "seq_no": d.seq_no,
-            "line": line,
-            "column": column,
-            "help": d.help,
-        });
-        out.push_str(&obj.to_string());
+        out.push_str(&diagnostic_json(file_name, d, index).to_string());
         out.push('\n');
     }
     out
+}
+
+/// One diagnostic as [`render_json`] writes it.
+pub fn diagnostic_json(file_name: &str, d: &Diagnostic, index: &LineIndex) -> serde_json::Value {
+    let (line, column) = match d.line_col(index) {
+        Some((l, c)) => (Some(l), Some(c)),
+        None => (None, None),
+    };
+    // NB: the workspace enables serde_json's `preserve_order`, so `json!` keeps the field
+    // order written here; consumers may rely on it for readability only.
+    serde_json::json!({
+        "file": file_name,
+        "severity": d.severity.as_str(),
+        "code": d.code,
+        "message": d.message,
+        "seq_no": d.seq_no,
+        "line": line,
+        "column": column,
+        "help": d.help,
+    })
 }
 
 /// Error and warning counts of one file.

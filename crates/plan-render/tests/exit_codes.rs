@@ -12,6 +12,7 @@ fn the_readme_shows_every_command_s_exit_codes_as_declared() {
         ("planvm run, resume, branch, runs", exit::PLANVM),
         ("planvm ask", exit::PLANVM_ASK),
         ("planvm batch", exit::PLANVM_BATCH),
+        ("planvm serve", exit::PLANVM_SERVE),
     ] {
         let shown = exit::markdown(table);
         if !readme.contains(&shown) {

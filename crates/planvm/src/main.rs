@@ -12,6 +12,7 @@
 //! planvm resume ID --store DB [--tools FILE] [--replay FILE] [--retry-unknown-writes] [limits]
 //! planvm branch ID --at SEQ --plan NEW_PLAN --store DB [run's options]
 //! planvm runs list|show|cancel [ID] --store DB [--at SEQ] [--format text|json]
+//! planvm serve --store DB [--tools FILE] [--listen ADDR] [--token-env NAME] [--max-runs N]
 //! ```
 //!
 //! Exit codes (see `plan_render::exit`) are printed by `planvm run --help`.
@@ -19,7 +20,7 @@
 //! Module map: this file picks the command; `args` holds the argument groups commands
 //! share; `session` what every command that runs plans sets up, prints and exits with;
 //! `progress` draws the live status line; `run`, `ask` (docs/planner.md), `batch`,
-//! `stored` (`resume`, `branch`) and `runs` are the commands.
+//! `stored` (`resume`, `branch`), `runs` and `serve` are the commands.
 //! The engine is in libraries: `plan_host` runs a plan, `plan_planner` writes one,
 //! `plan_runs` keeps runs in a store (docs/durability.md). Only this crate prints.
 
@@ -29,6 +30,7 @@ mod batch;
 mod progress;
 mod run;
 mod runs;
+mod serve;
 mod session;
 mod stored;
 
@@ -69,6 +71,10 @@ enum Command {
     /// SEQ, continuing with another plan at its instruction SEQ (the parent is untouched).
     #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM))]
     Branch(stored::BranchArgs),
+    /// Serve the run store over HTTP: runs submitted, listed, shown and cancelled
+    /// (docs/serve.md).
+    #[command(after_help = serve::help())]
+    Serve(serve::ServeArgs),
     /// List, inspect or cancel the runs of a store.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
@@ -83,5 +89,6 @@ fn main() -> ExitCode {
         Command::Resume(args) => ExitCode::from(stored::resume(args)),
         Command::Branch(args) => ExitCode::from(stored::branch(args)),
         Command::Runs(cmd) => ExitCode::from(runs::runs(cmd)),
+        Command::Serve(args) => ExitCode::from(serve::serve(args)),
     }
 }

@@ -1,0 +1,299 @@
+//! The JSON API, under `/v1`: runs submitted, listed, shown and cancelled. Every error is
+//! `{"error": {"code", "message"}}` with a status that says whose fault it is.
+
+use std::sync::Arc;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use plan_bytecode::ValidatedProgram;
+use plan_runs::{Claimed, ErrorKind, Held, read};
+use plan_store::{NewRun, RunInfo, RunStatus};
+use plan_vm::Limits;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::State as Shared;
+
+type AppState = State<Arc<Shared>>;
+
+pub(crate) fn router(state: Arc<Shared>) -> Router {
+    let max_body = state.max_body;
+    Router::new()
+        .route("/v1/runs", post(submit).get(list))
+        .route("/v1/runs/{id}", get(show))
+        .route("/v1/runs/{id}/cancel", post(cancel))
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::auth::require_token,
+        ))
+        .layer(DefaultBodyLimit::max(max_body))
+        .with_state(state)
+}
+
+/// An error answer: its status, a stable code and a message for people.
+pub(crate) struct ApiError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    /// More fields beside `error` (a plan's diagnostics).
+    extra: Map<String, Value>,
+}
+
+impl ApiError {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            extra: Map::new(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = self.extra;
+        body.insert(
+            "error".into(),
+            json!({"code": self.code, "message": self.message}),
+        );
+        (self.status, Json(Value::Object(body))).into_response()
+    }
+}
+
+impl From<plan_runs::Error> for ApiError {
+    fn from(e: plan_runs::Error) -> ApiError {
+        let status = match e.kind {
+            ErrorKind::UnknownRun | ErrorKind::NoStore => StatusCode::NOT_FOUND,
+            ErrorKind::BadRunId => StatusCode::BAD_REQUEST,
+            ErrorKind::DuplicateRun | ErrorKind::Busy | ErrorKind::UnknownWrites => {
+                StatusCode::CONFLICT
+            }
+            ErrorKind::NotReached | ErrorKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorKind::NotAStore | ErrorKind::Damaged => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::ReadOnly | ErrorKind::Io => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        ApiError::new(status, e.kind.code(), e.message)
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(e: JsonRejection) -> ApiError {
+        match e.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", e.body_text())
+            }
+            _ => ApiError::new(StatusCode::BAD_REQUEST, "bad_json", e.body_text()),
+        }
+    }
+}
+
+/// Runs blocking store work off the runtime's threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, plan_runs::Error> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+        .map_err(ApiError::from)
+}
+
+/// `POST /v1/runs`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Submit {
+    /// The plan: its instructions (a JSON array), or its text in any form the reader
+    /// accepts.
+    plan: Value,
+    #[serde(default)]
+    vars: Map<String, Value>,
+    run_id: Option<String>,
+    max_steps: Option<u64>,
+}
+
+async fn submit(
+    State(state): AppState,
+    body: Result<Json<Submit>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Json(submit) = body?;
+    let source = match &submit.plan {
+        Value::String(text) => text.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    };
+    let opts = plan_compiler::CompileOptions {
+        manifest: state.manifest.clone(),
+        presets: submit.vars.keys().cloned().collect(),
+        source_name: Some("plan".into()),
+        ..plan_compiler::CompileOptions::default()
+    };
+    let mut compiled = plan_compiler::compile(&source, &opts);
+    let Some(program) = compiled.validate() else {
+        let diagnostics: Vec<Value> = compiled
+            .diagnostics
+            .iter()
+            .map(|d| plan_render::diagnostic_json("plan", d, &compiled.line_index))
+            .collect();
+        let errors = diagnostics
+            .iter()
+            .filter(|d| d["severity"] == "error")
+            .count();
+        let mut e = ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_plan",
+            format!("the plan has {errors} error(s); nothing was run"),
+        );
+        e.extra
+            .insert("diagnostics".into(), Value::Array(diagnostics));
+        return Err(e);
+    };
+    let mut limits = Limits::default();
+    if let Some(n) = submit.max_steps {
+        limits.max_steps = n;
+    }
+    let id = submit.run_id.unwrap_or_else(plan_store::new_run_id);
+    let presets: Vec<(String, Value)> = submit.vars.into_iter().collect();
+    let held = {
+        let (state, id, limits, presets) =
+            (state.clone(), id.clone(), limits.clone(), presets.clone());
+        let pbc = plan_bytecode::encode(&program);
+        blocking(move || {
+            let presets: Map<String, Value> = presets.into_iter().collect();
+            let new = NewRun {
+                id: &id,
+                plan: "submitted",
+                source: Some(&source),
+                pbc: &pbc,
+                presets: &presets,
+                limits: &limits,
+                parent: None,
+            };
+            Held::create(&state.at, &new, state.warn)
+        })
+        .await?
+    };
+    spawn_new(state.clone(), held, program, presets, limits);
+    let run = blocking(move || {
+        let store = state.at.open(plan_runs::open::Access::Read)?;
+        Ok(store.run(&id)?)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(summary(&run))))
+}
+
+/// Runs a new run in the service, once a slot is free.
+fn spawn_new(
+    state: Arc<Shared>,
+    mut held: Held,
+    program: ValidatedProgram,
+    presets: Vec<(String, Value)>,
+    limits: Limits,
+) {
+    tokio::spawn(async move {
+        let Ok(_slot) = state.slots.clone().acquire_owned().await else {
+            return;
+        };
+        held.run(&state.host, &program, presets, limits, &mut ())
+            .await;
+    });
+}
+
+/// Runs a claimed run (resumed) in the service, once a slot is free.
+pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed) {
+    tokio::spawn(async move {
+        let Ok(_slot) = state.slots.clone().acquire_owned().await else {
+            return;
+        };
+        claimed.go(&state.host, &mut ()).await;
+    });
+}
+
+/// A run as lists show it.
+fn summary(r: &RunInfo) -> Value {
+    json!({
+        "id": r.id,
+        "status": r.status,
+        "plan": r.plan,
+        "created_at": r.created_at,
+        "updated_at": r.updated_at,
+        "steps": r.steps,
+        "tool_calls": r.tool_calls,
+        "parent": r.parent,
+        "branch_seq": r.branch_seq,
+    })
+}
+
+/// `GET /v1/runs?status=&limit=&before=`.
+#[derive(Deserialize)]
+struct ListQuery {
+    status: Option<String>,
+    limit: Option<usize>,
+    /// Only runs created before this one (the last id of the previous page).
+    before: Option<String>,
+}
+
+async fn list(
+    State(state): AppState,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) =
+        query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_query", e.body_text()))?;
+    let wanted = match q.status.as_deref() {
+        None => None,
+        Some(s) => Some(parse_status(s).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_query",
+                format!("status `{s}`: one of running, ok, failed, interrupted"),
+            )
+        })?),
+    };
+    let runs = blocking(move || {
+        let store = state.at.open(plan_runs::open::Access::Read)?;
+        read::list(&*store)
+    })
+    .await?;
+    let limit = q.limit.unwrap_or(100).min(1000);
+    let runs: Vec<Value> = runs
+        .iter()
+        .rev()
+        .skip_while(|r| q.before.as_ref().is_some_and(|b| r.id != *b))
+        .skip(usize::from(q.before.is_some()))
+        .filter(|r| wanted.is_none_or(|w| r.status == w))
+        .take(limit)
+        .map(summary)
+        .collect();
+    Ok(Json(json!({ "runs": runs })))
+}
+
+fn parse_status(s: &str) -> Option<RunStatus> {
+    Some(match s {
+        "running" => RunStatus::Running,
+        "ok" => RunStatus::Ok,
+        "failed" => RunStatus::Failed,
+        "interrupted" => RunStatus::Interrupted,
+        _ => return None,
+    })
+}
+
+/// `GET /v1/runs/{id}`: the run, its committed steps and its calls.
+async fn show(State(state): AppState, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let shown = blocking(move || {
+        let store = state.at.open(plan_runs::open::Access::Read)?;
+        read::show(&*store, &id)
+    })
+    .await?;
+    Ok(Json(json!(shown)))
+}
+
+/// `POST /v1/runs/{id}/cancel`.
+async fn cancel(State(state): AppState, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let at = state.at.clone();
+    let run_id = id.clone();
+    let cancelled = blocking(move || plan_runs::cancel(&at, &run_id)).await?;
+    Ok(Json(json!({ "id": id, "cancelled": cancelled })))
+}

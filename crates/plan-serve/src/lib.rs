@@ -1,0 +1,144 @@
+//! `plan-serve`: the HTTP service over a run store (`planvm serve`). A team submits
+//! plans over a JSON API, the service runs them in the store through the run engine
+//! (`plan-runs`), and anyone with the token lists, shows and cancels them. Runs go on
+//! when the client that submitted them goes away; runs the store holds as interrupted
+//! (their process died) are resumed when the service starts.
+//!
+//! Module map: this file holds the service's state and its start (`Service`); `api`
+//! the routes, their bodies and errors; `auth` the bearer token.
+
+mod api;
+mod auth;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use plan_host::{Host, HostOptions};
+use plan_manifest::Manifest;
+use plan_runs::{Error, LimitsOverride, Resume, StoreAt, read};
+use plan_store::RunStatus;
+use tokio::sync::Semaphore;
+
+/// How the service runs.
+pub struct Config {
+    pub store: StoreAt,
+    /// The tools plans may call and their backends.
+    pub manifest: Manifest,
+    pub host_options: HostOptions,
+    /// Every request must carry `Authorization: Bearer <token>` when set.
+    pub token: Option<String>,
+    /// Runs executing at once; the rest wait in order.
+    pub max_runs: usize,
+    /// The largest request body, in bytes.
+    pub max_body: usize,
+    /// Send again, when resuming interrupted runs at start, the `write` calls they left
+    /// in flight (else such a run stays failed with its reason).
+    pub retry_unknown_writes: bool,
+    /// Hears about a lease that cannot be renewed.
+    pub warn: fn(&Error),
+}
+
+/// The service's state, shared by its requests and its runs.
+pub(crate) struct State {
+    pub(crate) at: StoreAt,
+    pub(crate) manifest: Manifest,
+    pub(crate) host: Host,
+    pub(crate) token: Option<Vec<u8>>,
+    pub(crate) slots: Arc<Semaphore>,
+    pub(crate) max_body: usize,
+    pub(crate) warn: fn(&Error),
+}
+
+/// Why a service could not start.
+#[derive(Debug)]
+pub enum StartError {
+    /// The store cannot be opened or is not one.
+    Store(Error),
+    /// The tools' host cannot be set up (a backend's configuration).
+    Host(String),
+}
+
+/// A service ready to take requests.
+pub struct Service {
+    state: Arc<State>,
+    retry_unknown_writes: bool,
+}
+
+/// Whether the service may listen on `addr` without a token: only on loopback.
+pub fn needs_token(addr: &SocketAddr) -> bool {
+    !addr.ip().is_loopback()
+}
+
+impl Service {
+    /// The service over `config`'s store (opened, or created, now: a file that is not a
+    /// store is refused here) and tools.
+    pub fn new(config: Config) -> Result<Service, StartError> {
+        config
+            .store
+            .open(plan_runs::open::Access::Create)
+            .map_err(StartError::Store)?;
+        let host = Host::new(config.manifest.clone(), config.host_options)
+            .map_err(|e| StartError::Host(e.to_string()))?;
+        Ok(Service {
+            state: Arc::new(State {
+                at: config.store,
+                manifest: config.manifest,
+                host,
+                token: config.token.map(String::into_bytes),
+                slots: Arc::new(Semaphore::new(config.max_runs.max(1))),
+                max_body: config.max_body,
+                warn: config.warn,
+            }),
+            retry_unknown_writes: config.retry_unknown_writes,
+        })
+    }
+
+    /// The host's warnings (short keys, ...), for the operator.
+    pub fn warnings(&self) -> &[String] {
+        self.state.host.warnings()
+    }
+
+    /// Resumes every run the store holds as interrupted, with the guarantees of `planvm
+    /// resume`; each run's id, and why it could not go on when it could not. Call from
+    /// within the runtime the service runs on.
+    pub fn resume_interrupted(&self) -> Vec<(String, Result<(), Error>)> {
+        let runs = match self
+            .state
+            .at
+            .open(plan_runs::open::Access::Existing)
+            .and_then(|s| read::list(&*s))
+        {
+            Ok(runs) => runs,
+            Err(e) => return vec![(String::new(), Err(e))],
+        };
+        let none = LimitsOverride::default();
+        runs.into_iter()
+            .filter(|r| r.status == RunStatus::Interrupted)
+            .map(|r| {
+                let resumed =
+                    plan_runs::resume(&self.state.at, &r.id, &none, self.retry_unknown_writes)
+                        .and_then(|resume| match resume {
+                            Resume::Finished(_) => Ok(()),
+                            Resume::Ready(ready) => {
+                                let claimed = ready.claim(self.state.warn)?;
+                                api::spawn_claimed(self.state.clone(), claimed);
+                                Ok(())
+                            }
+                        });
+                (r.id, resumed)
+            })
+            .collect()
+    }
+
+    /// Serves requests on `listener` until `shutdown` resolves; the runs still going
+    /// are then let go of (each reads as interrupted) and resumed at the next start.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(listener, api::router(self.state))
+            .with_graceful_shutdown(shutdown)
+            .await
+    }
+}

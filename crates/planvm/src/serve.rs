@@ -1,0 +1,167 @@
+//! `planvm serve`: the HTTP service over a run store (docs/serve.md). The service is
+//! `plan_serve`; this module parses, refuses an open service without a token, prints
+//! where it listens, and stops it on SIGTERM or SIGINT.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use plan_host::HostOptions;
+use plan_render::exit;
+use plan_runs::StoreAt;
+use plan_serve::{Config, Service, StartError};
+
+use crate::args::{DurabilityArg, parse_secs};
+use crate::session::{self, fail};
+
+/// The largest request body.
+const MAX_BODY: usize = 16 << 20;
+
+#[derive(Args, Debug)]
+pub(crate) struct ServeArgs {
+    /// The run store (an SQLite file, created if missing). Default: $PLANVM_STORE.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    store: PathBuf,
+    /// Tools file: the tools plans may call and the backend serving each.
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// Address to listen on. Off loopback, --token-env is required.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8910")]
+    listen: SocketAddr,
+    /// The environment variable holding the token every request must carry as
+    /// `Authorization: Bearer <token>`.
+    #[arg(long, value_name = "NAME")]
+    token_env: Option<String>,
+    /// Runs executing at once; the rest wait in order.
+    #[arg(long, value_name = "N", default_value_t = 256,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_runs: u32,
+    /// When resuming interrupted runs at start, send again the `write` calls they left in
+    /// flight (their outcome is unknown). Without it, such a run is left as it is.
+    #[arg(long)]
+    retry_unknown_writes: bool,
+    /// Limit on one tool call, retries included, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    tool_timeout: Option<Duration>,
+    #[command(flatten)]
+    durability: DurabilityArg,
+}
+
+/// `serve --help`'s text after the options.
+pub(crate) fn help() -> String {
+    exit::help(exit::PLANVM_SERVE)
+}
+
+pub(crate) fn serve(args: ServeArgs) -> u8 {
+    let token = match token(&args) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let manifest = match session::load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let config = Config {
+        store: StoreAt::new(&args.store, args.durability.get()),
+        manifest,
+        host_options: HostOptions {
+            tool_timeout: args.tool_timeout,
+            ..HostOptions::default()
+        },
+        token,
+        max_runs: args.max_runs as usize,
+        max_body: MAX_BODY,
+        retry_unknown_writes: args.retry_unknown_writes,
+        warn: session::lease_warning,
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            return fail(
+                exit::RUN_FAILED,
+                format_args!("cannot start the async runtime: {e}"),
+            );
+        }
+    };
+    let code = runtime.block_on(run(config, args.listen));
+    // NB: the runs still going are dropped with the runtime: each lets go of its run,
+    // which reads as interrupted and is resumed at the next start.
+    drop(runtime);
+    code
+}
+
+/// The token, from the environment; refused when missing off loopback.
+fn token(args: &ServeArgs) -> Result<Option<String>, u8> {
+    let Some(name) = &args.token_env else {
+        if plan_serve::needs_token(&args.listen) {
+            return Err(fail(
+                exit::USAGE,
+                format_args!(
+                    "{} is not a loopback address: anyone who can reach it could run plans; \
+                     give --token-env NAME",
+                    args.listen
+                ),
+            ));
+        }
+        return Ok(None);
+    };
+    match std::env::var(name) {
+        Ok(t) if !t.is_empty() => Ok(Some(t)),
+        _ => Err(fail(
+            exit::USAGE,
+            format_args!("--token-env {name}: the variable is unset or empty"),
+        )),
+    }
+}
+
+async fn run(config: Config, listen: SocketAddr) -> u8 {
+    let service = match Service::new(config) {
+        Ok(s) => s,
+        Err(StartError::Store(e)) => return session::failed(e),
+        Err(StartError::Host(e)) => return fail(exit::RUN_FAILED, e),
+    };
+    for w in service.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let listener = match tokio::net::TcpListener::bind(listen).await {
+        Ok(l) => l,
+        Err(e) => return fail(exit::IO_ERR, format_args!("cannot listen on {listen}: {e}")),
+    };
+    let addr = listener.local_addr().unwrap_or(listen);
+    for (id, resumed) in service.resume_interrupted() {
+        match resumed {
+            Ok(()) => eprintln!("resumed run {id}"),
+            Err(e) => eprintln!("warning: run `{id}` was not resumed: {e}"),
+        }
+    }
+    // NB: the handlers are installed before the service says it listens: a SIGTERM right
+    // after that line stops it cleanly rather than killing it.
+    let stop = match stopped() {
+        Ok(stop) => stop,
+        Err(e) => {
+            return fail(exit::RUN_FAILED, format_args!("cannot handle SIGTERM: {e}"));
+        }
+    };
+    eprintln!("listening on http://{addr}");
+    match service.serve(listener, stop).await {
+        Ok(()) => exit::OK,
+        Err(e) => fail(exit::IO_ERR, format_args!("the service stopped: {e}")),
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT, both handled from now on.
+fn stopped() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
+}

@@ -1,0 +1,312 @@
+//! `planvm serve` over real HTTP on loopback: the token, every endpoint and its errors,
+//! a run submitted and finished, an open address refused without a token, SIGTERM.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const TOKEN: &str = "s3cret-token-for-tests";
+
+const HELLO: &str = r#"[
+ {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Greet.", "dependency_analysis": "None."}},
+ {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "hello ${name}"}}
+]"#;
+
+/// A running service: its process and its address.
+struct Served {
+    child: Child,
+    base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `planvm serve` on a free loopback port and waits until it listens.
+fn serve(db: &Path, extra: &[&str]) -> Served {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_planvm"))
+        .args([
+            "serve",
+            "--store",
+            db.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .env("PLANVM_TEST_TOKEN", TOKEN)
+        .env_remove("PLANVM_STORE")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let base = loop {
+        let line = lines
+            .next()
+            .expect("the service says where it listens")
+            .unwrap();
+        if let Some(addr) = line.strip_prefix("listening on ") {
+            break addr.to_owned();
+        }
+    };
+    // NB: the rest of stderr is drained, so the service never blocks writing to it.
+    std::thread::spawn(move || for _ in lines {});
+    Served { child, base }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::new()
+}
+
+async fn call(
+    method: reqwest::Method,
+    url: String,
+    body: Option<String>,
+    token: Option<&str>,
+) -> (u16, Value) {
+    let mut req = client().request(method, url);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    if let Some(b) = body {
+        req = req.header("content-type", "application/json").body(b);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let text = res.text().await.unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_endpoint_answers_and_refuses_as_documented() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = serve(
+        &dir.path().join("s.db"),
+        &["--token-env", "PLANVM_TEST_TOKEN"],
+    );
+    let runs = format!("{}/v1/runs", s.base);
+    let ok = Some(TOKEN);
+    use reqwest::Method;
+
+    // The token.
+    let (status, body) = call(Method::GET, runs.clone(), None, None).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"]["code"], "unauthorized");
+    let (status, _) = call(
+        Method::GET,
+        runs.clone(),
+        None,
+        Some("s3cret-token-for-test"),
+    )
+    .await;
+    assert_eq!(status, 401);
+
+    // Bad bodies.
+    let (status, body) = call(Method::POST, runs.clone(), Some("{".into()), ok).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "bad_json");
+    let huge = json!({"plan": "x".repeat(17 << 20)}).to_string();
+    let (status, _) = call(Method::POST, runs.clone(), Some(huge), ok).await;
+    assert_eq!(status, 413);
+    let bad = json!({"plan": [{"seq_no": 0, "type": "calling", "parameters":
+        {"tool_name": "no_such_tool", "tool_params": {}, "output_vars": ["final_answer"]}}]});
+    let (status, body) = call(Method::POST, runs.clone(), Some(bad.to_string()), ok).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_plan");
+    assert!(
+        body["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "E0202"),
+        "{body}"
+    );
+
+    // A run submitted goes on in the service, and is read back.
+    let submit = json!({"plan": serde_json::from_str::<Value>(HELLO).unwrap(),
+                        "vars": {"name": "world"}, "run_id": "hello-1"});
+    let (status, body) = call(Method::POST, runs.clone(), Some(submit.to_string()), ok).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["id"], "hello-1");
+    let (status, body) = call(Method::POST, runs.clone(), Some(submit.to_string()), ok).await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "duplicate_run");
+    let one = format!("{runs}/hello-1");
+    let mut shown = Value::Null;
+    for _ in 0..200 {
+        let (status, body) = call(Method::GET, one.clone(), None, ok).await;
+        assert_eq!(status, 200, "{body}");
+        shown = body;
+        if shown["run"]["status"] == "ok" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(shown["run"]["final_answer"], "hello world", "{shown}");
+    assert!(!shown["steps"].as_array().unwrap().is_empty(), "{shown}");
+    // The plan as text works too.
+    let text = json!({"plan": HELLO, "vars": {"name": "text"}});
+    let (status, body) = call(Method::POST, runs.clone(), Some(text.to_string()), ok).await;
+    assert_eq!(status, 201, "{body}");
+
+    let (status, body) = call(Method::GET, format!("{runs}?status=ok&limit=10"), None, ok).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["id"] == "hello-1"),
+        "{body}"
+    );
+    let (status, body) = call(Method::GET, format!("{runs}?status=bogus"), None, ok).await;
+    assert_eq!(status, 400, "{body}");
+    let (status, body) = call(Method::GET, format!("{runs}/nope"), None, ok).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "unknown_run");
+    let (status, body) = call(Method::POST, format!("{one}/cancel"), Some("{}".into()), ok).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["cancelled"], false, "a finished run is left as it was");
+    let (status, _) = call(Method::GET, format!("{}/v2/nothing", s.base), None, ok).await;
+    assert_eq!(status, 404);
+}
+
+#[test]
+fn an_address_off_loopback_needs_a_token_and_sigterm_stops_the_service() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("s.db");
+    let out = Command::new(env!("CARGO_BIN_EXE_planvm"))
+        .args([
+            "serve",
+            "--store",
+            db.to_str().unwrap(),
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .env_remove("PLANVM_STORE")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--token-env"), "{stderr}");
+
+    let mut s = serve(&db, &[]);
+    let killed = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = s.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+/// Echoes `path(body)` after 300 ms.
+struct Slow;
+
+impl wiremock::Respond for Slow {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        wiremock::ResponseTemplate::new(200)
+            .set_body_json(json!({"text": format!("{}({body})", req.url.path())}))
+            .set_delay(Duration::from_millis(300))
+    }
+}
+
+const TWO_SEARCHES: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "first"}, "output_vars": ["a"]}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "then ${a}"}, "output_vars": ["b"]}},
+ {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${b}"}}
+]"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_cut_by_a_killed_service_finish_when_it_starts_again_without_repeating_calls() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Slow)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        format!(
+            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\npointer = \"/text\"\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("s.db");
+    let with_tools = ["--tools", tools.to_str().unwrap()];
+    let mut first = serve(&db, &with_tools);
+    let runs = format!("{}/v1/runs", first.base);
+    for i in 0..3 {
+        let submit = json!({"plan": TWO_SEARCHES, "run_id": format!("r{i}")});
+        let (status, body) = call(
+            reqwest::Method::POST,
+            runs.clone(),
+            Some(submit.to_string()),
+            None,
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    // Killed once each run's second search is out: its first is answered and committed
+    // by then (a call goes out only once the answers before it are on record).
+    let seconds = || async {
+        server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| String::from_utf8_lossy(&r.body).contains("then "))
+            .count()
+    };
+    for _ in 0..1000 {
+        if seconds().await >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(seconds().await, 3);
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+
+    let again = serve(&db, &with_tools);
+    let runs = format!("{}/v1/runs", again.base);
+    for i in 0..3 {
+        let one = format!("{runs}/r{i}");
+        let mut shown = Value::Null;
+        for _ in 0..200 {
+            shown = call(reqwest::Method::GET, one.clone(), None, None).await.1;
+            if shown["run"]["status"] == "ok" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let a = format!("/search({})", json!({"query": "first", "top_k": 10}));
+        let want = format!(
+            "/search({})",
+            json!({"query": format!("then {a}"), "top_k": 10})
+        );
+        assert_eq!(shown["run"]["final_answer"], want, "{shown}");
+    }
+    let firsts = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| String::from_utf8_lossy(&r.body).contains("\"first\""))
+        .count();
+    assert_eq!(
+        firsts, 3,
+        "each run's completed first search is not requested again"
+    );
+}
