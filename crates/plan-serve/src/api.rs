@@ -26,6 +26,7 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
         .route("/v1/runs", post(submit).get(list))
         .route("/v1/runs/{id}", get(show))
         .route("/v1/runs/{id}/cancel", post(cancel))
+        .route("/v1/runs/{id}/events", get(crate::events::events))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -94,7 +95,7 @@ impl From<JsonRejection> for ApiError {
 }
 
 /// Runs blocking store work off the runtime's threads.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, plan_runs::Error> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)

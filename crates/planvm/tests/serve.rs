@@ -310,3 +310,97 @@ async fn runs_cut_by_a_killed_service_finish_when_it_starts_again_without_repeat
         "each run's completed first search is not requested again"
     );
 }
+
+/// The events of a server-sent stream, as (id, event, data), until it ends.
+async fn read_events(url: String, last_event_id: Option<&str>) -> Vec<(String, String, Value)> {
+    let mut req = client().get(url);
+    if let Some(id) = last_event_id {
+        req = req.header("last-event-id", id);
+    }
+    let res = req.send().await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let text = tokio::time::timeout(Duration::from_secs(30), res.text())
+        .await
+        .expect("the stream ends with the run")
+        .unwrap();
+    text.split("\n\n")
+        .filter(|block| block.contains("data:"))
+        .map(|block| {
+            let field = |name: &str| {
+                block
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name))
+                    .map(|v| v.trim().to_owned())
+                    .unwrap_or_default()
+            };
+            let data = serde_json::from_str(&field("data:")).unwrap_or(Value::Null);
+            (field("id:"), field("event:"), data)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Slow)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        format!(
+            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\npointer = \"/text\"\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let s = serve(
+        &dir.path().join("s.db"),
+        &["--tools", tools.to_str().unwrap()],
+    );
+    let runs = format!("{}/v1/runs", s.base);
+    let submit = json!({"plan": TWO_SEARCHES, "run_id": "live"});
+    let (status, body) = call(
+        reqwest::Method::POST,
+        runs.clone(),
+        Some(submit.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    // Connected while the run goes on: everything, in order, ending with the answer.
+    let all = read_events(format!("{runs}/live/events"), None).await;
+    let kinds: Vec<&str> = all.iter().map(|(_, k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "plan",
+            "tool_call",
+            "step",
+            "tool_call",
+            "step",
+            "step",
+            "answer"
+        ],
+        "{all:?}"
+    );
+    assert!(all[0].2["plan"].as_str().unwrap().contains("then ${a}"));
+    assert_eq!(all[1].2["args"]["query"], "first");
+    let answer = &all.last().unwrap().2["final_answer"];
+    assert!(answer.as_str().unwrap().starts_with("/search("), "{answer}");
+    // Reconnected after step 2: only what came after, nothing twice.
+    let rest = read_events(format!("{runs}/live/events"), Some("2")).await;
+    let kinds: Vec<&str> = rest.iter().map(|(_, k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["step", "answer"], "{rest:?}");
+    assert_eq!(rest[0].0, "3");
+    let (status, _) = call(
+        reqwest::Method::GET,
+        format!("{runs}/nope/events"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+}
