@@ -26,6 +26,7 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
         .route("/v1/runs", post(submit).get(list))
         .route("/v1/runs/{id}", get(show))
         .route("/v1/runs/{id}/cancel", post(cancel))
+        .route("/v1/runs/{id}/branch", post(branch))
         .route("/v1/runs/{id}/events", get(crate::events::events))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .layer(axum::middleware::from_fn_with_state(
@@ -122,36 +123,14 @@ async fn submit(
     body: Result<Json<Submit>, JsonRejection>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let Json(submit) = body?;
-    let source = match &submit.plan {
-        Value::String(text) => text.clone(),
-        other => serde_json::to_string_pretty(other).unwrap_or_default(),
-    };
+    let source = plan_text(&submit.plan);
     let opts = plan_compiler::CompileOptions {
         manifest: state.manifest.clone(),
         presets: submit.vars.keys().cloned().collect(),
         source_name: Some("plan".into()),
         ..plan_compiler::CompileOptions::default()
     };
-    let mut compiled = plan_compiler::compile(&source, &opts);
-    let Some(program) = compiled.validate() else {
-        let diagnostics: Vec<Value> = compiled
-            .diagnostics
-            .iter()
-            .map(|d| plan_render::diagnostic_json("plan", d, &compiled.line_index))
-            .collect();
-        let errors = diagnostics
-            .iter()
-            .filter(|d| d["severity"] == "error")
-            .count();
-        let mut e = ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_plan",
-            format!("the plan has {errors} error(s); nothing was run"),
-        );
-        e.extra
-            .insert("diagnostics".into(), Value::Array(diagnostics));
-        return Err(e);
-    };
+    let program = compile(&source, &opts)?;
     let mut limits = Limits::default();
     if let Some(n) = submit.max_steps {
         limits.max_steps = n;
@@ -178,6 +157,99 @@ async fn submit(
         .await?
     };
     spawn_new(state.clone(), held, program, presets, limits);
+    let run = blocking(move || {
+        let store = state.at.open(plan_runs::open::Access::Read)?;
+        Ok(store.run(&id)?)
+    })
+    .await?;
+    Ok((StatusCode::CREATED, Json(summary(&run))))
+}
+
+/// A plan given as its instructions (a JSON array) or as text, as text.
+fn plan_text(plan: &Value) -> String {
+    match plan {
+        Value::String(text) => text.clone(),
+        other => serde_json::to_string_pretty(other).unwrap_or_default(),
+    }
+}
+
+/// `source` compiled and verified, or `422` with every diagnostic.
+fn compile(
+    source: &str,
+    opts: &plan_compiler::CompileOptions,
+) -> Result<ValidatedProgram, ApiError> {
+    let mut compiled = plan_compiler::compile(source, opts);
+    if let Some(program) = compiled.validate() {
+        return Ok(program);
+    }
+    let diagnostics: Vec<Value> = compiled
+        .diagnostics
+        .iter()
+        .map(|d| plan_render::diagnostic_json("plan", d, &compiled.line_index))
+        .collect();
+    let errors = diagnostics
+        .iter()
+        .filter(|d| d["severity"] == "error")
+        .count();
+    let mut e = ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "invalid_plan",
+        format!("the plan has {errors} error(s); nothing was run"),
+    );
+    e.extra
+        .insert("diagnostics".into(), Value::Array(diagnostics));
+    Err(e)
+}
+
+/// `POST /v1/runs/{id}/branch`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Branch {
+    /// Branch just before the parent first executed this seq_no.
+    at: i64,
+    /// The new plan, which goes on at its own instruction with that seq_no.
+    plan: Value,
+    run_id: Option<String>,
+    max_steps: Option<u64>,
+}
+
+/// A new run from a point of run `id`, with another plan, as `planvm branch` does; the
+/// parent is not changed.
+async fn branch(
+    State(state): AppState,
+    Path(parent): Path<String>,
+    body: Result<Json<Branch>, JsonRejection>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let Json(b) = body?;
+    let point = {
+        let (at, parent, seq) = (state.at.clone(), parent.clone(), b.at);
+        blocking(move || plan_runs::branch_point(&at, &parent, seq)).await?
+    };
+    let source = plan_text(&b.plan);
+    let opts = plan_compiler::CompileOptions {
+        manifest: state.manifest.clone(),
+        entry: Some(plan_compiler::Entry {
+            seq_no: b.at,
+            vars: point.vars().keys().cloned().collect(),
+        }),
+        source_name: Some("plan".into()),
+        ..plan_compiler::CompileOptions::default()
+    };
+    let program = compile(&source, &opts)?;
+    let mut limits = Limits::default();
+    if let Some(n) = b.max_steps {
+        limits.max_steps = n;
+    }
+    let id = b.run_id.unwrap_or_else(plan_store::new_run_id);
+    let claimed = {
+        let (state, id) = (state.clone(), id.clone());
+        blocking(move || {
+            point.check(&program, &limits, "the plan")?;
+            point.start(&id, "branch", Some(&source), program, limits, state.warn)
+        })
+        .await?
+    };
+    spawn_claimed(state.clone(), claimed);
     let run = blocking(move || {
         let store = state.at.open(plan_runs::open::Access::Read)?;
         Ok(store.run(&id)?)

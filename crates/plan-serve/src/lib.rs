@@ -1,6 +1,6 @@
 //! `plan-serve`: the HTTP service over a run store (`planvm serve`). A team submits
 //! plans over a JSON API, the service runs them in the store through the run engine
-//! (`plan-runs`), and anyone with the token lists, shows and cancels them. Runs go on
+//! (`plan-runs`), and anyone with the token lists, shows, branches and cancels them. Runs go on
 //! when the client that submitted them goes away; runs the store holds as interrupted
 //! (their process died) are resumed when the service starts.
 //!

@@ -177,6 +177,42 @@ async fn every_endpoint_answers_and_refuses_as_documented() {
     assert_eq!(body["cancelled"], false, "a finished run is left as it was");
     let (status, _) = call(Method::GET, format!("{}/v2/nothing", s.base), None, ok).await;
     assert_eq!(status, 404);
+
+    // A branch from a point of the finished run, with another plan; the parent stays.
+    let branch = format!("{one}/branch");
+    let bye = json!({"at": 1, "run_id": "bye-1", "plan":
+        [{"seq_no": 1, "type": "assign", "parameters": {"final_answer": "bye ${name}"}}]});
+    let (status, body) = call(Method::POST, branch.clone(), Some(bye.to_string()), ok).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["parent"], "hello-1");
+    let mut shown = Value::Null;
+    for _ in 0..200 {
+        shown = call(Method::GET, format!("{runs}/bye-1"), None, ok).await.1;
+        if shown["run"]["status"] == "ok" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(shown["run"]["final_answer"], "bye world", "{shown}");
+    let parent = call(Method::GET, one.clone(), None, ok).await.1;
+    assert_eq!(parent["run"]["final_answer"], "hello world");
+    let far = json!({"at": 9, "plan": HELLO});
+    let (status, body) = call(Method::POST, branch.clone(), Some(far.to_string()), ok).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "not_reached");
+    let unset = json!({"at": 1, "plan":
+        [{"seq_no": 1, "type": "assign", "parameters": {"final_answer": "${nobody}"}}]});
+    let (status, body) = call(Method::POST, branch, Some(unset.to_string()), ok).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "invalid_plan");
+    let (status, _) = call(
+        Method::POST,
+        format!("{runs}/nope/branch"),
+        Some(bye.to_string()),
+        ok,
+    )
+    .await;
+    assert_eq!(status, 404);
 }
 
 #[test]
