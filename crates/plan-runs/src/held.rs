@@ -2,7 +2,7 @@
 //! commit point by commit point while a thread renews its lease.
 
 use plan_bytecode::ValidatedProgram;
-use plan_host::{Host, Journal, RunReport};
+use plan_host::{Deadline, Host, Journal, RunReport};
 use plan_store::{NewRun, Owner, RunStore, StoreJournal};
 use plan_vm::Limits;
 use serde_json::Value;
@@ -56,17 +56,27 @@ impl Held {
         StoreJournal::new(&mut *self.store, &self.id, self.owner.clone(), 0, program)
     }
 
-    /// Runs the new run from its start, with `presets`, each event also to `also`.
+    /// Runs the new run from its start, with `presets`, each event also to `also`, by
+    /// `within` if given (besides the host's own deadline).
     pub async fn run(
         &mut self,
         host: &Host,
         program: &ValidatedProgram,
-        presets: Vec<(String, Value)>,
-        limits: Limits,
+        (presets, limits): (Vec<(String, Value)>, Limits),
+        within: Option<Deadline>,
         also: &mut dyn Journal,
     ) -> RunReport {
         let mut journal = (also, self.journal(program));
-        plan_host::run_plan(host, program, presets, limits, &mut journal).await
+        plan_host::run_plan_reusing(
+            host,
+            program,
+            presets,
+            Vec::new(),
+            limits,
+            &mut journal,
+            within,
+        )
+        .await
     }
 }
 

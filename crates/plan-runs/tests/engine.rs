@@ -493,8 +493,8 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
         .run(
             &host(&m, &tools),
             &program,
-            Vec::new(),
-            Limits::default(),
+            (Vec::new(), Limits::default()),
+            None,
             &mut (),
         )
         .await;
@@ -531,8 +531,8 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
         .run(
             &host(&m, &tools),
             &program,
-            Vec::new(),
-            Limits::default(),
+            (Vec::new(), Limits::default()),
+            None,
             &mut (),
         )
         .await;

@@ -2,6 +2,7 @@
 //! `{"error": {"code", "message"}}` with a status that says whose fault it is.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
@@ -10,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use plan_bytecode::ValidatedProgram;
+use plan_host::Deadline;
 use plan_runs::{Claimed, ErrorKind, Held, read};
 use plan_store::{NewRun, RunInfo, RunStatus};
 use plan_vm::Limits;
@@ -116,6 +118,8 @@ struct Submit {
     vars: Map<String, Value>,
     run_id: Option<String>,
     max_steps: Option<u64>,
+    /// Seconds the run may take in all.
+    timeout: Option<f64>,
 }
 
 async fn submit(
@@ -135,6 +139,21 @@ async fn submit(
     if let Some(n) = submit.max_steps {
         limits.max_steps = n;
     }
+    let timeout = match submit.timeout {
+        None => None,
+        Some(t) => Some(
+            Duration::try_from_secs_f64(t)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    ApiError::new(
+                        StatusCode::BAD_REQUEST,
+                        "bad_timeout",
+                        format!("timeout must be a positive number of seconds, not {t}"),
+                    )
+                })?,
+        ),
+    };
     let id = submit.run_id.unwrap_or_else(plan_store::new_run_id);
     let presets: Vec<(String, Value)> = submit.vars.into_iter().collect();
     let held = {
@@ -156,7 +175,7 @@ async fn submit(
         })
         .await?
     };
-    spawn_new(state.clone(), held, program, presets, limits);
+    spawn_new(state.clone(), held, program, (presets, limits), timeout);
     let run = blocking(move || {
         let store = state.at.open(plan_runs::open::Access::Read)?;
         Ok(store.run(&id)?)
@@ -263,14 +282,16 @@ fn spawn_new(
     state: Arc<Shared>,
     mut held: Held,
     program: ValidatedProgram,
-    presets: Vec<(String, Value)>,
-    limits: Limits,
+    start: (Vec<(String, Value)>, Limits),
+    timeout: Option<Duration>,
 ) {
     tokio::spawn(async move {
         let Ok(_slot) = state.slots.clone().acquire_owned().await else {
             return;
         };
-        held.run(&state.host, &program, presets, limits, &mut ())
+        // NB: the deadline counts from when the run starts, not while it waits.
+        let within = timeout.and_then(Deadline::after);
+        held.run(&state.host, &program, start, within, &mut ())
             .await;
     });
 }

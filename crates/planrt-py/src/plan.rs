@@ -515,7 +515,7 @@ impl Plan {
             .map_err(crate::store::store_error)?;
         pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
             let report = held
-                .run(&host, &program, vars, limits, &mut Tracer::none())
+                .run(&host, &program, (vars, limits), None, &mut Tracer::none())
                 .await;
             outcome(report, &raised, Some(id))
         })

@@ -124,7 +124,7 @@ async fn run_loaded(
             let mut held =
                 Held::create(&at, &new, session::lease_warning).map_err(session::failed)?;
             eprintln!("run {id}");
-            held.run(host, program, vars, limits, tracer).await
+            held.run(host, program, (vars, limits), None, tracer).await
         }
     })
 }

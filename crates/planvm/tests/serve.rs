@@ -439,4 +439,21 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
     )
     .await;
     assert_eq!(status, 404);
+    // A timeout: the run fails on its deadline (R0009), seen as its last event.
+    let quick = json!({"plan": TWO_SEARCHES, "run_id": "quick", "timeout": 0.1});
+    let (status, body) = call(
+        reqwest::Method::POST,
+        runs.clone(),
+        Some(quick.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let events = read_events(format!("{runs}/quick/events"), None).await;
+    let (_, kind, data) = events.last().unwrap();
+    assert_eq!(kind, "failed", "{events:?}");
+    assert_eq!(data["error"]["code"], "R0009", "{data}");
+    let bad = json!({"plan": TWO_SEARCHES, "timeout": -1});
+    let (status, body) = call(reqwest::Method::POST, runs, Some(bad.to_string()), None).await;
+    assert_eq!(status, 400, "{body}");
 }
