@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::State as Shared;
+use crate::openapi::{Cancelled, RunList, RunSummary};
 
 type AppState = State<Arc<Shared>>;
 
@@ -30,6 +31,7 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
         .route("/v1/runs/{id}/cancel", post(cancel))
         .route("/v1/runs/{id}/branch", post(branch))
         .route("/v1/runs/{id}/events", get(crate::events::events))
+        .route("/openapi.json", get(crate::openapi::openapi_json))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
@@ -108,13 +110,16 @@ pub(crate) async fn blocking<T: Send + 'static>(
 }
 
 /// `POST /v1/runs`.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Submit {
+pub(crate) struct Submit {
     /// The plan: its instructions (a JSON array), or its text in any form the reader
     /// accepts.
+    #[schema(value_type = Object)]
     plan: Value,
+    /// Variables the run starts with.
     #[serde(default)]
+    #[schema(value_type = Object)]
     vars: Map<String, Value>,
     run_id: Option<String>,
     max_steps: Option<u64>,
@@ -122,10 +127,15 @@ struct Submit {
     timeout: Option<f64>,
 }
 
-async fn submit(
+#[utoipa::path(post, path = "/v1/runs", request_body = Submit, responses(
+    (status = 201, description = "stored; it goes on in the service", body = crate::openapi::RunSummary),
+    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
+    (status = 409, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody),
+    (status = 422, description = "the plan has errors; nothing stored", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn submit(
     State(state): AppState,
     body: Result<Json<Submit>, JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let Json(submit) = body?;
     let source = plan_text(&submit.plan);
     let opts = plan_compiler::CompileOptions {
@@ -221,12 +231,13 @@ fn compile(
 }
 
 /// `POST /v1/runs/{id}/branch`.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Branch {
+pub(crate) struct Branch {
     /// Branch just before the parent first executed this seq_no.
     at: i64,
     /// The new plan, which goes on at its own instruction with that seq_no.
+    #[schema(value_type = Object)]
     plan: Value,
     run_id: Option<String>,
     max_steps: Option<u64>,
@@ -234,11 +245,17 @@ struct Branch {
 
 /// A new run from a point of run `id`, with another plan, as `planvm branch` does; the
 /// parent is not changed.
-async fn branch(
+#[utoipa::path(post, path = "/v1/runs/{id}/branch", request_body = Branch,
+    params(("id" = String, Path, description = "the parent run")), responses(
+    (status = 201, body = crate::openapi::RunSummary),
+    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
+    (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody),
+    (status = 422, body = crate::openapi::ErrorBody)))]
+pub(crate) async fn branch(
     State(state): AppState,
     Path(parent): Path<String>,
     body: Result<Json<Branch>, JsonRejection>,
-) -> Result<(StatusCode, Json<Value>), ApiError> {
+) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let Json(b) = body?;
     let point = {
         let (at, parent, seq) = (state.at.clone(), parent.clone(), b.at);
@@ -307,33 +324,38 @@ pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed) {
 }
 
 /// A run as lists show it.
-fn summary(r: &RunInfo) -> Value {
-    json!({
-        "id": r.id,
-        "status": r.status,
-        "plan": r.plan,
-        "created_at": r.created_at,
-        "updated_at": r.updated_at,
-        "steps": r.steps,
-        "tool_calls": r.tool_calls,
-        "parent": r.parent,
-        "branch_seq": r.branch_seq,
-    })
+fn summary(r: &RunInfo) -> RunSummary {
+    RunSummary {
+        id: r.id.clone(),
+        status: r.status.as_str().to_owned(),
+        plan: r.plan.clone(),
+        created_at: r.created_at,
+        updated_at: r.updated_at,
+        steps: r.steps,
+        tool_calls: r.tool_calls,
+        parent: r.parent.clone(),
+        branch_seq: r.branch_seq,
+    }
 }
 
 /// `GET /v1/runs?status=&limit=&before=`.
-#[derive(Deserialize)]
-struct ListQuery {
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListQuery {
+    /// `running`, `ok`, `failed` or `interrupted`.
     status: Option<String>,
     limit: Option<usize>,
     /// Only runs created before this one (the last id of the previous page).
     before: Option<String>,
 }
 
-async fn list(
+#[utoipa::path(get, path = "/v1/runs", params(ListQuery), responses(
+    (status = 200, description = "newest first", body = crate::openapi::RunList),
+    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody)))]
+pub(crate) async fn list(
     State(state): AppState,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<RunList>, ApiError> {
     let Query(q) =
         query.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_query", e.body_text()))?;
     let wanted = match q.status.as_deref() {
@@ -352,7 +374,7 @@ async fn list(
     })
     .await?;
     let limit = q.limit.unwrap_or(100).min(1000);
-    let runs: Vec<Value> = runs
+    let runs: Vec<RunSummary> = runs
         .iter()
         .rev()
         .skip_while(|r| q.before.as_ref().is_some_and(|b| r.id != *b))
@@ -361,7 +383,7 @@ async fn list(
         .take(limit)
         .map(summary)
         .collect();
-    Ok(Json(json!({ "runs": runs })))
+    Ok(Json(RunList { runs }))
 }
 
 fn parse_status(s: &str) -> Option<RunStatus> {
@@ -375,7 +397,13 @@ fn parse_status(s: &str) -> Option<RunStatus> {
 }
 
 /// `GET /v1/runs/{id}`: the run, its committed steps and its calls.
-async fn show(State(state): AppState, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(get, path = "/v1/runs/{id}", params(("id" = String, Path)), responses(
+    (status = 200, body = crate::openapi::RunShown),
+    (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+pub(crate) async fn show(
+    State(state): AppState,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
     let shown = blocking(move || {
         let store = state.at.open(plan_runs::open::Access::Read)?;
         read::show(&*store, &id)
@@ -385,9 +413,15 @@ async fn show(State(state): AppState, Path(id): Path<String>) -> Result<Json<Val
 }
 
 /// `POST /v1/runs/{id}/cancel`.
-async fn cancel(State(state): AppState, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+#[utoipa::path(post, path = "/v1/runs/{id}/cancel", params(("id" = String, Path)), responses(
+    (status = 200, body = crate::openapi::Cancelled),
+    (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+pub(crate) async fn cancel(
+    State(state): AppState,
+    Path(id): Path<String>,
+) -> Result<Json<Cancelled>, ApiError> {
     let at = state.at.clone();
     let run_id = id.clone();
     let cancelled = blocking(move || plan_runs::cancel(&at, &run_id)).await?;
-    Ok(Json(json!({ "id": id, "cancelled": cancelled })))
+    Ok(Json(Cancelled { id, cancelled }))
 }

@@ -31,6 +31,10 @@ struct Cursor {
     done: bool,
 }
 
+#[utoipa::path(get, path = "/v1/runs/{id}/events", params(("id" = String, Path),
+    ("Last-Event-ID" = Option<String>, Header, description = "the last event received")),
+    responses((status = 200, description = "server-sent events: plan, tool_call, step, answer, failed", content_type = "text/event-stream", body = String),
+    (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub(crate) async fn events(
     State(state): State<Arc<Shared>>,
     Path(id): Path<String>,

@@ -5,12 +5,13 @@
 //! (their process died) are resumed when the service starts.
 //!
 //! Module map: this file holds the service's state and its start (`Service`); `api`
-//! the routes, their bodies and errors; `events` a run as server-sent events; `auth`
-//! the bearer token.
+//! the routes, their bodies and errors; `events` a run as server-sent events; `openapi`
+//! the OpenAPI document, generated; `auth` the bearer token.
 
 mod api;
 mod auth;
 mod events;
+mod openapi;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -178,6 +178,25 @@ async fn every_endpoint_answers_and_refuses_as_documented() {
     let (status, _) = call(Method::GET, format!("{}/v2/nothing", s.base), None, ok).await;
     assert_eq!(status, 404);
 
+    // The OpenAPI document, generated from the code: every route in it.
+    let (status, doc) = call(Method::GET, format!("{}/openapi.json", s.base), None, ok).await;
+    assert_eq!(status, 200, "{doc}");
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."), "{doc}");
+    for path in [
+        "/v1/runs",
+        "/v1/runs/{id}",
+        "/v1/runs/{id}/events",
+        "/v1/runs/{id}/branch",
+        "/v1/runs/{id}/cancel",
+        "/openapi.json",
+    ] {
+        assert!(
+            doc["paths"][path].is_object(),
+            "{path} is not in the document"
+        );
+    }
+    assert!(doc["components"]["schemas"]["RunSummary"].is_object());
+
     // A branch from a point of the finished run, with another plan; the parent stays.
     let branch = format!("{one}/branch");
     let bye = json!({"at": 1, "run_id": "bye-1", "plan":

@@ -1,0 +1,116 @@
+//! `GET /openapi.json`: the API described in OpenAPI 3, generated from the handlers'
+//! annotations and the types of their bodies (utoipa), never written by hand.
+
+use serde::Serialize;
+use serde_json::Value;
+use utoipa::{OpenApi, ToSchema};
+
+/// A run as `POST /v1/runs` answers it and `GET /v1/runs` lists it.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct RunSummary {
+    pub(crate) id: String,
+    /// `running`, `ok`, `failed` or `interrupted`.
+    pub(crate) status: String,
+    pub(crate) plan: String,
+    /// Unix milliseconds.
+    pub(crate) created_at: i64,
+    /// Unix milliseconds.
+    pub(crate) updated_at: i64,
+    pub(crate) steps: u64,
+    pub(crate) tool_calls: u64,
+    pub(crate) parent: Option<String>,
+    pub(crate) branch_seq: Option<i64>,
+}
+
+/// `GET /v1/runs`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct RunList {
+    pub(crate) runs: Vec<RunSummary>,
+}
+
+/// `GET /v1/runs/{id}`: as `planvm runs show --format json`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct RunShown {
+    /// The run's row: the fields of a summary, and `final_answer`, `error`, `presets`,
+    /// `limits`, `owner`, `program`.
+    #[schema(value_type = Object)]
+    pub(crate) run: Value,
+    /// Each committed step: `step`, `seq_no`, `pc`, `op`, `writes`.
+    #[schema(value_type = Vec<Object>)]
+    pub(crate) steps: Value,
+    /// Each call: `step`, `seq_no`, `tool`, `args`, `state`, `output`, `error`,
+    /// `latency_ms`.
+    #[schema(value_type = Vec<Object>)]
+    pub(crate) calls: Value,
+}
+
+/// `POST /v1/runs/{id}/cancel`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Cancelled {
+    pub(crate) id: String,
+    /// False: the run had finished, and is left as it was.
+    pub(crate) cancelled: bool,
+}
+
+/// Every error answer.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ErrorBody {
+    pub(crate) error: ErrorDetail,
+    /// A plan's diagnostics (`invalid_plan`), as `planc check --format json` prints them.
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub(crate) diagnostics: Option<Value>,
+}
+
+#[derive(Serialize, ToSchema)]
+pub(crate) struct ErrorDetail {
+    /// Stable: `bad_json`, `unauthorized`, `unknown_run`, `invalid_plan`, ...
+    pub(crate) code: String,
+    pub(crate) message: String,
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "planvm serve", description = "Runs of LLM-written plans over a run store."),
+    paths(
+        crate::api::submit,
+        crate::api::list,
+        crate::api::show,
+        crate::api::cancel,
+        crate::api::branch,
+        crate::events::events,
+        openapi_json,
+    ),
+    components(schemas(
+        RunSummary,
+        RunList,
+        RunShown,
+        Cancelled,
+        ErrorBody,
+        ErrorDetail,
+        crate::api::Submit,
+        crate::api::Branch
+    )),
+    modifiers(&Bearer),
+    security(("bearer" = []))
+)]
+pub(crate) struct ApiDoc;
+
+/// The bearer token, as a security scheme.
+struct Bearer;
+
+impl utoipa::Modify for Bearer {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The OpenAPI document of this API.
+#[utoipa::path(get, path = "/openapi.json", responses((status = 200, description = "OpenAPI 3", body = Object)))]
+pub(crate) async fn openapi_json() -> axum::Json<utoipa::openapi::OpenApi> {
+    axum::Json(ApiDoc::openapi())
+}
