@@ -6,7 +6,7 @@
 //! a batch resumed reports what finished and goes on with what failed; a cancelled run
 //! stops at its next commit point.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -95,6 +95,21 @@ fn program(m: &Manifest) -> ValidatedProgram {
     plan_compiler::compile(PLAN, &opts).validate().unwrap()
 }
 
+/// Run `id` of `PLAN` compiled to `pbc`, with no presets and the default limits.
+fn new_run<'a>(id: &'a str, pbc: &'a [u8]) -> NewRun<'a> {
+    static PRESETS: LazyLock<Map<String, Value>> = LazyLock::new(Map::new);
+    static LIMITS: LazyLock<Limits> = LazyLock::new(Limits::default);
+    NewRun {
+        id,
+        plan: "plan.json",
+        source: Some(PLAN),
+        pbc,
+        presets: &PRESETS,
+        limits: &LIMITS,
+        parent: None,
+    }
+}
+
 fn host(m: &Manifest, tools: &Arc<Tools>) -> Host {
     let host = Host::new(m.clone(), HostOptions::default()).unwrap();
     for t in ["vector_search", "post_note"] {
@@ -115,16 +130,9 @@ fn gone() -> Owner {
 async fn killed_at(store: &mut SqliteStore, id: &str, hang: &'static str, tools: &Arc<Tools>) {
     let m = manifest();
     let program = program(&m);
+    let pbc = plan_bytecode::encode(&program);
     let owner = gone();
-    let new = NewRun {
-        id,
-        plan: "plan.json",
-        source: Some(PLAN),
-        pbc: &plan_bytecode::encode(&program),
-        presets: &Map::new(),
-        limits: &Limits::default(),
-        parent: None,
-    };
+    let new = new_run(id, &pbc);
     store.create_run(&new, &owner).unwrap();
     *tools.hang.lock().unwrap() = Some(hang);
     let host = host(&m, tools);
@@ -216,15 +224,8 @@ async fn a_run_a_live_process_holds_is_not_taken_up() {
     let mut store = store(&dir);
     let m = manifest();
     let program = program(&m);
-    let new = NewRun {
-        id: "held",
-        plan: "plan.json",
-        source: Some(PLAN),
-        pbc: &plan_bytecode::encode(&program),
-        presets: &Map::new(),
-        limits: &Limits::default(),
-        parent: None,
-    };
+    let pbc = plan_bytecode::encode(&program);
+    let new = new_run("held", &pbc);
     store.create_run(&new, &Owner::this_process()).unwrap();
     let run = store.run("held").unwrap();
     assert_eq!(run.status, RunStatus::Running);
@@ -357,16 +358,9 @@ fn a_lease_renewed_holds_the_run_and_a_lapsed_one_frees_it() {
     let mut store = store(&dir);
     let m = manifest();
     let program = program(&m);
+    let pbc = plan_bytecode::encode(&program);
     for (id, owner) in [("kept", elsewhere(1)), ("lapsed", elsewhere(2))] {
-        let new = NewRun {
-            id,
-            plan: "plan.json",
-            source: Some(PLAN),
-            pbc: &plan_bytecode::encode(&program),
-            presets: &Map::new(),
-            limits: &Limits::default(),
-            parent: None,
-        };
+        let new = new_run(id, &pbc);
         store.create_run(&new, &owner).unwrap();
     }
     let none = plan_runs::LimitsOverride::default();
@@ -475,16 +469,9 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
     let dir = tempfile::tempdir().unwrap();
     let m = manifest();
     let program = program(&m);
+    let pbc = plan_bytecode::encode(&program);
     let tools = Arc::new(Tools::default());
-    let new = NewRun {
-        id: "c",
-        plan: "plan.json",
-        source: Some(PLAN),
-        pbc: &plan_bytecode::encode(&program),
-        presets: &Map::new(),
-        limits: &Limits::default(),
-        parent: None,
-    };
+    let new = new_run("c", &pbc);
     // Held by this process, cancelled from another connection before it runs. (Its
     // lease thread must not warn: `no_warning` panics.)
     let mut held = plan_runs::Held::create(&at(&dir), &new, no_warning).unwrap();

@@ -145,10 +145,7 @@ pub(crate) async fn submit(
         ..plan_compiler::CompileOptions::default()
     };
     let program = compile(&source, &opts)?;
-    let mut limits = Limits::default();
-    if let Some(n) = submit.max_steps {
-        limits.max_steps = n;
-    }
+    let limits = limits(submit.max_steps);
     let timeout = match submit.timeout {
         None => None,
         Some(t) => Some(
@@ -186,6 +183,23 @@ pub(crate) async fn submit(
         .await?
     };
     spawn_new(state.clone(), held, program, (presets, limits), timeout);
+    created(state, id).await
+}
+
+/// The limits of a run: the defaults, with `max_steps` if given.
+fn limits(max_steps: Option<u64>) -> Limits {
+    let mut limits = Limits::default();
+    if let Some(n) = max_steps {
+        limits.max_steps = n;
+    }
+    limits
+}
+
+/// `201` with run `id`, just stored.
+async fn created(
+    state: Arc<Shared>,
+    id: String,
+) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let run = blocking(move || {
         let store = state.at.open(plan_runs::open::Access::Read)?;
         Ok(store.run(&id)?)
@@ -272,10 +286,7 @@ pub(crate) async fn branch(
         ..plan_compiler::CompileOptions::default()
     };
     let program = compile(&source, &opts)?;
-    let mut limits = Limits::default();
-    if let Some(n) = b.max_steps {
-        limits.max_steps = n;
-    }
+    let limits = limits(b.max_steps);
     let id = b.run_id.unwrap_or_else(plan_store::new_run_id);
     let claimed = {
         let (state, id) = (state.clone(), id.clone());
@@ -286,12 +297,7 @@ pub(crate) async fn branch(
         .await?
     };
     spawn_claimed(state.clone(), claimed);
-    let run = blocking(move || {
-        let store = state.at.open(plan_runs::open::Access::Read)?;
-        Ok(store.run(&id)?)
-    })
-    .await?;
-    Ok((StatusCode::CREATED, Json(summary(&run))))
+    created(state, id).await
 }
 
 /// Runs a new run in the service, once a slot is free.

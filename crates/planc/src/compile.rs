@@ -6,7 +6,7 @@ use clap::Args;
 use plan_render::{Counts, exit};
 
 use crate::backend;
-use crate::front::{FrontendArgs, err, options, read_plan, report_human, use_color};
+use crate::front::{FrontendArgs, err, plan_and_options, report_human, use_color};
 
 #[derive(Args, Debug)]
 pub(crate) struct CompileArgs {
@@ -46,30 +46,22 @@ pub(crate) fn cmd_compile(a: &CompileArgs) -> u8 {
         ));
         return exit::OUTPUT_IS_INPUT;
     }
-    let source = read_plan(&a.plan);
-    let opts = match options(&a.frontend, a.strip, &source.name) {
-        Ok(o) => o,
+    let (name, src, opts) = match plan_and_options(&a.plan, &a.frontend, a.strip) {
+        Ok(x) => x,
         Err(code) => return code,
-    };
-    let src = match source.text {
-        Ok(src) => src,
-        Err(d) => {
-            report_human(&source.name, "", &[d], false);
-            return exit::PLAN_ERRORS;
-        }
     };
     let compiled = plan_compiler::compile(&src, &opts);
     let counts = Counts::of(&compiled.diagnostics);
     if !compiled.diagnostics.is_empty() {
         if a.quiet {
             err(&plan_render::render_human(
-                &source.name,
+                &name,
                 &src,
                 &compiled.diagnostics,
                 use_color(),
             ));
         } else {
-            report_human(&source.name, &src, &compiled.diagnostics, false);
+            report_human(&name, &src, &compiled.diagnostics, false);
         }
     }
     if counts.errors > 0 {

@@ -8,7 +8,7 @@ use clap::Args;
 use plan_compiler::ExplainStep;
 use plan_render::exit;
 
-use crate::front::{FrontendArgs, options, out, read_plan, report_human};
+use crate::front::{FrontendArgs, out, plan_and_options, report_human};
 use std::collections::HashMap;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -360,17 +360,9 @@ pub(crate) struct ExplainArgs {
 }
 
 pub(crate) fn cmd_explain(a: &ExplainArgs) -> u8 {
-    let source = read_plan(&a.plan);
-    let opts = match options(&a.frontend, false, &source.name) {
-        Ok(o) => o,
+    let (name, src, opts) = match plan_and_options(&a.plan, &a.frontend, false) {
+        Ok(x) => x,
         Err(code) => return code,
-    };
-    let src = match source.text {
-        Ok(src) => src,
-        Err(d) => {
-            report_human(&source.name, "", &[d], false);
-            return exit::PLAN_ERRORS;
-        }
     };
     match plan_compiler::explain(&src, &opts) {
         Ok(steps) => {
@@ -382,7 +374,7 @@ pub(crate) fn cmd_explain(a: &ExplainArgs) -> u8 {
             exit::OK
         }
         Err(compiled) => {
-            report_human(&source.name, &src, &compiled.diagnostics, false);
+            report_human(&name, &src, &compiled.diagnostics, false);
             exit::PLAN_ERRORS
         }
     }

@@ -118,3 +118,22 @@ pub(crate) fn report_human(name: &str, src: &str, diags: &[Diagnostic], deny_war
     text.push('\n');
     err(&text);
 }
+
+/// The plan at `path`, its text and its compile options (`strip`: without the debug
+/// section); else the exit code, once what is wrong is printed (an unusable `--tools`
+/// file, or a plan that cannot be read, reported as its `E0000`).
+pub(crate) fn plan_and_options(
+    path: &Path,
+    frontend: &FrontendArgs,
+    strip: bool,
+) -> Result<(String, String, CompileOptions), u8> {
+    let source = read_plan(path);
+    let opts = options(frontend, strip, &source.name)?;
+    match source.text {
+        Ok(src) => Ok((source.name, src, opts)),
+        Err(d) => {
+            report_human(&source.name, "", &[d], false);
+            Err(exit::PLAN_ERRORS)
+        }
+    }
+}

@@ -57,16 +57,13 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     }
 
     let opts = compile_options(&manifest, &args.io.vars);
-    let loaded = match load::load_program(&args.file, opts, plan_render::color_stderr()) {
-        Ok(l) => {
-            eprint!("{}", l.rendered);
-            l
-        }
-        Err(load::LoadError::Unreadable(msg)) => return fail(exit::NO_INPUT, msg),
-        Err(load::LoadError::Invalid(inv)) => {
-            eprint!("{}", inv.rendered);
-            return fail(exit::DATA_ERR, inv.message);
-        }
+    let loaded = match session::loaded(load::load_program(
+        &args.file,
+        opts,
+        plan_render::color_stderr(),
+    )) {
+        Ok(l) => l,
+        Err(code) => return code,
     };
 
     let Session {
@@ -161,17 +158,7 @@ fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
             .map_err(|msg| fail(exit::NO_INPUT, msg))?;
         let color = plan_render::color_stderr();
         let opts = compile_options(&manifest, &args.io.vars);
-        let loaded = match load::load_bytes("<stdin>", bytes, opts, color) {
-            Ok(l) => {
-                eprint!("{}", l.rendered);
-                l
-            }
-            Err(load::LoadError::Unreadable(msg)) => return Err(fail(exit::NO_INPUT, msg)),
-            Err(load::LoadError::Invalid(inv)) => {
-                eprint!("{}", inv.rendered);
-                return Err(fail(exit::DATA_ERR, inv.message));
-            }
-        };
+        let loaded = session::loaded(load::load_bytes("<stdin>", bytes, opts, color))?;
         for w in &loaded.warnings {
             tracer.warning(w);
         }

@@ -75,17 +75,9 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         retry_unknown_writes: args.retry_unknown_writes,
         warn: session::lease_warning,
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            return fail(
-                exit::RUN_FAILED,
-                format_args!("cannot start the async runtime: {e}"),
-            );
-        }
+        Err(code) => return code,
     };
     let code = runtime.block_on(run(config, args.listen));
     // NB: the runs still going are dropped with the runtime: each lets go of its run,

@@ -175,15 +175,40 @@ fn make_host(
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, u8> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| {
-            fail(
-                exit::RUN_FAILED,
-                format_args!("cannot start the async runtime: {e}"),
-            )
-        })
+    build(tokio::runtime::Builder::new_current_thread())
+}
+
+/// A runtime with a worker per core, for commands that run many things at once (`batch`,
+/// `serve`).
+pub(crate) fn multi_thread_runtime() -> Result<tokio::runtime::Runtime, u8> {
+    build(tokio::runtime::Builder::new_multi_thread())
+}
+
+fn build(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runtime, u8> {
+    builder.enable_all().build().map_err(|e| {
+        fail(
+            exit::RUN_FAILED,
+            format_args!("cannot start the async runtime: {e}"),
+        )
+    })
+}
+
+/// A plan file loaded (its diagnostics printed on stderr), or the exit code of why not:
+/// an unreadable file (66), or a plan with errors (65).
+pub(crate) fn loaded(
+    result: Result<plan_runs::load::Loaded, plan_runs::load::LoadError>,
+) -> Result<plan_runs::load::Loaded, u8> {
+    match result {
+        Ok(l) => {
+            eprint!("{}", l.rendered);
+            Ok(l)
+        }
+        Err(plan_runs::load::LoadError::Unreadable(msg)) => Err(fail(exit::NO_INPUT, msg)),
+        Err(plan_runs::load::LoadError::Invalid(inv)) => {
+            eprint!("{}", inv.rendered);
+            Err(fail(exit::DATA_ERR, inv.message))
+        }
+    }
 }
 
 /// Prints the report and returns the exit code.

@@ -9,7 +9,7 @@ use plan_render::exit;
 use plan_runs::{LimitsOverride, Resume, StoreAt};
 
 use crate::args::{DurabilityArg, LimitArgs, OutputArgs, parse_run_id, parse_secs};
-use crate::session::{self, Session, fail, failed, refuse_clobbering, start_session};
+use crate::session::{self, Session, failed, refuse_clobbering, start_session};
 
 #[derive(Args, Debug)]
 pub(crate) struct ResumeArgs {
@@ -199,17 +199,13 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         }),
         ..plan_compiler::CompileOptions::default()
     };
-    let loaded = match plan_runs::load::load_program(&args.plan, opts, plan_render::color_stderr())
-    {
-        Ok(l) => {
-            eprint!("{}", l.rendered);
-            l
-        }
-        Err(plan_runs::load::LoadError::Unreadable(msg)) => return fail(exit::NO_INPUT, msg),
-        Err(plan_runs::load::LoadError::Invalid(inv)) => {
-            eprint!("{}", inv.rendered);
-            return fail(exit::DATA_ERR, inv.message);
-        }
+    let loaded = match session::loaded(plan_runs::load::load_program(
+        &args.plan,
+        opts,
+        plan_render::color_stderr(),
+    )) {
+        Ok(l) => l,
+        Err(code) => return code,
     };
     let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
     let plan = args.plan.display().to_string();

@@ -275,14 +275,9 @@ impl wiremock::Respond for Slow {
     }
 }
 
-const TWO_SEARCHES: &str = r#"[
- {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "first"}, "output_vars": ["a"]}},
- {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "then ${a}"}, "output_vars": ["b"]}},
- {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${b}"}}
-]"#;
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn runs_cut_by_a_killed_service_finish_when_it_starts_again_without_repeating_calls() {
+/// A `vector_search` served over loopback by [`Slow`]: the server, a scratch directory and
+/// the tools file in it.
+async fn slow_search() -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
     let server = wiremock::MockServer::start().await;
     wiremock::Mock::given(wiremock::matchers::method("POST"))
         .respond_with(Slow)
@@ -298,6 +293,18 @@ async fn runs_cut_by_a_killed_service_finish_when_it_starts_again_without_repeat
         ),
     )
     .unwrap();
+    (server, dir, tools)
+}
+
+const TWO_SEARCHES: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "first"}, "output_vars": ["a"]}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "then ${a}"}, "output_vars": ["b"]}},
+ {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${b}"}}
+]"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_cut_by_a_killed_service_finish_when_it_starts_again_without_repeating_calls() {
+    let (server, dir, tools) = slow_search().await;
     let db = dir.path().join("s.db");
     let with_tools = ["--tools", tools.to_str().unwrap()];
     let mut first = serve(&db, &with_tools);
@@ -396,21 +403,7 @@ async fn read_events(url: String, last_event_id: Option<&str>) -> Vec<(String, S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(Slow)
-        .mount(&server)
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.toml");
-    std::fs::write(
-        &tools,
-        format!(
-            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\npointer = \"/text\"\n",
-            server.uri()
-        ),
-    )
-    .unwrap();
+    let (_server, dir, tools) = slow_search().await;
     let s = serve(
         &dir.path().join("s.db"),
         &["--tools", tools.to_str().unwrap()],

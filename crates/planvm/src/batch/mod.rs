@@ -138,17 +138,9 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     for w in host.warnings() {
         eprintln!("warning: {w}");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,
-        Err(e) => {
-            return fail(
-                exit::RUN_FAILED,
-                format_args!("cannot start the async runtime: {e}"),
-            );
-        }
+        Err(code) => return code,
     };
     let mut store = match open_store(&args, &jobs) {
         Ok(s) => s,
