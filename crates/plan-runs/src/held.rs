@@ -50,6 +50,11 @@ impl Held {
         &self.id
     }
 
+    /// The run's row, read on the run's own connection.
+    pub fn row(&self) -> Result<plan_store::RunInfo, Error> {
+        Ok(self.store.run(&self.id)?)
+    }
+
     /// The journal of the run from its start, for a driver of the caller's (a plan read
     /// as it streams in).
     pub fn journal(&mut self, program: &ValidatedProgram) -> StoreJournal<'_> {
@@ -103,6 +108,11 @@ impl Claimed {
 
     pub fn program(&self) -> &ValidatedProgram {
         &self.going.program
+    }
+
+    /// The run's row, as claimed or created.
+    pub fn row(&self) -> Result<plan_store::RunInfo, Error> {
+        self.held.row()
     }
 
     /// Runs it to its end on `host`, each event also to `also`; its report counts the

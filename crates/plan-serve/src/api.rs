@@ -178,12 +178,15 @@ pub(crate) async fn submit(
                 limits: &limits,
                 parent: None,
             };
-            Held::create(&state.at, &new, state.warn)
+            let held = Held::create(&state.at, &new, state.warn)?;
+            let row = held.row()?;
+            Ok((held, row))
         })
         .await?
     };
-    spawn_new(state.clone(), held, program, (presets, limits), timeout);
-    created(state, id).await
+    let (held, row) = held;
+    spawn_new(state, held, program, (presets, limits), timeout);
+    Ok((StatusCode::CREATED, Json(summary(&row))))
 }
 
 /// The limits of a run: the defaults, with `max_steps` if given.
@@ -193,19 +196,6 @@ fn limits(max_steps: Option<u64>) -> Limits {
         limits.max_steps = n;
     }
     limits
-}
-
-/// `201` with run `id`, just stored.
-async fn created(
-    state: Arc<Shared>,
-    id: String,
-) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
-    let run = blocking(move || {
-        let store = state.at.open(plan_runs::open::Access::Read)?;
-        Ok(store.run(&id)?)
-    })
-    .await?;
-    Ok((StatusCode::CREATED, Json(summary(&run))))
 }
 
 /// A plan given as its instructions (a JSON array) or as text, as text.
@@ -292,12 +282,15 @@ pub(crate) async fn branch(
         let (state, id) = (state.clone(), id.clone());
         blocking(move || {
             point.check(&program, &limits, "the plan")?;
-            point.start(&id, "branch", Some(&source), program, limits, state.warn)
+            let claimed = point.start(&id, "branch", Some(&source), program, limits, state.warn)?;
+            let row = claimed.row()?;
+            Ok((claimed, row))
         })
         .await?
     };
-    spawn_claimed(state.clone(), claimed);
-    created(state, id).await
+    let (claimed, row) = claimed;
+    spawn_claimed(state, claimed);
+    Ok((StatusCode::CREATED, Json(summary(&row))))
 }
 
 /// Runs a new run in the service, once a slot is free.
