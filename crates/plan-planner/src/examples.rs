@@ -29,7 +29,7 @@ pub struct Example {
 }
 
 /// The examples of one directory, ready to be searched.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Examples {
     list: Vec<Example>,
     /// The files that were skipped, and why.

@@ -1,20 +1,68 @@
-//! `ask` with a store: each plan the planner writes that runs is a stored run; a
-//! re-plan's run is a branch of the run it replaces, from its first instruction (it
-//! starts over, answering the calls already made from their stored answers), so the
-//! store shows every version of the plan.
+//! `ask` with a store: the goal is a row of its own from the moment it is asked
+//! ([`create_goal`]), ended with the ask's outcome; each plan the planner writes that runs
+//! is a stored run, `ID`, then `ID.2`, `ID.3`, ... A re-plan's run is a branch of the run
+//! it replaces, from its first instruction (it starts over, answering the calls already
+//! made from their stored answers), so the store shows every version of the plan.
 
 use plan_host::{Journal, TraceEvent};
-use plan_planner::{AskOutcome, PlanRun, Planner, RunSink};
-use plan_store::NewRun;
-use serde_json::{Map, Value};
+use plan_planner::{AskOutcome, AskStatus, PlanRun, Planner, RunSink};
+use plan_store::{NewGoal, NewRun, Owner};
+use serde_json::{Map, Value, json};
 
+use crate::open::Access;
 use crate::{Error, ErrorKind, Held, StoreAt};
+
+/// Stores goal `goal` as open under `id` (a new id when None), before anything is asked;
+/// its id.
+pub fn create_goal(
+    at: &StoreAt,
+    id: Option<&str>,
+    (goal, response_format): (&str, Option<&Value>),
+    request: &Value,
+) -> Result<String, Error> {
+    let id = id.map_or_else(plan_store::new_run_id, str::to_owned);
+    plan_store::check_run_id(&id)
+        .map_err(|e| Error::new(ErrorKind::BadRunId, format!("run id `{id}`: {e}")))?;
+    at.open(Access::Create)?.create_goal(
+        &NewGoal {
+            id: &id,
+            goal,
+            response_format,
+            request,
+        },
+        &Owner::this_process(),
+    )?;
+    Ok(id)
+}
+
+/// Ends goal `id` with `outcome`: answered, or failed with `{code, message}`; a goal that
+/// had ended is left as it was.
+pub fn end_goal(at: &StoreAt, id: &str, outcome: Result<&Value, &Value>) -> Result<(), Error> {
+    at.open(Access::Existing)?.end_goal(id, outcome)?;
+    Ok(())
+}
+
+/// How an ask that did not answer failed, as a goal's `error`: `{code, message}`.
+pub fn goal_error(outcome: &AskOutcome) -> Value {
+    let code = match outcome.status {
+        AskStatus::Answered => "answered",
+        AskStatus::InvalidPlan => "invalid_plan",
+        AskStatus::RunFailed => "run_failed",
+        AskStatus::PlannerFailed => "planner_failed",
+    };
+    let message = outcome
+        .error
+        .as_deref()
+        .unwrap_or("the goal was not answered");
+    json!({"code": code, "message": message})
+}
 
 /// Where the runs of one `ask` go.
 pub struct AskStore<'a> {
     pub at: StoreAt,
-    /// The first run's id; the next ones get `.2`, `.3`, ... (default: new ids).
-    pub run_id: Option<String>,
+    /// The goal, stored ([`create_goal`]): its runs are `ID`, `ID.2`, ...; it is ended
+    /// with the ask's outcome.
+    pub goal_id: String,
     /// Hears every event as well (a trace).
     pub also: &'a mut dyn Journal,
     pub warn: fn(&Error),
@@ -31,7 +79,8 @@ pub struct AskStored {
     pub failed: Option<Error>,
 }
 
-/// Asks `planner` for `goal`, each run stored as `store` says.
+/// Asks `planner` for `goal`, each run stored as `store` says, and ends the goal with the
+/// outcome.
 pub async fn ask(
     planner: &Planner<'_>,
     goal: &str,
@@ -45,10 +94,22 @@ pub async fn ask(
         failed: None,
     };
     let outcome = planner.ask_into(goal, response_format, &mut sink).await;
+    let Sink {
+        store, ids, failed, ..
+    } = sink;
+    let ended = match (&failed, outcome.status) {
+        (Some(e), _) => end_goal(
+            &store.at,
+            &store.goal_id,
+            Err(&json!({"code": e.kind.code(), "message": e.message})),
+        ),
+        (None, AskStatus::Answered) => end_goal(&store.at, &store.goal_id, Ok(&outcome.answer)),
+        (None, _) => end_goal(&store.at, &store.goal_id, Err(&goal_error(&outcome))),
+    };
     AskStored {
         outcome,
-        runs: sink.ids,
-        failed: sink.failed,
+        runs: ids,
+        failed: failed.or(ended.err()),
     }
 }
 
@@ -61,11 +122,7 @@ struct Sink<'a> {
 
 impl Sink<'_> {
     fn next_id(&self) -> Result<String, Error> {
-        let id = match (&self.store.run_id, self.ids.len()) {
-            (Some(id), 0) => id.clone(),
-            (Some(id), n) => format!("{id}.{}", n + 1),
-            (None, _) => plan_store::new_run_id(),
-        };
+        let id = plan_store::goal_run_id(&self.store.goal_id, self.ids.len() + 1);
         plan_store::check_run_id(&id)
             .map_err(|e| Error::new(ErrorKind::BadRunId, format!("run id `{id}`: {e}")))?;
         Ok(id)

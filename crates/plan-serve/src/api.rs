@@ -13,12 +13,13 @@ use axum::{Json, Router};
 use plan_bytecode::ValidatedProgram;
 use plan_host::Deadline;
 use plan_runs::{Claimed, ErrorKind, Held, read};
-use plan_store::{NewRun, RunInfo, RunStatus};
+use plan_store::{GoalInfo, GoalStatus, NewRun, RunInfo};
 use plan_vm::Limits;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::State as Shared;
+use crate::goals::Request;
 use crate::openapi::{Cancelled, RunList, RunSummary};
 
 type AppState = State<Arc<Shared>>;
@@ -31,6 +32,7 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
         .route("/v1/runs/{id}/cancel", post(cancel))
         .route("/v1/runs/{id}/branch", post(branch))
         .route("/v1/runs/{id}/events", get(crate::events::events))
+        .route("/v1/chat/completions", post(crate::chat::completions))
         .route("/openapi.json", get(crate::openapi::openapi_json))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .layer(axum::middleware::from_fn_with_state(
@@ -109,14 +111,20 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(ApiError::from)
 }
 
-/// `POST /v1/runs`.
+/// `POST /v1/runs`: a plan, or a goal for the planner; not both.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Submit {
     /// The plan: its instructions (a JSON array), or its text in any form the reader
     /// accepts.
-    #[schema(value_type = Object)]
-    plan: Value,
+    #[schema(value_type = Option<Object>)]
+    plan: Option<Value>,
+    /// What the answer should achieve, in words: the planner writes the plan (as `planvm
+    /// ask`), repairs it and re-plans after a failed run.
+    goal: Option<String>,
+    /// With `goal`: what the answer must look like (JSON, or text).
+    #[schema(value_type = Option<Object>)]
+    response_format: Option<Value>,
     /// Variables the run starts with.
     #[serde(default)]
     #[schema(value_type = Object)]
@@ -137,7 +145,35 @@ pub(crate) async fn submit(
     body: Result<Json<Submit>, JsonRejection>,
 ) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let Json(submit) = body?;
-    let source = plan_text(&submit.plan);
+    let plan = match (submit.plan, submit.goal) {
+        (Some(plan), None) if submit.response_format.is_none() => plan,
+        (None, Some(goal)) => {
+            let request = Request {
+                vars: submit.vars,
+                max_steps: submit.max_steps,
+                timeout: submit
+                    .timeout
+                    .map(|t| positive_secs(t).map(|_| t))
+                    .transpose()?,
+            };
+            let (id, _) = start_goal(
+                &state,
+                submit.run_id,
+                (goal, submit.response_format),
+                request,
+            )
+            .await?;
+            return Ok((StatusCode::CREATED, Json(id)));
+        }
+        _ => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_body",
+                "give either `plan`, or `goal` (with `response_format` if wanted)",
+            ));
+        }
+    };
+    let source = plan_text(&plan);
     let opts = plan_compiler::CompileOptions {
         manifest: state.manifest.clone(),
         presets: submit.vars.keys().cloned().collect(),
@@ -146,21 +182,7 @@ pub(crate) async fn submit(
     };
     let program = compile(&source, &opts)?;
     let limits = limits(submit.max_steps);
-    let timeout = match submit.timeout {
-        None => None,
-        Some(t) => Some(
-            Duration::try_from_secs_f64(t)
-                .ok()
-                .filter(|d| !d.is_zero())
-                .ok_or_else(|| {
-                    ApiError::new(
-                        StatusCode::BAD_REQUEST,
-                        "bad_timeout",
-                        format!("timeout must be a positive number of seconds, not {t}"),
-                    )
-                })?,
-        ),
-    };
+    let timeout = submit.timeout.map(positive_secs).transpose()?;
     let id = submit.run_id.unwrap_or_else(plan_store::new_run_id);
     let presets: Vec<(String, Value)> = submit.vars.into_iter().collect();
     let held = {
@@ -187,6 +209,84 @@ pub(crate) async fn submit(
     let (held, row) = held;
     spawn_new(state, held, program, (presets, limits), timeout);
     Ok((StatusCode::CREATED, Json(summary(&row))))
+}
+
+/// `t` seconds, when a positive number of them.
+fn positive_secs(t: f64) -> Result<Duration, ApiError> {
+    Duration::try_from_secs_f64(t)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_timeout",
+                format!("timeout must be a positive number of seconds, not {t}"),
+            )
+        })
+}
+
+/// Stores goal `goal` (under `id` if given) and asks the planner for it in the service:
+/// its summary (status `planning`), and the task that ends with its outcome.
+pub(crate) async fn start_goal(
+    state: &Arc<Shared>,
+    id: Option<String>,
+    (goal, response_format): (String, Option<Value>),
+    request: Request,
+) -> Result<(RunSummary, tokio::task::JoinHandle<crate::goals::Ended>), ApiError> {
+    if let Err(why) = &state.model {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_planner",
+            format!("goals cannot be planned here: {why}"),
+        ));
+    }
+    let row = {
+        let (at, goal, rf) = (state.at.clone(), goal.clone(), response_format.clone());
+        let asked = serde_json::to_value(&request).unwrap_or_default();
+        blocking(move || {
+            let id = plan_runs::ask::create_goal(&at, id.as_deref(), (&goal, rf.as_ref()), &asked)?;
+            let store = at.open(plan_runs::open::Access::Existing)?;
+            store.goal(&id)?.ok_or_else(|| {
+                plan_runs::Error::new(ErrorKind::UnknownRun, format!("goal `{id}` vanished"))
+            })
+        })
+        .await?
+    };
+    let task = crate::goals::spawn_ask(
+        state.clone(),
+        row.id.clone(),
+        (goal, response_format),
+        request,
+    );
+    Ok((goal_summary(&row, None), task))
+}
+
+/// A goal as lists show it: its own status while no plan of it has run, else its latest
+/// run's.
+pub(crate) fn goal_summary(goal: &GoalInfo, latest: Option<&RunInfo>) -> RunSummary {
+    let mut s = match latest {
+        Some(run) => summary(run),
+        None => RunSummary {
+            id: goal.id.clone(),
+            status: match goal.status {
+                GoalStatus::Open => "planning",
+                GoalStatus::Answered => "ok",
+                GoalStatus::Failed => "failed",
+                GoalStatus::Interrupted => "interrupted",
+            }
+            .to_owned(),
+            plan: "goal".to_owned(),
+            created_at: goal.created_at,
+            updated_at: goal.updated_at,
+            steps: 0,
+            tool_calls: 0,
+            parent: None,
+            branch_seq: None,
+            goal: None,
+        },
+    };
+    s.goal = Some(goal.goal.clone());
+    s
 }
 
 /// The limits of a run: the defaults, with `max_steps` if given.
@@ -334,6 +434,7 @@ fn summary(r: &RunInfo) -> RunSummary {
         tool_calls: r.tool_calls,
         parent: r.parent.clone(),
         branch_seq: r.branch_seq,
+        goal: None,
     }
 }
 
@@ -341,7 +442,7 @@ fn summary(r: &RunInfo) -> RunSummary {
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
-    /// `running`, `ok`, `failed` or `interrupted`.
+    /// `planning`, `running`, `ok`, `failed` or `interrupted`.
     status: Option<String>,
     limit: Option<usize>,
     /// Only runs created before this one (the last id of the previous page).
@@ -363,36 +464,65 @@ pub(crate) async fn list(
             ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "bad_query",
-                format!("status `{s}`: one of running, ok, failed, interrupted"),
+                format!("status `{s}`: one of planning, running, ok, failed, interrupted"),
             )
         })?),
     };
-    let runs = blocking(move || {
+    let (runs, goals) = blocking(move || {
         let store = state.at.open(plan_runs::open::Access::Read)?;
-        read::list(&*store)
+        let goals = store.goals()?;
+        Ok((read::list(&*store)?, goals))
     })
     .await?;
     let limit = q.limit.unwrap_or(100).min(1000);
-    let runs: Vec<RunSummary> = runs
-        .iter()
+    let runs: Vec<RunSummary> = summaries(&runs, &goals)
+        .into_iter()
         .rev()
         .skip_while(|r| q.before.as_ref().is_some_and(|b| r.id != *b))
         .skip(usize::from(q.before.is_some()))
         .filter(|r| wanted.is_none_or(|w| r.status == w))
         .take(limit)
-        .map(summary)
         .collect();
     Ok(Json(RunList { runs }))
 }
 
-fn parse_status(s: &str) -> Option<RunStatus> {
-    Some(match s {
-        "running" => RunStatus::Running,
-        "ok" => RunStatus::Ok,
-        "failed" => RunStatus::Failed,
-        "interrupted" => RunStatus::Interrupted,
-        _ => return None,
-    })
+/// Every run, each with its goal if the planner wrote it, and every goal none of whose
+/// plans has run yet; oldest first.
+fn summaries(runs: &[RunInfo], goals: &[GoalInfo]) -> Vec<RunSummary> {
+    let by_id: std::collections::HashMap<&str, &GoalInfo> =
+        goals.iter().map(|g| (g.id.as_str(), g)).collect();
+    let goal_of = |run: &str| {
+        let base = run.rsplit_once('.').map_or(run, |(b, _)| b);
+        [run, base]
+            .into_iter()
+            .filter_map(|id| by_id.get(id).copied())
+            .find(|g| plan_store::goal_run_number(&g.id, run).is_some())
+    };
+    let mut planned = std::collections::HashSet::new();
+    let mut out: Vec<RunSummary> = runs
+        .iter()
+        .map(|r| match goal_of(&r.id) {
+            Some(g) => {
+                planned.insert(g.id.as_str());
+                goal_summary(g, Some(r))
+            }
+            None => summary(r),
+        })
+        .collect();
+    out.extend(
+        goals
+            .iter()
+            .filter(|g| !planned.contains(g.id.as_str()))
+            .map(|g| goal_summary(g, None)),
+    );
+    out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
+    out
+}
+
+fn parse_status(s: &str) -> Option<&'static str> {
+    ["planning", "running", "ok", "failed", "interrupted"]
+        .into_iter()
+        .find(|k| *k == s)
 }
 
 /// `GET /v1/runs/{id}`: the run, its committed steps and its calls.
@@ -405,10 +535,34 @@ pub(crate) async fn show(
 ) -> Result<Json<Value>, ApiError> {
     let shown = blocking(move || {
         let store = state.at.open(plan_runs::open::Access::Read)?;
-        read::show(&*store, &id)
+        let goal = match store.goal(&id)? {
+            Some(g) => Some(crate::goals::view(&*store, &g)?),
+            None => None,
+        };
+        let mut shown = match read::show(&*store, &id) {
+            Ok(shown) => {
+                let source = store
+                    .program(&shown.run.program)
+                    .ok()
+                    .and_then(|p| p.source);
+                let children = store.children(&id)?;
+                let mut v = json!(shown);
+                v["source"] = json!(source);
+                v["children"] = json!(children);
+                v
+            }
+            // NB: a goal no plan of which has run yet has no run to show.
+            Err(e) if e.kind == ErrorKind::UnknownRun && goal.is_some() => {
+                json!({"run": null, "steps": [], "calls": [], "source": null, "children": []})
+            }
+            Err(e) => return Err(e),
+        };
+        store.unchanged()?;
+        shown["goal"] = json!(goal);
+        Ok(shown)
     })
     .await?;
-    Ok(Json(json!(shown)))
+    Ok(Json(shown))
 }
 
 /// `POST /v1/runs/{id}/cancel`.

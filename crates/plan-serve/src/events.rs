@@ -13,7 +13,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use plan_runs::read::{self, Shown};
-use plan_store::RunStatus;
+use plan_store::{GoalStatus, RunStatus};
 use serde_json::{Value, json};
 
 use crate::State as Shared;
@@ -22,64 +22,68 @@ use crate::api::{ApiError, blocking};
 /// How often a run still going is read again.
 const POLL: Duration = Duration::from_millis(100);
 
-/// Where a stream of one run stands.
+/// Where a stream stands.
 struct Cursor {
     state: Arc<Shared>,
     id: String,
-    /// The last step sent (0: the plan).
+    /// For a goal's stream: the number of the run being sent (1: `ID`, 2: `ID.2`, ...).
+    goal_run: Option<usize>,
+    /// The last step of that run sent (0: its plan; None: nothing of it yet).
     after: Option<u64>,
     done: bool,
 }
 
 #[utoipa::path(get, path = "/v1/runs/{id}/events", params(("id" = String, Path),
     ("Last-Event-ID" = Option<String>, Header, description = "the last event received")),
-    responses((status = 200, description = "server-sent events: plan, tool_call, step, answer, failed", content_type = "text/event-stream", body = String),
+    responses((status = 200, description = "server-sent events: plan, tool_call, step, answer, failed; for a goal, each run's, then goal", content_type = "text/event-stream", body = String),
     (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub(crate) async fn events(
     State(state): State<Arc<Shared>>,
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let after = headers
+    let last = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
+        .map(str::trim);
     // NB: an unknown run is a 404, not an empty stream.
-    let first = read_run(&state, &id).await?;
+    let first = read(&state, &id, None).await?;
+    let is_goal = matches!(first, Read::Goal { .. });
+    let (goal_run, after, done) = match (is_goal, last) {
+        (true, Some("end")) => (Some(1), None, true),
+        (true, Some(last)) => match last.split_once(':') {
+            Some((k, step)) => (k.parse().ok(), step.parse().ok(), false),
+            None => (Some(1), None, false),
+        },
+        (true, None) => (Some(1), None, false),
+        (false, last) => (None, last.and_then(|l| l.parse::<u64>().ok()), false),
+    };
     let cursor = Cursor {
         state,
         id,
+        goal_run: goal_run.or(is_goal.then_some(1)),
         after,
-        done: false,
+        done,
     };
-    let stream = futures::stream::unfold((cursor, Some(first)), |(mut c, first)| async move {
+    let stream = futures::stream::unfold(cursor, |mut c| async move {
         if c.done {
             return None;
         }
-        let mut shown = first;
         loop {
-            let run = match shown.take() {
-                Some(s) => s,
-                None => match read_run(&c.state, &c.id).await {
-                    Ok(s) => s,
-                    Err(_) => {
-                        c.done = true;
-                        let gone = Event::default().event("failed").data(
-                            json!({"error": {"code": "unreadable", "message": "the run can no longer be read"}})
-                                .to_string(),
-                        );
-                        return Some((vec![Ok(gone)], (c, None)));
-                    }
-                },
+            let read = match read(&c.state, &c.id, c.goal_run).await {
+                Ok(r) => r,
+                Err(_) => {
+                    c.done = true;
+                    let gone = Event::default().event("failed").data(
+                        json!({"error": {"code": "unreadable", "message": "the run can no longer be read"}})
+                            .to_string(),
+                    );
+                    return Some((vec![Ok(gone)], c));
+                }
             };
-            let (batch, done) = new_events(&run, c.after);
-            if let Some(last) = batch.last() {
-                c.after = Some(last.0);
-            }
-            c.done = done;
-            if !batch.is_empty() || done {
-                let events = batch.into_iter().map(|(_, e)| Ok(e)).collect::<Vec<_>>();
-                return Some((events, (c, None)));
+            let events = c.advance(read);
+            if !events.is_empty() || c.done {
+                return Some((events.into_iter().map(Ok).collect(), c));
             }
             tokio::time::sleep(POLL).await;
         }
@@ -88,32 +92,123 @@ pub(crate) async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
-async fn read_run(state: &Arc<Shared>, id: &str) -> Result<(Shown, Option<String>), ApiError> {
+/// What one look at the store found.
+enum Read {
+    Run(Box<(Shown, Option<String>)>),
+    Goal {
+        /// How the goal ended (None: open).
+        ended: Option<Value>,
+        /// Its run the cursor is at, if it exists yet, and whether a later one does.
+        run: Option<Box<(Shown, Option<String>)>>,
+        next: bool,
+    },
+}
+
+impl Cursor {
+    /// The events `read` holds beyond what was sent; moves on to a goal's next run once
+    /// one ended.
+    fn advance(&mut self, read: Read) -> Vec<Event> {
+        match read {
+            Read::Run(run) => {
+                let (batch, done) = new_events(&run, self.after, None);
+                self.note(&batch, done);
+                batch.into_iter().map(|(_, e)| e).collect()
+            }
+            Read::Goal { ended, run, next } => {
+                let k = self.goal_run.unwrap_or(1);
+                let mut out = Vec::new();
+                let mut run_done = run.is_none();
+                if let Some(run) = run {
+                    let (batch, done) = new_events(&run, self.after, Some(k));
+                    if let Some((last, _)) = batch.last() {
+                        self.after = Some(*last);
+                    }
+                    run_done = done;
+                    out.extend(batch.into_iter().map(|(_, e)| e));
+                }
+                if run_done && next {
+                    self.goal_run = Some(k + 1);
+                    self.after = None;
+                } else if let Some(ended) = ended.filter(|_| run_done || !next) {
+                    out.push(
+                        Event::default()
+                            .id("end")
+                            .event("goal")
+                            .data(ended.to_string()),
+                    );
+                    self.done = true;
+                }
+                out
+            }
+        }
+    }
+
+    fn note(&mut self, batch: &[(u64, Event)], done: bool) {
+        if let Some((last, _)) = batch.last() {
+            self.after = Some(*last);
+        }
+        self.done = done;
+    }
+}
+
+/// Run `id`, or for a goal its run number `goal_run` (and the goal's state).
+async fn read(state: &Arc<Shared>, id: &str, goal_run: Option<usize>) -> Result<Read, ApiError> {
     let (state, id) = (state.clone(), id.to_owned());
     blocking(move || {
         let store = state.at.open(plan_runs::open::Access::Read)?;
-        let shown = read::show(&*store, &id)?;
-        let source = store
-            .program(&shown.run.program)
-            .ok()
-            .and_then(|p| p.source);
-        Ok((shown, source))
+        let with_source = |shown: Shown| {
+            let source = store
+                .program(&shown.run.program)
+                .ok()
+                .and_then(|p| p.source);
+            Box::new((shown, source))
+        };
+        let read = match store.goal(&id)? {
+            None => Read::Run(with_source(read::show(&*store, &id)?)),
+            Some(goal) => {
+                let k = goal_run.unwrap_or(1);
+                let runs = crate::goals::runs_of(&*store, &id)?;
+                let run = match runs.get(k - 1) {
+                    Some(r) => Some(with_source(read::show(&*store, &r.id)?)),
+                    None => None,
+                };
+                let ended = match goal.status {
+                    GoalStatus::Open => None,
+                    _ => Some(
+                        json!({"status": goal.status, "answer": goal.answer, "error": goal.error}),
+                    ),
+                };
+                Read::Goal {
+                    ended,
+                    run,
+                    next: runs.len() > k,
+                }
+            }
+        };
+        store.unchanged()?;
+        Ok(read)
     })
     .await
 }
 
 /// The events of `run` after step `after` (all of them when None), each with the step it
-/// belongs to, and whether the run has ended (its last event is among them).
+/// belongs to, and whether the run has ended (its last event is among them). Ids are the
+/// step's number, `K:STEP` for run number K of a goal.
 fn new_events(
     (run, source): &(Shown, Option<String>),
     after: Option<u64>,
+    goal_run: Option<usize>,
 ) -> (Vec<(u64, Event)>, bool) {
     let mut out = Vec::new();
     let event = |id: u64, kind: &str, data: Value| {
+        let shown = match goal_run {
+            Some(k) => format!("{k}:{id}"),
+            None => id.to_string(),
+        };
         (
             id,
             Event::default()
-                .id(id.to_string())
+                .id(shown)
                 .event(kind)
                 .data(data.to_string()),
         )

@@ -10,7 +10,9 @@
 
 mod api;
 mod auth;
+mod chat;
 mod events;
+mod goals;
 mod openapi;
 
 use std::net::SocketAddr;
@@ -18,6 +20,7 @@ use std::sync::Arc;
 
 use plan_host::{Host, HostOptions};
 use plan_manifest::Manifest;
+use plan_planner::{Examples, PlannerModel, Template};
 use plan_runs::{Error, LimitsOverride, Resume, StoreAt, read};
 use plan_store::RunStatus;
 use tokio::sync::Semaphore;
@@ -27,6 +30,8 @@ pub struct Config {
     pub store: StoreAt,
     /// The tools plans may call and their backends.
     pub manifest: Manifest,
+    /// How the tools are reached (`replay` answers them, and the planner, from a
+    /// cassette).
     pub host_options: HostOptions,
     /// Every request must carry `Authorization: Bearer <token>` when set.
     pub token: Option<String>,
@@ -39,6 +44,16 @@ pub struct Config {
     pub retry_unknown_writes: bool,
     /// Hears about a lease that cannot be renewed.
     pub warn: fn(&Error),
+    /// How goals are planned.
+    pub planning: Planning,
+}
+
+/// What the planner of the service's goals is given.
+pub struct Planning {
+    pub template: Template,
+    pub examples: Examples,
+    /// Examples put into each prompt.
+    pub max_examples: usize,
 }
 
 /// The service's state, shared by its requests and its runs.
@@ -50,7 +65,14 @@ pub(crate) struct State {
     pub(crate) slots: Arc<Semaphore>,
     pub(crate) max_body: usize,
     pub(crate) warn: fn(&Error),
+    pub(crate) planning: Planning,
+    /// The planner's LLM, or why there is none (goals are refused then).
+    pub(crate) model: Result<Arc<dyn PlannerModel>, String>,
 }
+
+/// Each run or goal taken up at start: its id, and why it could not go on when it could
+/// not.
+pub type TakenUp = Vec<(String, Result<(), Error>)>;
 
 /// Why a service could not start.
 #[derive(Debug)]
@@ -82,6 +104,7 @@ impl Service {
             .map_err(StartError::Store)?;
         let host = Host::new(config.manifest.clone(), config.host_options)
             .map_err(|e| StartError::Host(e.to_string()))?;
+        let model = plan_planner::model_for(&host).map_err(|e| e.message);
         Ok(Service {
             state: Arc::new(State {
                 at: config.store,
@@ -91,6 +114,8 @@ impl Service {
                 slots: Arc::new(Semaphore::new(config.max_runs.max(1))),
                 max_body: config.max_body,
                 warn: config.warn,
+                planning: config.planning,
+                model,
             }),
             retry_unknown_writes: config.retry_unknown_writes,
         })
@@ -102,9 +127,11 @@ impl Service {
     }
 
     /// Resumes every run the store holds as interrupted, with the guarantees of `planvm
-    /// resume`; each run's id, and why it could not go on when it could not. Call from
-    /// within the runtime the service runs on.
-    pub fn resume_interrupted(&self) -> Vec<(String, Result<(), Error>)> {
+    /// resume`, and takes up every goal it was asking (see `goals`); each run's or goal's
+    /// id, and why it could not go on when it could not. Call from within the runtime the
+    /// service runs on.
+    pub fn resume_interrupted(&self) -> TakenUp {
+        let (mut resumed, taken) = goals::take_up_goals(&self.state, self.retry_unknown_writes);
         let runs = match self
             .state
             .at
@@ -112,11 +139,15 @@ impl Service {
             .and_then(|s| read::list(&*s))
         {
             Ok(runs) => runs,
-            Err(e) => return vec![(String::new(), Err(e))],
+            Err(e) => {
+                resumed.push((String::new(), Err(e)));
+                return resumed;
+            }
         };
         let none = LimitsOverride::default();
-        runs.into_iter()
-            .filter(|r| r.status == RunStatus::Interrupted)
+        let runs = runs
+            .into_iter()
+            .filter(|r| r.status == RunStatus::Interrupted && !taken.contains(&r.id))
             .map(|r| {
                 let resumed =
                     plan_runs::resume(&self.state.at, &r.id, &none, self.retry_unknown_writes)
@@ -129,8 +160,14 @@ impl Service {
                             }
                         });
                 (r.id, resumed)
-            })
-            .collect()
+            });
+        resumed.extend(runs);
+        resumed
+    }
+
+    /// Why goals are refused (no planner's LLM configured), if they are.
+    pub fn no_planner(&self) -> Option<&str> {
+        self.state.model.as_ref().err().map(String::as_str)
     }
 
     /// Serves requests on `listener` until `shutdown` resolves; the runs still going

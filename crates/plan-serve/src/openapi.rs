@@ -9,7 +9,8 @@ use utoipa::{OpenApi, ToSchema};
 #[derive(Serialize, ToSchema)]
 pub(crate) struct RunSummary {
     pub(crate) id: String,
-    /// `running`, `ok`, `failed` or `interrupted`.
+    /// `running`, `ok`, `failed` or `interrupted`; `planning` for a goal no plan of which
+    /// has run yet.
     pub(crate) status: String,
     pub(crate) plan: String,
     /// Unix milliseconds.
@@ -20,6 +21,9 @@ pub(crate) struct RunSummary {
     pub(crate) tool_calls: u64,
     pub(crate) parent: Option<String>,
     pub(crate) branch_seq: Option<i64>,
+    /// The goal, for a run the planner wrote (or a goal not planned yet).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) goal: Option<String>,
 }
 
 /// `GET /v1/runs`.
@@ -32,8 +36,8 @@ pub(crate) struct RunList {
 #[derive(Serialize, ToSchema)]
 pub(crate) struct RunShown {
     /// The run's row: the fields of a summary, and `final_answer`, `error`, `presets`,
-    /// `limits`, `owner`, `program`.
-    #[schema(value_type = Object)]
+    /// `limits`, `owner`, `program`; null for a goal no plan of which has run yet.
+    #[schema(value_type = Option<Object>)]
     pub(crate) run: Value,
     /// Each committed step: `step`, `seq_no`, `pc`, `op`, `writes`.
     #[schema(value_type = Vec<Object>)]
@@ -42,6 +46,15 @@ pub(crate) struct RunShown {
     /// `latency_ms`.
     #[schema(value_type = Vec<Object>)]
     pub(crate) calls: Value,
+    /// The plan's source text.
+    pub(crate) source: Option<String>,
+    /// The runs branched from this one (re-plans included).
+    pub(crate) children: Vec<String>,
+    /// For a goal's id: `id`, `goal`, `response_format`, `request`, `status` (`open`,
+    /// `answered`, `failed`, `interrupted`), `answer`, `error`, `created_at`,
+    /// `updated_at`, and `runs` (each version of the plan: `id`, `status`, `plan`).
+    #[schema(value_type = Option<Object>)]
+    pub(crate) goal: Option<Value>,
 }
 
 /// `POST /v1/runs/{id}/cancel`.
@@ -78,6 +91,7 @@ pub(crate) struct ErrorDetail {
         crate::api::cancel,
         crate::api::branch,
         crate::events::events,
+        crate::chat::completions,
         openapi_json,
     ),
     components(schemas(

@@ -80,6 +80,77 @@ pub struct RunInfo {
     pub owner: Option<String>,
 }
 
+/// Where a goal stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GoalStatus {
+    /// A live process is planning it or running one of its plans.
+    Open,
+    Answered,
+    Failed,
+    /// Its process died before the goal was answered or failed.
+    Interrupted,
+}
+
+impl GoalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GoalStatus::Open => "open",
+            GoalStatus::Answered => "answered",
+            GoalStatus::Failed => "failed",
+            GoalStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// One goal's row. Its runs are `id`, `id.2`, `id.3`, ... ([`goal_run_id`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GoalInfo {
+    pub id: String,
+    pub goal: String,
+    pub response_format: Option<Value>,
+    /// The rest of what was asked (variables, limits), as the asker wrote it.
+    pub request: Value,
+    pub status: GoalStatus,
+    pub created_at: i64,
+    pub updated_at: i64,
+    pub answer: Option<Value>,
+    /// `{code, message}`, once failed.
+    pub error: Option<Value>,
+    #[serde(skip)]
+    pub owner: Option<String>,
+}
+
+/// A goal about to be asked.
+#[derive(Clone, Copy, Debug)]
+pub struct NewGoal<'a> {
+    pub id: &'a str,
+    pub goal: &'a str,
+    pub response_format: Option<&'a Value>,
+    /// The rest of what was asked (variables, limits), kept to ask again after a crash.
+    pub request: &'a Value,
+}
+
+/// The id of the `n`th run (from 1) of goal `id`: the goal's own id, then `id.2`, ...
+pub fn goal_run_id(id: &str, n: usize) -> String {
+    match n {
+        0 | 1 => id.to_owned(),
+        n => format!("{id}.{n}"),
+    }
+}
+
+/// Whether `run` is one of goal `goal`'s runs, and which (from 1).
+pub fn goal_run_number(goal: &str, run: &str) -> Option<usize> {
+    let rest = run.strip_prefix(goal)?;
+    if rest.is_empty() {
+        return Some(1);
+    }
+    rest.strip_prefix('.')?
+        .parse()
+        .ok()
+        .filter(|n| *n >= 2 && !rest[1..].starts_with('0'))
+}
+
 /// A run about to start.
 #[derive(Clone, Debug)]
 pub struct NewRun<'a> {
@@ -529,6 +600,22 @@ pub trait RunStore: Send {
     fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError>;
     /// The latest commit point: (instructions committed, VmState JSON).
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError>;
+
+    /// Stores goal `goal.id`, open and owned by `owner` (`DuplicateRun` when the id is a
+    /// goal's or a run's already).
+    fn create_goal(&mut self, goal: &NewGoal<'_>, owner: &Owner) -> Result<(), StoreError>;
+    /// Ends open goal `id`: answered with `Ok(answer)`, failed with `Err({code,
+    /// message})`. `false`: it had ended, and is left as it was.
+    fn end_goal(&mut self, id: &str, outcome: Result<&Value, &Value>) -> Result<bool, StoreError>;
+    /// Takes over open goal `id` whose owner is gone (its process died): `false` when it
+    /// has ended or its owner may be alive.
+    fn take_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError>;
+    /// Goal `id`, if there is one.
+    fn goal(&self, id: &str) -> Result<Option<GoalInfo>, StoreError>;
+    /// Every goal, oldest first.
+    fn goals(&self) -> Result<Vec<GoalInfo>, StoreError>;
+    /// The ids of the runs branched from run `id` (re-plans included), oldest first.
+    fn children(&self, id: &str) -> Result<Vec<String>, StoreError>;
 }
 
 /// What a caller read of a run before claiming it: the claim is refused when the run
@@ -615,6 +702,17 @@ pub(crate) fn now_ms() -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_goals_runs_are_its_id_then_numbered_from_2() {
+        assert_eq!(goal_run_id("g", 1), "g");
+        assert_eq!(goal_run_id("g", 3), "g.3");
+        assert_eq!(goal_run_number("g", "g"), Some(1));
+        assert_eq!(goal_run_number("g", "g.2"), Some(2));
+        for not in ["g.1", "g.02", "g.x", "g2", "h", "g.2.3", "g."] {
+            assert_eq!(goal_run_number("g", not), None, "{not}");
+        }
+    }
 
     /// A killed process that its parent has not reaped yet holds no run.
     #[test]

@@ -17,8 +17,9 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CallState, CommitPoint, LEASE_MS, NewRun, Owner, RunInfo, RunStatus, RunStore, Seen,
-    StepRow, StoreError, StoreErrorKind, StoreWrite, StoredProgram, now_ms,
+    CallRow, CallState, CommitPoint, GoalInfo, GoalStatus, LEASE_MS, NewGoal, NewRun, Owner,
+    RunInfo, RunStatus, RunStore, Seen, StepRow, StoreError, StoreErrorKind, StoreWrite,
+    StoredProgram, now_ms,
 };
 
 /// `PRAGMA application_id` of a planvm store ('plnr').
@@ -34,11 +35,12 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         // migrations run, and checked before the migration commits.
         M::up(include_str!("migrations/002_status_check.sql")).foreign_key_check(),
         M::up(include_str!("migrations/003_tool_calls.sql")),
+        M::up(include_str!("migrations/004_goals.sql")),
     ])
 });
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 3;
+const SCHEMA_VERSION: i64 = 4;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1160,6 +1162,135 @@ impl RunStore for SqliteStore {
             .optional()
             .map_err(|e| io_run(&self.path, id, e))
     }
+
+    fn create_goal(&mut self, goal: &NewGoal<'_>, owner: &Owner) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let tx = self.write()?;
+        let now = now_ms();
+        // NB: a goal's id is its first run's: taken by a run, it is taken.
+        let inserted = tx
+            .execute(
+                "INSERT INTO goals (id, goal, response_format, request, status, created_at, updated_at, owner) \
+                 SELECT ?1, ?2, ?3, ?6, 'open', ?4, ?4, ?5 \
+                 WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ?1) \
+                 ON CONFLICT (id) DO NOTHING",
+                params![
+                    goal.id,
+                    goal.goal,
+                    goal.response_format.map(json),
+                    now,
+                    owner.0,
+                    json(goal.request)
+                ],
+            )
+            .map_err(|e| io(&path, e))?;
+        if inserted == 0 {
+            return Err(StoreError::new(
+                StoreErrorKind::DuplicateRun,
+                format!("`{}` is already a goal or a run of this store", goal.id),
+            ));
+        }
+        tx.commit().map_err(|e| io(&path, e))
+    }
+
+    fn end_goal(&mut self, id: &str, outcome: Result<&Value, &Value>) -> Result<bool, StoreError> {
+        let (status, answer, error) = match outcome {
+            Ok(answer) => ("answered", Some(json(answer)), None),
+            Err(error) => ("failed", None, Some(json(error))),
+        };
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE goals SET status = ?2, answer = ?3, error = ?4, updated_at = ?5, owner = NULL \
+                 WHERE id = ?1 AND status = 'open'",
+                params![id, status, answer, error, now_ms()],
+            )
+            .map_err(|e| self.io(e))?;
+        if changed == 0 && self.goal(id)?.is_none() {
+            return Err(unknown_run(id));
+        }
+        Ok(changed == 1)
+    }
+
+    fn take_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError> {
+        let path = self.path.clone();
+        let tx = self.write()?;
+        let held: Option<Option<String>> = tx
+            .query_row(
+                "SELECT owner FROM goals WHERE id = ?1 AND status = 'open'",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| io(&path, e))?;
+        let Some(held) = held else {
+            return Ok(false);
+        };
+        if held.is_some_and(|h| !Owner(h).is_gone()) {
+            return Ok(false);
+        }
+        tx.execute(
+            "UPDATE goals SET owner = ?2, updated_at = ?3 WHERE id = ?1",
+            params![id, owner.0, now_ms()],
+        )
+        .map_err(|e| io(&path, e))?;
+        tx.commit().map_err(|e| io(&path, e))?;
+        Ok(true)
+    }
+
+    fn goal(&self, id: &str) -> Result<Option<GoalInfo>, StoreError> {
+        self.conn
+            .prepare_cached(&format!("SELECT {GOAL_COLUMNS} FROM goals WHERE id = ?1"))
+            .and_then(|mut st| st.query_row([id], goal_info))
+            .optional()
+            .map_err(|e| io_run(&self.path, id, e))
+    }
+
+    fn goals(&self) -> Result<Vec<GoalInfo>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {GOAL_COLUMNS} FROM goals ORDER BY created_at, id"
+            ))
+            .map_err(|e| self.io(e))?;
+        let rows = stmt.query_map([], goal_info).map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
+    fn children(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT id FROM runs WHERE parent = ?1 ORDER BY created_at, id")
+            .map_err(|e| self.io(e))?;
+        let rows = stmt.query_map([id], |r| r.get(0)).map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+}
+
+const GOAL_COLUMNS: &str =
+    "id, goal, response_format, status, created_at, updated_at, answer, error, owner, request";
+
+fn goal_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<GoalInfo> {
+    let owner: Option<String> = r.get(8)?;
+    let stored: String = r.get(3)?;
+    let status = match stored.as_str() {
+        "answered" => GoalStatus::Answered,
+        "failed" => GoalStatus::Failed,
+        _ if owner.as_ref().is_none_or(|o| Owner(o.clone()).is_gone()) => GoalStatus::Interrupted,
+        _ => GoalStatus::Open,
+    };
+    Ok(GoalInfo {
+        id: r.get(0)?,
+        goal: r.get(1)?,
+        response_format: json_column(r, 2, "response format")?,
+        status,
+        created_at: r.get(4)?,
+        updated_at: r.get(5)?,
+        answer: json_column(r, 6, "answer")?,
+        error: json_column(r, 7, "error")?,
+        owner,
+        request: json_column(r, 9, "request")?.unwrap_or_default(),
+    })
 }
 
 /// Stores the program (once per hash) and creates the run, inside `tx`, with its `first`

@@ -160,9 +160,20 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             None,
         ),
         Some(path) => {
+            let at = StoreAt::new(path, args.store.durability.get());
+            let request = serde_json::json!({
+                "vars": planner.options.vars.iter().cloned().collect::<serde_json::Map<_, _>>(),
+                "max_steps": planner.options.limits.max_steps,
+            });
+            let run_id = args.store.run_id.as_deref();
+            let goal_id = match plan_runs::ask::create_goal(&at, run_id, (&args.goal, rf), &request)
+            {
+                Ok(id) => id,
+                Err(e) => return session::failed(e),
+            };
             let store = AskStore {
-                at: StoreAt::new(path, args.store.durability.get()),
-                run_id: args.store.run_id.clone(),
+                at,
+                goal_id,
                 also: &mut tracer,
                 warn: session::lease_warning,
                 started: |id| eprintln!("run {id}"),

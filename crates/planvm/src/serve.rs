@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use clap::Args;
 use plan_host::HostOptions;
+use plan_planner::{Examples, Template};
 use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_serve::{Config, Service, StartError};
+use plan_serve::{Config, Planning, Service, StartError};
 
 use crate::args::{DurabilityArg, parse_secs};
 use crate::session::{self, fail};
@@ -41,6 +42,11 @@ pub(crate) struct ServeArgs {
     /// flight (their outcome is unknown). Without it, such a run is left as it is.
     #[arg(long)]
     retry_unknown_writes: bool,
+    /// Answer the tools' calls and the planner from this cassette instead of their
+    /// backends (as `planvm run --replay`): a service that needs no network, for demos and
+    /// benchmarks.
+    #[arg(long, value_name = "FILE.jsonl")]
+    replay: Option<PathBuf>,
     /// Limit on one tool call, retries included, in seconds.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     tool_timeout: Option<Duration>,
@@ -62,11 +68,16 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
+    let planning = match planning(&manifest, args.tools.as_deref()) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
     let config = Config {
         store: StoreAt::new(&args.store, args.durability.get()),
         manifest,
         host_options: HostOptions {
             tool_timeout: args.tool_timeout,
+            replay: args.replay.clone(),
             ..HostOptions::default()
         },
         token,
@@ -74,6 +85,7 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         max_body: MAX_BODY,
         retry_unknown_writes: args.retry_unknown_writes,
         warn: session::lease_warning,
+        planning,
     };
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,
@@ -84,6 +96,29 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
     // which reads as interrupted and is resumed at the next start.
     drop(runtime);
     code
+}
+
+/// What the planner of goals is given: the built-in prompt, and the examples of the
+/// tools file's `[planner] examples` (a directory that cannot be read is refused).
+fn planning(
+    manifest: &plan_manifest::Manifest,
+    tools: Option<&std::path::Path>,
+) -> Result<Planning, u8> {
+    let cfg = manifest.planner.clone().unwrap_or_default();
+    let examples = match plan_planner::examples_dir(&cfg, tools) {
+        None => Examples::default(),
+        Some(dir) => Examples::load(&dir).map_err(|msg| fail(exit::USAGE, msg))?,
+    };
+    for w in examples.skipped() {
+        eprintln!("warning: {w}");
+    }
+    Ok(Planning {
+        template: Template::default(),
+        examples,
+        max_examples: cfg
+            .max_examples
+            .unwrap_or(plan_planner::DEFAULT_MAX_EXAMPLES),
+    })
 }
 
 /// The token, from the environment; refused when missing off loopback.
@@ -118,6 +153,9 @@ async fn run(config: Config, listen: SocketAddr) -> u8 {
     };
     for w in service.warnings() {
         eprintln!("warning: {w}");
+    }
+    if let Some(why) = service.no_planner() {
+        eprintln!("note: goals will be refused: {why}");
     }
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,

@@ -30,6 +30,11 @@ impl Drop for Served {
 
 /// Starts `planvm serve` on a free loopback port and waits until it listens.
 fn serve(db: &Path, extra: &[&str]) -> Served {
+    serve_with(db, extra, &[])
+}
+
+/// [`serve`], with these environment variables.
+fn serve_with(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
     let mut child = Command::new(env!("CARGO_BIN_EXE_planvm"))
         .args([
             "serve",
@@ -40,6 +45,7 @@ fn serve(db: &Path, extra: &[&str]) -> Served {
         ])
         .args(extra)
         .env("PLANVM_TEST_TOKEN", TOKEN)
+        .envs(env.iter().copied())
         .env_remove("PLANVM_STORE")
         .stderr(Stdio::piped())
         .spawn()
@@ -468,4 +474,287 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
     let bad = json!({"plan": TWO_SEARCHES, "timeout": -1});
     let (status, body) = call(reqwest::Method::POST, runs, Some(bad.to_string()), None).await;
     assert_eq!(status, 400, "{body}");
+}
+
+/// A planner served over loopback (OpenAI's chat API) that writes the plan for the goal
+/// in its prompt: `greet` answers at once; `look up` calls `flaky_tool`, which fails, and
+/// its re-plan answers without it; `refuse` never writes a plan. It takes `delay` to
+/// answer.
+struct Planner {
+    delay: Duration,
+}
+
+impl wiremock::Respond for Planner {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let last = body["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .and_then(|m| m["content"].as_str())
+            .unwrap_or("");
+        let plan = if last.contains("error[R0005]") {
+            json!([{"seq_no": 0, "type": "assign", "parameters": {"final_answer": "looked up without it"}}])
+        } else if last.contains("look up") {
+            json!([
+                {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "flaky_tool",
+                 "tool_params": {"q": "x"}, "output_vars": ["found"]}},
+                {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "${found}"}}
+            ])
+        } else if last.contains("greet") {
+            json!([{"seq_no": 0, "type": "assign", "parameters": {"final_answer": "hello from a goal"}}])
+        } else {
+            Value::String("I cannot help with that.".into())
+        };
+        let reply = match plan {
+            Value::String(s) => s,
+            plan => plan.to_string(),
+        };
+        wiremock::ResponseTemplate::new(200)
+            .set_body_json(json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]}))
+            .set_delay(self.delay)
+    }
+}
+
+/// A planner (see [`Planner`]) and a `flaky_tool` that always refuses, on one loopback
+/// server; the tools file naming both.
+async fn planner(delay: Duration) -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
+    use wiremock::matchers::{method, path};
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(method("POST"))
+        .and(path("/v1/chat/completions"))
+        .respond_with(Planner { delay })
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(method("POST"))
+        .and(path("/flaky"))
+        .respond_with(wiremock::ResponseTemplate::new(400).set_body_string("flaky is down"))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    let base = server.uri();
+    std::fs::write(
+        &tools,
+        format!(
+            "[planner.backend]\nkind = \"openai\"\nbase_url = \"{base}/v1\"\nmodel = \"m\"\napi_key_env = \"PLANNER_KEY\"\nmax_retries = 0\n\n\
+             [[tool]]\nname = \"flaky_tool\"\ndescription = \"Looks things up.\"\nparams = [ {{ name = \"q\", type = \"string\", required = true }} ]\n\
+             [tool.backend]\nkind = \"http\"\nurl = \"{base}/flaky\"\npointer = \"/text\"\nmax_retries = 0\n"
+        ),
+    )
+    .unwrap();
+    (server, dir, tools)
+}
+
+/// Polls `GET /v1/runs/{id}` until its goal has ended.
+async fn ended_goal(runs: &str, id: &str) -> Value {
+    for _ in 0..400 {
+        let shown = call(reqwest::Method::GET, format!("{runs}/{id}"), None, None)
+            .await
+            .1;
+        if shown["goal"]["status"] != "open" {
+            return shown;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("goal `{id}` never ended");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_model() {
+    let (_server, dir, tools) = planner(Duration::ZERO).await;
+    let s = serve_with(
+        &dir.path().join("s.db"),
+        &["--tools", tools.to_str().unwrap()],
+        &[("PLANNER_KEY", "k")],
+    );
+    let runs = format!("{}/v1/runs", s.base);
+    use reqwest::Method;
+
+    // A goal whose first plan fails at a step: re-planned, answered.
+    let submit = json!({"goal": "look up x", "run_id": "g1"});
+    let (status, body) = call(Method::POST, runs.clone(), Some(submit.to_string()), None).await;
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["id"], "g1");
+    assert_eq!(body["status"], "planning");
+    assert_eq!(body["goal"], "look up x");
+    let events = read_events(format!("{runs}/g1/events"), None).await;
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .map(|(id, k, _)| (id.as_str(), k.as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("1:0", "plan"),
+            ("1:1", "tool_call"),
+            ("1:1", "step"),
+            ("1:2", "failed"),
+            ("2:0", "plan"),
+            ("2:1", "step"),
+            ("2:2", "answer"),
+            ("end", "goal")
+        ],
+        "{events:?}"
+    );
+    assert_eq!(events[7].2["status"], "answered");
+    assert_eq!(events[7].2["answer"], "looked up without it");
+    // From where a client left: the rest only.
+    let rest = read_events(format!("{runs}/g1/events"), Some("2:1")).await;
+    let kinds: Vec<&str> = rest.iter().map(|(_, k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["answer", "goal"], "{rest:?}");
+    let shown = ended_goal(&runs, "g1").await;
+    assert_eq!(shown["goal"]["status"], "answered", "{shown}");
+    assert_eq!(shown["goal"]["answer"], "looked up without it");
+    let versions: Vec<&str> = shown["goal"]["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(versions, ["g1", "g1.2"]);
+    assert!(
+        shown["goal"]["runs"][0]["plan"]
+            .as_str()
+            .unwrap()
+            .contains("flaky_tool")
+    );
+    assert_eq!(shown["run"]["status"], "failed");
+    assert_eq!(shown["children"], json!(["g1.2"]));
+    let (_, listed) = call(Method::GET, runs.clone(), None, None).await;
+    let goals: Vec<&Value> = listed["runs"].as_array().unwrap().iter().collect();
+    assert!(goals.iter().all(|r| r["goal"] == "look up x"), "{listed}");
+
+    // A goal the planner never writes a plan for: failed, with why, and no run.
+    let submit = json!({"goal": "refuse this", "run_id": "g2"});
+    let (status, body) = call(Method::POST, runs.clone(), Some(submit.to_string()), None).await;
+    assert_eq!(status, 201, "{body}");
+    let shown = ended_goal(&runs, "g2").await;
+    assert_eq!(shown["goal"]["status"], "failed", "{shown}");
+    assert_eq!(shown["goal"]["error"]["code"], "invalid_plan", "{shown}");
+    assert_eq!(shown["run"], Value::Null);
+    let events = read_events(format!("{runs}/g2/events"), None).await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].1, "goal");
+    let (status, body) = call(
+        Method::POST,
+        runs.clone(),
+        Some(json!({"goal": "x", "plan": []}).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"]["code"], "bad_body");
+
+    // The service as an OpenAI chat model.
+    let chat = format!("{}/v1/chat/completions", s.base);
+    let ask = json!({"model": "planrt", "messages": [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "please greet"}]});
+    let (status, body) = call(Method::POST, chat.clone(), Some(ask.to_string()), None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["object"], "chat.completion");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "hello from a goal"
+    );
+    let id = body["id"].as_str().unwrap();
+    let shown = ended_goal(&runs, id).await;
+    assert_eq!(shown["goal"]["goal"], "please greet");
+    let mut streamed = ask.clone();
+    streamed["stream"] = json!(true);
+    let text = client()
+        .post(chat.clone())
+        .json(&streamed)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let datas: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(datas.last(), Some(&"[DONE]"), "{text}");
+    let chunks: Vec<Value> = datas[..datas.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    assert!(
+        chunks
+            .iter()
+            .all(|c| c["object"] == "chat.completion.chunk"),
+        "{text}"
+    );
+    let content: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert_eq!(content, "hello from a goal");
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        "stop"
+    );
+    let refused = json!({"messages": [{"role": "user", "content": "refuse me"}]});
+    let (status, body) = call(Method::POST, chat.clone(), Some(refused.to_string()), None).await;
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["error"]["code"], "not_answered");
+    let (status, body) = call(
+        Method::POST,
+        chat,
+        Some(json!({"messages": [{"role": "system", "content": "x"}]}).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_goal_cut_by_a_killed_service_is_asked_again_when_it_starts_and_goals_need_a_planner() {
+    let (server, dir, tools) = planner(Duration::from_millis(500)).await;
+    let db = dir.path().join("s.db");
+    let with_tools = ["--tools", tools.to_str().unwrap()];
+    let key = [("PLANNER_KEY", "k")];
+    let mut first = serve_with(&db, &with_tools, &key);
+    let runs = format!("{}/v1/runs", first.base);
+    let submit = json!({"goal": "greet", "run_id": "cut"});
+    let (status, body) = call(reqwest::Method::POST, runs, Some(submit.to_string()), None).await;
+    assert_eq!(status, 201, "{body}");
+    for _ in 0..400 {
+        if !server.received_requests().await.unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Killed while the planner is writing the plan.
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+
+    let again = serve_with(&db, &with_tools, &key);
+    let runs = format!("{}/v1/runs", again.base);
+    let shown = ended_goal(&runs, "cut").await;
+    assert_eq!(shown["goal"]["status"], "answered", "{shown}");
+    assert_eq!(shown["goal"]["answer"], "hello from a goal");
+    drop(again);
+
+    // Without a planner's backend, goals are refused; plans still run.
+    let none = serve(&db, &[]);
+    let runs = format!("{}/v1/runs", none.base);
+    let (status, body) = call(
+        reqwest::Method::POST,
+        runs.clone(),
+        Some(json!({"goal": "greet"}).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "no_planner");
+    let (status, body) = call(
+        reqwest::Method::POST,
+        runs,
+        Some(json!({"plan": HELLO, "vars": {"name": "x"}}).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
 }

@@ -1,0 +1,158 @@
+//! `POST /v1/chat/completions`: the service as an OpenAI-compatible model. The last user
+//! message is the goal, `response_format` passes through to the planner, and the answer is
+//! the goal's final answer; the completion's `id` is the goal's (its runs' are `ID`,
+//! `ID.2`, ...), so the run can be looked at afterwards. The goal is stored and goes on
+//! when the client goes away, as any other.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::State;
+use axum::extract::rejection::JsonRejection;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::State as Shared;
+use crate::api::{ApiError, start_goal};
+use crate::goals::Request;
+
+/// An OpenAI chat completion request; fields not listed are accepted and ignored (clients
+/// send many: `temperature`, `n`, `user`, ...).
+#[derive(Deserialize, utoipa::ToSchema)]
+pub(crate) struct ChatRequest {
+    /// Named in the answer; any value.
+    #[serde(default)]
+    model: Option<String>,
+    /// `{"role", "content"}` each; the last `user` message is the goal.
+    #[schema(value_type = Vec<Object>)]
+    messages: Vec<Value>,
+    #[serde(default)]
+    stream: bool,
+    #[schema(value_type = Option<Object>)]
+    response_format: Option<Value>,
+}
+
+#[utoipa::path(post, path = "/v1/chat/completions", request_body = ChatRequest, responses(
+    (status = 200, description = "a `chat.completion`, or with `stream`, `chat.completion.chunk` events ending in `data: [DONE]`", body = Object),
+    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
+    (status = 413, body = crate::openapi::ErrorBody),
+    (status = 422, description = "the goal was not answered (the error says why and names the goal)", body = crate::openapi::ErrorBody),
+    (status = 503, description = "no planner's LLM is configured", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn completions(
+    State(state): State<Arc<Shared>>,
+    body: Result<Json<ChatRequest>, JsonRejection>,
+) -> Result<Response, ApiError> {
+    let Json(req) = body?;
+    let goal = last_user_text(&req.messages).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_body",
+            "`messages` holds no user message with text",
+        )
+    })?;
+    let model = req.model.unwrap_or_else(|| "planrt".to_owned());
+    let (summary, task) = start_goal(
+        &state,
+        None,
+        (goal, req.response_format),
+        Request::default(),
+    )
+    .await?;
+    let (id, created) = (summary.id, summary.created_at / 1000);
+    if !req.stream {
+        let ended = task.await.map_err(|e| {
+            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
+        })?;
+        let answer = answered(ended, &id)?;
+        return Ok(Json(json!({
+            "id": id, "object": "chat.completion", "created": created, "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
+                         "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }))
+        .into_response());
+    }
+    let chunk = move |delta: Value, finish: Option<&str>| {
+        json!({
+            "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        })
+    };
+    // NB: the role goes out at once, so that a client sees the completion has started
+    // while the goal is planned and run; keep-alives hold the connection meanwhile.
+    let first = chunk(json!({"role": "assistant", "content": ""}), None);
+    let rest = async move {
+        let ended = task
+            .await
+            .unwrap_or_else(|e| Err(json!({"code": "internal", "message": e.to_string()})));
+        let mut out = Vec::new();
+        match ended {
+            Ok(answer) => {
+                out.push(chunk(json!({"content": text(&answer)}), None));
+                out.push(chunk(json!({}), Some("stop")));
+            }
+            Err(error) => {
+                // NB: OpenAI streams an error as a data event with an `error` object.
+                out.push(json!({"error": error}));
+            }
+        }
+        futures::stream::iter(
+            out.into_iter()
+                .map(|v| Event::default().data(v.to_string()))
+                .chain(std::iter::once(Event::default().data("[DONE]")))
+                .map(Ok::<_, Infallible>),
+        )
+    };
+    let stream = futures::StreamExt::chain(
+        futures::stream::once(async move { Ok(Event::default().data(first.to_string())) }),
+        futures::StreamExt::flatten(futures::stream::once(rest)),
+    );
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// The text of the last user message: a string, or the text parts of a list of parts.
+fn last_user_text(messages: &[Value]) -> Option<String> {
+    let m = messages.iter().rev().find(|m| m["role"] == "user")?;
+    let text = match &m["content"] {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter(|p| p["type"] == "text")
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => return None,
+    };
+    Some(text).filter(|t| !t.trim().is_empty())
+}
+
+/// An answer as message content: a string as it is, anything else as JSON.
+fn text(answer: &Value) -> String {
+    match answer {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The goal's answer as content, or `422` saying why there is none.
+fn answered(ended: crate::goals::Ended, id: &str) -> Result<String, ApiError> {
+    match ended {
+        Ok(answer) => Ok(text(&answer)),
+        Err(error) => {
+            let message = error["message"]
+                .as_str()
+                .unwrap_or("the goal was not answered");
+            Err(ApiError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "not_answered",
+                format!("goal `{id}`: {message}"),
+            ))
+        }
+    }
+}

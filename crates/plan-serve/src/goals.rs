@@ -1,0 +1,246 @@
+//! Runs from a goal: the planner writes the plan, as `planvm ask` does. The goal is stored
+//! before the planner is asked (so a goal whose planner never writes a plan that runs
+//! still has its outcome), its runs are `ID`, `ID.2`, ... (a re-plan is the next one),
+//! and it ends with the ask's answer or why there is none. A goal the service was asking
+//! when it stopped is taken up at the next start: asked again when no plan of it had
+//! run, else its last run is resumed and gives the goal its outcome.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use plan_planner::{AskOptions, AskOutcome, Planner};
+use plan_runs::ask::AskStore;
+use plan_runs::open::Access;
+use plan_runs::{Claimed, Error, ErrorKind, LimitsOverride, Resume};
+use plan_store::{GoalInfo, GoalStatus, RunInfo, RunStatus, RunStore};
+use serde_json::{Map, Value, json};
+use tokio::task::JoinHandle;
+
+use crate::State;
+
+/// What a goal was asked with besides its text: stored with it, to ask again after a
+/// crash.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Request {
+    #[serde(default)]
+    pub(crate) vars: Map<String, Value>,
+    pub(crate) max_steps: Option<u64>,
+    /// Seconds the whole ask may take, from when it starts.
+    pub(crate) timeout: Option<f64>,
+}
+
+impl Request {
+    fn options(&self, max_examples: usize) -> AskOptions {
+        let mut options = AskOptions {
+            max_examples,
+            vars: self.vars.clone().into_iter().collect(),
+            deadline: self
+                .timeout
+                .and_then(|t| Duration::try_from_secs_f64(t).ok()),
+            ..AskOptions::default()
+        };
+        if let Some(n) = self.max_steps {
+            options.limits.max_steps = n;
+        }
+        options
+    }
+}
+
+/// How a goal ended, once it has: its answer, or `{code, message}`.
+pub(crate) type Ended = Result<Value, Value>;
+
+/// Asks the planner for goal `id` (stored, open) in the service, once a slot is free; the
+/// task ends with the goal's outcome.
+pub(crate) fn spawn_ask(
+    state: Arc<State>,
+    id: String,
+    (goal, response_format): (String, Option<Value>),
+    request: Request,
+) -> JoinHandle<Ended> {
+    tokio::spawn(async move {
+        let Ok(_slot) = state.slots.clone().acquire_owned().await else {
+            return Err(json!({"code": "stopped", "message": "the service is stopping"}));
+        };
+        let model = match &state.model {
+            Ok(m) => m.clone(),
+            Err(why) => {
+                let error = json!({"code": "no_planner", "message": why});
+                let _ = plan_runs::ask::end_goal(&state.at, &id, Err(&error));
+                return Err(error);
+            }
+        };
+        let planner = Planner {
+            host: &state.host,
+            model,
+            template: state.planning.template.clone(),
+            examples: state.planning.examples.clone(),
+            options: request.options(state.planning.max_examples),
+        };
+        let store = AskStore {
+            at: state.at.clone(),
+            goal_id: id,
+            also: &mut (),
+            warn: state.warn,
+            started: |_| {},
+        };
+        let stored = plan_runs::ask::ask(&planner, &goal, response_format.as_ref(), store).await;
+        match stored.failed {
+            Some(e) => Err(json!({"code": e.kind.code(), "message": e.message})),
+            None => outcome(&stored.outcome),
+        }
+    })
+}
+
+fn outcome(outcome: &AskOutcome) -> Ended {
+    match outcome.status {
+        plan_planner::AskStatus::Answered => Ok(outcome.answer.clone()),
+        _ => Err(plan_runs::ask::goal_error(outcome)),
+    }
+}
+
+/// The runs of goal `id` in order (`ID`, `ID.2`, ...).
+pub(crate) fn runs_of(store: &dyn RunStore, id: &str) -> Result<Vec<RunInfo>, Error> {
+    let mut runs: Vec<(usize, RunInfo)> = store
+        .runs_under(id)?
+        .into_iter()
+        .filter_map(|r| Some((plan_store::goal_run_number(id, &r.id)?, r)))
+        .collect();
+    runs.sort_by_key(|(n, _)| *n);
+    Ok(runs.into_iter().map(|(_, r)| r).collect())
+}
+
+/// How a goal's last run ended, as the goal's outcome (None: it has not).
+fn ended_by(run: &RunInfo) -> Option<Ended> {
+    match run.status {
+        RunStatus::Ok => Some(Ok(run.final_answer.clone().unwrap_or(Value::Null))),
+        RunStatus::Failed => {
+            let message = run
+                .error
+                .as_ref()
+                .and_then(|e| e.get("message"))
+                .and_then(Value::as_str)
+                .unwrap_or("the run failed");
+            Some(Err(json!({"code": "run_failed", "message": message})))
+        }
+        RunStatus::Running | RunStatus::Interrupted => None,
+    }
+}
+
+/// Takes up every goal the store holds as interrupted (its process died): asked again
+/// when none of its plans ran, else ended by its last run, resumed first when that run
+/// was cut short too. Each goal's id, and why it could not go on when it could not. The
+/// runs resumed here are left out of `runs` (the interrupted runs the caller resumes).
+pub(crate) fn take_up_goals(
+    state: &Arc<State>,
+    retry_unknown_writes: bool,
+) -> (crate::TakenUp, Vec<String>) {
+    let goals = match state.at.open(Access::Existing).and_then(|s| Ok(s.goals()?)) {
+        Ok(goals) => goals,
+        Err(e) => return (vec![(String::new(), Err(e))], Vec::new()),
+    };
+    let mut taken_runs = Vec::new();
+    let results = goals
+        .into_iter()
+        .filter(|g| g.status == GoalStatus::Interrupted)
+        .map(|g| {
+            let id = g.id.clone();
+            let result = take_up(state, g, retry_unknown_writes, &mut taken_runs);
+            (id, result)
+        })
+        .collect();
+    (results, taken_runs)
+}
+
+fn take_up(
+    state: &Arc<State>,
+    goal: GoalInfo,
+    retry_unknown_writes: bool,
+    taken_runs: &mut Vec<String>,
+) -> Result<(), Error> {
+    let mut store = state.at.open(Access::Existing)?;
+    if !store.take_goal(&goal.id, &plan_store::Owner::this_process())? {
+        return Err(Error::new(
+            ErrorKind::Busy,
+            format!("goal `{}` is being asked by another live process", goal.id),
+        ));
+    }
+    let runs = runs_of(&*store, &goal.id)?;
+    drop(store);
+    let Some(last) = runs.last() else {
+        let request: Request = serde_json::from_value(goal.request).unwrap_or_default();
+        spawn_ask(
+            state.clone(),
+            goal.id,
+            (goal.goal, goal.response_format),
+            request,
+        );
+        return Ok(());
+    };
+    if let Some(ended) = ended_by(last) {
+        return plan_runs::ask::end_goal(&state.at, &goal.id, ended.as_ref());
+    }
+    taken_runs.push(last.id.clone());
+    let none = LimitsOverride::default();
+    let resumed =
+        plan_runs::resume(&state.at, &last.id, &none, retry_unknown_writes).and_then(|resume| {
+            match resume {
+                Resume::Ready(ready) => ready.claim(state.warn).map(Some),
+                Resume::Finished(_) => Ok(None),
+            }
+        });
+    // NB: a goal whose run cannot go on ends with why, rather than staying open.
+    let resumed = match resumed {
+        Ok(r) => r,
+        Err(e) => {
+            let error = json!({"code": e.kind.code(), "message": e.message});
+            plan_runs::ask::end_goal(&state.at, &goal.id, Err(&error))?;
+            return Err(e);
+        }
+    };
+    match resumed {
+        None => end_by_run(&state.at, &goal.id, &last.id),
+        Some(claimed) => {
+            spawn_goal_run(state.clone(), goal.id, claimed);
+            Ok(())
+        }
+    }
+}
+
+/// Ends goal `goal` with how its run `run` ended.
+fn end_by_run(at: &plan_runs::StoreAt, goal: &str, run: &str) -> Result<(), Error> {
+    let row = at.open(Access::Existing)?.run(run)?;
+    let ended = ended_by(&row).unwrap_or(Err(
+        json!({"code": "run_failed", "message": "the run did not finish"}),
+    ));
+    plan_runs::ask::end_goal(at, goal, ended.as_ref())
+}
+
+/// Runs the resumed last run of goal `goal`, then ends the goal with its outcome (a run
+/// resumed after a crash is not re-planned).
+fn spawn_goal_run(state: Arc<State>, goal: String, claimed: Claimed) {
+    let run = claimed.id().to_owned();
+    tokio::spawn(async move {
+        let Ok(_slot) = state.slots.clone().acquire_owned().await else {
+            return;
+        };
+        claimed.go(&state.host, &mut ()).await;
+        let at = state.at.clone();
+        let _ = tokio::task::spawn_blocking(move || end_by_run(&at, &goal, &run)).await;
+    });
+}
+
+/// Goal `id` as `GET /v1/runs/{id}` shows it: its row, and its runs (the plan's
+/// versions) with each one's source.
+pub(crate) fn view(store: &dyn RunStore, goal: &GoalInfo) -> Result<Value, Error> {
+    let runs = runs_of(store, &goal.id)?;
+    let runs: Vec<Value> = runs
+        .iter()
+        .map(|r| {
+            let source = store.program(&r.program).ok().and_then(|p| p.source);
+            json!({"id": r.id, "status": r.status, "plan": source})
+        })
+        .collect();
+    let mut v = json!(goal);
+    v["runs"] = Value::Array(runs);
+    Ok(v)
+}
