@@ -27,7 +27,7 @@ pub mod read;
 mod resume;
 mod take_up;
 
-pub use branch::{BranchPoint, branch_point, variables_before};
+pub use branch::{BranchPoint, Preview, PreviewCall, branch_point, variables_before};
 pub use cancel::cancel;
 pub use error::{Error, ErrorKind};
 pub use go_on::{GoOn, go_on};

@@ -31,6 +31,7 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
         .route("/v1/runs/{id}", get(show))
         .route("/v1/runs/{id}/cancel", post(cancel))
         .route("/v1/runs/{id}/branch", post(branch))
+        .route("/v1/runs/{id}/branch/preview", post(preview))
         .route("/v1/runs/{id}/events", get(crate::events::events))
         .route("/v1/chat/completions", post(crate::chat::completions))
         .route("/openapi.json", get(crate::openapi::openapi_json))
@@ -361,21 +362,7 @@ pub(crate) async fn branch(
     body: Result<Json<Branch>, JsonRejection>,
 ) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let Json(b) = body?;
-    let point = {
-        let (at, parent, seq) = (state.at.clone(), parent.clone(), b.at);
-        blocking(move || plan_runs::branch_point(&at, &parent, seq)).await?
-    };
-    let source = plan_text(&b.plan);
-    let opts = plan_compiler::CompileOptions {
-        manifest: state.manifest.clone(),
-        entry: Some(plan_compiler::Entry {
-            seq_no: b.at,
-            vars: point.vars().keys().cloned().collect(),
-        }),
-        source_name: Some("plan".into()),
-        ..plan_compiler::CompileOptions::default()
-    };
-    let program = compile(&source, &opts)?;
+    let (point, source, program) = branch_parts(&state, parent, &b).await?;
     let limits = limits(b.max_steps);
     let id = b.run_id.unwrap_or_else(plan_store::new_run_id);
     let claimed = {
@@ -391,6 +378,55 @@ pub(crate) async fn branch(
     let (claimed, row) = claimed;
     spawn_claimed(state, claimed);
     Ok((StatusCode::CREATED, Json(summary(&row))))
+}
+
+/// The point of run `parent` that `b` branches from, and its new plan, compiled and
+/// verified to start there (`422` with its diagnostics otherwise).
+async fn branch_parts(
+    state: &Arc<Shared>,
+    parent: String,
+    b: &Branch,
+) -> Result<(plan_runs::BranchPoint, String, ValidatedProgram), ApiError> {
+    let point = {
+        let (at, seq) = (state.at.clone(), b.at);
+        blocking(move || plan_runs::branch_point(&at, &parent, seq)).await?
+    };
+    let source = plan_text(&b.plan);
+    let opts = plan_compiler::CompileOptions {
+        manifest: state.manifest.clone(),
+        entry: Some(plan_compiler::Entry {
+            seq_no: b.at,
+            vars: point.vars().keys().cloned().collect(),
+        }),
+        source_name: Some("plan".into()),
+        ..plan_compiler::CompileOptions::default()
+    };
+    let program = compile(&source, &opts)?;
+    Ok((point, source, program))
+}
+
+/// What a branch from run `id` with the body of `POST /v1/runs/{id}/branch` would do,
+/// nothing run: the parent's variables and calls it reuses, the calls it would make, and
+/// the edits before the point it would ignore.
+#[utoipa::path(post, path = "/v1/runs/{id}/branch/preview", request_body = Branch,
+    params(("id" = String, Path, description = "the parent run")), responses(
+    (status = 200, body = crate::openapi::BranchPreview),
+    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
+    (status = 404, body = crate::openapi::ErrorBody), (status = 422, body = crate::openapi::ErrorBody)))]
+pub(crate) async fn preview(
+    State(state): AppState,
+    Path(parent): Path<String>,
+    body: Result<Json<Branch>, JsonRejection>,
+) -> Result<Json<plan_runs::Preview>, ApiError> {
+    let Json(b) = body?;
+    let (point, source, program) = branch_parts(&state, parent, &b).await?;
+    let limits = limits(b.max_steps);
+    let preview = blocking(move || {
+        point.check(&program, &limits, "the plan")?;
+        point.preview(&program, &source)
+    })
+    .await?;
+    Ok(Json(preview))
 }
 
 /// Runs a new run in the service, once a slot is free.

@@ -57,6 +57,27 @@ pub(crate) struct RunShown {
     pub(crate) goal: Option<Value>,
 }
 
+/// `POST /v1/runs/{id}/branch/preview`: what a branch would do, nothing run.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct BranchPreview {
+    /// The seq_no the branch starts at.
+    at: i64,
+    /// The parent's variables at the point: the new run starts with them.
+    variables: Vec<String>,
+    /// The parent's calls before the point (`seq_no`, `tool`, `step`): their answers live
+    /// on in those variables and are not requested again.
+    #[schema(value_type = Vec<Object>)]
+    reused: Value,
+    /// The new plan's calls and LLM conditions (`tool: "condition"`) reachable from the
+    /// point (`seq_no`, `tool`, `always`: on every way to the end): made anew.
+    #[schema(value_type = Vec<Object>)]
+    calls: Value,
+    /// The new plan's instructions before the point that differ from the parent's: the
+    /// branch does not run them, so those edits have no effect.
+    ignored: Vec<i64>,
+}
+
 /// `POST /v1/runs/{id}/cancel`.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct Cancelled {
@@ -90,6 +111,7 @@ pub(crate) struct ErrorDetail {
         crate::api::show,
         crate::api::cancel,
         crate::api::branch,
+        crate::api::preview,
         crate::events::events,
         crate::chat::completions,
         openapi_json,
@@ -98,6 +120,7 @@ pub(crate) struct ErrorDetail {
         RunSummary,
         RunList,
         RunShown,
+        BranchPreview,
         Cancelled,
         ErrorBody,
         ErrorDetail,

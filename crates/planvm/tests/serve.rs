@@ -193,7 +193,9 @@ async fn every_endpoint_answers_and_refuses_as_documented() {
         "/v1/runs/{id}",
         "/v1/runs/{id}/events",
         "/v1/runs/{id}/branch",
+        "/v1/runs/{id}/branch/preview",
         "/v1/runs/{id}/cancel",
+        "/v1/chat/completions",
         "/openapi.json",
     ] {
         assert!(
@@ -457,6 +459,36 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
     )
     .await;
     assert_eq!(status, 404);
+    // The preview of a branch at seq_no 1 with an edited plan: the first search is
+    // reused, the second made anew; the edit of seq_no 0, before the point, is ignored.
+    let edited = TWO_SEARCHES.replace("\"first\"", "\"FIRST\"");
+    let preview = json!({"at": 1, "plan": edited});
+    let (status, body) = call(
+        reqwest::Method::POST,
+        format!("{runs}/live/branch/preview"),
+        Some(preview.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["variables"], json!(["a"]), "{body}");
+    assert_eq!(
+        body["reused"],
+        json!([{"seq_no": 0, "tool": "vector_search", "step": 0}])
+    );
+    assert_eq!(
+        body["calls"],
+        json!([{"seq_no": 1, "tool": "vector_search", "always": true}])
+    );
+    assert_eq!(body["ignored"], json!([0]));
+    let (status, body) = call(
+        reqwest::Method::POST,
+        format!("{runs}/live/branch/preview"),
+        Some(json!({"at": 7, "plan": TWO_SEARCHES}).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 422, "{body}");
     // A timeout: the run fails on its deadline (R0009), seen as its last event.
     let quick = json!({"plan": TWO_SEARCHES, "run_id": "quick", "timeout": 0.1});
     let (status, body) = call(
