@@ -7,7 +7,7 @@
 //! directory or a list, stored and resumed as a batch), `load` (a plan file to a validated
 //! program, its diagnostics rendered), `held` (a run this process holds: created or claimed, journaled, its
 //! lease renewed), `resume` (a stored run by id: read, checked, claimed), `branch` (a new
-//! run from a point of another), `cancel`, `take_up` (what a stored run goes on from, and the
+//! run from a point of another, and its preview), `cancel`, `take_up` (what a stored run goes on from, and the
 //! checks before it: finished, held, `write` calls in flight, damage), `go_on` (a stored
 //! run journaled to its end), `read` (listing and showing runs), `lease` (renewing a
 //! run's lease from a thread of its own), `open` (where a store is: the one place that
