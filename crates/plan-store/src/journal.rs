@@ -528,6 +528,7 @@ mod tests {
             output: None,
             error: None,
             latency_ms: None,
+            sent_at: None,
         };
         let mut ok = call(4, None, "", &json!({}));
         ok.output = Some(json!({"hits": [1.5]}));

@@ -227,6 +227,10 @@ pub struct CallRow {
     pub output: Option<Value>,
     pub error: Option<String>,
     pub latency_ms: Option<u64>,
+    /// When it was sent (Unix ms): the time of the journal row that holds it as sent
+    /// (None in a commit point being written).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sent_at: Option<i64>,
 }
 
 /// What one commit point writes, in one transaction: the driver is about to wait for

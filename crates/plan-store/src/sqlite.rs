@@ -499,18 +499,28 @@ impl SqliteStore {
     }
 
     /// The points of the run's journal, in order.
-    fn entries<P: serde::de::DeserializeOwned>(&self, id: &str) -> Result<Vec<P>, StoreError> {
+    /// The points of run `id`'s journal, in order, each with the time of its row.
+    fn entries<P: serde::de::DeserializeOwned>(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(i64, P)>, StoreError> {
         self.exists(id)?;
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT seq, entry FROM journal WHERE run = ?1 ORDER BY seq")
+            .prepare_cached("SELECT seq, entry, at FROM journal WHERE run = ?1 ORDER BY seq")
             .map_err(|e| io_run(&self.path, id, e))?;
         let rows = stmt
-            .query_map([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .query_map([id], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
             .map_err(|e| io_run(&self.path, id, e))?;
         let mut out = Vec::new();
         for row in rows {
-            let (seq, text) = row.map_err(|e| io_run(&self.path, id, e))?;
+            let (seq, text, at) = row.map_err(|e| io_run(&self.path, id, e))?;
             let points: Vec<P> = serde_json::from_str(&text).map_err(|e| {
                 StoreError::new(
                     StoreErrorKind::Damaged,
@@ -520,7 +530,7 @@ impl SqliteStore {
                     ),
                 )
             })?;
-            out.extend(points);
+            out.extend(points.into_iter().map(|p| (at, p)));
         }
         Ok(out)
     }
@@ -1099,7 +1109,7 @@ impl RunStore for SqliteStore {
 
     fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError> {
         let mut steps: BTreeMap<u64, StepRow> = BTreeMap::new();
-        for e in self.entries::<StepsPoint>(id)? {
+        for (_, e) in self.entries::<StepsPoint>(id)? {
             for s in e.steps {
                 steps.insert(s.step, s);
             }
@@ -1109,7 +1119,7 @@ impl RunStore for SqliteStore {
 
     fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError> {
         let mut calls: BTreeMap<u64, CallRow> = BTreeMap::new();
-        for e in self.entries::<CallsPoint>(id)? {
+        for (at, e) in self.entries::<CallsPoint>(id)? {
             for c in e.sent {
                 calls.insert(
                     c.step,
@@ -1122,6 +1132,7 @@ impl RunStore for SqliteStore {
                         output: None,
                         error: None,
                         latency_ms: None,
+                        sent_at: Some(at),
                     },
                 );
             }

@@ -32,6 +32,7 @@ fn call(step: u64, tool: &str) -> CallRow {
         output: None,
         error: None,
         latency_ms: None,
+        sent_at: None,
     }
 }
 
