@@ -26,7 +26,7 @@ type AppState = State<Arc<Shared>>;
 
 pub(crate) fn router(state: Arc<Shared>) -> Router {
     let max_body = state.max_body;
-    Router::new()
+    let api = Router::new()
         .route("/v1/runs", post(submit).get(list))
         .route("/v1/runs/{id}", get(show))
         .route("/v1/runs/{id}/cancel", post(cancel))
@@ -40,8 +40,9 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
             state.clone(),
             crate::auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(max_body))
-        .with_state(state)
+        .layer(DefaultBodyLimit::max(max_body));
+    // NB: the pages hold no data and are served without the token; they send it.
+    crate::web::router().merge(api).with_state(state)
 }
 
 /// An error answer: its status, a stable code and a message for people.

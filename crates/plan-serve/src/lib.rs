@@ -14,6 +14,7 @@ mod chat;
 mod events;
 mod goals;
 mod openapi;
+mod web;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -115,6 +115,26 @@ async fn every_endpoint_answers_and_refuses_as_documented() {
     .await;
     assert_eq!(status, 401);
 
+    // The pages hold no data: served without the token, scripts from the service only.
+    for page in ["/", "/runs/anything", "/assets/app.js", "/favicon.ico"] {
+        let res = client()
+            .get(format!("{}{page}", s.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status().as_u16(), 200, "{page}");
+        let csp = res.headers()["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("script-src 'self'"), "{csp}");
+    }
+    let (status, _) = call(
+        Method::GET,
+        format!("{}/assets/nope.js", s.base),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+
     // Bad bodies.
     let (status, body) = call(Method::POST, runs.clone(), Some("{".into()), ok).await;
     assert_eq!(status, 400, "{body}");

@@ -1,0 +1,83 @@
+// `/`: the runs, newest first, filtered by status; refreshed while any goes on.
+"use strict";
+
+const PAGE = 100;
+const state = { runs: [], more: false, timer: null };
+
+function row(r) {
+  const end = ["ok", "failed"].includes(r.status) ? r.updated_at : Date.now();
+  const what = r.goal
+    ? el("span", {}, el("span", { class: "muted" }, "goal: "), r.goal)
+    : el("span", { class: "mono" }, r.plan);
+  const branch = r.parent
+    ? el("span", { class: "muted" }, " · branch of ", runLink(r.parent), " at " + r.branch_seq)
+    : null;
+  return el("tr", { "data-id": r.id },
+    el("td", {}, runLink(r.id)),
+    el("td", {}, badge(r.status)),
+    el("td", { class: "what", title: r.goal || r.plan }, what, branch),
+    el("td", { class: "muted" }, when(r.created_at)),
+    el("td", {}, duration(end - r.created_at)),
+    el("td", {}, String(r.steps)),
+    el("td", {}, String(r.tool_calls)));
+}
+
+async function load(before) {
+  const status = document.getElementById("status").value;
+  const q = new URLSearchParams({ limit: String(PAGE) });
+  if (status) q.set("status", status);
+  if (before) q.set("before", before);
+  const body = await api("/v1/runs?" + q);
+  state.runs = before ? state.runs.concat(body.runs) : body.runs;
+  state.more = body.runs.length === PAGE;
+  render();
+}
+
+function render() {
+  const tbody = document.getElementById("runs");
+  tbody.replaceChildren(...state.runs.map(row));
+  if (state.runs.length === 0) {
+    tbody.append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No runs yet.")));
+  }
+  document.getElementById("more").hidden = !state.more;
+  const going = state.runs.some((r) => ["running", "planning"].includes(r.status));
+  document.getElementById("live").textContent = going ? "live" : "";
+  clearTimeout(state.timer);
+  // NB: refreshed while runs go on; the first page only, so that paging stays put.
+  state.timer = setTimeout(() => { if (state.runs.length <= PAGE) load().catch(() => {}); },
+    going ? 1000 : 5000);
+}
+
+document.getElementById("status").addEventListener("change", () => load().catch(show));
+document.getElementById("more").addEventListener("click", () => {
+  const last = state.runs[state.runs.length - 1];
+  load(last && last.id).catch(show);
+});
+for (const radio of document.querySelectorAll("input[name=kind]")) {
+  radio.addEventListener("change", () => {
+    document.getElementById("text").placeholder = radio.value === "goal"
+      ? "What should the answer achieve?"
+      : '[{"seq_no": 0, "type": "assign", "parameters": {"final_answer": "hello"}}]';
+  });
+}
+document.getElementById("new").addEventListener("submit", async (e) => {
+  e.preventDefault();
+  const kind = document.querySelector("input[name=kind]:checked").value;
+  const text = document.getElementById("text").value;
+  const out = document.getElementById("submit-error");
+  out.textContent = "";
+  try {
+    const body = kind === "goal" ? { goal: text } : { plan: text };
+    const run = await api("/v1/runs", { method: "POST", body: JSON.stringify(body) });
+    location.href = "/runs/" + encodeURIComponent(run.id);
+  } catch (err) {
+    const diags = (err.body && err.body.diagnostics) || [];
+    out.textContent = err.message + diags.map((d) => `\n${d.code}: ${d.message}`).join("");
+  }
+});
+
+function show(err) {
+  document.getElementById("live").textContent = "error: " + err.message;
+}
+
+load().catch(show);

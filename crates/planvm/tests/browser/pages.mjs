@@ -1,0 +1,209 @@
+// The web pages of `planvm serve`, as a person uses them, in headless Chromium driven by
+// Playwright: the runs list, a finished run, a step's variables and call, the calls'
+// timeline, and a branch from a step with an edited plan, previewed and then run to its
+// answer. Everything is real and on loopback: a tool server (below), the service (the
+// binary in $PLANVM_BIN) on a fresh store, the browser. Screenshots go to $SHOTS (default:
+// a temporary directory) and must not be blank. Exit 0 when every check holds.
+
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import fs from "node:fs";
+import http from "node:http";
+import os from "node:os";
+import path from "node:path";
+import readline from "node:readline";
+import zlib from "node:zlib";
+import { chromium } from "playwright-core";
+
+const BIN = process.env.PLANVM_BIN || path.resolve("target/debug/planvm");
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), "planvm-browser-"));
+const SHOTS = process.env.SHOTS || dir;
+
+function check(cond, what) {
+  if (!cond) throw new Error("check failed: " + what);
+  console.log("ok - " + what);
+}
+
+// `vector_search` over loopback: answers `found(QUERY)` after 300 ms, so that two calls
+// issued together overlap on the timeline.
+async function toolServer() {
+  const server = http.createServer((req, res) => {
+    let body = "";
+    req.on("data", (c) => (body += c));
+    req.on("end", () => {
+      const args = JSON.parse(body || "{}");
+      setTimeout(() => {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(JSON.stringify({ text: `found(${args.query})` }));
+      }, 300);
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return server;
+}
+
+// Starts the service and resolves with its base URL once it listens.
+async function service(tools) {
+  const child = spawn(BIN, ["serve", "--store", path.join(dir, "s.db"), "--tools", tools,
+    "--listen", "127.0.0.1:0"], { stdio: ["ignore", "inherit", "pipe"] });
+  const lines = readline.createInterface({ input: child.stderr });
+  const base = await new Promise((resolve, reject) => {
+    child.on("exit", (code) => reject(new Error("planvm serve exited with " + code)));
+    lines.on("line", (line) => {
+      process.stderr.write("serve: " + line + "\n");
+      const m = line.match(/^listening on (http:\/\/\S+)/);
+      if (m) resolve(m[1]);
+    });
+  });
+  return { child, base };
+}
+
+// Whether a PNG shows something: decoded (8-bit RGB or RGBA, no interlace, as Chromium
+// writes them), it has many colours and a fair share of pixels unlike the background.
+function notBlank(png) {
+  let pos = 8, width = 0, height = 0, channels = 0;
+  const idat = [];
+  while (pos < png.length) {
+    const len = png.readUInt32BE(pos);
+    const type = png.toString("ascii", pos + 4, pos + 8);
+    const data = png.subarray(pos + 8, pos + 8 + len);
+    if (type === "IHDR") {
+      width = data.readUInt32BE(0);
+      height = data.readUInt32BE(4);
+      channels = { 2: 3, 6: 4 }[data[9]];
+      if (data[8] !== 8 || !channels || data[12] !== 0) return false;
+    } else if (type === "IDAT") {
+      idat.push(data);
+    }
+    pos += 12 + len;
+  }
+  const raw = zlib.inflateSync(Buffer.concat(idat));
+  const stride = width * channels;
+  const prev = Buffer.alloc(stride), cur = Buffer.alloc(stride);
+  const colours = new Map();
+  for (let y = 0; y < height; y++) {
+    const filter = raw[y * (stride + 1)];
+    const line = raw.subarray(y * (stride + 1) + 1, (y + 1) * (stride + 1));
+    for (let x = 0; x < stride; x++) {
+      const a = x >= channels ? cur[x - channels] : 0, b = prev[x], c = x >= channels ? prev[x - channels] : 0;
+      let p = 0;
+      if (filter === 1) p = a;
+      else if (filter === 2) p = b;
+      else if (filter === 3) p = (a + b) >> 1;
+      else if (filter === 4) {
+        const e = a + b - c, pa = Math.abs(e - a), pb = Math.abs(e - b), pc = Math.abs(e - c);
+        p = pa <= pb && pa <= pc ? a : pb <= pc ? b : c;
+      }
+      cur[x] = (line[x] + p) & 255;
+    }
+    for (let x = 0; x < stride; x += channels) {
+      const key = (cur[x] << 16) | (cur[x + 1] << 8) | cur[x + 2];
+      colours.set(key, (colours.get(key) || 0) + 1);
+    }
+    cur.copy(prev);
+  }
+  const counts = [...colours.values()].sort((p, q) => q - p);
+  const others = width * height - counts[0];
+  return colours.size > 20 && others / (width * height) > 0.01;
+}
+
+async function shot(page, name) {
+  const file = path.join(SHOTS, name + ".png");
+  const png = await page.screenshot({ path: file, fullPage: true });
+  check(notBlank(png), `the screenshot ${file} is not blank`);
+}
+
+const PLAN = [
+  { seq_no: 0, type: "calling", parameters: { tool_name: "vector_search", tool_params: { query: "alpha" }, output_vars: ["a"] } },
+  { seq_no: 1, type: "calling", parameters: { tool_name: "vector_search", tool_params: { query: "beta" }, output_vars: ["b"] } },
+  { seq_no: 2, type: "assign", parameters: { final_answer: "${a} and ${b}" } },
+];
+
+async function main() {
+  const tools = await toolServer();
+  const toolsFile = path.join(dir, "tools.toml");
+  fs.writeFileSync(toolsFile, `[[tool]]\nname = "vector_search"\n[tool.backend]\nkind = "http"\n` +
+    `url = "http://127.0.0.1:${tools.address().port}/search"\npointer = "/text"\n`);
+  const svc = await service(toolsFile);
+  let browser = null;
+  try {
+    const res = await fetch(svc.base + "/v1/runs", {
+      method: "POST", headers: { "content-type": "application/json" },
+      body: JSON.stringify({ plan: PLAN, run_id: "first" }),
+    });
+    check(res.status === 201, "a plan is submitted over the API");
+    for (let i = 0; i < 200; i++) {
+      const run = await (await fetch(svc.base + "/v1/runs/first")).json();
+      if (run.run.status === "ok") break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    });
+    const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    const errors = [];
+    page.on("pageerror", (e) => errors.push(String(e)));
+    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+
+    // The runs.
+    await page.goto(svc.base + "/");
+    const row = page.locator('tr[data-id="first"]');
+    await row.waitFor();
+    check((await row.locator(".badge").textContent()) === "ok", "the runs list shows the run, finished");
+    await shot(page, "runs");
+
+    // One run: its answer, its steps, a step's variables and call, the timeline.
+    await row.locator("a").first().click();
+    await page.waitForURL(/\/runs\/first$/);
+    await page.locator("#answer").waitFor();
+    check((await page.locator("#answer").textContent()) === "found(alpha) and found(beta)",
+      "the run page shows the final answer");
+    check((await page.locator("#steps li").count()) === 3, "the plan shows as three steps");
+    await page.locator('#steps li[data-seq="1"]').click();
+    const detail = page.locator("#detail");
+    await detail.getByText("Variables before").waitFor();
+    const text = await detail.textContent();
+    check(text.includes("beta") && text.includes("found(beta)"), "a step shows its call's arguments and output");
+    check(text.includes("found(alpha)"), "a step shows the variables before it");
+    check((await page.locator(".tl-bar").count()) === 2, "the timeline has a bar per call");
+    await shot(page, "run");
+
+    // A branch from the last step with an edited plan: previewed, then run.
+    await page.locator('#steps li[data-seq="2"]').click();
+    await page.locator("#branch-here").click();
+    const area = page.locator("#branch-plan");
+    const edited = (await area.inputValue()).replace("${a} and ${b}", "${b}, then ${a}");
+    await area.fill(edited);
+    await page.locator("#preview").click();
+    const preview = page.locator("#preview-result");
+    await preview.waitFor();
+    const said = await preview.textContent();
+    check(said.includes("Reused") && said.includes("vector_search (seq_no 0)") && said.includes("Called anew: nothing"),
+      "the preview says what is reused and that nothing is called");
+    await page.locator("#start-branch").click();
+    await page.waitForURL((u) => !u.pathname.endsWith("/runs/first"));
+    await page.locator("#answer").waitFor({ timeout: 15000 });
+    check((await page.locator("#answer").textContent()) === "found(beta), then found(alpha)",
+      "the branch runs to the edited plan's answer");
+    check((await page.locator("#summary").textContent()).includes("Branch of first at seq_no 2"),
+      "the branch links to its parent");
+    check((await page.locator('#steps li[data-seq="0"] .badge').textContent()) === "inherited",
+      "the steps before the branch point show as the parent's");
+    await shot(page, "branch");
+    check(errors.length === 0, "no script errors: " + errors.join("; "));
+  } finally {
+    if (browser) await browser.close();
+    svc.child.kill("SIGTERM");
+    tools.close();
+  }
+}
+
+main().then(() => process.exit(0), (e) => {
+  console.error(e);
+  process.exit(1);
+});
