@@ -121,6 +121,22 @@ struct Sink<'a> {
 }
 
 impl Sink<'_> {
+    /// Refused once the goal has ended (it was cancelled): no run starts after that.
+    fn goal_open(&self) -> Result<(), Error> {
+        let goal = self
+            .store
+            .at
+            .open(Access::Existing)?
+            .goal(&self.store.goal_id)?;
+        match goal {
+            Some(g) if g.status != plan_store::GoalStatus::Open => Err(Error::new(
+                ErrorKind::Cancelled,
+                format!("goal `{}` has ended (cancelled)", g.id),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     fn next_id(&self) -> Result<String, Error> {
         let id = plan_store::goal_run_id(&self.store.goal_id, self.ids.len() + 1);
         plan_store::check_run_id(&id)
@@ -133,20 +149,23 @@ impl RunSink for Sink<'_> {
     fn open<'s>(&'s mut self, run: &PlanRun<'_>) -> Result<Box<dyn Journal + 's>, String> {
         // NB: the previous run's lease and connection end here.
         self.current = None;
-        let held = self.next_id().and_then(|id| {
-            let presets: Map<String, Value> = run.vars.iter().cloned().collect();
-            let first_seq = run.program.seq_no_at(0).unwrap_or(0);
-            let new = NewRun {
-                id: &id,
-                plan: &format!("ask round {}", run.round),
-                source: Some(run.source),
-                pbc: &plan_bytecode::encode(run.program),
-                presets: &presets,
-                limits: run.limits,
-                parent: self.ids.last().map(|p| (p.as_str(), first_seq)),
-            };
-            Held::create(&self.store.at, &new, self.store.warn)
-        });
+        let held = self
+            .goal_open()
+            .and_then(|()| self.next_id())
+            .and_then(|id| {
+                let presets: Map<String, Value> = run.vars.iter().cloned().collect();
+                let first_seq = run.program.seq_no_at(0).unwrap_or(0);
+                let new = NewRun {
+                    id: &id,
+                    plan: &format!("ask round {}", run.round),
+                    source: Some(run.source),
+                    pbc: &plan_bytecode::encode(run.program),
+                    presets: &presets,
+                    limits: run.limits,
+                    parent: self.ids.last().map(|p| (p.as_str(), first_seq)),
+                };
+                Held::create(&self.store.at, &new, self.store.warn)
+            });
         match held {
             Ok(held) => {
                 (self.store.started)(held.id());

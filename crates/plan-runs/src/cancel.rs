@@ -1,6 +1,8 @@
 //! Cancelling a stored run: it ends as failed with `R0013`, and is no longer any
 //! process's, so a process running it stops at its next commit point (the store refuses
-//! it, which fails its run there; calls already out are not waited for).
+//! it, which fails its run there; calls already out are not waited for). Cancelling a
+//! goal ends it failed with `R0013` and cancels its run still going; the process asking
+//! it starts no run after that (see `ask`).
 
 use plan_host::ReportError;
 use plan_vm::ErrorCode;
@@ -8,7 +10,8 @@ use plan_vm::ErrorCode;
 use crate::Error;
 use crate::open::{Access, StoreAt};
 
-/// Cancels run `id` of the store at `at`. `false`: it had finished, and is left as it was.
+/// Cancels run (or goal) `id` of the store at `at`. `false`: it had finished, and is
+/// left as it was.
 pub fn cancel(at: &StoreAt, id: &str) -> Result<bool, Error> {
     let mut store = at.open(Access::Existing)?;
     let error = ReportError {
@@ -19,5 +22,19 @@ pub fn cancel(at: &StoreAt, id: &str) -> Result<bool, Error> {
     };
     let error = serde_json::to_value(&error)
         .map_err(|e| Error::new(crate::ErrorKind::Io, e.to_string()))?;
-    Ok(store.cancel(id, &error)?)
+    if store.goal(id)?.is_none() {
+        return Ok(store.cancel(id, &error)?);
+    }
+    let ended = store.end_goal(
+        id,
+        Err(&serde_json::json!({"code": error["code"], "message": "the goal was cancelled"})),
+    )?;
+    // NB: its runs are `ID`, `ID.2`, ...; at most the last one is still going.
+    let mut runs = store.runs_under(id)?;
+    runs.retain(|r| plan_store::goal_run_number(id, &r.id).is_some());
+    let mut cancelled = ended;
+    for run in runs {
+        cancelled |= store.cancel(&run.id, &error)?;
+    }
+    Ok(cancelled)
 }

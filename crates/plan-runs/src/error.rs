@@ -43,6 +43,8 @@ pub enum ErrorKind {
     /// What the caller gave does not fit the run (a new plan that cannot start at the
     /// branch point).
     Invalid,
+    /// The goal was cancelled: no run of it starts.
+    Cancelled,
 }
 
 impl ErrorKind {
@@ -61,6 +63,7 @@ impl ErrorKind {
             ErrorKind::Io => "io",
             ErrorKind::NotReached => "not_reached",
             ErrorKind::Invalid => "invalid",
+            ErrorKind::Cancelled => "cancelled",
         }
     }
 }

@@ -81,9 +81,10 @@ impl From<plan_runs::Error> for ApiError {
         let status = match e.kind {
             ErrorKind::UnknownRun | ErrorKind::NoStore => StatusCode::NOT_FOUND,
             ErrorKind::BadRunId => StatusCode::BAD_REQUEST,
-            ErrorKind::DuplicateRun | ErrorKind::Busy | ErrorKind::UnknownWrites => {
-                StatusCode::CONFLICT
-            }
+            ErrorKind::DuplicateRun
+            | ErrorKind::Busy
+            | ErrorKind::UnknownWrites
+            | ErrorKind::Cancelled => StatusCode::CONFLICT,
             ErrorKind::NotReached | ErrorKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorKind::NotAStore | ErrorKind::Damaged => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorKind::ReadOnly | ErrorKind::Io => StatusCode::SERVICE_UNAVAILABLE,
@@ -113,12 +114,12 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(ApiError::from)
 }
 
-/// `POST /v1/runs`: a plan, or a goal for the planner; not both.
+/// `POST /v1/runs`: `plan`, or `goal` (with `response_format` if wanted); not both.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Submit {
     /// The plan: its instructions (a JSON array), or its text in any form the reader
-    /// accepts.
+    /// accepts (a fence, Python literals, either dialect).
     #[schema(value_type = Option<Object>)]
     plan: Option<Value>,
     /// What the answer should achieve, in words: the planner writes the plan (as `planvm
@@ -131,9 +132,10 @@ pub(crate) struct Submit {
     #[serde(default)]
     #[schema(value_type = Object)]
     vars: Map<String, Value>,
+    /// The run's id (default: a new UUID v7).
     run_id: Option<String>,
     max_steps: Option<u64>,
-    /// Seconds the run may take in all.
+    /// Seconds the run (a goal: all of it) may take, from when it starts; positive.
     timeout: Option<f64>,
 }
 
@@ -141,7 +143,8 @@ pub(crate) struct Submit {
     (status = 201, description = "stored; it goes on in the service", body = crate::openapi::RunSummary),
     (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
     (status = 409, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody),
-    (status = 422, description = "the plan has errors; nothing stored", body = crate::openapi::ErrorBody)))]
+    (status = 422, description = "the plan has errors; nothing stored", body = crate::openapi::ErrorBody),
+    (status = 503, description = "a goal, and no planner's LLM is configured", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn submit(
     State(state): AppState,
     body: Result<Json<Submit>, JsonRejection>,
@@ -356,7 +359,7 @@ pub(crate) struct Branch {
     (status = 201, body = crate::openapi::RunSummary),
     (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
     (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody),
-    (status = 422, body = crate::openapi::ErrorBody)))]
+    (status = 413, body = crate::openapi::ErrorBody), (status = 422, body = crate::openapi::ErrorBody)))]
 pub(crate) async fn branch(
     State(state): AppState,
     Path(parent): Path<String>,
@@ -390,7 +393,20 @@ async fn branch_parts(
 ) -> Result<(plan_runs::BranchPoint, String, ValidatedProgram), ApiError> {
     let point = {
         let (at, seq) = (state.at.clone(), b.at);
-        blocking(move || plan_runs::branch_point(&at, &parent, seq)).await?
+        blocking(move || {
+            plan_runs::branch_point(&at, &parent, seq).map_err(|e| {
+                // NB: a goal no plan of which has run yet is there, just not a run.
+                let goal = at.open(plan_runs::open::Access::Read).and_then(|s| Ok(s.goal(&parent)?));
+                match goal {
+                    Ok(Some(_)) if e.kind == ErrorKind::UnknownRun => plan_runs::Error::new(
+                        ErrorKind::Busy,
+                        format!("goal `{parent}` has no run yet to branch from: the planner is writing its plan, or wrote none"),
+                    ),
+                    _ => e,
+                }
+            })
+        })
+        .await?
     };
     let source = plan_text(&b.plan);
     let opts = plan_compiler::CompileOptions {
@@ -413,7 +429,8 @@ async fn branch_parts(
     params(("id" = String, Path, description = "the parent run")), responses(
     (status = 200, body = crate::openapi::BranchPreview),
     (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
-    (status = 404, body = crate::openapi::ErrorBody), (status = 422, body = crate::openapi::ErrorBody)))]
+    (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody),
+    (status = 413, body = crate::openapi::ErrorBody), (status = 422, body = crate::openapi::ErrorBody)))]
 pub(crate) async fn preview(
     State(state): AppState,
     Path(parent): Path<String>,
@@ -479,7 +496,8 @@ fn summary(r: &RunInfo) -> RunSummary {
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
-    /// `planning`, `running`, `ok`, `failed` or `interrupted`.
+    /// Only runs with this status.
+    #[param(value_type = Option<crate::openapi::StatusFilter>, inline)]
     status: Option<String>,
     limit: Option<usize>,
     /// Only runs created before this one (the last id of the previous page).

@@ -35,7 +35,7 @@ struct Cursor {
 
 #[utoipa::path(get, path = "/v1/runs/{id}/events", params(("id" = String, Path),
     ("Last-Event-ID" = Option<String>, Header, description = "the last event received")),
-    responses((status = 200, description = "server-sent events: plan, tool_call, step, answer, failed; for a goal, each run's, then goal", content_type = "text/event-stream", body = String),
+    responses((status = 200, description = "server-sent events: plan, tool_call, step, answer, failed; for a goal, each run's, then goal", content_type = "text/event-stream", body = Object),
     (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub(crate) async fn events(
     State(state): State<Arc<Shared>>,

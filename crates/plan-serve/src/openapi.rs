@@ -26,6 +26,18 @@ pub(crate) struct RunSummary {
     pub(crate) goal: Option<String>,
 }
 
+/// A status to list runs by.
+#[derive(ToSchema)]
+#[allow(dead_code)]
+#[schema(rename_all = "lowercase")]
+pub(crate) enum StatusFilter {
+    Planning,
+    Running,
+    Ok,
+    Failed,
+    Interrupted,
+}
+
 /// `GET /v1/runs`.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct RunList {

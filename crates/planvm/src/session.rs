@@ -275,6 +275,7 @@ pub(crate) fn engine_exit(kind: ErrorKind) -> u8 {
         | ErrorKind::UnknownWrites
         | ErrorKind::NotReached => exit::USAGE,
         ErrorKind::Busy => exit::TEMP_FAIL,
+        ErrorKind::Cancelled => exit::RUN_FAILED,
         ErrorKind::ReadOnly | ErrorKind::Io => exit::IO_ERR,
     }
 }

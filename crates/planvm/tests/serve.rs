@@ -531,7 +531,7 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
 /// A planner served over loopback (OpenAI's chat API) that writes the plan for the goal
 /// in its prompt: `greet` answers at once; `look up` calls `flaky_tool`, which fails, and
 /// its re-plan answers without it; `refuse` never writes a plan. It takes `delay` to
-/// answer.
+/// answer (300 ms for a goal said `slowly`).
 struct Planner {
     delay: Duration,
 }
@@ -561,9 +561,14 @@ impl wiremock::Respond for Planner {
             Value::String(s) => s,
             plan => plan.to_string(),
         };
+        let delay = if last.contains("slowly") {
+            Duration::from_millis(300)
+        } else {
+            self.delay
+        };
         wiremock::ResponseTemplate::new(200)
             .set_body_json(json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]}))
-            .set_delay(self.delay)
+            .set_delay(delay)
     }
 }
 
@@ -696,6 +701,26 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
     .await;
     assert_eq!(status, 400, "{body}");
     assert_eq!(body["error"]["code"], "bad_body");
+
+    // A goal cancelled while the planner writes its plan: it ends failed, and no run of
+    // it starts.
+    let (_, body) = call(
+        Method::POST,
+        runs.clone(),
+        Some(json!({"goal": "greet slowly", "run_id": "g3"}).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(body["status"], "planning", "{body}");
+    let (status, body) = call(Method::POST, format!("{runs}/g3/cancel"), None, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["cancelled"], true);
+    let shown = ended_goal(&runs, "g3").await;
+    assert_eq!(shown["goal"]["status"], "failed", "{shown}");
+    assert_eq!(shown["goal"]["error"]["code"], "R0013", "{shown}");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let shown = call(Method::GET, format!("{runs}/g3"), None, None).await.1;
+    assert_eq!(shown["run"], Value::Null, "{shown}");
 
     // The service as an OpenAI chat model.
     let chat = format!("{}/v1/chat/completions", s.base);
