@@ -4,7 +4,8 @@
 //! what they show; the engine prints nothing.
 //!
 //! Module map: `ask` (a goal's runs, each stored), `batch` (many runs at once, from a
-//! directory or a list, stored and resumed as a batch), `load` (a plan file to a validated
+//! directory or a list, stored and resumed as a batch), `writer` (many runs of one
+//! process through one writer thread: a service's), `load` (a plan file to a validated
 //! program, its diagnostics rendered), `held` (a run this process holds: created or claimed, journaled, its
 //! lease renewed), `resume` (a stored run by id: read, checked, claimed), `branch` (a new
 //! run from a point of another, and its preview), `cancel`, `take_up` (what a stored run goes on from, and the
@@ -26,6 +27,7 @@ pub mod open;
 pub mod read;
 mod resume;
 mod take_up;
+mod writer;
 
 pub use branch::{BranchPoint, Preview, PreviewCall, branch_point, variables_before};
 pub use cancel::cancel;
@@ -39,3 +41,4 @@ pub use take_up::{
     Going, RunParts, Taken, held_elsewhere, read_run, saved_state, stored_program, stored_report,
     take_up, unknown_writes,
 };
+pub use writer::{OnWritten, Writer};

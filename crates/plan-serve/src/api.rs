@@ -12,8 +12,8 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use plan_bytecode::ValidatedProgram;
 use plan_host::Deadline;
-use plan_runs::{Claimed, ErrorKind, Held, read};
-use plan_store::{GoalInfo, GoalStatus, NewRun, RunInfo};
+use plan_runs::{Claimed, ErrorKind, read};
+use plan_store::{GoalInfo, GoalStatus, OwnedNewRun, RunInfo};
 use plan_vm::Limits;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -189,30 +189,21 @@ pub(crate) async fn submit(
     let limits = limits(submit.max_steps);
     let timeout = submit.timeout.map(positive_secs).transpose()?;
     let id = submit.run_id.unwrap_or_else(plan_store::new_run_id);
-    let presets: Vec<(String, Value)> = submit.vars.into_iter().collect();
-    let held = {
-        let (state, id, limits, presets) =
-            (state.clone(), id.clone(), limits.clone(), presets.clone());
-        let pbc = plan_bytecode::encode(&program);
-        blocking(move || {
-            let presets: Map<String, Value> = presets.into_iter().collect();
-            let new = NewRun {
-                id: &id,
-                plan: "submitted",
-                source: Some(&source),
-                pbc: &pbc,
-                presets: &presets,
-                limits: &limits,
-                parent: None,
-            };
-            let held = Held::create(&state.at, &new, state.warn)?;
-            let row = held.row()?;
-            Ok((held, row))
-        })
-        .await?
+    let new = OwnedNewRun {
+        id: id.clone(),
+        plan: "submitted".into(),
+        source: Some(source),
+        pbc: plan_bytecode::encode(&program),
+        presets: submit.vars,
+        limits: limits.clone(),
+        parent: None,
     };
-    let (held, row) = held;
-    spawn_new(state, held, program, (presets, limits), timeout);
+    let presets: Vec<(String, Value)> = new.presets.clone().into_iter().collect();
+    state.writer.create(new).await?;
+    // NB: watched from before the answer, so that a stream opened at once is woken.
+    let notifier = state.live.start(&id);
+    let row = state.read(move |store| Ok(store.run(&id)?)).await?;
+    spawn_new(state, notifier, program, (presets, limits), timeout);
     Ok((StatusCode::CREATED, Json(summary(&row))))
 }
 
@@ -447,10 +438,10 @@ pub(crate) async fn preview(
     Ok(Json(preview))
 }
 
-/// Runs a new run in the service, once a slot is free.
+/// Runs a new run (created through the writer) in the service, once a slot is free.
 fn spawn_new(
     state: Arc<Shared>,
-    mut held: Held,
+    notifier: crate::live::Notifier,
     program: ValidatedProgram,
     start: (Vec<(String, Value)>, Limits),
     timeout: Option<Duration>,
@@ -461,18 +452,25 @@ fn spawn_new(
         };
         // NB: the deadline counts from when the run starts, not while it waits.
         let within = timeout.and_then(Deadline::after);
-        held.run(&state.host, &program, start, within, &mut ())
+        let watch = (
+            &mut () as &mut dyn plan_host::Journal,
+            Some(notifier.on_written()),
+        );
+        state
+            .writer
+            .run(notifier.id(), (&state.host, &program), start, within, watch)
             .await;
     });
 }
 
 /// Runs a claimed run (resumed) in the service, once a slot is free.
 pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed) {
+    let mut notifier = state.live.start(claimed.id());
     tokio::spawn(async move {
         let Ok(_slot) = state.slots.clone().acquire_owned().await else {
             return;
         };
-        claimed.go(&state.host, &mut ()).await;
+        claimed.go(&state.host, &mut notifier).await;
     });
 }
 
@@ -523,12 +521,12 @@ pub(crate) async fn list(
             )
         })?),
     };
-    let (runs, goals) = blocking(move || {
-        let store = state.at.open(plan_runs::open::Access::Read)?;
-        let goals = store.goals()?;
-        Ok((read::list(&*store)?, goals))
-    })
-    .await?;
+    let (runs, goals) = state
+        .read(|store| {
+            let goals = store.goals()?;
+            Ok((read::list(store)?, goals))
+        })
+        .await?;
     let limit = q.limit.unwrap_or(100).min(1000);
     let runs: Vec<RunSummary> = summaries(&runs, &goals)
         .into_iter()
@@ -588,35 +586,35 @@ pub(crate) async fn show(
     State(state): AppState,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let shown = blocking(move || {
-        let store = state.at.open(plan_runs::open::Access::Read)?;
-        let goal = match store.goal(&id)? {
-            Some(g) => Some(crate::goals::view(&*store, &g)?),
-            None => None,
-        };
-        let mut shown = match read::show(&*store, &id) {
-            Ok(shown) => {
-                let source = store
-                    .program(&shown.run.program)
-                    .ok()
-                    .and_then(|p| p.source);
-                let children = store.children(&id)?;
-                let mut v = json!(shown);
-                v["source"] = json!(source);
-                v["children"] = json!(children);
-                v
-            }
-            // NB: a goal no plan of which has run yet has no run to show.
-            Err(e) if e.kind == ErrorKind::UnknownRun && goal.is_some() => {
-                json!({"run": null, "steps": [], "calls": [], "source": null, "children": []})
-            }
-            Err(e) => return Err(e),
-        };
-        store.unchanged()?;
-        shown["goal"] = json!(goal);
-        Ok(shown)
-    })
-    .await?;
+    let shown = state
+        .read(move |store| {
+            let goal = match store.goal(&id)? {
+                Some(g) => Some(crate::goals::view(store, &g)?),
+                None => None,
+            };
+            let mut shown = match read::show(store, &id) {
+                Ok(shown) => {
+                    let source = store
+                        .program(&shown.run.program)
+                        .ok()
+                        .and_then(|p| p.source);
+                    let children = store.children(&id)?;
+                    let mut v = json!(shown);
+                    v["source"] = json!(source);
+                    v["children"] = json!(children);
+                    v
+                }
+                // NB: a goal no plan of which has run yet has no run to show.
+                Err(e) if e.kind == ErrorKind::UnknownRun && goal.is_some() => {
+                    json!({"run": null, "steps": [], "calls": [], "source": null, "children": []})
+                }
+                Err(e) => return Err(e),
+            };
+            store.unchanged()?;
+            shown["goal"] = json!(goal);
+            Ok(shown)
+        })
+        .await?;
     Ok(Json(shown))
 }
 

@@ -13,13 +13,14 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use plan_runs::read::{self, Shown};
-use plan_store::{GoalStatus, RunStatus};
+use plan_store::{GoalStatus, RunStatus, RunStore};
 use serde_json::{Value, json};
 
 use crate::State as Shared;
-use crate::api::{ApiError, blocking};
+use crate::api::ApiError;
 
-/// How often a run still going is read again.
+/// How often a run still going is read again when nothing wakes the stream sooner (a run
+/// of another process; see `live`).
 const POLL: Duration = Duration::from_millis(100);
 
 /// Where a stream stands.
@@ -47,7 +48,7 @@ pub(crate) async fn events(
         .and_then(|v| v.to_str().ok())
         .map(str::trim);
     // NB: an unknown run is a 404, not an empty stream.
-    let first = read(&state, &id, None).await?;
+    let first = read(&state, (&id, None, None)).await?;
     let is_goal = matches!(first, Read::Goal { .. });
     let (goal_run, after, done) = match (is_goal, last) {
         (true, Some("end")) => (Some(1), None, true),
@@ -70,7 +71,12 @@ pub(crate) async fn events(
             return None;
         }
         loop {
-            let read = match read(&c.state, &c.id, c.goal_run).await {
+            // NB: marked seen before the read: a commit after it wakes the wait below.
+            let mut changed = c.state.live.watch(&c.id);
+            if let Some(rx) = &mut changed {
+                rx.borrow_and_update();
+            }
+            let read = match read(&c.state, (&c.id, c.goal_run, c.after)).await {
                 Ok(r) => r,
                 Err(_) => {
                     c.done = true;
@@ -85,7 +91,12 @@ pub(crate) async fn events(
             if !events.is_empty() || c.done {
                 return Some((events.into_iter().map(Ok).collect(), c));
             }
-            tokio::time::sleep(POLL).await;
+            match changed {
+                Some(mut rx) => {
+                    let _ = tokio::time::timeout(POLL, rx.changed()).await;
+                }
+                None => tokio::time::sleep(POLL).await,
+            }
         }
     });
     let stream = futures::StreamExt::flat_map(stream, futures::stream::iter);
@@ -152,24 +163,41 @@ impl Cursor {
 }
 
 /// Run `id`, or for a goal its run number `goal_run` (and the goal's state).
-async fn read(state: &Arc<Shared>, id: &str, goal_run: Option<usize>) -> Result<Read, ApiError> {
-    let (state, id) = (state.clone(), id.to_owned());
-    blocking(move || {
-        let store = state.at.open(plan_runs::open::Access::Read)?;
+/// NB: the plan's source only when the plan is still to be sent (`after` None).
+async fn read(
+    state: &Arc<Shared>,
+    (id, goal_run, after): (&str, Option<usize>, Option<u64>),
+) -> Result<Read, ApiError> {
+    let id = id.to_owned();
+    state
+        .read(move |store| read_on(store, &id, goal_run, after))
+        .await
+}
+
+fn read_on(
+    store: &dyn RunStore,
+    id: &str,
+    goal_run: Option<usize>,
+    after: Option<u64>,
+) -> Result<Read, plan_runs::Error> {
+    {
         let with_source = |shown: Shown| {
-            let source = store
-                .program(&shown.run.program)
-                .ok()
-                .and_then(|p| p.source);
+            let source = match after {
+                None => store
+                    .program(&shown.run.program)
+                    .ok()
+                    .and_then(|p| p.source),
+                Some(_) => None,
+            };
             Box::new((shown, source))
         };
-        let read = match store.goal(&id)? {
-            None => Read::Run(with_source(read::show(&*store, &id)?)),
+        let read = match store.goal(id)? {
+            None => Read::Run(with_source(read::show(store, id)?)),
             Some(goal) => {
                 let k = goal_run.unwrap_or(1);
-                let runs = crate::goals::runs_of(&*store, &id)?;
+                let runs = crate::goals::runs_of(store, id)?;
                 let run = match runs.get(k - 1) {
-                    Some(r) => Some(with_source(read::show(&*store, &r.id)?)),
+                    Some(r) => Some(with_source(read::show(store, &r.id)?)),
                     None => None,
                 };
                 let ended = match goal.status {
@@ -187,8 +215,7 @@ async fn read(state: &Arc<Shared>, id: &str, goal_run: Option<usize>) -> Result<
         };
         store.unchanged()?;
         Ok(read)
-    })
-    .await
+    }
 }
 
 /// The events of `run` after step `after` (all of them when None), each with the step it

@@ -57,6 +57,7 @@ pub(crate) fn spawn_ask(
     (goal, response_format): (String, Option<Value>),
     request: Request,
 ) -> JoinHandle<Ended> {
+    let mut notifier = state.live.start(&id);
     tokio::spawn(async move {
         let Ok(_slot) = state.slots.clone().acquire_owned().await else {
             return Err(json!({"code": "stopped", "message": "the service is stopping"}));
@@ -79,7 +80,7 @@ pub(crate) fn spawn_ask(
         let store = AskStore {
             at: state.at.clone(),
             goal_id: id,
-            also: &mut (),
+            also: &mut notifier,
             warn: state.warn,
             started: |_| {},
         };
@@ -219,11 +220,12 @@ fn end_by_run(at: &plan_runs::StoreAt, goal: &str, run: &str) -> Result<(), Erro
 /// resumed after a crash is not re-planned).
 fn spawn_goal_run(state: Arc<State>, goal: String, claimed: Claimed) {
     let run = claimed.id().to_owned();
+    let mut notifier = state.live.start(&goal);
     tokio::spawn(async move {
         let Ok(_slot) = state.slots.clone().acquire_owned().await else {
             return;
         };
-        claimed.go(&state.host, &mut ()).await;
+        claimed.go(&state.host, &mut notifier).await;
         let at = state.at.clone();
         let _ = tokio::task::spawn_blocking(move || end_by_run(&at, &goal, &run)).await;
     });

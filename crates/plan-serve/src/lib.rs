@@ -13,6 +13,7 @@ mod auth;
 mod chat;
 mod events;
 mod goals;
+mod live;
 mod openapi;
 mod web;
 
@@ -23,7 +24,7 @@ use plan_host::{Host, HostOptions};
 use plan_manifest::Manifest;
 use plan_planner::{Examples, PlannerModel, Template};
 use plan_runs::{Error, LimitsOverride, Resume, StoreAt, read};
-use plan_store::RunStatus;
+use plan_store::{RunStatus, RunStore};
 use tokio::sync::Semaphore;
 
 /// How the service runs.
@@ -69,6 +70,43 @@ pub(crate) struct State {
     pub(crate) planning: Planning,
     /// The planner's LLM, or why there is none (goals are refused then).
     pub(crate) model: Result<Arc<dyn PlannerModel>, String>,
+    /// The runs and goals going here, for their event streams.
+    pub(crate) live: Arc<live::Live>,
+    /// Writes the new runs, each commit point in a group transaction.
+    pub(crate) writer: plan_runs::Writer,
+    /// Connections kept to read the store, so that a request does not open one.
+    readers: std::sync::Mutex<Vec<Box<dyn RunStore>>>,
+}
+
+/// Connections kept for reading; more are opened while requests read at once.
+const READERS: usize = 4;
+
+impl State {
+    /// `f` on a connection to read the store, off the runtime's threads.
+    pub(crate) async fn read<T: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl FnOnce(&dyn RunStore) -> Result<T, Error> + Send + 'static,
+    ) -> Result<T, api::ApiError> {
+        let state = self.clone();
+        api::blocking(move || {
+            let kept = state
+                .readers
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .pop();
+            let store = match kept {
+                Some(s) => s,
+                None => state.at.open(plan_runs::open::Access::Read)?,
+            };
+            let read = f(&*store);
+            let mut readers = state.readers.lock().unwrap_or_else(|e| e.into_inner());
+            if readers.len() < READERS {
+                readers.push(store);
+            }
+            read
+        })
+        .await
+    }
 }
 
 /// Each run or goal taken up at start: its id, and why it could not go on when it could
@@ -99,10 +137,8 @@ impl Service {
     /// The service over `config`'s store (opened, or created, now: a file that is not a
     /// store is refused here) and tools.
     pub fn new(config: Config) -> Result<Service, StartError> {
-        config
-            .store
-            .open(plan_runs::open::Access::Create)
-            .map_err(StartError::Store)?;
+        let writer =
+            plan_runs::Writer::start(&config.store, config.warn).map_err(StartError::Store)?;
         let host = Host::new(config.manifest.clone(), config.host_options)
             .map_err(|e| StartError::Host(e.to_string()))?;
         let model = plan_planner::model_for(&host).map_err(|e| e.message);
@@ -117,6 +153,9 @@ impl Service {
                 warn: config.warn,
                 planning: config.planning,
                 model,
+                live: Arc::default(),
+                writer,
+                readers: std::sync::Mutex::default(),
             }),
             retry_unknown_writes: config.retry_unknown_writes,
         })
@@ -171,13 +210,21 @@ impl Service {
         self.state.model.as_ref().err().map(String::as_str)
     }
 
-    /// Serves requests on `listener` until `shutdown` resolves; the runs still going
-    /// are then let go of (each reads as interrupted) and resumed at the next start.
+    /// Serves requests on `listener` until `shutdown` resolves. The runs still going stop
+    /// when the runtime is dropped (each reads as interrupted once this process is gone,
+    /// and is resumed at the next start); the store's writer thread writes what it was
+    /// given and is joined once the last of them is gone.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        use axum::serve::ListenerExt;
+        // NB: without TCP_NODELAY a small write (an event, a short answer) waits for the
+        // client's delayed ACK: 40 ms a response here.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         axum::serve(listener, api::router(self.state))
             .with_graceful_shutdown(shutdown)
             .await

@@ -92,8 +92,9 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         Err(code) => return code,
     };
     let code = runtime.block_on(run(config, args.listen));
-    // NB: the runs still going are dropped with the runtime: each lets go of its run,
-    // which reads as interrupted and is resumed at the next start.
+    // NB: the runs still going are dropped with the runtime (each reads as interrupted
+    // once the process is gone, and is resumed at the next start), and with the last of
+    // them the store's writer, which writes what it was given and closes the store.
     drop(runtime);
     code
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::writer::record_failed;
 use plan_bytecode::ValidatedProgram;
 use plan_host::{
     Backend, CONDITION_TOOL, Host, HostOptions, Pool, RecordJournal, Recorder, ReplayBackend,
@@ -532,17 +533,6 @@ async fn go_on(
         record_failed(&mut report, message);
     }
     report
-}
-
-/// `report`, failed because its run could not be stored.
-fn record_failed(report: &mut RunReport, message: String) {
-    report.status = plan_host::RunStatus::Failed;
-    report.error = Some(plan_host::ReportError {
-        code: plan_vm::ErrorCode::RecordFailed,
-        message,
-        seq_no: None,
-        line: None,
-    });
 }
 
 /// The run's `--record` cassette and `--trace` writer, each `DIR/<run name>.<kind>.jsonl`,

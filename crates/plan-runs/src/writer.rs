@@ -1,0 +1,157 @@
+//! Many runs of one process through one writer thread of a store (a service's runs): the
+//! writer creates them and writes their commit points in group transactions, as `batch
+//! --store` does, so that a run costs no connection, no thread and no transaction of its
+//! own. The runs are held by this process (one lease for all of them), and read as
+//! interrupted once it is gone.
+
+use std::sync::Arc;
+
+use plan_bytecode::ValidatedProgram;
+use plan_host::{Deadline, Durable, Host, Journal, RunReport, TraceEvent};
+use plan_store::{GroupStore, OwnedNewRun, Owner, StoreJournal};
+use plan_vm::Limits;
+use serde_json::Value;
+
+use crate::open::Access;
+use crate::{Error, ErrorKind, Lease, StoreAt};
+
+/// Called once a run's commit point is in the store (from the runtime's threads).
+pub type OnWritten = Arc<dyn Fn() + Send + Sync>;
+
+/// A store's writer thread, and this process's lease on the runs written through it. The
+/// thread is joined when this is dropped (after every run through it): the last
+/// connection to close copies the WAL back into the database file.
+pub struct Writer {
+    group: Option<GroupStore>,
+    owner: Owner,
+    _lease: Lease,
+}
+
+impl Writer {
+    /// The writer of the store at `at` (created if missing). `warn` hears about a lease
+    /// that cannot be renewed.
+    pub fn start(at: &StoreAt, warn: fn(&Error)) -> Result<Writer, Error> {
+        let store = crate::open::open(at.path(), at.durability(), Access::Create)?;
+        let owner = Owner::this_process();
+        Ok(Writer {
+            group: Some(GroupStore::spawn(store)),
+            _lease: at.lease(owner.clone(), warn),
+            owner,
+        })
+    }
+
+    fn group(&self) -> &GroupStore {
+        // NB: taken only when dropped.
+        self.group.as_ref().expect("the writer is open")
+    }
+
+    /// Creates run `new` (held by this process); resolves once it is in the store.
+    pub async fn create(&self, new: OwnedNewRun) -> Result<(), Error> {
+        plan_store::check_run_id(&new.id)
+            .map_err(|e| Error::new(ErrorKind::BadRunId, format!("run id `{}`: {e}", new.id)))?;
+        Ok(self.group().create(new, self.owner.clone()).await?)
+    }
+
+    /// Runs created run `id` from its start, each event also to `also`, by `within` if
+    /// given; `on_written` hears each commit point once it is in the store. Resolves once
+    /// the run's end is in the store (a run that could not be stored fails with the
+    /// record error).
+    pub async fn run(
+        &self,
+        id: &str,
+        (host, program): (&Host, &ValidatedProgram),
+        (presets, limits): (Vec<(String, Value)>, Limits),
+        within: Option<Deadline>,
+        (also, on_written): (&mut dyn Journal, Option<OnWritten>),
+    ) -> RunReport {
+        let journal =
+            StoreJournal::grouped(self.group().clone(), id, self.owner.clone(), 0, program);
+        let mut journal = (
+            also,
+            Watched {
+                journal,
+                on_written,
+            },
+        );
+        let mut report = plan_host::run_plan_reusing(
+            host,
+            program,
+            presets,
+            Vec::new(),
+            limits,
+            &mut journal,
+            within,
+        )
+        .await;
+        let written = match journal.1.journal.written() {
+            Some(wait) => wait.await,
+            None => Ok(()),
+        };
+        if let Some(tell) = &journal.1.on_written {
+            tell();
+        }
+        if let Err(message) = written {
+            record_failed(&mut report, message);
+        }
+        report
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if let Some(group) = self.group.take() {
+            group.close();
+        }
+    }
+}
+
+/// A run's journal in the store, telling `on_written` when each point is written.
+struct Watched {
+    journal: StoreJournal<'static>,
+    on_written: Option<OnWritten>,
+}
+
+impl Journal for Watched {
+    fn wants_values(&self) -> u64 {
+        self.journal.wants_values()
+    }
+
+    fn wants_states(&self) -> bool {
+        self.journal.wants_states()
+    }
+
+    fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
+        self.journal.record(event)
+    }
+
+    fn durable(&mut self) -> Option<Durable> {
+        let durable = self.journal.durable();
+        if let Some(tell) = &self.on_written {
+            // NB: the point goes with the writer's next transaction; whoever watches is
+            // told then, without the run waiting for it.
+            match self.journal.written() {
+                Some(wait) => {
+                    let tell = tell.clone();
+                    tokio::spawn(async move {
+                        if wait.await.is_ok() {
+                            tell();
+                        }
+                    });
+                }
+                None => tell(),
+            }
+        }
+        durable
+    }
+}
+
+/// `report`, failed because its run could not be stored.
+pub(crate) fn record_failed(report: &mut RunReport, message: String) {
+    report.status = plan_host::RunStatus::Failed;
+    report.error = Some(plan_host::ReportError {
+        code: plan_vm::ErrorCode::RecordFailed,
+        message,
+        seq_no: None,
+        line: None,
+    });
+}
