@@ -1,8 +1,8 @@
 //! `planvm serve` as a whole system, over real HTTP on loopback, against the same work done
 //! without it: runs per second through `POST /v1/runs` + each run's event stream to its
 //! end, against `planvm batch --store` on the same plans (alternated rounds); the latency
-//! a run's submitter sees, against the same run started in-process through the engine
-//! (`plan_runs::Held`); and memory per queued and per running run (the service's RSS).
+//! a run's submitter sees, against the same run started in-process through the engine as
+//! the service starts it (`plan_runs::Writer`); and memory per queued and per running run (the service's RSS).
 //! The plan is `scripts/batch-bench-data.py`'s 13-call plan, its calls answered from a
 //! cassette (0 ms, or 300 ms for memory).
 //!

@@ -6,7 +6,7 @@
 
 use plan_host::{Journal, TraceEvent};
 use plan_planner::{AskOutcome, AskStatus, PlanRun, Planner, RunSink};
-use plan_store::{NewGoal, NewRun, Owner};
+use plan_store::{NewGoal, NewRun, Owner, RunInfo, RunStore};
 use serde_json::{Map, Value, json};
 
 use crate::open::Access;
@@ -40,6 +40,17 @@ pub fn create_goal(
 pub fn end_goal(at: &StoreAt, id: &str, outcome: Result<&Value, &Value>) -> Result<(), Error> {
     at.open(Access::Existing)?.end_goal(id, outcome)?;
     Ok(())
+}
+
+/// The runs of goal `id` in order (`ID`, `ID.2`, ...).
+pub fn goal_runs(store: &dyn RunStore, id: &str) -> Result<Vec<RunInfo>, Error> {
+    let mut runs: Vec<(usize, RunInfo)> = store
+        .runs_under(id)?
+        .into_iter()
+        .filter_map(|r| Some((plan_store::goal_run_number(id, &r.id)?, r)))
+        .collect();
+    runs.sort_by_key(|(n, _)| *n);
+    Ok(runs.into_iter().map(|(_, r)| r).collect())
 }
 
 /// How an ask that did not answer failed, as a goal's `error`: `{code, message}`.
@@ -98,11 +109,7 @@ pub async fn ask(
         store, ids, failed, ..
     } = sink;
     let ended = match (&failed, outcome.status) {
-        (Some(e), _) => end_goal(
-            &store.at,
-            &store.goal_id,
-            Err(&json!({"code": e.kind.code(), "message": e.message})),
-        ),
+        (Some(e), _) => end_goal(&store.at, &store.goal_id, Err(&e.to_json())),
         (None, AskStatus::Answered) => end_goal(&store.at, &store.goal_id, Ok(&outcome.answer)),
         (None, _) => end_goal(&store.at, &store.goal_id, Err(&goal_error(&outcome))),
     };

@@ -190,11 +190,7 @@ impl BranchPoint {
                 always: None,
             })
             .collect();
-        let parent_source = self
-            .store
-            .program(&self.parent.program)
-            .ok()
-            .and_then(|p| p.source);
+        let parent_source = crate::read::source(&*self.store, &self.parent);
         Ok(Preview {
             at: self.seq_no,
             variables: self.vars.keys().cloned().collect(),

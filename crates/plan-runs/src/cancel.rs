@@ -29,11 +29,9 @@ pub fn cancel(at: &StoreAt, id: &str) -> Result<bool, Error> {
         id,
         Err(&serde_json::json!({"code": error["code"], "message": "the goal was cancelled"})),
     )?;
-    // NB: its runs are `ID`, `ID.2`, ...; at most the last one is still going.
-    let mut runs = store.runs_under(id)?;
-    runs.retain(|r| plan_store::goal_run_number(id, &r.id).is_some());
+    // NB: at most its last run is still going.
     let mut cancelled = ended;
-    for run in runs {
+    for run in crate::ask::goal_runs(&*store, id)? {
         cancelled |= store.cancel(&run.id, &error)?;
     }
     Ok(cancelled)

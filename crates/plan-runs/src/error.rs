@@ -76,6 +76,11 @@ impl Error {
         }
     }
 
+    /// `{code, message}`, as a goal's error and the service's bodies hold it.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"code": self.kind.code(), "message": self.message})
+    }
+
     /// Damage in `store`'s run `id`: `why`.
     pub(crate) fn damaged(store: &str, id: &str, why: &str) -> Error {
         Error::new(

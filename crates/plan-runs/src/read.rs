@@ -24,6 +24,11 @@ fn checked<T>(store: &dyn RunStore, what: Result<T, StoreError>) -> Result<T, Er
     }
 }
 
+/// The source text of `run`'s plan (None for a run of a `.pbc` file, or unreadable).
+pub fn source(store: &dyn RunStore, run: &RunInfo) -> Option<String> {
+    store.program(&run.program).ok().and_then(|p| p.source)
+}
+
 /// Every run, oldest first.
 pub fn list(store: &dyn RunStore) -> Result<Vec<RunInfo>, Error> {
     checked(store, store.runs())

@@ -199,12 +199,53 @@ pub(crate) async fn submit(
         parent: None,
     };
     let presets: Vec<(String, Value)> = new.presets.clone().into_iter().collect();
-    state.writer.create(new).await?;
-    // NB: watched from before the answer, so that a stream opened at once is woken.
-    let notifier = state.live.start(&id);
-    let row = state.read(move |store| Ok(store.run(&id)?)).await?;
-    spawn_new(state, notifier, program, (presets, limits), timeout);
+    refuse_goal_ids(&state, &id).await?;
+    // NB: in a task of its own: a run once created is run even when its client goes away
+    // before the answer.
+    let row = detached(async move {
+        state.writer.create(new).await?;
+        // NB: watched from before the answer, so that a stream opened at once is woken.
+        let notifier = state.live.start(&id);
+        let row = state.read(move |store| Ok(store.run(&id)?)).await;
+        spawn_new(state, notifier, program, (presets, limits), timeout);
+        row
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(summary(&row))))
+}
+
+/// `work`, run to its end even when the request that started it is dropped.
+async fn detached<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T, ApiError>> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::spawn(work)
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
+}
+
+/// Refuses (409) to give a run of a plan an id that is a goal's, or one of its runs'
+/// (`G`, `G.2`, ...): the goal's runs would not be its own.
+async fn refuse_goal_ids(state: &Arc<Shared>, id: &str) -> Result<(), ApiError> {
+    let id = id.to_owned();
+    let goal = state
+        .read(move |store| {
+            let base = id.rsplit_once('.').map_or(id.as_str(), |(b, _)| b);
+            for g in [id.as_str(), base] {
+                if store.goal(g)?.is_some() && plan_store::goal_run_number(g, &id).is_some() {
+                    return Ok(Some(g.to_owned()));
+                }
+            }
+            Ok(None)
+        })
+        .await?;
+    match goal {
+        Some(g) => Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "duplicate_run",
+            format!("run ids `{g}`, `{g}.2`, ... are goal `{g}`'s"),
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `t` seconds, when a positive number of them.
@@ -236,25 +277,27 @@ pub(crate) async fn start_goal(
             format!("goals cannot be planned here: {why}"),
         ));
     }
-    let row = {
-        let (at, goal, rf) = (state.at.clone(), goal.clone(), response_format.clone());
-        let asked = serde_json::to_value(&request).unwrap_or_default();
-        blocking(move || {
-            let id = plan_runs::ask::create_goal(&at, id.as_deref(), (&goal, rf.as_ref()), &asked)?;
-            let store = at.open(plan_runs::open::Access::Existing)?;
-            store.goal(&id)?.ok_or_else(|| {
-                plan_runs::Error::new(ErrorKind::UnknownRun, format!("goal `{id}` vanished"))
+    let state = state.clone();
+    // NB: in a task of its own: a goal once stored is asked even when its client goes
+    // away before the answer.
+    detached(async move {
+        let row = {
+            let (at, goal, rf) = (state.at.clone(), goal.clone(), response_format.clone());
+            let asked = serde_json::to_value(&request).unwrap_or_default();
+            blocking(move || {
+                let id =
+                    plan_runs::ask::create_goal(&at, id.as_deref(), (&goal, rf.as_ref()), &asked)?;
+                let store = at.open(plan_runs::open::Access::Existing)?;
+                store.goal(&id)?.ok_or_else(|| {
+                    plan_runs::Error::new(ErrorKind::UnknownRun, format!("goal `{id}` vanished"))
+                })
             })
-        })
-        .await?
-    };
-    let task = crate::goals::spawn_ask(
-        state.clone(),
-        row.id.clone(),
-        (goal, response_format),
-        request,
-    );
-    Ok((goal_summary(&row, None), task))
+            .await?
+        };
+        let task = crate::goals::spawn_ask(state, row.id.clone(), (goal, response_format), request);
+        Ok((goal_summary(&row, None), task))
+    })
+    .await
 }
 
 /// A goal as lists show it: its own status while no plan of it has run, else its latest
@@ -360,18 +403,21 @@ pub(crate) async fn branch(
     let (point, source, program) = branch_parts(&state, parent, &b).await?;
     let limits = limits(b.max_steps);
     let id = b.run_id.unwrap_or_else(plan_store::new_run_id);
-    let claimed = {
-        let (state, id) = (state.clone(), id.clone());
-        blocking(move || {
+    refuse_goal_ids(&state, &id).await?;
+    // NB: in a task of its own, as a new run (see `submit`).
+    let row = detached(async move {
+        let warn = state.warn;
+        let (claimed, row) = blocking(move || {
             point.check(&program, &limits, "the plan")?;
-            let claimed = point.start(&id, "branch", Some(&source), program, limits, state.warn)?;
-            let row = claimed.row()?;
+            let claimed = point.start(&id, "branch", Some(&source), program, limits, warn)?;
+            let row = claimed.row();
             Ok((claimed, row))
         })
-        .await?
-    };
-    let (claimed, row) = claimed;
-    spawn_claimed(state, claimed);
+        .await?;
+        spawn_claimed(state, claimed);
+        Ok(row?)
+    })
+    .await?;
     Ok((StatusCode::CREATED, Json(summary(&row))))
 }
 
@@ -594,10 +640,7 @@ pub(crate) async fn show(
             };
             let mut shown = match read::show(store, &id) {
                 Ok(shown) => {
-                    let source = store
-                        .program(&shown.run.program)
-                        .ok()
-                        .and_then(|p| p.source);
+                    let source = read::source(store, &shown.run);
                     let children = store.children(&id)?;
                     let mut v = json!(shown);
                     v["source"] = json!(source);

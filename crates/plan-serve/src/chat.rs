@@ -41,7 +41,7 @@ pub(crate) struct ChatRequest {
     (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
     (status = 413, body = crate::openapi::ErrorBody),
     (status = 422, description = "the goal was not answered (the error says why and names the goal)", body = crate::openapi::ErrorBody),
-    (status = 503, description = "no planner's LLM is configured", body = crate::openapi::ErrorBody)))]
+    (status = 503, description = "no planner's LLM is configured, or the service is stopping", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn completions(
     State(state): State<Arc<Shared>>,
     body: Result<Json<ChatRequest>, JsonRejection>,
@@ -63,10 +63,22 @@ pub(crate) async fn completions(
     )
     .await?;
     let (id, created) = (summary.id, summary.created_at / 1000);
+    // NB: the goal goes on in the service whatever becomes of this request; a stopping
+    // service stops waiting (the goal is taken up at its next start).
+    let ended = {
+        let (state, id) = (state.clone(), id.clone());
+        async move {
+            tokio::select! {
+                ended = task => ended.unwrap_or_else(|e| {
+                    Err(json!({"code": "internal", "message": e.to_string()}))
+                }),
+                () = state.stopped() => Err(json!({"code": "stopping", "message": format!(
+                    "the service is stopping; the goal goes on when it starts again: GET /v1/runs/{id}")})),
+            }
+        }
+    };
     if !req.stream {
-        let ended = task.await.map_err(|e| {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-        })?;
+        let ended = ended.await;
         let answer = answered(ended, &id)?;
         return Ok(Json(json!({
             "id": id, "object": "chat.completion", "created": created, "model": model,
@@ -86,9 +98,7 @@ pub(crate) async fn completions(
     // while the goal is planned and run; keep-alives hold the connection meanwhile.
     let first = chunk(json!({"role": "assistant", "content": ""}), None);
     let rest = async move {
-        let ended = task
-            .await
-            .unwrap_or_else(|e| Err(json!({"code": "internal", "message": e.to_string()})));
+        let ended = ended.await;
         let mut out = Vec::new();
         match ended {
             Ok(answer) => {
@@ -148,9 +158,13 @@ fn answered(ended: crate::goals::Ended, id: &str) -> Result<String, ApiError> {
             let message = error["message"]
                 .as_str()
                 .unwrap_or("the goal was not answered");
+            let (status, code) = match error["code"].as_str() {
+                Some("stopping") => (StatusCode::SERVICE_UNAVAILABLE, "stopping"),
+                _ => (StatusCode::UNPROCESSABLE_ENTITY, "not_answered"),
+            };
             Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "not_answered",
+                status,
+                code,
                 format!("goal `{id}`: {message}"),
             ))
         }

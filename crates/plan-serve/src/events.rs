@@ -52,8 +52,12 @@ pub(crate) async fn events(
     let is_goal = matches!(first, Read::Goal { .. });
     let (goal_run, after, done) = match (is_goal, last) {
         (true, Some("end")) => (Some(1), None, true),
-        (true, Some(last)) => match last.split_once(':') {
-            Some((k, step)) => (k.parse().ok(), step.parse().ok(), false),
+        // NB: runs are numbered from 1; an id that names no event starts from the start.
+        (true, Some(last)) => match last.split_once(':').and_then(|(k, step)| {
+            let k = k.parse::<usize>().ok().filter(|k| *k >= 1)?;
+            Some((k, step.parse::<u64>().ok()?))
+        }) {
+            Some((k, step)) => (Some(k), Some(step), false),
             None => (Some(1), None, false),
         },
         (true, None) => (Some(1), None, false),
@@ -62,7 +66,7 @@ pub(crate) async fn events(
     let cursor = Cursor {
         state,
         id,
-        goal_run: goal_run.or(is_goal.then_some(1)),
+        goal_run,
         after,
         done,
     };
@@ -91,11 +95,19 @@ pub(crate) async fn events(
             if !events.is_empty() || c.done {
                 return Some((events.into_iter().map(Ok).collect(), c));
             }
-            match changed {
-                Some(mut rx) => {
-                    let _ = tokio::time::timeout(POLL, rx.changed()).await;
+            let wait = async {
+                match changed {
+                    Some(mut rx) => {
+                        let _ = tokio::time::timeout(POLL, rx.changed()).await;
+                    }
+                    None => tokio::time::sleep(POLL).await,
                 }
-                None => tokio::time::sleep(POLL).await,
+            };
+            // NB: a stopping service ends its streams; a client reconnects to the next
+            // one with Last-Event-ID.
+            tokio::select! {
+                () = wait => {}
+                () = c.state.stopped() => return None,
             }
         }
     });
@@ -183,10 +195,7 @@ fn read_on(
     {
         let with_source = |shown: Shown| {
             let source = match after {
-                None => store
-                    .program(&shown.run.program)
-                    .ok()
-                    .and_then(|p| p.source),
+                None => read::source(store, &shown.run),
                 Some(_) => None,
             };
             Box::new((shown, source))
@@ -194,8 +203,8 @@ fn read_on(
         let read = match store.goal(id)? {
             None => Read::Run(with_source(read::show(store, id)?)),
             Some(goal) => {
-                let k = goal_run.unwrap_or(1);
-                let runs = crate::goals::runs_of(store, id)?;
+                let k = goal_run.unwrap_or(1).max(1);
+                let runs = plan_runs::ask::goal_runs(store, id)?;
                 let run = match runs.get(k - 1) {
                     Some(r) => Some(with_source(read::show(store, &r.id)?)),
                     None => None,

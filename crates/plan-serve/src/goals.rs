@@ -11,7 +11,7 @@ use std::time::Duration;
 use plan_planner::{AskOptions, AskOutcome, Planner};
 use plan_runs::ask::AskStore;
 use plan_runs::open::Access;
-use plan_runs::{Claimed, Error, ErrorKind, LimitsOverride, Resume};
+use plan_runs::{Claimed, Error, ErrorKind};
 use plan_store::{GoalInfo, GoalStatus, RunInfo, RunStatus, RunStore};
 use serde_json::{Map, Value, json};
 use tokio::task::JoinHandle;
@@ -86,7 +86,7 @@ pub(crate) fn spawn_ask(
         };
         let stored = plan_runs::ask::ask(&planner, &goal, response_format.as_ref(), store).await;
         match stored.failed {
-            Some(e) => Err(json!({"code": e.kind.code(), "message": e.message})),
+            Some(e) => Err(e.to_json()),
             None => outcome(&stored.outcome),
         }
     })
@@ -97,17 +97,6 @@ fn outcome(outcome: &AskOutcome) -> Ended {
         plan_planner::AskStatus::Answered => Ok(outcome.answer.clone()),
         _ => Err(plan_runs::ask::goal_error(outcome)),
     }
-}
-
-/// The runs of goal `id` in order (`ID`, `ID.2`, ...).
-pub(crate) fn runs_of(store: &dyn RunStore, id: &str) -> Result<Vec<RunInfo>, Error> {
-    let mut runs: Vec<(usize, RunInfo)> = store
-        .runs_under(id)?
-        .into_iter()
-        .filter_map(|r| Some((plan_store::goal_run_number(id, &r.id)?, r)))
-        .collect();
-    runs.sort_by_key(|(n, _)| *n);
-    Ok(runs.into_iter().map(|(_, r)| r).collect())
 }
 
 /// How a goal's last run ended, as the goal's outcome (None: it has not).
@@ -144,9 +133,9 @@ pub(crate) fn take_up_goals(
         .into_iter()
         .filter(|g| g.status == GoalStatus::Interrupted)
         .map(|g| {
-            let id = g.id.clone();
+            let what = format!("goal {}", g.id);
             let result = take_up(state, g, retry_unknown_writes, &mut taken_runs);
-            (id, result)
+            (what, result)
         })
         .collect();
     (results, taken_runs)
@@ -165,7 +154,7 @@ fn take_up(
             format!("goal `{}` is being asked by another live process", goal.id),
         ));
     }
-    let runs = runs_of(&*store, &goal.id)?;
+    let runs = plan_runs::ask::goal_runs(&*store, &goal.id)?;
     drop(store);
     let Some(last) = runs.last() else {
         let request: Request = serde_json::from_value(goal.request).unwrap_or_default();
@@ -181,19 +170,14 @@ fn take_up(
         return plan_runs::ask::end_goal(&state.at, &goal.id, ended.as_ref());
     }
     taken_runs.push(last.id.clone());
-    let none = LimitsOverride::default();
-    let resumed =
-        plan_runs::resume(&state.at, &last.id, &none, retry_unknown_writes).and_then(|resume| {
-            match resume {
-                Resume::Ready(ready) => ready.claim(state.warn).map(Some),
-                Resume::Finished(_) => Ok(None),
-            }
-        });
-    // NB: a goal whose run cannot go on ends with why, rather than staying open.
+    let resumed = state.claim(&last.id, retry_unknown_writes);
+    // NB: a goal whose run cannot go on ends with why, rather than staying open; one
+    // whose run another live process goes on with (`planvm resume`) is left open.
     let resumed = match resumed {
         Ok(r) => r,
+        Err(e) if e.kind == ErrorKind::Busy => return Err(e),
         Err(e) => {
-            let error = json!({"code": e.kind.code(), "message": e.message});
+            let error = e.to_json();
             plan_runs::ask::end_goal(&state.at, &goal.id, Err(&error))?;
             return Err(e);
         }
@@ -234,11 +218,11 @@ fn spawn_goal_run(state: Arc<State>, goal: String, claimed: Claimed) {
 /// Goal `id` as `GET /v1/runs/{id}` shows it: its row, and its runs (the plan's
 /// versions) with each one's source.
 pub(crate) fn view(store: &dyn RunStore, goal: &GoalInfo) -> Result<Value, Error> {
-    let runs = runs_of(store, &goal.id)?;
+    let runs = plan_runs::ask::goal_runs(store, &goal.id)?;
     let runs: Vec<Value> = runs
         .iter()
         .map(|r| {
-            let source = store.program(&r.program).ok().and_then(|p| p.source);
+            let source = plan_runs::read::source(store, r);
             json!({"id": r.id, "status": r.status, "plan": source})
         })
         .collect();

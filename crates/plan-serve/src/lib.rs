@@ -76,12 +76,34 @@ pub(crate) struct State {
     pub(crate) writer: plan_runs::Writer,
     /// Connections kept to read the store, so that a request does not open one.
     readers: std::sync::Mutex<Vec<Box<dyn RunStore>>>,
+    /// Set once the service stops taking requests: streams and waits end then.
+    stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// Connections kept for reading; more are opened while requests read at once.
 const READERS: usize = 4;
 
 impl State {
+    /// Resolves once the service is stopping.
+    pub(crate) async fn stopped(&self) {
+        let mut rx = self.stopping.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Stored run `id` read, checked and claimed to go on, as `planvm resume` does (None:
+    /// it had finished).
+    pub(crate) fn claim(
+        &self,
+        id: &str,
+        retry_unknown_writes: bool,
+    ) -> Result<Option<plan_runs::Claimed>, Error> {
+        let none = LimitsOverride::default();
+        match plan_runs::resume(&self.at, id, &none, retry_unknown_writes)? {
+            Resume::Finished(_) => Ok(None),
+            Resume::Ready(ready) => ready.claim(self.warn).map(Some),
+        }
+    }
+
     /// `f` on a connection to read the store, off the runtime's threads.
     pub(crate) async fn read<T: Send + 'static>(
         self: &Arc<Self>,
@@ -109,8 +131,8 @@ impl State {
     }
 }
 
-/// Each run or goal taken up at start: its id, and why it could not go on when it could
-/// not.
+/// Each run or goal taken up at start: `run ID` or `goal ID`, and why it could not go on
+/// when it could not.
 pub type TakenUp = Vec<(String, Result<(), Error>)>;
 
 /// Why a service could not start.
@@ -156,6 +178,7 @@ impl Service {
                 live: Arc::default(),
                 writer,
                 readers: std::sync::Mutex::default(),
+                stopping: tokio::sync::watch::Sender::new(false),
             }),
             retry_unknown_writes: config.retry_unknown_writes,
         })
@@ -184,22 +207,19 @@ impl Service {
                 return resumed;
             }
         };
-        let none = LimitsOverride::default();
         let runs = runs
             .into_iter()
             .filter(|r| r.status == RunStatus::Interrupted && !taken.contains(&r.id))
             .map(|r| {
-                let resumed =
-                    plan_runs::resume(&self.state.at, &r.id, &none, self.retry_unknown_writes)
-                        .and_then(|resume| match resume {
-                            Resume::Finished(_) => Ok(()),
-                            Resume::Ready(ready) => {
-                                let claimed = ready.claim(self.state.warn)?;
-                                api::spawn_claimed(self.state.clone(), claimed);
-                                Ok(())
-                            }
-                        });
-                (r.id, resumed)
+                let resumed = self
+                    .state
+                    .claim(&r.id, self.retry_unknown_writes)
+                    .map(|claimed| {
+                        if let Some(claimed) = claimed {
+                            api::spawn_claimed(self.state.clone(), claimed);
+                        }
+                    });
+                (format!("run {}", r.id), resumed)
             });
         resumed.extend(runs);
         resumed
@@ -225,6 +245,13 @@ impl Service {
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
+        // NB: the server waits for its open connections: event streams and waits for an
+        // answer end once told.
+        let state = self.state.clone();
+        let shutdown = async move {
+            shutdown.await;
+            state.stopping.send_replace(true);
+        };
         axum::serve(listener, api::router(self.state))
             .with_graceful_shutdown(shutdown)
             .await

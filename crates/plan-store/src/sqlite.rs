@@ -920,13 +920,16 @@ fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
 
 impl RunStore for SqliteStore {
     /// Lists the runs whose ids start with `prefix` (a batch's runs), in the order they
-    /// were created; a damaged row of another run does not stop it.
+    /// were created; a damaged row of another run does not stop it. NB: a range of the
+    /// primary key, not a scan: ids hold only `[A-Za-z0-9._-]`, all below `~`.
     fn runs_under(&self, prefix: &str) -> Result<Vec<RunInfo>, StoreError> {
         let now = now_ms();
         let mut stmt = self
             .conn
             .prepare(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs WHERE substr(id, 1, ?2) = ?1 ORDER BY created_at, id"
+                "SELECT {RUN_COLUMNS} FROM runs \
+                 WHERE id >= ?1 AND id < ?1 || '~' AND substr(id, 1, ?2) = ?1 \
+                 ORDER BY created_at, id"
             ))
             .map_err(|e| self.io(e))?;
         let rows = stmt

@@ -165,8 +165,8 @@ async fn run(config: Config, listen: SocketAddr) -> u8 {
     let addr = listener.local_addr().unwrap_or(listen);
     for (id, resumed) in service.resume_interrupted() {
         match resumed {
-            Ok(()) => eprintln!("resumed run {id}"),
-            Err(e) => eprintln!("warning: run `{id}` was not resumed: {e}"),
+            Ok(()) => eprintln!("taken up: {id}"),
+            Err(e) => eprintln!("warning: {id} was not taken up: {e}"),
         }
     }
     // NB: the handlers are installed before the service says it listens: a SIGTERM right

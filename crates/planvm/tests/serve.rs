@@ -655,10 +655,18 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
     );
     assert_eq!(events[7].2["status"], "answered");
     assert_eq!(events[7].2["answer"], "looked up without it");
-    // From where a client left: the rest only.
+    // From where a client left: the rest only; a run number that is none, from the start.
     let rest = read_events(format!("{runs}/g1/events"), Some("2:1")).await;
     let kinds: Vec<&str> = rest.iter().map(|(_, k, _)| k.as_str()).collect();
     assert_eq!(kinds, ["answer", "goal"], "{rest:?}");
+    let again = read_events(format!("{runs}/g1/events"), Some("0:5")).await;
+    assert_eq!(again.len(), events.len(), "{again:?}");
+    // A goal's run ids are its own.
+    for taken in ["g1", "g1.3"] {
+        let plan = json!({"plan": HELLO, "vars": {"name": "x"}, "run_id": taken});
+        let (status, body) = call(Method::POST, runs.clone(), Some(plan.to_string()), None).await;
+        assert_eq!(status, 409, "{taken}: {body}");
+    }
     let shown = ended_goal(&runs, "g1").await;
     assert_eq!(shown["goal"]["status"], "answered", "{shown}");
     assert_eq!(shown["goal"]["answer"], "looked up without it");
@@ -834,4 +842,82 @@ async fn a_goal_cut_by_a_killed_service_is_asked_again_when_it_starts_and_goals_
     )
     .await;
     assert_eq!(status, 201, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_open_streams_and_the_service_without_waiting_for_runs() {
+    // A search that takes 20 s: the run is still going when the service is told to stop.
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200)
+                .set_body_json(json!({"text": "late"}))
+                .set_delay(Duration::from_secs(20)),
+        )
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        format!(
+            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\npointer = \"/text\"\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let db = dir.path().join("s.db");
+    let mut s = serve(&db, &["--tools", tools.to_str().unwrap()]);
+    let runs = format!("{}/v1/runs", s.base);
+    let submit = json!({"plan": TWO_SEARCHES, "run_id": "long"});
+    let (status, body) = call(
+        reqwest::Method::POST,
+        runs.clone(),
+        Some(submit.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let stream = tokio::spawn(read_events(format!("{runs}/long/events"), None));
+    for _ in 0..400 {
+        if !server.received_requests().await.unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let asked = std::time::Instant::now();
+    let killed = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let exit = tokio::task::spawn_blocking(move || {
+        let code = s.child.wait().unwrap();
+        (code, s)
+    })
+    .await
+    .unwrap()
+    .0;
+    let took = asked.elapsed();
+    assert_eq!(exit.code(), Some(0));
+    assert!(
+        took < Duration::from_secs(10),
+        "stopping took {took:?}, against a call of 20 s"
+    );
+    let events = stream.await.unwrap();
+    assert_eq!(events[0].1, "plan", "{events:?}");
+    // The run is left for the next start.
+    let listed = Command::new(env!("CARGO_BIN_EXE_planvm"))
+        .args([
+            "runs",
+            "list",
+            "--store",
+            db.to_str().unwrap(),
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&listed.stdout);
+    assert!(text.contains("\"interrupted\""), "{text}");
 }
