@@ -4,6 +4,7 @@
 //! the plan), so a client that reconnects with `Last-Event-ID: N` gets what came after
 //! step N and nothing twice. A client that goes away changes nothing for the run.
 
+use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +14,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use plan_runs::read::{self, Shown};
-use plan_store::{GoalStatus, RunStatus, RunStore};
+use plan_store::{CallRow, CallState, GoalStatus, RunStatus, RunStore};
 use serde_json::{Value, json};
 
 use crate::State as Shared;
@@ -31,6 +32,8 @@ struct Cursor {
     goal_run: Option<usize>,
     /// The last step of that run sent (0: its plan; None: nothing of it yet).
     after: Option<u64>,
+    /// The calls of that run whose start was sent, by step.
+    started: HashSet<u64>,
     done: bool,
 }
 
@@ -68,6 +71,7 @@ pub(crate) async fn events(
         id,
         goal_run,
         after,
+        started: HashSet::new(),
         done,
     };
     let stream = futures::stream::unfold(cursor, |mut c| async move {
@@ -133,7 +137,7 @@ impl Cursor {
     fn advance(&mut self, read: Read) -> Vec<Event> {
         match read {
             Read::Run(run) => {
-                let (batch, done) = new_events(&run, self.after, None);
+                let (batch, done) = new_events(&run, (self.after, &mut self.started), None);
                 self.note(&batch, done);
                 batch.into_iter().map(|(_, e)| e).collect()
             }
@@ -142,7 +146,7 @@ impl Cursor {
                 let mut out = Vec::new();
                 let mut run_done = run.is_none();
                 if let Some(run) = run {
-                    let (batch, done) = new_events(&run, self.after, Some(k));
+                    let (batch, done) = new_events(&run, (self.after, &mut self.started), Some(k));
                     if let Some((last, _)) = batch.last() {
                         self.after = Some(*last);
                     }
@@ -152,6 +156,7 @@ impl Cursor {
                 if run_done && next {
                     self.goal_run = Some(k + 1);
                     self.after = None;
+                    self.started.clear();
                 } else if let Some(ended) = ended.filter(|_| run_done || !next) {
                     out.push(
                         Event::default()
@@ -232,7 +237,7 @@ fn read_on(
 /// step's number, `K:STEP` for run number K of a goal.
 fn new_events(
     (run, source): &(Shown, Option<String>),
-    after: Option<u64>,
+    (after, started): (Option<u64>, &mut HashSet<u64>),
     goal_run: Option<usize>,
 ) -> (Vec<(u64, Event)>, bool) {
     let mut out = Vec::new();
@@ -253,16 +258,34 @@ fn new_events(
         out.push(event(0, "plan", json!({"id": run.run.id, "plan": source})));
     }
     let after = after.unwrap_or(0);
+    let start = |c: &CallRow| {
+        json!({"phase": "started", "step": c.step, "seq_no": c.seq_no, "tool": c.tool,
+               "args": c.args, "sent_at": c.sent_at})
+    };
     for s in run.steps.iter().filter(|s| s.step > after) {
         // NB: a call belongs to the step that made it: the one after the `step`
-        // instructions executed before it.
+        // instructions executed before it. It finishes with that step; a call this
+        // stream did not see start gets its start first.
         for c in run.calls.iter().filter(|c| c.step + 1 == s.step) {
-            out.push(event(s.step, "tool_call", json!(c)));
+            if started.insert(c.step) {
+                out.push(event(s.step, "tool_call", start(c)));
+            }
+            let mut finished = json!(c);
+            finished["phase"] = json!("finished");
+            out.push(event(s.step, "tool_call", finished));
         }
         out.push(event(s.step, "step", json!(s)));
     }
-    // NB: calls still out are not events yet: each comes with the step that takes its
-    // answer. The end is the event after the last step, sent once.
+    // NB: a call out (sent: on record before it goes) starts now, under the id of the
+    // last step sent: a client that reconnects from there may see its start again.
+    let last = run.steps.last().map_or(0, |s| s.step).max(after);
+    for c in &run.calls {
+        let out_now = matches!(c.state, CallState::Inflight | CallState::Answered);
+        if out_now && c.step + 1 > last && started.insert(c.step) {
+            out.push(event(last, "tool_call", start(c)));
+        }
+    }
+    // NB: the end is the event after the last step, sent once.
     let end = run.steps.last().map_or(0, |s| s.step) + 1;
     let ended = match run.run.status {
         RunStatus::Ok => Some(("answer", json!({"final_answer": run.run.final_answer}))),

@@ -446,19 +446,30 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
-    // Connected while the run goes on: everything, in order, ending with the answer.
+    // Connected while the run goes on: everything, in order, ending with the answer; a
+    // call as it starts (under the id of the last step sent: which one depends on when
+    // the stream looked), then as it finishes.
     let all = read_events(format!("{runs}/live/events"), None).await;
-    let kinds: Vec<&str> = all.iter().map(|(_, k, _)| k.as_str()).collect();
+    let seen: Vec<(&str, &str, &str)> = all
+        .iter()
+        .map(|(id, k, d)| {
+            let phase = d["phase"].as_str().unwrap_or("");
+            let id = if phase == "started" { "" } else { id.as_str() };
+            (id, k.as_str(), phase)
+        })
+        .collect();
     assert_eq!(
-        kinds,
+        seen,
         [
-            "plan",
-            "tool_call",
-            "step",
-            "tool_call",
-            "step",
-            "step",
-            "answer"
+            ("0", "plan", ""),
+            ("", "tool_call", "started"),
+            ("1", "tool_call", "finished"),
+            ("1", "step", ""),
+            ("", "tool_call", "started"),
+            ("2", "tool_call", "finished"),
+            ("2", "step", ""),
+            ("3", "step", ""),
+            ("4", "answer", "")
         ],
         "{all:?}"
     );
@@ -643,6 +654,7 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
         seen,
         [
             ("1:0", "plan"),
+            ("1:0", "tool_call"),
             ("1:1", "tool_call"),
             ("1:1", "step"),
             ("1:2", "failed"),
@@ -653,8 +665,8 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
         ],
         "{events:?}"
     );
-    assert_eq!(events[7].2["status"], "answered");
-    assert_eq!(events[7].2["answer"], "looked up without it");
+    assert_eq!(events[8].2["status"], "answered");
+    assert_eq!(events[8].2["answer"], "looked up without it");
     // From where a client left: the rest only; a run number that is none, from the start.
     let rest = read_events(format!("{runs}/g1/events"), Some("2:1")).await;
     let kinds: Vec<&str> = rest.iter().map(|(_, k, _)| k.as_str()).collect();
