@@ -51,6 +51,12 @@ pub(crate) async fn events(
         .and_then(|v| v.to_str().ok())
         .map(str::trim);
     // NB: an unknown run is a 404, not an empty stream.
+    // NB: the first read, done here to answer 404 for an unknown run, is also the
+    // stream's first; watched from before it (see below).
+    let mut watched = state.live.watch(&id);
+    if let Some(rx) = &mut watched {
+        rx.borrow_and_update();
+    }
     let first = read(&state, (&id, None, None)).await?;
     let is_goal = matches!(first, Read::Goal { .. });
     let (goal_run, after, done) = match (is_goal, last) {
@@ -74,17 +80,26 @@ pub(crate) async fn events(
         started: HashSet::new(),
         done,
     };
-    let stream = futures::stream::unfold(cursor, |mut c| async move {
+    // NB: it read a goal's first run: of no use to a stream that starts at a later one.
+    let first = (goal_run.unwrap_or(1) == 1).then_some((first, watched));
+    let stream = futures::stream::unfold((cursor, first), |(mut c, mut first)| async move {
         if c.done {
             return None;
         }
         loop {
-            // NB: marked seen before the read: a commit after it wakes the wait below.
-            let mut changed = c.state.live.watch(&c.id);
-            if let Some(rx) = &mut changed {
-                rx.borrow_and_update();
-            }
-            let read = match read(&c.state, (&c.id, c.goal_run, c.after)).await {
+            let (read, changed) = match first.take() {
+                Some((read, changed)) => (Ok(read), changed),
+                None => {
+                    // NB: marked seen before the read: a commit after it wakes the wait
+                    // below.
+                    let mut changed = c.state.live.watch(&c.id);
+                    if let Some(rx) = &mut changed {
+                        rx.borrow_and_update();
+                    }
+                    (read(&c.state, (&c.id, c.goal_run, c.after)).await, changed)
+                }
+            };
+            let read = match read {
                 Ok(r) => r,
                 Err(_) => {
                     c.done = true;
@@ -92,12 +107,12 @@ pub(crate) async fn events(
                         json!({"error": {"code": "unreadable", "message": "the run can no longer be read"}})
                             .to_string(),
                     );
-                    return Some((vec![Ok(gone)], c));
+                    return Some((vec![Ok(gone)], (c, None)));
                 }
             };
             let events = c.advance(read);
             if !events.is_empty() || c.done {
-                return Some((events.into_iter().map(Ok).collect(), c));
+                return Some((events.into_iter().map(Ok).collect(), (c, None)));
             }
             let wait = async {
                 match changed {
