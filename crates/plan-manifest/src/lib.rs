@@ -237,6 +237,10 @@ pub struct PlannerConfig {
     /// The planner's sampling temperature (overrides the backend's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
+    /// A session's earlier rounds in the prompt, at most this many tokens (estimated);
+    /// older ones are summarized (default 2000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_tokens: Option<usize>,
 }
 
 fn p(name: &str, ty: ParamType, required: bool, description: &str) -> ParamSpec {

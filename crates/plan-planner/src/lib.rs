@@ -19,6 +19,7 @@
 mod early;
 mod examples;
 mod feedback;
+mod memory;
 mod prompt;
 mod scan;
 
@@ -31,6 +32,7 @@ use serde_json::{Map, Value, json};
 
 pub use examples::{Example, Examples, plan_value, save_example};
 pub use feedback::{MAX_VALUE_CHARS, repair_message, replan_message};
+pub use memory::{Conversation, DEFAULT_MEMORY_TOKENS, Summary, Turn, tokens};
 pub use prompt::{DEFAULT_TEMPLATE, PLACEHOLDERS, Template, response_format_text, tools_text};
 pub use scan::{Arrived, Scanner};
 
@@ -232,6 +234,8 @@ pub struct AskOptions {
     /// The whole `ask` (every planner call and every run) ends by then: a planner call
     /// still going is cut, a run fails with the deadline error (R0009).
     pub deadline: Option<Duration>,
+    /// A session's earlier goals, for the prompt (empty: none).
+    pub conversation: Conversation,
 }
 
 impl Default for AskOptions {
@@ -245,6 +249,7 @@ impl Default for AskOptions {
             strict: false,
             stream: true,
             deadline: None,
+            conversation: Conversation::default(),
         }
     }
 }
@@ -370,8 +375,12 @@ impl Planner<'_> {
     /// The prompt of the first round.
     pub fn prompt(&self, goal: &str, response_format: Option<&Value>) -> String {
         let examples = self.examples.select(goal, self.options.max_examples);
-        self.template
-            .render(goal, response_format, self.host.manifest(), &examples)
+        self.template.render(
+            (goal, response_format),
+            self.host.manifest(),
+            &examples,
+            &self.options.conversation,
+        )
     }
 
     /// Plans, repairs, runs and re-plans until the goal is answered or the rounds run
@@ -417,7 +426,11 @@ impl Planner<'_> {
         for round in 0.. {
             let call = PlannerCall {
                 round,
-                key: planner_key(goal, response_format, feedback.as_deref()),
+                key: planner_key(
+                    (goal, response_format),
+                    feedback.as_deref(),
+                    &opts.conversation,
+                ),
                 messages: &messages,
             };
             let asked = Instant::now();
@@ -617,6 +630,26 @@ impl Planner<'_> {
     }
 
     /// Appends a live answer to the `--record` cassette.
+    /// Asks the planner's LLM for a conversation's summary (`prompt`, from
+    /// [`Conversation::summary_prompt`]); recorded and replayed like its plans.
+    pub async fn summarize(&self, prompt: String) -> Result<String, String> {
+        let mut key = Map::new();
+        key.insert("summarize".into(), json!(prompt));
+        let messages = [Message::user(prompt)];
+        let call = PlannerCall {
+            round: 0,
+            key,
+            messages: &messages,
+        };
+        let asked = Instant::now();
+        let reply = self.model.reply(&call).await;
+        let reply = reply.map(|text| self.host.redactor().text(&text).into_owned());
+        reply
+            .and_then(|text| self.record(&call, text, asked.elapsed()))
+            .map(|text| text.trim().to_owned())
+            .map_err(|e| e.to_string())
+    }
+
     fn record(
         &self,
         call: &PlannerCall,
@@ -703,9 +736,9 @@ fn millis(d: Duration) -> u64 {
 
 /// The key of a planner call in a cassette: the goal, the response format, the feedback.
 fn planner_key(
-    goal: &str,
-    response_format: Option<&Value>,
+    (goal, response_format): (&str, Option<&Value>),
     feedback: Option<&str>,
+    conversation: &Conversation,
 ) -> Map<String, Value> {
     let mut key = Map::new();
     key.insert("goal".into(), json!(goal));
@@ -714,6 +747,7 @@ fn planner_key(
         response_format.cloned().unwrap_or(Value::Null),
     );
     key.insert("feedback".into(), json!(feedback));
+    conversation.key(&mut key);
     key
 }
 

@@ -1,6 +1,6 @@
 //! The planner prompt: a template file (`prompt/planner.md`, replaceable with `--prompt
-//! FILE`) whose placeholders `{{goal}}`, `{{response_format}}`, `{{tools}}` and
-//! `{{examples}}` are filled in one pass (text put in is never scanned again, so a goal
+//! FILE`) whose placeholders `{{goal}}`, `{{response_format}}`, `{{tools}}`,
+//! `{{examples}}` and `{{conversation}}` are filled in one pass (text put in is never scanned again, so a goal
 //! containing `{{tools}}` stays as written).
 
 use std::fmt::Write;
@@ -8,13 +8,20 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use crate::examples::Example;
+use crate::memory::Conversation;
 use plan_manifest::Manifest;
 
 /// The template the project ships.
 pub const DEFAULT_TEMPLATE: &str = include_str!("../prompt/planner.md");
 
 /// The placeholders a template may use; `{{goal}}` is required.
-pub const PLACEHOLDERS: [&str; 4] = ["goal", "response_format", "tools", "examples"];
+pub const PLACEHOLDERS: [&str; 5] = [
+    "goal",
+    "response_format",
+    "tools",
+    "examples",
+    "conversation",
+];
 
 /// A checked prompt template.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -43,13 +50,14 @@ impl Template {
         Ok(Template { text })
     }
 
-    /// The prompt for one goal.
+    /// The prompt for one goal, after `conversation` (a session's earlier goals; empty:
+    /// none).
     pub fn render(
         &self,
-        goal: &str,
-        response_format: Option<&Value>,
+        (goal, response_format): (&str, Option<&Value>),
         manifest: &Manifest,
         examples: &[&Example],
+        conversation: &Conversation,
     ) -> String {
         let fill = |name: &str| -> Option<String> {
             Some(match name {
@@ -57,6 +65,7 @@ impl Template {
                 "response_format" => response_format_text(response_format),
                 "tools" => tools_text(manifest),
                 "examples" => examples_text(examples),
+                "conversation" => conversation.text(),
                 _ => return None,
             })
         };
@@ -157,10 +166,10 @@ mod tests {
     fn placeholders_are_filled_once() {
         let t = Template::new("G={{goal}} R={{response_format}} X={{unknown}} {{".into()).unwrap();
         let out = t.render(
-            "why {{tools}}?",
-            Some(&json!({"lang": "Japanese"})),
+            ("why {{tools}}?", Some(&json!({"lang": "Japanese"}))),
             &Manifest::builtin(),
             &[],
+            &Conversation::default(),
         );
         assert_eq!(
             out,

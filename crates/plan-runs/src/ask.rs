@@ -5,8 +5,8 @@
 //! made from their stored answers), so the store shows every version of the plan.
 
 use plan_host::{Journal, TraceEvent};
-use plan_planner::{AskOutcome, AskStatus, PlanRun, Planner, RunSink};
-use plan_store::{NewGoal, NewRun, Owner, RunInfo, RunStore};
+use plan_planner::{AskOutcome, AskStatus, Conversation, PlanRun, Planner, RunSink, Turn};
+use plan_store::{GoalInfo, GoalStatus, NewGoal, NewRun, Owner, RunInfo, RunStore};
 use serde_json::{Map, Value, json};
 
 use crate::open::Access;
@@ -17,9 +17,13 @@ use crate::{Error, ErrorKind, Held, StoreAt};
 pub fn create_goal(
     at: &StoreAt,
     id: Option<&str>,
-    (goal, response_format): (&str, Option<&Value>),
+    (goal, response_format, session): (&str, Option<&Value>, Option<&str>),
     request: &Value,
 ) -> Result<String, Error> {
+    if let Some(s) = session {
+        plan_store::check_run_id(s)
+            .map_err(|e| Error::new(ErrorKind::BadRunId, format!("session `{s}`: {e}")))?;
+    }
     let id = id.map_or_else(plan_store::new_run_id, str::to_owned);
     plan_store::check_run_id(&id)
         .map_err(|e| Error::new(ErrorKind::BadRunId, format!("run id `{id}`: {e}")))?;
@@ -29,6 +33,7 @@ pub fn create_goal(
             goal,
             response_format,
             request,
+            session,
         },
         &Owner::this_process(),
     )?;
@@ -40,6 +45,72 @@ pub fn create_goal(
 pub fn end_goal(at: &StoreAt, id: &str, outcome: Result<&Value, &Value>) -> Result<(), Error> {
     at.open(Access::Existing)?.end_goal(id, outcome)?;
     Ok(())
+}
+
+/// What the planner is told of session `session` before its next goal: its ended goals
+/// and what became of them, the oldest summarized (by `planner`'s LLM, once, then stored
+/// and reused) when they are over `budget` tokens. A summary that cannot be made leaves
+/// the rounds whole, and says why.
+pub async fn remember(
+    planner: &Planner<'_>,
+    at: &StoreAt,
+    session: &str,
+    budget: usize,
+) -> Result<(Conversation, Option<String>), Error> {
+    let conversation = stored_conversation(at, session)?;
+    let Some(fold) = conversation.over_budget(budget) else {
+        return Ok((conversation, None));
+    };
+    match planner.summarize(conversation.summary_prompt(fold)).await {
+        Ok(text) => {
+            let (folded, summary) = conversation.folded(fold, text);
+            at.open(Access::Existing)?
+                .save_summary(session, &summary.upto, &summary.text)?;
+            Ok((folded, None))
+        }
+        Err(why) => Ok((
+            conversation,
+            Some(format!(
+                "session `{session}`: its earlier rounds could not be summarized ({why}); \
+                 the planner is told them whole"
+            )),
+        )),
+    }
+}
+
+/// Session `session` as the store holds it: its stored summary and the ended goals after
+/// it (none for a session not begun).
+pub fn stored_conversation(at: &StoreAt, session: &str) -> Result<Conversation, Error> {
+    let store = at.open(Access::Create)?;
+    let goals = store.session_goals(session)?;
+    let summary = store.summary(session)?;
+    Ok(conversation_of(&goals, summary))
+}
+
+/// A session's conversation from its goals (oldest first) and its stored summary: the
+/// goals the summary covers are left out, and the ones not ended yet.
+fn conversation_of(goals: &[GoalInfo], summary: Option<(String, String)>) -> Conversation {
+    let after = summary
+        .as_ref()
+        .and_then(|(upto, _)| goals.iter().position(|g| g.id == *upto))
+        .map_or(0, |i| i + 1);
+    let turns = goals[after..]
+        .iter()
+        .filter(|g| matches!(g.status, GoalStatus::Answered | GoalStatus::Failed))
+        .map(|g| Turn {
+            id: g.id.clone(),
+            goal: g.goal.clone(),
+            answer: g.answer.clone(),
+            error: g
+                .error
+                .as_ref()
+                .map(|e| e["message"].as_str().unwrap_or("failed").to_owned()),
+        })
+        .collect();
+    Conversation {
+        summary: summary.filter(|_| after > 0).map(|(_, text)| text),
+        turns,
+    }
 }
 
 /// The runs of goal `id` in order (`ID`, `ID.2`, ...).

@@ -58,3 +58,50 @@ pub fn variables_at(
     store.unchanged()?;
     vars
 }
+
+/// A session with its rounds (`planvm sessions show`).
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionShown {
+    pub id: String,
+    /// The summary that stands for its oldest rounds: the last goal it covers, and its text.
+    pub summary: Option<Value>,
+    /// Each goal, oldest first, with the ids of its runs.
+    pub goals: Vec<Value>,
+}
+
+/// Every session, oldest first.
+pub fn sessions(store: &dyn RunStore) -> Result<Vec<plan_store::SessionInfo>, Error> {
+    checked(store, store.sessions())
+}
+
+/// Session `id` with its goals and their runs; a session with no goal is unknown.
+pub fn session(store: &dyn RunStore, id: &str) -> Result<SessionShown, Error> {
+    let goals = store.session_goals(id)?;
+    if goals.is_empty() {
+        return Err(Error::new(
+            crate::ErrorKind::UnknownRun,
+            format!("no session `{id}` in this store (`planvm sessions list` shows them)"),
+        ));
+    }
+    let summary = store
+        .summary(id)?
+        .map(|(upto, text)| serde_json::json!({"upto": upto, "summary": text}));
+    let mut shown = Vec::with_capacity(goals.len());
+    for g in &goals {
+        let runs: Vec<String> = crate::ask::goal_runs(store, &g.id)?
+            .into_iter()
+            .map(|r| r.id)
+            .collect();
+        let mut v = serde_json::json!(g);
+        v["runs"] = serde_json::json!(runs);
+        shown.push(v);
+    }
+    checked(
+        store,
+        Ok(SessionShown {
+            id: id.to_owned(),
+            summary,
+            goals: shown,
+        }),
+    )
+}

@@ -19,7 +19,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::State as Shared;
-use crate::goals::Request;
+use crate::goals::{Memory, Request};
 use crate::openapi::{Cancelled, RunList, RunSummary};
 
 type AppState = State<Arc<Shared>>;
@@ -128,6 +128,10 @@ pub(crate) struct Submit {
     /// With `goal`: what the answer must look like (JSON, or text).
     #[schema(value_type = Option<Object>)]
     response_format: Option<Value>,
+    /// With `goal`: the conversation it is a round of. Its earlier goals and their
+    /// answers go into the planner's prompt (the oldest summarized over `[planner]
+    /// memory_tokens`).
+    session: Option<String>,
     /// Variables the run starts with.
     #[serde(default)]
     #[schema(value_type = Object)]
@@ -151,7 +155,7 @@ pub(crate) async fn submit(
 ) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let Json(submit) = body?;
     let plan = match (submit.plan, submit.goal) {
-        (Some(plan), None) if submit.response_format.is_none() => plan,
+        (Some(plan), None) if submit.response_format.is_none() && submit.session.is_none() => plan,
         (None, Some(goal)) => {
             let request = Request {
                 vars: submit.vars,
@@ -161,20 +165,16 @@ pub(crate) async fn submit(
                     .map(|t| positive_secs(t).map(|_| t))
                     .transpose()?,
             };
-            let (id, _) = start_goal(
-                &state,
-                submit.run_id,
-                (goal, submit.response_format),
-                request,
-            )
-            .await?;
+            let memory = submit.session.map_or(Memory::None, Memory::Session);
+            let asked = (goal, submit.response_format, memory);
+            let (id, _) = start_goal(&state, submit.run_id, asked, request).await?;
             return Ok((StatusCode::CREATED, Json(id)));
         }
         _ => {
             return Err(ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "bad_body",
-                "give either `plan`, or `goal` (with `response_format` if wanted)",
+                "give either `plan`, or `goal` (with `response_format` and `session` if wanted)",
             ));
         }
     };
@@ -267,7 +267,7 @@ fn positive_secs(t: f64) -> Result<Duration, ApiError> {
 pub(crate) async fn start_goal(
     state: &Arc<Shared>,
     id: Option<String>,
-    (goal, response_format): (String, Option<Value>),
+    (goal, response_format, memory): (String, Option<Value>, Memory),
     request: Request,
 ) -> Result<(RunSummary, tokio::task::JoinHandle<crate::goals::Ended>), ApiError> {
     if let Err(why) = &state.model {
@@ -284,9 +284,13 @@ pub(crate) async fn start_goal(
         let row = {
             let (at, goal, rf) = (state.at.clone(), goal.clone(), response_format.clone());
             let asked = serde_json::to_value(&request).unwrap_or_default();
+            let session = match &memory {
+                Memory::Session(s) => Some(s.clone()),
+                Memory::None | Memory::Given(_) => None,
+            };
             blocking(move || {
-                let id =
-                    plan_runs::ask::create_goal(&at, id.as_deref(), (&goal, rf.as_ref()), &asked)?;
+                let about = (goal.as_str(), rf.as_ref(), session.as_deref());
+                let id = plan_runs::ask::create_goal(&at, id.as_deref(), about, &asked)?;
                 let store = at.open(plan_runs::open::Access::Existing)?;
                 store.goal(&id)?.ok_or_else(|| {
                     plan_runs::Error::new(ErrorKind::UnknownRun, format!("goal `{id}` vanished"))
@@ -294,7 +298,12 @@ pub(crate) async fn start_goal(
             })
             .await?
         };
-        let task = crate::goals::spawn_ask(state, row.id.clone(), (goal, response_format), request);
+        let task = crate::goals::spawn_ask(
+            state,
+            row.id.clone(),
+            (goal, response_format, memory),
+            request,
+        );
         Ok((goal_summary(&row, None), task))
     })
     .await

@@ -13,12 +13,13 @@ use axum::extract::rejection::JsonRejection;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use plan_planner::{Conversation, Turn};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::State as Shared;
 use crate::api::{ApiError, start_goal};
-use crate::goals::Request;
+use crate::goals::{Memory, Request};
 
 /// An OpenAI chat completion request; fields not listed are accepted and ignored (clients
 /// send many: `temperature`, `n`, `user`, ...).
@@ -47,7 +48,7 @@ pub(crate) async fn completions(
     body: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(req) = body?;
-    let goal = last_user_text(&req.messages).ok_or_else(|| {
+    let (at, goal) = last_user_text(&req.messages).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "bad_body",
@@ -55,13 +56,10 @@ pub(crate) async fn completions(
         )
     })?;
     let model = req.model.unwrap_or_else(|| "planrt".to_owned());
-    let (summary, task) = start_goal(
-        &state,
-        None,
-        (goal, req.response_format),
-        Request::default(),
-    )
-    .await?;
+    // NB: stateless, as OpenAI clients expect: the earlier messages are the conversation.
+    let memory = Memory::Given(conversation(&req.messages[..at]));
+    let asked = (goal, req.response_format, memory);
+    let (summary, task) = start_goal(&state, None, asked, Request::default()).await?;
     let (id, created) = (summary.id, summary.created_at / 1000);
     // NB: the goal goes on in the service whatever becomes of this request; a stopping
     // service stops waiting (the goal is taken up at its next start).
@@ -126,10 +124,15 @@ pub(crate) async fn completions(
         .into_response())
 }
 
-/// The text of the last user message: a string, or the text parts of a list of parts.
-fn last_user_text(messages: &[Value]) -> Option<String> {
-    let m = messages.iter().rev().find(|m| m["role"] == "user")?;
-    let text = match &m["content"] {
+/// The last user message: where it is, and its text.
+fn last_user_text(messages: &[Value]) -> Option<(usize, String)> {
+    let at = messages.iter().rposition(|m| m["role"] == "user")?;
+    Some((at, content_text(&messages[at])?)).filter(|(_, t)| !t.trim().is_empty())
+}
+
+/// A message's text: a string, or the text parts of a list of parts.
+fn content_text(m: &Value) -> Option<String> {
+    Some(match &m["content"] {
         Value::String(s) => s.clone(),
         Value::Array(parts) => parts
             .iter()
@@ -138,8 +141,36 @@ fn last_user_text(messages: &[Value]) -> Option<String> {
             .collect::<Vec<_>>()
             .join("\n"),
         _ => return None,
-    };
-    Some(text).filter(|t| !t.trim().is_empty())
+    })
+}
+
+/// Earlier messages as the planner's conversation: each user message with the assistant's
+/// reply after it (system and tool messages are not the conversation's).
+fn conversation(messages: &[Value]) -> Conversation {
+    let mut turns: Vec<Turn> = Vec::new();
+    for m in messages {
+        let Some(text) = content_text(m) else {
+            continue;
+        };
+        match m["role"].as_str() {
+            Some("user") => turns.push(Turn {
+                id: String::new(),
+                goal: text,
+                answer: None,
+                error: None,
+            }),
+            Some("assistant") => {
+                if let Some(t) = turns.last_mut().filter(|t| t.answer.is_none()) {
+                    t.answer = Some(Value::String(text));
+                }
+            }
+            _ => {}
+        }
+    }
+    Conversation {
+        summary: None,
+        turns,
+    }
 }
 
 /// An answer as message content: a string as it is, anything else as JSON.

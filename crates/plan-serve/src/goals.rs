@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use plan_planner::{AskOptions, AskOutcome, Planner};
+use plan_planner::{AskOptions, AskOutcome, Conversation, Planner};
 use plan_runs::ask::AskStore;
 use plan_runs::open::Access;
 use plan_runs::{Claimed, Error, ErrorKind};
@@ -51,10 +51,19 @@ pub(crate) type Ended = Result<Value, Value>;
 
 /// Asks the planner for goal `id` (stored, open) in the service, once a slot is free; the
 /// task ends with the goal's outcome.
+/// What the planner is told of the conversation before a goal.
+pub(crate) enum Memory {
+    None,
+    /// A stored session's earlier goals (summarized over the budget).
+    Session(String),
+    /// Given whole by the request (a chat's earlier messages).
+    Given(Conversation),
+}
+
 pub(crate) fn spawn_ask(
     state: Arc<State>,
     id: String,
-    (goal, response_format): (String, Option<Value>),
+    (goal, response_format, memory): (String, Option<Value>, Memory),
     request: Request,
 ) -> JoinHandle<Ended> {
     let mut notifier = state.live.start(&id);
@@ -70,12 +79,30 @@ pub(crate) fn spawn_ask(
                 return Err(error);
             }
         };
-        let planner = Planner {
+        let mut planner = Planner {
             host: &state.host,
             model,
             template: state.planning.template.clone(),
             examples: state.planning.examples.clone(),
             options: request.options(state.planning.max_examples),
+        };
+        planner.options.conversation = match memory {
+            Memory::None => Conversation::default(),
+            Memory::Given(c) => c,
+            Memory::Session(session) => {
+                let budget = state.planning.memory_tokens;
+                match plan_runs::ask::remember(&planner, &state.at, &session, budget).await {
+                    Ok((c, None)) => c,
+                    Ok((c, Some(why))) => {
+                        (state.warn)(&Error::new(ErrorKind::Io, why));
+                        c
+                    }
+                    Err(e) => {
+                        let _ = plan_runs::ask::end_goal(&state.at, &id, Err(&e.to_json()));
+                        return Err(e.to_json());
+                    }
+                }
+            }
         };
         let store = AskStore {
             at: state.at.clone(),
@@ -158,10 +185,11 @@ fn take_up(
     drop(store);
     let Some(last) = runs.last() else {
         let request: Request = serde_json::from_value(goal.request).unwrap_or_default();
+        let memory = goal.session.map_or(Memory::None, Memory::Session);
         spawn_ask(
             state.clone(),
             goal.id,
-            (goal.goal, goal.response_format),
+            (goal.goal, goal.response_format, memory),
             request,
         );
         return Ok(());

@@ -119,6 +119,19 @@ pub struct GoalInfo {
     pub error: Option<Value>,
     #[serde(skip)]
     pub owner: Option<String>,
+    /// The session it is a round of.
+    pub session: Option<String>,
+}
+
+/// One session: a conversation of goals.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SessionInfo {
+    pub id: String,
+    /// Its goals (rounds).
+    pub goals: u64,
+    /// When its first and latest goals were asked (Unix ms).
+    pub created_at: i64,
+    pub updated_at: i64,
 }
 
 /// A goal about to be asked.
@@ -129,6 +142,8 @@ pub struct NewGoal<'a> {
     pub response_format: Option<&'a Value>,
     /// The rest of what was asked (variables, limits), kept to ask again after a crash.
     pub request: &'a Value,
+    /// The session it is a round of.
+    pub session: Option<&'a str>,
 }
 
 /// The id of the `n`th run (from 1) of goal `id`: the goal's own id, then `id.2`, ...
@@ -620,6 +635,14 @@ pub trait RunStore: Send {
     fn goals(&self) -> Result<Vec<GoalInfo>, StoreError>;
     /// The ids of the runs branched from run `id` (re-plans included), oldest first.
     fn children(&self, id: &str) -> Result<Vec<String>, StoreError>;
+    /// The goals of session `id`, oldest first.
+    fn session_goals(&self, id: &str) -> Result<Vec<GoalInfo>, StoreError>;
+    /// Every session, oldest first.
+    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError>;
+    /// Session `id`'s summary: the last goal it covers, and its text.
+    fn summary(&self, id: &str) -> Result<Option<(String, String)>, StoreError>;
+    /// Stores session `id`'s summary of its goals up to `upto`, in place of the last.
+    fn save_summary(&mut self, id: &str, upto: &str, summary: &str) -> Result<(), StoreError>;
 }
 
 /// What a caller read of a run before claiming it: the claim is refused when the run

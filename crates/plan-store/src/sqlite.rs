@@ -18,8 +18,8 @@ use sha2::{Digest, Sha256};
 
 use crate::{
     CallRow, CallState, CommitPoint, GoalInfo, GoalStatus, LEASE_MS, NewGoal, NewRun, Owner,
-    RunInfo, RunStatus, RunStore, Seen, StepRow, StoreError, StoreErrorKind, StoreWrite,
-    StoredProgram, now_ms,
+    RunInfo, RunStatus, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind,
+    StoreWrite, StoredProgram, now_ms,
 };
 
 /// `PRAGMA application_id` of a planvm store ('plnr').
@@ -1184,8 +1184,8 @@ impl RunStore for SqliteStore {
         // NB: a goal's id is its first run's: taken by a run, it is taken.
         let inserted = tx
             .execute(
-                "INSERT INTO goals (id, goal, response_format, request, status, created_at, updated_at, owner) \
-                 SELECT ?1, ?2, ?3, ?6, 'open', ?4, ?4, ?5 \
+                "INSERT INTO goals (id, goal, response_format, request, status, created_at, updated_at, owner, session) \
+                 SELECT ?1, ?2, ?3, ?6, 'open', ?4, ?4, ?5, ?7 \
                  WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ?1) \
                  ON CONFLICT (id) DO NOTHING",
                 params![
@@ -1194,7 +1194,8 @@ impl RunStore for SqliteStore {
                     goal.response_format.map(json),
                     now,
                     owner.0,
-                    json(goal.request)
+                    json(goal.request),
+                    goal.session
                 ],
             )
             .map_err(|e| io(&path, e))?;
@@ -1271,6 +1272,60 @@ impl RunStore for SqliteStore {
         rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
     }
 
+    fn session_goals(&self, id: &str) -> Result<Vec<GoalInfo>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {GOAL_COLUMNS} FROM goals WHERE session = ?1 ORDER BY created_at, id"
+            ))
+            .map_err(|e| self.io(e))?;
+        let rows = stmt.query_map([id], goal_info).map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT session, count(*), min(created_at), max(created_at) FROM goals \
+                 WHERE session IS NOT NULL GROUP BY session ORDER BY min(created_at), session",
+            )
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                Ok(SessionInfo {
+                    id: r.get(0)?,
+                    goals: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0),
+                    created_at: r.get(2)?,
+                    updated_at: r.get(3)?,
+                })
+            })
+            .map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
+    fn summary(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT upto, summary FROM summaries WHERE session = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.io(e))
+    }
+
+    fn save_summary(&mut self, id: &str, upto: &str, summary: &str) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO summaries (session, upto, summary, updated_at) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (session) DO UPDATE SET upto = ?2, summary = ?3, updated_at = ?4",
+                params![id, upto, summary, now_ms()],
+            )
+            .map(drop)
+            .map_err(|e| self.io(e))
+    }
+
     fn children(&self, id: &str) -> Result<Vec<String>, StoreError> {
         let mut stmt = self
             .conn
@@ -1281,8 +1336,8 @@ impl RunStore for SqliteStore {
     }
 }
 
-const GOAL_COLUMNS: &str =
-    "id, goal, response_format, status, created_at, updated_at, answer, error, owner, request";
+const GOAL_COLUMNS: &str = "id, goal, response_format, status, created_at, updated_at, answer, \
+                            error, owner, request, session";
 
 fn goal_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<GoalInfo> {
     let owner: Option<String> = r.get(8)?;
@@ -1304,6 +1359,7 @@ fn goal_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<GoalInfo> {
         error: json_column(r, 7, "error")?,
         owner,
         request: json_column(r, 9, "request")?.unwrap_or_default(),
+        session: r.get(10)?,
     })
 }
 

@@ -14,13 +14,14 @@ use serde_json::Value;
 
 use crate::convert;
 use crate::run::run_error;
+use crate::store::Store;
 use crate::tools::{self, PyTool, Raised};
 
 /// How an `ask` ended: `status` is `"answered"`, `"invalid_plan"` (the last plan still had
 /// errors when the repairs ran out), `"run_failed"` or `"planner_failed"`; `answer` is the
 /// final answer (None unless answered); `plan` the last plan's source; `rounds` what each
 /// planning round produced (dicts: kind, plan, diagnostics, run_error, ...); `error` one
-/// line saying why, when not answered.
+/// line saying why, when not answered; with `store=`, `run_id` (the goal's) and `runs`.
 #[pyclass(frozen, get_all, module = "planrt")]
 pub(crate) struct Answer {
     status: String,
@@ -30,6 +31,9 @@ pub(crate) struct Answer {
     error: Option<String>,
     steps: u64,
     tool_calls: u64,
+    /// With `store=`: the goal's id, and its runs (one per plan that ran).
+    run_id: Option<String>,
+    runs: Vec<String>,
 }
 
 #[pymethods]
@@ -43,7 +47,12 @@ impl Answer {
     }
 }
 
-fn answer(py: Python<'_>, o: AskOutcome) -> PyResult<Answer> {
+fn answer(
+    py: Python<'_>,
+    o: AskOutcome,
+    stored: Option<(String, Vec<String>)>,
+) -> PyResult<Answer> {
+    let (run_id, runs) = stored.map_or((None, Vec::new()), |(id, runs)| (Some(id), runs));
     let status = serde_json::to_value(o.status)
         .ok()
         .and_then(|v| v.as_str().map(str::to_owned))
@@ -61,6 +70,8 @@ fn answer(py: Python<'_>, o: AskOutcome) -> PyResult<Answer> {
         error: o.error,
         steps,
         tool_calls,
+        run_id,
+        runs,
     })
 }
 
@@ -70,7 +81,7 @@ fn answer(py: Python<'_>, o: AskOutcome) -> PyResult<Answer> {
                     replay = None, examples = None, max_examples = None,
                     max_repairs = plan_planner::DEFAULT_MAX_REPAIRS,
                     max_replans = plan_planner::DEFAULT_MAX_REPLANS, vars = None, max_concurrency = 16, max_steps = None,
-                    timeout = None, strict = false))]
+                    timeout = None, strict = false, store = None, run_id = None, session = None))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn _ask_now<'py>(
     py: Python<'py>,
@@ -88,7 +99,15 @@ pub(crate) fn _ask_now<'py>(
     max_steps: Option<u64>,
     timeout: Option<f64>,
     strict: bool,
+    store: Option<Py<Store>>,
+    run_id: Option<String>,
+    session: Option<String>,
 ) -> PyResult<Bound<'py, PyAny>> {
+    if store.is_none() && (run_id.is_some() || session.is_some()) {
+        return Err(PyValueError::new_err(
+            "run_id= and session= name what a store keeps: pass store= too",
+        ));
+    }
     let locals = pyo3_async_runtimes::tokio::get_current_locals(py)
         .map_err(|_| PyRuntimeError::new_err("planrt.ask needs a running asyncio event loop"))?;
     let tools = tools::parse(tools, tools_file, &plan_manifest::Manifest::builtin())?;
@@ -117,6 +136,7 @@ pub(crate) fn _ask_now<'py>(
         strict,
         stream: true,
         deadline,
+        conversation: plan_planner::Conversation::default(),
     };
     let host = Host::new(
         tools.manifest,
@@ -140,17 +160,50 @@ pub(crate) fn _ask_now<'py>(
             run_error(py, ErrorCode::NotStarted, &e.message, None, None)
         }
     })?;
+    let memory_tokens = cfg
+        .memory_tokens
+        .unwrap_or(plan_planner::DEFAULT_MEMORY_TOKENS);
+    let at = store.map(|s| s.get().at().clone());
     pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
-        let planner = Planner {
+        let mut planner = Planner {
             host: &host,
             model,
             template: Template::default(),
             examples,
             options,
         };
-        let outcome = planner
-            .ask(&goal, response_format.as_ref(), &mut Tracer::none())
-            .await;
-        Python::attach(|py| answer(py, outcome))
+        let rf = response_format.as_ref();
+        let Some(at) = at else {
+            let outcome = planner.ask(&goal, rf, &mut Tracer::none()).await;
+            return Python::attach(|py| answer(py, outcome, None));
+        };
+        if let Some(s) = &session {
+            let (conversation, why) = plan_runs::ask::remember(&planner, &at, s, memory_tokens)
+                .await
+                .map_err(crate::store::store_error)?;
+            if let Some(why) = why {
+                Python::attach(|py| crate::run::warn(py, &[why]))?;
+            }
+            planner.options.conversation = conversation;
+        }
+        let request = serde_json::json!({
+            "vars": planner.options.vars.iter().cloned().collect::<serde_json::Map<_, _>>(),
+            "max_steps": planner.options.limits.max_steps,
+        });
+        let about = (goal.as_str(), rf, session.as_deref());
+        let goal_id = plan_runs::ask::create_goal(&at, run_id.as_deref(), about, &request)
+            .map_err(crate::store::store_error)?;
+        let ask_store = plan_runs::ask::AskStore {
+            at,
+            goal_id: goal_id.clone(),
+            also: &mut (),
+            warn: Store::lease_warning(),
+            started: |_| {},
+        };
+        let stored = plan_runs::ask::ask(&planner, &goal, rf, ask_store).await;
+        if let Some(e) = stored.failed {
+            return Err(crate::store::store_error(e));
+        }
+        Python::attach(|py| answer(py, stored.outcome, Some((goal_id, stored.runs))))
     })
 }

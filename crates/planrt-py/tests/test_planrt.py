@@ -566,3 +566,65 @@ def test_a_stored_run_gets_an_id_and_store_errors_say_why(tmp_path):
     assert not_a_store.read_text() == "just some notes, not a database\n"
     with pytest.raises(ValueError):
         planrt.Store(tmp_path / "x.db", durability="sometimes")
+
+
+# ---- sessions --------------------------------------------------------------------------
+
+
+def _fake_planner(replies):
+    """An OpenAI-compatible planner on loopback: each request's prompt is kept, and the
+    reply is ``replies(prompt)``. Returns (base URL, prompts, server)."""
+    import http.server
+
+    prompts = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+            prompt = body["messages"][0]["content"]
+            prompts.append(prompt)
+            out = json.dumps(
+                {"choices": [{"index": 0, "message": {"role": "assistant", "content": replies(prompt)}}]}
+            ).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1", prompts, server
+
+
+def test_ask_in_a_session_tells_the_planner_the_earlier_goals(tmp_path, monkeypatch):
+    def reply(prompt):
+        goal = prompt.split("# Goal\n\n")[1].splitlines()[0]
+        plan = [{"seq_no": 0, "type": "assign", "parameters": {"final_answer": f"answer to <{goal}>"}}]
+        return json.dumps(plan)
+
+    base, prompts, server = _fake_planner(reply)
+    tools = tmp_path / "tools.toml"
+    tools.write_text(
+        f'[planner.backend]\nkind = "openai"\nbase_url = "{base}"\nmodel = "m"\n'
+        'api_key_env = "PLANNER_KEY"\nmax_retries = 0\n'
+    )
+    monkeypatch.setenv("PLANNER_KEY", "a-long-enough-test-key")
+    store = planrt.Store(tmp_path / "runs.db")
+    try:
+        first = asyncio.run(planrt.ask("Who sold the most?", tools=str(tools), store=store, session="s1"))
+        assert first.status == "answered", first.error
+        assert first.runs == [first.run_id]
+        second = asyncio.run(
+            planrt.ask("Where does that person work?", tools=str(tools), store=store, session="s1", run_id="q2")
+        )
+        assert second.run_id == "q2"
+        assert "User: Who sold the most?\nAnswer: answer to <Who sold the most?>" in prompts[-1]
+        assert store.run("q2")["run"]["final_answer"] == "answer to <Where does that person work?>"
+        with pytest.raises(ValueError, match="store="):
+            asyncio.run(planrt.ask("x", tools=str(tools), session="s1"))
+    finally:
+        server.shutdown()

@@ -69,6 +69,11 @@ pub(crate) struct AskArgs {
     /// planner's reply is read as it arrives, and calls certain to run start early).
     #[arg(long)]
     no_stream: bool,
+    /// The conversation this goal is a round of (with --store): the session's earlier
+    /// goals and their answers go into the prompt, the oldest summarized over [planner]
+    /// memory_tokens (docs/sessions.md).
+    #[arg(long, value_name = "ID", requires = "store")]
+    session: Option<String>,
     #[command(flatten)]
     io: ToolArgs,
     #[command(flatten)]
@@ -103,7 +108,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         .response_format
         .as_deref()
         .map(|s| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_owned())));
-    let options = AskOptions {
+    let mut options = AskOptions {
         max_repairs: args.max_repairs,
         max_replans: args.max_replans,
         max_examples: args
@@ -115,11 +120,25 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         strict: args.strict,
         stream: !args.no_stream,
         deadline: args.limits.times().deadline,
+        conversation: plan_planner::Conversation::default(),
     };
 
     if args.print_prompt {
+        // NB: the session as stored; a summary due is made by the ask itself.
+        if let (Some(session), Some(path)) = (&args.session, &args.store.store) {
+            let at = StoreAt::new(path, args.store.durability.get());
+            match plan_runs::ask::stored_conversation(&at, session) {
+                Ok(c) => options.conversation = c,
+                Err(e) => return session::failed(e),
+            }
+        }
         let chosen = examples.select(&args.goal, options.max_examples);
-        let prompt = template.render(&args.goal, response_format.as_ref(), &manifest, &chosen);
+        let prompt = template.render(
+            (&args.goal, response_format.as_ref()),
+            &manifest,
+            &chosen,
+            &options.conversation,
+        );
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{prompt}");
         return exit::OK;
@@ -145,13 +164,28 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         Err(e) if e.usage => return fail(exit::USAGE, e.message),
         Err(e) => return fail(exit::RUN_FAILED, e.message),
     };
-    let planner = Planner {
+    let mut planner = Planner {
         host: &host,
         model,
         template,
         examples,
         options,
     };
+    if let (Some(session), Some(path)) = (&args.session, &args.store.store) {
+        let at = StoreAt::new(path, args.store.durability.get());
+        let budget = planner_cfg
+            .memory_tokens
+            .unwrap_or(plan_planner::DEFAULT_MEMORY_TOKENS);
+        match runtime.block_on(plan_runs::ask::remember(&planner, &at, session, budget)) {
+            Ok((conversation, why)) => {
+                if let Some(why) = why {
+                    eprintln!("warning: {why}");
+                }
+                planner.options.conversation = conversation;
+            }
+            Err(e) => return session::failed(e),
+        }
+    }
     tracer.restart_clock();
     let rf = response_format.as_ref();
     let (outcome, store_failed) = match &args.store.store {
@@ -166,8 +200,8 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
                 "max_steps": planner.options.limits.max_steps,
             });
             let run_id = args.store.run_id.as_deref();
-            let goal_id = match plan_runs::ask::create_goal(&at, run_id, (&args.goal, rf), &request)
-            {
+            let about = (args.goal.as_str(), rf, args.session.as_deref());
+            let goal_id = match plan_runs::ask::create_goal(&at, run_id, about, &request) {
                 Ok(id) => id,
                 Err(e) => return session::failed(e),
             };

@@ -32,6 +32,7 @@ mod run;
 mod runs;
 mod serve;
 mod session;
+mod sessions;
 mod stored;
 
 use std::process::ExitCode;
@@ -78,6 +79,9 @@ enum Command {
     /// List, inspect or cancel the runs of a store.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
+    /// List or show the conversations (`ask --session`) of a store.
+    #[command(subcommand)]
+    Sessions(sessions::SessionsCommand),
 }
 
 fn main() -> ExitCode {
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Resume(args) => ExitCode::from(stored::resume(args)),
         Command::Branch(args) => ExitCode::from(stored::branch(args)),
         Command::Runs(cmd) => ExitCode::from(runs::runs(cmd)),
+        Command::Sessions(cmd) => ExitCode::from(sessions::sessions(cmd)),
         Command::Serve(args) => ExitCode::from(serve::serve(args)),
     }
 }

@@ -221,7 +221,7 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
 }
 
 /// Unix milliseconds as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
-fn utc(ms: i64) -> String {
+pub(crate) fn utc(ms: i64) -> String {
     let secs = ms.div_euclid(1000);
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
     // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).

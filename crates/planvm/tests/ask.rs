@@ -504,3 +504,139 @@ fn a_bad_example_file_is_skipped_with_a_warning() {
         out.stdout
     );
 }
+
+/// The goal of a planner request: the line after `# Goal` (the conversation before it holds
+/// earlier goals too).
+fn goal_of(prompt: &str) -> String {
+    prompt
+        .split("# Goal\n\n")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_follow_up_goal_sees_the_session_and_the_oldest_rounds_are_summarized_once() {
+    let f = fixture(|last| {
+        if last.starts_with("Summarize this conversation") {
+            return "SUMMARY: they asked who sold the most (Alice).".to_owned();
+        }
+        let goal = goal_of(last);
+        plan(vec![
+            json!({"seq_no": 0, "type": "assign", "parameters": {"final_answer": format!("answer to <{goal}>")}}),
+        ])
+    })
+    .await;
+    // A budget that holds two rounds and not three.
+    let mut tools = std::fs::read_to_string(&f.tools).unwrap();
+    tools.push_str("[planner]\nmemory_tokens = 100\n");
+    std::fs::write(&f.tools, tools).unwrap();
+    let db = s(&f.path("s.db"));
+    let ask = |goal: &'static str| {
+        let db = db.clone();
+        let f = &f;
+        async move {
+            let (code, out, stderr) = f.ask(goal, &["--store", &db, "--session", "s1"]).await;
+            assert_eq!(code, Some(0), "{stderr}");
+            out
+        }
+    };
+    let prompts = || async {
+        f.requests("/v1/chat/completions")
+            .await
+            .iter()
+            .map(|r| {
+                r["messages"][0]["content"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .collect::<Vec<_>>()
+    };
+
+    let first = ask("Who sold the most?").await;
+    assert_eq!(first["answer"], "answer to <Who sold the most?>");
+    assert!(!prompts().await[0].contains("conversation so far"));
+    ask("Which store does that person work in?").await;
+    let second = prompts().await[1].clone();
+    assert!(
+        second.contains("User: Who sold the most?\nAnswer: answer to <Who sold the most?>"),
+        "{second}"
+    );
+    ask("And the year before?").await;
+    let third = prompts().await[2].clone();
+    assert!(
+        third.contains("Which store does that person work in?"),
+        "{third}"
+    );
+    assert!(!third.contains("SUMMARY"), "{third}");
+    // Three rounds are over the budget: the oldest is summarized, once, and the summary
+    // stands for it from then on.
+    ask("Show it as a chart.").await;
+    let all = prompts().await;
+    let summaries = all
+        .iter()
+        .filter(|p| p.starts_with("Summarize this conversation"))
+        .count();
+    assert_eq!(summaries, 1, "{all:#?}");
+    let fourth = all.last().unwrap();
+    assert!(
+        fourth.contains("Summary of the earlier rounds: SUMMARY: they asked who sold the most"),
+        "{fourth}"
+    );
+    assert!(!fourth.contains("User: Who sold the most?"), "{fourth}");
+    assert!(fourth.contains("User: And the year before?"), "{fourth}");
+    // The session as the store keeps it.
+    let shown = planvm(
+        vec![
+            "sessions".into(),
+            "show".into(),
+            "s1".into(),
+            "--store".into(),
+            db.clone(),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(shown.code, Some(0), "{}", shown.stderr);
+    let shown: Value = serde_json::from_str(shown.stdout.trim()).unwrap();
+    assert_eq!(shown["goals"].as_array().unwrap().len(), 4, "{shown}");
+    assert_eq!(shown["goals"][0]["goal"], "Who sold the most?");
+    assert_eq!(shown["goals"][0]["runs"][0], shown["goals"][0]["id"]);
+    assert!(
+        shown["summary"]["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("SUMMARY")
+    );
+    let listed = planvm(
+        vec![
+            "sessions".into(),
+            "list".into(),
+            "--store".into(),
+            db.clone(),
+        ],
+        &[],
+    )
+    .await;
+    assert!(
+        listed.stdout.starts_with("s1  4 goals"),
+        "{}",
+        listed.stdout
+    );
+    let missing = planvm(
+        vec![
+            "sessions".into(),
+            "show".into(),
+            "nope".into(),
+            "--store".into(),
+            db,
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(missing.code, Some(66), "{}", missing.stderr);
+}

@@ -629,7 +629,20 @@ async fn ended_goal(runs: &str, id: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_model() {
-    let (_server, dir, tools) = planner(Duration::ZERO).await;
+    let (server, dir, tools) = planner(Duration::ZERO).await;
+    let prompts = || async {
+        server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.url.path() == "/v1/chat/completions")
+            .map(|r| {
+                let body: Value = serde_json::from_slice(&r.body).unwrap();
+                body["messages"][0]["content"].as_str().unwrap().to_owned()
+            })
+            .collect::<Vec<_>>()
+    };
     let s = serve_with(
         &dir.path().join("s.db"),
         &["--tools", tools.to_str().unwrap()],
@@ -742,10 +755,25 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
     let shown = call(Method::GET, format!("{runs}/g3"), None, None).await.1;
     assert_eq!(shown["run"], Value::Null, "{shown}");
 
-    // The service as an OpenAI chat model.
+    // A session: the second goal's prompt holds the first and its answer.
+    for (id, goal) in [("s-1", "greet them"), ("s-2", "greet them again")] {
+        let submit = json!({"goal": goal, "run_id": id, "session": "chat-7"});
+        let (status, body) = call(Method::POST, runs.clone(), Some(submit.to_string()), None).await;
+        assert_eq!(status, 201, "{body}");
+        ended_goal(&runs, id).await;
+    }
+    let last = prompts().await.pop().unwrap();
+    assert!(
+        last.contains("User: greet them\nAnswer: hello from a goal"),
+        "{last}"
+    );
+
+    // The service as an OpenAI chat model; the earlier messages are the conversation.
     let chat = format!("{}/v1/chat/completions", s.base);
     let ask = json!({"model": "planrt", "messages": [
         {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "who are you?"},
+        {"role": "assistant", "content": "a planner"},
         {"role": "user", "content": "please greet"}]});
     let (status, body) = call(Method::POST, chat.clone(), Some(ask.to_string()), None).await;
     assert_eq!(status, 200, "{body}");
@@ -754,6 +782,12 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
         body["choices"][0]["message"]["content"],
         "hello from a goal"
     );
+    let last = prompts().await.pop().unwrap();
+    assert!(
+        last.contains("User: who are you?\nAnswer: a planner"),
+        "{last}"
+    );
+    assert!(!last.contains("be brief"), "{last}");
     let id = body["id"].as_str().unwrap();
     let shown = ended_goal(&runs, id).await;
     assert_eq!(shown["goal"]["goal"], "please greet");

@@ -64,6 +64,10 @@ class Answer:
     error: Optional[str]
     steps: int
     tool_calls: int
+    run_id: Optional[str]
+    """With ``store=``: the goal's id (its runs are ``ID``, ``ID.2``, ...)."""
+    runs: list[str]
+    """With ``store=``: the ids of the runs of its plans, in order."""
 
 class Request:
     id: int
