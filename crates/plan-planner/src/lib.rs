@@ -629,9 +629,9 @@ impl Planner<'_> {
         (reply, started.load(std::sync::atomic::Ordering::Relaxed))
     }
 
-    /// Appends a live answer to the `--record` cassette.
     /// Asks the planner's LLM for a conversation's summary (`prompt`, from
-    /// [`Conversation::summary_prompt`]); recorded and replayed like its plans.
+    /// [`Conversation::summary_prompt`]); recorded and replayed like its plans, and bound
+    /// by the ask's deadline.
     pub async fn summarize(&self, prompt: String) -> Result<String, String> {
         let mut key = Map::new();
         key.insert("summarize".into(), json!(prompt));
@@ -642,7 +642,13 @@ impl Planner<'_> {
             messages: &messages,
         };
         let asked = Instant::now();
-        let reply = self.model.reply(&call).await;
+        let reply = match self.options.deadline {
+            Some(limit) => match tokio::time::timeout(limit, self.model.reply(&call)).await {
+                Ok(reply) => reply,
+                Err(_) => return Err(format!("no summary within {}s", limit.as_secs_f64())),
+            },
+            None => self.model.reply(&call).await,
+        };
         let reply = reply.map(|text| self.host.redactor().text(&text).into_owned());
         reply
             .and_then(|text| self.record(&call, text, asked.elapsed()))
@@ -650,6 +656,7 @@ impl Planner<'_> {
             .map_err(|e| e.to_string())
     }
 
+    /// Appends a live answer to the `--record` cassette.
     fn record(
         &self,
         call: &PlannerCall,

@@ -50,6 +50,11 @@ impl Template {
         Ok(Template { text })
     }
 
+    /// Whether the template has placeholder `name` (`goal`, `conversation`, ...).
+    pub fn uses(&self, name: &str) -> bool {
+        self.text.contains(&format!("{{{{{name}}}}}"))
+    }
+
     /// The prompt for one goal, after `conversation` (a session's earlier goals; empty:
     /// none).
     pub fn render(

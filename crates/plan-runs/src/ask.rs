@@ -47,55 +47,80 @@ pub fn end_goal(at: &StoreAt, id: &str, outcome: Result<&Value, &Value>) -> Resu
     Ok(())
 }
 
-/// What the planner is told of session `session` before its next goal: its ended goals
-/// and what became of them, the oldest summarized (by `planner`'s LLM, once, then stored
-/// and reused) when they are over `budget` tokens. A summary that cannot be made leaves
-/// the rounds whole, and says why.
+/// Sets what `planner` is told of session `session` before goal `goal` (the goal being
+/// asked, if it is stored already): the session's goals before it that ended and what
+/// became of them, the oldest summarized (by `planner`'s LLM, once, then stored and
+/// reused) when they are over `[planner] memory_tokens`. A summary that cannot be made
+/// leaves the rounds whole: the warning says why.
 pub async fn remember(
-    planner: &Planner<'_>,
+    planner: &mut Planner<'_>,
     at: &StoreAt,
-    session: &str,
-    budget: usize,
-) -> Result<(Conversation, Option<String>), Error> {
-    let conversation = stored_conversation(at, session)?;
+    (session, goal): (&str, Option<&str>),
+) -> Result<Option<String>, Error> {
+    let budget = planner
+        .host
+        .manifest()
+        .planner
+        .as_ref()
+        .and_then(|p| p.memory_tokens)
+        .unwrap_or(plan_planner::DEFAULT_MEMORY_TOKENS);
+    let conversation = stored_conversation(at, session, goal)?;
     let Some(fold) = conversation.over_budget(budget) else {
-        return Ok((conversation, None));
+        planner.options.conversation = conversation;
+        return Ok(None);
     };
     match planner.summarize(conversation.summary_prompt(fold)).await {
         Ok(text) => {
             let (folded, summary) = conversation.folded(fold, text);
             at.open(Access::Existing)?
                 .save_summary(session, &summary.upto, &summary.text)?;
-            Ok((folded, None))
+            planner.options.conversation = folded;
+            Ok(None)
         }
-        Err(why) => Ok((
-            conversation,
-            Some(format!(
+        Err(why) => {
+            planner.options.conversation = conversation;
+            Ok(Some(format!(
                 "session `{session}`: its earlier rounds could not be summarized ({why}); \
                  the planner is told them whole"
-            )),
-        )),
+            )))
+        }
     }
 }
 
-/// Session `session` as the store holds it: its stored summary and the ended goals after
-/// it (none for a session not begun).
-pub fn stored_conversation(at: &StoreAt, session: &str) -> Result<Conversation, Error> {
-    let store = at.open(Access::Create)?;
+/// Session `session` as the store holds it before goal `goal` (all of it when None): its
+/// stored summary and the ended goals after it (none for a session not begun, or a store
+/// not made yet).
+pub fn stored_conversation(
+    at: &StoreAt,
+    session: &str,
+    goal: Option<&str>,
+) -> Result<Conversation, Error> {
+    let store = match at.open(Access::Read) {
+        Ok(s) => s,
+        Err(e) if e.kind == ErrorKind::NoStore => return Ok(Conversation::default()),
+        Err(e) => return Err(e),
+    };
     let goals = store.session_goals(session)?;
     let summary = store.summary(session)?;
-    Ok(conversation_of(&goals, summary))
+    Ok(conversation_of(&goals, summary, goal))
 }
 
 /// A session's conversation from its goals (oldest first) and its stored summary: the
-/// goals the summary covers are left out, and the ones not ended yet.
-fn conversation_of(goals: &[GoalInfo], summary: Option<(String, String)>) -> Conversation {
+/// goals the summary covers are left out, and it stops at goal `before` and at the first
+/// goal still being asked (so that a summary never covers a goal that has not ended; an
+/// interrupted one is left out).
+fn conversation_of(
+    goals: &[GoalInfo],
+    summary: Option<(String, String)>,
+    before: Option<&str>,
+) -> Conversation {
     let after = summary
         .as_ref()
         .and_then(|(upto, _)| goals.iter().position(|g| g.id == *upto))
         .map_or(0, |i| i + 1);
     let turns = goals[after..]
         .iter()
+        .take_while(|g| Some(g.id.as_str()) != before && g.status != GoalStatus::Open)
         .filter(|g| matches!(g.status, GoalStatus::Answered | GoalStatus::Failed))
         .map(|g| Turn {
             id: g.id.clone(),
@@ -111,6 +136,15 @@ fn conversation_of(goals: &[GoalInfo], summary: Option<(String, String)>) -> Con
         summary: summary.filter(|_| after > 0).map(|(_, text)| text),
         turns,
     }
+}
+
+/// What a goal was asked with besides its text, as stored with it (to ask it again after
+/// a crash): the variables and the step limit of its runs.
+pub fn request_of(options: &plan_planner::AskOptions) -> Value {
+    json!({
+        "vars": options.vars.iter().cloned().collect::<Map<String, Value>>(),
+        "max_steps": options.limits.max_steps,
+    })
 }
 
 /// The runs of goal `id` in order (`ID`, `ID.2`, ...).
@@ -261,5 +295,45 @@ impl RunSink for Sink<'_> {
 
     fn planning(&mut self, event: &TraceEvent<'_>) {
         let _ = self.store.also.record(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn goal(id: &str, status: GoalStatus) -> GoalInfo {
+        GoalInfo {
+            id: id.into(),
+            goal: format!("goal {id}"),
+            response_format: None,
+            request: Value::Null,
+            status,
+            created_at: 0,
+            updated_at: 0,
+            answer: (status == GoalStatus::Answered).then(|| json!(format!("answer {id}"))),
+            error: None,
+            owner: None,
+            session: Some("s".into()),
+        }
+    }
+
+    #[test]
+    fn a_conversation_stops_at_the_goal_asked_and_at_one_still_being_asked() {
+        use GoalStatus::*;
+        let goals = [
+            goal("a", Answered),
+            goal("b", Interrupted),
+            goal("c", Failed),
+            goal("d", Open),
+            goal("e", Answered),
+        ];
+        let ids = |c: &Conversation| c.turns.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+        assert_eq!(ids(&conversation_of(&goals, None, None)), ["a", "c"]);
+        assert_eq!(ids(&conversation_of(&goals, None, Some("c"))), ["a"]);
+        let summary = Some(("a".to_owned(), "S".to_owned()));
+        let c = conversation_of(&goals, summary, None);
+        assert_eq!(ids(&c), ["c"]);
+        assert_eq!(c.summary.as_deref(), Some("S"));
     }
 }

@@ -164,6 +164,7 @@ pub(crate) async fn submit(
                     .timeout
                     .map(|t| positive_secs(t).map(|_| t))
                     .transpose()?,
+                conversation: None,
             };
             let memory = submit.session.map_or(Memory::None, Memory::Session);
             let asked = (goal, submit.response_format, memory);

@@ -56,10 +56,15 @@ pub(crate) async fn completions(
         )
     })?;
     let model = req.model.unwrap_or_else(|| "planrt".to_owned());
-    // NB: stateless, as OpenAI clients expect: the earlier messages are the conversation.
-    let memory = Memory::Given(conversation(&req.messages[..at]));
-    let asked = (goal, req.response_format, memory);
-    let (summary, task) = start_goal(&state, None, asked, Request::default()).await?;
+    // NB: stateless, as OpenAI clients expect: the earlier messages are the conversation
+    // (kept with the goal, to ask it again after a crash).
+    let given = conversation(&req.messages[..at]);
+    let request = Request {
+        conversation: Some(given.clone()).filter(|c| !c.is_empty()),
+        ..Request::default()
+    };
+    let asked = (goal, req.response_format, Memory::Given(given));
+    let (summary, task) = start_goal(&state, None, asked, request).await?;
     let (id, created) = (summary.id, summary.created_at / 1000);
     // NB: the goal goes on in the service whatever becomes of this request; a stopping
     // service stops waiting (the goal is taken up at its next start).

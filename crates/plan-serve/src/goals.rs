@@ -27,6 +27,9 @@ pub(crate) struct Request {
     pub(crate) max_steps: Option<u64>,
     /// Seconds the whole ask may take, from when it starts.
     pub(crate) timeout: Option<f64>,
+    /// The conversation the request gave (a chat's earlier messages), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) conversation: Option<Conversation>,
 }
 
 impl Request {
@@ -49,8 +52,6 @@ impl Request {
 /// How a goal ended, once it has: its answer, or `{code, message}`.
 pub(crate) type Ended = Result<Value, Value>;
 
-/// Asks the planner for goal `id` (stored, open) in the service, once a slot is free; the
-/// task ends with the goal's outcome.
 /// What the planner is told of the conversation before a goal.
 pub(crate) enum Memory {
     None,
@@ -60,6 +61,8 @@ pub(crate) enum Memory {
     Given(Conversation),
 }
 
+/// Asks the planner for goal `id` (stored, open) in the service, once a slot is free; the
+/// task ends with the goal's outcome.
 pub(crate) fn spawn_ask(
     state: Arc<State>,
     id: String,
@@ -90,18 +93,16 @@ pub(crate) fn spawn_ask(
             Memory::None => Conversation::default(),
             Memory::Given(c) => c,
             Memory::Session(session) => {
-                let budget = state.planning.memory_tokens;
-                match plan_runs::ask::remember(&planner, &state.at, &session, budget).await {
-                    Ok((c, None)) => c,
-                    Ok((c, Some(why))) => {
-                        (state.warn)(&Error::new(ErrorKind::Io, why));
-                        c
-                    }
+                let asked = (session.as_str(), Some(id.as_str()));
+                match plan_runs::ask::remember(&mut planner, &state.at, asked).await {
+                    Ok(None) => {}
+                    Ok(Some(why)) => (state.warn)(&Error::new(ErrorKind::Io, why)),
                     Err(e) => {
                         let _ = plan_runs::ask::end_goal(&state.at, &id, Err(&e.to_json()));
                         return Err(e.to_json());
                     }
                 }
+                std::mem::take(&mut planner.options.conversation)
             }
         };
         let store = AskStore {
@@ -185,7 +186,11 @@ fn take_up(
     drop(store);
     let Some(last) = runs.last() else {
         let request: Request = serde_json::from_value(goal.request).unwrap_or_default();
-        let memory = goal.session.map_or(Memory::None, Memory::Session);
+        let memory = match (request.conversation.clone(), goal.session) {
+            (Some(given), _) => Memory::Given(given),
+            (None, Some(session)) => Memory::Session(session),
+            (None, None) => Memory::None,
+        };
         spawn_ask(
             state.clone(),
             goal.id,

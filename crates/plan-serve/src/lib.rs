@@ -56,8 +56,6 @@ pub struct Planning {
     pub examples: Examples,
     /// Examples put into each prompt.
     pub max_examples: usize,
-    /// A session's earlier rounds in the prompt, at most this many tokens.
-    pub memory_tokens: usize,
 }
 
 /// The service's state, shared by its requests and its runs.

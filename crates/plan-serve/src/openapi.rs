@@ -64,7 +64,8 @@ pub(crate) struct RunShown {
     pub(crate) children: Vec<String>,
     /// For a goal's id: `id`, `goal`, `response_format`, `request`, `status` (`open`,
     /// `answered`, `failed`, `interrupted`), `answer`, `error`, `created_at`,
-    /// `updated_at`, and `runs` (each version of the plan: `id`, `status`, `plan`).
+    /// `updated_at`, `session`, and `runs` (each version of the plan: `id`, `status`,
+    /// `plan`).
     #[schema(value_type = Option<Object>)]
     pub(crate) goal: Option<Value>,
 }

@@ -36,11 +36,12 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("migrations/002_status_check.sql")).foreign_key_check(),
         M::up(include_str!("migrations/003_tool_calls.sql")),
         M::up(include_str!("migrations/004_goals.sql")),
+        M::up(include_str!("migrations/005_sessions.sql")),
     ])
 });
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 4;
+const SCHEMA_VERSION: i64 = 5;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -160,9 +160,6 @@ pub(crate) fn _ask_now<'py>(
             run_error(py, ErrorCode::NotStarted, &e.message, None, None)
         }
     })?;
-    let memory_tokens = cfg
-        .memory_tokens
-        .unwrap_or(plan_planner::DEFAULT_MEMORY_TOKENS);
     let at = store.map(|s| s.get().at().clone());
     pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
         let mut planner = Planner {
@@ -178,18 +175,14 @@ pub(crate) fn _ask_now<'py>(
             return Python::attach(|py| answer(py, outcome, None));
         };
         if let Some(s) = &session {
-            let (conversation, why) = plan_runs::ask::remember(&planner, &at, s, memory_tokens)
+            let why = plan_runs::ask::remember(&mut planner, &at, (s, None))
                 .await
                 .map_err(crate::store::store_error)?;
             if let Some(why) = why {
                 Python::attach(|py| crate::run::warn(py, &[why]))?;
             }
-            planner.options.conversation = conversation;
         }
-        let request = serde_json::json!({
-            "vars": planner.options.vars.iter().cloned().collect::<serde_json::Map<_, _>>(),
-            "max_steps": planner.options.limits.max_steps,
-        });
+        let request = plan_runs::ask::request_of(&planner.options);
         let about = (goal.as_str(), rf, session.as_deref());
         let goal_id = plan_runs::ask::create_goal(&at, run_id.as_deref(), about, &request)
             .map_err(crate::store::store_error)?;

@@ -10,7 +10,7 @@ use clap::Args;
 use plan_planner::{AskOptions, AskOutcome, AskStatus, Examples, Planner, Template};
 use serde_json::Value;
 
-use crate::args::{Format, LimitArgs, OutputArgs, StoreArgs, ToolArgs};
+use crate::args::{Format, LimitArgs, OutputArgs, StoreArgs, ToolArgs, parse_run_id};
 use crate::session::{self, fail};
 use plan_render::exit;
 use plan_runs::StoreAt;
@@ -72,7 +72,7 @@ pub(crate) struct AskArgs {
     /// The conversation this goal is a round of (with --store): the session's earlier
     /// goals and their answers go into the prompt, the oldest summarized over [planner]
     /// memory_tokens (docs/sessions.md).
-    #[arg(long, value_name = "ID", requires = "store")]
+    #[arg(long, value_name = "ID", requires = "store", value_parser = parse_run_id)]
     session: Option<String>,
     #[command(flatten)]
     io: ToolArgs,
@@ -127,7 +127,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         // NB: the session as stored; a summary due is made by the ask itself.
         if let (Some(session), Some(path)) = (&args.session, &args.store.store) {
             let at = StoreAt::new(path, args.store.durability.get());
-            match plan_runs::ask::stored_conversation(&at, session) {
+            match plan_runs::ask::stored_conversation(&at, session, None) {
                 Ok(c) => options.conversation = c,
                 Err(e) => return session::failed(e),
             }
@@ -172,17 +172,16 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         options,
     };
     if let (Some(session), Some(path)) = (&args.session, &args.store.store) {
+        if !planner.template.uses("conversation") {
+            eprintln!(
+                "warning: the --prompt template has no {{{{conversation}}}}: the planner is not told session `{session}`"
+            );
+        }
         let at = StoreAt::new(path, args.store.durability.get());
-        let budget = planner_cfg
-            .memory_tokens
-            .unwrap_or(plan_planner::DEFAULT_MEMORY_TOKENS);
-        match runtime.block_on(plan_runs::ask::remember(&planner, &at, session, budget)) {
-            Ok((conversation, why)) => {
-                if let Some(why) = why {
-                    eprintln!("warning: {why}");
-                }
-                planner.options.conversation = conversation;
-            }
+        let remembered = plan_runs::ask::remember(&mut planner, &at, (session, None));
+        match runtime.block_on(remembered) {
+            Ok(None) => {}
+            Ok(Some(why)) => eprintln!("warning: {why}"),
             Err(e) => return session::failed(e),
         }
     }
@@ -195,10 +194,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         ),
         Some(path) => {
             let at = StoreAt::new(path, args.store.durability.get());
-            let request = serde_json::json!({
-                "vars": planner.options.vars.iter().cloned().collect::<serde_json::Map<_, _>>(),
-                "max_steps": planner.options.limits.max_steps,
-            });
+            let request = plan_runs::ask::request_of(&planner.options);
             let run_id = args.store.run_id.as_deref();
             let about = (args.goal.as_str(), rf, args.session.as_deref());
             let goal_id = match plan_runs::ask::create_goal(&at, run_id, about, &request) {

@@ -72,7 +72,7 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
 }
 
 /// Opens the store at `path` to read it, read-only where this process may not write it.
-fn open_to_read(path: &Path) -> Result<Box<dyn RunStore>, u8> {
+pub(crate) fn open_to_read(path: &Path) -> Result<Box<dyn RunStore>, u8> {
     StoreAt::new(path, Durability::Normal)
         .open(Access::Read)
         .map_err(failed)

@@ -119,9 +119,6 @@ fn planning(
         max_examples: cfg
             .max_examples
             .unwrap_or(plan_planner::DEFAULT_MAX_EXAMPLES),
-        memory_tokens: cfg
-            .memory_tokens
-            .unwrap_or(plan_planner::DEFAULT_MEMORY_TOKENS),
     })
 }
 

@@ -5,9 +5,7 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 use plan_render::exit;
-use plan_runs::open::Access;
-use plan_runs::{StoreAt, read};
-use plan_store::Durability;
+use plan_runs::read;
 use serde_json::{Value, json};
 
 use crate::args::Format;
@@ -46,9 +44,9 @@ pub(crate) fn sessions(cmd: SessionsCommand) -> u8 {
             (store, *format)
         }
     };
-    let store = match StoreAt::new(path, Durability::Normal).open(Access::Read) {
+    let store = match crate::runs::open_to_read(path) {
         Ok(s) => s,
-        Err(e) => return failed(e),
+        Err(code) => return code,
     };
     let mut out = std::io::stdout().lock();
     match &cmd {

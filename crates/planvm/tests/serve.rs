@@ -291,24 +291,31 @@ fn an_address_off_loopback_needs_a_token_and_sigterm_stops_the_service() {
     assert_eq!(status.code(), Some(0));
 }
 
-/// Echoes `path(body)` after 300 ms.
-struct Slow;
+/// Echoes `path(body)` after its delay.
+struct Slow(Duration);
 
 impl wiremock::Respond for Slow {
     fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         wiremock::ResponseTemplate::new(200)
             .set_body_json(json!({"text": format!("{}({body})", req.url.path())}))
-            .set_delay(Duration::from_millis(300))
+            .set_delay(self.0)
     }
+}
+
+/// A `vector_search` that answers after 300 ms (see [`search_taking`]).
+async fn slow_search() -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
+    search_taking(Duration::from_millis(300)).await
 }
 
 /// A `vector_search` served over loopback by [`Slow`]: the server, a scratch directory and
 /// the tools file in it.
-async fn slow_search() -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
+async fn search_taking(
+    delay: Duration,
+) -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
     let server = wiremock::MockServer::start().await;
     wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(Slow)
+        .respond_with(Slow(delay))
         .mount(&server)
         .await;
     let dir = tempfile::tempdir().unwrap();
@@ -659,15 +666,20 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
     assert_eq!(body["status"], "planning");
     assert_eq!(body["goal"], "look up x");
     let events = read_events(format!("{runs}/g1/events"), None).await;
+    // NB: a call's start goes under the last step sent, which depends on when the stream
+    // looked.
     let seen: Vec<(&str, &str)> = events
         .iter()
-        .map(|(id, k, _)| (id.as_str(), k.as_str()))
+        .map(|(id, k, d)| match d["phase"].as_str() {
+            Some("started") => ("", k.as_str()),
+            _ => (id.as_str(), k.as_str()),
+        })
         .collect();
     assert_eq!(
         seen,
         [
             ("1:0", "plan"),
-            ("1:0", "tool_call"),
+            ("", "tool_call"),
             ("1:1", "tool_call"),
             ("1:1", "step"),
             ("1:2", "failed"),
@@ -893,25 +905,7 @@ async fn a_goal_cut_by_a_killed_service_is_asked_again_when_it_starts_and_goals_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_ends_open_streams_and_the_service_without_waiting_for_runs() {
     // A search that takes 20 s: the run is still going when the service is told to stop.
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(
-            wiremock::ResponseTemplate::new(200)
-                .set_body_json(json!({"text": "late"}))
-                .set_delay(Duration::from_secs(20)),
-        )
-        .mount(&server)
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.toml");
-    std::fs::write(
-        &tools,
-        format!(
-            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\npointer = \"/text\"\n",
-            server.uri()
-        ),
-    )
-    .unwrap();
+    let (server, dir, tools) = search_taking(Duration::from_secs(20)).await;
     let db = dir.path().join("s.db");
     let mut s = serve(&db, &["--tools", tools.to_str().unwrap()]);
     let runs = format!("{}/v1/runs", s.base);
@@ -924,7 +918,14 @@ async fn sigterm_ends_open_streams_and_the_service_without_waiting_for_runs() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
-    let stream = tokio::spawn(read_events(format!("{runs}/long/events"), None));
+    // NB: the stream is open (its answer's head received) before the service is told.
+    let open = client()
+        .get(format!("{runs}/long/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(open.status().as_u16(), 200);
+    let stream = tokio::spawn(open.text());
     for _ in 0..400 {
         if !server.received_requests().await.unwrap().is_empty() {
             break;
@@ -950,8 +951,8 @@ async fn sigterm_ends_open_streams_and_the_service_without_waiting_for_runs() {
         took < Duration::from_secs(10),
         "stopping took {took:?}, against a call of 20 s"
     );
-    let events = stream.await.unwrap();
-    assert_eq!(events[0].1, "plan", "{events:?}");
+    let events = stream.await.unwrap().unwrap();
+    assert!(events.contains("event: plan"), "{events}");
     // The run is left for the next start.
     let listed = Command::new(env!("CARGO_BIN_EXE_planvm"))
         .args([
