@@ -152,22 +152,16 @@ impl Cursor {
     fn advance(&mut self, read: Read) -> Vec<Event> {
         match read {
             Read::Run(run) => {
-                let (batch, done) = new_events(&run, (self.after, &mut self.started), None);
-                self.note(&batch, done);
-                batch.into_iter().map(|(_, e)| e).collect()
+                let (events, done) = self.run_events(&run, None);
+                self.done = done;
+                events
             }
             Read::Goal { ended, run, next } => {
                 let k = self.goal_run.unwrap_or(1);
-                let mut out = Vec::new();
-                let mut run_done = run.is_none();
-                if let Some(run) = run {
-                    let (batch, done) = new_events(&run, (self.after, &mut self.started), Some(k));
-                    if let Some((last, _)) = batch.last() {
-                        self.after = Some(*last);
-                    }
-                    run_done = done;
-                    out.extend(batch.into_iter().map(|(_, e)| e));
-                }
+                let (mut out, run_done) = match run {
+                    Some(run) => self.run_events(&run, Some(k)),
+                    None => (Vec::new(), true),
+                };
                 if run_done && next {
                     self.goal_run = Some(k + 1);
                     self.after = None;
@@ -186,11 +180,18 @@ impl Cursor {
         }
     }
 
-    fn note(&mut self, batch: &[(u64, Event)], done: bool) {
+    /// The events of `run` beyond what was sent, the cursor moved past them; and whether
+    /// the run has ended.
+    fn run_events(
+        &mut self,
+        run: &(Shown, Option<String>),
+        goal_run: Option<usize>,
+    ) -> (Vec<Event>, bool) {
+        let (batch, done) = new_events(run, (self.after, &mut self.started), goal_run);
         if let Some((last, _)) = batch.last() {
             self.after = Some(*last);
         }
-        self.done = done;
+        (batch.into_iter().map(|(_, e)| e).collect(), done)
     }
 }
 

@@ -69,6 +69,11 @@ fn client() -> reqwest::Client {
     reqwest::Client::new()
 }
 
+/// `POST url` with the JSON `body`, without a token.
+async fn post(url: String, body: &Value) -> (u16, Value) {
+    call(reqwest::Method::POST, url, Some(body.to_string()), None).await
+}
+
 async fn call(
     method: reqwest::Method,
     url: String,
@@ -346,13 +351,7 @@ async fn runs_cut_by_a_killed_service_finish_when_it_starts_again_without_repeat
     let runs = format!("{}/v1/runs", first.base);
     for i in 0..3 {
         let submit = json!({"plan": TWO_SEARCHES, "run_id": format!("r{i}")});
-        let (status, body) = call(
-            reqwest::Method::POST,
-            runs.clone(),
-            Some(submit.to_string()),
-            None,
-        )
-        .await;
+        let (status, body) = post(runs.clone(), &submit).await;
         assert_eq!(status, 201, "{body}");
     }
     // Killed once each run's second search is out: its first is answered and committed
@@ -445,13 +444,7 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
     );
     let runs = format!("{}/v1/runs", s.base);
     let submit = json!({"plan": TWO_SEARCHES, "run_id": "live"});
-    let (status, body) = call(
-        reqwest::Method::POST,
-        runs.clone(),
-        Some(submit.to_string()),
-        None,
-    )
-    .await;
+    let (status, body) = post(runs.clone(), &submit).await;
     assert_eq!(status, 201, "{body}");
     // Connected while the run goes on: everything, in order, ending with the answer; a
     // call as it starts (under the id of the last step sent: which one depends on when
@@ -501,13 +494,7 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
     // reused, the second made anew; the edit of seq_no 0, before the point, is ignored.
     let edited = TWO_SEARCHES.replace("\"first\"", "\"FIRST\"");
     let preview = json!({"at": 1, "plan": edited});
-    let (status, body) = call(
-        reqwest::Method::POST,
-        format!("{runs}/live/branch/preview"),
-        Some(preview.to_string()),
-        None,
-    )
-    .await;
+    let (status, body) = post(format!("{runs}/live/branch/preview"), &preview).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["variables"], json!(["a"]), "{body}");
     assert_eq!(
@@ -529,20 +516,14 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
     assert_eq!(status, 422, "{body}");
     // A timeout: the run fails on its deadline (R0009), seen as its last event.
     let quick = json!({"plan": TWO_SEARCHES, "run_id": "quick", "timeout": 0.1});
-    let (status, body) = call(
-        reqwest::Method::POST,
-        runs.clone(),
-        Some(quick.to_string()),
-        None,
-    )
-    .await;
+    let (status, body) = post(runs.clone(), &quick).await;
     assert_eq!(status, 201, "{body}");
     let events = read_events(format!("{runs}/quick/events"), None).await;
     let (_, kind, data) = events.last().unwrap();
     assert_eq!(kind, "failed", "{events:?}");
     assert_eq!(data["error"]["code"], "R0009", "{data}");
     let bad = json!({"plan": TWO_SEARCHES, "timeout": -1});
-    let (status, body) = call(reqwest::Method::POST, runs, Some(bad.to_string()), None).await;
+    let (status, body) = post(runs, &bad).await;
     assert_eq!(status, 400, "{body}");
 }
 
@@ -660,7 +641,7 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
 
     // A goal whose first plan fails at a step: re-planned, answered.
     let submit = json!({"goal": "look up x", "run_id": "g1"});
-    let (status, body) = call(Method::POST, runs.clone(), Some(submit.to_string()), None).await;
+    let (status, body) = post(runs.clone(), &submit).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["id"], "g1");
     assert_eq!(body["status"], "planning");
@@ -701,7 +682,7 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
     // A goal's run ids are its own.
     for taken in ["g1", "g1.3"] {
         let plan = json!({"plan": HELLO, "vars": {"name": "x"}, "run_id": taken});
-        let (status, body) = call(Method::POST, runs.clone(), Some(plan.to_string()), None).await;
+        let (status, body) = post(runs.clone(), &plan).await;
         assert_eq!(status, 409, "{taken}: {body}");
     }
     let shown = ended_goal(&runs, "g1").await;
@@ -728,7 +709,7 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
 
     // A goal the planner never writes a plan for: failed, with why, and no run.
     let submit = json!({"goal": "refuse this", "run_id": "g2"});
-    let (status, body) = call(Method::POST, runs.clone(), Some(submit.to_string()), None).await;
+    let (status, body) = post(runs.clone(), &submit).await;
     assert_eq!(status, 201, "{body}");
     let shown = ended_goal(&runs, "g2").await;
     assert_eq!(shown["goal"]["status"], "failed", "{shown}");
@@ -770,7 +751,7 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
     // A session: the second goal's prompt holds the first and its answer.
     for (id, goal) in [("s-1", "greet them"), ("s-2", "greet them again")] {
         let submit = json!({"goal": goal, "run_id": id, "session": "chat-7"});
-        let (status, body) = call(Method::POST, runs.clone(), Some(submit.to_string()), None).await;
+        let (status, body) = post(runs.clone(), &submit).await;
         assert_eq!(status, 201, "{body}");
         ended_goal(&runs, id).await;
     }
@@ -787,7 +768,7 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
         {"role": "user", "content": "who are you?"},
         {"role": "assistant", "content": "a planner"},
         {"role": "user", "content": "please greet"}]});
-    let (status, body) = call(Method::POST, chat.clone(), Some(ask.to_string()), None).await;
+    let (status, body) = post(chat.clone(), &ask).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["object"], "chat.completion");
     assert_eq!(
@@ -839,7 +820,7 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
         "stop"
     );
     let refused = json!({"messages": [{"role": "user", "content": "refuse me"}]});
-    let (status, body) = call(Method::POST, chat.clone(), Some(refused.to_string()), None).await;
+    let (status, body) = post(chat.clone(), &refused).await;
     assert_eq!(status, 422, "{body}");
     assert_eq!(body["error"]["code"], "not_answered");
     let (status, body) = call(
@@ -861,7 +842,7 @@ async fn a_goal_cut_by_a_killed_service_is_asked_again_when_it_starts_and_goals_
     let mut first = serve_with(&db, &with_tools, &key);
     let runs = format!("{}/v1/runs", first.base);
     let submit = json!({"goal": "greet", "run_id": "cut"});
-    let (status, body) = call(reqwest::Method::POST, runs, Some(submit.to_string()), None).await;
+    let (status, body) = post(runs, &submit).await;
     assert_eq!(status, 201, "{body}");
     for _ in 0..400 {
         if !server.received_requests().await.unwrap().is_empty() {
@@ -910,13 +891,7 @@ async fn sigterm_ends_open_streams_and_the_service_without_waiting_for_runs() {
     let mut s = serve(&db, &["--tools", tools.to_str().unwrap()]);
     let runs = format!("{}/v1/runs", s.base);
     let submit = json!({"plan": TWO_SEARCHES, "run_id": "long"});
-    let (status, body) = call(
-        reqwest::Method::POST,
-        runs.clone(),
-        Some(submit.to_string()),
-        None,
-    )
-    .await;
+    let (status, body) = post(runs.clone(), &submit).await;
     assert_eq!(status, 201, "{body}");
     // NB: the stream is open (its answer's head received) before the service is told.
     let open = client()
