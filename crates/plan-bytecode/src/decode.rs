@@ -206,6 +206,7 @@ fn get_section(p: &mut Program, id: u8, r: &mut Reader<'_>) -> Result<()> {
                     0 => Effects::Pure,
                     1 => Effects::Read,
                     2 => Effects::Write,
+                    3 => Effects::Human,
                     other => {
                         return Err(BytecodeError::at(
                             at,

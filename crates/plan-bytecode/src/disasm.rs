@@ -321,6 +321,7 @@ fn effects_name(e: Effects) -> &'static str {
         Effects::Pure => "pure",
         Effects::Read => "read",
         Effects::Write => "write",
+        Effects::Human => "human",
     }
 }
 

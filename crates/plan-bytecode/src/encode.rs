@@ -117,6 +117,7 @@ pub(crate) fn effects_code(e: Effects) -> u8 {
         Effects::Pure => 0,
         Effects::Read => 1,
         Effects::Write => 2,
+        Effects::Human => 3,
     }
 }
 

@@ -105,6 +105,9 @@ pub enum Effects {
     #[default]
     Read,
     Write,
+    /// Answered by a person (`ask_user`): the run stops at the call until someone
+    /// answers, so it is never issued ahead.
+    Human,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -524,6 +524,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
         let effects = match self.manifest.get(name).map(|t| t.effects) {
             Some(ManifestEffects::Pure) => Effects::Pure,
             Some(ManifestEffects::Write) => Effects::Write,
+            Some(ManifestEffects::Human) => Effects::Human,
             _ => Effects::Read,
         };
         let i = self.program.tools.len() as u32;

@@ -20,7 +20,7 @@ use crate::cassette::{CassetteEntry, Recorder};
 use crate::error::ToolError;
 use crate::host::{CONDITION_TOOL, Host};
 use crate::journal::{Journal, RecordJournal, TraceEvent};
-use plan_bytecode::{Pc, ValidatedProgram};
+use plan_bytecode::{Effects, Pc, ValidatedProgram};
 use plan_llm::secs;
 use plan_vm::{CallId, ErrorCode, Event, Halt, Limits, RunError, ToolRequest, VmState};
 
@@ -73,13 +73,69 @@ pub trait Machine {
     fn state(&self) -> Option<&VmState> {
         None
     }
+    /// Whether `req` calls a tool a person answers (`ask_user`): the run stops at it.
+    fn asks_a_person(&self, req: &ToolRequest) -> bool {
+        let _ = req;
+        false
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     Ok,
     Failed,
+    /// Stopped at a question to a person (`ask_user`): it goes on once answered
+    /// (`RunReport::question`).
+    NeedsInput,
+}
+
+/// What a run that stopped for a person asks them: the arguments of its `human` call.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Question {
+    pub question: String,
+    /// The answers to choose from, when the plan gave some: any other is refused.
+    pub choices: Option<Vec<String>>,
+    pub seq_no: Option<i64>,
+}
+
+impl Question {
+    /// The question `req` (a call of a `human` tool) asks. NB: its args are the plan's
+    /// values: a `question` that is not a string is shown as its JSON, and so are
+    /// choices that are not strings (the answer is compared with what is shown).
+    pub fn of(req: &ToolRequest) -> Question {
+        let text = |v: &Value| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let choices = match req.args.get("choices") {
+            Some(Value::Array(items)) if !items.is_empty() => {
+                Some(items.iter().map(text).collect())
+            }
+            _ => None,
+        };
+        Question {
+            question: req.args.get("question").map(text).unwrap_or_default(),
+            choices,
+            seq_no: req.seq_no,
+        }
+    }
+
+    /// Why `answer` does not answer this question (None: it does).
+    pub fn refuses(&self, answer: &str) -> Option<String> {
+        if answer.trim().is_empty() {
+            return Some("the answer is empty".into());
+        }
+        let choices = self.choices.as_ref()?;
+        if choices.iter().any(|c| c == answer) {
+            return None;
+        }
+        let listed: Vec<String> = choices.iter().map(|c| format!("`{c}`")).collect();
+        Some(format!(
+            "`{answer}` is not one of the choices: {}",
+            listed.join(", ")
+        ))
+    }
 }
 
 /// Where and why a run failed.
@@ -101,6 +157,9 @@ pub struct RunReport {
     pub steps: u64,
     pub tool_calls: u64,
     pub elapsed_ms: u64,
+    /// What it asks, when it stopped for a person (`needs_input`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub question: Option<Question>,
     /// Every variable set at the end (successful runs only).
     #[serde(skip)]
     pub vars: plan_vm::Vars,
@@ -121,6 +180,7 @@ impl RunReport {
             steps: 0,
             tool_calls: 0,
             elapsed_ms: millis(elapsed),
+            question: None,
             vars: Default::default(),
         }
     }
@@ -167,6 +227,9 @@ struct Calls<'j> {
     committed: u64,
     /// The first journal failure (it fails the run).
     journal_error: Option<String>,
+    /// A call of a `human` tool at the head, with no answer: the run stops for it once
+    /// nothing else is in flight.
+    asking: Option<ToolRequest>,
 }
 
 impl Calls<'_> {
@@ -384,6 +447,20 @@ pub async fn resume_plan(
     limits: Limits,
     journal: &mut dyn Journal,
 ) -> RunReport {
+    resume_plan_answering(host, program, state, (known, None), limits, journal).await
+}
+
+/// [`resume_plan`] of a run that stopped at a question to a person, with `input` their
+/// answer: the first call of a `human` tool the run makes that has no saved answer
+/// gets it, as a call's answer (journaled as one, so it is never asked again).
+pub async fn resume_plan_answering(
+    host: &Host,
+    program: &ValidatedProgram,
+    state: VmState,
+    (known, input): (Vec<CassetteEntry>, Option<Value>),
+    limits: Limits,
+    journal: &mut dyn Journal,
+) -> RunReport {
     let start = Instant::now();
     let mut journal = (journal, host.recorder().map(RecordJournal::new));
     if let Err(e) = prepare(host, program) {
@@ -395,13 +472,20 @@ pub async fn resume_plan(
     };
     let reissue = vm.state().unanswered();
     let mut m = VmMachine::new(vm, program, &journal);
-    let known = Known::new(known);
+    let mut known = Known::new(known);
+    known.input = input;
     drive(host, &mut m, &mut journal, reissue, known, None).await
 }
 
 /// Checks that every tool the program calls can be served.
 fn prepare(host: &Host, program: &ValidatedProgram) -> Result<(), String> {
-    let mut tools: Vec<&str> = program.tools.iter().map(|t| t.name.as_str()).collect();
+    // NB: a person answers a `human` tool: nothing serves it.
+    let mut tools: Vec<&str> = program
+        .tools
+        .iter()
+        .filter(|t| t.effects != Effects::Human)
+        .map(|t| t.name.as_str())
+        .collect();
     if !program.conds.is_empty() {
         tools.push(CONDITION_TOOL);
     }
@@ -488,6 +572,13 @@ impl Machine for VmMachine<'_> {
     fn state(&self) -> Option<&VmState> {
         Some(self.vm.state())
     }
+
+    fn asks_a_person(&self, req: &ToolRequest) -> bool {
+        self.program
+            .tools
+            .iter()
+            .any(|t| t.effects == Effects::Human && *t.name == *req.tool.as_str())
+    }
 }
 
 /// The driver loop over any `Machine`, recording to the host's `--record` cassette.
@@ -500,9 +591,13 @@ pub async fn run_machine<M: Machine>(
     drive(host, vm, &mut journal, Vec::new(), Known::default(), None).await
 }
 
-/// Saved results a resumed run reuses: by tool and step, then args.
+/// Saved results a resumed run reuses: by tool and step, then args; and a person's
+/// answer to the question the run stopped at.
 #[derive(Default)]
-struct Known(HashMap<(String, u64), Vec<SavedResult>>);
+struct Known {
+    saved: HashMap<(String, u64), Vec<SavedResult>>,
+    input: Option<Value>,
+}
 
 /// A saved call's args and output.
 type SavedResult = (Map<String, Value>, Value);
@@ -517,15 +612,18 @@ impl Known {
                     .push((e.args, e.output));
             }
         }
-        Known(map)
+        Known {
+            saved: map,
+            input: None,
+        }
     }
 
     /// The saved result of `req`, used at most once.
     fn take(&mut self, req: &ToolRequest) -> Option<Value> {
-        if self.0.is_empty() {
+        if self.saved.is_empty() {
             return None;
         }
-        let list = self.0.get_mut(&(req.tool.to_string(), req.instance))?;
+        let list = self.saved.get_mut(&(req.tool.to_string(), req.instance))?;
         let i = list.iter().position(|(args, _)| req.args == *args)?;
         Some(list.swap_remove(i).1)
     }
@@ -555,6 +653,7 @@ async fn drive<M: Machine>(
         inflight: BTreeMap::new(),
         committed: 0,
         journal_error: None,
+        asking: None,
     };
     let mut steps_seen: u64 = 0;
     // Ends the run with `err`: the calls still out are settled (counted or discarded).
@@ -619,6 +718,9 @@ async fn drive<M: Machine>(
             None => inflight.next().await,
         };
         let Some(done) = next else {
+            if let Some(request) = calls.asking.take() {
+                return needs_input(&mut calls, vm, request, start, steps_seen);
+            }
             // The VM yielded nothing new while nothing is in flight: it would wait forever.
             let err = ReportError {
                 code: ErrorCode::Internal,
@@ -661,11 +763,24 @@ fn issue<M: Machine, F>(
             ahead,
             reused: saved.is_some(),
         });
+        let given = if saved.is_none() && vm.asks_a_person(&request) {
+            match known.input.take() {
+                Some(answer) => Some(answer),
+                None => {
+                    // NB: on record as sent, like any call: the run stops here, and its
+                    // answer comes with the resumption that continues it.
+                    calls.asking = Some(request);
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
         let request = Arc::new(request);
         calls.inflight.insert(request.id, request.clone());
         // NB: one queue for both, polled in issue order: a call sent next to saved answers
         // starts on the same turn.
-        inflight.push(match saved {
+        inflight.push(match saved.or(given) {
             Some(v) => Either::Left(future::ready(Completed {
                 req: request,
                 result: Ok(v),
@@ -693,9 +808,43 @@ fn failed<M: Machine>(
         steps,
         tool_calls,
         elapsed_ms: millis(start.elapsed()),
+        question: None,
         vars: Default::default(),
     };
     calls.emit(&TraceEvent::Finished { report: &report });
+    report
+}
+
+/// A run that stopped at `request`, a question to a person, with nothing else in flight.
+fn needs_input<M: Machine>(
+    calls: &mut Calls<'_>,
+    vm: &M,
+    request: ToolRequest,
+    start: Instant,
+    steps_seen: u64,
+) -> RunReport {
+    let tool_calls = calls.finish(vm);
+    let steps = vm.steps().unwrap_or(steps_seen);
+    if let Some(message) = calls.journal_error.take() {
+        return failed(calls, vm, steps, start, journal_failed(message));
+    }
+    let mut report = RunReport {
+        status: RunStatus::NeedsInput,
+        final_answer: Value::Null,
+        error: None,
+        steps,
+        tool_calls,
+        elapsed_ms: millis(start.elapsed()),
+        question: Some(Question::of(&request)),
+        vars: Default::default(),
+    };
+    calls.emit(&TraceEvent::Finished { report: &report });
+    if let Some(message) = calls.journal_error.take() {
+        // Not on record: nobody could answer it.
+        report.status = RunStatus::Failed;
+        report.question = None;
+        report.error = Some(journal_failed(message));
+    }
     report
 }
 
@@ -719,6 +868,7 @@ fn done<M: Machine>(
         steps: outcome.steps,
         tool_calls,
         elapsed_ms: millis(start.elapsed()),
+        question: None,
         vars: outcome.vars,
     };
     calls.emit(&TraceEvent::Finished { report: &report });

@@ -48,8 +48,9 @@ mod trace;
 pub use backend::Backend;
 pub use cassette::{Cassette, CassetteEntry, Recorder, ReplayBackend};
 pub use driver::{
-    CallState, Deadline, Machine, ReportError, RunReport, RunStatus, STEP_SLICE, resume_plan,
-    run_machine, run_plan, run_plan_recording, run_plan_reusing,
+    CallState, Deadline, Machine, Question, ReportError, RunReport, RunStatus, STEP_SLICE,
+    resume_plan, resume_plan_answering, run_machine, run_plan, run_plan_recording,
+    run_plan_reusing,
 };
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use host::{CONDITION_TOOL, Host, HostOptions};

@@ -26,6 +26,9 @@ pub enum ManifestErrorKind {
     /// A param `default` that does not fit the param, or on a required param. Example:
     /// `{ name = "top_k", type = "int", default = "ten" }`.
     InvalidDefault,
+    /// A tool answered by a person (`effects = "human"`) given a backend, or a human
+    /// tool without a string `question` param. Example: `ask_user` with `[tool.backend]`.
+    HumanTool,
 }
 
 /// A clean error for a bad tool manifest.

@@ -251,13 +251,14 @@ impl Manifest {
                 ));
             }
             let params = t.params.map(|p| cx.params(&name, p)).transpose()?;
-            match manifest
+            let i = match manifest
                 .tools
-                .iter_mut()
-                .find(|existing| existing.name == name)
+                .iter()
+                .position(|existing| existing.name == name)
             {
                 // Overriding a built-in: what the entry leaves out keeps the built-in value.
-                Some(existing) => {
+                Some(i) => {
+                    let existing = &mut manifest.tools[i];
                     if let Some(d) = t.description {
                         existing.description = d;
                     }
@@ -270,14 +271,43 @@ impl Manifest {
                     if t.backend.is_some() {
                         existing.backend = t.backend;
                     }
+                    i
                 }
-                None => manifest.tools.push(ToolSpec {
-                    name,
-                    description: t.description.unwrap_or_default(),
-                    params: params.unwrap_or_default(),
-                    effects: t.effects.unwrap_or_default(),
-                    backend: t.backend,
-                }),
+                None => {
+                    manifest.tools.push(ToolSpec {
+                        name,
+                        description: t.description.unwrap_or_default(),
+                        params: params.unwrap_or_default(),
+                        effects: t.effects.unwrap_or_default(),
+                        backend: t.backend,
+                    });
+                    manifest.tools.len() - 1
+                }
+            };
+            let tool = &manifest.tools[i];
+            if tool.effects == Effects::Human {
+                // NB: a person answers it: the host never sends it anywhere, and what
+                // it shows them is its `question`.
+                let why = if tool.backend.is_some() {
+                    Some("takes no [tool.backend]")
+                } else if tool
+                    .param("question")
+                    .is_none_or(|p| p.ty != ParamType::String)
+                {
+                    Some("needs a string param `question` (what the person is asked)")
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    return Err(cx.err(
+                        ManifestErrorKind::HumanTool,
+                        span,
+                        format!(
+                            "tool `{}` is answered by a person (effects = \"human\"): it {why}",
+                            tool.name
+                        ),
+                    ));
+                }
             }
         }
         Ok(manifest)

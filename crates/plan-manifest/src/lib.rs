@@ -3,7 +3,8 @@
 //!
 //! Built-in tools (always present, overridable by name): `llm_generate(prompt, context?)`,
 //! `vector_search(query, top_k: int = 10)`, `retrieve_knowledge_graph(query)`,
-//! `retrieve_embedded_chunks(embedding_query, top_k: int = 10)`.
+//! `retrieve_embedded_chunks(embedding_query, top_k: int = 10)`, and
+//! `ask_user(question, choices?)`, answered by a person (effects `human`).
 //!
 //! Start with [`Manifest::builtin`] and [`Manifest::load`] / [`Manifest::from_toml_str`].
 //! Module map: this file holds the data types (the agreed API); `file.rs` the TOML schema
@@ -21,7 +22,7 @@
 //! [[tool]]
 //! name = "web_search"         # required, non-empty, unique in the file
 //! description = "Searches the web."
-//! effects = "read"            # pure | read | write (default: read)
+//! effects = "read"            # pure | read | write | human (default: read)
 //! params = [ { name = "query", type = "string", required = true } ]
 //! [tool.backend]              # optional
 //! kind = "http"               # openai | http | replay
@@ -62,7 +63,9 @@ mod file;
 pub use error::{ManifestError, ManifestErrorKind};
 
 /// Declared side effects of a tool. `write` tools keep program order relative to every
-/// other call when the VM runs calls concurrently.
+/// other call when the VM runs calls concurrently. A `human` tool (the built-in
+/// `ask_user`) is answered by a person: its call suspends the run until someone answers,
+/// so it is never issued ahead nor started early, and it has no backend.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Effects {
@@ -70,7 +73,11 @@ pub enum Effects {
     #[default]
     Read,
     Write,
+    Human,
 }
+
+/// The built-in tool a plan asks its user with.
+pub const ASK_USER: &str = "ask_user";
 
 /// The JSON type a tool parameter accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -289,7 +296,7 @@ impl Manifest {
             .chain(self.planner.as_ref().and_then(|p| p.backend.as_ref()))
     }
 
-    /// The four built-in tools, with no backend configured.
+    /// The built-in tools, with no backend configured.
     pub fn builtin() -> Self {
         let tool = |name: &str, description: &str, effects, params| ToolSpec {
             name: name.into(),
@@ -328,6 +335,26 @@ impl Manifest {
                     vec![
                         p("embedding_query", ParamType::String, true, "The query."),
                         top_k(),
+                    ],
+                ),
+                tool(
+                    ASK_USER,
+                    "Asks the user a question and waits for the answer (the run stops until a person answers). \
+                     Only when the goal is ambiguous and a wrong guess would be costly; never for what the other tools can find out.",
+                    Effects::Human,
+                    vec![
+                        p(
+                            "question",
+                            ParamType::String,
+                            true,
+                            "The question, in the user's language.",
+                        ),
+                        p(
+                            "choices",
+                            ParamType::Array,
+                            false,
+                            "The answers to choose from (strings), if the answer must be one of them.",
+                        ),
                     ],
                 ),
             ],

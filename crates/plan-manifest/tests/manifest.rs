@@ -85,6 +85,7 @@ fn full_file() {
             "vector_search",
             "retrieve_knowledge_graph",
             "retrieve_embedded_chunks",
+            "ask_user",
             "web_search",
             "send_email"
         ]
@@ -186,7 +187,7 @@ fn override_replaces_given_keys_only() {
         t.description,
         Manifest::builtin().get("llm_generate").unwrap().description
     );
-    assert_eq!(m.tools.len(), 4);
+    assert_eq!(m.tools.len(), Manifest::builtin().tools.len());
 }
 
 #[test]
@@ -289,7 +290,7 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "bad effects",
         "[[tool]]\nname = \"x\"\neffects = \"destroy\"\n",
         ManifestErrorKind::Syntax,
-        "t.toml:3:11: unknown variant `destroy`, expected one of `pure`, `read`, `write`",
+        "t.toml:3:11: unknown variant `destroy`, expected one of `pure`, `read`, `write`, `human`",
     ),
     (
         "wrong value type",
@@ -380,6 +381,18 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "[[tool]]\nname = \"x\"\nparams = [{ name = \"d\", default = 2024-10-05 }]\n",
         ManifestErrorKind::InvalidDefault,
         "t.toml:3:35: the default of param `d` of tool `x` is a TOML date, which JSON cannot hold; write it as a string",
+    ),
+    (
+        "a person's tool with a backend",
+        "[[tool]]\nname = \"ask_user\"\n[tool.backend]\nkind = \"replay\"\n",
+        ManifestErrorKind::HumanTool,
+        "t.toml:2:8: tool `ask_user` is answered by a person (effects = \"human\"): it takes no [tool.backend]",
+    ),
+    (
+        "a person's tool without a question",
+        "[[tool]]\nname = \"confirm\"\neffects = \"human\"\nparams = [{ name = \"q\", type = \"string\" }]\n",
+        ManifestErrorKind::HumanTool,
+        "t.toml:2:8: tool `confirm` is answered by a person (effects = \"human\"): it needs a string param `question` (what the person is asked)",
     ),
 ];
 

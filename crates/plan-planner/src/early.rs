@@ -464,9 +464,10 @@ fn is_straight(ins: &Value, manifest: &Manifest) -> bool {
         (other, None) if other != "calling" => other,
         _ => return false,
     };
+    // NB: a question to a person waits for everything before it, as a write does.
     manifest
         .get(tool)
-        .is_some_and(|t| t.effects != Effects::Write)
+        .is_some_and(|t| matches!(t.effects, Effects::Pure | Effects::Read))
 }
 
 /// The prefix as a program that ends after it, cut further before the first instruction
@@ -501,11 +502,13 @@ pub(crate) fn prefix_program(
         match first_bad {
             None => {
                 let program = compiled.validate()?;
-                // A second guard: nothing in a prefix may write or branch.
-                let writes = program
-                    .tools
-                    .iter()
-                    .any(|t| t.effects == plan_bytecode::Effects::Write);
+                // A second guard: nothing in a prefix may write, ask or branch.
+                let writes = program.tools.iter().any(|t| {
+                    !matches!(
+                        t.effects,
+                        plan_bytecode::Effects::Pure | plan_bytecode::Effects::Read
+                    )
+                });
                 if writes || !program.conds.is_empty() {
                     return None;
                 }
@@ -552,6 +555,8 @@ mod tests {
         ];
         assert_eq!(straight_prefix(&plan, &m), 2);
         let plan = [reasoning.clone(), call(1, "post", "a")];
+        assert_eq!(straight_prefix(&plan, &m), 1);
+        let plan = [reasoning.clone(), call(1, "ask_user", "a")];
         assert_eq!(straight_prefix(&plan, &m), 1);
         let plan = [reasoning.clone(), call(1, "unknown_tool", "a")];
         assert_eq!(straight_prefix(&plan, &m), 1);

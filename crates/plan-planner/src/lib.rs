@@ -307,6 +307,9 @@ pub enum AskStatus {
     RunFailed,
     /// The planner's LLM could not be reached or refused.
     PlannerFailed,
+    /// A plan's run stopped at a question to the user (`ask_user`): the report has it,
+    /// and the run goes on once it is answered.
+    NeedsInput,
 }
 
 /// The result of one `ask`.
@@ -496,6 +499,11 @@ impl Planner<'_> {
             if report.is_ok() {
                 out.status = AskStatus::Answered;
                 out.answer = report.final_answer.clone();
+                out.report = Some(report);
+                return out;
+            }
+            if report.status == plan_host::RunStatus::NeedsInput {
+                out.status = AskStatus::NeedsInput;
                 out.report = Some(report);
                 return out;
             }

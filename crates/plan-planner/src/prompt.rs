@@ -126,6 +126,7 @@ pub fn tools_text(manifest: &Manifest) -> String {
             plan_manifest::Effects::Pure => "pure (no side effects)",
             plan_manifest::Effects::Read => "reads data",
             plan_manifest::Effects::Write => "changes something outside the plan",
+            plan_manifest::Effects::Human => "asks the user and waits for the answer",
         };
         let _ = writeln!(s, "Effects: {effects}.");
         if t.params.is_empty() {

@@ -10,6 +10,9 @@ pub const RUN_FAILED: u8 = 1;
 /// Bad command line (clap uses it too), including an unreadable or malformed `--tools`
 /// file.
 pub const USAGE: u8 = 2;
+/// `planvm`: the run stopped at a question to a person (`ask_user`), printed; it goes on
+/// with `planvm resume ID --input TEXT`.
+pub const NEEDS_INPUT: u8 = 3;
 /// `EX_USAGE`: an output is one of the command's inputs, or two outputs are one file.
 pub const OUTPUT_IS_INPUT: u8 = 64;
 /// `EX_DATAERR`: a `.pbc` file that is corrupted or truncated; `planvm`: also a plan with
@@ -63,7 +66,14 @@ pub const PLANVM: &[Meaning] = &[
         USAGE,
         "usage error, including an unreadable or malformed `--tools` file, a `--run-id` \
          that exists, a branch point the run never reached, a `write` call in flight on \
-         resume without `--retry-unknown-writes`",
+         resume without `--retry-unknown-writes`, an `--input` that is empty or not one \
+         of the question's choices, or given to a run that is not waiting for one",
+    ),
+    (
+        NEEDS_INPUT,
+        "the run stopped at a question to a person (`ask_user`): the question is printed \
+         (with `--store`, answer it with `planvm resume ID --input TEXT`); `resume` \
+         without `--input` of a run still waiting prints it again",
     ),
     (
         OUTPUT_IS_INPUT,
@@ -111,6 +121,12 @@ pub const PLANVM_ASK: &[Meaning] = &[
          examples), and a `--run-id` that exists",
     ),
     (
+        NEEDS_INPUT,
+        "the plan's run stopped at a question to the user (`ask_user`): the question is \
+         printed; with `--store`, answer it with `planvm resume RUN_ID --input TEXT` and \
+         the goal is answered when the run ends",
+    ),
+    (
         OUTPUT_IS_INPUT,
         "the `--trace` or `--record` file is one of the inputs or both are one file",
     ),
@@ -139,6 +155,11 @@ pub const PLANVM_BATCH: &[Meaning] = &[
         "usage error, including an unreadable or malformed `--tools` or `--list` file, and \
          a `--store` that holds a run of this `--batch-id` already (continue it with \
          `--resume`)",
+    ),
+    (
+        NEEDS_INPUT,
+        "no run failed, and some stopped at a question to a person (their lines have \
+         `needs_input` and the question)",
     ),
     (
         OUTPUT_IS_INPUT,

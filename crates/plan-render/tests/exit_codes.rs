@@ -31,6 +31,7 @@ fn every_declared_code_is_a_known_constant_once_per_table() {
         exit::OK,
         exit::RUN_FAILED,
         exit::USAGE,
+        exit::NEEDS_INPUT,
         exit::OUTPUT_IS_INPUT,
         exit::DATA_ERR,
         exit::NO_INPUT,

@@ -47,6 +47,44 @@ pub fn end_goal(at: &StoreAt, id: &str, outcome: Result<&Value, &Value>) -> Resu
     Ok(())
 }
 
+/// Goal `id` waits for a person: its run stopped at a question.
+pub fn goal_needs_input(at: &StoreAt, id: &str) -> Result<(), Error> {
+    at.open(Access::Existing)?.goal_needs_input(id)?;
+    Ok(())
+}
+
+/// Ends goal `id` (open, this process's) as its run `report` ended: answered, failed,
+/// or waiting again for a person.
+pub(crate) fn settle_goal(
+    store: &mut dyn RunStore,
+    id: &str,
+    report: &plan_host::RunReport,
+) -> Result<(), Error> {
+    match report.status {
+        plan_host::RunStatus::Ok => store.end_goal(id, Ok(&report.final_answer))?,
+        plan_host::RunStatus::NeedsInput => store.goal_needs_input(id)?,
+        plan_host::RunStatus::Failed => {
+            let message = report
+                .error
+                .as_ref()
+                .map_or("the run failed", |e| e.message.as_str());
+            store.end_goal(id, Err(&json!({"code": "run_failed", "message": message})))?
+        }
+    };
+    Ok(())
+}
+
+/// The goal stored run `run` is a run of (`ID`, `ID.2`, ...), if any.
+pub fn goal_of_run(store: &dyn RunStore, run: &str) -> Result<Option<GoalInfo>, Error> {
+    let base = match run.rsplit_once('.') {
+        Some((base, n)) if n.parse::<usize>().is_ok_and(|n| n >= 2) => base,
+        _ => run,
+    };
+    Ok(store
+        .goal(base)?
+        .filter(|g| plan_store::goal_run_number(&g.id, run).is_some()))
+}
+
 /// Sets what `planner` is told of session `session` before goal `goal` (the goal being
 /// asked, if it is stored already): the session's goals before it that ended and what
 /// became of them, the oldest summarized (by `planner`'s LLM, once, then stored and
@@ -120,7 +158,10 @@ fn conversation_of(
         .map_or(0, |i| i + 1);
     let turns = goals[after..]
         .iter()
-        .take_while(|g| Some(g.id.as_str()) != before && g.status != GoalStatus::Open)
+        .take_while(|g| {
+            Some(g.id.as_str()) != before
+                && !matches!(g.status, GoalStatus::Open | GoalStatus::NeedsInput)
+        })
         .filter(|g| matches!(g.status, GoalStatus::Answered | GoalStatus::Failed))
         .map(|g| Turn {
             id: g.id.clone(),
@@ -165,6 +206,7 @@ pub fn goal_error(outcome: &AskOutcome) -> Value {
         AskStatus::InvalidPlan => "invalid_plan",
         AskStatus::RunFailed => "run_failed",
         AskStatus::PlannerFailed => "planner_failed",
+        AskStatus::NeedsInput => "needs_input",
     };
     let message = outcome
         .error
@@ -216,6 +258,8 @@ pub async fn ask(
     let ended = match (&failed, outcome.status) {
         (Some(e), _) => end_goal(&store.at, &store.goal_id, Err(&e.to_json())),
         (None, AskStatus::Answered) => end_goal(&store.at, &store.goal_id, Ok(&outcome.answer)),
+        // NB: not ended: it waits with its run, and ends when the run does.
+        (None, AskStatus::NeedsInput) => goal_needs_input(&store.at, &store.goal_id),
         (None, _) => end_goal(&store.at, &store.goal_id, Err(&goal_error(&outcome))),
     };
     AskStored {

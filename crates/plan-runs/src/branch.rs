@@ -131,8 +131,10 @@ impl BranchPoint {
                 calls: Vec::new(),
                 steps_done: 0,
                 state,
+                input: None,
             },
             limits,
+            goal: None,
         })
     }
 }

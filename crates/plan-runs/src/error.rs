@@ -45,6 +45,11 @@ pub enum ErrorKind {
     Invalid,
     /// The goal was cancelled: no run of it starts.
     Cancelled,
+    /// An answer to a run's question that does not answer it: empty, or not one of its
+    /// choices.
+    BadInput,
+    /// An answer given to a run that is not waiting for one.
+    NotWaiting,
 }
 
 impl ErrorKind {
@@ -64,6 +69,8 @@ impl ErrorKind {
             ErrorKind::NotReached => "not_reached",
             ErrorKind::Invalid => "invalid",
             ErrorKind::Cancelled => "cancelled",
+            ErrorKind::BadInput => "bad_input",
+            ErrorKind::NotWaiting => "not_waiting",
         }
     }
 }

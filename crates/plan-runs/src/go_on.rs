@@ -15,6 +15,8 @@ pub struct GoOn<'a> {
     pub state: VmState,
     /// Answers it has already: the calls they answer are not sent again.
     pub known: Vec<CassetteEntry>,
+    /// The answer to the question it stopped at, if it is going on with one.
+    pub input: Option<serde_json::Value>,
     pub limits: Limits,
 }
 
@@ -35,11 +37,11 @@ pub async fn go_on(
         let journal =
             StoreJournal::new(&mut *store, run.id, owner, run.steps_done, run.program).continued();
         let mut journal = (also, journal);
-        plan_host::resume_plan(
+        plan_host::resume_plan_answering(
             host,
             run.program,
             run.state,
-            run.known,
+            (run.known, run.input),
             run.limits,
             &mut journal,
         )

@@ -99,6 +99,8 @@ pub struct Claimed {
     pub(crate) held: Held,
     pub(crate) going: Going,
     pub(crate) limits: Limits,
+    /// The goal this run answers, when it went on after a question: it ends with the run.
+    pub(crate) goal: Option<String>,
 }
 
 impl Claimed {
@@ -122,6 +124,7 @@ impl Claimed {
             mut held,
             going,
             limits,
+            goal,
         } = self;
         let run = crate::GoOn {
             id: &held.id,
@@ -129,8 +132,15 @@ impl Claimed {
             program: &going.program,
             state: going.state,
             known: plan_store::known_answers(&going.calls),
+            input: going.input,
             limits,
         };
-        crate::go_on(&mut *held.store, held.owner.clone(), run, host, also).await
+        let report = crate::go_on(&mut *held.store, held.owner.clone(), run, host, also).await;
+        if let Some(goal) = goal {
+            // NB: a failure here leaves the goal open with its owner gone: it reads as
+            // interrupted, and its run's row has the outcome.
+            let _ = crate::ask::settle_goal(&mut *held.store, &goal, &report);
+        }
+        report
     }
 }

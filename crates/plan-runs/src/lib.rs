@@ -38,7 +38,7 @@ pub use lease::{Lease, Opener};
 pub use open::StoreAt;
 pub use resume::{LimitsOverride, Ready, Resume, resume};
 pub use take_up::{
-    Going, RunParts, Taken, held_elsewhere, read_run, saved_state, stored_program, stored_report,
-    take_up, unknown_writes,
+    Going, RunParts, Taken, held_elsewhere, question_of, read_run, saved_state, stored_program,
+    stored_report, take_up, unknown_writes,
 };
 pub use writer::{OnWritten, Writer};

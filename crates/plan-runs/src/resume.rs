@@ -44,32 +44,63 @@ pub struct Ready {
     run: RunInfo,
     going: Going,
     limits: Limits,
+    /// The goal the run answers, waiting with it for a person.
+    goal: Option<String>,
 }
 
 /// Reads run `id` of the store at `at` to go on under its own limits with `limits` set,
 /// with every check first: a run a live process holds, one that stopped with a `write`
-/// call in flight (unless `retry_unknown_writes`), damage.
+/// call in flight (unless `retry_unknown_writes`), damage, an `input` that does not
+/// answer the run's question or a run that asks none. With `input`, `id` may be a goal's:
+/// its latest run is the one answered.
 pub fn resume(
     at: &StoreAt,
     id: &str,
     limits: &LimitsOverride,
     retry_unknown_writes: bool,
+    input: Option<&str>,
 ) -> Result<Resume, Error> {
     let store = at.open(Access::Existing)?;
-    let run = store.run(id)?;
+    let run = match input {
+        Some(_) => waiting_run(&*store, id)?,
+        None => store.run(id)?,
+    };
     let limits = limits.apply(&run.limits);
     Ok(
-        match crate::take_up(&*store, &run, &limits, retry_unknown_writes)? {
+        match crate::take_up(&*store, &run, &limits, retry_unknown_writes, input)? {
             Taken::Finished(report) => Resume::Finished(report),
-            Taken::Going(going) => Resume::Ready(Box::new(Ready {
-                at: at.clone(),
-                store,
-                run,
-                going: *going,
-                limits,
-            })),
+            Taken::Going(going) => {
+                let goal = match going.input {
+                    Some(_) => crate::ask::goal_of_run(&*store, &run.id)?
+                        .filter(|g| g.status == plan_store::GoalStatus::NeedsInput)
+                        .map(|g| g.id),
+                    None => None,
+                };
+                Resume::Ready(Box::new(Ready {
+                    at: at.clone(),
+                    store,
+                    run,
+                    going: *going,
+                    limits,
+                    goal,
+                }))
+            }
         },
     )
+}
+
+/// Run `id`, or the latest run of goal `id` (the one that may be waiting for input).
+fn waiting_run(store: &dyn RunStore, id: &str) -> Result<RunInfo, Error> {
+    if store.goal(id)?.is_none() {
+        return Ok(store.run(id)?);
+    }
+    match crate::ask::goal_runs(store, id)?.pop() {
+        Some(run) => Ok(run),
+        None => Err(Error::new(
+            crate::ErrorKind::NotWaiting,
+            format!("goal `{id}` is not waiting for input: no plan of it has run yet"),
+        )),
+    }
 }
 
 impl Ready {
@@ -86,13 +117,20 @@ impl Ready {
             run,
             going,
             limits,
+            goal,
         } = self;
         let owner = Owner::for_run();
         store.claim(&run.id, &owner, going.seen)?;
+        // NB: the goal is this process's again while its run goes on, and ends with it.
+        let goal = match goal {
+            Some(g) => store.reopen_goal(&g, &Owner::this_process())?.then_some(g),
+            None => None,
+        };
         Ok(Claimed {
             held: Held::new(store, &at, &run.id, owner, warn),
             going,
             limits,
+            goal,
         })
     }
 }

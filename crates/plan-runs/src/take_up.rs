@@ -3,10 +3,11 @@
 //! is refused; a run that stopped with a `write` call in flight is refused unless the
 //! caller says to send it again; everything read is checked (a program that does not
 //! load, a saved state that does not fit it or says the run ended, is damage) before
-//! anything is claimed or called, so a refusal leaves the store as it was.
+//! anything is claimed or called, so a refusal leaves the store as it was. A run waiting
+//! for a person goes on only with their answer, which must answer its question.
 
 use plan_bytecode::ValidatedProgram;
-use plan_host::{ReportError, RunReport, RunStatus as ReportStatus};
+use plan_host::{Question, ReportError, RunReport, RunStatus as ReportStatus};
 use plan_store::{CallRow, CallState, RunInfo, RunStatus, RunStore, Seen};
 use plan_vm::{Limits, VmState};
 use serde_json::Value;
@@ -31,21 +32,42 @@ pub struct Going {
     /// Instructions the saved state had committed.
     pub steps_done: u64,
     pub state: VmState,
+    /// The answer to the question the run stopped at, if it was waiting for one.
+    pub input: Option<Value>,
 }
 
 /// Reads what going on with stored `run` under `limits` needs, with the checks above.
+/// `input`: the answer to the question the run is waiting for (refused when it waits for
+/// none; without one, a waiting run is reported as it stands, nothing run).
 pub fn take_up(
     store: &dyn RunStore,
     run: &RunInfo,
     limits: &Limits,
     retry_unknown_writes: bool,
+    input: Option<&str>,
 ) -> Result<Taken, Error> {
-    match run.status {
-        RunStatus::Ok => return Ok(Taken::Finished(Box::new(stored_report(run)))),
+    match (run.status, input) {
         // NB: before anything else: what it has in flight is not unknown, it is live.
-        RunStatus::Running => return Err(Error::new(ErrorKind::Busy, held_elsewhere(run))),
-        RunStatus::Failed | RunStatus::Interrupted => {}
+        (RunStatus::Running, _) => return Err(Error::new(ErrorKind::Busy, held_elsewhere(run))),
+        (RunStatus::NeedsInput, None) | (RunStatus::Ok, None) => {
+            return Ok(Taken::Finished(Box::new(stored_report(run))));
+        }
+        (RunStatus::NeedsInput, Some(_)) | (RunStatus::Failed | RunStatus::Interrupted, None) => {}
+        (status, Some(_)) => {
+            return Err(Error::new(
+                ErrorKind::NotWaiting,
+                format!(
+                    "run `{}` is not waiting for input (it is {}): an answer is taken only by a run that stopped at a question",
+                    run.id,
+                    status.as_str()
+                ),
+            ));
+        }
     }
+    let input = match input {
+        Some(text) => Some(answer(run, text)?),
+        None => None,
+    };
     let (program, head, calls) = read_run(store, run)?;
     let seen = Seen {
         journal_head: head,
@@ -61,7 +83,31 @@ pub fn take_up(
         calls,
         steps_done,
         state,
+        input,
     })))
+}
+
+/// The question waiting run `run` asks.
+pub fn question_of(run: &RunInfo) -> Option<Question> {
+    run.question
+        .as_ref()
+        .and_then(|q| serde_json::from_value(q.clone()).ok())
+}
+
+/// `text` as the answer to the question of waiting run `run`, checked.
+fn answer(run: &RunInfo, text: &str) -> Result<Value, Error> {
+    let question = question_of(run).unwrap_or_else(|| Question {
+        question: String::new(),
+        choices: None,
+        seq_no: None,
+    });
+    match question.refuses(text) {
+        Some(why) => Err(Error::new(
+            ErrorKind::BadInput,
+            format!("run `{}` asks \"{}\": {why}", run.id, question.question),
+        )),
+        None => Ok(Value::String(text.to_owned())),
+    }
 }
 
 /// A stored run's program, its journal's last entry, and its calls.
@@ -96,11 +142,12 @@ pub fn stored_report(run: &RunInfo) -> RunReport {
         .as_ref()
         .and_then(|e| serde_json::from_value::<ReportError>(e.clone()).ok());
     RunReport {
-        status: if run.status == RunStatus::Ok {
-            ReportStatus::Ok
-        } else {
-            ReportStatus::Failed
+        status: match run.status {
+            RunStatus::Ok => ReportStatus::Ok,
+            RunStatus::NeedsInput => ReportStatus::NeedsInput,
+            _ => ReportStatus::Failed,
         },
+        question: question_of(run).filter(|_| run.status == RunStatus::NeedsInput),
         final_answer: run.final_answer.clone().unwrap_or(Value::Null),
         error,
         steps: run.steps,

@@ -169,7 +169,7 @@ async fn a_run_whose_process_died_goes_on_without_asking_again_for_stored_answer
 
     // The note was in flight: it may have been written, so it is not sent unasked.
     let limits = run.limits.clone();
-    let refused = plan_runs::take_up(&store, &run, &limits, false)
+    let refused = plan_runs::take_up(&store, &run, &limits, false, None)
         .err()
         .unwrap();
     assert_eq!(refused.kind, ErrorKind::UnknownWrites, "{refused}");
@@ -178,7 +178,7 @@ async fn a_run_whose_process_died_goes_on_without_asking_again_for_stored_answer
         "{refused}"
     );
 
-    let Ok(Taken::Going(going)) = plan_runs::take_up(&store, &run, &limits, true) else {
+    let Ok(Taken::Going(going)) = plan_runs::take_up(&store, &run, &limits, true, None) else {
         panic!("the run goes on when asked to");
     };
     let me = Owner::this_process();
@@ -193,6 +193,7 @@ async fn a_run_whose_process_died_goes_on_without_asking_again_for_stored_answer
             program: &going.program,
             state: going.state,
             known: plan_store::known_answers(&going.calls),
+            input: None,
             limits,
         },
         &host(&m, &tools),
@@ -211,7 +212,8 @@ async fn a_run_whose_process_died_goes_on_without_asking_again_for_stored_answer
     // Finished: reported from its row, nothing runs.
     let run = store.run("r").unwrap();
     assert_eq!(run.status, RunStatus::Ok);
-    let Ok(Taken::Finished(stored)) = plan_runs::take_up(&store, &run, &run.limits, false) else {
+    let Ok(Taken::Finished(stored)) = plan_runs::take_up(&store, &run, &run.limits, false, None)
+    else {
         panic!("a finished run is not taken up");
     };
     assert_eq!(stored.final_answer, report.final_answer);
@@ -229,7 +231,7 @@ async fn a_run_a_live_process_holds_is_not_taken_up() {
     store.create_run(&new, &Owner::this_process()).unwrap();
     let run = store.run("held").unwrap();
     assert_eq!(run.status, RunStatus::Running);
-    let e = plan_runs::take_up(&store, &run, &run.limits, true)
+    let e = plan_runs::take_up(&store, &run, &run.limits, true, None)
         .err()
         .unwrap();
     assert_eq!(e.kind, ErrorKind::Busy);
@@ -244,7 +246,7 @@ async fn a_run_stopped_on_a_read_goes_on_unasked() {
     killed_at(&mut store, "s", "vector_search", &tools).await;
     let run = store.run("s").unwrap();
     // A search in flight is sent again without asking: it changes nothing.
-    let Ok(Taken::Going(going)) = plan_runs::take_up(&store, &run, &run.limits, false) else {
+    let Ok(Taken::Going(going)) = plan_runs::take_up(&store, &run, &run.limits, false, None) else {
         panic!("a read in flight does not stop a resume");
     };
     assert_eq!(going.calls.len(), 1);
@@ -268,7 +270,7 @@ async fn resume_by_id_then_branch_then_read_back() {
 
     // Resumed by id: read, checked, claimed, journaled to its end.
     let none = plan_runs::LimitsOverride::default();
-    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), "r", &none, false)
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), "r", &none, false, None)
     else {
         panic!("an interrupted run on a read is ready to go on");
     };
@@ -278,10 +280,10 @@ async fn resume_by_id_then_branch_then_read_back() {
     let report = claimed.go(&host(&m, &tools), &mut ()).await;
     assert!(report.is_ok(), "{:?}", report.error);
     assert!(matches!(
-        plan_runs::resume(&at(&dir), "r", &none, false),
+        plan_runs::resume(&at(&dir), "r", &none, false, None),
         Ok(plan_runs::Resume::Finished(_))
     ));
-    let e = plan_runs::resume(&at(&dir), "nope", &none, false)
+    let e = plan_runs::resume(&at(&dir), "nope", &none, false, None)
         .err()
         .unwrap();
     assert_eq!(e.kind, ErrorKind::UnknownRun);
@@ -364,7 +366,7 @@ fn a_lease_renewed_holds_the_run_and_a_lapsed_one_frees_it() {
         store.create_run(&new, &owner).unwrap();
     }
     let none = plan_runs::LimitsOverride::default();
-    let busy = |id: &str| match plan_runs::resume(&at(&dir), id, &none, false) {
+    let busy = |id: &str| match plan_runs::resume(&at(&dir), id, &none, false, None) {
         Err(e) => e.kind == ErrorKind::Busy,
         Ok(_) => false,
     };
@@ -501,7 +503,7 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
     // Resumed in this same process while its first run still waits: the first run's
     // commit points are refused from then on; the resumed one goes on.
     let none = plan_runs::LimitsOverride::default();
-    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), "c", &none, false)
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), "c", &none, false, None)
     else {
         panic!("a cancelled run can be resumed");
     };
@@ -509,7 +511,7 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
     let new = NewRun { id: "d", ..new };
     let mut first = plan_runs::Held::create(&at(&dir), &new, no_warning).unwrap();
     assert!(plan_runs::cancel(&at(&dir), "d").unwrap());
-    let Ok(plan_runs::Resume::Ready(again)) = plan_runs::resume(&at(&dir), "d", &none, false)
+    let Ok(plan_runs::Resume::Ready(again)) = plan_runs::resume(&at(&dir), "d", &none, false, None)
     else {
         panic!("d can be resumed");
     };
@@ -536,7 +538,8 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
     drop(e_run.journal(&program));
     drop(e_run);
     assert_eq!(store(&dir).run("e").unwrap().status, RunStatus::Interrupted);
-    let Ok(plan_runs::Resume::Ready(read_before)) = plan_runs::resume(&at(&dir), "e", &none, false)
+    let Ok(plan_runs::Resume::Ready(read_before)) =
+        plan_runs::resume(&at(&dir), "e", &none, false, None)
     else {
         panic!("a run let go of is interrupted");
     };

@@ -30,6 +30,7 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
         .route("/v1/runs", post(submit).get(list))
         .route("/v1/runs/{id}", get(show))
         .route("/v1/runs/{id}/cancel", post(cancel))
+        .route("/v1/runs/{id}/input", post(input))
         .route("/v1/runs/{id}/branch", post(branch))
         .route("/v1/runs/{id}/branch/preview", post(preview))
         .route("/v1/runs/{id}/events", get(crate::events::events))
@@ -84,8 +85,11 @@ impl From<plan_runs::Error> for ApiError {
             ErrorKind::DuplicateRun
             | ErrorKind::Busy
             | ErrorKind::UnknownWrites
-            | ErrorKind::Cancelled => StatusCode::CONFLICT,
-            ErrorKind::NotReached | ErrorKind::Invalid => StatusCode::UNPROCESSABLE_ENTITY,
+            | ErrorKind::Cancelled
+            | ErrorKind::NotWaiting => StatusCode::CONFLICT,
+            ErrorKind::NotReached | ErrorKind::Invalid | ErrorKind::BadInput => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             ErrorKind::NotAStore | ErrorKind::Damaged => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorKind::ReadOnly | ErrorKind::Io => StatusCode::SERVICE_UNAVAILABLE,
         };
@@ -322,6 +326,7 @@ pub(crate) fn goal_summary(goal: &GoalInfo, latest: Option<&RunInfo>) -> RunSumm
                 GoalStatus::Answered => "ok",
                 GoalStatus::Failed => "failed",
                 GoalStatus::Interrupted => "interrupted",
+                GoalStatus::NeedsInput => "needs_input",
             }
             .to_owned(),
             plan: "goal".to_owned(),
@@ -573,7 +578,9 @@ pub(crate) async fn list(
             ApiError::new(
                 StatusCode::BAD_REQUEST,
                 "bad_query",
-                format!("status `{s}`: one of planning, running, ok, failed, interrupted"),
+                format!(
+                    "status `{s}`: one of planning, running, ok, failed, interrupted, needs_input"
+                ),
             )
         })?),
     };
@@ -629,9 +636,16 @@ fn summaries(runs: &[RunInfo], goals: &[GoalInfo]) -> Vec<RunSummary> {
 }
 
 fn parse_status(s: &str) -> Option<&'static str> {
-    ["planning", "running", "ok", "failed", "interrupted"]
-        .into_iter()
-        .find(|k| *k == s)
+    [
+        "planning",
+        "running",
+        "ok",
+        "failed",
+        "interrupted",
+        "needs_input",
+    ]
+    .into_iter()
+    .find(|k| *k == s)
 }
 
 /// `GET /v1/runs/{id}`: the run, its committed steps and its calls.
@@ -669,6 +683,59 @@ pub(crate) async fn show(
         })
         .await?;
     Ok(Json(shown))
+}
+
+/// The body of `POST /v1/runs/{id}/input`.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Input {
+    /// The answer to the run's question: not empty, and one of its `choices` when it has
+    /// some. It becomes the output of the run's `ask_user` call.
+    text: String,
+}
+
+/// `POST /v1/runs/{id}/input`: answers the question run `id` stopped at, and the run goes
+/// on in the service (its events continue); its goal, if it answers one, ends with it.
+#[utoipa::path(post, path = "/v1/runs/{id}/input", request_body = Input,
+    params(("id" = String, Path)), responses(
+    (status = 202, body = crate::openapi::RunSummary),
+    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
+    (status = 404, body = crate::openapi::ErrorBody),
+    (status = 409, description = "the run is not waiting for input (`not_waiting`), or another request answered it first", body = crate::openapi::ErrorBody),
+    (status = 413, body = crate::openapi::ErrorBody),
+    (status = 422, description = "an empty answer, or one not among the choices (`bad_input`)", body = crate::openapi::ErrorBody)))]
+pub(crate) async fn input(
+    State(state): AppState,
+    Path(id): Path<String>,
+    body: Result<Json<Input>, JsonRejection>,
+) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
+    let Json(Input { text }) = body?;
+    // NB: in a task of its own, as a new run (see `submit`): once claimed, it goes on.
+    let row = detached(async move {
+        let (claimed, row) = blocking({
+            let state = state.clone();
+            move || {
+                let none = plan_runs::LimitsOverride::default();
+                let claimed = match plan_runs::resume(&state.at, &id, &none, false, Some(&text))? {
+                    plan_runs::Resume::Ready(ready) => ready.claim(state.warn)?,
+                    // NB: an answer is never taken by a run that waits for none.
+                    plan_runs::Resume::Finished(_) => {
+                        return Err(plan_runs::Error::new(
+                            ErrorKind::NotWaiting,
+                            format!("run `{id}` is not waiting for input"),
+                        ));
+                    }
+                };
+                let row = claimed.row();
+                Ok((claimed, row))
+            }
+        })
+        .await?;
+        spawn_claimed(state, claimed);
+        Ok(row?)
+    })
+    .await?;
+    Ok((StatusCode::ACCEPTED, Json(summary(&row))))
 }
 
 /// `POST /v1/runs/{id}/cancel`.

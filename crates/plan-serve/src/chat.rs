@@ -108,6 +108,11 @@ pub(crate) async fn completions(
                 out.push(chunk(json!({"content": text(&answer)}), None));
                 out.push(chunk(json!({}), Some("stop")));
             }
+            Err(error) if error["code"] == "needs_input" => {
+                let content = question_text(&error["question"]);
+                out.push(chunk(json!({"content": content}), None));
+                out.push(chunk(json!({}), Some("stop")));
+            }
             Err(error) => {
                 // NB: OpenAI streams an error as a data event with an `error` object.
                 out.push(json!({"error": error}));
@@ -186,10 +191,24 @@ fn text(answer: &Value) -> String {
     }
 }
 
+/// A question as message content: its text, then its choices one a line.
+pub(crate) fn question_text(q: &Value) -> String {
+    let mut text = q["question"].as_str().unwrap_or_default().to_owned();
+    for c in q["choices"].as_array().into_iter().flatten() {
+        text.push_str("\n- ");
+        text.push_str(c.as_str().unwrap_or_default());
+    }
+    text
+}
+
 /// The goal's answer as content, or `422` saying why there is none.
 fn answered(ended: crate::goals::Ended, id: &str) -> Result<String, ApiError> {
     match ended {
         Ok(answer) => Ok(text(&answer)),
+        // NB: a question back is a reply: the user's next message is the next goal, with
+        // this exchange in its conversation (the run that asked stays answerable through
+        // `POST /v1/runs/{id}/input`).
+        Err(error) if error["code"] == "needs_input" => Ok(question_text(&error["question"])),
         Err(error) => {
             let message = error["message"]
                 .as_str()

@@ -34,12 +34,15 @@ struct Cursor {
     after: Option<u64>,
     /// The calls of that run whose start was sent, by step.
     started: HashSet<u64>,
+    /// The run's step count when its question was sent (a run that waits for a person
+    /// asks once per stream, and again only after it went on).
+    asked: Option<u64>,
     done: bool,
 }
 
 #[utoipa::path(get, path = "/v1/runs/{id}/events", params(("id" = String, Path),
     ("Last-Event-ID" = Option<String>, Header, description = "the last event received")),
-    responses((status = 200, description = "server-sent events: plan, tool_call, step, answer, failed; for a goal, each run's, then goal", content_type = "text/event-stream", body = Object),
+    responses((status = 200, description = "server-sent events: plan, tool_call, step, needs_input (the run waits for an answer: POST /v1/runs/{id}/input), answer, failed; for a goal, each run's, then goal", content_type = "text/event-stream", body = Object),
     (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
 pub(crate) async fn events(
     State(state): State<Arc<Shared>>,
@@ -78,6 +81,7 @@ pub(crate) async fn events(
         goal_run,
         after,
         started: HashSet::new(),
+        asked: None,
         done,
     };
     // NB: it read a goal's first run: of no use to a stream that starts at a later one.
@@ -166,6 +170,7 @@ impl Cursor {
                     self.goal_run = Some(k + 1);
                     self.after = None;
                     self.started.clear();
+                    self.asked = None;
                 } else if let Some(ended) = ended.filter(|_| run_done || !next) {
                     out.push(
                         Event::default()
@@ -187,7 +192,11 @@ impl Cursor {
         run: &(Shown, Option<String>),
         goal_run: Option<usize>,
     ) -> (Vec<Event>, bool) {
-        let (batch, done) = new_events(run, (self.after, &mut self.started), goal_run);
+        let (batch, done) = new_events(
+            run,
+            (self.after, &mut self.started, &mut self.asked),
+            goal_run,
+        );
         if let Some((last, _)) = batch.last() {
             self.after = Some(*last);
         }
@@ -231,7 +240,7 @@ fn read_on(
                     None => None,
                 };
                 let ended = match goal.status {
-                    GoalStatus::Open => None,
+                    GoalStatus::Open | GoalStatus::NeedsInput => None,
                     _ => Some(
                         json!({"status": goal.status, "answer": goal.answer, "error": goal.error}),
                     ),
@@ -253,7 +262,7 @@ fn read_on(
 /// step's number, `K:STEP` for run number K of a goal.
 fn new_events(
     (run, source): &(Shown, Option<String>),
-    (after, started): (Option<u64>, &mut HashSet<u64>),
+    (after, started, asked): (Option<u64>, &mut HashSet<u64>, &mut Option<u64>),
     goal_run: Option<usize>,
 ) -> (Vec<(u64, Event)>, bool) {
     let mut out = Vec::new();
@@ -306,8 +315,14 @@ fn new_events(
     let ended = match run.run.status {
         RunStatus::Ok => Some(("answer", json!({"final_answer": run.run.final_answer}))),
         RunStatus::Failed => Some(("failed", json!({"error": run.run.error}))),
-        RunStatus::Running | RunStatus::Interrupted => None,
+        RunStatus::Running | RunStatus::Interrupted | RunStatus::NeedsInput => None,
     };
+    // NB: not an end: the run goes on once answered, and its events follow on this
+    // stream. Under the id of its last step: a client that reconnects is asked again.
+    if run.run.status == RunStatus::NeedsInput && *asked != Some(end) {
+        *asked = Some(end);
+        out.push(event(end - 1, "needs_input", json!(run.run.question)));
+    }
     let done = ended.is_some();
     if let Some((kind, data)) = ended
         && after < end

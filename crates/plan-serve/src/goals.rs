@@ -123,6 +123,11 @@ pub(crate) fn spawn_ask(
 fn outcome(outcome: &AskOutcome) -> Ended {
     match outcome.status {
         plan_planner::AskStatus::Answered => Ok(outcome.answer.clone()),
+        plan_planner::AskStatus::NeedsInput => {
+            let question = outcome.report.as_ref().and_then(|r| r.question.clone());
+            Err(json!({"code": "needs_input", "question": question,
+                       "message": "the plan asks the user a question"}))
+        }
         _ => Err(plan_runs::ask::goal_error(outcome)),
     }
 }
@@ -140,7 +145,8 @@ fn ended_by(run: &RunInfo) -> Option<Ended> {
                 .unwrap_or("the run failed");
             Some(Err(json!({"code": "run_failed", "message": message})))
         }
-        RunStatus::Running | RunStatus::Interrupted => None,
+        // NB: a run waiting for a person is not over: its goal waits with it.
+        RunStatus::Running | RunStatus::Interrupted | RunStatus::NeedsInput => None,
     }
 }
 

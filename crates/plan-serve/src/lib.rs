@@ -98,7 +98,7 @@ impl State {
         retry_unknown_writes: bool,
     ) -> Result<Option<plan_runs::Claimed>, Error> {
         let none = LimitsOverride::default();
-        match plan_runs::resume(&self.at, id, &none, retry_unknown_writes)? {
+        match plan_runs::resume(&self.at, id, &none, retry_unknown_writes, None)? {
             Resume::Finished(_) => Ok(None),
             Resume::Ready(ready) => ready.claim(self.warn).map(Some),
         }

@@ -9,8 +9,9 @@ use utoipa::{OpenApi, ToSchema};
 #[derive(Serialize, ToSchema)]
 pub(crate) struct RunSummary {
     pub(crate) id: String,
-    /// `running`, `ok`, `failed` or `interrupted`; `planning` for a goal no plan of which
-    /// has run yet.
+    /// `running`, `ok`, `failed`, `interrupted` or `needs_input` (stopped at a question to
+    /// a person: answer it with `POST /v1/runs/{id}/input`); `planning` for a goal no plan
+    /// of which has run yet.
     pub(crate) status: String,
     pub(crate) plan: String,
     /// Unix milliseconds.
@@ -29,13 +30,14 @@ pub(crate) struct RunSummary {
 /// A status to list runs by.
 #[derive(ToSchema)]
 #[allow(dead_code)]
-#[schema(rename_all = "lowercase")]
+#[schema(rename_all = "snake_case")]
 pub(crate) enum StatusFilter {
     Planning,
     Running,
     Ok,
     Failed,
     Interrupted,
+    NeedsInput,
 }
 
 /// `GET /v1/runs`.
@@ -48,7 +50,8 @@ pub(crate) struct RunList {
 #[derive(Serialize, ToSchema)]
 pub(crate) struct RunShown {
     /// The run's row: the fields of a summary, and `final_answer`, `error`, `presets`,
-    /// `limits`, `owner`, `program`; null for a goal no plan of which has run yet.
+    /// `limits`, `owner`, `program`, `question` (`question`, `choices`, `seq_no`: what a
+    /// run that is `needs_input` asks); null for a goal no plan of which has run yet.
     #[schema(value_type = Option<Object>)]
     pub(crate) run: Value,
     /// Each committed step: `step`, `seq_no`, `pc`, `op`, `writes`.
@@ -63,7 +66,7 @@ pub(crate) struct RunShown {
     /// The runs branched from this one (re-plans included).
     pub(crate) children: Vec<String>,
     /// For a goal's id: `id`, `goal`, `response_format`, `request`, `status` (`open`,
-    /// `answered`, `failed`, `interrupted`), `answer`, `error`, `created_at`,
+    /// `answered`, `failed`, `interrupted`, `needs_input`), `answer`, `error`, `created_at`,
     /// `updated_at`, `session`, and `runs` (each version of the plan: `id`, `status`,
     /// `plan`).
     #[schema(value_type = Option<Object>)]
@@ -123,6 +126,7 @@ pub(crate) struct ErrorDetail {
         crate::api::list,
         crate::api::show,
         crate::api::cancel,
+        crate::api::input,
         crate::api::branch,
         crate::api::preview,
         crate::events::events,
@@ -138,6 +142,7 @@ pub(crate) struct ErrorDetail {
         ErrorBody,
         ErrorDetail,
         crate::api::Submit,
+        crate::api::Input,
         crate::api::Branch
     )),
     modifiers(&Bearer),

@@ -37,6 +37,7 @@ function summaryOf(instr) {
 function stepStatus(seq) {
   const { run, steps, calls } = page.shown;
   if (run && run.error && run.error.seq_no === seq) return "failed";
+  if (run && run.status === "needs_input" && run.question && run.question.seq_no === seq) return "waiting";
   const going = run && ["running", "interrupted"].includes(run.status);
   if (going && calls.some((c) => c.seq_no === seq && c.state === "inflight")) return "inflight";
   if (steps.some((s) => s.seq_no === seq)) return "done";
@@ -59,7 +60,7 @@ function renderSummary() {
     el("h2", { style: "margin:0" }, "Run ", el("span", { class: "mono" }, id)),
     badge(status),
     run ? el("span", { class: "muted" }, when(run.created_at) + " · " + run.steps + " steps · " + run.tool_calls + " calls · " +
-      duration((["ok", "failed"].includes(run.status) ? run.updated_at : Date.now()) - run.created_at)) : null));
+      duration((["ok", "failed", "needs_input"].includes(run.status) ? run.updated_at : Date.now()) - run.created_at)) : null));
   if (goal) {
     parts.push(el("div", {}, el("span", { class: "muted" }, "Goal: "), el("strong", {}, goal.goal),
       " ", badge(goal.status)));
@@ -83,6 +84,9 @@ function renderSummary() {
       parts.push(el("div", { style: "margin-top:8px" }, el("div", { class: "muted" }, "Final answer"),
         el("div", { class: "answer", id: "answer" }, shown(run.final_answer))));
     }
+  }
+  if (run && run.status === "needs_input" && run.question) {
+    parts.push(questionBox(run.question));
   }
   if (run && run.error) {
     parts.push(el("div", { class: "error", style: "margin-top:8px" },
@@ -223,6 +227,29 @@ function branchBody() {
   });
 }
 
+// The question a run stopped at, with a box to answer it (and a button per choice).
+function questionBox(q) {
+  const input = el("input", { type: "text", id: "input-text", placeholder: "Your answer", style: "flex:1 1 320px" });
+  const error = el("span", { class: "error", id: "input-error" });
+  const send = async (text) => {
+    error.textContent = "";
+    try {
+      await api(`/v1/runs/${encodeURIComponent(id)}/input`, { method: "POST", body: JSON.stringify({ text }) });
+      await load();
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  };
+  const choices = q.choices || [];
+  return el("div", { class: "banner question", id: "question", style: "margin-top:8px" },
+    el("div", { class: "muted" }, "The run asks" + (q.seq_no !== null && q.seq_no !== undefined ? " (seq_no " + q.seq_no + ")" : "")),
+    el("div", { class: "answer", id: "question-text" }, q.question),
+    choices.length ? el("div", { class: "toolbar", style: "margin:8px 0 0" },
+      choices.map((c) => el("button", { class: "choice", onclick: () => send(c) }, c))) : null,
+    el("form", { class: "toolbar", style: "margin:8px 0 0", onsubmit: (e) => { e.preventDefault(); send(input.value); } },
+      input, el("button", { class: "primary", type: "submit", id: "send-input" }, "Answer"), error));
+}
+
 function showBranchError(err) {
   const diags = (err.body && err.body.diagnostics) || [];
   document.getElementById("branch-error").textContent =
@@ -263,7 +290,8 @@ document.getElementById("start-branch").addEventListener("click", async () => {
 function going() {
   const { run, goal } = page.shown;
   if (goal && goal.status === "open") return true;
-  return run && ["running"].includes(run.status);
+  // NB: a run waiting for an answer is followed too: whoever answers it, the page goes on.
+  return run && ["running", "needs_input"].includes(run.status);
 }
 
 async function load() {

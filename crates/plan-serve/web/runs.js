@@ -5,7 +5,7 @@ const PAGE = 100;
 const state = { runs: [], more: false, timer: null };
 
 function row(r) {
-  const end = ["ok", "failed"].includes(r.status) ? r.updated_at : Date.now();
+  const end = ["ok", "failed", "needs_input"].includes(r.status) ? r.updated_at : Date.now();
   const what = r.goal
     ? el("span", {}, el("span", { class: "muted" }, "goal: "), r.goal)
     : el("span", { class: "mono" }, r.plan);

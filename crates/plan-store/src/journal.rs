@@ -67,6 +67,11 @@ pub struct StoreJournal<'s> {
     write_tools: HashSet<String>,
     /// A write call was issued since the last wait.
     must_wait: bool,
+    /// Tools a person answers: the state is saved with their question, so that the run
+    /// answered days later goes on from there rather than from an older state.
+    human_tools: HashSet<String>,
+    /// A call of one was issued since the last point.
+    save_state: bool,
     /// Calls committed so far, for a journal that has every point of its run (see
     /// [`StoreJournal::continued`]).
     committed_calls: Option<u64>,
@@ -133,6 +138,13 @@ impl<'s> StoreJournal<'s> {
                 .map(|t| t.name.clone())
                 .collect(),
             must_wait: false,
+            human_tools: program
+                .tools
+                .iter()
+                .filter(|t| t.effects == Effects::Human)
+                .map(|t| t.name.clone())
+                .collect(),
+            save_state: false,
             kept_bytes: 0,
             committed_calls: Some(0),
         }
@@ -437,6 +449,7 @@ impl StoreJournal<'_> {
             }
             TraceEvent::CallIssued { request, .. } => {
                 self.must_wait |= self.write_tools.contains(request.tool.as_str());
+                self.save_state |= self.human_tools.contains(request.tool.as_str());
                 self.point.sent(request);
             }
             TraceEvent::CallAnswered {
@@ -457,7 +470,8 @@ impl StoreJournal<'_> {
             }
             TraceEvent::Suspended { state } => {
                 let (at, steps) = self.last_checkpoint;
-                if at.elapsed() >= CHECKPOINT_INTERVAL
+                if std::mem::take(&mut self.save_state)
+                    || at.elapsed() >= CHECKPOINT_INTERVAL
                     || state.steps().saturating_sub(steps) >= CHECKPOINT_STEPS
                 {
                     let json = serde_json::to_string(state).map_err(|e| e.to_string())?;
@@ -475,6 +489,11 @@ impl StoreJournal<'_> {
                     .map(|e| serde_json::to_value(e).unwrap_or(Value::Null));
                 let end = RunEnd {
                     ok: report.is_ok(),
+                    question: report
+                        .question
+                        .as_ref()
+                        .filter(|_| report.status == plan_host::RunStatus::NeedsInput)
+                        .map(|q| Box::new(serde_json::to_value(q).unwrap_or(Value::Null))),
                     final_answer: report.final_answer.clone(),
                     error,
                     tool_calls: self.committed_calls,

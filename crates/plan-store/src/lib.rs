@@ -37,7 +37,7 @@ pub const LEASE_MS: i64 = 10_000;
 
 /// Where a run stands, as `runs list` shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// A live process is running it.
     Running,
@@ -45,6 +45,9 @@ pub enum RunStatus {
     Failed,
     /// Its process died (or stopped renewing its lease) before the run ended.
     Interrupted,
+    /// It stopped at a question to a person (`RunInfo::question`) and goes on once
+    /// answered.
+    NeedsInput,
 }
 
 impl RunStatus {
@@ -54,6 +57,7 @@ impl RunStatus {
             RunStatus::Ok => "ok",
             RunStatus::Failed => "failed",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::NeedsInput => "needs_input",
         }
     }
 }
@@ -78,11 +82,14 @@ pub struct RunInfo {
     pub limits: plan_vm::Limits,
     /// `host:pid:start.nonce` of the process that runs (or last ran) it.
     pub owner: Option<String>,
+    /// What it asks, while `needs_input`: `{question, choices, seq_no}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<Value>,
 }
 
 /// Where a goal stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum GoalStatus {
     /// A live process is planning it or running one of its plans.
     Open,
@@ -90,6 +97,8 @@ pub enum GoalStatus {
     Failed,
     /// Its process died before the goal was answered or failed.
     Interrupted,
+    /// Its run stopped at a question to a person: it goes on when the run is answered.
+    NeedsInput,
 }
 
 impl GoalStatus {
@@ -99,6 +108,7 @@ impl GoalStatus {
             GoalStatus::Answered => "answered",
             GoalStatus::Failed => "failed",
             GoalStatus::Interrupted => "interrupted",
+            GoalStatus::NeedsInput => "needs_input",
         }
     }
 }
@@ -390,11 +400,26 @@ impl CommitPoint {
 #[derive(Debug)]
 pub struct RunEnd {
     pub ok: bool,
+    /// Not ok and not failed: stopped at this question to a person (`{question,
+    /// choices, seq_no}`), to go on once answered. NB: boxed: every commit point carries
+    /// room for an end.
+    pub question: Option<Box<Value>>,
     pub final_answer: Value,
     pub error: Option<Value>,
     /// The calls the run committed in all, when its journal knows them (it journaled the
     /// run from its start); None: the store counts them from the run's journal rows.
     pub tool_calls: Option<u64>,
+}
+
+impl RunEnd {
+    /// The status the run's row takes.
+    pub fn status(&self) -> &'static str {
+        match (self.ok, &self.question) {
+            (true, _) => "ok",
+            (false, Some(_)) => "needs_input",
+            (false, None) => "failed",
+        }
+    }
 }
 
 /// A run about to start, owned (to hand to another thread).
@@ -629,6 +654,12 @@ pub trait RunStore: Send {
     /// Takes over open goal `id` whose owner is gone (its process died): `false` when it
     /// has ended or its owner may be alive.
     fn take_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError>;
+    /// Open goal `id` waits for a person (its run stopped at a question); `false` when
+    /// it was not open.
+    fn goal_needs_input(&mut self, id: &str) -> Result<bool, StoreError>;
+    /// Goal `id`, waiting for a person, is open again, `owner`'s (its run is answered
+    /// and goes on); `false` when it was not waiting.
+    fn reopen_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError>;
     /// Goal `id`, if there is one.
     fn goal(&self, id: &str) -> Result<Option<GoalInfo>, StoreError>;
     /// Every goal, oldest first.

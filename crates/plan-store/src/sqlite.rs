@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 
 use crate::{
     CallRow, CallState, CommitPoint, GoalInfo, GoalStatus, LEASE_MS, NewGoal, NewRun, Owner,
-    RunInfo, RunStatus, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind,
+    RunEnd, RunInfo, RunStatus, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind,
     StoreWrite, StoredProgram, now_ms,
 };
 
@@ -37,11 +37,12 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("migrations/003_tool_calls.sql")),
         M::up(include_str!("migrations/004_goals.sql")),
         M::up(include_str!("migrations/005_sessions.sql")),
+        M::up(include_str!("migrations/006_needs_input.sql")).foreign_key_check(),
     ])
 });
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 5;
+const SCHEMA_VERSION: i64 = 6;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -582,7 +583,8 @@ impl SqliteStore {
         }
         tx.execute(
             "UPDATE runs SET status = 'running', owner = ?2, lease_until = ?3, updated_at = ?4, \
-                             final_answer = NULL, error = NULL, tool_calls = NULL WHERE id = ?1",
+                             final_answer = NULL, error = NULL, tool_calls = NULL, question = NULL \
+             WHERE id = ?1",
             params![id, owner.0, now + LEASE_MS, now],
         )
         .map_err(|e| io(&path, e))?;
@@ -856,7 +858,7 @@ const RUN_COLUMNS: &str = concat!(
     "id, status, plan, program, parent, branch_seq, created_at, updated_at, steps, \
      coalesce(tool_calls, ",
     count_calls!("runs.id"),
-    "), final_answer, error, presets, limits, owner, lease_until"
+    "), final_answer, error, presets, limits, owner, lease_until, question"
 );
 
 /// Whether `holder` (of a `running` run) still holds it: a live process of this machine
@@ -892,6 +894,7 @@ fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
     let status = match stored.as_str() {
         "ok" => RunStatus::Ok,
         "failed" => RunStatus::Failed,
+        "needs_input" => RunStatus::NeedsInput,
         _ => {
             if owner.as_ref().is_some_and(|o| holds(o, lease, now)) {
                 RunStatus::Running
@@ -916,6 +919,7 @@ fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
         presets: json_column(r, 12, "presets")?.unwrap_or_default(),
         limits: json_column(r, 13, "limits")?.unwrap_or_default(),
         owner,
+        question: json_column(r, 16, "question")?,
     })
 }
 
@@ -999,13 +1003,13 @@ impl RunStore for SqliteStore {
             .map_err(|e| io(&path, e))?;
         match status.as_deref() {
             None => return Err(unknown_run(id)),
-            Some("running") => {}
+            Some("running" | "needs_input") => {}
             Some(_) => return Ok(false),
         }
         tx.execute(
             concat!(
                 "UPDATE runs SET status = 'failed', owner = NULL, lease_until = NULL, \
-                                 updated_at = ?2, error = ?3, tool_calls = ",
+                                 question = NULL, updated_at = ?2, error = ?3, tool_calls = ",
                 count_calls!("?1"),
                 " WHERE id = ?1"
             ),
@@ -1254,6 +1258,30 @@ impl RunStore for SqliteStore {
         Ok(true)
     }
 
+    fn goal_needs_input(&mut self, id: &str) -> Result<bool, StoreError> {
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE goals SET status = 'needs_input', updated_at = ?2, owner = NULL \
+                 WHERE id = ?1 AND status = 'open'",
+                params![id, now_ms()],
+            )
+            .map_err(|e| self.io(e))?;
+        Ok(changed == 1)
+    }
+
+    fn reopen_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError> {
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE goals SET status = 'open', updated_at = ?3, owner = ?2 \
+                 WHERE id = ?1 AND status = 'needs_input'",
+                params![id, owner.0, now_ms()],
+            )
+            .map_err(|e| self.io(e))?;
+        Ok(changed == 1)
+    }
+
     fn goal(&self, id: &str) -> Result<Option<GoalInfo>, StoreError> {
         self.conn
             .prepare_cached(&format!("SELECT {GOAL_COLUMNS} FROM goals WHERE id = ?1"))
@@ -1346,6 +1374,7 @@ fn goal_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<GoalInfo> {
     let status = match stored.as_str() {
         "answered" => GoalStatus::Answered,
         "failed" => GoalStatus::Failed,
+        "needs_input" => GoalStatus::NeedsInput,
         _ if owner.as_ref().is_none_or(|o| Owner(o.clone()).is_gone()) => GoalStatus::Interrupted,
         _ => GoalStatus::Open,
     };
@@ -1389,7 +1418,7 @@ fn create(
     // statement anew was a third of a creation. A taken id inserts nothing (and only its
     // program, which any run may share, may have been stored above).
     let end = first.and_then(|p| p.end.as_ref());
-    let status = end.map_or("running", |e| if e.ok { "ok" } else { "failed" });
+    let status = end.map_or("running", RunEnd::status);
     // NB: as the point's own write would leave the row (see `write_point`).
     let steps = first
         .filter(|p| p.end.is_some() || p.state.is_some())
@@ -1398,8 +1427,8 @@ fn create(
         .prepare_cached(
             "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
                                created_at, updated_at, owner, lease_until, steps, final_answer, \
-                               error, tool_calls) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15) \
+                               error, tool_calls, question) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16) \
              ON CONFLICT (id) DO NOTHING",
         )
         .and_then(|mut st| {
@@ -1418,7 +1447,8 @@ fn create(
                 steps,
                 end.filter(|e| e.ok).map(|e| json(&e.final_answer)),
                 end.and_then(|e| e.error.as_ref()).map(json),
-                end.and_then(|e| e.tool_calls).map(to_i64)
+                end.and_then(|e| e.tool_calls).map(to_i64),
+                end.and_then(|e| e.question.as_ref()).map(json)
             ])
         })
         .map_err(|e| io(path, e))?;
@@ -1499,12 +1529,12 @@ fn write_point(
     // commit point (its step count and update time lag by at most a checkpoint).
     let steps = to_i64(point.total_steps);
     if let Some(end) = &point.end {
-        let status = if end.ok { "ok" } else { "failed" };
+        let status = end.status();
         // NB: counted here (after this point's journal row) only when the journal could
         // not count them: a resumed run.
         tx.prepare_cached(concat!(
             "UPDATE runs SET steps = ?2, updated_at = ?3, status = ?4, final_answer = ?5, \
-                             error = ?6, lease_until = NULL, tool_calls = coalesce(?7, ",
+                             error = ?6, question = ?8, lease_until = NULL, tool_calls = coalesce(?7, ",
             count_calls!("?1"),
             ") WHERE id = ?1"
         ))
@@ -1516,7 +1546,8 @@ fn write_point(
                 status,
                 end.ok.then(|| json(&end.final_answer)),
                 end.error.as_ref().map(json),
-                end.tool_calls.map(to_i64)
+                end.tool_calls.map(to_i64),
+                end.question.as_ref().map(json)
             ])
         })
         .map_err(|e| io(path, e))?;

@@ -147,6 +147,7 @@ fn a_run_created_and_ended_in_one_group_is_stored_as_one_write_after_another_wou
             committed: vec![0],
             total_steps: 5,
             end: end.then(|| RunEnd {
+                question: None,
                 ok: true,
                 final_answer: json!("done"),
                 error: None,
@@ -166,6 +167,7 @@ fn a_run_created_and_ended_in_one_group_is_stored_as_one_write_after_another_wou
     let (first, second) = points(true);
     let (mut only, _) = points(true);
     only.end = Some(RunEnd {
+        question: None,
         ok: false,
         final_answer: Value::Null,
         error: Some(json!({"code": "R0005"})),
@@ -367,6 +369,7 @@ fn the_journal_folds_back_into_calls_steps_and_counts() {
                 steps: vec![step(1, "x", json!("a0"))],
                 committed: vec![0],
                 end: Some(RunEnd {
+                    question: None,
                     ok: false,
                     final_answer: Value::Null,
                     error: Some(json!({"code": "R0003", "message": "down"})),
@@ -450,6 +453,7 @@ fn a_group_store_writes_every_point_of_every_run_in_order() {
                         let mut point = CommitPoint {
                             sent: vec![call(p, "search")],
                             end: (p + 1 == POINTS).then(|| RunEnd {
+                                question: None,
                                 ok: true,
                                 final_answer: json!(r),
                                 error: None,
@@ -574,7 +578,7 @@ fn a_version_1_store_is_migrated_with_its_runs_intact() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(version, 5);
+    assert_eq!(version, 6);
     let counts: Vec<(String, Option<i64>)> = db
         .prepare("SELECT id, tool_calls FROM runs ORDER BY id")
         .unwrap()
@@ -644,6 +648,7 @@ fn a_finished_run_keeps_its_count_of_calls() {
             total_steps: 2,
             end: Some(RunEnd {
                 ok,
+                question: None,
                 final_answer: json!("done"),
                 error: (!ok).then(|| json!({"code": "R0003"})),
                 tool_calls,

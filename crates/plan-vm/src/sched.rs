@@ -220,7 +220,15 @@ impl Vm<'_> {
     ) -> bool {
         let prog = self.prog;
         let def = &prog.calls[call as usize];
-        let write = prog.tools[def.tool as usize].effects == Effects::Write;
+        let effects = prog.tools[def.tool as usize].effects;
+        let write = effects == Effects::Write;
+        // NB: a question to a person is asked only when the run gets there: never ahead
+        // of the head, and nothing after it is issued while it waits (the run stops at
+        // it, perhaps for days: what was issued ahead would be thrown away).
+        let human = effects == Effects::Human;
+        if human && n != self.st.steps && self.pending_for(n).is_none() {
+            return false;
+        }
         let answered: Option<Written<'_>> = match self.pending_for(n) {
             // Only a tampered state gets here; stop rather than guess.
             Some(p) if p.request.pc != pc => return false,
@@ -262,7 +270,7 @@ impl Vm<'_> {
         match answered {
             Some(values) => self.accept(w, values),
             None => {
-                if write {
+                if write || human {
                     return false;
                 }
                 *issued.call_waiting = true;

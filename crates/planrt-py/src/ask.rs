@@ -18,7 +18,8 @@ use crate::store::Store;
 use crate::tools::{self, PyTool, Raised};
 
 /// How an `ask` ended: `status` is `"answered"`, `"invalid_plan"` (the last plan still had
-/// errors when the repairs ran out), `"run_failed"` or `"planner_failed"`; `answer` is the
+/// errors when the repairs ran out), `"run_failed"`, `"planner_failed"` or `"needs_input"`
+/// (the plan asks the user `question`); `answer` is the
 /// final answer (None unless answered); `plan` the last plan's source; `rounds` what each
 /// planning round produced (dicts: kind, plan, diagnostics, run_error, ...); `error` one
 /// line saying why, when not answered; with `store=`, `run_id` (the goal's) and `runs`.
@@ -34,6 +35,10 @@ pub(crate) struct Answer {
     /// With `store=`: the goal's id, and its runs (one per plan that ran).
     run_id: Option<String>,
     runs: Vec<String>,
+    /// While `needs_input`: the question the last run stopped at, and its choices; the
+    /// run (`runs[-1]`) goes on with `Store.resume(id, input=...)`.
+    question: Option<String>,
+    choices: Option<Vec<String>>,
 }
 
 #[pymethods]
@@ -62,6 +67,8 @@ fn answer(
         .report
         .as_ref()
         .map_or((0, 0), |r| (r.steps, r.tool_calls));
+    let question = o.report.as_ref().and_then(|r| r.question.clone());
+    let (question, choices) = question.map_or((None, None), |q| (Some(q.question), q.choices));
     Ok(Answer {
         status,
         answer: convert::to_py(py, &o.answer)?.unbind(),
@@ -72,6 +79,8 @@ fn answer(
         tool_calls,
         run_id,
         runs,
+        question,
+        choices,
     })
 }
 

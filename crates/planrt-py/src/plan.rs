@@ -296,6 +296,16 @@ impl Plan {
         self.program.tools.iter().map(|t| t.name.clone()).collect()
     }
 
+    /// Whether the plan may stop at a question to a person (it calls `ask_user`, or
+    /// another tool with effects `human`).
+    #[getter]
+    fn asks_user(&self) -> bool {
+        self.program
+            .tools
+            .iter()
+            .any(|t| t.effects == plan_bytecode::Effects::Human)
+    }
+
     /// What a run must be able to call: the plan's tools, and `jmp_condition` when it has
     /// conditions.
     #[getter]
@@ -559,6 +569,13 @@ pub(crate) struct Outcome {
     elapsed_ms: u64,
     /// The stored run's id (a run with `store=`, or resumed), else `None`.
     run_id: Option<String>,
+    /// `"ok"`, or `"needs_input"`: the run stopped at a question to a person
+    /// (`ask_user`), and goes on with `Store.resume(run_id, input=...)`.
+    status: String,
+    /// The question, while `needs_input`.
+    question: Option<String>,
+    /// The answers to choose from, if the question has some.
+    choices: Option<Vec<String>>,
 }
 
 #[pymethods]
@@ -570,6 +587,12 @@ impl Outcome {
             .repr()
             .map(|r| r.to_string())
             .unwrap_or_default();
+        if let Some(q) = &self.question {
+            return format!(
+                "<Outcome needs_input question={:?}>",
+                plan_llm::preview(q, 80)
+            );
+        }
         format!(
             "<Outcome final_answer={} steps={} tool_calls={}>",
             plan_llm::preview(&answer, 80),
@@ -595,6 +618,9 @@ impl Outcome {
             tool_calls,
             elapsed_ms,
             run_id: None,
+            status: "ok".into(),
+            question: None,
+            choices: None,
         })
     }
 }
@@ -630,6 +656,11 @@ pub(crate) fn outcome(
             report.elapsed_ms,
         )?;
         outcome.run_id = run_id;
+        if let Some(q) = report.question {
+            outcome.status = "needs_input".into();
+            outcome.question = Some(q.question);
+            outcome.choices = q.choices;
+        }
         Ok(outcome)
     })
 }

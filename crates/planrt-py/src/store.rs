@@ -123,7 +123,7 @@ impl Store {
     /// (its `variables` empty) and calls nothing. `tools` and `tools_file` as for
     /// `Plan.run`; the limits default to the run's own.
     #[pyo3(signature = (id, tools = None, *, tools_file = None, retry_unknown_writes = false,
-                        max_concurrency = None, max_steps = None, timeout = None))]
+                        max_concurrency = None, max_steps = None, timeout = None, input = None))]
     #[allow(clippy::too_many_arguments)]
     fn resume<'py>(
         slf: &Bound<'py, Self>,
@@ -134,6 +134,7 @@ impl Store {
         max_concurrency: Option<u32>,
         max_steps: Option<u64>,
         timeout: Option<f64>,
+        input: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let py = slf.py();
         let kwargs = PyDict::new(py);
@@ -144,6 +145,7 @@ impl Store {
         kwargs.set_item("max_concurrency", max_concurrency)?;
         kwargs.set_item("max_steps", max_steps)?;
         kwargs.set_item("timeout", timeout)?;
+        kwargs.set_item("input", input)?;
         // NB: as `Plan.run`: the run starts when the coroutine is awaited, on its loop.
         py.import("planrt._drive")?
             .getattr("resume")?
@@ -152,7 +154,7 @@ impl Store {
 
     /// `resume` for a caller already on a running loop: the future of the run.
     #[pyo3(signature = (id, tools = None, *, tools_file = None, retry_unknown_writes = false,
-                        max_concurrency = None, max_steps = None, timeout = None))]
+                        max_concurrency = None, max_steps = None, timeout = None, input = None))]
     #[allow(clippy::too_many_arguments)]
     fn _resume_now<'py>(
         &self,
@@ -164,6 +166,7 @@ impl Store {
         max_concurrency: Option<u32>,
         max_steps: Option<u64>,
         timeout: Option<f64>,
+        input: Option<String>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let locals = pyo3_async_runtimes::tokio::get_current_locals(py).map_err(|_| {
             PyRuntimeError::new_err("Store.resume() needs a running asyncio event loop: await it")
@@ -181,7 +184,15 @@ impl Store {
         let tools = tools::parse(tools, tools_file, &Manifest::builtin())?;
         let (host, raised) = plan::host(py, &locals, tools, deadline)?;
         let resumed = py
-            .detach(|| plan_runs::resume(&self.at, &id, &limits, retry_unknown_writes))
+            .detach(|| {
+                plan_runs::resume(
+                    &self.at,
+                    &id,
+                    &limits,
+                    retry_unknown_writes,
+                    input.as_deref(),
+                )
+            })
             .map_err(store_error)?;
         let ready = match resumed {
             Resume::Finished(report) => {

@@ -628,3 +628,94 @@ def test_ask_in_a_session_tells_the_planner_the_earlier_goals(tmp_path, monkeypa
             asyncio.run(planrt.ask("x", tools=str(tools), session="s1"))
     finally:
         server.shutdown()
+
+
+# ---- questions to the user ---------------------------------------------------------------
+
+ASKS = json.dumps(
+    [
+        {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "lookup", "tool_params": {"q": "regions"}, "output_vars": ["facts"]}},
+        {
+            "seq_no": 1,
+            "type": "calling",
+            "parameters": {
+                "tool_name": "ask_user",
+                "tool_params": {"question": "Which region of ${facts.about}?", "choices": ["EU", "US"]},
+                "output_vars": ["region"],
+            },
+        },
+        {
+            "seq_no": 2,
+            "type": "calling",
+            "parameters": {"tool_name": "write", "tool_params": {"facts": {"about": "${region}"}, "n": 2}, "output_vars": ["final_answer"]},
+        },
+    ]
+)
+
+
+def test_a_question_stops_a_stored_run_until_resume_answers_it(tmp_path):
+    store = planrt.Store(tmp_path / "runs.db")
+    calls = {"lookup": 0, "write": 0}
+
+    def counted_lookup(q):
+        calls["lookup"] += 1
+        return lookup(q)
+
+    async def counted_write(facts, n):
+        calls["write"] += 1
+        return await write(facts, n)
+
+    tools = {"lookup": counted_lookup, "write": counted_write}
+    plan = planrt.compile(ASKS, tools=TOOLS)
+    assert plan.asks_user
+    out = asyncio.run(plan.run(tools=tools, store=store, run_id="q"))
+    assert out.status == "needs_input" and out.run_id == "q"
+    assert out.question == "Which region of regions?" and out.choices == ["EU", "US"]
+    assert out.final_answer is None
+    assert store.runs()[0]["status"] == "needs_input"
+    # Without an answer it is asked again; a wrong one is refused; nothing runs.
+    again = asyncio.run(store.resume("q", tools=tools))
+    assert again.status == "needs_input" and again.question == out.question
+    with pytest.raises(planrt.StoreError) as e:
+        asyncio.run(store.resume("q", tools=tools, input="Asia"))
+    assert e.value.code == "bad_input" and "`EU`, `US`" in str(e.value)
+    assert calls == {"lookup": 1, "write": 0}
+
+    done = asyncio.run(store.resume("q", tools=tools, input="EU"))
+    assert done.status == "ok" and done.final_answer == "2 facts about EU"
+    assert calls == {"lookup": 1, "write": 1}, "each call once"
+    with pytest.raises(planrt.StoreError) as e:
+        asyncio.run(store.resume("q", tools=tools, input="US"))
+    assert e.value.code == "not_waiting"
+
+    # Without a store the outcome says so too (there is nothing to resume).
+    out = asyncio.run(plan.run(tools=tools))
+    assert out.status == "needs_input" and out.run_id is None
+
+
+def test_ask_whose_plan_asks_the_user_is_answered_once_its_run_is(tmp_path, monkeypatch):
+    def reply(prompt):
+        plan = [
+            {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "ask_user", "tool_params": {"question": "Which store?"}, "output_vars": ["store"]}},
+            {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "trend of ${store}"}},
+        ]
+        return json.dumps(plan)
+
+    base, prompts, server = _fake_planner(reply)
+    tools = tmp_path / "tools.toml"
+    tools.write_text(f'[planner.backend]\nkind = "openai"\nbase_url = "{base}"\nmodel = "m"\nmax_retries = 0\n')
+    store = planrt.Store(tmp_path / "runs.db")
+    try:
+        asked = asyncio.run(planrt.ask("Show our store's trend", tools=str(tools), store=store))
+        assert asked.status == "needs_input" and asked.question == "Which store?"
+        assert "ask_user" in prompts[0]
+        out = asyncio.run(store.resume(asked.runs[-1], tools=str(tools), input="Berlin"))
+        assert out.final_answer == "trend of Berlin"
+        import sqlite3
+
+        with sqlite3.connect(tmp_path / "runs.db") as db:
+            goal = db.execute("SELECT status, answer FROM goals WHERE id = ?", (asked.run_id,)).fetchone()
+        assert goal == ("answered", '"trend of Berlin"')
+        assert len(prompts) == 1, "the planner is not asked again"
+    finally:
+        server.shutdown()

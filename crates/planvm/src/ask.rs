@@ -187,9 +187,10 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     }
     tracer.restart_clock();
     let rf = response_format.as_ref();
-    let (outcome, store_failed) = match &args.store.store {
+    let (outcome, store_failed, last_run) = match &args.store.store {
         None => (
             runtime.block_on(planner.ask(&args.goal, rf, &mut tracer)),
+            None,
             None,
         ),
         Some(path) => {
@@ -210,7 +211,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             };
             let stored = runtime.block_on(plan_runs::ask::ask(&planner, &args.goal, rf, store));
             let failed = stored.failed.map(|e| session::engine_exit(e.kind));
-            (stored.outcome, failed)
+            (stored.outcome, failed, stored.runs.last().cloned())
         }
     };
     if let Some(line) = status_line {
@@ -227,7 +228,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             Err(msg) => eprintln!("warning: the example was not saved: {msg}"),
         }
     }
-    let code = print_outcome(&outcome, &args);
+    let code = print_outcome(&outcome, &args, last_run.as_deref());
     store_failed.unwrap_or(code)
 }
 
@@ -258,7 +259,8 @@ fn prompt_parts(
     Ok((template, examples))
 }
 
-fn print_outcome(outcome: &AskOutcome, args: &AskArgs) -> u8 {
+/// Prints what `ask` came to (`run_id`: its last stored run) and returns the exit code.
+fn print_outcome(outcome: &AskOutcome, args: &AskArgs, run_id: Option<&str>) -> u8 {
     if args.show_plan
         && args.output.format == Format::Text
         && let Some(plan) = &outcome.plan
@@ -269,23 +271,32 @@ fn print_outcome(outcome: &AskOutcome, args: &AskArgs) -> u8 {
         AskStatus::Answered => exit::OK,
         AskStatus::InvalidPlan => exit::DATA_ERR,
         AskStatus::RunFailed | AskStatus::PlannerFailed => exit::RUN_FAILED,
+        AskStatus::NeedsInput => exit::NEEDS_INPUT,
     };
     if args.output.format == Format::Json {
+        let mut json = serde_json::to_value(outcome).unwrap_or_default();
+        if let Some(obj) = json.as_object_mut() {
+            obj.insert("run_id".into(), run_id.into());
+            // NB: what a program answering the question needs, beside the status.
+            if let Some(q) = outcome.report.as_ref().and_then(|r| r.question.as_ref()) {
+                obj.insert("question".into(), q.question.clone().into());
+                obj.insert(
+                    "choices".into(),
+                    serde_json::to_value(&q.choices).unwrap_or_default(),
+                );
+            }
+        }
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(
-            out,
-            "{}",
-            serde_json::to_string(outcome).unwrap_or_default()
-        );
+        let _ = writeln!(out, "{json}");
         let _ = out.flush();
         return code;
     }
     match (outcome.status, &outcome.report) {
-        (AskStatus::Answered | AskStatus::RunFailed, Some(report)) => {
+        (AskStatus::Answered | AskStatus::RunFailed | AskStatus::NeedsInput, Some(report)) => {
             if let Some(e) = &outcome.error {
                 eprintln!("error: {e}");
             }
-            session::print_report(report, Format::Text);
+            session::print_report(report, Format::Text, run_id);
         }
         (AskStatus::InvalidPlan, _) => {
             // The last plan's diagnostics, rendered as `planc check` shows them.

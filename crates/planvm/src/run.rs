@@ -84,7 +84,12 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     };
     tracer.restart_clock();
     match runtime.block_on(run_loaded(&host, &loaded, &args, &mut tracer)) {
-        Ok(report) => finish(report, args.output.format, &tracer, status_line),
+        Ok((report, id)) => finish(
+            report,
+            (args.output.format, id.as_deref()),
+            &tracer,
+            status_line,
+        ),
         Err(code) => code,
     }
 }
@@ -95,12 +100,15 @@ async fn run_loaded(
     loaded: &load::Loaded,
     args: &RunArgs,
     tracer: &mut Tracer,
-) -> Result<RunReport, u8> {
+) -> Result<(RunReport, Option<String>), u8> {
     let limits = args.limits.limits();
     let vars = args.io.vars.clone();
     let program = &loaded.program;
     Ok(match &args.store.store {
-        None => plan_host::run_plan(host, program, vars, limits, tracer).await,
+        None => (
+            plan_host::run_plan(host, program, vars, limits, tracer).await,
+            None,
+        ),
         Some(path) => {
             let id = args
                 .store
@@ -121,7 +129,8 @@ async fn run_loaded(
             let mut held =
                 Held::create(&at, &new, session::lease_warning).map_err(session::failed)?;
             eprintln!("run {id}");
-            held.run(host, program, (vars, limits), None, tracer).await
+            let report = held.run(host, program, (vars, limits), None, tracer).await;
+            (report, Some(id))
         }
     })
 }
@@ -168,7 +177,12 @@ fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
         run_loaded(&host, &loaded, &args, &mut tracer).await
     });
     match outcome {
-        Ok(report) => finish(report, args.output.format, &tracer, status_line),
+        Ok((report, id)) => finish(
+            report,
+            (args.output.format, id.as_deref()),
+            &tracer,
+            status_line,
+        ),
         Err(code) => code,
     }
 }

@@ -87,18 +87,23 @@ fn list(path: &Path, format: Format) -> u8 {
     let width = runs.iter().map(|r| r.id.len()).max().unwrap_or(0);
     for r in &runs {
         let line = match format {
-            Format::Json => json!({
-                "id": r.id,
-                "status": r.status,
-                "plan": r.plan,
-                "created_at": utc(r.created_at),
-                "updated_at": utc(r.updated_at),
-                "steps": r.steps,
-                "tool_calls": r.tool_calls,
-                "parent": r.parent,
-                "branch_seq": r.branch_seq,
-            })
-            .to_string(),
+            Format::Json => {
+                let mut line = json!({
+                    "id": r.id,
+                    "status": r.status,
+                    "plan": r.plan,
+                    "created_at": utc(r.created_at),
+                    "updated_at": utc(r.updated_at),
+                    "steps": r.steps,
+                    "tool_calls": r.tool_calls,
+                    "parent": r.parent,
+                    "branch_seq": r.branch_seq,
+                });
+                if let Some(q) = &r.question {
+                    line["question"] = q.clone();
+                }
+                line.to_string()
+            }
             Format::Text => format!(
                 "{:<width$}  {:<11}  {:>6} steps  {:>4} calls  {}  {}{}",
                 r.id,
@@ -174,6 +179,20 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
                 t.push_str(&format!(
                     "  final_answer: {}\n",
                     plan_value::preview(a, SHOW_PREVIEW)
+                ));
+            }
+            if let Some(q) = plan_runs::question_of(run) {
+                t.push_str(&format!(
+                    "  asks (seq_no {}): {}\n",
+                    q.seq_no.unwrap_or(-1),
+                    q.question
+                ));
+                if let Some(choices) = &q.choices {
+                    t.push_str(&format!("  choices: {}\n", choices.join(" | ")));
+                }
+                t.push_str(&format!(
+                    "  answer with: planvm resume {} --input TEXT\n",
+                    run.id
                 ));
             }
             if let Some(e) = &run.error {

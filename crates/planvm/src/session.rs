@@ -5,7 +5,7 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use plan_host::{Host, HostErrorKind, HostOptions, RunReport, Tracer};
+use plan_host::{Host, HostErrorKind, HostOptions, Question, RunReport, RunStatus, Tracer};
 use plan_manifest::Manifest;
 use plan_render::exit;
 use plan_runs::ErrorKind;
@@ -211,10 +211,10 @@ pub(crate) fn loaded(
     }
 }
 
-/// Prints the report and returns the exit code.
+/// Prints the report of run `run_id` (None: not stored) and returns the exit code.
 pub(crate) fn finish(
     report: RunReport,
-    format: Format,
+    (format, run_id): (Format, Option<&str>),
     tracer: &Tracer,
     status_line: Option<progress::StatusLine>,
 ) -> u8 {
@@ -224,21 +224,32 @@ pub(crate) fn finish(
     if let Some(e) = tracer.write_error() {
         eprintln!("warning: writing the trace failed: {e}");
     }
-    print_report(&report, format);
-    if report.is_ok() {
-        exit::OK
-    } else {
-        exit::RUN_FAILED
+    print_report(&report, format, run_id);
+    report_exit(&report)
+}
+
+/// The exit code of a run that ended with `report`.
+pub(crate) fn report_exit(report: &RunReport) -> u8 {
+    match report.status {
+        RunStatus::Ok => exit::OK,
+        RunStatus::NeedsInput => exit::NEEDS_INPUT,
+        RunStatus::Failed => exit::RUN_FAILED,
     }
 }
 
-pub(crate) fn print_report(report: &RunReport, format: Format) {
+/// Prints a run's report: the answer on stdout (or the question it stopped at), its
+/// error on stderr; with `--format json`, the report (and `run_id` when stored).
+pub(crate) fn print_report(report: &RunReport, format: Format, run_id: Option<&str>) {
     let mut out = std::io::stdout().lock();
     // NB: a closed stdout (`planvm run ... | head -0`) is not the run's failure: the exit
     // code still reports the run.
     match format {
         Format::Json => {
-            let _ = writeln!(out, "{}", serde_json::to_string(report).unwrap_or_default());
+            let mut json = serde_json::to_value(report).unwrap_or_default();
+            if let (Some(id), Some(obj)) = (run_id, json.as_object_mut()) {
+                obj.insert("run_id".into(), id.into());
+            }
+            let _ = writeln!(out, "{json}");
         }
         Format::Text => {
             if let Some(e) = &report.error {
@@ -250,6 +261,10 @@ pub(crate) fn print_report(report: &RunReport, format: Format) {
                     (None, None) => {}
                 }
                 eprintln!("{msg}");
+                return;
+            }
+            if let Some(q) = &report.question {
+                print_question(&mut out, q, run_id);
                 return;
             }
             let text = match &report.final_answer {
@@ -265,6 +280,23 @@ pub(crate) fn print_report(report: &RunReport, format: Format) {
     let _ = out.flush();
 }
 
+/// A run's question on stdout (its choices one a line), and on stderr how to answer it.
+fn print_question(out: &mut impl Write, q: &Question, run_id: Option<&str>) {
+    let _ = writeln!(out, "{}", q.question.trim_end());
+    for c in q.choices.iter().flatten() {
+        let _ = writeln!(out, "  - {c}");
+    }
+    let _ = out.flush();
+    match run_id {
+        Some(id) => eprintln!(
+            "run {id} is waiting for input: answer with `planvm resume {id} --input TEXT`"
+        ),
+        None => eprintln!(
+            "the run is waiting for input: with --store it can be answered later (`planvm resume ID --input TEXT`)"
+        ),
+    }
+}
+
 /// The exit code for a failure of the engine.
 pub(crate) fn engine_exit(kind: ErrorKind) -> u8 {
     match kind {
@@ -273,6 +305,8 @@ pub(crate) fn engine_exit(kind: ErrorKind) -> u8 {
         ErrorKind::DuplicateRun
         | ErrorKind::BadRunId
         | ErrorKind::UnknownWrites
+        | ErrorKind::BadInput
+        | ErrorKind::NotWaiting
         | ErrorKind::NotReached => exit::USAGE,
         ErrorKind::Busy => exit::TEMP_FAIL,
         ErrorKind::Cancelled => exit::RUN_FAILED,

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
-use plan_render::exit;
+
 use plan_runs::{LimitsOverride, Resume, StoreAt};
 
 use crate::args::{DurabilityArg, LimitArgs, OutputArgs, parse_run_id, parse_secs};
@@ -29,6 +29,11 @@ pub(crate) struct ResumeArgs {
     /// unknown: they may have taken effect).
     #[arg(long)]
     retry_unknown_writes: bool,
+    /// The answer to the question the run stopped at (`ask_user`): it becomes the
+    /// call's output and the run goes on. Refused when the run waits for none. With it,
+    /// ID may be a goal's: its latest run is answered.
+    #[arg(long, value_name = "TEXT")]
+    input: Option<String>,
     /// Maximum instructions executed in all (default: the run's own limit).
     #[arg(long, value_name = "N")]
     max_steps: Option<u64>,
@@ -101,10 +106,17 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         max_total_bytes: args.max_bytes,
         max_concurrency: args.max_concurrency,
     };
-    let ready = match plan_runs::resume(&at, &args.id, &limits, args.retry_unknown_writes) {
+    let ready = match plan_runs::resume(
+        &at,
+        &args.id,
+        &limits,
+        args.retry_unknown_writes,
+        args.input.as_deref(),
+    ) {
         Ok(Resume::Finished(report)) => {
-            session::print_report(&report, args.output.format);
-            return exit::OK;
+            session::print_report(&report, args.output.format, Some(&args.id));
+            // NB: a run still waiting for input says so again (exit 3), nothing run.
+            return session::report_exit(&report);
         }
         Ok(Resume::Ready(ready)) => ready,
         Err(e) => return failed(e),
@@ -167,9 +179,10 @@ fn go_on(
         Ok(c) => c,
         Err(e) => return failed(e),
     };
-    eprintln!("run {}", claimed.id());
+    let id = claimed.id().to_owned();
+    eprintln!("run {id}");
     let report = runtime.block_on(claimed.go(&host, &mut tracer));
-    session::finish(report, output.format, &tracer, status_line)
+    session::finish(report, (output.format, Some(&id)), &tracer, status_line)
 }
 
 pub(crate) fn branch(args: BranchArgs) -> u8 {

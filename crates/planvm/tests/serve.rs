@@ -551,6 +551,13 @@ impl wiremock::Respond for Planner {
                  "tool_params": {"q": "x"}, "output_vars": ["found"]}},
                 {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "${found}"}}
             ])
+        } else if last.contains("which store") {
+            json!([
+                {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "ask_user",
+                 "tool_params": {"question": "Which store?", "choices": ["Berlin", "Paris"]},
+                 "output_vars": ["store"]}},
+                {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "trend of ${store}"}}
+            ])
         } else if last.contains("greet") {
             json!([{"seq_no": 0, "type": "assign", "parameters": {"final_answer": "hello from a goal"}}])
         } else {
@@ -942,4 +949,138 @@ async fn sigterm_ends_open_streams_and_the_service_without_waiting_for_runs() {
         .unwrap();
     let text = String::from_utf8_lossy(&listed.stdout);
     assert!(text.contains("\"interrupted\""), "{text}");
+}
+
+const ASKS: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "regions"}, "output_vars": ["r"]}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "ask_user", "tool_params": {"question": "Which region?", "choices": ["EU", "US"]}, "output_vars": ["region"]}},
+ {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "sales in ${region}"}, "output_vars": ["final_answer"]}}
+]"#;
+
+/// Reads the stream `res` on into `text` until that holds `until` (the rest stays to be
+/// read).
+async fn read_until(res: &mut reqwest::Response, text: &mut String, until: &str) {
+    while !text.contains(until) {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), res.chunk())
+            .await
+            .unwrap_or_else(|_| panic!("no `{until}` in: {text}"))
+            .unwrap()
+            .unwrap_or_else(|| panic!("the stream ended before `{until}`: {text}"));
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_asks_waits_across_a_killed_service_until_its_question_is_answered() {
+    let (server, dir, tools) = slow_search().await;
+    let db = dir.path().join("s.db");
+    let with_tools = ["--tools", tools.to_str().unwrap()];
+    let mut first = serve(&db, &with_tools);
+    let runs = format!("{}/v1/runs", first.base);
+    let (status, body) = post(runs.clone(), &json!({"plan": ASKS, "run_id": "q"})).await;
+    assert_eq!(status, 201, "{body}");
+    let mut shown = Value::Null;
+    for _ in 0..400 {
+        shown = call(reqwest::Method::GET, format!("{runs}/q"), None, None)
+            .await
+            .1;
+        if shown["run"]["status"] == "needs_input" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(
+        shown["run"]["question"]["question"], "Which region?",
+        "{shown}"
+    );
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+
+    // Not taken up at start: it waits for a person, not for a process.
+    let again = serve(&db, &with_tools);
+    let runs = format!("{}/v1/runs", again.base);
+    let listed = call(
+        reqwest::Method::GET,
+        format!("{runs}?status=needs_input"),
+        None,
+        None,
+    )
+    .await
+    .1;
+    assert_eq!(listed["runs"][0]["id"], "q", "{listed}");
+    let mut res = client()
+        .get(format!("{runs}/q/events"))
+        .send()
+        .await
+        .unwrap();
+    let mut text = String::new();
+    read_until(&mut res, &mut text, "event: needs_input").await;
+    assert!(text.contains(r#""choices":["EU","US"]"#), "{text}");
+
+    let input = format!("{runs}/q/input");
+    let (status, body) = post(input.clone(), &json!({"text": "Asia"})).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (422, &json!("bad_input")),
+        "{body}"
+    );
+    let (status, body) = post(input.clone(), &json!({"text": "EU"})).await;
+    assert_eq!(status, 202, "{body}");
+    // The same stream goes on with the run to its answer.
+    read_until(&mut res, &mut text, "event: answer").await;
+    assert!(text.contains("sales in EU"), "{text}");
+    let (status, body) = post(input, &json!({"text": "US"})).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (409, &json!("not_waiting")),
+        "{body}"
+    );
+    let bodies: Vec<String> = server
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+        .collect();
+    assert_eq!(bodies.len(), 2, "each search once: {bodies:?}");
+
+    // A goal whose plan asks: the goal waits with its run, and is answered with it.
+    drop(again);
+    let (_planner, pdir, ptools) = planner(Duration::ZERO).await;
+    let served = serve_with(
+        &pdir.path().join("g.db"),
+        &["--tools", ptools.to_str().unwrap()],
+        &[("PLANNER_KEY", "a-long-enough-test-key")],
+    );
+    let runs = format!("{}/v1/runs", served.base);
+    let (status, body) = post(
+        runs.clone(),
+        &json!({"goal": "the trend of which store?", "run_id": "g"}),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let mut goal = Value::Null;
+    for _ in 0..400 {
+        goal = call(reqwest::Method::GET, format!("{runs}/g"), None, None)
+            .await
+            .1;
+        if goal["goal"]["status"] == "needs_input" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert_eq!(goal["run"]["status"], "needs_input", "{goal}");
+    let (status, body) = post(format!("{runs}/g/input"), &json!({"text": "Paris"})).await;
+    assert_eq!(status, 202, "{body}");
+    let ended = ended_goal(&runs, "g").await;
+    assert_eq!(ended["goal"]["status"], "answered", "{ended}");
+    assert_eq!(ended["goal"]["answer"], "trend of Paris");
+    // As a chat model, the question is the reply.
+    let chat = json!({"model": "planvm", "messages": [{"role": "user", "content": "the trend of which store?"}]});
+    let (status, body) = post(format!("{}/v1/chat/completions", served.base), &chat).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body["choices"][0]["message"]["content"],
+        "Which store?\n- Berlin\n- Paris"
+    );
 }

@@ -394,6 +394,114 @@ async fn a_write_call_in_flight_is_resent_only_when_asked() {
     assert_eq!(out.stdout.trim(), r#"/note({"text":"hello"})"#);
 }
 
+/// Two searches, a question whose choices come from them, a search after it that
+/// depends on the answer and one that does not, and an answer from both.
+const ASKS: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "regions", "top_k": 1}, "output_vars": ["r"]}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "years", "top_k": 1}, "output_vars": ["y"]}},
+ {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "ask_user", "tool_params": {"question": "Which region? (${r})", "choices": ["EU", "US"]}, "output_vars": ["region"]}},
+ {"seq_no": 3, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "other", "top_k": 1}, "output_vars": ["o"]}},
+ {"seq_no": 4, "type": "calling", "parameters": {"tool_name": "llm_generate", "tool_params": {"prompt": "sales in ${region} ${y} ${o}"}, "output_vars": ["final_answer"]}}
+]"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_stops_the_run_until_another_process_answers_it_and_nothing_is_sent_twice() {
+    let f = fixture().await;
+    let plan = f.plan("asks.json", ASKS);
+    let db = f.dir.path().join("asks.db");
+    let mut args = f.args(&["run"], Some(&plan), &db);
+    args.extend(["--run-id".into(), "q".into()]);
+    let out = planvm(args, &[]).await;
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    let question = r#"Which region? (/search({"query":"regions","top_k":1}))"#;
+    assert_eq!(out.stdout, format!("{question}\n  - EU\n  - US\n"));
+    assert!(
+        out.stderr.contains("planvm resume q --input"),
+        "{}",
+        out.stderr
+    );
+    // Nothing after the question was sent, not even the search that does not need it.
+    let paths: Vec<String> = f.requests().await.into_iter().map(|(p, _)| p).collect();
+    assert_eq!(paths, ["/search", "/search"]);
+    let listed = runs_json(&db).await;
+    assert_eq!(listed[0]["status"], "needs_input");
+    assert_eq!(listed[0]["question"]["question"], question);
+
+    // Without an answer, or with one that does not answer it: asked again, nothing run.
+    let out = resume(&f, &db, "q", &["--format", "json"]).await;
+    assert_eq!(out.code, Some(3), "{}", out.stderr);
+    let asked: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(asked["status"], "needs_input");
+    assert_eq!(asked["question"], question);
+    assert_eq!(asked["choices"], json!(["EU", "US"]));
+    assert_eq!(asked["run_id"], "q");
+    for (bad, why) in [("", "empty"), ("Asia", "`EU`, `US`")] {
+        let out = resume(&f, &db, "q", &["--input", bad]).await;
+        assert_eq!(out.code, Some(2), "{}", out.stderr);
+        assert!(out.stderr.contains(why), "{}", out.stderr);
+    }
+    assert_eq!(f.requests().await.len(), 2);
+
+    let out = resume(&f, &db, "q", &["--input", "EU"]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.starts_with("/llm("), "{}", out.stdout);
+    assert!(out.stdout.contains("sales in EU"), "{}", out.stdout);
+    let requests = f.requests().await;
+    let paths: Vec<&str> = requests.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        ["/search", "/search", "/search", "/llm"],
+        "each call once"
+    );
+    // The answer is the call's output, on record: a second answer is refused.
+    let shown = show_json(&db, "q").await;
+    let asked = shown["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["tool"] == "ask_user")
+        .unwrap();
+    assert_eq!(asked["output"], "EU");
+    let out = resume(&f, &db, "q", &["--input", "US"]).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("not waiting for input"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_before_or_at_its_question_is_answered_once_and_repeats_nothing() {
+    let f = fixture().await;
+    let plan = f.plan("asks.json", ASKS);
+    // Killed while the searches are out, just after they answered, and after the run
+    // stopped at the question (its process is gone either way).
+    for (i, ms) in [100u64, 300, 1500].into_iter().enumerate() {
+        let id = format!("k{i}");
+        let db = f.dir.path().join(format!("{id}.db"));
+        let mut args = f.args(&["run"], Some(&plan), &db);
+        args.extend(["--run-id".into(), id.clone()]);
+        run_and_kill(args, Duration::from_millis(ms)).await;
+        let Some(saved) = answered_in_store(&db, &id).await else {
+            continue;
+        };
+        let before = f.requests().await.len();
+        // An interrupted run goes on to its question; one at it is asked again.
+        let out = resume(&f, &db, &id, &[]).await;
+        assert_eq!(out.code, Some(3), "cut {ms}: {}", out.stderr);
+        let out = resume(&f, &db, &id, &["--input", "US"]).await;
+        assert_eq!(out.code, Some(0), "cut {ms}: {}", out.stderr);
+        assert!(out.stdout.contains("sales in US"), "{}", out.stdout);
+        for req in &f.requests().await[before..] {
+            assert!(
+                !saved.contains(req),
+                "cut {ms}: {req:?} was stored, sent again"
+            );
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_call_that_timed_out_is_unknown_too() {
     let f = fixture().await;

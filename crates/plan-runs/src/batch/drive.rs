@@ -97,7 +97,7 @@ impl Resume {
             ));
         }
         let limits = run.limits.clone();
-        match crate::take_up(&*self.store, &run, &limits, self.retry_unknown_writes) {
+        match crate::take_up(&*self.store, &run, &limits, self.retry_unknown_writes, None) {
             Ok(Taken::Finished(report)) => Prior::Report(report),
             Ok(Taken::Going(going)) => Prior::Resumed(Box::new(Resumed {
                 going: *going,
@@ -114,6 +114,8 @@ impl Resume {
 pub struct Tally {
     pub runs: u64,
     pub ok: u64,
+    /// Runs that stopped at a question to a person (not failed, not ok).
+    pub needs_input: u64,
     /// Runs whose plan or cassette could not be loaded, or whose stored state is damaged.
     pub invalid: u64,
     /// Runs whose record or trace file could not be created.
@@ -235,8 +237,10 @@ impl Driver<'_> {
         report: &RunReport,
     ) {
         self.tally.runs += 1;
-        if report.is_ok() {
-            self.tally.ok += 1;
+        match report.status {
+            plan_host::RunStatus::Ok => self.tally.ok += 1,
+            plan_host::RunStatus::NeedsInput => self.tally.needs_input += 1,
+            plan_host::RunStatus::Failed => {}
         }
         (self.on)(Event::Finished(Finished {
             plan,

@@ -29,6 +29,8 @@ async def run(plan: Plan, kwargs: Dict[str, Any]) -> Outcome:
         and isinstance(tools, dict)
         and all(isinstance(k, str) and callable(f) for k, f in tools.items())
         and all(name in tools for name in plan.needs)
+        # NB: a question to a person stops the run, which the Rust host does.
+        and not plan.asks_user
     ):
         return await _drive(plan, tools, kwargs)
     return await plan._run_now(**kwargs)

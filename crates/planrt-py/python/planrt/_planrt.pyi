@@ -54,10 +54,19 @@ class Outcome:
     elapsed_ms: int
     run_id: Optional[str]
     """The stored run's id (a run with ``store=``, or resumed), else ``None``."""
+    status: str
+    """``"ok"``, or ``"needs_input"``: the run stopped at a question to a person
+    (``ask_user``); with a store, ``Store.resume(run_id, input=...)`` answers it."""
+    question: Optional[str]
+    """The question, while ``needs_input``."""
+    choices: Optional[list[str]]
+    """The answers to choose from, when the question has some."""
 
 class Answer:
     status: str
-    """``"answered"``, ``"invalid_plan"``, ``"run_failed"`` or ``"planner_failed"``."""
+    """``"answered"``, ``"invalid_plan"``, ``"run_failed"``, ``"planner_failed"`` or
+    ``"needs_input"`` (the plan asks the user ``question``: answer it with
+    ``Store.resume(runs[-1], input=...)``, and the goal is answered when that run ends)."""
     answer: JSON
     plan: Optional[str]
     rounds: list[dict[str, Any]]
@@ -68,6 +77,9 @@ class Answer:
     """With ``store=``: the goal's id (its runs are ``ID``, ``ID.2``, ...)."""
     runs: list[str]
     """With ``store=``: the ids of the runs of its plans, in order."""
+    question: Optional[str]
+    """While ``needs_input``: the question its last run stopped at."""
+    choices: Optional[list[str]]
 
 class Request:
     id: int
@@ -94,6 +106,10 @@ class Plan:
     @property
     def needs(self) -> list[str]:
         """The tools a run must be able to call (``jmp_condition`` too if it has conditions)."""
+    @property
+    def asks_user(self) -> bool:
+        """Whether a run may stop at a question to a person (``ask_user``): its outcome is
+        then ``needs_input``."""
     def disasm(self) -> str: ...
     def explain(self) -> list[dict[str, Any]]: ...
     def run(
@@ -184,7 +200,7 @@ class Store:
     def path(self) -> pathlib.Path: ...
     def runs(self) -> list[dict[str, Any]]:
         """Every run, oldest first: ``id``, ``status`` (``running``, ``ok``, ``failed``,
-        ``interrupted``), ``plan``, ``steps``, ``tool_calls``, ``parent``, ``branch_seq``,
+        ``interrupted``, ``needs_input``), ``plan``, ``steps``, ``tool_calls``, ``parent``, ``branch_seq``,
         ``created_at`` and ``updated_at`` (Unix milliseconds), ``final_answer``, ``error``,
         ``presets``, ``limits``."""
     def run(self, id: str) -> dict[str, Any]:
@@ -203,9 +219,13 @@ class Store:
         max_concurrency: Optional[int] = None,
         max_steps: Optional[int] = None,
         timeout: Optional[float] = None,
+        input: Optional[str] = None,
     ) -> Coroutine[Any, Any, Outcome]:
         """Continues run ``id`` from its last commit point; calls that completed are not
-        made again. A ``write`` call in flight when it stopped is sent again only with
+        made again. A run waiting for input goes on only with ``input``, the answer to its
+        question (``StoreError`` ``bad_input`` when it is empty or not one of the choices,
+        ``not_waiting`` when the run asks nothing); without it, its outcome says
+        ``needs_input`` again and nothing runs. A ``write`` call in flight when it stopped is sent again only with
         ``retry_unknown_writes=True``. A finished run returns its stored outcome (its
         ``variables`` empty). A failed run raises ``RunError``; a store that cannot,
         ``StoreError``."""

@@ -302,8 +302,10 @@ fn exit_code(tally: &Tally) -> u8 {
         exit::CANT_CREATE
     } else if tally.invalid > 0 {
         exit::DATA_ERR
-    } else if tally.ok < tally.runs {
+    } else if tally.ok + tally.needs_input < tally.runs {
         exit::RUN_FAILED
+    } else if tally.needs_input > 0 {
+        exit::NEEDS_INPUT
     } else {
         exit::OK
     }

@@ -32,11 +32,15 @@ pub(super) fn summary(tally: &Tally) {
     } else {
         0.0
     };
+    let waiting = match tally.needs_input {
+        0 => String::new(),
+        n => format!(", {n} waiting for input"),
+    };
     eprintln!(
-        "batch: {} runs, {} ok, {} failed ({} not loaded) in {secs:.2} s ({rate:.1} runs/s)",
+        "batch: {} runs, {} ok, {} failed ({} not loaded){waiting} in {secs:.2} s ({rate:.1} runs/s)",
         tally.runs,
         tally.ok,
-        tally.runs - tally.ok,
+        tally.runs - tally.ok - tally.needs_input,
         tally.invalid
     );
 }

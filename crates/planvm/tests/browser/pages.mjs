@@ -1,7 +1,7 @@
 // The web pages of `planvm serve`, as a person uses them, in headless Chromium driven by
 // Playwright: the runs list, a finished run, a step's variables and call, the calls'
-// timeline, and a branch from a step with an edited plan, previewed and then run to its
-// answer. Everything is real and on loopback: a tool server (below), the service (the
+// timeline, a branch from a step with an edited plan, previewed and then run to its
+// answer, and a run that asks a question, answered on its page. Everything is real and on loopback: a tool server (below), the service (the
 // binary in $PLANVM_BIN) on a fresh store, the browser. Screenshots go to $SHOTS (default:
 // a temporary directory) and must not be blank. Exit 0 when every check holds.
 
@@ -121,6 +121,12 @@ const PLAN = [
   { seq_no: 2, type: "assign", parameters: { final_answer: "${a} and ${b}" } },
 ];
 
+// A plan that asks which topic to look up, then looks it up.
+const ASKS = [
+  { seq_no: 0, type: "calling", parameters: { tool_name: "ask_user", tool_params: { question: "Which topic?", choices: ["alpha", "gamma"] }, output_vars: ["topic"] } },
+  { seq_no: 1, type: "calling", parameters: { tool_name: "vector_search", tool_params: { query: "${topic}" }, output_vars: ["final_answer"] } },
+];
+
 async function main() {
   const tools = await toolServer();
   const toolsFile = path.join(dir, "tools.toml");
@@ -148,7 +154,10 @@ async function main() {
     const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     const errors = [];
     page.on("pageerror", (e) => errors.push(String(e)));
-    page.on("console", (m) => { if (m.type() === "error") errors.push(m.text()); });
+    // NB: the refused answer below is a 422 the browser logs: expected, not a script's.
+    page.on("console", (m) => {
+      if (m.type() === "error" && !/status of 422/.test(m.text())) errors.push(m.text());
+    });
 
     // The runs.
     await page.goto(svc.base + "/");
@@ -195,6 +204,28 @@ async function main() {
     check((await page.locator('#steps li[data-seq="0"] .badge').textContent()) === "inherited",
       "the steps before the branch point show as the parent's");
     await shot(page, "branch");
+
+    // A run that asks: its page shows the question, a choice answers it, the run ends.
+    const asked = await fetch(svc.base + "/v1/runs", {
+      method: "POST", headers: { "content-type": "application/json" },
+      body: JSON.stringify({ plan: ASKS, run_id: "asks" }),
+    });
+    check(asked.status === 201, "a plan that asks is submitted");
+    await page.goto(svc.base + "/runs/asks");
+    await page.locator("#question-text").waitFor({ timeout: 15000 });
+    check((await page.locator("#question-text").textContent()) === "Which topic?",
+      "the run page shows the question the run waits on");
+    check((await page.locator("#summary .badge").first().textContent()) === "needs_input",
+      "the run shows as waiting for input");
+    await page.locator("#input-text").fill("beta");
+    await page.locator("#send-input").click();
+    await page.locator("#input-error").getByText("not one of the choices").waitFor();
+    check(true, "an answer not among the choices is refused on the page");
+    await shot(page, "question");
+    await page.locator("button.choice", { hasText: "gamma" }).click();
+    await page.locator("#answer").waitFor({ timeout: 15000 });
+    check((await page.locator("#answer").textContent()) === "found(gamma)",
+      "the answered run goes on to its answer");
     check(errors.length === 0, "no script errors: " + errors.join("; "));
   } finally {
     if (browser) await browser.close();
