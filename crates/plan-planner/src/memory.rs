@@ -21,6 +21,15 @@ pub const DEFAULT_MEMORY_TOKENS: usize = 2000;
 /// gist of older ones).
 const ANSWER_CHARS: usize = 2000;
 
+/// A variable of a round's plan is one of its key variables when its value is at most
+/// this many characters (a string as it is, anything else as JSON): names, numbers, dates,
+/// choices, short lists. Longer values are what retrievals and generations returned, which
+/// the answer sums up.
+const KEY_VALUE_CHARS: usize = 200;
+
+/// Characters of one round's key variables in all (names and values).
+const KEY_VARS_CHARS: usize = 600;
+
 /// One earlier round of a session.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Turn {
@@ -31,6 +40,9 @@ pub struct Turn {
     pub answer: Option<Value>,
     /// Why it was not, when it failed.
     pub error: Option<String>,
+    /// Its plan's key variables, as `name = value` (see [`Turn::key_vars`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vars: Vec<String>,
 }
 
 /// What the planner is told of a session before a new goal.
@@ -57,7 +69,43 @@ impl Turn {
             (None, Some(e)) => format!("(not answered: {})", cut(e)),
             (None, None) => "(not answered)".to_owned(),
         };
-        format!("User: {}\nAnswer: {outcome}\n", self.goal.trim())
+        let mut text = format!("User: {}\nAnswer: {outcome}\n", self.goal.trim());
+        if !self.vars.is_empty() {
+            text.push_str("Variables of its plan: ");
+            text.push_str(&self.vars.join("; "));
+            text.push('\n');
+        }
+        text
+    }
+
+    /// The key variables of a plan that set `vars` (name and final value, in the order
+    /// the plan first set them): those with short values, `final_answer` left out, at
+    /// most [`KEY_VARS_CHARS`] characters in all. They carry what a follow-up refers to
+    /// that the answer may not spell out ("the same store": `store = Berlin`).
+    pub fn key_vars<'a>(vars: impl IntoIterator<Item = (&'a str, &'a Value)>) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut room = KEY_VARS_CHARS;
+        for (name, value) in vars {
+            if name == "final_answer" {
+                continue;
+            }
+            let text = match value {
+                Value::String(s) => s.trim().to_owned(),
+                other => other.to_string(),
+            };
+            let len = text.chars().count();
+            if text.is_empty() || len > KEY_VALUE_CHARS {
+                continue;
+            }
+            let item = format!("{name} = {text}");
+            let n = item.chars().count();
+            if n > room {
+                break;
+            }
+            room -= n;
+            out.push(item);
+        }
+        out
     }
 }
 
@@ -175,7 +223,45 @@ mod tests {
             goal: format!("question {i}"),
             answer: Some(json!(answer)),
             error: None,
+            vars: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_round_shows_its_plan_s_short_variables_within_their_budget() {
+        let long = "doc ".repeat(100);
+        let vars = [
+            ("docs", json!(long)),
+            ("top_seller", json!("Alice Chen")),
+            ("final_answer", json!("Alice Chen sold the most")),
+            ("year", json!(2024)),
+            ("stores", json!(["Berlin", "Paris"])),
+        ];
+        let kept = Turn::key_vars(vars.iter().map(|(n, v)| (*n, v)));
+        assert_eq!(
+            kept,
+            [
+                "top_seller = Alice Chen",
+                "year = 2024",
+                r#"stores = ["Berlin","Paris"]"#
+            ]
+        );
+        let t = Turn {
+            vars: kept,
+            ..turn(1, "Alice Chen sold the most")
+        };
+        assert!(
+            t.text()
+                .ends_with("Variables of its plan: top_seller = Alice Chen; year = 2024; stores = [\"Berlin\",\"Paris\"]\n"),
+            "{}",
+            t.text()
+        );
+        let many: Vec<(String, Value)> = (0..100)
+            .map(|i| (format!("v{i}"), json!("x".repeat(50))))
+            .collect();
+        let kept = Turn::key_vars(many.iter().map(|(n, v)| (n.as_str(), v)));
+        let chars: usize = kept.iter().map(|k| k.chars().count()).sum();
+        assert!(chars <= KEY_VARS_CHARS && kept.len() > 5, "{chars}");
     }
 
     #[test]

@@ -140,7 +140,36 @@ pub fn stored_conversation(
     };
     let goals = store.session_goals(session)?;
     let summary = store.summary(session)?;
-    Ok(conversation_of(&goals, summary, goal))
+    let mut conversation = conversation_of(&goals, summary, goal);
+    for turn in &mut conversation.turns {
+        turn.vars = key_vars(&*store, &turn.id);
+    }
+    Ok(conversation)
+}
+
+/// The key variables of goal `id`'s last plan ([`Turn::key_vars`]), from its run's
+/// journal: each variable's last kept value, in the order the plan first set them. None
+/// when it cannot be read: the round is still told by its goal and answer.
+fn key_vars(store: &dyn RunStore, id: &str) -> Vec<String> {
+    let Ok(Some(run)) = goal_runs(store, id).map(|mut runs| runs.pop()) else {
+        return Vec::new();
+    };
+    let Ok(steps) = store.steps(&run.id) else {
+        return Vec::new();
+    };
+    // NB: None: its last value was too large to keep in the journal, so not a key one.
+    let mut order: Vec<&str> = Vec::new();
+    let mut last: std::collections::HashMap<&str, Option<&Value>> =
+        std::collections::HashMap::new();
+    for step in &steps {
+        let written = step.writes.iter().map(|(n, v)| (n, Some(v)));
+        for (name, value) in written.chain(step.omitted.keys().map(|n| (n, None))) {
+            if last.insert(name, value).is_none() {
+                order.push(name);
+            }
+        }
+    }
+    Turn::key_vars(order.into_iter().filter_map(|n| Some((n, last[n]?))))
 }
 
 /// A session's conversation from its goals (oldest first) and its stored summary: the
@@ -164,6 +193,7 @@ fn conversation_of(
         })
         .filter(|g| matches!(g.status, GoalStatus::Answered | GoalStatus::Failed))
         .map(|g| Turn {
+            vars: Vec::new(),
             id: g.id.clone(),
             goal: g.goal.clone(),
             answer: g.answer.clone(),

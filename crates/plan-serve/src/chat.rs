@@ -164,6 +164,7 @@ fn conversation(messages: &[Value]) -> Conversation {
         };
         match m["role"].as_str() {
             Some("user") => turns.push(Turn {
+                vars: Vec::new(),
                 id: String::new(),
                 goal: text,
                 answer: None,

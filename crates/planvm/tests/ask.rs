@@ -640,3 +640,62 @@ async fn a_follow_up_goal_sees_the_session_and_the_oldest_rounds_are_summarized_
     .await;
     assert_eq!(missing.code, Some(66), "{}", missing.stderr);
 }
+
+#[tokio::test]
+async fn a_plan_that_asks_stops_the_goal_until_resume_answers_it_and_the_session_remembers() {
+    let f = fixture(|last| {
+        if goal_of(last).starts_with("Who sold the most") {
+            return plan(vec![
+                call(
+                    0,
+                    "ask_user",
+                    json!({"question": "Which year?", "choices": ["2023", "2024"]}),
+                    "year",
+                ),
+                json!({"seq_no": 1, "type": "assign", "parameters": {
+                    "top_seller": "Alice Chen", "notes": "n".repeat(500),
+                    "final_answer": "Alice Chen sold the most in ${year}"}}),
+            ]);
+        }
+        plan(vec![
+            json!({"seq_no": 0, "type": "assign", "parameters": {"final_answer": "Berlin"}}),
+        ])
+    })
+    .await;
+    let db = s(&f.path("s.db"));
+    let store = ["--store", db.as_str(), "--session", "s2", "--run-id", "g1"];
+    let (code, out, stderr) = f.ask("Who sold the most?", &store).await;
+    assert_eq!(code, Some(3), "{stderr}");
+    assert_eq!(out["status"], "needs_input", "{out}");
+    assert_eq!(out["question"], "Which year?");
+    assert_eq!(out["choices"], json!(["2023", "2024"]));
+    assert_eq!(out["run_id"], "g1");
+
+    // Answered through the goal's id, from another process; the planner is not asked again.
+    let tools = s(&f.tools);
+    let resume = |input: &'static str| {
+        let args = [
+            "resume", "g1", "--store", &db, "--tools", &tools, "--input", input,
+        ];
+        planvm(args.iter().map(|a| (*a).to_string()).collect(), &[])
+    };
+    let out = resume("2022").await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    let out = resume("2024").await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "Alice Chen sold the most in 2024\n");
+    assert_eq!(f.requests("/v1/chat/completions").await.len(), 1);
+
+    // The goal is answered, and the next round is told it with its plan's key variables.
+    let (code, _, stderr) = f.ask("Where does that person work?", &store[..4]).await;
+    assert_eq!(code, Some(0), "{stderr}");
+    let prompts = f.requests("/v1/chat/completions").await;
+    let second = prompts[1]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        second.contains(
+            "User: Who sold the most?\nAnswer: Alice Chen sold the most in 2024\n\
+             Variables of its plan: year = 2024; top_seller = Alice Chen\n"
+        ),
+        "{second}"
+    );
+}
