@@ -104,20 +104,26 @@ impl Question {
     /// values: a `question` that is not a string is shown as its JSON, and so are
     /// choices that are not strings (the answer is compared with what is shown).
     pub fn of(req: &ToolRequest) -> Question {
+        Question::from_args(|name| req.args.get(name), req.seq_no)
+    }
+
+    /// The question a call of a `human` tool whose args `arg` looks up asks (see
+    /// [`Question::of`]).
+    pub fn from_args<'a>(arg: impl Fn(&str) -> Option<&'a Value>, seq_no: Option<i64>) -> Question {
         let text = |v: &Value| match v {
             Value::String(s) => s.clone(),
             other => other.to_string(),
         };
-        let choices = match req.args.get("choices") {
+        let choices = match arg("choices") {
             Some(Value::Array(items)) if !items.is_empty() => {
                 Some(items.iter().map(text).collect())
             }
             _ => None,
         };
         Question {
-            question: req.args.get("question").map(text).unwrap_or_default(),
+            question: arg("question").map(text).unwrap_or_default(),
             choices,
-            seq_no: req.seq_no,
+            seq_no,
         }
     }
 

@@ -47,9 +47,9 @@ pub fn end_goal(at: &StoreAt, id: &str, outcome: Result<&Value, &Value>) -> Resu
     Ok(())
 }
 
-/// Goal `id` waits for a person: its run stopped at a question.
-pub fn goal_needs_input(at: &StoreAt, id: &str) -> Result<(), Error> {
-    at.open(Access::Existing)?.goal_needs_input(id)?;
+/// Goal `id` waits for a person, as its run `run` does (stopped at a question).
+pub fn goal_needs_input(at: &StoreAt, id: &str, run: &str) -> Result<(), Error> {
+    at.open(Access::Existing)?.goal_needs_input(id, run)?;
     Ok(())
 }
 
@@ -57,12 +57,12 @@ pub fn goal_needs_input(at: &StoreAt, id: &str) -> Result<(), Error> {
 /// or waiting again for a person.
 pub(crate) fn settle_goal(
     store: &mut dyn RunStore,
-    id: &str,
+    (id, run): (&str, &str),
     report: &plan_host::RunReport,
 ) -> Result<(), Error> {
     match report.status {
         plan_host::RunStatus::Ok => store.end_goal(id, Ok(&report.final_answer))?,
-        plan_host::RunStatus::NeedsInput => store.goal_needs_input(id)?,
+        plan_host::RunStatus::NeedsInput => store.goal_needs_input(id, run)?,
         plan_host::RunStatus::Failed => {
             let message = report
                 .error
@@ -289,7 +289,10 @@ pub async fn ask(
         (Some(e), _) => end_goal(&store.at, &store.goal_id, Err(&e.to_json())),
         (None, AskStatus::Answered) => end_goal(&store.at, &store.goal_id, Ok(&outcome.answer)),
         // NB: not ended: it waits with its run, and ends when the run does.
-        (None, AskStatus::NeedsInput) => goal_needs_input(&store.at, &store.goal_id),
+        (None, AskStatus::NeedsInput) => match ids.last() {
+            Some(run) => goal_needs_input(&store.at, &store.goal_id, run),
+            None => Ok(()),
+        },
         (None, _) => end_goal(&store.at, &store.goal_id, Err(&goal_error(&outcome))),
     };
     AskStored {

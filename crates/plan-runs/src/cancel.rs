@@ -23,16 +23,26 @@ pub fn cancel(at: &StoreAt, id: &str) -> Result<bool, Error> {
     let error = serde_json::to_value(&error)
         .map_err(|e| Error::new(crate::ErrorKind::Io, e.to_string()))?;
     if store.goal(id)?.is_none() {
-        return Ok(store.cancel(id, &error)?);
+        let cancelled = store.cancel(id, &error)?;
+        // NB: a goal waiting with its run ends with it (no other process holds it).
+        if cancelled
+            && let Some(goal) = crate::ask::goal_of_run(&*store, id)?
+            && goal.status == plan_store::GoalStatus::NeedsInput
+        {
+            store.end_goal(&goal.id, Err(&goal_cancelled(&error)))?;
+        }
+        return Ok(cancelled);
     }
-    let ended = store.end_goal(
-        id,
-        Err(&serde_json::json!({"code": error["code"], "message": "the goal was cancelled"})),
-    )?;
+    let ended = store.end_goal(id, Err(&goal_cancelled(&error)))?;
     // NB: at most its last run is still going.
     let mut cancelled = ended;
     for run in crate::ask::goal_runs(&*store, id)? {
         cancelled |= store.cancel(&run.id, &error)?;
     }
     Ok(cancelled)
+}
+
+/// A cancelled goal's error, `{code, message}`.
+fn goal_cancelled(run_error: &serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"code": run_error["code"], "message": "the goal was cancelled"})
 }

@@ -70,12 +70,7 @@ pub fn resume(
         match crate::take_up(&*store, &run, &limits, retry_unknown_writes, input)? {
             Taken::Finished(report) => Resume::Finished(report),
             Taken::Going(going) => {
-                let goal = match going.input {
-                    Some(_) => crate::ask::goal_of_run(&*store, &run.id)?
-                        .filter(|g| g.status == plan_store::GoalStatus::NeedsInput)
-                        .map(|g| g.id),
-                    None => None,
-                };
+                let goal = goal_to_settle(&*store, &run, going.input.is_some())?;
                 Resume::Ready(Box::new(Ready {
                     at: at.clone(),
                     store,
@@ -87,6 +82,30 @@ pub fn resume(
             }
         },
     )
+}
+
+/// The goal that run `run` answers and that goes on with it, if any: the run must be the
+/// goal's latest, and the goal waiting for a person, or cut short (its process gone), or,
+/// when the run is being answered, still open (its process has not marked it waiting
+/// yet: it will find the run going on, and leave the goal alone).
+fn goal_to_settle(
+    store: &dyn RunStore,
+    run: &RunInfo,
+    answered: bool,
+) -> Result<Option<String>, Error> {
+    use plan_store::GoalStatus;
+    let Some(goal) = crate::ask::goal_of_run(store, &run.id)? else {
+        return Ok(None);
+    };
+    let latest = crate::ask::goal_runs(store, &goal.id)?
+        .last()
+        .is_some_and(|r| r.id == run.id);
+    let takes = match goal.status {
+        GoalStatus::NeedsInput | GoalStatus::Interrupted => true,
+        GoalStatus::Open => answered,
+        GoalStatus::Answered | GoalStatus::Failed => false,
+    };
+    Ok((latest && takes).then_some(goal.id))
 }
 
 /// Run `id`, or the latest run of goal `id` (the one that may be waiting for input).

@@ -49,26 +49,26 @@ pub fn take_up(
     match (run.status, input) {
         // NB: before anything else: what it has in flight is not unknown, it is live.
         (RunStatus::Running, _) => return Err(Error::new(ErrorKind::Busy, held_elsewhere(run))),
-        (RunStatus::NeedsInput, None) | (RunStatus::Ok, None) => {
+        (RunStatus::NeedsInput | RunStatus::Ok, None) => {
             return Ok(Taken::Finished(Box::new(stored_report(run))));
         }
-        (RunStatus::NeedsInput, Some(_)) | (RunStatus::Failed | RunStatus::Interrupted, None) => {}
-        (status, Some(_)) => {
-            return Err(Error::new(
-                ErrorKind::NotWaiting,
-                format!(
-                    "run `{}` is not waiting for input (it is {}): an answer is taken only by a run that stopped at a question",
-                    run.id,
-                    status.as_str()
-                ),
-            ));
-        }
+        (RunStatus::Ok | RunStatus::Failed, Some(_)) => return Err(not_waiting(run)),
+        _ => {}
     }
-    let input = match input {
-        Some(text) => Some(answer(run, text)?),
-        None => None,
-    };
     let (program, head, calls) = read_run(store, run)?;
+    let input = match input {
+        None => None,
+        Some(text) => {
+            let question = match run.status {
+                RunStatus::NeedsInput => question_of(run),
+                // NB: answered, then cut short before the answer was on record: the
+                // question is the call of a person's tool it left unanswered.
+                _ => unanswered_question(&program, &calls),
+            };
+            let question = question.ok_or_else(|| not_waiting(run))?;
+            Some(answer(run, &question, text)?)
+        }
+    };
     let seen = Seen {
         journal_head: head,
         updated_at: Some(run.updated_at),
@@ -94,13 +94,33 @@ pub fn question_of(run: &RunInfo) -> Option<Question> {
         .and_then(|q| serde_json::from_value(q.clone()).ok())
 }
 
-/// `text` as the answer to the question of waiting run `run`, checked.
-fn answer(run: &RunInfo, text: &str) -> Result<Value, Error> {
-    let question = question_of(run).unwrap_or_else(|| Question {
-        question: String::new(),
-        choices: None,
-        seq_no: None,
-    });
+/// The question of the call of a `human` tool of `program` that `calls` leave unanswered.
+fn unanswered_question(program: &ValidatedProgram, calls: &[CallRow]) -> Option<Question> {
+    calls
+        .iter()
+        .filter(|c| c.state == CallState::Inflight)
+        .find(|c| {
+            program
+                .tools
+                .iter()
+                .any(|t| t.name == c.tool && t.effects == plan_bytecode::Effects::Human)
+        })
+        .map(|c| Question::from_args(|name| c.args.get(name), c.seq_no))
+}
+
+fn not_waiting(run: &RunInfo) -> Error {
+    Error::new(
+        ErrorKind::NotWaiting,
+        format!(
+            "run `{}` is not waiting for input (it is {}): an answer is taken only by a run that stopped at a question",
+            run.id,
+            run.status.as_str()
+        ),
+    )
+}
+
+/// `text` as the answer to `question`, the one run `run` waits on, checked.
+fn answer(run: &RunInfo, question: &Question, text: &str) -> Result<Value, Error> {
     match question.refuses(text) {
         Some(why) => Err(Error::new(
             ErrorKind::BadInput,

@@ -556,3 +556,78 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
     let e = plan_runs::cancel(&at(&dir), "nope").err().unwrap();
     assert_eq!(e.kind, ErrorKind::UnknownRun);
 }
+
+/// A search, a question, a search with its answer.
+const ASKS: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "a"}, "output_vars": ["a"]}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "ask_user", "tool_params": {"question": "Which?", "choices": ["EU", "US"]}, "output_vars": ["which"]}},
+ {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "${which}"}, "output_vars": ["final_answer"]}}
+]"#;
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_whose_process_died_before_it_was_on_record_is_taken_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = Arc::new(Tools::default());
+    let m = manifest();
+    let opts = plan_compiler::CompileOptions {
+        manifest: m.clone(),
+        ..Default::default()
+    };
+    let program = plan_compiler::compile(ASKS, &opts).validate().unwrap();
+    let pbc = plan_bytecode::encode(&program);
+    let mut s = store(&dir);
+    s.create_run(&new_run("q", &pbc), &gone()).unwrap();
+    let mut journal = StoreJournal::new(&mut s, "q", gone(), 0, &program);
+    let report = plan_host::run_plan(
+        &host(&m, &tools),
+        &program,
+        Vec::new(),
+        Limits::default(),
+        &mut journal,
+    )
+    .await;
+    assert_eq!(report.status, plan_host::RunStatus::NeedsInput);
+    assert_eq!(report.question.unwrap().question, "Which?");
+    assert_eq!(s.run("q").unwrap().status, RunStatus::NeedsInput);
+
+    // Answered, claimed, and its process gone before the answer was on record: the run
+    // reads as interrupted, its question unanswered.
+    let none = plan_runs::LimitsOverride::default();
+    let Ok(plan_runs::Resume::Ready(ready)) =
+        plan_runs::resume(&at(&dir), "q", &none, false, Some("EU"))
+    else {
+        panic!("a waiting run takes an answer");
+    };
+    drop(ready.claim(no_warning).unwrap());
+    assert_eq!(s.run("q").unwrap().status, RunStatus::Interrupted);
+    let e = plan_runs::resume(&at(&dir), "q", &none, false, Some("Asia"))
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
+    assert!(e.message.contains("`EU`, `US`"), "{e}");
+
+    let Ok(plan_runs::Resume::Ready(ready)) =
+        plan_runs::resume(&at(&dir), "q", &none, false, Some("US"))
+    else {
+        panic!("the question left unanswered takes the answer again");
+    };
+    let report = ready
+        .claim(no_warning)
+        .unwrap()
+        .go(&host(&m, &tools), &mut ())
+        .await;
+    assert!(report.is_ok(), "{:?}", report.error);
+    assert_eq!(
+        *tools.seen.lock().unwrap(),
+        [
+            r#"vector_search({"query":"a","top_k":10})"#,
+            r#"vector_search({"query":"US","top_k":10})"#
+        ],
+        "each call once"
+    );
+    // A finished run takes no answer.
+    let e = plan_runs::resume(&at(&dir), "q", &none, false, Some("EU"))
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, ErrorKind::NotWaiting, "{e}");
+}

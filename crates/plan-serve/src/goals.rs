@@ -208,6 +208,10 @@ fn take_up(
     if let Some(ended) = ended_by(last) {
         return plan_runs::ask::end_goal(&state.at, &goal.id, ended.as_ref());
     }
+    // NB: its run waits for a person: so does the goal, until someone answers.
+    if last.status == RunStatus::NeedsInput {
+        return plan_runs::ask::goal_needs_input(&state.at, &goal.id, &last.id);
+    }
     taken_runs.push(last.id.clone());
     let resumed = state.claim(&last.id, retry_unknown_writes);
     // NB: a goal whose run cannot go on ends with why, rather than staying open; one
@@ -230,9 +234,13 @@ fn take_up(
     }
 }
 
-/// Ends goal `goal` with how its run `run` ended.
+/// Ends goal `goal` with how its run `run` ended (or has it wait, as its run does, for a
+/// person's answer).
 fn end_by_run(at: &plan_runs::StoreAt, goal: &str, run: &str) -> Result<(), Error> {
     let row = at.open(Access::Existing)?.run(run)?;
+    if row.status == RunStatus::NeedsInput {
+        return plan_runs::ask::goal_needs_input(at, goal, run);
+    }
     let ended = ended_by(&row).unwrap_or(Err(
         json!({"code": "run_failed", "message": "the run did not finish"}),
     ));

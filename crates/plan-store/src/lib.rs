@@ -648,17 +648,17 @@ pub trait RunStore: Send {
     /// Stores goal `goal.id`, open and owned by `owner` (`DuplicateRun` when the id is a
     /// goal's or a run's already).
     fn create_goal(&mut self, goal: &NewGoal<'_>, owner: &Owner) -> Result<(), StoreError>;
-    /// Ends open goal `id`: answered with `Ok(answer)`, failed with `Err({code,
-    /// message})`. `false`: it had ended, and is left as it was.
+    /// Ends open (or waiting) goal `id`: answered with `Ok(answer)`, failed with
+    /// `Err({code, message})`. `false`: it had ended, and is left as it was.
     fn end_goal(&mut self, id: &str, outcome: Result<&Value, &Value>) -> Result<bool, StoreError>;
     /// Takes over open goal `id` whose owner is gone (its process died): `false` when it
     /// has ended or its owner may be alive.
     fn take_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError>;
-    /// Open goal `id` waits for a person (its run stopped at a question); `false` when
-    /// it was not open.
-    fn goal_needs_input(&mut self, id: &str) -> Result<bool, StoreError>;
-    /// Goal `id`, waiting for a person, is open again, `owner`'s (its run is answered
-    /// and goes on); `false` when it was not waiting.
+    /// Open goal `id` waits for a person, as its run `run` does (stopped at a question);
+    /// `false` when the goal was not open or the run no longer waits (answered already).
+    fn goal_needs_input(&mut self, id: &str, run: &str) -> Result<bool, StoreError>;
+    /// Goal `id`, waiting for a person (or open: its process is gone, or is about to mark
+    /// it waiting), is `owner`'s and open (its run goes on); `false` when it has ended.
     fn reopen_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError>;
     /// Goal `id`, if there is one.
     fn goal(&self, id: &str) -> Result<Option<GoalInfo>, StoreError>;

@@ -1222,7 +1222,7 @@ impl RunStore for SqliteStore {
             .conn
             .execute(
                 "UPDATE goals SET status = ?2, answer = ?3, error = ?4, updated_at = ?5, owner = NULL \
-                 WHERE id = ?1 AND status = 'open'",
+                 WHERE id = ?1 AND (status = 'open' OR status = 'needs_input')",
                 params![id, status, answer, error, now_ms()],
             )
             .map_err(|e| self.io(e))?;
@@ -1258,13 +1258,16 @@ impl RunStore for SqliteStore {
         Ok(true)
     }
 
-    fn goal_needs_input(&mut self, id: &str) -> Result<bool, StoreError> {
+    fn goal_needs_input(&mut self, id: &str, run: &str) -> Result<bool, StoreError> {
+        // NB: one statement: an answer that came between the run's end and this finds the
+        // run going on again, and the goal is left to the process that answered it.
         let changed = self
             .conn
             .execute(
                 "UPDATE goals SET status = 'needs_input', updated_at = ?2, owner = NULL \
-                 WHERE id = ?1 AND status = 'open'",
-                params![id, now_ms()],
+                 WHERE id = ?1 AND status = 'open' \
+                 AND EXISTS (SELECT 1 FROM runs WHERE id = ?3 AND status = 'needs_input')",
+                params![id, now_ms(), run],
             )
             .map_err(|e| self.io(e))?;
         Ok(changed == 1)
@@ -1275,7 +1278,7 @@ impl RunStore for SqliteStore {
             .conn
             .execute(
                 "UPDATE goals SET status = 'open', updated_at = ?3, owner = ?2 \
-                 WHERE id = ?1 AND status = 'needs_input'",
+                 WHERE id = ?1 AND (status = 'needs_input' OR status = 'open')",
                 params![id, owner.0, now_ms()],
             )
             .map_err(|e| self.io(e))?;

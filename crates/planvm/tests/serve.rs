@@ -1044,37 +1044,54 @@ async fn a_run_that_asks_waits_across_a_killed_service_until_its_question_is_ans
         .collect();
     assert_eq!(bodies.len(), 2, "each search once: {bodies:?}");
 
-    // A goal whose plan asks: the goal waits with its run, and is answered with it.
+    // A goal whose plan asks: the goal waits with its run, across a restart, and is
+    // answered with it; another is cancelled while it waits, and ends.
     drop(again);
     let (_planner, pdir, ptools) = planner(Duration::ZERO).await;
-    let served = serve_with(
-        &pdir.path().join("g.db"),
-        &["--tools", ptools.to_str().unwrap()],
-        &[("PLANNER_KEY", "a-long-enough-test-key")],
-    );
+    let gdb = pdir.path().join("g.db");
+    let with_planner = ["--tools", ptools.to_str().unwrap()];
+    let key = [("PLANNER_KEY", "a-long-enough-test-key")];
+    let mut served = serve_with(&gdb, &with_planner, &key);
     let runs = format!("{}/v1/runs", served.base);
-    let (status, body) = post(
-        runs.clone(),
-        &json!({"goal": "the trend of which store?", "run_id": "g"}),
-    )
-    .await;
-    assert_eq!(status, 201, "{body}");
-    let mut goal = Value::Null;
-    for _ in 0..400 {
-        goal = call(reqwest::Method::GET, format!("{runs}/g"), None, None)
-            .await
-            .1;
-        if goal["goal"]["status"] == "needs_input" {
-            break;
+    let waiting = |runs: String, id: &'static str| async move {
+        let mut goal = Value::Null;
+        for _ in 0..400 {
+            goal = call(reqwest::Method::GET, format!("{runs}/{id}"), None, None)
+                .await
+                .1;
+            if goal["goal"]["status"] == "needs_input" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        tokio::time::sleep(Duration::from_millis(25)).await;
+        assert_eq!(goal["run"]["status"], "needs_input", "{goal}");
+    };
+    for id in ["g", "g2"] {
+        let goal = json!({"goal": "the trend of which store?", "run_id": id});
+        let (status, body) = post(runs.clone(), &goal).await;
+        assert_eq!(status, 201, "{body}");
+        waiting(runs.clone(), id).await;
     }
-    assert_eq!(goal["run"]["status"], "needs_input", "{goal}");
+    served.child.kill().unwrap();
+    served.child.wait().unwrap();
+    let served = serve_with(&gdb, &with_planner, &key);
+    let runs = format!("{}/v1/runs", served.base);
+    waiting(runs.clone(), "g").await;
     let (status, body) = post(format!("{runs}/g/input"), &json!({"text": "Paris"})).await;
     assert_eq!(status, 202, "{body}");
     let ended = ended_goal(&runs, "g").await;
     assert_eq!(ended["goal"]["status"], "answered", "{ended}");
     assert_eq!(ended["goal"]["answer"], "trend of Paris");
+    let (status, body) = post(format!("{runs}/g2/cancel"), &json!({})).await;
+    assert_eq!((status, &body["cancelled"]), (200, &json!(true)), "{body}");
+    let ended = ended_goal(&runs, "g2").await;
+    assert_eq!(ended["goal"]["status"], "failed", "{ended}");
+    let (status, body) = post(format!("{runs}/g2/input"), &json!({"text": "Paris"})).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (409, &json!("not_waiting")),
+        "{body}"
+    );
     // As a chat model, the question is the reply.
     let chat = json!({"model": "planvm", "messages": [{"role": "user", "content": "the trend of which store?"}]});
     let (status, body) = post(format!("{}/v1/chat/completions", served.base), &chat).await;
