@@ -117,7 +117,9 @@ fn valid_pbc_files() -> &'static [Vec<u8>] {
                 .map(|e| e.expect("entry").path())
                 .filter(|p| {
                     !p.to_string_lossy().ends_with(".jsonl")
-                        && p.extension().is_some_and(|e| e != "toml")
+                        && p.extension().is_some_and(|e| {
+                            !["toml", "db", "sql"].contains(&e.to_str().unwrap_or(""))
+                        })
                 })
                 .collect();
             paths.sort();

@@ -322,6 +322,7 @@ impl Host {
                     pointer: pointer.clone(),
                 }))
             }
+            BackendConfig::Sql { .. } => Ok(Arc::new(crate::sql::SqlBackend::new(tool, cfg)?)),
             BackendConfig::Replay { cassette } => {
                 let Some(path) = cassette else {
                     return Err(config_err(format!(
@@ -334,7 +335,9 @@ impl Host {
         }
     }
 
-    fn cassette(&self, path: &Path) -> Result<Arc<ReplayBackend>, ToolError> {
+    /// The cassette at `path`, loaded once per file and shared (a planner replayed from
+    /// its own cassette while the tools run for real).
+    pub fn cassette(&self, path: &Path) -> Result<Arc<ReplayBackend>, ToolError> {
         let mut map = self.cassettes.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(r) = map.get(path) {
             return Ok(r.clone());

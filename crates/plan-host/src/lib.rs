@@ -43,6 +43,7 @@ mod journal;
 mod openai;
 mod pool;
 mod prompt;
+mod sql;
 mod trace;
 
 pub use backend::Backend;

@@ -274,11 +274,23 @@ impl Manifest {
                     i
                 }
                 None => {
+                    // NB: a database tool takes its query, and writes when it may.
+                    let (params, effects) = match &t.backend {
+                        Some(BackendConfig::Sql { read_only, .. }) => (
+                            params.unwrap_or_else(|| vec![sql_param()]),
+                            t.effects.unwrap_or(if read_only.unwrap_or(true) {
+                                Effects::Read
+                            } else {
+                                Effects::Write
+                            }),
+                        ),
+                        _ => (params.unwrap_or_default(), t.effects.unwrap_or_default()),
+                    };
                     manifest.tools.push(ToolSpec {
                         name,
                         description: t.description.unwrap_or_default(),
-                        params: params.unwrap_or_default(),
-                        effects: t.effects.unwrap_or_default(),
+                        params,
+                        effects,
                         backend: t.backend,
                     });
                     manifest.tools.len() - 1
@@ -313,7 +325,8 @@ impl Manifest {
         Ok(manifest)
     }
 
-    /// Reads a TOML manifest file; see [`Manifest::from_toml_str`].
+    /// Reads a TOML manifest file; see [`Manifest::from_toml_str`]. Paths in it (a `sql`
+    /// backend's `sqlite:` path, a `replay` backend's cassette) are relative to the file.
     pub fn load(path: impl AsRef<Path>) -> Result<Manifest, ManifestError> {
         let path = path.as_ref();
         let name = path.display().to_string();
@@ -325,7 +338,34 @@ impl Manifest {
                 format!("cannot read tool manifest: {e}"),
             )
         })?;
-        Manifest::from_toml_str(&text, &name)
+        let mut manifest = Manifest::from_toml_str(&text, &name)?;
+        if let Some(dir) = path.parent() {
+            let planner = manifest.planner.as_mut().and_then(|p| p.backend.as_mut());
+            let backends = manifest
+                .tools
+                .iter_mut()
+                .filter_map(|t| t.backend.as_mut())
+                .chain(manifest.default_backend.as_mut())
+                .chain(planner);
+            for backend in backends {
+                match backend {
+                    BackendConfig::Sql { url, .. } => {
+                        if let Some(file) = url.strip_prefix("sqlite:")
+                            && Path::new(file).is_relative()
+                        {
+                            *url = format!("sqlite:{}", dir.join(file).display());
+                        }
+                    }
+                    BackendConfig::Replay {
+                        cassette: Some(file),
+                    } if Path::new(file.as_str()).is_relative() => {
+                        *file = dir.join(&*file).display().to_string();
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(manifest)
     }
 
     /// The manifest as a TOML file that [`Manifest::from_toml_str`] reads back to an equal
@@ -351,5 +391,17 @@ impl Manifest {
             tool: &self.tools,
             planner: self.planner.as_ref(),
         })
+    }
+}
+
+/// The one param of a database tool: its query.
+fn sql_param() -> ParamSpec {
+    ParamSpec {
+        name: "sql".into(),
+        ty: ParamType::String,
+        required: true,
+        description: "One SQL query (SQLite's dialect): SELECT only, unless the tool may write."
+            .into(),
+        default: None,
     }
 }

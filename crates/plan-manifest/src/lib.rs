@@ -25,7 +25,7 @@
 //! effects = "read"            # pure | read | write | human (default: read)
 //! params = [ { name = "query", type = "string", required = true } ]
 //! [tool.backend]              # optional
-//! kind = "http"               # openai | http | replay
+//! kind = "http"               # openai | http | replay | sql
 //! url = "http://127.0.0.1:8080/search"
 //! pointer = "/results"
 //!
@@ -195,6 +195,29 @@ pub enum BackendConfig {
         #[serde(default)]
         cassette: Option<String>,
     },
+    /// Run the call's `sql` on a database, under the constraints here (docs/sql.md).
+    Sql {
+        /// `sqlite:PATH` (relative to the tools file).
+        url: String,
+        /// Only queries (default true).
+        #[serde(default)]
+        read_only: Option<bool>,
+        /// The tables queries may name (default: all).
+        #[serde(default)]
+        allow_tables: Option<Vec<String>>,
+        /// `table.column` entries no query may read.
+        #[serde(default)]
+        deny_columns: Option<Vec<String>>,
+        /// Rows returned at most (default 200); more set `truncated`.
+        #[serde(default)]
+        max_rows: Option<usize>,
+        /// Bytes of a result (as JSON) at most (default 1 MiB).
+        #[serde(default)]
+        max_result_bytes: Option<usize>,
+        /// How long a query may run (default 10).
+        #[serde(default)]
+        timeout_secs: Option<f64>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -281,7 +304,7 @@ impl BackendConfig {
             BackendConfig::Openai { api_key_env, .. } | BackendConfig::Http { api_key_env, .. } => {
                 api_key_env.as_deref()
             }
-            BackendConfig::Replay { .. } => None,
+            BackendConfig::Replay { .. } | BackendConfig::Sql { .. } => None,
         }
     }
 }

@@ -181,6 +181,22 @@ pub fn model_for(host: &Host) -> Result<Arc<dyn PlannerModel>, ModelError> {
             message: "no backend for the planner: configure [planner.backend] (or [defaults.backend]) in the tools file, or replay a cassette".into(),
         });
     };
+    // NB: the planner replayed from a cassette of its own; the tools keep their backends.
+    if let plan_manifest::BackendConfig::Replay { cassette } = backend {
+        let Some(path) = cassette else {
+            return Err(ModelError {
+                usage: true,
+                message: "the planner's replay backend names no cassette: set `cassette`".into(),
+            });
+        };
+        let cassette = host
+            .cassette(std::path::Path::new(path))
+            .map_err(|e| ModelError {
+                usage: true,
+                message: e.to_string(),
+            })?;
+        return Ok(Arc::new(ReplayPlanner(cassette)));
+    }
     if let Some(t) = cfg.temperature.filter(|t| !t.is_finite()) {
         return Err(ModelError {
             usage: true,

@@ -1,0 +1,100 @@
+//! `sql` backend: the call's `sql` runs on a database under the tool's constraints
+//! (`plan-sql`: checked by a parser, then by the database itself); the output is
+//! `{"columns", "rows", "truncated"}`. A refusal is an error that says what was refused
+//! and why, so that a re-plan can correct the query; it is never retried.
+
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use plan_manifest::BackendConfig;
+use plan_sql::{Constraints, QueryError, Sqlite};
+use serde_json::Value;
+
+use crate::backend::Backend;
+use crate::error::{ToolError, ToolErrorKind};
+use plan_vm::ToolRequest;
+
+#[derive(Debug)]
+pub(crate) struct SqlBackend {
+    db: Sqlite,
+}
+
+impl SqlBackend {
+    /// The backend `cfg` (a `sql` one) describes for tool `tool`.
+    pub(crate) fn new(tool: &str, cfg: &BackendConfig) -> Result<SqlBackend, ToolError> {
+        let BackendConfig::Sql {
+            url,
+            read_only,
+            allow_tables,
+            deny_columns,
+            max_rows,
+            max_result_bytes,
+            timeout_secs,
+        } = cfg
+        else {
+            unreachable!("a sql backend's config");
+        };
+        let config =
+            |m: String| ToolError::new(ToolErrorKind::Config, format!("tool `{tool}`: {m}"));
+        let Some(path) = url.strip_prefix("sqlite:") else {
+            return Err(config(format!(
+                "url `{url}`: a sql backend takes `sqlite:PATH` (PostgreSQL is not served yet)"
+            )));
+        };
+        let timeout = match timeout_secs {
+            None => plan_sql::DEFAULT_TIMEOUT,
+            Some(s) => Duration::try_from_secs_f64(*s)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| config(format!("timeout_secs {s} is not a positive number")))?,
+        };
+        let constraints = Constraints {
+            read_only: read_only.unwrap_or(true),
+            allow_tables: allow_tables
+                .as_ref()
+                .map(|t| t.iter().map(|t| t.to_lowercase()).collect()),
+            deny_columns: Constraints::deny(deny_columns.as_deref().unwrap_or_default())
+                .map_err(config)?,
+            max_rows: max_rows.unwrap_or(plan_sql::DEFAULT_MAX_ROWS),
+            max_result_bytes: max_result_bytes.unwrap_or(plan_sql::DEFAULT_MAX_RESULT_BYTES),
+            timeout,
+        };
+        let db = Sqlite::open(std::path::Path::new(path), constraints).map_err(config)?;
+        Ok(SqlBackend { db })
+    }
+}
+
+impl Backend for SqlBackend {
+    fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        let sql = match req.args.get("sql") {
+            Some(Value::String(s)) => Ok(s.clone()),
+            _ => Err(ToolError::new(
+                ToolErrorKind::Refused,
+                "a sql tool takes its query as `sql`, a string",
+            )),
+        };
+        let db = self.db.clone();
+        Box::pin(async move {
+            let sql = sql?;
+            // NB: SQLite blocks: off the runtime's threads.
+            let out = tokio::task::spawn_blocking(move || db.query(&sql))
+                .await
+                .map_err(|e| ToolError::new(ToolErrorKind::Transport, e.to_string()))?;
+            match out {
+                Ok(rows) => serde_json::to_value(rows)
+                    .map_err(|e| ToolError::new(ToolErrorKind::BadResponse, e.to_string())),
+                Err(e @ QueryError::Timeout(_)) => {
+                    Err(ToolError::new(ToolErrorKind::Timeout, e.to_string()))
+                }
+                // NB: the same query fails the same way again: not worth a retry.
+                Err(e @ (QueryError::Refused(_) | QueryError::Failed(_))) => {
+                    Err(ToolError::new(ToolErrorKind::Refused, e.to_string()))
+                }
+            }
+        })
+    }
+
+    fn describe(&self) -> String {
+        "a SQL database".into()
+    }
+}
