@@ -322,7 +322,25 @@ impl Host {
                     pointer: pointer.clone(),
                 }))
             }
-            BackendConfig::Sql { .. } => Ok(Arc::new(crate::sql::SqlBackend::new(tool, cfg)?)),
+            BackendConfig::Sql { .. } => {
+                // NB: the query is what the backend runs: a tool without it is a mistake.
+                let takes_sql = self
+                    .manifest
+                    .get(tool)
+                    .and_then(|t| t.param("sql"))
+                    .is_some_and(|p| {
+                        matches!(
+                            p.ty,
+                            plan_manifest::ParamType::String | plan_manifest::ParamType::Any
+                        )
+                    });
+                if !takes_sql {
+                    return Err(config_err(format!(
+                        "tool `{tool}` has a sql backend but no `sql` param (a string) for its query"
+                    )));
+                }
+                Ok(Arc::new(crate::sql::SqlBackend::new(tool, cfg)?))
+            }
             BackendConfig::Replay { cassette } => {
                 let Some(path) = cassette else {
                     return Err(config_err(format!(

@@ -52,7 +52,7 @@ impl SqlBackend {
             read_only: read_only.unwrap_or(true),
             allow_tables: allow_tables
                 .as_ref()
-                .map(|t| t.iter().map(|t| t.to_lowercase()).collect()),
+                .map(|t| t.iter().map(|t| t.to_ascii_lowercase()).collect()),
             deny_columns: Constraints::deny(deny_columns.as_deref().unwrap_or_default())
                 .map_err(config)?,
             max_rows: max_rows.unwrap_or(plan_sql::DEFAULT_MAX_ROWS),
@@ -85,6 +85,9 @@ impl Backend for SqlBackend {
                     .map_err(|e| ToolError::new(ToolErrorKind::BadResponse, e.to_string())),
                 Err(e @ QueryError::Timeout(_)) => {
                     Err(ToolError::new(ToolErrorKind::Timeout, e.to_string()))
+                }
+                Err(e @ QueryError::Unavailable(_)) => {
+                    Err(ToolError::new(ToolErrorKind::Transport, e.to_string()))
                 }
                 // NB: the same query fails the same way again: not worth a retry.
                 Err(e @ (QueryError::Refused(_) | QueryError::Failed(_))) => {

@@ -4,7 +4,10 @@
 //! names, through CTEs, subqueries and aliases, in `allow_tables`; no column of
 //! `deny_columns` (a bare column name that one of its tables denies, and a `*` over such a
 //! table, are refused too: the parser does not know the schema, so it errs towards
-//! refusing); no function that reaches outside the database.
+//! refusing; so are the columns a `USING` joins on, and a `NATURAL` join where columns are
+//! denied); no function that reaches outside the database. A writable tool runs queries
+//! and row writes only (no DDL, `PRAGMA`, `VACUUM`), and no insert into a table with a
+//! denied column (an insert names no column the database's guard is told of).
 //!
 //! What it cannot see (a table reached through a view, a column picked by position) the
 //! database's own guard still stops (`sqlite.rs`).
@@ -13,8 +16,9 @@ use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, ObjectName, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr,
-    Statement, TableFactor, Visit, Visitor,
+    Expr, JoinConstraint, JoinOperator, ObjectName, Query, Select, SelectItem,
+    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableWithJoins, Visit,
+    Visitor,
 };
 use sqlparser::dialect::SQLiteDialect;
 use sqlparser::parser::Parser;
@@ -77,12 +81,9 @@ pub fn check(sql: &str, c: &Constraints) -> Result<(), String> {
     };
     let mut names = Names::default();
     let _ = statement.visit(&mut names);
-    let tables: HashSet<String> = names
-        .relations
-        .iter()
-        .filter(|t| !names.ctes.contains(*t))
-        .cloned()
-        .collect();
+    // NB: every name a relation goes by, a CTE's too: a CTE named like a table may stand
+    // for it in one scope and not in another, and the parser errs towards refusing.
+    let tables: HashSet<String> = names.relations.iter().cloned().collect();
     let mut walk = Walk {
         c,
         ctes: &names.ctes,
@@ -100,8 +101,49 @@ fn last(name: &ObjectName) -> String {
     name.0
         .last()
         .and_then(|p| p.as_ident())
-        .map(|i| i.value.to_lowercase())
+        .map(|i| i.value.to_ascii_lowercase())
         .unwrap_or_default()
+}
+
+/// Whether `name` may be a CTE's: a qualified name (`main.t`) never is.
+fn may_be_cte(name: &ObjectName, ctes: &HashSet<String>) -> bool {
+    name.0.len() == 1 && ctes.contains(&last(name))
+}
+
+/// A join's constraint, when it has one.
+fn constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
+    match op {
+        JoinOperator::Join(c)
+        | JoinOperator::Inner(c)
+        | JoinOperator::Left(c)
+        | JoinOperator::LeftOuter(c)
+        | JoinOperator::Right(c)
+        | JoinOperator::RightOuter(c)
+        | JoinOperator::FullOuter(c)
+        | JoinOperator::CrossJoin(c)
+        | JoinOperator::Semi(c)
+        | JoinOperator::LeftSemi(c)
+        | JoinOperator::RightSemi(c)
+        | JoinOperator::Anti(c)
+        | JoinOperator::LeftAnti(c)
+        | JoinOperator::RightAnti(c)
+        | JoinOperator::StraightJoin(c) => Some(c),
+        JoinOperator::AsOf { constraint, .. } => Some(constraint),
+        _ => None,
+    }
+}
+
+/// The tables a FROM item names itself (nested joins included, not subqueries).
+fn from_tables<'a>(from: &'a TableWithJoins, out: &mut Vec<&'a ObjectName>) {
+    for factor in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)) {
+        match factor {
+            TableFactor::Table { name, .. } => out.push(name),
+            TableFactor::NestedJoin {
+                table_with_joins, ..
+            } => from_tables(table_with_joins, out),
+            _ => {}
+        }
+    }
 }
 
 /// Names a statement defines or uses: its CTEs, its table aliases, every relation it
@@ -109,8 +151,8 @@ fn last(name: &ObjectName) -> String {
 #[derive(Default)]
 struct Names {
     ctes: HashSet<String>,
-    /// alias → the table (or CTE) it stands for.
-    aliases: HashMap<String, String>,
+    /// alias → every table (or CTE) it stands for somewhere in the statement.
+    aliases: HashMap<String, Vec<String>>,
     relations: Vec<String>,
 }
 
@@ -120,7 +162,7 @@ impl Visitor for Names {
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
         if let Some(with) = &query.with {
             for cte in &with.cte_tables {
-                self.ctes.insert(cte.alias.name.value.to_lowercase());
+                self.ctes.insert(cte.alias.name.value.to_ascii_lowercase());
             }
         }
         ControlFlow::Continue(())
@@ -134,7 +176,9 @@ impl Visitor for Names {
         } = factor
         {
             self.aliases
-                .insert(alias.name.value.to_lowercase(), last(name));
+                .entry(alias.name.value.to_ascii_lowercase())
+                .or_default()
+                .push(last(name));
         }
         ControlFlow::Continue(())
     }
@@ -148,16 +192,26 @@ impl Visitor for Names {
 struct Walk<'a> {
     c: &'a Constraints,
     ctes: &'a HashSet<String>,
-    aliases: &'a HashMap<String, String>,
-    /// The tables (not CTEs) the statement names.
+    aliases: &'a HashMap<String, Vec<String>>,
+    /// Every name a relation of the statement goes by.
     tables: &'a HashSet<String>,
 }
 
 impl Walk<'_> {
-    /// The table `qualifier` (an alias or a table's name) stands for.
-    fn table_of(&self, qualifier: &str) -> String {
-        let q = qualifier.to_lowercase();
-        self.aliases.get(&q).cloned().unwrap_or(q)
+    /// The tables `qualifier` (an alias, or a table's own name) may stand for.
+    fn tables_of(&self, qualifier: &str) -> Vec<String> {
+        let q = qualifier.to_ascii_lowercase();
+        let mut out = self.aliases.get(&q).cloned().unwrap_or_default();
+        out.push(q);
+        out
+    }
+
+    /// A column named without its table: any of the statement's tables may have it.
+    fn bare(&self, column: &str) -> ControlFlow<String> {
+        for t in self.tables {
+            self.column(t, column)?;
+        }
+        ControlFlow::Continue(())
     }
 
     fn column(&self, table: &str, column: &str) -> ControlFlow<String> {
@@ -167,7 +221,7 @@ impl Walk<'_> {
         ControlFlow::Continue(())
     }
 
-    /// A `*` over `table` (a table of the statement, not a CTE's output).
+    /// A `*` over `table`.
     fn star(&self, table: &str) -> ControlFlow<String> {
         if let Some(col) = self.c.denied_column_of(table) {
             return ControlFlow::Break(format!(
@@ -182,12 +236,35 @@ impl Visitor for Walk<'_> {
     type Break = String;
 
     fn pre_visit_statement(&mut self, statement: &Statement) -> ControlFlow<String> {
+        let kind = || {
+            let text = statement.to_string();
+            text.split_whitespace().next().unwrap_or("?").to_uppercase()
+        };
         if self.c.read_only && !matches!(statement, Statement::Query(_)) {
-            let kind = statement.to_string();
-            let kind = kind.split_whitespace().next().unwrap_or("?").to_uppercase();
             return ControlFlow::Break(format!(
-                "the tool is read-only: only a query (SELECT ...) may run, and this is {kind}"
+                "the tool is read-only: only a query (SELECT ...) may run, and this is {}",
+                kind()
             ));
+        }
+        match statement {
+            Statement::Query(_) | Statement::Update(_) | Statement::Delete(_) => {}
+            // NB: an insert names no column the database's guard is told of.
+            Statement::Insert(insert) => {
+                let t = insert.table.to_string();
+                let t = t.rsplit('.').next().unwrap_or(&t);
+                let t = t.trim_matches(['"', '`', '[', ']']).to_ascii_lowercase();
+                if let Some(col) = self.c.denied_column_of(&t) {
+                    return ControlFlow::Break(format!(
+                        "rows of \"{t}\" may not be inserted: its column \"{t}.{col}\" is in deny_columns"
+                    ));
+                }
+            }
+            _ => {
+                return ControlFlow::Break(format!(
+                    "only queries and writes to rows may run, and this is {}",
+                    kind()
+                ));
+            }
         }
         ControlFlow::Continue(())
     }
@@ -210,28 +287,39 @@ impl Visitor for Walk<'_> {
                 "the tool is read-only: SELECT INTO would create a table".into(),
             );
         }
+        let mut named = Vec::new();
+        for from in &select.from {
+            from_tables(from, &mut named);
+            for join in &from.joins {
+                match constraint(&join.join_operator) {
+                    // NB: the columns a USING joins on are read as bare names are.
+                    Some(JoinConstraint::Using(cols) | JoinConstraint::UsingAlias(cols, _)) => {
+                        for col in cols {
+                            self.bare(&last(col))?;
+                        }
+                    }
+                    Some(JoinConstraint::Natural) if !self.c.deny_columns.is_empty() => {
+                        return ControlFlow::Break(
+                            "a NATURAL join compares every column two tables share, denied ones included: join with ON"
+                                .into(),
+                        );
+                    }
+                    _ => {}
+                }
+            }
+        }
         for item in &select.projection {
             match item {
                 SelectItem::Wildcard(_) => {
-                    for from in &select.from {
-                        let joined = std::iter::once(&from.relation)
-                            .chain(from.joins.iter().map(|j| &j.relation));
-                        for factor in joined {
-                            if let TableFactor::Table { name, .. } = factor {
-                                let t = last(name);
-                                if !self.ctes.contains(&t) {
-                                    self.star(&t)?;
-                                }
-                            }
-                        }
+                    for name in &named {
+                        self.star(&last(name))?;
                     }
                 }
                 SelectItem::QualifiedWildcard(
                     SelectItemQualifiedWildcardKind::ObjectName(q),
                     _,
                 ) => {
-                    let t = self.table_of(&last(q));
-                    if !self.ctes.contains(&t) {
+                    for t in self.tables_of(&last(q)) {
                         self.star(&t)?;
                     }
                 }
@@ -243,7 +331,7 @@ impl Visitor for Walk<'_> {
 
     fn pre_visit_relation(&mut self, relation: &ObjectName) -> ControlFlow<String> {
         let t = last(relation);
-        if !self.ctes.contains(&t) && !self.c.table_allowed(&t) {
+        if !may_be_cte(relation, self.ctes) && !self.c.table_allowed(&t) {
             return ControlFlow::Break(self.c.not_allowed(&t));
         }
         ControlFlow::Continue(())
@@ -251,16 +339,12 @@ impl Visitor for Walk<'_> {
 
     fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<String> {
         match expr {
-            Expr::Identifier(id) => {
-                // NB: a bare name may be any of the statement's tables' columns.
-                for t in self.tables {
-                    self.column(t, &id.value)?;
-                }
-            }
+            Expr::Identifier(id) => self.bare(&id.value)?,
             Expr::CompoundIdentifier(parts) if parts.len() >= 2 => {
                 let column = &parts[parts.len() - 1].value;
-                let table = self.table_of(&parts[parts.len() - 2].value);
-                self.column(&table, column)?;
+                for table in self.tables_of(&parts[parts.len() - 2].value) {
+                    self.column(&table, column)?;
+                }
             }
             Expr::Function(f) => {
                 let name = last(&f.name);
@@ -353,6 +437,27 @@ mod tests {
             ("SELECT load_extension('x')", "\"load_extension\""),
             ("SELECT readfile('/etc/passwd')", "\"readfile\""),
             ("SELECT id FROM orders FOR UPDATE", "lock"),
+            // A CTE named like a table does not stand for it when the name is qualified.
+            (
+                "WITH salaries(x) AS (SELECT 1) SELECT o.id FROM orders o JOIN main.salaries USING (staff_id)",
+                "\"salaries\" is not in allow_tables",
+            ),
+            (
+                "SELECT s.name FROM staff s JOIN orders o USING (salary)",
+                "\"staff.salary\"",
+            ),
+            (
+                "SELECT s.name FROM staff s NATURAL JOIN orders o",
+                "NATURAL",
+            ),
+            (
+                "SELECT s.salary FROM staff s, (SELECT 1 FROM orders s)",
+                "\"staff.salary\"",
+            ),
+            (
+                "SELECT * FROM (orders JOIN staff ON 1)",
+                "`*` over \"staff\"",
+            ),
             ("SELEC id FROM orders", "does not parse"),
             ("", "no statement"),
         ];
@@ -376,5 +481,15 @@ mod tests {
         );
         let e = check("DELETE FROM salaries", &c).unwrap_err();
         assert!(e.contains("\"salaries\""), "{e}");
+        let e = check(
+            "INSERT OR REPLACE INTO staff (id, name, salary) VALUES (1, 'A', 9)",
+            &c,
+        )
+        .unwrap_err();
+        assert!(e.contains("\"staff.salary\""), "{e}");
+        for q in ["VACUUM", "CREATE TABLE x (a)", "PRAGMA foreign_keys = 0"] {
+            let e = check(q, &c).unwrap_err();
+            assert!(e.contains("only queries and writes to rows"), "{q}: {e}");
+        }
     }
 }

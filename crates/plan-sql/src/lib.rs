@@ -14,6 +14,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 mod check;
+pub mod ground;
 mod sqlite;
 
 pub use check::check;
@@ -26,7 +27,7 @@ pub const DEFAULT_MAX_RESULT_BYTES: usize = 1 << 20;
 /// How long a query may run by default.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// What a tool lets its queries do. Names compare case-insensitively, as SQL's do.
+/// What a tool lets its queries do. Names compare ignoring ASCII case, as SQLite's do.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Constraints {
     /// Only queries; the database is opened read-only.
@@ -60,11 +61,18 @@ impl Constraints {
             .iter()
             .map(|c| match c.rsplit_once('.') {
                 Some((t, col)) if !t.is_empty() && !col.is_empty() => {
-                    Ok((t.to_lowercase(), col.to_lowercase()))
+                    Ok((t.to_ascii_lowercase(), col.to_ascii_lowercase()))
                 }
                 _ => Err(format!("deny_columns entry `{c}` is not `table.column`")),
             })
             .collect()
+    }
+
+    /// Whether `table` has a denied column.
+    pub(crate) fn has_denied(&self, table: &str) -> bool {
+        self.deny_columns
+            .iter()
+            .any(|(t, _)| t.eq_ignore_ascii_case(table))
     }
 
     fn table_allowed(&self, table: &str) -> bool {
@@ -101,9 +109,11 @@ pub enum QueryError {
     Refused(String),
     /// It ran past the tool's time limit and was stopped.
     Timeout(Duration),
-    /// The database failed it (a syntax error SQLite found, a missing column, ...), or
-    /// could not be opened.
+    /// The database failed it (a syntax error SQLite found, a missing column, a value
+    /// over the size limit, ...): the same query fails again.
     Failed(String),
+    /// The database could not be opened, or was locked: worth trying again later.
+    Unavailable(String),
 }
 
 impl std::fmt::Display for QueryError {
@@ -115,7 +125,7 @@ impl std::fmt::Display for QueryError {
                 "the query ran over its time limit ({} s) and was stopped",
                 t.as_secs_f64()
             ),
-            QueryError::Failed(m) => f.write_str(m),
+            QueryError::Failed(m) | QueryError::Unavailable(m) => f.write_str(m),
         }
     }
 }

@@ -5,11 +5,14 @@
 //! stops the query at the time limit. A query the parser let through by mistake fails
 //! here, and the file is never written by a read-only tool.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use rusqlite::ffi::ErrorCode;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
+use rusqlite::limits::Limit;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
@@ -35,6 +38,33 @@ impl Sqlite {
     pub fn open(path: &Path, constraints: Constraints) -> Result<Sqlite, String> {
         if !path.is_file() {
             return Err(format!("no SQLite database at {}", path.display()));
+        }
+        // NB: a table's INTEGER PRIMARY KEY is its rowid, which SQLite reads by other
+        // means than its columns: it cannot be denied as one.
+        if !constraints.deny_columns.is_empty() {
+            let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .map_err(|e| format!("cannot open the database {}: {e}", path.display()))?;
+            for (table, column) in &constraints.deny_columns {
+                let quoted = format!("\"{}\"", table.replace('"', "\"\""));
+                let Ok(mut stmt) = conn.prepare(&format!("PRAGMA table_info({quoted})")) else {
+                    continue;
+                };
+                let info: Vec<(String, String, i64)> = stmt
+                    .query_map([], |r| Ok((r.get(1)?, r.get(2)?, r.get(5)?)))
+                    .and_then(|rows| rows.collect())
+                    .unwrap_or_default();
+                let pks = info.iter().filter(|(_, _, pk)| *pk > 0).count();
+                if info.iter().any(|(name, ty, pk)| {
+                    name.eq_ignore_ascii_case(column)
+                        && *pk > 0
+                        && pks == 1
+                        && ty.eq_ignore_ascii_case("INTEGER")
+                }) {
+                    return Err(format!(
+                        "deny_columns `{table}.{column}`: it is the table's INTEGER PRIMARY KEY (its rowid), which cannot be denied apart from the table: leave the table out of allow_tables instead"
+                    ));
+                }
+            }
         }
         Ok(Sqlite {
             path: path.to_owned(),
@@ -62,17 +92,36 @@ impl Sqlite {
             OpenFlags::SQLITE_OPEN_READ_WRITE
         } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&self.path, flags).map_err(|e| {
-            QueryError::Failed(format!(
+            QueryError::Unavailable(format!(
                 "cannot open the database {}: {e}",
                 self.path.display()
             ))
         })?;
-        let refused: Arc<Mutex<Option<String>>> = Arc::default();
+        let failed = |e: rusqlite::Error| match e.sqlite_error_code() {
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+                QueryError::Unavailable(e.to_string())
+            }
+            _ => QueryError::Failed(e.to_string()),
+        };
+        // NB: no string or blob larger than a whole result: `zeroblob(1e9)` fails in
+        // SQLite rather than in this process's memory.
+        let length = i32::try_from(c.max_result_bytes.max(1024)).unwrap_or(i32::MAX);
+        conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, length)
+            .map_err(failed)?;
+        // NB: read before the authorizer, which would deny reading the schema.
+        let layout = if c.allow_tables.is_none() && c.deny_columns.is_empty() {
+            None
+        } else {
+            Some(Layout::read(&conn, c).map_err(|e| match e {
+                Ok(why) => QueryError::Refused(why),
+                Err(e) => failed(e),
+            })?)
+        };
+        let seen = Arc::new(Mutex::new(Seen::default()));
         let guard = Guard {
             c: self.constraints.clone(),
-            refused: refused.clone(),
+            seen: seen.clone(),
         };
-        let failed = |e: rusqlite::Error| QueryError::Failed(e.to_string());
         conn.authorizer(Some(move |ctx: AuthContext<'_>| guard.authorize(&ctx)))
             .map_err(failed)?;
         let start = Instant::now();
@@ -81,7 +130,7 @@ impl Sqlite {
             .map_err(failed)?;
         // NB: the authorizer speaks while the statement is compiled: a denial fails it
         // here, with SQLite's "not authorized", which says less than what it saw.
-        let why = |e: rusqlite::Error| match refused.lock().ok().and_then(|mut r| r.take()) {
+        let why = |e: rusqlite::Error| match seen.lock().ok().and_then(|mut r| r.refused.take()) {
             Some(m) => QueryError::Refused(m),
             None if start.elapsed() >= timeout => QueryError::Timeout(timeout),
             None => failed(e),
@@ -92,6 +141,18 @@ impl Sqlite {
                 "the tool is read-only, and the statement would write".into(),
             ));
         }
+        // NB: VACUUM and its kind compile without asking the authorizer anything.
+        if !seen.lock().map(|s| s.statement).unwrap_or(false) {
+            return Err(QueryError::Refused(
+                "only queries and writes to rows may run".into(),
+            ));
+        }
+        if let Some(layout) = &layout {
+            program_check(&conn, sql, c, layout).map_err(|e| match e {
+                Ok(why) => QueryError::Refused(why),
+                Err(e) => failed(e),
+            })?;
+        }
         let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
         let width = columns.len();
         let mut rows = stmt.query([]).map_err(why)?;
@@ -101,7 +162,7 @@ impl Sqlite {
             truncated: false,
         };
         let mut bytes = 0usize;
-        while let Some(row) = rows.next().map_err(why)? {
+        'rows: while let Some(row) = rows.next().map_err(why)? {
             if out.rows.len() == c.max_rows {
                 out.truncated = true;
                 break;
@@ -109,17 +170,296 @@ impl Sqlite {
             let mut values = Vec::with_capacity(width);
             for i in 0..width {
                 let v = row.get_ref(i).map_err(failed)?;
+                // NB: measured before it is converted: a large value is never copied.
+                bytes += json_len(v) + 1;
+                if bytes > c.max_result_bytes {
+                    out.truncated = true;
+                    break 'rows;
+                }
                 values.push(json(v));
-            }
-            bytes += Value::Array(values.clone()).to_string().len() + 1;
-            if bytes > c.max_result_bytes {
-                out.truncated = true;
-                break;
             }
             out.rows.push(values);
         }
         Ok(out)
     }
+}
+
+/// What the authorizer saw of a statement being compiled.
+#[derive(Default)]
+struct Seen {
+    /// A SELECT, INSERT, UPDATE or DELETE: a statement that reads or writes rows.
+    statement: bool,
+    /// Why it denied, the first time.
+    refused: Option<String>,
+}
+
+/// The b-trees of the database, by root page: the table each holds (or indexes), and
+/// for an index, the table column of each of its columns.
+struct Layout {
+    roots: HashMap<i64, (String, Option<Vec<i64>>)>,
+    /// Column names by position, for the tables with denied columns.
+    columns: HashMap<String, Vec<String>>,
+}
+
+impl Layout {
+    fn read(conn: &Connection, c: &Constraints) -> Result<Layout, Result<String, rusqlite::Error>> {
+        let mut roots = HashMap::new();
+        let mut columns = HashMap::new();
+        // NB: the schema table itself, which no row of it lists.
+        roots.insert(1, ("sqlite_schema".to_owned(), None));
+        let mut stmt = conn
+            .prepare(
+                "SELECT type, name, tbl_name, rootpage, coalesce(sql, '') FROM sqlite_schema \
+                 WHERE rootpage > 0 AND type IN ('table', 'index')",
+            )
+            .map_err(Err)?;
+        let listed: Vec<(String, String, String, i64, String)> = stmt
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .map_err(Err)?
+            .collect::<Result<_, _>>()
+            .map_err(Err)?;
+        for (kind, name, table, root, sql) in listed {
+            let denied = c.has_denied(&table);
+            if kind == "table" {
+                if denied {
+                    if sql.to_ascii_uppercase().contains("WITHOUT ROWID") {
+                        return Err(Ok(format!(
+                            "table \"{table}\" has denied columns and no rowid: its columns cannot be told apart, so it cannot be read"
+                        )));
+                    }
+                    let names = pragma_names(conn, "table_info", &table, 1).map_err(Err)?;
+                    columns.insert(table.to_ascii_lowercase(), names);
+                }
+                roots.insert(root, (table, None));
+            } else if denied {
+                let cids = pragma_cids(conn, &name).map_err(Err)?;
+                roots.insert(root, (table, Some(cids)));
+            } else {
+                roots.insert(root, (table, Some(Vec::new())));
+            }
+        }
+        Ok(Layout { roots, columns })
+    }
+
+    fn column(&self, table: &str, cid: i64) -> Option<&str> {
+        let names = self.columns.get(&table.to_ascii_lowercase())?;
+        names.get(usize::try_from(cid).ok()?).map(String::as_str)
+    }
+}
+
+/// Column `field` of each row of `PRAGMA pragma(table)`, in order.
+fn pragma_names(
+    conn: &Connection,
+    pragma: &str,
+    table: &str,
+    field: usize,
+) -> rusqlite::Result<Vec<String>> {
+    let quoted = format!("\"{}\"", table.replace('"', "\"\""));
+    let mut stmt = conn.prepare(&format!("PRAGMA {pragma}({quoted})"))?;
+    let names = stmt.query_map([], |r| r.get::<_, String>(field))?;
+    names.collect()
+}
+
+/// The table column (cid) of each column of index `index`, in the index's order.
+fn pragma_cids(conn: &Connection, index: &str) -> rusqlite::Result<Vec<i64>> {
+    let quoted = format!("\"{}\"", index.replace('"', "\"\""));
+    let mut stmt = conn.prepare(&format!("PRAGMA index_info({quoted})"))?;
+    let cids = stmt.query_map([], |r| r.get::<_, i64>(1))?;
+    cids.collect()
+}
+
+/// The guard that does not trust the authorizer to be told everything (a `USING` join
+/// compares columns it never hears of): the compiled program itself (`EXPLAIN`), each
+/// b-tree it opens checked against `allow_tables`, each column it reads from a table or
+/// an index against `deny_columns`. Err(Ok(why)): refused; Err(Err): SQLite failed.
+fn program_check(
+    conn: &Connection,
+    sql: &str,
+    c: &Constraints,
+    layout: &Layout,
+) -> Result<(), Result<String, rusqlite::Error>> {
+    let mut stmt = conn.prepare(&format!("EXPLAIN {sql}")).map_err(Err)?;
+    let mut rows = stmt.query([]).map_err(Err)?;
+    let mut cursors: HashMap<i64, (String, Option<Vec<i64>>)> = HashMap::new();
+    while let Some(r) = rows.next().map_err(Err)? {
+        let op: String = r.get(1).map_err(Err)?;
+        let (p1, p2, p3): (i64, i64, i64) = (
+            r.get(2).map_err(Err)?,
+            r.get(3).map_err(Err)?,
+            r.get(4).map_err(Err)?,
+        );
+        match op.as_str() {
+            "OpenRead" | "OpenWrite" | "ReopenIdx" => {
+                if p3 != 0 {
+                    return Err(Ok("a query may use only the tool's database".into()));
+                }
+                let Some((table, index)) = layout.roots.get(&p2) else {
+                    return Err(Ok(format!(
+                        "the statement opens b-tree {p2}, which is no table or index of the database"
+                    )));
+                };
+                if !c.table_allowed(table) {
+                    return Err(Ok(c.not_allowed(table)));
+                }
+                cursors.insert(p1, (table.clone(), index.clone()));
+            }
+            "Column" => {
+                let Some((table, index)) = cursors.get(&p1) else {
+                    continue;
+                };
+                let cid = match index {
+                    None => Some(p2),
+                    Some(cids) => usize::try_from(p2).ok().and_then(|i| cids.get(i).copied()),
+                };
+                if let Some(name) = cid.and_then(|cid| layout.column(table, cid))
+                    && c.column_denied(table, name)
+                {
+                    return Err(Ok(format!("column \"{table}.{name}\" is in deny_columns")));
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Bytes `v` takes as JSON (about: escapes are not counted).
+fn json_len(v: ValueRef<'_>) -> usize {
+    match v {
+        ValueRef::Null => 4,
+        ValueRef::Integer(_) | ValueRef::Real(_) => 24,
+        ValueRef::Text(t) => t.len() + 2,
+        ValueRef::Blob(b) => 2 * b.len() + 2,
+    }
+}
+
+/// Distinct values kept per text column, at most; a column with more is sampled.
+const MAX_VALUES: usize = 50;
+/// Rows a column's values are sampled from (a bound on the work per column).
+const VALUE_SAMPLE_ROWS: usize = 10_000;
+/// Characters of a value kept for grounding, at most (longer ones are prose, not names).
+const MAX_VALUE_CHARS: usize = 40;
+
+impl Sqlite {
+    /// The schema grounding sees: the tables and views the tool may query (`allow_tables`),
+    /// their columns (denied ones left out) with types, primary keys and the comments
+    /// of the CREATE TABLE text, foreign keys, and distinct short text values sampled from
+    /// each text column. Reads the database, off the tool's guard but read-only.
+    pub fn schema(&self) -> Result<crate::ground::Schema, String> {
+        use crate::ground::{Column, ForeignKey, Schema, Table};
+        let c = &*self.constraints;
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| format!("cannot open the database {}: {e}", self.path.display()))?;
+        let err =
+            |e: rusqlite::Error| format!("reading the schema of {}: {e}", self.path.display());
+        let mut stmt = conn
+            .prepare(
+                "SELECT name, coalesce(sql, '') FROM sqlite_schema \
+                 WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%' ORDER BY name",
+            )
+            .map_err(err)?;
+        let listed: Vec<(String, String)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(err)?
+            .collect::<Result<_, _>>()
+            .map_err(err)?;
+        let mut schema = Schema::default();
+        for (name, sql) in listed.into_iter().filter(|(n, _)| c.table_allowed(n)) {
+            let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+            let comments = column_comments(&sql);
+            let mut columns = Vec::new();
+            let mut info = conn
+                .prepare(&format!("PRAGMA table_info({quoted})"))
+                .map_err(err)?;
+            let rows: Vec<(String, String, i64)> = info
+                .query_map([], |r| Ok((r.get(1)?, r.get(2)?, r.get(5)?)))
+                .map_err(err)?
+                .collect::<Result<_, _>>()
+                .map_err(err)?;
+            for (col, ty, pk) in rows {
+                if c.column_denied(&name, &col) {
+                    continue;
+                }
+                let textual = ty.is_empty()
+                    || ["CHAR", "CLOB", "TEXT"]
+                        .iter()
+                        .any(|k| ty.to_uppercase().contains(k));
+                let values = if textual {
+                    sample_values(&conn, &quoted, &col).map_err(err)?
+                } else {
+                    Vec::new()
+                };
+                columns.push(Column {
+                    comment: comments.get(&col.to_lowercase()).cloned(),
+                    name: col,
+                    ty,
+                    primary_key: pk == 1,
+                    values,
+                });
+            }
+            let mut fks = conn
+                .prepare(&format!("PRAGMA foreign_key_list({quoted})"))
+                .map_err(err)?;
+            let foreign_keys: Vec<ForeignKey> = fks
+                .query_map([], |r| {
+                    Ok(ForeignKey {
+                        ref_table: r.get(2)?,
+                        column: r.get(3)?,
+                        ref_column: r
+                            .get::<_, Option<String>>(4)?
+                            .unwrap_or_else(|| "rowid".into()),
+                    })
+                })
+                .map_err(err)?
+                .collect::<Result<_, _>>()
+                .map_err(err)?;
+            schema.tables.push(Table {
+                name,
+                columns,
+                foreign_keys,
+            });
+        }
+        Ok(schema)
+    }
+}
+
+/// Distinct short text values of column `col` of `table` (quoted), sampled.
+fn sample_values(conn: &Connection, table: &str, col: &str) -> rusqlite::Result<Vec<String>> {
+    let col = format!("\"{}\"", col.replace('"', "\"\""));
+    let sql = format!(
+        "SELECT DISTINCT {col} FROM (SELECT {col} FROM {table} LIMIT {VALUE_SAMPLE_ROWS}) \
+         WHERE typeof({col}) = 'text' AND length({col}) BETWEEN 1 AND {MAX_VALUE_CHARS} LIMIT {MAX_VALUES}"
+    );
+    let mut stmt = conn.prepare(&sql)?;
+    let values = stmt.query_map([], |r| r.get::<_, String>(0))?;
+    values.collect()
+}
+
+/// The `-- comment` after each column of a CREATE TABLE text, by the column's name
+/// (lowercase): SQLite keeps the text as written.
+fn column_comments(sql: &str) -> std::collections::HashMap<String, String> {
+    let mut out = std::collections::HashMap::new();
+    for line in sql.lines() {
+        let Some((code, comment)) = line.split_once("--") else {
+            continue;
+        };
+        let name: String = code
+            .trim_start()
+            .trim_start_matches(['"', '`', '['])
+            .chars()
+            .take_while(|ch| ch.is_alphanumeric() || *ch == '_')
+            .collect();
+        let comment = comment.trim();
+        if !name.is_empty() && !comment.is_empty() {
+            out.insert(name.to_lowercase(), comment.to_owned());
+        }
+    }
+    out
 }
 
 /// A value as JSON: text as a string, a blob as its hexadecimal digits, a non-finite
@@ -134,20 +474,31 @@ fn json(v: ValueRef<'_>) -> Value {
     }
 }
 
-/// The authorizer's state: the constraints, and why it denied (for the error).
+/// The authorizer's state: the constraints, and what it saw (for the error).
 struct Guard {
     c: Arc<Constraints>,
-    refused: Arc<Mutex<Option<String>>>,
+    seen: Arc<Mutex<Seen>>,
 }
 
 impl Guard {
     fn authorize(&self, ctx: &AuthContext<'_>) -> Authorization {
-        match self.judge(&ctx.action) {
+        let verdict = self.judge(&ctx.action);
+        let Ok(mut seen) = self.seen.lock() else {
+            return Authorization::Deny;
+        };
+        if matches!(
+            ctx.action,
+            AuthAction::Select
+                | AuthAction::Insert { .. }
+                | AuthAction::Update { .. }
+                | AuthAction::Delete { .. }
+        ) {
+            seen.statement = true;
+        }
+        match verdict {
             Ok(()) => Authorization::Allow,
             Err(why) => {
-                if let Ok(mut r) = self.refused.lock() {
-                    r.get_or_insert(why);
-                }
+                seen.refused.get_or_insert(why);
                 Authorization::Deny
             }
         }
@@ -202,9 +553,17 @@ impl Guard {
             _ if c.read_only => {
                 Err("the tool is read-only: only a query (SELECT ...) may run".into())
             }
-            AuthAction::Insert { table_name } | AuthAction::Delete { table_name } => {
-                written(table_name)
+            // NB: an insert is not told which columns it sets.
+            AuthAction::Insert { table_name } => {
+                written(table_name)?;
+                match c.denied_column_of(table_name) {
+                    Some(col) => Err(format!(
+                        "rows of \"{table_name}\" may not be inserted: its column \"{table_name}.{col}\" is in deny_columns"
+                    )),
+                    None => Ok(()),
+                }
             }
+            AuthAction::Delete { table_name } => written(table_name),
             AuthAction::Update {
                 table_name,
                 column_name,
@@ -292,6 +651,23 @@ mod tests {
             // read of `staff.salary` through it.
             ("SELECT salary FROM pay", "\"staff.salary\""),
             ("SELECT load_extension('x')", "\"load_extension\""),
+            // A USING join compares columns the authorizer is never told of; the
+            // program check sees them read.
+            (
+                "WITH RECURSIVE k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 200), \
+                 v(salary) AS (SELECT i FROM k) SELECT s.name, v.salary FROM staff AS s JOIN v USING (salary)",
+                "\"staff.salary\"",
+            ),
+            (
+                "WITH v(salary) AS (SELECT 100) SELECT s.name FROM staff AS s NATURAL JOIN v",
+                "\"staff.salary\"",
+            ),
+            (
+                "WITH RECURSIVE salaries(x) AS (SELECT 1), k(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM k WHERE i < 200), \
+                 a(amount) AS (SELECT i FROM k) SELECT o.id, a.amount FROM orders o JOIN main.salaries USING (staff_id) JOIN a USING (amount)",
+                "\"salaries\" is not in allow_tables",
+            ),
+            ("VACUUM", "read-only"),
         ];
         for (q, why) in refused {
             match sql.execute(q) {
@@ -325,6 +701,12 @@ mod tests {
             .query("SELECT id, total FROM orders")
             .unwrap();
         assert!(rows.rows.len() < 3 && rows.truncated, "{rows:?}");
+        // A value larger than a whole result fails in SQLite, not in this process.
+        let sql = Sqlite::open(&path, constraints()).unwrap();
+        match sql.query("SELECT zeroblob(1000000000)") {
+            Err(QueryError::Failed(m)) => assert!(m.contains("too big"), "{m}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -350,6 +732,35 @@ mod tests {
     }
 
     #[test]
+    fn a_rowid_cannot_be_denied_apart_from_its_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db(dir.path());
+        let c = Constraints {
+            deny_columns: Constraints::deny(&["staff.id".into()]).unwrap(),
+            ..Constraints::default()
+        };
+        let e = Sqlite::open(&path, c).unwrap_err();
+        assert!(e.contains("rowid"), "{e}");
+    }
+
+    #[test]
+    fn the_schema_leaves_out_what_the_tool_may_not_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db(dir.path());
+        let schema = Sqlite::open(&path, constraints())
+            .unwrap()
+            .schema()
+            .unwrap();
+        let names: Vec<&str> = schema.tables.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["orders", "pay", "staff"]);
+        let staff = &schema.tables[2];
+        let cols: Vec<&str> = staff.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(cols, ["id", "name"], "salary is denied");
+        assert_eq!(staff.columns[1].values, ["Alice", "Bob"]);
+        assert!(staff.columns[0].primary_key);
+    }
+
+    #[test]
     fn a_writable_tool_writes_rows_of_its_tables_and_nothing_else() {
         let dir = tempfile::tempdir().unwrap();
         let path = db(dir.path());
@@ -365,6 +776,11 @@ mod tests {
             ("UPDATE staff SET salary = 0", "\"staff.salary\""),
             ("DELETE FROM salaries", "\"salaries\""),
             ("DROP TABLE orders", "schema"),
+            (
+                "INSERT OR REPLACE INTO staff (id, name, salary) VALUES (1, 'Alice', 1000000)",
+                "may not be inserted",
+            ),
+            ("VACUUM", "only queries and writes to rows"),
         ] {
             match sql.execute(q) {
                 Err(QueryError::Refused(m)) => assert!(m.contains(why), "{q}: {m}"),
