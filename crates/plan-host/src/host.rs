@@ -92,6 +92,8 @@ pub struct Host {
     backends: Mutex<HashMap<String, Arc<dyn Backend>>>,
     /// Cassettes named by `kind = "replay"` backends, loaded once per file.
     cassettes: Mutex<HashMap<PathBuf, Arc<ReplayBackend>>>,
+    /// Each `sql` tool's database index for grounding, by tool.
+    pub(crate) grounds: Mutex<HashMap<String, crate::grounding::Cached>>,
 }
 
 impl fmt::Debug for Host {
@@ -135,6 +137,7 @@ impl Host {
             recorder,
             backends: Mutex::new(HashMap::new()),
             cassettes: Mutex::new(HashMap::new()),
+            grounds: Mutex::new(HashMap::new()),
         })
     }
 

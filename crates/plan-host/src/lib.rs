@@ -37,6 +37,7 @@ mod backend;
 mod cassette;
 mod driver;
 mod error;
+mod grounding;
 mod host;
 mod http;
 mod journal;
@@ -54,6 +55,7 @@ pub use driver::{
     run_plan_reusing,
 };
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
+pub use grounding::Grounded;
 pub use host::{CONDITION_TOOL, Host, HostOptions};
 pub use journal::{Durable, Journal, RecordJournal, TraceEvent};
 pub use plan_llm::{

@@ -22,6 +22,15 @@ pub(crate) struct SqlBackend {
 impl SqlBackend {
     /// The backend `cfg` (a `sql` one) describes for tool `tool`.
     pub(crate) fn new(tool: &str, cfg: &BackendConfig) -> Result<SqlBackend, ToolError> {
+        Ok(SqlBackend {
+            db: database(tool, cfg)?,
+        })
+    }
+}
+
+/// The database `cfg` (a `sql` backend) names for tool `tool`, under its constraints.
+pub(crate) fn database(tool: &str, cfg: &BackendConfig) -> Result<Sqlite, ToolError> {
+    {
         let BackendConfig::Sql {
             url,
             read_only,
@@ -59,8 +68,7 @@ impl SqlBackend {
             max_result_bytes: max_result_bytes.unwrap_or(plan_sql::DEFAULT_MAX_RESULT_BYTES),
             timeout,
         };
-        let db = Sqlite::open(std::path::Path::new(path), constraints).map_err(config)?;
-        Ok(SqlBackend { db })
+        Sqlite::open(std::path::Path::new(path), constraints).map_err(config)
     }
 }
 

@@ -326,6 +326,7 @@ async fn backend_selection_and_its_errors() {
             cassette: Some(c.display().to_string()),
         }),
         planner: None,
+        grounding: None,
     };
     let host = Host::new(m, opts()).unwrap();
     let out = host

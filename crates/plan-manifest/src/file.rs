@@ -14,7 +14,10 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::error::{ManifestError, ManifestErrorKind, line_col};
-use crate::{BackendConfig, Effects, Manifest, ParamSpec, ParamType, PlannerConfig, ToolSpec};
+use crate::{
+    BackendConfig, Effects, GroundingConfig, Manifest, ParamSpec, ParamType, PlannerConfig,
+    ToolSpec,
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,6 +28,8 @@ struct RawFile {
     tool: Vec<RawTool>,
     #[serde(default)]
     planner: Option<PlannerConfig>,
+    #[serde(default)]
+    grounding: Option<GroundingConfig>,
 }
 
 #[derive(Deserialize)]
@@ -235,6 +240,7 @@ impl Manifest {
         let mut manifest = Manifest::builtin();
         manifest.default_backend = raw.defaults.and_then(|d| d.backend);
         manifest.planner = raw.planner;
+        manifest.grounding = raw.grounding;
 
         let mut declared = HashSet::new();
         for t in raw.tool {
@@ -382,6 +388,8 @@ impl Manifest {
             tool: &'a [ToolSpec],
             #[serde(skip_serializing_if = "Option::is_none")]
             planner: Option<&'a PlannerConfig>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            grounding: Option<&'a GroundingConfig>,
         }
         toml::to_string(&File {
             defaults: self
@@ -390,6 +398,7 @@ impl Manifest {
                 .map(|backend| Defaults { backend }),
             tool: &self.tools,
             planner: self.planner.as_ref(),
+            grounding: self.grounding.as_ref(),
         })
     }
 }

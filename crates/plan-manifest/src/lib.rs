@@ -248,6 +248,39 @@ pub struct Manifest {
     pub default_backend: Option<BackendConfig>,
     /// The `[planner]` table: the LLM that writes plans (`planvm ask`).
     pub planner: Option<PlannerConfig>,
+    /// The `[grounding]` table: which databases the planner is shown, and how much.
+    pub grounding: Option<GroundingConfig>,
+}
+
+/// The `[grounding]` table of a tools file: the tables, columns and values of the `sql`
+/// tools' databases that matter for a goal go into the planner's prompt.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroundingConfig {
+    /// The `sql` tools whose databases it covers (default: every one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Tables shown at most per database (default 5).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tables: Option<usize>,
+    /// Columns shown at most per database (default 20).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_columns: Option<usize>,
+    /// Matching values shown at most per database (default 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_values: Option<usize>,
+}
+
+impl Manifest {
+    /// The tools grounding covers: `[grounding] tools`, else every `sql` tool.
+    pub fn grounded_tools(&self) -> Vec<&ToolSpec> {
+        let wanted = self.grounding.as_ref().and_then(|g| g.tools.as_ref());
+        self.tools
+            .iter()
+            .filter(|t| matches!(t.backend, Some(BackendConfig::Sql { .. })))
+            .filter(|t| wanted.is_none_or(|w| w.contains(&t.name)))
+            .collect()
+    }
 }
 
 /// The `[planner]` table of a tools file.
@@ -383,6 +416,7 @@ impl Manifest {
             ],
             default_backend: None,
             planner: None,
+            grounding: None,
         }
     }
 

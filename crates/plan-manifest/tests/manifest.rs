@@ -253,7 +253,7 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "unknown top-level key",
         "tools = []\n",
         ManifestErrorKind::UnknownKey,
-        "t.toml:1:1: unknown field `tools`, expected one of `defaults`, `tool`, `planner`",
+        "t.toml:1:1: unknown field `tools`, expected one of `defaults`, `tool`, `planner`, `grounding`",
     ),
     (
         "unknown defaults key",

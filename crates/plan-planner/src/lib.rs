@@ -394,11 +394,13 @@ impl Planner<'_> {
     /// The prompt of the first round.
     pub fn prompt(&self, goal: &str, response_format: Option<&Value>) -> String {
         let examples = self.examples.select(goal, self.options.max_examples);
+        // NB: a database that cannot be read is left out; `Host::ground` says why.
+        let schema = self.host.ground(goal).text;
         self.template.render(
             (goal, response_format),
             self.host.manifest(),
             &examples,
-            &self.options.conversation,
+            (&self.options.conversation, &schema),
         )
     }
 

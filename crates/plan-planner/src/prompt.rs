@@ -1,6 +1,6 @@
 //! The planner prompt: a template file (`prompt/planner.md`, replaceable with `--prompt
 //! FILE`) whose placeholders `{{goal}}`, `{{response_format}}`, `{{tools}}`,
-//! `{{examples}}` and `{{conversation}}` are filled in one pass (text put in is never scanned again, so a goal
+//! `{{examples}}`, `{{conversation}}` and `{{schema}}` are filled in one pass (text put in is never scanned again, so a goal
 //! containing `{{tools}}` stays as written).
 
 use std::fmt::Write;
@@ -15,12 +15,13 @@ use plan_manifest::Manifest;
 pub const DEFAULT_TEMPLATE: &str = include_str!("../prompt/planner.md");
 
 /// The placeholders a template may use; `{{goal}}` is required.
-pub const PLACEHOLDERS: [&str; 5] = [
+pub const PLACEHOLDERS: [&str; 6] = [
     "goal",
     "response_format",
     "tools",
     "examples",
     "conversation",
+    "schema",
 ];
 
 /// A checked prompt template.
@@ -56,13 +57,13 @@ impl Template {
     }
 
     /// The prompt for one goal, after `conversation` (a session's earlier goals; empty:
-    /// none).
+    /// none), with `schema` the parts of the databases that matter for it (empty: none).
     pub fn render(
         &self,
         (goal, response_format): (&str, Option<&Value>),
         manifest: &Manifest,
         examples: &[&Example],
-        conversation: &Conversation,
+        (conversation, schema): (&Conversation, &str),
     ) -> String {
         let fill = |name: &str| -> Option<String> {
             Some(match name {
@@ -71,6 +72,7 @@ impl Template {
                 "tools" => tools_text(manifest),
                 "examples" => examples_text(examples),
                 "conversation" => conversation.text(),
+                "schema" => schema.to_owned(),
                 _ => return None,
             })
         };
@@ -175,7 +177,7 @@ mod tests {
             ("why {{tools}}?", Some(&json!({"lang": "Japanese"}))),
             &Manifest::builtin(),
             &[],
-            &Conversation::default(),
+            (&Conversation::default(), ""),
         );
         assert_eq!(
             out,

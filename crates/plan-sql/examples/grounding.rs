@@ -5,9 +5,8 @@
 //! cargo run --release -p plan-sql --example grounding -- DIR [OWN.jsonl DB]
 //! ```
 //!
-//! DIR holds `schemas.json` (db_id → {tables: [{name, columns: [{name, type}],
-//! primary_keys, foreign_keys: [{column, ref_table, ref_column}]}]}) and `questions.jsonl`
-//! (`{db_id, question, sql}`): Spider's dev set in that shape. Every question is grounded
+//! DIR holds Spider's `tables.json` and `dev.json` as its repository has them
+//! (github.com/taoyds/spider, `evaluation_examples/examples/`). Every question is grounded
 //! in the union of every database's tables (named `db_id.table`), so that grounding must
 //! find the database as well as the tables, as in a warehouse of hundreds of tables. The
 //! gold tables and columns are read from the gold SQL with sqlparser (aliases resolved; a
@@ -109,53 +108,57 @@ fn gold(sql: &str, db: &Schema) -> Option<(BTreeSet<String>, BTreeSet<String>)> 
     (!tables.is_empty()).then_some((tables, columns))
 }
 
-/// Spider's schemas: db_id → its tables.
+/// Spider's schemas (`tables.json`): db_id → its tables, with their original names.
 fn spider(dir: &std::path::Path) -> Vec<(String, Schema)> {
-    let all: serde_json::Map<String, Value> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("schemas.json")).unwrap()).unwrap();
-    all.into_iter()
-        .map(|(db, s)| {
-            let tables = s["tables"]
-                .as_array()
-                .unwrap()
+    let all: Vec<Value> =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("tables.json")).unwrap()).unwrap();
+    all.iter()
+        .map(|db| {
+            let names = db["table_names_original"].as_array().unwrap();
+            let columns = db["column_names_original"].as_array().unwrap();
+            let types = db["column_types"].as_array().unwrap();
+            let mut tables: Vec<Table> = names
                 .iter()
-                .map(|t| {
-                    let pks: Vec<&str> = t["primary_keys"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .collect();
-                    Table {
-                        name: t["name"].as_str().unwrap().to_owned(),
-                        columns: t["columns"]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .map(|c| {
-                                let name = c["name"].as_str().unwrap().to_owned();
-                                Column {
-                                    primary_key: pks.contains(&name.as_str()),
-                                    ty: c["type"].as_str().unwrap_or("").to_owned(),
-                                    name,
-                                    ..Column::default()
-                                }
-                            })
-                            .collect(),
-                        foreign_keys: t["foreign_keys"]
-                            .as_array()
-                            .unwrap()
-                            .iter()
-                            .map(|f| ForeignKey {
-                                column: f["column"].as_str().unwrap().to_owned(),
-                                ref_table: f["ref_table"].as_str().unwrap().to_owned(),
-                                ref_column: f["ref_column"].as_str().unwrap().to_owned(),
-                            })
-                            .collect(),
-                    }
+                .map(|n| Table {
+                    name: n.as_str().unwrap().to_owned(),
+                    ..Table::default()
                 })
                 .collect();
-            (db, Schema { tables })
+            // NB: column 0 is `*`; a column's position in the list is its id.
+            let mut at = vec![(usize::MAX, 0); columns.len()];
+            for (id, c) in columns.iter().enumerate().skip(1) {
+                let t = c[0].as_u64().unwrap() as usize;
+                at[id] = (t, tables[t].columns.len());
+                tables[t].columns.push(Column {
+                    name: c[1].as_str().unwrap().to_owned(),
+                    ty: types[id].as_str().unwrap_or("").to_owned(),
+                    ..Column::default()
+                });
+            }
+            let id = |v: &Value| v.as_u64().map(|i| i as usize);
+            for pk in db["primary_keys"].as_array().unwrap() {
+                let ids: Vec<usize> = match pk {
+                    Value::Array(list) => list.iter().filter_map(id).collect(),
+                    one => id(one).into_iter().collect(),
+                };
+                for i in ids {
+                    let (t, c) = at[i];
+                    tables[t].columns[c].primary_key = true;
+                }
+            }
+            for fk in db["foreign_keys"].as_array().unwrap() {
+                let (Some(from), Some(to)) = (id(&fk[0]), id(&fk[1])) else {
+                    continue;
+                };
+                let ((ft, fc), (tt, tc)) = (at[from], at[to]);
+                let fk = ForeignKey {
+                    column: tables[ft].columns[fc].name.clone(),
+                    ref_table: tables[tt].name.clone(),
+                    ref_column: tables[tt].columns[tc].name.clone(),
+                };
+                tables[ft].foreign_keys.push(fk);
+            }
+            (db["db_id"].as_str().unwrap().to_owned(), Schema { tables })
         })
         .collect()
 }

@@ -54,6 +54,12 @@ pub struct ForeignKey {
     pub ref_column: String,
 }
 
+/// What a table joined to the best-matching one gains, as a share of that one's score.
+const NEIGHBOUR_BONUS: f32 = 0.3;
+
+/// Matching values shown per column, at most.
+const VALUES_PER_COLUMN: usize = 3;
+
 /// How much a selection holds at most.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budget {
@@ -245,7 +251,19 @@ impl Index {
             }
         }
         for t in 0..n {
-            score[t] += 0.5 * best_column[t] + 0.5 * best_value[t];
+            score[t] += 0.5 * best_column[t] + best_value[t];
+        }
+        // NB: a table joined to the best one is likelier to be asked about with it than
+        // an equally named one elsewhere (a warehouse repeats `orders` and `customers`).
+        if let Some(top) = (0..n).max_by(|&a, &b| score[a].total_cmp(&score[b]).then(b.cmp(&a)))
+            && score[top] > 0.0
+        {
+            let bonus = NEIGHBOUR_BONUS * score[top];
+            for &(o, _, _) in &self.links[top] {
+                if score[o] > 0.0 {
+                    score[o] += bonus;
+                }
+            }
         }
         let mut ranked: Vec<usize> = (0..n).filter(|&t| score[t] > 0.0).collect();
         ranked.sort_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
@@ -303,13 +321,24 @@ impl Index {
                 best.push((t, c));
             }
         }
-        // NB: best-matching columns first (the selection is best first), then keys.
+        // NB: best-matching columns first (the selection is best first), then the keys
+        // that join the chosen tables, then the chosen tables' other columns, best table
+        // first, while the budget lasts: a query needs the columns a question does not
+        // name too (`name`, `id`).
         let mut ordered: Vec<(usize, usize)> = Vec::new();
         for tc in best.iter().take(budget.columns) {
             push(&mut ordered, *tc);
         }
         for tc in cols {
             push(&mut ordered, tc);
+        }
+        for &t in &chosen {
+            for c in 0..self.schema.tables[t].columns.len() {
+                if ordered.len() >= budget.columns {
+                    break;
+                }
+                push(&mut ordered, (t, c));
+            }
         }
         ordered.truncate(budget.columns.max(1));
 
@@ -318,8 +347,16 @@ impl Index {
             b.0.total_cmp(&a.0)
                 .then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3)))
         });
+        // NB: a few values per column: the planner learns how a column spells its values;
+        // ten of one column teach it nothing more than three.
+        let mut per_column: HashMap<(usize, usize), usize> = HashMap::new();
         let values = value_hits
             .into_iter()
+            .filter(|(_, t, c, _)| {
+                let n = per_column.entry((*t, *c)).or_default();
+                *n += 1;
+                *n <= VALUES_PER_COLUMN
+            })
             .take(budget.values)
             .map(|(_, t, c, v)| {
                 let table = &self.schema.tables[t];

@@ -76,6 +76,15 @@ impl Sqlite {
         &self.constraints
     }
 
+    /// SQLite's count of the database's schema changes: an index of its schema is stale
+    /// once this moves.
+    pub fn schema_version(&self) -> Result<i64, String> {
+        let conn = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| format!("cannot open the database {}: {e}", self.path.display()))?;
+        conn.query_row("PRAGMA schema_version", [], |r| r.get(0))
+            .map_err(|e| format!("reading {}: {e}", self.path.display()))
+    }
+
     /// Runs `sql` if both guards let it: the parser's check first, then the database's.
     /// Blocking: call it off an async runtime's threads.
     pub fn query(&self, sql: &str) -> Result<Rows, QueryError> {
@@ -437,7 +446,12 @@ fn sample_values(conn: &Connection, table: &str, col: &str) -> rusqlite::Result<
     );
     let mut stmt = conn.prepare(&sql)?;
     let values = stmt.query_map([], |r| r.get::<_, String>(0))?;
-    values.collect()
+    // NB: words, not dates or codes: a value without a letter matches any number.
+    let values: Vec<String> = values.collect::<rusqlite::Result<_>>()?;
+    Ok(values
+        .into_iter()
+        .filter(|v| v.chars().any(char::is_alphabetic))
+        .collect())
 }
 
 /// The `-- comment` after each column of a CREATE TABLE text, by the column's name

@@ -133,11 +133,20 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             }
         }
         let chosen = examples.select(&args.goal, options.max_examples);
+        // NB: a host serves no call here: it only reads the databases grounding covers.
+        let grounded =
+            match plan_host::Host::new(manifest.clone(), plan_host::HostOptions::default()) {
+                Ok(host) => host.ground(&args.goal),
+                Err(e) => return fail(exit::USAGE, e.message),
+            };
+        for w in &grounded.warnings {
+            eprintln!("warning: {w}");
+        }
         let prompt = template.render(
             (&args.goal, response_format.as_ref()),
             &manifest,
             &chosen,
-            &options.conversation,
+            (&options.conversation, &grounded.text),
         );
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{prompt}");
@@ -164,6 +173,10 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         Err(e) if e.usage => return fail(exit::USAGE, e.message),
         Err(e) => return fail(exit::RUN_FAILED, e.message),
     };
+    // NB: also builds each database's index once, which the prompt then reuses.
+    for w in host.ground(&args.goal).warnings {
+        eprintln!("warning: {w}");
+    }
     let mut planner = Planner {
         host: &host,
         model,

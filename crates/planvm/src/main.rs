@@ -13,6 +13,7 @@
 //! planvm branch ID --at SEQ --plan NEW_PLAN --store DB [run's options]
 //! planvm runs list|show|cancel [ID] --store DB [--at SEQ] [--format text|json]
 //! planvm serve --store DB [--tools FILE] [--listen ADDR] [--token-env NAME] [--max-runs N]
+//! planvm ground QUESTION --tools FILE [--format text|json]
 //! ```
 //!
 //! Exit codes (see `plan_render::exit`) are printed by `planvm run --help`.
@@ -20,13 +21,14 @@
 //! Module map: this file picks the command; `args` holds the argument groups commands
 //! share; `session` what every command that runs plans sets up, prints and exits with;
 //! `progress` draws the live status line; `run`, `ask` (docs/planner.md), `batch`,
-//! `stored` (`resume`, `branch`), `runs` and `serve` are the commands.
+//! `stored` (`resume`, `branch`), `runs`, `sessions`, `ground` and `serve` are the commands.
 //! The engine is in libraries: `plan_host` runs a plan, `plan_planner` writes one,
 //! `plan_runs` keeps runs in a store (docs/durability.md). Only this crate prints.
 
 mod args;
 mod ask;
 mod batch;
+mod ground;
 mod progress;
 mod run;
 mod runs;
@@ -82,6 +84,9 @@ enum Command {
     /// List or show the conversations (`ask --session`) of a store.
     #[command(subcommand)]
     Sessions(sessions::SessionsCommand),
+    /// What the planner is shown of each database for a question: the tables, columns and
+    /// values that matter (the `sql` tools of the tools file).
+    Ground(ground::GroundArgs),
 }
 
 fn main() -> ExitCode {
@@ -94,6 +99,7 @@ fn main() -> ExitCode {
         Command::Branch(args) => ExitCode::from(stored::branch(args)),
         Command::Runs(cmd) => ExitCode::from(runs::runs(cmd)),
         Command::Sessions(cmd) => ExitCode::from(sessions::sessions(cmd)),
+        Command::Ground(args) => ExitCode::from(ground::ground(args)),
         Command::Serve(args) => ExitCode::from(serve::serve(args)),
     }
 }

@@ -127,3 +127,70 @@ async fn a_query_that_breaks_a_constraint_fails_the_run_and_says_why() {
         "the database is not written"
     );
 }
+
+#[tokio::test]
+async fn grounding_shows_the_planner_the_tables_a_question_needs_and_nothing_denied() {
+    let tools = s(&root().join("examples/sql.toml"));
+    let out = run(&[
+        "ground",
+        "How many managers work in Berlin?",
+        "--tools",
+        &tools,
+        "--format",
+        "json",
+    ])
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let chosen: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(chosen["tool"], "shop_db");
+    let tables: Vec<&str> = chosen["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    for t in ["staff", "stores"] {
+        assert!(tables.contains(&t), "{t}: {chosen}");
+    }
+    let values = chosen["values"].to_string();
+    assert!(
+        values.contains("manager") && values.contains("Berlin"),
+        "{values}"
+    );
+    assert!(
+        !out.stdout.contains("salary"),
+        "a denied column is never shown: {}",
+        out.stdout
+    );
+    // The planner's prompt has the same section.
+    let out = run(&[
+        "ask",
+        "How many managers work in Berlin?",
+        "--tools",
+        &tools,
+        "--print-prompt",
+    ])
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("# Databases"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("CREATE TABLE staff ("),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("- stores.city = 'Berlin'"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("salary"), "{}", out.stdout);
+    // A tools file without a database tool has nothing to ground.
+    let out = run(&[
+        "ground",
+        "x",
+        "--tools",
+        &s(&root().join("examples/ask.toml")),
+    ])
+    .await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+}

@@ -673,6 +673,7 @@ fn replay_host(
         tools: Vec::new(),
         default_backend: None,
         planner: None,
+        grounding: None,
     };
     let host = Host::new(manifest, opts.clone()).map_err(|e| e.message)?;
     let backend: Arc<dyn Backend> = Arc::new(cassette.fresh());

@@ -1,0 +1,79 @@
+//! Grounding for the planner: the tables, columns and values of each `sql` tool's
+//! database that matter for a goal (`plan_sql::ground`), as the prompt's `{{schema}}`
+//! section. Each database's index is built at first use and kept by the host, and built
+//! again when SQLite says the schema changed.
+
+use std::sync::Arc;
+
+use plan_manifest::BackendConfig;
+use plan_sql::ground::{Budget, Index, Selection};
+
+use crate::host::Host;
+
+/// The databases' parts that matter for a goal.
+#[derive(Debug, Default)]
+pub struct Grounded {
+    /// Each tool grounding covers, with what it chose, best first.
+    pub selections: Vec<(String, Selection)>,
+    /// The prompt's `{{schema}}` section (empty when no database is covered).
+    pub text: String,
+    /// The databases that could not be read, and why.
+    pub warnings: Vec<String>,
+}
+
+/// A database's index, and the schema version it was built at.
+pub(crate) type Cached = (i64, Arc<Index>);
+
+impl Host {
+    /// The parts of every database `[grounding]` covers (every `sql` tool's by default)
+    /// that matter for `goal`. Reads the databases (their schemas, when they changed):
+    /// blocking.
+    pub fn ground(&self, goal: &str) -> Grounded {
+        let manifest = self.manifest();
+        let cfg = manifest.grounding.clone().unwrap_or_default();
+        let budget = Budget {
+            tables: cfg.max_tables.unwrap_or(Budget::default().tables),
+            columns: cfg.max_columns.unwrap_or(Budget::default().columns),
+            values: cfg.max_values.unwrap_or(Budget::default().values),
+        };
+        let mut out = Grounded::default();
+        let mut parts = Vec::new();
+        for tool in manifest.grounded_tools() {
+            let Some(backend @ BackendConfig::Sql { .. }) = &tool.backend else {
+                continue;
+            };
+            let index = match self.index(&tool.name, backend) {
+                Ok(index) => index,
+                Err(why) => {
+                    out.warnings.push(format!(
+                        "the planner is not shown the database of tool `{}`: {why}",
+                        tool.name
+                    ));
+                    continue;
+                }
+            };
+            let selection = index.ground(goal, budget);
+            parts.push(index.text(&tool.name, &selection));
+            out.selections.push((tool.name.clone(), selection));
+        }
+        if !parts.is_empty() {
+            out.text = format!("# Databases\n\n{}\n", parts.join("\n"));
+        }
+        out
+    }
+
+    /// Tool `tool`'s database index, built again when its schema changed.
+    fn index(&self, tool: &str, backend: &BackendConfig) -> Result<Arc<Index>, String> {
+        let db = crate::sql::database(tool, backend).map_err(|e| e.message)?;
+        let version = db.schema_version()?;
+        let mut cache = self.grounds.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((v, index)) = cache.get(tool)
+            && *v == version
+        {
+            return Ok(index.clone());
+        }
+        let index = Arc::new(Index::new(db.schema()?));
+        cache.insert(tool.to_owned(), (version, index.clone()));
+        Ok(index)
+    }
+}

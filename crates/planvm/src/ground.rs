@@ -1,0 +1,68 @@
+//! `planvm ground QUESTION --tools FILE`: what the planner would be shown of each database
+//! `[grounding]` covers for a question (docs/sql.md, grounding).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use plan_render::exit;
+use serde_json::json;
+
+use crate::args::Format;
+use crate::session::{fail, load_manifest};
+
+#[derive(Args, Debug)]
+pub(crate) struct GroundArgs {
+    /// The question (a goal).
+    #[arg(value_name = "QUESTION")]
+    question: String,
+    /// The tools file whose `sql` tools' databases are grounded.
+    #[arg(long, value_name = "FILE.toml")]
+    tools: PathBuf,
+    /// `json`: one object per database, `{"tool", "tables", "columns", "values"}`, best
+    /// first; `text`: the prompt's section.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+}
+
+pub(crate) fn ground(args: GroundArgs) -> u8 {
+    let manifest = match load_manifest(Some(&args.tools)) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    if manifest.grounded_tools().is_empty() {
+        return fail(
+            exit::USAGE,
+            format!(
+                "{} has no sql tool for grounding to cover",
+                args.tools.display()
+            ),
+        );
+    }
+    let host = match plan_host::Host::new(manifest, plan_host::HostOptions::default()) {
+        Ok(h) => h,
+        Err(e) => return fail(exit::USAGE, e.message),
+    };
+    let grounded = host.ground(&args.question);
+    for w in &grounded.warnings {
+        eprintln!("error: {w}");
+    }
+    let mut out = std::io::stdout().lock();
+    match args.format {
+        Format::Json => {
+            for (tool, s) in &grounded.selections {
+                let mut line = json!(s);
+                line["tool"] = json!(tool);
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        Format::Text => {
+            let _ = write!(out, "{}", grounded.text);
+        }
+    }
+    if grounded.warnings.is_empty() {
+        exit::OK
+    } else {
+        exit::NO_INPUT
+    }
+}
