@@ -164,6 +164,11 @@ impl Service {
         let host = Host::new(config.manifest.clone(), config.host_options)
             .map_err(|e| StartError::Host(e.to_string()))?;
         let model = plan_planner::model_for(&host).map_err(|e| e.message);
+        // NB: each database's grounding index is built now, not in a goal's task on the
+        // runtime's threads; a goal then only asks SQLite whether the schema moved.
+        for w in host.ground("").warnings {
+            (config.warn)(&Error::new(plan_runs::ErrorKind::Io, w));
+        }
         Ok(Service {
             state: Arc::new(State {
                 at: config.store,

@@ -221,6 +221,38 @@ impl Walk<'_> {
         ControlFlow::Continue(())
     }
 
+    /// The constraints of `from`'s joins, nested ones too: the columns a `USING` joins on
+    /// are read as bare names are, and a `NATURAL` join compares every column two tables
+    /// share.
+    fn joins(&self, from: &TableWithJoins) -> ControlFlow<String> {
+        for factor in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation))
+        {
+            if let TableFactor::NestedJoin {
+                table_with_joins, ..
+            } = factor
+            {
+                self.joins(table_with_joins)?;
+            }
+        }
+        for join in &from.joins {
+            match constraint(&join.join_operator) {
+                Some(JoinConstraint::Using(cols) | JoinConstraint::UsingAlias(cols, _)) => {
+                    for col in cols {
+                        self.bare(&last(col))?;
+                    }
+                }
+                Some(JoinConstraint::Natural) if !self.c.deny_columns.is_empty() => {
+                    return ControlFlow::Break(
+                        "a NATURAL join compares every column two tables share, denied ones included: join with ON"
+                            .into(),
+                    );
+                }
+                _ => {}
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
     /// A `*` over `table`.
     fn star(&self, table: &str) -> ControlFlow<String> {
         if let Some(col) = self.c.denied_column_of(table) {
@@ -247,6 +279,14 @@ impl Visitor for Walk<'_> {
             ));
         }
         match statement {
+            // NB: a join in an UPDATE compares columns no SELECT of it names.
+            Statement::Update(update)
+                if update.from.is_some() && !self.c.deny_columns.is_empty() =>
+            {
+                return ControlFlow::Break(
+                    "UPDATE ... FROM may not run when columns are denied: use a subquery".into(),
+                );
+            }
             Statement::Query(_) | Statement::Update(_) | Statement::Delete(_) => {}
             // NB: an insert names no column the database's guard is told of.
             Statement::Insert(insert) => {
@@ -290,23 +330,7 @@ impl Visitor for Walk<'_> {
         let mut named = Vec::new();
         for from in &select.from {
             from_tables(from, &mut named);
-            for join in &from.joins {
-                match constraint(&join.join_operator) {
-                    // NB: the columns a USING joins on are read as bare names are.
-                    Some(JoinConstraint::Using(cols) | JoinConstraint::UsingAlias(cols, _)) => {
-                        for col in cols {
-                            self.bare(&last(col))?;
-                        }
-                    }
-                    Some(JoinConstraint::Natural) if !self.c.deny_columns.is_empty() => {
-                        return ControlFlow::Break(
-                            "a NATURAL join compares every column two tables share, denied ones included: join with ON"
-                                .into(),
-                        );
-                    }
-                    _ => {}
-                }
-            }
+            self.joins(from)?;
         }
         for item in &select.projection {
             match item {
@@ -458,6 +482,10 @@ mod tests {
                 "SELECT * FROM (orders JOIN staff ON 1)",
                 "`*` over \"staff\"",
             ),
+            (
+                "SELECT o.id FROM (orders o JOIN staff s USING (salary))",
+                "\"staff.salary\"",
+            ),
             ("SELEC id FROM orders", "does not parse"),
             ("", "no statement"),
         ];
@@ -487,6 +515,12 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.contains("\"staff.salary\""), "{e}");
+        let e = check(
+            "UPDATE orders SET total = 1 FROM staff s JOIN orders o USING (salary) WHERE o.id = 1",
+            &c,
+        )
+        .unwrap_err();
+        assert!(e.contains("UPDATE ... FROM"), "{e}");
         for q in ["VACUUM", "CREATE TABLE x (a)", "PRAGMA foreign_keys = 0"] {
             let e = check(q, &c).unwrap_err();
             assert!(e.contains("only queries and writes to rows"), "{q}: {e}");

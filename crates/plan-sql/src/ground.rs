@@ -289,8 +289,8 @@ impl Index {
         }
         chosen.truncate(budget.tables);
 
-        // Columns: the keys that join chosen tables and their primary keys first, then
-        // the best-matching, within the budget.
+        // Columns: the keys that join chosen tables, and the best-matching and primary
+        // keys, within the budget (see below).
         let set: HashSet<usize> = chosen.iter().copied().collect();
         let mut cols: Vec<(usize, usize)> = Vec::new();
         let push = |cols: &mut Vec<(usize, usize)>, tc: (usize, usize)| {
@@ -321,12 +321,13 @@ impl Index {
                 best.push((t, c));
             }
         }
-        // NB: best-matching columns first (the selection is best first), then the keys
-        // that join the chosen tables, then the chosen tables' other columns, best table
-        // first, while the budget lasts: a query needs the columns a question does not
-        // name too (`name`, `id`).
+        // NB: best-matching columns first (the selection is best first), leaving room for
+        // the keys that join the chosen tables, then those keys, then the chosen tables'
+        // other columns, best table first, while the budget lasts: a query needs the
+        // columns a question does not name too (`name`, `id`).
+        let room = budget.columns.saturating_sub(cols.len()).max(1);
         let mut ordered: Vec<(usize, usize)> = Vec::new();
-        for tc in best.iter().take(budget.columns) {
+        for tc in best.iter().filter(|tc| !cols.contains(tc)).take(room) {
             push(&mut ordered, *tc);
         }
         for tc in cols {
@@ -421,7 +422,7 @@ impl Index {
             .columns
             .iter()
             .filter_map(|tc| {
-                let (t, c) = tc.split_once('.')?;
+                let (t, c) = tc.rsplit_once('.')?;
                 let ti = *self.by_name.get(&t.to_lowercase())?;
                 let ci = self.schema.tables[ti]
                     .columns
@@ -477,7 +478,7 @@ impl Index {
                     "- {}.{} = '{}'",
                     v.table,
                     v.column,
-                    v.value.replace('\'', "''")
+                    v.value.replace('\'', "''").replace(['\n', '\r'], " ")
                 );
             }
         }

@@ -30,7 +30,7 @@ async fn the_sql_example_is_refused_a_denied_column_replanned_and_answered() {
     for f in ["sql.toml", "ask_shop.cassette.jsonl"] {
         std::fs::copy(root().join("examples").join(f), dir.path().join(f)).unwrap();
     }
-    std::fs::create_dir(dir.path().join("planner")).unwrap();
+    std::fs::create_dir(dir.path().join("planner-sql")).unwrap();
     let db = shop(dir.path());
     let before = std::fs::read(&db).unwrap();
     let tools = s(&dir.path().join("sql.toml"));
@@ -193,4 +193,24 @@ async fn grounding_shows_the_planner_the_tables_a_question_needs_and_nothing_den
     ])
     .await;
     assert_eq!(out.code, Some(2), "{}", out.stderr);
+}
+
+/// The planner's SQL example plans run on the example database as they are.
+#[tokio::test]
+async fn the_sql_example_plans_run_on_the_example_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = s(&root().join("examples/sql.toml"));
+    let examples = root().join("examples/planner-sql");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let example: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap()).unwrap();
+        let plan = dir.path().join("plan.json");
+        std::fs::write(&plan, example["plan"].to_string()).unwrap();
+        let out = run(&["run", &s(&plan), "--tools", &tools]).await;
+        assert_eq!(out.code, Some(0), "{}: {}", example["goal"], out.stderr);
+        assert!(!out.stdout.contains("${"), "{}", out.stdout);
+        n += 1;
+    }
+    assert!(n >= 2);
 }
