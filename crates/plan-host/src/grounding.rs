@@ -72,8 +72,25 @@ impl Host {
         {
             return Ok(index.clone());
         }
-        let index = Arc::new(Index::new(db.schema()?));
+        let schema = match cache_dir() {
+            Some(dir) => db.cached_schema(&dir)?,
+            None => db.schema()?,
+        };
+        let index = Arc::new(Index::new(schema));
         cache.insert(tool.to_owned(), (version, index.clone()));
         Ok(index)
     }
+}
+
+/// Where schemas read for grounding are kept between processes: `$PLANVM_CACHE_DIR`,
+/// else `$XDG_CACHE_HOME/planvm/grounding`, else `~/.cache/planvm/grounding`.
+fn cache_dir() -> Option<std::path::PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    env("PLANVM_CACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("planvm/grounding")))
+        .or_else(|| env("HOME").map(|d| d.join(".cache/planvm/grounding")))
 }

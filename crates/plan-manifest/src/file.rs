@@ -240,6 +240,9 @@ impl Manifest {
         let mut manifest = Manifest::builtin();
         manifest.default_backend = raw.defaults.and_then(|d| d.backend);
         manifest.planner = raw.planner;
+        if manifest.planner.as_ref().and_then(|p| p.ask_user) == Some(false) {
+            manifest.tools.retain(|t| t.name != crate::ASK_USER);
+        }
         manifest.grounding = raw.grounding;
 
         let mut declared = HashSet::new();

@@ -304,6 +304,11 @@ pub struct PlannerConfig {
     /// older ones are summarized (default 2000).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_tokens: Option<usize>,
+    /// `false`: plans may not ask the user (`ask_user` is left out of the tools, so the
+    /// planner is not offered it and a plan that calls it does not compile): for batch
+    /// runs and evaluations nobody answers. Default true.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask_user: Option<bool>,
 }
 
 fn p(name: &str, ty: ParamType, required: bool, description: &str) -> ParamSpec {

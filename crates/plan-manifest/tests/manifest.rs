@@ -489,3 +489,10 @@ model = "m"
         "{err}"
     );
 }
+
+#[test]
+fn plans_may_be_kept_from_asking_the_user() {
+    let m = Manifest::from_toml_str("[planner]\nask_user = false\n", "t.toml").unwrap();
+    assert!(m.get("ask_user").is_none());
+    assert!(Manifest::builtin().get("ask_user").is_some());
+}

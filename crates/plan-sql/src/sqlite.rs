@@ -79,6 +79,41 @@ impl Sqlite {
         &self.constraints
     }
 
+    /// The schema as [`Sqlite::schema`] reads it, kept in `dir` (a cache: a file per
+    /// database and constraints, read back while SQLite's schema version is the one it
+    /// was read at; written whole or not at all, and a failure to write it is no error).
+    pub fn cached_schema(&self, dir: &Path) -> Result<crate::ground::Schema, String> {
+        use sha2::{Digest, Sha256};
+        let version = self.schema_version()?;
+        let path = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
+        let key = Sha256::digest(format!("{}\n{:?}", path.display(), self.constraints));
+        let key: String = key.iter().take(16).map(|b| format!("{b:02x}")).collect();
+        let file = dir.join(format!("{key}.json"));
+        #[derive(serde::Serialize, serde::Deserialize)]
+        struct Cached {
+            version: i64,
+            schema: crate::ground::Schema,
+        }
+        if let Ok(text) = std::fs::read_to_string(&file)
+            && let Ok(cached) = serde_json::from_str::<Cached>(&text)
+            && cached.version == version
+        {
+            return Ok(cached.schema);
+        }
+        let schema = self.schema()?;
+        let cached = Cached { version, schema };
+        if let Ok(text) = serde_json::to_string(&cached) {
+            let tmp = dir.join(format!("{key}.{}.tmp", std::process::id()));
+            let written = std::fs::create_dir_all(dir)
+                .and_then(|()| std::fs::write(&tmp, text))
+                .and_then(|()| std::fs::rename(&tmp, &file));
+            if written.is_err() {
+                let _ = std::fs::remove_file(&tmp);
+            }
+        }
+        Ok(cached.schema)
+    }
+
     /// SQLite's count of the database's schema changes: an index of its schema is stale
     /// once this moves.
     pub fn schema_version(&self) -> Result<i64, String> {
@@ -911,6 +946,26 @@ mod tests {
             }
             assert_eq!(checksum(&path), before, "{q} changed the file");
         }
+    }
+
+    #[test]
+    fn a_schema_is_read_again_only_when_it_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db(dir.path());
+        let cache = dir.path().join("cache");
+        let sql = Sqlite::open(&path, constraints()).unwrap();
+        let first = sql.cached_schema(&cache).unwrap();
+        assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
+        // New data, same schema: the kept schema (its sampled values) stands.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("INSERT INTO staff VALUES (3, 'Cleo', 80)", [])
+            .unwrap();
+        assert_eq!(sql.cached_schema(&cache).unwrap(), first);
+        // A new table: read again.
+        conn.execute("CREATE TABLE extra (x TEXT)", []).unwrap();
+        let again = sql.cached_schema(&cache).unwrap();
+        let staff = again.tables.iter().find(|t| t.name == "staff").unwrap();
+        assert_eq!(staff.columns[1].values, ["Alice", "Bob", "Cleo"]);
     }
 
     #[test]

@@ -13,8 +13,13 @@ fn root() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// planvm with `args`, its grounding cache in a directory of the test's own.
 async fn run(args: &[&str]) -> Out {
-    planvm(args.iter().map(|a| (*a).to_owned()).collect(), &[]).await
+    static CACHE: std::sync::LazyLock<tempfile::TempDir> =
+        std::sync::LazyLock::new(|| tempfile::tempdir().unwrap());
+    let cache = s(CACHE.path());
+    let args = args.iter().map(|a| (*a).to_owned()).collect();
+    planvm(args, &[("PLANVM_CACHE_DIR", &cache)]).await
 }
 
 /// The example database, copied (a test never touches the repository's file).
