@@ -783,6 +783,19 @@ mod tests {
         Sha256::digest(std::fs::read(path).unwrap()).to_vec()
     }
 
+    /// Each query refused by the database's guard alone, with a message holding its text,
+    /// and the file at `path` byte for byte as it was.
+    fn refused_unchanged(sql: &Sqlite, path: &Path, cases: &[(&str, &str)]) {
+        let before = checksum(path);
+        for (q, why) in cases {
+            match sql.execute(q) {
+                Err(QueryError::Refused(m)) => assert!(m.contains(why), "{q}: {m}"),
+                other => panic!("{q}: {other:?}"),
+            }
+            assert_eq!(checksum(path), before, "{q} changed the file");
+        }
+    }
+
     fn constraints() -> Constraints {
         Constraints {
             allow_tables: Some(vec!["orders".into(), "staff".into(), "pay".into()]),
@@ -798,7 +811,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = db(dir.path());
         let sql = Sqlite::open(&path, constraints()).unwrap();
-        let before = checksum(&path);
         let rows = sql
             .execute("SELECT s.name, sum(o.total) FROM orders o JOIN staff s ON s.id = o.staff_id GROUP BY s.name ORDER BY 2 DESC")
             .unwrap();
@@ -844,13 +856,7 @@ mod tests {
             ),
             ("VACUUM", "read-only"),
         ];
-        for (q, why) in refused {
-            match sql.execute(q) {
-                Err(QueryError::Refused(m)) => assert!(m.contains(why), "{q}: {m}"),
-                other => panic!("{q}: {other:?}"),
-            }
-            assert_eq!(checksum(&path), before, "{q} changed the file");
-        }
+        refused_unchanged(&sql, &path, &refused);
     }
 
     #[test]
@@ -932,20 +938,17 @@ mod tests {
         assert_eq!(rows.rows, [[Value::from("ANN")], [Value::from("BO")]]);
         sql.execute("UPDATE people SET name = 'cy' WHERE id = 2")
             .unwrap();
-        let before = checksum(&path);
-        for (q, why) in [
-            (
-                "WITH v(salary) AS (SELECT 100) SELECT p.name FROM v JOIN people p USING (salary)",
-                "people.salary",
-            ),
-            ("INSERT INTO copy SELECT * FROM people", "people"),
-        ] {
-            match sql.execute(q) {
-                Err(QueryError::Refused(m)) => assert!(m.contains(why), "{q}: {m}"),
-                other => panic!("{q}: {other:?}"),
-            }
-            assert_eq!(checksum(&path), before, "{q} changed the file");
-        }
+        refused_unchanged(
+            &sql,
+            &path,
+            &[
+                (
+                    "WITH v(salary) AS (SELECT 100) SELECT p.name FROM v JOIN people p USING (salary)",
+                    "people.salary",
+                ),
+                ("INSERT INTO copy SELECT * FROM people", "people"),
+            ],
+        );
     }
 
     #[test]
@@ -1009,22 +1012,19 @@ mod tests {
         let sql = Sqlite::open(&path, c).unwrap();
         sql.query("UPDATE orders SET total = 0 WHERE id = 3")
             .unwrap();
-        let before = checksum(&path);
-        for (q, why) in [
-            ("UPDATE staff SET salary = 0", "\"staff.salary\""),
-            ("DELETE FROM salaries", "\"salaries\""),
-            ("DROP TABLE orders", "schema"),
-            (
-                "INSERT OR REPLACE INTO staff (id, name, salary) VALUES (1, 'Alice', 1000000)",
-                "may not be inserted",
-            ),
-            ("VACUUM", "only queries and writes to rows"),
-        ] {
-            match sql.execute(q) {
-                Err(QueryError::Refused(m)) => assert!(m.contains(why), "{q}: {m}"),
-                other => panic!("{q}: {other:?}"),
-            }
-            assert_eq!(checksum(&path), before, "{q} changed the file");
-        }
+        refused_unchanged(
+            &sql,
+            &path,
+            &[
+                ("UPDATE staff SET salary = 0", "\"staff.salary\""),
+                ("DELETE FROM salaries", "\"salaries\""),
+                ("DROP TABLE orders", "schema"),
+                (
+                    "INSERT OR REPLACE INTO staff (id, name, salary) VALUES (1, 'Alice', 1000000)",
+                    "may not be inserted",
+                ),
+                ("VACUUM", "only queries and writes to rows"),
+            ],
+        );
     }
 }
