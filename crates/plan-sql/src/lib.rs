@@ -68,13 +68,6 @@ impl Constraints {
             .collect()
     }
 
-    /// Whether `table` has a denied column.
-    pub(crate) fn has_denied(&self, table: &str) -> bool {
-        self.deny_columns
-            .iter()
-            .any(|(t, _)| t.eq_ignore_ascii_case(table))
-    }
-
     fn table_allowed(&self, table: &str) -> bool {
         self.allow_tables
             .as_ref()
@@ -88,7 +81,7 @@ impl Constraints {
     }
 
     /// The first column of `table` that is denied, if any.
-    fn denied_column_of(&self, table: &str) -> Option<&str> {
+    pub(crate) fn denied_column_of(&self, table: &str) -> Option<&str> {
         self.deny_columns
             .iter()
             .find(|(t, _)| t.eq_ignore_ascii_case(table))

@@ -157,21 +157,11 @@ impl Sqlite {
         conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, length)
             .map_err(failed)?;
         // NB: read before the authorizer, which would deny reading the schema.
-        let layout = if c.allow_tables.is_none() && c.deny_columns.is_empty() {
-            None
-        } else {
-            Some(Layout::read(&conn, c).map_err(|e| match e {
-                Ok(why) => QueryError::Refused(why),
-                Err(e) => failed(e),
-            })?)
-        };
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        let guard = Guard {
-            c: self.constraints.clone(),
-            seen: seen.clone(),
-        };
-        conn.authorizer(Some(move |ctx: AuthContext<'_>| guard.authorize(&ctx)))
-            .map_err(failed)?;
+        let layout = Layout::needed(&conn, c).map_err(|e| match e {
+            Ok(why) => QueryError::Refused(why),
+            Err(e) => failed(e),
+        })?;
+        let seen = guard(&conn, &self.constraints).map_err(failed)?;
         let start = Instant::now();
         let timeout = c.timeout;
         conn.progress_handler(PROGRESS_OPS, Some(move || start.elapsed() >= timeout))
@@ -255,7 +245,29 @@ struct Layout {
     stored: HashMap<String, Vec<String>>,
 }
 
+/// Installs the tool's authorizer on `conn`: what it sees and why it denied.
+fn guard(conn: &Connection, c: &Arc<Constraints>) -> rusqlite::Result<Arc<Mutex<Seen>>> {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let guard = Guard {
+        c: c.clone(),
+        seen: seen.clone(),
+    };
+    conn.authorizer(Some(move |ctx: AuthContext<'_>| guard.authorize(&ctx)))?;
+    Ok(seen)
+}
+
 impl Layout {
+    /// The layout, when the constraints name tables or columns (else nothing to check).
+    fn needed(
+        conn: &Connection,
+        c: &Constraints,
+    ) -> Result<Option<Layout>, Result<String, rusqlite::Error>> {
+        if c.allow_tables.is_none() && c.deny_columns.is_empty() {
+            return Ok(None);
+        }
+        Layout::read(conn, c).map(Some)
+    }
+
     fn read(conn: &Connection, c: &Constraints) -> Result<Layout, Result<String, rusqlite::Error>> {
         let mut roots = HashMap::new();
         let mut stored = HashMap::new();
@@ -283,7 +295,8 @@ impl Layout {
         let mut declared: HashMap<String, Vec<String>> = HashMap::new();
         for (kind, _, table, _) in &listed {
             let key = table.to_ascii_lowercase();
-            if kind != "table" || !c.has_denied(table) || declared.contains_key(&key) {
+            if kind != "table" || c.denied_column_of(table).is_none() || declared.contains_key(&key)
+            {
                 continue;
             }
             let without_rowid: bool = conn
@@ -404,7 +417,7 @@ fn program_check(
                     return Err(Ok(format!("column \"{table}.{name}\" is in deny_columns")));
                 }
             }
-            "RowData" | "RowCell" if c.has_denied(table) => {
+            "RowData" | "RowCell" if c.denied_column_of(table).is_some() => {
                 return Err(Ok(format!(
                     "rows of \"{table}\" may not be copied whole: it has a column in deny_columns"
                 )));
@@ -525,21 +538,11 @@ impl Sqlite {
         }
         // Values, sampled under the tool's own guards: what a query of the tool could not
         // read (a view over a denied column) is never shown, and that column is dropped.
-        let layout = if c.allow_tables.is_none() && c.deny_columns.is_empty() {
-            None
-        } else {
-            Some(Layout::read(&conn, c).map_err(|e| match e {
-                Ok(why) => why,
-                Err(e) => err(e),
-            })?)
-        };
-        let seen = Arc::new(Mutex::new(Seen::default()));
-        let guard = Guard {
-            c: self.constraints.clone(),
-            seen: seen.clone(),
-        };
-        conn.authorizer(Some(move |ctx: AuthContext<'_>| guard.authorize(&ctx)))
-            .map_err(err)?;
+        let layout = Layout::needed(&conn, c).map_err(|e| match e {
+            Ok(why) => why,
+            Err(e) => err(e),
+        })?;
+        let seen = guard(&conn, &self.constraints).map_err(err)?;
         let started = Arc::new(Mutex::new(Instant::now()));
         let (clock, timeout) = (started.clone(), c.timeout);
         conn.progress_handler(
