@@ -99,7 +99,7 @@ fn main() {
     // Latency, one run at a time.
     let svc = Service::start(&bin, data, "lat.db", "aspects.0ms.jsonl", &[]);
     let mut through = rt.block_on(async {
-        let client = reqwest::Client::new();
+        let client = client();
         let mut all = Vec::new();
         for _ in 0..LATENCY_RUNS {
             let t = Instant::now();
@@ -240,7 +240,7 @@ async fn submit(client: &reqwest::Client, base: &str, body: &str) -> String {
 /// `RUNS` runs through the service, `CLIENTS` at once: the time until the last one's
 /// stream ended.
 async fn throughput(base: &str, body: Arc<String>) -> Duration {
-    let client = reqwest::Client::new();
+    let client = client();
     let next = Arc::new(AtomicUsize::new(0));
     let t = Instant::now();
     let workers: Vec<_> = (0..CLIENTS)
@@ -306,7 +306,7 @@ fn in_process(rt: &tokio::runtime::Runtime, dir: &Path, plan: &str) -> Vec<Durat
 /// memory once they all are, less before (after one run, so that caches are warm), over
 /// `RUNS`.
 async fn memory(svc: &Service, body: Arc<String>) -> f64 {
-    let client = reqwest::Client::new();
+    let client = client();
     one_run(&client, &svc.base, &body).await;
     let (before, _) = svc.rss();
     // NB: submitted 64 at a time, in ≈ 0.2 s: well within a run's 0.9 s of calls, so
@@ -319,4 +319,9 @@ async fn memory(svc: &Service, body: Arc<String>) -> f64 {
     assert_eq!(ids.len(), RUNS);
     let (now, _) = svc.rss();
     (now - before) / RUNS as f64
+}
+
+fn client() -> reqwest::Client {
+    plan_host::install_crypto();
+    reqwest::Client::new()
 }

@@ -9,7 +9,8 @@ plan_syntax::declare_codes! {
     UNKNOWN_TOOL = "E0202";
     /// `{"tool_name": "vector_search", "tool_params": {"top_k": 3}}`: `query` is required.
     MISSING_PARAM = "E0203";
-    /// `{"tool_name": "vector_search", "tool_params": {"query": "q", "top_k": "ten"}}`.
+    /// `{"tool_name": "vector_search", "tool_params": {"query": "q", "top_k": "ten"}}`, or a
+    /// constant outside the param's `enum`.
     PARAM_TYPE = "E0204";
     /// `{"type": "jmp", "parameters": {"target_seq": 42}}` when no instruction has seq_no 42.
     BAD_TARGET = "E0205";

@@ -812,6 +812,26 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                             example_of(ps.ty)
                         )),
                     );
+                } else if !absent
+                    && let Some(choices) = ps.choices.as_ref().filter(|c| !c.contains(v))
+                {
+                    let list = choices
+                        .iter()
+                        .map(|c| c.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ");
+                    self.diags.push(
+                        Diagnostic::error(
+                            codes::PARAM_TYPE,
+                            format!(
+                                "parameter `{}` of `{}` must be one of {list}, found {v}",
+                                name.text, tool.text
+                            ),
+                        )
+                        .with_span(value.span)
+                        .with_seq(seq)
+                        .with_help(format!("write one of {list} here")),
+                    );
                 }
             }
             let k = self.konst_str(&name.text);

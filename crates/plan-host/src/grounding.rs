@@ -72,7 +72,7 @@ impl Host {
         {
             return Ok(index.clone());
         }
-        let schema = match cache_dir() {
+        let schema = match plan_manifest::cache_dir("grounding") {
             Some(dir) => db.cached_schema(&dir)?,
             None => db.schema()?,
         };
@@ -80,17 +80,4 @@ impl Host {
         cache.insert(tool.to_owned(), (version, index.clone()));
         Ok(index)
     }
-}
-
-/// Where schemas read for grounding are kept between processes: `$PLANVM_CACHE_DIR`,
-/// else `$XDG_CACHE_HOME/planvm/grounding`, else `~/.cache/planvm/grounding`.
-fn cache_dir() -> Option<std::path::PathBuf> {
-    let env = |k: &str| {
-        std::env::var_os(k)
-            .filter(|v| !v.is_empty())
-            .map(std::path::PathBuf::from)
-    };
-    env("PLANVM_CACHE_DIR")
-        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("planvm/grounding")))
-        .or_else(|| env("HOME").map(|d| d.join(".cache/planvm/grounding")))
 }

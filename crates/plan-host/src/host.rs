@@ -94,6 +94,8 @@ pub struct Host {
     cassettes: Mutex<HashMap<PathBuf, Arc<ReplayBackend>>>,
     /// Each `sql` tool's database index for grounding, by tool.
     pub(crate) grounds: Mutex<HashMap<String, crate::grounding::Cached>>,
+    /// The `[[mcp]]` servers, each started at first use; [`Host::shutdown`] stops them.
+    mcp: Arc<plan_mcp::Servers>,
 }
 
 impl fmt::Debug for Host {
@@ -128,7 +130,13 @@ impl Host {
         if replay.is_none() {
             warnings.extend(short_keys(&manifest, &opts.env));
         }
+        let mcp = Arc::new(plan_mcp::Servers::new(
+            &manifest.mcp,
+            opts.env.clone(),
+            connector.redactor().clone(),
+        ));
         Ok(Host {
+            mcp,
             warnings,
             manifest,
             opts,
@@ -139,6 +147,13 @@ impl Host {
             cassettes: Mutex::new(HashMap::new()),
             grounds: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Stops the MCP servers this host started (each closes its input and is given a few
+    /// seconds to exit). Call it before the runtime ends; one that was not is killed
+    /// when the host is dropped.
+    pub async fn shutdown(&self) {
+        self.mcp.shutdown().await;
     }
 
     /// The `--replay` cassette, if any (a planner answers from it too).
@@ -344,6 +359,14 @@ impl Host {
                 }
                 Ok(Arc::new(crate::sql::SqlBackend::new(tool, cfg)?))
             }
+            BackendConfig::Mcp {
+                server,
+                tool: remote,
+            } => Ok(Arc::new(crate::mcp::McpBackend {
+                servers: self.mcp.clone(),
+                server: server.clone(),
+                tool: remote.clone().unwrap_or_else(|| tool.to_owned()),
+            })),
             BackendConfig::Replay { cassette } => {
                 let Some(path) = cassette else {
                     return Err(config_err(format!(

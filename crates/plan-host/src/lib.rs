@@ -3,7 +3,9 @@
 //!
 //! Properties:
 //! - Backends per tool, chosen by the tools file: `openai` (OpenAI-compatible chat
-//!   completions), `http` (POST args as JSON), `replay` (cassette, no network).
+//!   completions), `http` (POST args as JSON), `replay` (cassette, no network), `sql` (a
+//!   query under constraints, `plan-sql`),
+//!   `mcp` (a tool of an MCP server, `plan-mcp`).
 //!   `--replay` serves every tool from one cassette; `--record` appends every call the
 //!   run commits to one (in program order; calls issued ahead that the sequential run
 //!   would not have made are left out).
@@ -28,6 +30,7 @@
 //! - `host`: `Host`, backend selection, per-call timeout.
 //! - `backend`: the `Backend` trait.
 //! - `openai`, `http`: network backends over `plan-llm`'s `ChatClient` and `Endpoint`.
+//! - `sql`, `mcp`: a database under constraints; a tool of an MCP server.
 //! - `prompt`: the user message an LLM sees (context + prompt + format instruction).
 //! - `cassette`: cassette format, `ReplayBackend`, `Recorder`.
 //! - `trace`: JSON-lines trace events.
@@ -41,6 +44,7 @@ mod grounding;
 mod host;
 mod http;
 mod journal;
+mod mcp;
 mod openai;
 mod pool;
 mod prompt;
@@ -60,7 +64,7 @@ pub use host::{CONDITION_TOOL, Host, HostOptions};
 pub use journal::{Durable, Journal, RecordJournal, TraceEvent};
 pub use plan_llm::{
     EnvLookup, MAX_REDIRECTS, REDACTED, Redactor, RetryPolicy, Secret, TOTAL_TIMEOUT_FACTOR,
-    process_env,
+    install_crypto, process_env,
 };
 pub use pool::Pool;
 pub use prompt::{CONDITION_INSTRUCTION, format_instruction, keys_instruction, user_message};

@@ -196,10 +196,12 @@ impl Connector {
         })
     }
 
-    fn client(&self) -> Result<reqwest::Client, CallError> {
+    /// The pooled HTTP client (rustls), made on first use; MCP servers over HTTP share it.
+    pub fn client(&self) -> Result<reqwest::Client, CallError> {
         if let Some(c) = self.client.get() {
             return Ok(c.clone());
         }
+        install_crypto();
         let c = reqwest::Client::builder()
             .user_agent(concat!("planvm/", env!("CARGO_PKG_VERSION")))
             .redirect(redirect_policy())
@@ -213,6 +215,14 @@ impl Connector {
             })?;
         Ok(self.client.get_or_init(|| c).clone())
     }
+}
+
+/// Makes ring the process's TLS provider, unless one is installed already. Whatever builds
+/// a `reqwest` client calls it first: with `rustls-no-provider`, a client built without a
+/// provider panics.
+pub fn install_crypto() {
+    // NB: `Err` means another provider won the race: any provider will do.
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// `{base_url}/chat/completions`, tolerating a trailing slash on the base.

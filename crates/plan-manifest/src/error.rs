@@ -29,6 +29,12 @@ pub enum ManifestErrorKind {
     /// A tool answered by a person (`effects = "human"`) given a backend, or a human
     /// tool without a string `question` param. Example: `ask_user` with `[tool.backend]`.
     HumanTool,
+    /// A param `enum` that is empty, holds a value not of the param's type, or leaves out
+    /// the param's default. Example: `{ name = "n", type = "int", enum = ["a"] }`.
+    InvalidEnum,
+    /// An `[[mcp]]` table with neither or both of `command` and `url`, a duplicate name,
+    /// or a tool whose `kind = "mcp"` backend names no `[[mcp]]` table.
+    Mcp,
 }
 
 /// A clean error for a bad tool manifest.

@@ -15,8 +15,8 @@ use toml::Spanned;
 
 use crate::error::{ManifestError, ManifestErrorKind, line_col};
 use crate::{
-    BackendConfig, Effects, GroundingConfig, Manifest, ParamSpec, ParamType, PlannerConfig,
-    ToolSpec,
+    BackendConfig, Effects, GroundingConfig, Manifest, McpServer, ParamSpec, ParamType,
+    PlannerConfig, ToolSpec,
 };
 
 #[derive(Deserialize)]
@@ -30,6 +30,8 @@ struct RawFile {
     planner: Option<PlannerConfig>,
     #[serde(default)]
     grounding: Option<GroundingConfig>,
+    #[serde(default)]
+    mcp: Vec<Spanned<McpServer>>,
 }
 
 #[derive(Deserialize)]
@@ -65,6 +67,8 @@ struct RawParam {
     description: String,
     #[serde(default)]
     default: Option<Spanned<toml::Value>>,
+    #[serde(default, rename = "enum")]
+    choices: Option<Spanned<Vec<toml::Value>>>,
 }
 
 /// The accepted `type` spellings, in the order error messages list them.
@@ -168,12 +172,17 @@ impl Ctx<'_> {
                 None => None,
                 Some(d) => Some(self.default(tool, &name, ty, p.required, d)?),
             };
+            let choices = match p.choices {
+                None => None,
+                Some(c) => Some(self.choices(tool, &name, ty, default.as_ref(), c)?),
+            };
             out.push(ParamSpec {
                 name,
                 ty,
                 required: p.required,
                 description: p.description,
                 default,
+                choices,
             });
         }
         Ok(out)
@@ -219,6 +228,99 @@ impl Ctx<'_> {
     }
 }
 
+impl Ctx<'_> {
+    /// A param's `enum`: not empty, every value JSON and of the param's type, the default
+    /// among them.
+    fn choices(
+        &self,
+        tool: &str,
+        name: &str,
+        ty: ParamType,
+        default: Option<&serde_json::Value>,
+        raw: Spanned<Vec<toml::Value>>,
+    ) -> Result<Vec<serde_json::Value>, ManifestError> {
+        let span = raw.span();
+        let bad = |msg: String| self.err(ManifestErrorKind::InvalidEnum, span.clone(), msg);
+        let raw = raw.into_inner();
+        if raw.is_empty() {
+            return Err(bad(format!(
+                "the enum of param `{name}` of tool `{tool}` is empty: no call could pass it"
+            )));
+        }
+        let mut out = Vec::with_capacity(raw.len());
+        for v in raw {
+            let value = (!contains_datetime(&v))
+                .then(|| serde_json::to_value(&v).ok())
+                .flatten()
+                .filter(|v| ty.accepts(v))
+                .ok_or_else(|| {
+                    bad(format!(
+                        "the enum of param `{name}` of tool `{tool}` holds {v}, not a JSON value of its type `{}`",
+                        ty.as_str()
+                    ))
+                })?;
+            out.push(value);
+        }
+        if let Some(d) = default.filter(|d| !out.contains(d)) {
+            return Err(bad(format!(
+                "the default of param `{name}` of tool `{tool}`, {d}, is not in its enum"
+            )));
+        }
+        Ok(out)
+    }
+
+    /// The `[[mcp]]` tables, checked: names non-empty and unique, exactly one of
+    /// `command` (not empty) and `url`, a positive timeout.
+    fn mcp(&self, raw: Vec<Spanned<McpServer>>) -> Result<Vec<McpServer>, ManifestError> {
+        let mut seen = HashSet::new();
+        let mut out = Vec::with_capacity(raw.len());
+        for m in raw {
+            let span = m.span();
+            let m = m.into_inner();
+            let bad = |msg: String| self.err(ManifestErrorKind::Mcp, span.clone(), msg);
+            if m.name.trim().is_empty() {
+                return Err(bad("an [[mcp]] table has an empty name".into()));
+            }
+            if !seen.insert(m.name.clone()) {
+                return Err(bad(format!(
+                    "[[mcp]] `{}` is declared more than once",
+                    m.name
+                )));
+            }
+            match (&m.command, &m.url) {
+                (Some(c), None) if c.first().is_some_and(|p| !p.is_empty()) => {}
+                (Some(_), None) => {
+                    return Err(bad(format!(
+                        "[[mcp]] `{}`: `command` is empty; give the program and its arguments",
+                        m.name
+                    )));
+                }
+                (None, Some(u)) if u.starts_with("http://") || u.starts_with("https://") => {}
+                (None, Some(u)) => {
+                    return Err(bad(format!(
+                        "[[mcp]] `{}`: url `{u}` is not http:// or https://",
+                        m.name
+                    )));
+                }
+                _ => {
+                    return Err(bad(format!(
+                        "[[mcp]] `{}` needs exactly one of `command` (a program over stdio) and `url` (streamable HTTP)",
+                        m.name
+                    )));
+                }
+            }
+            if let Some(t) = m.timeout_secs.filter(|t| !(t.is_finite() && *t > 0.0)) {
+                return Err(bad(format!(
+                    "[[mcp]] `{}`: timeout_secs {t} is not a positive number",
+                    m.name
+                )));
+            }
+            out.push(m);
+        }
+        Ok(out)
+    }
+}
+
 fn contains_datetime(v: &toml::Value) -> bool {
     match v {
         toml::Value::Datetime(_) => true,
@@ -244,6 +346,7 @@ impl Manifest {
             manifest.tools.retain(|t| t.name != crate::ASK_USER);
         }
         manifest.grounding = raw.grounding;
+        manifest.mcp = cx.mcp(raw.mcp)?;
 
         let mut declared = HashSet::new();
         for t in raw.tool {
@@ -293,6 +396,12 @@ impl Manifest {
                                 Effects::Write
                             }),
                         ),
+                        // NB: what an MCP tool does is the server's business: a write
+                        // unless the file says otherwise.
+                        Some(BackendConfig::Mcp { .. }) => (
+                            params.unwrap_or_default(),
+                            t.effects.unwrap_or(Effects::Write),
+                        ),
                         _ => (params.unwrap_or_default(), t.effects.unwrap_or_default()),
                     };
                     manifest.tools.push(ToolSpec {
@@ -306,6 +415,18 @@ impl Manifest {
                 }
             };
             let tool = &manifest.tools[i];
+            if let Some(BackendConfig::Mcp { server, .. }) = &tool.backend
+                && manifest.mcp_server(server).is_none()
+            {
+                return Err(cx.err(
+                    ManifestErrorKind::Mcp,
+                    span,
+                    format!(
+                        "tool `{}` is served by MCP server `{server}`, which no [[mcp]] table declares",
+                        tool.name
+                    ),
+                ));
+            }
             if tool.effects == Effects::Human {
                 // NB: a person answers it: the host never sends it anywhere, and what
                 // it shows them is its `question`.
@@ -373,6 +494,23 @@ impl Manifest {
                     _ => {}
                 }
             }
+            for m in &mut manifest.mcp {
+                if let Some(cwd) = m
+                    .cwd
+                    .as_mut()
+                    .filter(|c| Path::new(c.as_str()).is_relative())
+                {
+                    *cwd = dir.join(&*cwd).display().to_string();
+                }
+                // NB: a program named by a path (`./server.py`) is beside the file; a bare
+                // name (`npx`) is looked up on PATH.
+                if let Some(prog) = m.command.as_mut().and_then(|c| c.first_mut())
+                    && prog.contains('/')
+                    && Path::new(prog.as_str()).is_relative()
+                {
+                    *prog = dir.join(&*prog).display().to_string();
+                }
+            }
         }
         Ok(manifest)
     }
@@ -386,6 +524,8 @@ impl Manifest {
         }
         #[derive(Serialize)]
         struct File<'a> {
+            #[serde(skip_serializing_if = "<[McpServer]>::is_empty")]
+            mcp: &'a [McpServer],
             #[serde(skip_serializing_if = "Option::is_none")]
             defaults: Option<Defaults<'a>>,
             tool: &'a [ToolSpec],
@@ -395,6 +535,7 @@ impl Manifest {
             grounding: Option<&'a GroundingConfig>,
         }
         toml::to_string(&File {
+            mcp: &self.mcp,
             defaults: self
                 .default_backend
                 .as_ref()
@@ -415,5 +556,6 @@ fn sql_param() -> ParamSpec {
         description: "One SQL query (SQLite's dialect): SELECT only, unless the tool may write."
             .into(),
         default: None,
+        choices: None,
     }
 }

@@ -152,6 +152,10 @@ pub struct ParamSpec {
     /// receives it, whatever serves it). A param with a default is optional.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default: Option<serde_json::Value>,
+    /// The values the param may take (`enum` in the file and in JSON Schema); a constant
+    /// argument outside them does not compile.
+    #[serde(default, rename = "enum", skip_serializing_if = "Option::is_none")]
+    pub choices: Option<Vec<serde_json::Value>>,
 }
 
 /// How `planvm` serves a tool. Secrets are never stored here: only the name of the
@@ -218,6 +222,73 @@ pub enum BackendConfig {
         #[serde(default)]
         timeout_secs: Option<f64>,
     },
+    /// Call a tool of an MCP server declared by an `[[mcp]]` table (docs/mcp.md).
+    Mcp {
+        /// The `[[mcp]]` entry's `name`.
+        server: String,
+        /// The tool's name on the server (default: this tool's name).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+    },
+}
+
+/// An `[[mcp]]` table: an MCP (Model Context Protocol) server whose tools are imported
+/// into the manifest, started over stdio (`command`) or reached over streamable HTTP
+/// (`url`). Secrets never appear here: only the names of the variables holding them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    /// What `[tool.backend] server = ...` and messages call it; unique in the file.
+    pub name: String,
+    /// The program and its arguments (stdio).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// Variables set for the program (values in the file: no secrets).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Variables of planvm's environment passed on to the program; the others are not,
+    /// but for `PATH`, `HOME` and the locale (so a server never sees the planner's key).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pass_env: Vec<String>,
+    /// The program's working directory (relative to the tools file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The server's streamable HTTP endpoint (`http://host/mcp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// HTTP headers sent to `url`, each with the name of the variable holding its value.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers_env: std::collections::BTreeMap<String, String>,
+    /// Name of the variable whose value is sent to `url` as `Authorization: Bearer ...`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Only these of the server's tools (by their names on the server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include: Option<Vec<String>>,
+    /// None of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Put before each imported tool's name (`gh_` + `create_issue`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// How long starting the server, listing its tools or one call may take (default 60).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_secs: Option<f64>,
+}
+
+impl McpServer {
+    /// Whether its tool `name` (its name on the server) is imported.
+    pub fn imports(&self, name: &str) -> bool {
+        self.include
+            .as_ref()
+            .is_none_or(|i| i.iter().any(|n| n == name))
+            && !self.exclude.iter().any(|n| n == name)
+    }
+
+    /// The manifest name of its tool `name`.
+    pub fn tool_name(&self, name: &str) -> String {
+        format!("{}{name}", self.prefix.as_deref().unwrap_or(""))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -250,6 +321,9 @@ pub struct Manifest {
     pub planner: Option<PlannerConfig>,
     /// The `[grounding]` table: which databases the planner is shown, and how much.
     pub grounding: Option<GroundingConfig>,
+    /// The `[[mcp]]` tables: servers whose tools are imported (by `plan-mcp`, which
+    /// lists them; the tools are not in `tools` until then).
+    pub mcp: Vec<McpServer>,
 }
 
 /// The `[grounding]` table of a tools file: the tables, columns and values of the `sql`
@@ -311,6 +385,22 @@ pub struct PlannerConfig {
     pub ask_user: Option<bool>,
 }
 
+/// Where what planvm derives from a tools file and keeps between processes (databases'
+/// schemas for grounding, MCP servers' tool listings) goes, by `kind`:
+/// `$PLANVM_CACHE_DIR/KIND`, else `$XDG_CACHE_HOME/planvm/KIND`, else
+/// `~/.cache/planvm/KIND`; `None` when none of these is set.
+pub fn cache_dir(kind: &str) -> Option<std::path::PathBuf> {
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(std::path::PathBuf::from)
+    };
+    env("PLANVM_CACHE_DIR")
+        .or_else(|| env("XDG_CACHE_HOME").map(|d| d.join("planvm")))
+        .or_else(|| env("HOME").map(|d| d.join(".cache/planvm")))
+        .map(|d| d.join(kind))
+}
+
 fn p(name: &str, ty: ParamType, required: bool, description: &str) -> ParamSpec {
     ParamSpec {
         name: name.into(),
@@ -318,6 +408,7 @@ fn p(name: &str, ty: ParamType, required: bool, description: &str) -> ParamSpec 
         required,
         description: description.into(),
         default: None,
+        choices: None,
     }
 }
 
@@ -342,7 +433,9 @@ impl BackendConfig {
             BackendConfig::Openai { api_key_env, .. } | BackendConfig::Http { api_key_env, .. } => {
                 api_key_env.as_deref()
             }
-            BackendConfig::Replay { .. } | BackendConfig::Sql { .. } => None,
+            BackendConfig::Replay { .. }
+            | BackendConfig::Sql { .. }
+            | BackendConfig::Mcp { .. } => None,
         }
     }
 }
@@ -422,7 +515,13 @@ impl Manifest {
             default_backend: None,
             planner: None,
             grounding: None,
+            mcp: Vec::new(),
         }
+    }
+
+    /// The `[[mcp]]` entry named `name`.
+    pub fn mcp_server(&self, name: &str) -> Option<&McpServer> {
+        self.mcp.iter().find(|s| s.name == name)
     }
 
     pub fn get(&self, name: &str) -> Option<&ToolSpec> {

@@ -59,6 +59,7 @@ fn param(name: &str, ty: ParamType, required: bool, description: &str) -> ParamS
         required,
         description: description.into(),
         default: None,
+        choices: None,
     }
 }
 
@@ -253,7 +254,7 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "unknown top-level key",
         "tools = []\n",
         ManifestErrorKind::UnknownKey,
-        "t.toml:1:1: unknown field `tools`, expected one of `defaults`, `tool`, `planner`, `grounding`",
+        "t.toml:1:1: unknown field `tools`, expected one of `defaults`, `tool`, `planner`, `grounding`, `mcp`",
     ),
     (
         "unknown defaults key",
@@ -265,7 +266,7 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "unknown param key",
         "[[tool]]\nname = \"x\"\nparams = [{ name = \"q\", typo = \"int\" }]\n",
         ManifestErrorKind::UnknownKey,
-        "t.toml:3:25: unknown field `typo`, expected one of `name`, `type`, `required`, `description`, `default`",
+        "t.toml:3:25: unknown field `typo`, expected one of `name`, `type`, `required`, `description`, `default`, `enum`",
     ),
     (
         "unknown backend key",
@@ -277,7 +278,7 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "unknown backend kind",
         "[[tool]]\nname = \"x\"\n[tool.backend]\nkind = \"grpc\"\n",
         ManifestErrorKind::Syntax,
-        "t.toml:4:8: unknown variant `grpc`, expected one of `openai`, `http`, `replay`, `sql`",
+        "t.toml:4:8: unknown variant `grpc`, expected one of `openai`, `http`, `replay`, `sql`, `mcp`",
     ),
     (
         "backend without kind",
@@ -398,6 +399,66 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "[[tool]]\nname = \"confirm\"\neffects = \"human\"\nparams = [{ name = \"q\", type = \"string\" }]\n",
         ManifestErrorKind::HumanTool,
         "t.toml:2:8: tool `confirm` is answered by a person (effects = \"human\"): it needs a string param `question` (what the person is asked)",
+    ),
+    (
+        "empty enum",
+        "[[tool]]\nname = \"x\"\nparams = [{ name = \"m\", enum = [] }]\n",
+        ManifestErrorKind::InvalidEnum,
+        "t.toml:3:32: the enum of param `m` of tool `x` is empty: no call could pass it",
+    ),
+    (
+        "enum value of another type",
+        "[[tool]]\nname = \"x\"\nparams = [{ name = \"n\", type = \"int\", enum = [1, \"two\"] }]\n",
+        ManifestErrorKind::InvalidEnum,
+        "t.toml:3:46: the enum of param `n` of tool `x` holds \"two\", not a JSON value of its type `int`",
+    ),
+    (
+        "default outside the enum",
+        "[[tool]]\nname = \"x\"\nparams = [{ name = \"m\", default = \"c\", enum = [\"a\", \"b\"] }]\n",
+        ManifestErrorKind::InvalidEnum,
+        "t.toml:3:47: the default of param `m` of tool `x`, \"c\", is not in its enum",
+    ),
+    (
+        "mcp server with neither command nor url",
+        "[[mcp]]\nname = \"gh\"\n",
+        ManifestErrorKind::Mcp,
+        "t.toml:1:1: [[mcp]] `gh` needs exactly one of `command` (a program over stdio) and `url` (streamable HTTP)",
+    ),
+    (
+        "mcp server with both",
+        "[[mcp]]\nname = \"gh\"\ncommand = [\"gh-mcp\"]\nurl = \"http://127.0.0.1:1/mcp\"\n",
+        ManifestErrorKind::Mcp,
+        "t.toml:1:1: [[mcp]] `gh` needs exactly one of `command` (a program over stdio) and `url` (streamable HTTP)",
+    ),
+    (
+        "mcp server with an empty command",
+        "[[mcp]]\nname = \"gh\"\ncommand = []\n",
+        ManifestErrorKind::Mcp,
+        "t.toml:1:1: [[mcp]] `gh`: `command` is empty; give the program and its arguments",
+    ),
+    (
+        "mcp url of another scheme",
+        "[[mcp]]\nname = \"gh\"\nurl = \"ftp://host/mcp\"\n",
+        ManifestErrorKind::Mcp,
+        "t.toml:1:1: [[mcp]] `gh`: url `ftp://host/mcp` is not http:// or https://",
+    ),
+    (
+        "mcp server declared twice",
+        "[[mcp]]\nname = \"gh\"\ncommand = [\"a\"]\n[[mcp]]\nname = \"gh\"\ncommand = [\"b\"]\n",
+        ManifestErrorKind::Mcp,
+        "t.toml:4:1: [[mcp]] `gh` is declared more than once",
+    ),
+    (
+        "mcp timeout not positive",
+        "[[mcp]]\nname = \"gh\"\ncommand = [\"a\"]\ntimeout_secs = 0\n",
+        ManifestErrorKind::Mcp,
+        "t.toml:1:1: [[mcp]] `gh`: timeout_secs 0 is not a positive number",
+    ),
+    (
+        "a tool of an undeclared mcp server",
+        "[[tool]]\nname = \"x\"\n[tool.backend]\nkind = \"mcp\"\nserver = \"gh\"\n",
+        ManifestErrorKind::Mcp,
+        "t.toml:2:8: tool `x` is served by MCP server `gh`, which no [[mcp]] table declares",
     ),
 ];
 

@@ -138,6 +138,10 @@ pub fn tools_text(manifest: &Manifest) -> String {
             for p in &t.params {
                 let need = if p.required { "required" } else { "optional" };
                 let _ = write!(s, "- `{}` ({}, {need}", p.name, p.ty.as_str());
+                if let Some(c) = &p.choices {
+                    let c: Vec<String> = c.iter().map(Value::to_string).collect();
+                    let _ = write!(s, ", one of {}", c.join(", "));
+                }
                 if let Some(d) = &p.default {
                     let _ = write!(s, ", default {d}");
                 }

@@ -80,6 +80,7 @@ fn manifest() -> Manifest {
             required: true,
             default: None,
             description: String::new(),
+            choices: None,
         }],
         effects: Effects::Write,
         backend: None,

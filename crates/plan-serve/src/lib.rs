@@ -237,7 +237,8 @@ impl Service {
 
     /// Serves requests on `listener` until `shutdown` resolves. The runs still going stop
     /// when the runtime is dropped (each reads as interrupted once this process is gone,
-    /// and is resumed at the next start); the store's writer thread writes what it was
+    /// and is resumed at the next start; the MCP servers they call are killed with them,
+    /// rather than stopped under a call that would then fail); the store's writer thread writes what it was
     /// given and is joined once the last of them is gone.
     pub async fn serve(
         self,

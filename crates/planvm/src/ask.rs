@@ -202,7 +202,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     let rf = response_format.as_ref();
     let (outcome, store_failed, last_run) = match &args.store.store {
         None => (
-            runtime.block_on(planner.ask(&args.goal, rf, &mut tracer)),
+            session::block_on(&runtime, &host, planner.ask(&args.goal, rf, &mut tracer)),
             None,
             None,
         ),
@@ -222,7 +222,11 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
                 warn: session::lease_warning,
                 started: |id| eprintln!("run {id}"),
             };
-            let stored = runtime.block_on(plan_runs::ask::ask(&planner, &args.goal, rf, store));
+            let stored = session::block_on(
+                &runtime,
+                &host,
+                plan_runs::ask::ask(&planner, &args.goal, rf, store),
+            );
             let failed = stored.failed.map(|e| session::engine_exit(e.kind));
             (stored.outcome, failed, stored.runs.last().cloned())
         }

@@ -14,6 +14,7 @@
 //! planvm runs list|show|cancel [ID] --store DB [--at SEQ] [--format text|json]
 //! planvm serve --store DB [--tools FILE] [--listen ADDR] [--token-env NAME] [--max-runs N]
 //! planvm ground QUESTION --tools FILE [--format text|json]
+//! planvm tools list|refresh --tools FILE [--format text|json]
 //! ```
 //!
 //! Exit codes (see `plan_render::exit`) are printed by `planvm run --help`.
@@ -21,7 +22,8 @@
 //! Module map: this file picks the command; `args` holds the argument groups commands
 //! share; `session` what every command that runs plans sets up, prints and exits with;
 //! `progress` draws the live status line; `run`, `ask` (docs/planner.md), `batch`,
-//! `stored` (`resume`, `branch`), `runs`, `sessions`, `ground` and `serve` are the commands.
+//! `stored` (`resume`, `branch`), `runs`, `sessions`, `ground`, `tools` and `serve` are the
+//! commands.
 //! The engine is in libraries: `plan_host` runs a plan, `plan_planner` writes one,
 //! `plan_runs` keeps runs in a store (docs/durability.md). Only this crate prints.
 
@@ -36,6 +38,7 @@ mod serve;
 mod session;
 mod sessions;
 mod stored;
+mod tools;
 
 use std::process::ExitCode;
 
@@ -87,6 +90,10 @@ enum Command {
     /// What the planner is shown of each database for a question: the tables, columns and
     /// values that matter (the `sql` tools of the tools file).
     Ground(ground::GroundArgs),
+    /// The tools of a tools file as resolved, those of its MCP servers included; or list
+    /// the MCP servers' tools again.
+    #[command(subcommand)]
+    Tools(tools::ToolsCommand),
 }
 
 fn main() -> ExitCode {
@@ -100,6 +107,7 @@ fn main() -> ExitCode {
         Command::Runs(cmd) => ExitCode::from(runs::runs(cmd)),
         Command::Sessions(cmd) => ExitCode::from(sessions::sessions(cmd)),
         Command::Ground(args) => ExitCode::from(ground::ground(args)),
+        Command::Tools(cmd) => ExitCode::from(tools::tools(cmd)),
         Command::Serve(args) => ExitCode::from(serve::serve(args)),
     }
 }

@@ -83,7 +83,11 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         Err(code) => return code,
     };
     tracer.restart_clock();
-    match runtime.block_on(run_loaded(&host, &loaded, &args, &mut tracer)) {
+    match session::block_on(
+        &runtime,
+        &host,
+        run_loaded(&host, &loaded, &args, &mut tracer),
+    ) {
         Ok((report, id)) => finish(
             report,
             (args.output.format, id.as_deref()),
@@ -155,7 +159,7 @@ fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let outcome = runtime.block_on(async {
+    let outcome = session::block_on(&runtime, &host, async {
         let streamer =
             plan_planner::Streamer::new(&host, args.io.vars.clone(), args.limits.limits());
         let (tx, pieces) = tokio::sync::mpsc::unbounded_channel();

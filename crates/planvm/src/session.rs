@@ -5,8 +5,11 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use plan_host::{Host, HostErrorKind, HostOptions, Question, RunReport, RunStatus, Tracer};
+use plan_host::{
+    Host, HostErrorKind, HostOptions, Question, RunReport, RunStatus, Tracer, process_env,
+};
 use plan_manifest::Manifest;
+use plan_mcp::Listing;
 use plan_render::exit;
 use plan_runs::ErrorKind;
 use serde_json::Value;
@@ -82,8 +85,19 @@ pub(crate) fn refuse_clobbering(
 /// The `--tools` file, or the built-in tools.
 pub(crate) fn load_manifest(tools: Option<&Path>) -> Result<Manifest, u8> {
     match tools {
-        Some(path) => Manifest::load(path)
-            .map_err(|e| fail(exit::USAGE, format_args!("cannot load tools file: {e}"))),
+        Some(path) => {
+            let mut manifest = Manifest::load(path)
+                .map_err(|e| fail(exit::USAGE, format_args!("cannot load tools file: {e}")))?;
+            plan_mcp::import_blocking(&mut manifest, process_env(), Listing::Cached).map_err(
+                |e| {
+                    fail(
+                        exit::USAGE,
+                        format_args!("cannot import the MCP servers' tools: {e}"),
+                    )
+                },
+            )?;
+            Ok(manifest)
+        }
         None => Ok(Manifest::builtin()),
     }
 }
@@ -118,6 +132,20 @@ pub(crate) struct Session {
     pub(crate) status_line: Option<progress::StatusLine>,
     pub(crate) host: Host,
     pub(crate) runtime: tokio::runtime::Runtime,
+}
+
+/// Runs `fut` to its end on `runtime`, then shuts down the MCP servers `host` started
+/// (cleanly, rather than killed when the process exits).
+pub(crate) fn block_on<T>(
+    runtime: &tokio::runtime::Runtime,
+    host: &Host,
+    fut: impl std::future::Future<Output = T>,
+) -> T {
+    runtime.block_on(async {
+        let out = fut.await;
+        host.shutdown().await;
+        out
+    })
 }
 
 /// Sets up a [`Session`]; `output` is where the trace goes and the output format.

@@ -181,7 +181,7 @@ fn go_on(
     };
     let id = claimed.id().to_owned();
     eprintln!("run {id}");
-    let report = runtime.block_on(claimed.go(&host, &mut tracer));
+    let report = session::block_on(&runtime, &host, claimed.go(&host, &mut tracer));
     session::finish(report, (output.format, Some(&id)), &tracer, status_line)
 }
 

@@ -66,6 +66,7 @@ fn serve_with(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
 }
 
 fn client() -> reqwest::Client {
+    plan_host::install_crypto();
     reqwest::Client::new()
 }
 

@@ -674,6 +674,7 @@ fn replay_host(
         default_backend: None,
         planner: None,
         grounding: None,
+        mcp: Vec::new(),
     };
     let host = Host::new(manifest, opts.clone()).map_err(|e| e.message)?;
     let backend: Arc<dyn Backend> = Arc::new(cassette.fresh());

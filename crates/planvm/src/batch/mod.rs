@@ -154,7 +154,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     let mut sink = Sink::new(out, out_name, progress_bar(jobs.len()));
     let batch = Batch {
         manifest,
-        host,
+        host: host.clone(),
         host_options,
         limits: args.limits.limits(),
         vars: args.vars,
@@ -164,12 +164,11 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         jobs: args.jobs as usize,
         color: plan_render::color_stderr(),
     };
-    let tally = runtime.block_on(plan_runs::batch::run(
-        &batch,
-        store.as_mut(),
-        jobs,
-        &mut |e| sink.event(e),
-    ));
+    let tally = session::block_on(
+        &runtime,
+        &host,
+        plan_runs::batch::run(&batch, store.as_mut(), jobs, &mut |e| sink.event(e)),
+    );
     sink.clear_bar();
     // NB: every run is written by now; the store's connections are closed before the
     // process exits (the writer's here, the lease's when it is dropped), so that the last

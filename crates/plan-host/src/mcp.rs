@@ -1,0 +1,38 @@
+//! `mcp` backend: the call goes to a tool of an MCP server (`plan-mcp`'s [`Servers`],
+//! one client per server shared by every run of the host); the result becomes a value by
+//! [`plan_mcp::output`]. Dropping the call (a run that stops, a timeout) cancels it on the
+//! server.
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use plan_mcp::Servers;
+use serde_json::Value;
+
+use crate::backend::Backend;
+use crate::error::ToolError;
+use plan_vm::ToolRequest;
+
+#[derive(Debug)]
+pub(crate) struct McpBackend {
+    pub(crate) servers: Arc<Servers>,
+    pub(crate) server: String,
+    /// The tool's name on the server.
+    pub(crate) tool: String,
+}
+
+impl Backend for McpBackend {
+    fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            let result = self
+                .servers
+                .call(&self.server, &self.tool, req.args.to_map())
+                .await?;
+            plan_mcp::output(&req.tool, result)
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("MCP tool `{}` of server `{}`", self.tool, self.server)
+    }
+}

@@ -1,0 +1,180 @@
+//! Importing the `[[mcp]]` servers' tools into a manifest: each server's listing (from the
+//! cache, else listed by starting the server), filtered by `include` and `exclude`,
+//! named with `prefix`, mapped by `schema`. A `[[tool]]` of the file with the same name
+//! replaces the imported tool; two servers importing one name is an error (set a
+//! `prefix`).
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use plan_llm::{CallError, CallErrorKind, EnvLookup, Redactor};
+use plan_manifest::{BackendConfig, Manifest};
+use rmcp::model::Tool;
+
+use crate::cache;
+use crate::client::Servers;
+use crate::schema::tool_spec;
+
+/// Where listings come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listing {
+    /// The cache, else the server (and the cache is written).
+    Cached,
+    /// The server, whatever the cache holds (`planvm tools refresh`).
+    Fresh,
+}
+
+/// Adds the tools of every `[[mcp]]` server of `manifest`, listed through `servers`
+/// when `cache` (a directory) has no listing or `listing` is `Fresh`. Every server's
+/// problems are reported together.
+pub async fn import(
+    manifest: &mut Manifest,
+    servers: &Servers,
+    cache: Option<&Path>,
+    listing: Listing,
+) -> Result<(), CallError> {
+    let mut problems = Vec::new();
+    let mut listings = Vec::new();
+    for server in &manifest.mcp {
+        let cached = match (listing, cache) {
+            (Listing::Cached, Some(dir)) => cache::read(dir, server),
+            _ => None,
+        };
+        let tools = match cached {
+            Some(tools) => tools,
+            None => match servers.list(&server.name).await {
+                Ok(tools) => {
+                    if let Some(dir) = cache
+                        && let Err(e) = cache::write(dir, server, &tools)
+                    {
+                        // NB: only the next start pays for it.
+                        eprintln!(
+                            "warning: cannot keep the tool listing of MCP server `{}` in {}: {e}",
+                            server.name,
+                            dir.display()
+                        );
+                    }
+                    tools
+                }
+                Err(e) => {
+                    problems.push(e.message);
+                    continue;
+                }
+            },
+        };
+        listings.push((server.name.clone(), tools));
+    }
+    let explicit: HashSet<String> = manifest.tools.iter().map(|t| t.name.clone()).collect();
+    for (server, tools) in &listings {
+        if let Err(e) = merge(manifest, server, tools, &explicit) {
+            problems.extend(e);
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(CallError::new(CallErrorKind::Config, problems.join("\n")))
+    }
+}
+
+/// Adds the tools `server` listed to `manifest`, where the tools named `explicit` (the
+/// file's and the built-ins) stay as they are.
+pub fn merge(
+    manifest: &mut Manifest,
+    server: &str,
+    tools: &[Tool],
+    explicit: &HashSet<String>,
+) -> Result<(), Vec<String>> {
+    let Some(cfg) = manifest.mcp_server(server).cloned() else {
+        return Err(vec![format!("no [[mcp]] table named `{server}`")]);
+    };
+    let mut problems = Vec::new();
+    let listed: HashSet<&str> = tools.iter().map(|t| &*t.name).collect();
+    let names = || {
+        let mut n: Vec<&str> = listed.iter().copied().collect();
+        n.sort_unstable();
+        n.join(", ")
+    };
+    for wanted in cfg.include.iter().flatten() {
+        if !listed.contains(wanted.as_str()) {
+            problems.push(format!(
+                "[[mcp]] `{server}` includes `{wanted}`, which the server does not list; it has: {}",
+                names()
+            ));
+        }
+    }
+    for t in &manifest.tools {
+        if let Some(BackendConfig::Mcp { server: s, tool }) = &t.backend
+            && *s == server
+        {
+            let remote = tool.as_deref().unwrap_or(&t.name);
+            if !listed.contains(remote) {
+                problems.push(format!(
+                    "tool `{}` calls `{remote}` of MCP server `{server}`, which does not list it; it has: {}",
+                    t.name,
+                    names()
+                ));
+            }
+        }
+    }
+    for t in tools.iter().filter(|t| cfg.imports(&t.name)) {
+        let spec = tool_spec(&cfg, t);
+        match manifest.get(&spec.name) {
+            None => manifest.tools.push(spec),
+            // A `[[tool]]` of the file (or a built-in) of the same name stays.
+            Some(_) if explicit.contains(&spec.name) => {}
+            // NB: imported by an earlier table: a plan could not say which it means.
+            Some(other) => {
+                let other = match &other.backend {
+                    Some(BackendConfig::Mcp { server, .. }) => server.as_str(),
+                    _ => "?",
+                };
+                problems.push(format!(
+                    "tool `{}` is imported from both MCP servers `{other}` and `{server}`: give one of them a `prefix`",
+                    spec.name
+                ));
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
+}
+
+/// [`import`] for callers without a runtime (the CLIs and the Python package at load):
+/// on a thread of its own, with servers started only for listings the cache lacks, and
+/// shut down before it returns.
+pub fn import_blocking(
+    manifest: &mut Manifest,
+    env: EnvLookup,
+    listing: Listing,
+) -> Result<(), CallError> {
+    if manifest.mcp.is_empty() {
+        return Ok(());
+    }
+    let cache = plan_manifest::cache_dir("mcp");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| CallError::new(CallErrorKind::Config, e.to_string()))?;
+            rt.block_on(async {
+                let servers =
+                    Servers::new(&manifest.mcp, env, std::sync::Arc::new(Redactor::new()));
+                let out = import(manifest, &servers, cache.as_deref(), listing).await;
+                servers.shutdown().await;
+                out
+            })
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(CallError::new(
+                CallErrorKind::Config,
+                "listing the MCP servers' tools panicked",
+            ))
+        })
+    })
+}

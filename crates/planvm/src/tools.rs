@@ -1,0 +1,123 @@
+//! `planvm tools list|refresh`: the tools of a tools file as resolved (the built-ins, the
+//! file's, and those imported from its MCP servers), and listing the MCP servers again
+//! (docs/mcp.md).
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Subcommand;
+use plan_manifest::{BackendConfig, Manifest, ToolSpec};
+use plan_mcp::Listing;
+use plan_render::exit;
+use serde_json::{Value, json};
+
+use crate::args::Format;
+use crate::session::fail;
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum ToolsCommand {
+    /// Every tool with its parameters, effects and what serves it.
+    List {
+        /// The tools file (default: the built-in tools).
+        #[arg(long, value_name = "FILE.toml")]
+        tools: Option<PathBuf>,
+        /// `json`: one JSON object per line (the tool as the manifest holds it, with
+        /// `served_by`).
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Lists the tools of every MCP server of the file again (starting each), and keeps
+    /// the listings for the next commands; then prints the tools as `list` does.
+    Refresh {
+        #[arg(long, value_name = "FILE.toml")]
+        tools: PathBuf,
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+}
+
+pub(crate) fn tools(cmd: ToolsCommand) -> u8 {
+    let (manifest, format) = match cmd {
+        ToolsCommand::List { tools, format } => {
+            match crate::session::load_manifest(tools.as_deref()) {
+                Ok(m) => (m, format),
+                Err(code) => return code,
+            }
+        }
+        ToolsCommand::Refresh { tools, format } => {
+            let mut manifest = match Manifest::load(&tools) {
+                Ok(m) => m,
+                Err(e) => return fail(exit::USAGE, format_args!("cannot load tools file: {e}")),
+            };
+            if manifest.mcp.is_empty() {
+                return fail(
+                    exit::USAGE,
+                    format!("{} has no [[mcp]] server to list", tools.display()),
+                );
+            }
+            if let Err(e) =
+                plan_mcp::import_blocking(&mut manifest, plan_host::process_env(), Listing::Fresh)
+            {
+                return fail(
+                    exit::USAGE,
+                    format_args!("cannot list the MCP servers' tools: {e}"),
+                );
+            }
+            (manifest, format)
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    for t in &manifest.tools {
+        let line = match format {
+            Format::Json => {
+                let mut v = json!(t);
+                v["served_by"] = json!(served_by(t));
+                v.to_string()
+            }
+            Format::Text => text(t),
+        };
+        if writeln!(out, "{line}").is_err() {
+            break;
+        }
+    }
+    exit::OK
+}
+
+/// What serves `t`: `mcp:SERVER`, a backend kind, `person`, or `default`.
+fn served_by(t: &ToolSpec) -> String {
+    match &t.backend {
+        Some(BackendConfig::Mcp { server, .. }) => format!("mcp:{server}"),
+        Some(b) => json!(b)["kind"].as_str().unwrap_or("?").to_owned(),
+        None if t.effects == plan_manifest::Effects::Human => "person".into(),
+        None => "default".into(),
+    }
+}
+
+/// `name (effects, served by)`, the description, then one line per param.
+fn text(t: &ToolSpec) -> String {
+    let effects = json!(t.effects);
+    let mut s = format!(
+        "{} ({}, {})",
+        t.name,
+        effects.as_str().unwrap_or("?"),
+        served_by(t)
+    );
+    if let Some(line) = t.description.lines().find(|l| !l.trim().is_empty()) {
+        s.push_str(&format!("\n  {}", line.trim()));
+    }
+    for p in &t.params {
+        let need = if p.required { "required" } else { "optional" };
+        s.push_str(&format!("\n  - {}: {}, {need}", p.name, p.ty.as_str()));
+        if let Some(c) = &p.choices {
+            let c: Vec<String> = c.iter().map(Value::to_string).collect();
+            s.push_str(&format!(", one of {}", c.join(", ")));
+        }
+        if let Some(d) = &p.default {
+            s.push_str(&format!(", default {d}"));
+        }
+        if !p.description.trim().is_empty() {
+            s.push_str(&format!(" — {}", p.description.trim()));
+        }
+    }
+    s
+}
