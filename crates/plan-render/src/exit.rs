@@ -218,6 +218,32 @@ pub const PLANVM_SERVE: &[Meaning] = &[
     ),
 ];
 
+/// `planvm mcp`.
+pub const PLANVM_MCP: &[Meaning] = &[
+    (OK, "the client closed the session (stdin)"),
+    (
+        RUN_FAILED,
+        "the tools' backends cannot be set up, or the runtime cannot start",
+    ),
+    (
+        USAGE,
+        "usage error, including an unreadable or malformed `--tools` file (or one whose \
+         MCP servers cannot be listed)",
+    ),
+    (
+        DATA_ERR,
+        "the `--store` file is not a planvm store (or is newer) or is damaged",
+    ),
+    (
+        CANT_CREATE,
+        "without `--store`, the store of the process cannot be made",
+    ),
+    (
+        IO_ERR,
+        "the `--store` file cannot be read or written, or stdin or stdout fails",
+    ),
+];
+
 /// `table` for a command's `--help`: `Exit codes:`, then one code a line, its meaning
 /// wrapped under it.
 pub fn help(table: &[Meaning]) -> String {

@@ -13,6 +13,7 @@ fn the_readme_shows_every_command_s_exit_codes_as_declared() {
         ("planvm ask", exit::PLANVM_ASK),
         ("planvm batch", exit::PLANVM_BATCH),
         ("planvm serve", exit::PLANVM_SERVE),
+        ("planvm mcp", exit::PLANVM_MCP),
     ] {
         let shown = exit::markdown(table);
         if !readme.contains(&shown) {
@@ -45,6 +46,8 @@ fn every_declared_code_is_a_known_constant_once_per_table() {
         exit::PLANVM,
         exit::PLANVM_ASK,
         exit::PLANVM_BATCH,
+        exit::PLANVM_SERVE,
+        exit::PLANVM_MCP,
     ] {
         let codes: Vec<u8> = table.iter().map(|(c, _)| *c).collect();
         let mut sorted = codes.clone();

@@ -26,7 +26,9 @@ type AppState = State<Arc<Shared>>;
 
 pub(crate) fn router(state: Arc<Shared>) -> Router {
     let max_body = state.max_body;
+    let mcp = crate::mcp::http(&state);
     let api = Router::new()
+        .nest_service("/mcp", mcp)
         .route("/v1/runs", post(submit).get(list))
         .route("/v1/runs/{id}", get(show))
         .route("/v1/runs/{id}/cancel", post(cancel))
@@ -66,14 +68,21 @@ impl ApiError {
     }
 }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let mut body = self.extra;
+impl ApiError {
+    /// The body it answers with: `{"error": {"code", "message"}, ...}`.
+    pub(crate) fn body(&self) -> Value {
+        let mut body = self.extra.clone();
         body.insert(
             "error".into(),
             json!({"code": self.code, "message": self.message}),
         );
-        (self.status, Json(Value::Object(body))).into_response()
+        Value::Object(body)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
     }
 }
 
@@ -158,6 +167,14 @@ pub(crate) async fn submit(
     body: Result<Json<Submit>, JsonRejection>,
 ) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let Json(submit) = body?;
+    let run = start(&state, submit).await?;
+    Ok((StatusCode::CREATED, Json(run)))
+}
+
+/// Stores a run of `submit`'s plan, or its goal, and starts it in the service (see
+/// [`submit`]).
+pub(crate) async fn start(state: &Arc<Shared>, submit: Submit) -> Result<RunSummary, ApiError> {
+    let state = state.clone();
     let plan = match (submit.plan, submit.goal) {
         (Some(plan), None) if submit.response_format.is_none() && submit.session.is_none() => plan,
         (None, Some(goal)) => {
@@ -173,7 +190,7 @@ pub(crate) async fn submit(
             let memory = submit.session.map_or(Memory::None, Memory::Session);
             let asked = (goal, submit.response_format, memory);
             let (id, _) = start_goal(&state, submit.run_id, asked, request).await?;
-            return Ok((StatusCode::CREATED, Json(id)));
+            return Ok(id);
         }
         _ => {
             return Err(ApiError::new(
@@ -216,7 +233,7 @@ pub(crate) async fn submit(
         row
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(summary(&row))))
+    Ok(summary(&row))
 }
 
 /// `work`, run to its end even when the request that started it is dropped.
@@ -656,33 +673,34 @@ pub(crate) async fn show(
     State(state): AppState,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let shown = state
-        .read(move |store| {
-            let goal = match store.goal(&id)? {
-                Some(g) => Some(crate::goals::view(store, &g)?),
-                None => None,
-            };
-            let mut shown = match read::show(store, &id) {
-                Ok(shown) => {
-                    let source = read::source(store, &shown.run);
-                    let children = store.children(&id)?;
-                    let mut v = json!(shown);
-                    v["source"] = json!(source);
-                    v["children"] = json!(children);
-                    v
-                }
-                // NB: a goal no plan of which has run yet has no run to show.
-                Err(e) if e.kind == ErrorKind::UnknownRun && goal.is_some() => {
-                    json!({"run": null, "steps": [], "calls": [], "source": null, "children": []})
-                }
-                Err(e) => return Err(e),
-            };
-            store.unchanged()?;
-            shown["goal"] = json!(goal);
-            Ok(shown)
-        })
-        .await?;
+    let shown = state.read(move |store| shown(store, &id)).await?;
     Ok(Json(shown))
+}
+
+/// Run (or goal) `id` as `GET /v1/runs/{id}` shows it.
+pub(crate) fn shown(store: &dyn plan_store::RunStore, id: &str) -> Result<Value, plan_runs::Error> {
+    let goal = match store.goal(id)? {
+        Some(g) => Some(crate::goals::view(store, &g)?),
+        None => None,
+    };
+    let mut shown = match read::show(store, id) {
+        Ok(shown) => {
+            let source = read::source(store, &shown.run);
+            let children = store.children(id)?;
+            let mut v = json!(shown);
+            v["source"] = json!(source);
+            v["children"] = json!(children);
+            v
+        }
+        // NB: a goal no plan of which has run yet has no run to show.
+        Err(e) if e.kind == ErrorKind::UnknownRun && goal.is_some() => {
+            json!({"run": null, "steps": [], "calls": [], "source": null, "children": []})
+        }
+        Err(e) => return Err(e),
+    };
+    store.unchanged()?;
+    shown["goal"] = json!(goal);
+    Ok(shown)
 }
 
 /// The body of `POST /v1/runs/{id}/input`.

@@ -14,6 +14,7 @@ mod chat;
 mod events;
 mod goals;
 mod live;
+mod mcp;
 mod openapi;
 mod web;
 
@@ -228,6 +229,14 @@ impl Service {
             });
         resumed.extend(runs);
         resumed
+    }
+
+    /// Serves the service's MCP tools (`ask`, `run_plan`, `run_status`) over this
+    /// process's stdin and stdout until the client closes them (`planvm mcp`).
+    pub async fn serve_stdio(self) -> Result<(), String> {
+        let out = mcp::stdio(self.state.clone()).await;
+        self.state.stopping.send_replace(true);
+        out
     }
 
     /// Why goals are refused (no planner's LLM configured), if they are.

@@ -15,6 +15,7 @@
 //! planvm serve --store DB [--tools FILE] [--listen ADDR] [--token-env NAME] [--max-runs N]
 //! planvm ground QUESTION --tools FILE [--format text|json]
 //! planvm tools list|refresh --tools FILE [--format text|json]
+//! planvm mcp [--tools FILE] [--store DB] [--replay FILE]
 //! ```
 //!
 //! Exit codes (see `plan_render::exit`) are printed by `planvm run --help`.
@@ -22,8 +23,8 @@
 //! Module map: this file picks the command; `args` holds the argument groups commands
 //! share; `session` what every command that runs plans sets up, prints and exits with;
 //! `progress` draws the live status line; `run`, `ask` (docs/planner.md), `batch`,
-//! `stored` (`resume`, `branch`), `runs`, `sessions`, `ground`, `tools` and `serve` are the
-//! commands.
+//! `stored` (`resume`, `branch`), `runs`, `sessions`, `ground`, `tools`, `serve` and `mcp`
+//! are the commands.
 //! The engine is in libraries: `plan_host` runs a plan, `plan_planner` writes one,
 //! `plan_runs` keeps runs in a store (docs/durability.md). Only this crate prints.
 
@@ -31,6 +32,7 @@ mod args;
 mod ask;
 mod batch;
 mod ground;
+mod mcp;
 mod progress;
 mod run;
 mod runs;
@@ -90,6 +92,10 @@ enum Command {
     /// What the planner is shown of each database for a question: the tables, columns and
     /// values that matter (the `sql` tools of the tools file).
     Ground(ground::GroundArgs),
+    /// planrt as an MCP server over stdio: tools `ask`, `run_plan` and `run_status`
+    /// (docs/mcp.md).
+    #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM_MCP))]
+    Mcp(mcp::McpArgs),
     /// The tools of a tools file as resolved, those of its MCP servers included; or list
     /// the MCP servers' tools again.
     #[command(subcommand)]
@@ -108,6 +114,7 @@ fn main() -> ExitCode {
         Command::Sessions(cmd) => ExitCode::from(sessions::sessions(cmd)),
         Command::Ground(args) => ExitCode::from(ground::ground(args)),
         Command::Tools(cmd) => ExitCode::from(tools::tools(cmd)),
+        Command::Mcp(args) => ExitCode::from(mcp::mcp(args)),
         Command::Serve(args) => ExitCode::from(serve::serve(args)),
     }
 }

@@ -101,7 +101,7 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
 
 /// What the planner of goals is given: the built-in prompt, and the examples of the
 /// tools file's `[planner] examples` (a directory that cannot be read is refused).
-fn planning(
+pub(crate) fn planning(
     manifest: &plan_manifest::Manifest,
     tools: Option<&std::path::Path>,
 ) -> Result<Planning, u8> {

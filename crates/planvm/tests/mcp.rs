@@ -497,3 +497,160 @@ async fn a_recorded_mcp_run_replays_with_no_server() {
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert!(out.stderr.contains("cannot start"), "{}", out.stderr);
 }
+
+/// `calls` made by the Python SDK's client (tests/mcp/client.py) over `transport`: its
+/// `{"tools", "results"}`.
+async fn client(python: &Path, transport: &[&str], calls: Value) -> Value {
+    let mut cmd = tokio::process::Command::new(python);
+    cmd.arg(here().join("client.py"))
+        .args(transport)
+        .env_remove("PLANVM_STORE")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().unwrap();
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(calls.to_string().as_bytes()).await.unwrap();
+    drop(stdin);
+    let out = tokio::time::timeout(Duration::from_secs(120), child.wait_with_output())
+        .await
+        .expect("the MCP client finished")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"))
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The calls both transports are tested with: a plan, a plan with an error, a goal from
+/// the README's cassette, and a status.
+fn server_calls() -> Value {
+    json!([
+        ["run_plan", {"plan": [
+            {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Greet.", "dependency_analysis": "None."}},
+            {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "hello ${who}"}}
+        ], "vars": {"who": "agent"}}],
+        ["run_plan", {"plan": "[{\"seq_no\": 0, \"type\": \"calling\", \"parameters\": {\"tool_name\": \"web_serch\", \"tool_params\": {}, \"output_vars\": [\"final_answer\"]}}]"}],
+        ["ask", {"goal": "Does TiDB support SQL?", "response_format": {"lang": "Japanese"}}],
+    ])
+}
+
+/// What both transports must answer to [`server_calls`].
+fn check_server(out: &Value) {
+    let names: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["ask", "run_plan", "run_status"]);
+    let r = &out["results"];
+    assert_eq!(r[0]["isError"], false, "{}", r[0]);
+    assert_eq!(r[0]["text"], "hello agent");
+    assert_eq!(r[0]["structured"]["status"], "ok");
+    assert_eq!(r[0]["structured"]["steps"], 2);
+    // A plan with errors is not run: the text says what to repair.
+    assert_eq!(r[1]["isError"], true, "{}", r[1]);
+    let text = r[1]["text"].as_str().unwrap();
+    assert!(
+        text.contains("nothing was run")
+            && text.contains("E0202 at seq_no 0: unknown tool `web_serch`"),
+        "{text}"
+    );
+    assert_eq!(r[1]["structured"]["error"]["code"], "invalid_plan");
+    assert_eq!(r[2]["isError"], false, "{}", r[2]);
+    assert!(
+        r[2]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("はい、TiDB は SQL をサポートしています。"),
+        "{}",
+        r[2]
+    );
+}
+
+#[tokio::test]
+async fn planvm_mcp_answers_the_python_sdk_over_stdio() {
+    let Some((_, python)) = servers("planvm mcp") else {
+        return;
+    };
+    let dir = Dir::new();
+    let db = dir.path("runs.db");
+    let tools = s(&root().join("examples/ask.toml"));
+    let cassette = s(&root().join("examples/ask_tidb_sql.cassette.jsonl"));
+    let planvm = common::BIN;
+    let transport = [
+        "stdio", planvm, "mcp", "--tools", &tools, "--replay", &cassette, "--store", &db,
+    ];
+    let out = client(&python, &transport, server_calls()).await;
+    check_server(&out);
+    // The runs are the store's: a second process reads them back.
+    let id = out["results"][0]["structured"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let goal = out["results"][2]["structured"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let again = client(
+        &python,
+        &transport,
+        json!([["run_status", {"id": id}], ["run_status", {"id": goal}], ["run_status", {"id": "nope"}]]),
+    )
+    .await;
+    let r = &again["results"];
+    assert_eq!(r[0]["structured"]["answer"], "hello agent", "{}", r[0]);
+    assert_eq!(r[1]["structured"]["goal"]["status"], "answered", "{}", r[1]);
+    assert_eq!(r[1]["structured"]["status"], "ok", "{}", r[1]);
+    assert_eq!(r[2]["isError"], true, "{}", r[2]);
+    assert_eq!(
+        r[2]["structured"]["error"]["code"], "unknown_run",
+        "{}",
+        r[2]
+    );
+}
+
+#[tokio::test]
+async fn planvm_serve_answers_mcp_at_its_endpoint_behind_its_token() {
+    let Some((_, python)) = servers("serve /mcp") else {
+        return;
+    };
+    let dir = Dir::new();
+    let db = dir.0.path().join("runs.db");
+    let tools = s(&root().join("examples/ask.toml"));
+    let cassette = s(&root().join("examples/ask_tidb_sql.cassette.jsonl"));
+    let token = "mcp-endpoint-token-0123456789";
+    let served = common::serve_with(
+        &db,
+        &[
+            "--tools",
+            &tools,
+            "--replay",
+            &cassette,
+            "--token-env",
+            "MCP_TOKEN",
+        ],
+        &[("MCP_TOKEN", token)],
+    );
+    let url = format!("{}/mcp", served.base);
+    let out = client(&python, &["http", &url, token], server_calls()).await;
+    check_server(&out);
+    // Without the token: 401, as every other endpoint.
+    plan_host::install_crypto();
+    let status = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status.as_u16(), 401);
+}

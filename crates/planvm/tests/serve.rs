@@ -1,10 +1,13 @@
 //! `planvm serve` over real HTTP on loopback: the token, every endpoint and its errors,
 //! a run submitted and finished, an open address refused without a token, SIGTERM.
 
-use std::io::{BufRead, BufReader};
+mod common;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
+
+use common::Served;
 
 use serde_json::{Value, json};
 
@@ -15,54 +18,16 @@ const HELLO: &str = r#"[
  {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "hello ${name}"}}
 ]"#;
 
-/// A running service: its process and its address.
-struct Served {
-    child: Child,
-    base: String,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts `planvm serve` on a free loopback port and waits until it listens.
 fn serve(db: &Path, extra: &[&str]) -> Served {
     serve_with(db, extra, &[])
 }
 
-/// [`serve`], with these environment variables.
+/// [`serve`], with these environment variables (and the token's).
 fn serve_with(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_planvm"))
-        .args([
-            "serve",
-            "--store",
-            db.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args(extra)
-        .env("PLANVM_TEST_TOKEN", TOKEN)
-        .envs(env.iter().copied())
-        .env_remove("PLANVM_STORE")
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let base = loop {
-        let line = lines
-            .next()
-            .expect("the service says where it listens")
-            .unwrap();
-        if let Some(addr) = line.strip_prefix("listening on ") {
-            break addr.to_owned();
-        }
-    };
-    // NB: the rest of stderr is drained, so the service never blocks writing to it.
-    std::thread::spawn(move || for _ in lines {});
-    Served { child, base }
+    let mut env = env.to_vec();
+    env.push(("PLANVM_TEST_TOKEN", TOKEN));
+    common::serve_with(db, extra, &env)
 }
 
 fn client() -> reqwest::Client {

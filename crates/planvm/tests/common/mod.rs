@@ -1,8 +1,9 @@
 //! Helpers of the tests that run the planvm binary against loopback servers.
 #![allow(dead_code, unreachable_pub)]
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
@@ -81,4 +82,49 @@ pub fn http_tools(
     let path = dir.join("tools.toml");
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// A running service: its process and its address.
+pub struct Served {
+    pub child: Child,
+    pub base: String,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `planvm serve` over store `db` on a free loopback port, with `extra` arguments
+/// and these environment variables, and waits until it listens.
+pub fn serve_with(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--store",
+            db.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .args(extra)
+        .envs(env.iter().copied())
+        .env_remove("PLANVM_STORE")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let base = loop {
+        let line = lines
+            .next()
+            .expect("the service says where it listens")
+            .unwrap();
+        if let Some(addr) = line.strip_prefix("listening on ") {
+            break addr.to_owned();
+        }
+    };
+    // NB: the rest of stderr is drained, so the service never blocks writing to it.
+    std::thread::spawn(move || for _ in lines {});
+    Served { child, base }
 }

@@ -1,0 +1,115 @@
+//! `planvm mcp`: planrt as an MCP server over stdio (docs/mcp.md): the service's tools
+//! `ask`, `run_plan` and `run_status`, for agents and IDEs that start planvm themselves.
+//! stdout carries the protocol only; everything for people goes to stderr.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use plan_host::HostOptions;
+use plan_render::exit;
+use plan_runs::StoreAt;
+use plan_serve::{Config, Service, StartError};
+
+use crate::args::{DurabilityArg, parse_secs};
+use crate::session::{self, fail};
+
+#[derive(Args, Debug)]
+pub(crate) struct McpArgs {
+    /// Tools file: the tools plans may call and the backend serving each, and the planner
+    /// (`[planner]`) for `ask`.
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// The run store (created if missing): runs are kept, `run_status` reads them after
+    /// a restart, interrupted ones are resumed at start. Default: $PLANVM_STORE, else a
+    /// store of this process's own, removed when it exits.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    store: Option<PathBuf>,
+    /// Answer the tools' calls and the planner from this cassette instead of their
+    /// backends (as `planvm run --replay`).
+    #[arg(long, value_name = "FILE.jsonl")]
+    replay: Option<PathBuf>,
+    /// Limit on one tool call, retries included, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    tool_timeout: Option<Duration>,
+    /// Runs executing at once; the rest wait in order.
+    #[arg(long, value_name = "N", default_value_t = 16,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_runs: u32,
+    #[command(flatten)]
+    durability: DurabilityArg,
+}
+
+pub(crate) fn mcp(args: McpArgs) -> u8 {
+    let manifest = match session::load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let planning = match crate::serve::planning(&manifest, args.tools.as_deref()) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    // NB: kept until the end: the store of a process that names none lives in it.
+    let scratch;
+    let store = match &args.store {
+        Some(path) => path.clone(),
+        None => match tempfile::tempdir() {
+            Ok(dir) => {
+                scratch = dir;
+                scratch.path().join("runs.db")
+            }
+            Err(e) => {
+                return fail(
+                    exit::CANT_CREATE,
+                    format_args!("cannot make a store for this process: {e}"),
+                );
+            }
+        },
+    };
+    let config = Config {
+        store: StoreAt::new(&store, args.durability.get()),
+        manifest,
+        host_options: HostOptions {
+            tool_timeout: args.tool_timeout,
+            replay: args.replay.clone(),
+            ..HostOptions::default()
+        },
+        token: None,
+        max_runs: args.max_runs as usize,
+        max_body: usize::MAX,
+        retry_unknown_writes: false,
+        warn: session::lease_warning,
+        planning,
+    };
+    let runtime = match session::multi_thread_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let code = runtime.block_on(async {
+        let service = match Service::new(config) {
+            Ok(s) => s,
+            Err(StartError::Store(e)) => return session::failed(e),
+            Err(StartError::Host(e)) => return fail(exit::RUN_FAILED, e),
+        };
+        for w in service.warnings() {
+            eprintln!("warning: {w}");
+        }
+        if let Some(why) = service.no_planner() {
+            eprintln!("note: `ask` will be refused: {why}");
+        }
+        if args.store.is_some() {
+            for (id, resumed) in service.resume_interrupted() {
+                if let Err(e) = resumed {
+                    eprintln!("warning: {id} was not taken up: {e}");
+                }
+            }
+        }
+        match service.serve_stdio().await {
+            Ok(()) => exit::OK,
+            Err(e) => fail(exit::IO_ERR, e),
+        }
+    });
+    // NB: as `serve`: runs still going stop with the runtime, and resume at the next start.
+    drop(runtime);
+    code
+}
