@@ -47,6 +47,10 @@ pub struct HostOptions {
     pub retry_base_delay: Duration,
     /// Ceiling of one retry delay.
     pub retry_max_delay: Duration,
+    /// The MCP clients to call the `[[mcp]]` servers through, shared by the hosts of one
+    /// process that are made one after another (a Python program's runs); none: the host
+    /// starts its own, at first use.
+    pub mcp: Option<Arc<plan_mcp::Servers>>,
 }
 
 impl Default for HostOptions {
@@ -60,6 +64,7 @@ impl Default for HostOptions {
             env: process_env(),
             retry_base_delay: retry.base_delay,
             retry_max_delay: retry.max_delay,
+            mcp: None,
         }
     }
 }
@@ -130,11 +135,14 @@ impl Host {
         if replay.is_none() {
             warnings.extend(short_keys(&manifest, &opts.env));
         }
-        let mcp = Arc::new(plan_mcp::Servers::new(
-            &manifest.mcp,
-            opts.env.clone(),
-            connector.redactor().clone(),
-        ));
+        let mcp = match &opts.mcp {
+            Some(shared) => shared.clone(),
+            None => Arc::new(plan_mcp::Servers::new(
+                &manifest.mcp,
+                opts.env.clone(),
+                connector.redactor().clone(),
+            )),
+        };
         Ok(Host {
             mcp,
             warnings,

@@ -28,7 +28,14 @@ impl Backend for McpBackend {
                 .servers
                 .call(&self.server, &self.tool, req.args.to_map())
                 .await?;
+            // NB: shared clients may have read secrets this host's redactor never saw.
+            let redactor = self.servers.redactor();
             plan_mcp::output(&req.tool, result)
+                .map(|v| redactor.value(v))
+                .map_err(|mut e| {
+                    e.message = redactor.text(&e.message).into_owned();
+                    e
+                })
         })
     }
 

@@ -83,6 +83,19 @@ impl Servers {
         }
     }
 
+    /// The secrets these clients read (and every other one of the redactor they were
+    /// given), to redact from what their servers answer.
+    pub fn redactor(&self) -> &Arc<Redactor> {
+        &self.redactor
+    }
+
+    /// Whether these clients serve exactly `configs` (a process keeps one set per
+    /// manifest).
+    pub fn serves(&self, configs: &[McpServer]) -> bool {
+        configs.len() == self.configs.len()
+            && configs.iter().all(|c| self.configs.get(&c.name) == Some(c))
+    }
+
     fn config(&self, server: &str) -> Result<(&McpServer, &Slot), CallError> {
         match (self.configs.get(server), self.slots.get(server)) {
             (Some(c), Some(s)) => Ok((c, s)),

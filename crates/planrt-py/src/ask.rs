@@ -147,11 +147,13 @@ pub(crate) fn _ask_now<'py>(
         deadline,
         conversation: plan_planner::Conversation::default(),
     };
+    let mcp = tools::mcp_servers(&tools.manifest);
     let host = Host::new(
         tools.manifest,
         HostOptions {
             replay,
             deadline,
+            mcp,
             ..HostOptions::default()
         },
     )

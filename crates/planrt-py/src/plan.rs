@@ -540,10 +540,12 @@ pub(crate) fn host(
     tools: tools::Tools,
     deadline: Option<Duration>,
 ) -> PyResult<(Host, Raised)> {
+    let mcp = tools::mcp_servers(&tools.manifest);
     let host = Host::new(
         tools.manifest,
         HostOptions {
             deadline,
+            mcp,
             ..HostOptions::default()
         },
     )

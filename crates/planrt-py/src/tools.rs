@@ -223,3 +223,24 @@ impl Backend for PyTool {
         "python".into()
     }
 }
+
+/// The MCP clients of `manifest`'s servers: one set per process for each set of `[[mcp]]`
+/// tables, so that a Python program's runs share the server processes (each started at
+/// first use; at exit their input closes, and they end).
+pub(crate) fn mcp_servers(manifest: &Manifest) -> Option<Arc<plan_mcp::Servers>> {
+    static SHARED: Mutex<Vec<Arc<plan_mcp::Servers>>> = Mutex::new(Vec::new());
+    if manifest.mcp.is_empty() {
+        return None;
+    }
+    let mut shared = SHARED.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(s) = shared.iter().find(|s| s.serves(&manifest.mcp)) {
+        return Some(s.clone());
+    }
+    let servers = Arc::new(plan_mcp::Servers::new(
+        &manifest.mcp,
+        plan_host::process_env(),
+        Arc::new(plan_host::Redactor::new()),
+    ));
+    shared.push(servers.clone());
+    Some(servers)
+}

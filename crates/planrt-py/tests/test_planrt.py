@@ -3,6 +3,7 @@ and plain tools, failures, limits, suspension, and concurrency timing."""
 
 import asyncio
 import json
+import os
 import pathlib
 import threading
 import time
@@ -719,3 +720,35 @@ def test_ask_whose_plan_asks_the_user_is_answered_once_its_run_is(tmp_path, monk
         assert len(prompts) == 1, "the planner is not asked again"
     finally:
         server.shutdown()
+
+
+# ---- MCP ---------------------------------------------------------------------------------
+
+MCP_PYTHON = pathlib.Path(os.environ.get("PLANRT_MCP_PYTHON", ROOT / "target/mcp-venv/bin/python"))
+MCP_SERVER = ROOT / "crates/planvm/tests/mcp/server.py"
+
+
+def test_mcp_tools_are_checked_and_one_server_serves_every_run(tmp_path, monkeypatch):
+    if not MCP_PYTHON.exists():
+        why = f"SKIPPED: no Python with the MCP SDK at {MCP_PYTHON} (run scripts/mcp-deps)"
+        if os.environ.get("PLANRT_REQUIRE_MCP"):
+            pytest.fail(why)
+        pytest.skip(why)
+    monkeypatch.setenv("PLANVM_CACHE_DIR", str(tmp_path / "cache"))
+    toml = tmp_path / "tools.toml"
+    toml.write_text(
+        f'[[mcp]]\nname = "py"\ncommand = ["{MCP_PYTHON}", "{MCP_SERVER}", "stdio"]\n'
+        'include = ["add_note", "lookup"]\n'
+    )
+
+    def plan(tool, args):
+        step = {"tool_name": tool, "tool_params": args, "output_vars": ["final_answer"]}
+        return json.dumps([{"seq_no": 0, "type": "calling", "parameters": step}])
+
+    with pytest.raises(planrt.PlanError) as e:
+        planrt.compile(plan("lookup", {"unit": "C"}), tools=str(toml))
+    assert "`lookup` requires parameter `city`" in str(e.value)
+    note = planrt.compile(plan("add_note", {"text": "seen"}), tools=str(toml))
+    # The server counts the notes it holds: the second run talks to the same process.
+    counts = [note.run_sync(tools_file=str(toml)).final_answer for _ in range(2)]
+    assert counts == [{"result": 1}, {"result": 2}]
