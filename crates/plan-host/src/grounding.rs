@@ -64,7 +64,8 @@ impl Host {
 
     /// Tool `tool`'s database index, built again when its schema changed.
     fn index(&self, tool: &str, backend: &BackendConfig) -> Result<Arc<Index>, String> {
-        let db = crate::sql::database(tool, backend).map_err(|e| e.message)?;
+        let db = crate::sql::database(tool, backend, &self.options().env, self.redactor())
+            .map_err(|e| e.message)?;
         let version = db.schema_version()?;
         let mut cache = self.grounds.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((v, index)) = cache.get(tool)

@@ -365,7 +365,12 @@ impl Host {
                         "tool `{tool}` has a sql backend but no `sql` param (a string) for its query"
                     )));
                 }
-                Ok(Arc::new(crate::sql::SqlBackend::new(tool, cfg)?))
+                Ok(Arc::new(crate::sql::SqlBackend::new(
+                    tool,
+                    cfg,
+                    &self.opts.env,
+                    self.redactor(),
+                )?))
             }
             BackendConfig::Mcp {
                 server,

@@ -24,10 +24,11 @@ pub(crate) struct McpBackend {
 impl Backend for McpBackend {
     fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(async move {
-            let result = self
-                .servers
-                .call(&self.server, &self.tool, req.args.to_map())
-                .await?;
+            // NB: a null argument stands for an absent one (as the compiler reads it):
+            // servers that check their schemas strictly refuse a null.
+            let mut args = req.args.to_map();
+            args.retain(|_, v| !v.is_null());
+            let result = self.servers.call(&self.server, &self.tool, args).await?;
             // NB: shared clients may have read secrets this host's redactor never saw.
             let redactor = self.servers.redactor();
             plan_mcp::output(&req.tool, result)

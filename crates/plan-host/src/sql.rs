@@ -1,13 +1,14 @@
-//! `sql` backend: the call's `sql` runs on a database under the tool's constraints
-//! (`plan-sql`: checked by a parser, then by the database itself); the output is
+//! `sql` backend: the call's `sql` runs on a database (SQLite or PostgreSQL) under the
+//! tool's constraints (`plan-sql`: checked by a parser, then by the database itself); the output is
 //! `{"columns", "rows", "truncated"}`. A refusal is an error that says what was refused
 //! and why, so that a re-plan can correct the query; it is never retried.
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use plan_llm::{EnvLookup, Redactor};
 use plan_manifest::BackendConfig;
-use plan_sql::{Constraints, QueryError, Sqlite};
+use plan_sql::{Constraints, Database, QueryError};
 use serde_json::Value;
 
 use crate::backend::Backend;
@@ -16,23 +17,35 @@ use plan_vm::ToolRequest;
 
 #[derive(Debug)]
 pub(crate) struct SqlBackend {
-    db: Sqlite,
+    db: Database,
 }
 
 impl SqlBackend {
     /// The backend `cfg` (a `sql` one) describes for tool `tool`.
-    pub(crate) fn new(tool: &str, cfg: &BackendConfig) -> Result<SqlBackend, ToolError> {
+    pub(crate) fn new(
+        tool: &str,
+        cfg: &BackendConfig,
+        env: &EnvLookup,
+        redactor: &Redactor,
+    ) -> Result<SqlBackend, ToolError> {
         Ok(SqlBackend {
-            db: database(tool, cfg)?,
+            db: database(tool, cfg, env, redactor)?,
         })
     }
 }
 
-/// The database `cfg` (a `sql` backend) names for tool `tool`, under its constraints.
-pub(crate) fn database(tool: &str, cfg: &BackendConfig) -> Result<Sqlite, ToolError> {
+/// The database `cfg` (a `sql` backend) names for tool `tool`, under its constraints; its
+/// password (PostgreSQL's) read through `env` and added to `redactor`.
+pub(crate) fn database(
+    tool: &str,
+    cfg: &BackendConfig,
+    env: &EnvLookup,
+    redactor: &Redactor,
+) -> Result<Database, ToolError> {
     {
         let BackendConfig::Sql {
             url,
+            password_env,
             read_only,
             allow_tables,
             deny_columns,
@@ -45,11 +58,6 @@ pub(crate) fn database(tool: &str, cfg: &BackendConfig) -> Result<Sqlite, ToolEr
         };
         let config =
             |m: String| ToolError::new(ToolErrorKind::Config, format!("tool `{tool}`: {m}"));
-        let Some(path) = url.strip_prefix("sqlite:") else {
-            return Err(config(format!(
-                "url `{url}`: a sql backend takes `sqlite:PATH` (PostgreSQL is not served yet)"
-            )));
-        };
         let timeout = match timeout_secs {
             None => plan_sql::DEFAULT_TIMEOUT,
             Some(s) => Duration::try_from_secs_f64(*s)
@@ -68,7 +76,22 @@ pub(crate) fn database(tool: &str, cfg: &BackendConfig) -> Result<Sqlite, ToolEr
             max_result_bytes: max_result_bytes.unwrap_or(plan_sql::DEFAULT_MAX_RESULT_BYTES),
             timeout,
         };
-        Sqlite::open(std::path::Path::new(path), constraints).map_err(config)
+        let db = Database::open(url, constraints).map_err(config)?;
+        match (db, password_env) {
+            (db, None) => Ok(db),
+            (Database::Postgres(pg), Some(var)) => match env(var) {
+                Ok(password) if !password.is_empty() => {
+                    redactor.add(&password);
+                    Ok(Database::Postgres(pg.with_password(&password)))
+                }
+                _ => Err(config(format!(
+                    "password_env {var}: the variable is unset or empty"
+                ))),
+            },
+            (Database::Sqlite(_), Some(_)) => Err(config(
+                "password_env is for PostgreSQL; a SQLite file takes none".into(),
+            )),
+        }
     }
 }
 
@@ -106,6 +129,9 @@ impl Backend for SqlBackend {
     }
 
     fn describe(&self) -> String {
-        "a SQL database".into()
+        match self.db {
+            Database::Sqlite(_) => "a SQLite database".into(),
+            Database::Postgres(_) => "a PostgreSQL database".into(),
+        }
     }
 }

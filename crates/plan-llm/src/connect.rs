@@ -196,25 +196,31 @@ impl Connector {
         })
     }
 
-    /// The pooled HTTP client (rustls), made on first use; MCP servers over HTTP share it.
-    pub fn client(&self) -> Result<reqwest::Client, CallError> {
+    fn client(&self) -> Result<reqwest::Client, CallError> {
         if let Some(c) = self.client.get() {
             return Ok(c.clone());
         }
-        install_crypto();
-        let c = reqwest::Client::builder()
-            .user_agent(concat!("planvm/", env!("CARGO_PKG_VERSION")))
-            .redirect(redirect_policy())
-            .dns_resolver(Arc::new(NoLinkLocal))
-            .build()
-            .map_err(|e| {
-                CallError::new(
-                    CallErrorKind::Config,
-                    format!("cannot set up the HTTP client: {e}"),
-                )
-            })?;
+        let c = http_client()?;
         Ok(self.client.get_or_init(|| c).clone())
     }
+}
+
+/// An HTTP client as every endpoint of planvm gets one: rustls, redirects only within the
+/// first URL's origin, host names never resolved to link-local addresses. Each is a pool
+/// of its own: keep it.
+pub fn http_client() -> Result<reqwest::Client, CallError> {
+    install_crypto();
+    reqwest::Client::builder()
+        .user_agent(concat!("planvm/", env!("CARGO_PKG_VERSION")))
+        .redirect(redirect_policy())
+        .dns_resolver(Arc::new(NoLinkLocal))
+        .build()
+        .map_err(|e| {
+            CallError::new(
+                CallErrorKind::Config,
+                format!("cannot set up the HTTP client: {e}"),
+            )
+        })
 }
 
 /// Makes ring the process's TLS provider, unless one is installed already. Whatever builds

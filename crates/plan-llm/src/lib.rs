@@ -28,7 +28,7 @@ mod sse;
 pub use chat::{ChatClient, Message, Role};
 pub use connect::{
     Connector, DEFAULT_CHAT_CONCURRENCY, DEFAULT_CHAT_TIMEOUT, EndpointConfig, completions_url,
-    install_crypto,
+    http_client, install_crypto,
 };
 pub use error::{CallError, CallErrorKind, preview, secs};
 pub use net::{Endpoint, EventSink, MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR, Taken};

@@ -388,8 +388,8 @@ impl Manifest {
                 None => {
                     // NB: a database tool takes its query, and writes when it may.
                     let (params, effects) = match &t.backend {
-                        Some(BackendConfig::Sql { read_only, .. }) => (
-                            params.unwrap_or_else(|| vec![sql_param()]),
+                        Some(BackendConfig::Sql { read_only, url, .. }) => (
+                            params.unwrap_or_else(|| vec![sql_param(url)]),
                             t.effects.unwrap_or(if read_only.unwrap_or(true) {
                                 Effects::Read
                             } else {
@@ -494,13 +494,19 @@ impl Manifest {
                     _ => {}
                 }
             }
+            // NB: absolute: the program starts in its `cwd`, where a relative path to it
+            // would no longer hold, and the listing cache is keyed by them.
+            let beside = |p: &str| {
+                let p = dir.join(p);
+                std::path::absolute(&p).unwrap_or(p).display().to_string()
+            };
             for m in &mut manifest.mcp {
                 if let Some(cwd) = m
                     .cwd
                     .as_mut()
                     .filter(|c| Path::new(c.as_str()).is_relative())
                 {
-                    *cwd = dir.join(&*cwd).display().to_string();
+                    *cwd = beside(cwd);
                 }
                 // NB: a program named by a path (`./server.py`) is beside the file; a bare
                 // name (`npx`) is looked up on PATH.
@@ -508,7 +514,7 @@ impl Manifest {
                     && prog.contains('/')
                     && Path::new(prog.as_str()).is_relative()
                 {
-                    *prog = dir.join(&*prog).display().to_string();
+                    *prog = beside(prog);
                 }
             }
         }
@@ -547,14 +553,20 @@ impl Manifest {
     }
 }
 
-/// The one param of a database tool: its query.
-fn sql_param() -> ParamSpec {
+/// The one param of a database tool (at `url`): its query.
+fn sql_param(url: &str) -> ParamSpec {
+    let dialect = if url.starts_with("sqlite:") {
+        "SQLite's"
+    } else {
+        "PostgreSQL's"
+    };
     ParamSpec {
         name: "sql".into(),
         ty: ParamType::String,
         required: true,
-        description: "One SQL query (SQLite's dialect): SELECT only, unless the tool may write."
-            .into(),
+        description: format!(
+            "One SQL query ({dialect} dialect): SELECT only, unless the tool may write."
+        ),
         default: None,
         choices: None,
     }

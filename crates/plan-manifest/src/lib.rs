@@ -25,7 +25,7 @@
 //! effects = "read"            # pure | read | write | human (default: read)
 //! params = [ { name = "query", type = "string", required = true } ]
 //! [tool.backend]              # optional
-//! kind = "http"               # openai | http | replay | sql
+//! kind = "http"               # openai | http | replay | sql | mcp
 //! url = "http://127.0.0.1:8080/search"
 //! pointer = "/results"
 //!
@@ -158,6 +158,27 @@ pub struct ParamSpec {
     pub choices: Option<Vec<serde_json::Value>>,
 }
 
+impl ParamSpec {
+    /// `type, required` (or `optional`), then `, one of ...` and `, default ...` when it has
+    /// them: a param as the planner's prompt and `planvm tools list` show it.
+    pub fn summary(&self) -> String {
+        let need = if self.required {
+            "required"
+        } else {
+            "optional"
+        };
+        let mut s = format!("{}, {need}", self.ty.as_str());
+        if let Some(c) = &self.choices {
+            let c: Vec<String> = c.iter().map(serde_json::Value::to_string).collect();
+            s.push_str(&format!(", one of {}", c.join(", ")));
+        }
+        if let Some(d) = &self.default {
+            s.push_str(&format!(", default {d}"));
+        }
+        s
+    }
+}
+
 /// How `planvm` serves a tool. Secrets are never stored here: only the name of the
 /// environment variable that holds them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -201,8 +222,12 @@ pub enum BackendConfig {
     },
     /// Run the call's `sql` on a database, under the constraints here (docs/sql.md).
     Sql {
-        /// `sqlite:PATH` (relative to the tools file).
+        /// `sqlite:PATH` (relative to the tools file), or `postgres://user@host/db`.
         url: String,
+        /// Name of the environment variable holding the PostgreSQL password (never in
+        /// `url`).
+        #[serde(default)]
+        password_env: Option<String>,
         /// Only queries (default true).
         #[serde(default)]
         read_only: Option<bool>,

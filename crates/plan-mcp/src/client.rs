@@ -2,8 +2,8 @@
 //! started at first use, started again when it died, shut down by [`Servers::shutdown`].
 //!
 //! A server over stdio is a child process in its own process group (a Ctrl-C at the
-//! terminal reaches planvm, which shuts it down, not the server half-way through a
-//! call), with an environment of its own: `PATH`, `HOME`, the locale and what the table
+//! terminal reaches planvm, which shuts it down, not the server half-way through a call;
+//! the signals planvm sends it reach its own children too), with an environment of its own: `PATH`, `HOME`, the locale and what the table
 //! passes (`env`, `pass_env`), never planvm's whole environment with its API keys. Its
 //! stderr is kept (the last lines) for the messages of errors that it explains.
 
@@ -12,8 +12,9 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use plan_llm::{CallError, CallErrorKind, EnvLookup, Redactor, install_crypto, secs};
+use plan_llm::{CallError, CallErrorKind, EnvLookup, Redactor, secs};
 use plan_manifest::McpServer;
+use process_wrap::tokio::{CommandWrap, KillOnDrop, ProcessGroup};
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, Tool,
@@ -108,20 +109,10 @@ impl Servers {
 
     /// Every tool `server` lists (all pages).
     pub async fn list(&self, server: &str) -> Result<Vec<Tool>, CallError> {
-        let (cfg, _) = self.config(server)?;
         let conn = self.connect(server).await?;
-        let t = timeout(cfg);
-        match tokio::time::timeout(t, conn.client.peer().list_all_tools()).await {
-            Ok(Ok(tools)) => Ok(tools),
-            Ok(Err(e)) => Err(self.failed(server, &conn, "listing its tools", e).await),
-            Err(_) => Err(CallError::new(
-                CallErrorKind::Timeout,
-                format!(
-                    "MCP server `{server}` did not list its tools within {} s",
-                    secs(t)
-                ),
-            )),
-        }
+        let listed = conn.client.peer().list_all_tools();
+        self.within(server, &conn, "listing its tools", listed)
+            .await
     }
 
     /// Calls `tool` (its name on the server) of `server` with `args`. Dropping the future
@@ -132,71 +123,82 @@ impl Servers {
         tool: &str,
         args: Map<String, Value>,
     ) -> Result<CallToolResult, CallError> {
-        let (cfg, _) = self.config(server)?;
         let conn = self.connect(server).await?;
-        let t = timeout(cfg);
         let params = CallToolRequestParams::new(tool.to_owned()).with_arguments(args);
-        match tokio::time::timeout(t, conn.client.peer().call_tool(params)).await {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(e)) => Err(self
-                .failed(server, &conn, &format!("calling `{tool}`"), e)
-                .await),
+        let called = conn.client.peer().call_tool(params);
+        self.within(server, &conn, &format!("calling `{tool}`"), called)
+            .await
+    }
+
+    /// `work` (a request to `server` over `conn`, `doing` something) within the server's
+    /// time limit, its error explained.
+    async fn within<T>(
+        &self,
+        server: &str,
+        conn: &Arc<Conn>,
+        doing: &str,
+        work: impl std::future::Future<Output = Result<T, ServiceError>>,
+    ) -> Result<T, CallError> {
+        let t = timeout(self.config(server)?.0);
+        match tokio::time::timeout(t, work).await {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(e)) => Err(self.failed(server, conn, doing, e)),
             Err(_) => Err(CallError::new(
                 CallErrorKind::Timeout,
                 format!(
-                    "MCP tool `{tool}` of server `{server}` did not answer within {} s",
+                    "MCP server `{server}` was {doing} for {} s, its limit; stopped",
                     secs(t)
                 ),
             )),
         }
     }
 
-    /// The last lines `server` wrote to its stderr (a stdio server that ran).
-    pub async fn stderr(&self, server: &str) -> Vec<String> {
-        let Ok((_, slot)) = self.config(server) else {
-            return Vec::new();
-        };
-        match &*slot.lock().await {
-            Some(conn) => lines(&conn.stderr),
-            None => Vec::new(),
-        }
-    }
-
-    /// Shuts every started server down: closes its input and waits for it to exit (a
-    /// stdio server that does not is sent SIGTERM, then killed), ends HTTP sessions.
+    /// Shuts every started server down, all at once: closes its input and waits for it to
+    /// exit (a stdio server that does not is sent SIGTERM, then killed, with its children),
+    /// ends HTTP sessions. One a call still holds is told to stop.
     pub async fn shutdown(&self) {
-        for slot in self.slots.values() {
-            let conn = slot.lock().await.take();
-            if let Some(conn) = conn.and_then(|c| Arc::try_unwrap(c).ok()) {
-                let mut client = conn.client;
-                let _ = client.close_with_timeout(Duration::from_secs(5)).await;
+        let stops = self.slots.values().map(|slot| async move {
+            let Some(conn) = slot.lock().await.take() else {
+                return;
+            };
+            match Arc::try_unwrap(conn) {
+                Ok(conn) => {
+                    let mut client = conn.client;
+                    let _ = client.close_with_timeout(Duration::from_secs(5)).await;
+                }
+                Err(shared) => shared.client.cancellation_token().cancel(),
             }
-        }
+        });
+        futures::future::join_all(stops).await;
     }
 
-    /// The running client of `server`, started (again, if it died) when needed.
+    /// The running client of `server`, started (again, if it died) when needed. Waiting
+    /// for another call that is starting it counts towards the server's time limit.
     async fn connect(&self, server: &str) -> Result<Arc<Conn>, CallError> {
         let (cfg, slot) = self.config(server)?;
-        let mut slot = slot.lock().await;
-        if let Some(conn) = slot.as_ref()
-            && !conn.client.is_closed()
-        {
-            return Ok(conn.clone());
-        }
-        *slot = None;
         let t = timeout(cfg);
-        let conn = match tokio::time::timeout(t, self.start(cfg)).await {
-            Ok(r) => r?,
-            Err(_) => {
-                return Err(CallError::new(
-                    CallErrorKind::Timeout,
-                    format!("MCP server `{server}` did not start within {} s", secs(t)),
-                ));
+        let connected = async {
+            let mut slot = slot.lock().await;
+            // NB: a server that died between calls has an open client and a closed
+            // transport: started again before anything is sent.
+            if let Some(conn) = slot.as_ref()
+                && !conn.client.is_closed()
+                && !conn.client.peer().is_transport_closed()
+            {
+                return Ok(conn.clone());
             }
+            *slot = None;
+            let conn = Arc::new(self.start(cfg).await?);
+            *slot = Some(conn.clone());
+            Ok(conn)
         };
-        let conn = Arc::new(conn);
-        *slot = Some(conn.clone());
-        Ok(conn)
+        match tokio::time::timeout(t, connected).await {
+            Ok(r) => r,
+            Err(_) => Err(CallError::new(
+                CallErrorKind::Timeout,
+                format!("MCP server `{server}` did not start within {} s", secs(t)),
+            )),
+        }
     }
 
     async fn start(&self, cfg: &McpServer) -> Result<Conn, CallError> {
@@ -244,10 +246,7 @@ impl Servers {
     ) -> Result<TokioChildProcess, CallError> {
         let config = |m: String| CallError::new(CallErrorKind::Config, m);
         let mut cmd = tokio::process::Command::new(&command[0]);
-        cmd.args(&command[1..])
-            .env_clear()
-            .kill_on_drop(true)
-            .process_group(0);
+        cmd.args(&command[1..]).env_clear();
         for var in BASE_ENV {
             if let Ok(v) = std::env::var(var) {
                 cmd.env(var, v);
@@ -271,6 +270,8 @@ impl Servers {
         if let Some(dir) = &cfg.cwd {
             cmd.current_dir(dir);
         }
+        let mut cmd = CommandWrap::from(cmd);
+        cmd.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
         let (transport, err) = TokioChildProcess::builder(cmd)
             .stderr(Stdio::piped())
             .spawn()
@@ -336,14 +337,12 @@ impl Servers {
         if let Some(var) = &cfg.api_key_env {
             config_ = config_.auth_header(secret(var)?);
         }
+        // NB: the same client as every endpoint's: redirects only within the origin (a
+        // header's secret never follows one elsewhere), no link-local addresses.
         let client = match self.http.get() {
             Some(c) => c.clone(),
             None => {
-                install_crypto();
-                let c = reqwest::Client::builder()
-                    .user_agent(concat!("planvm/", env!("CARGO_PKG_VERSION")))
-                    .build()
-                    .map_err(|e| config(format!("cannot set up the HTTP client: {e}")))?;
+                let c = plan_llm::http_client()?;
                 self.http.get_or_init(|| c).clone()
             }
         };
@@ -352,24 +351,20 @@ impl Servers {
 
     /// The error for `e`, met while `doing` something with `server`; a server whose
     /// connection closed is started again at the next call.
-    async fn failed(
-        &self,
-        server: &str,
-        conn: &Arc<Conn>,
-        doing: &str,
-        e: ServiceError,
-    ) -> CallError {
+    fn failed(&self, server: &str, conn: &Arc<Conn>, doing: &str, e: ServiceError) -> CallError {
         let closed = matches!(
             e,
             ServiceError::TransportClosed | ServiceError::TransportSend(_)
-        ) || conn.client.is_closed();
+        ) || conn.client.is_closed()
+            || conn.client.peer().is_transport_closed();
         let message = self.redactor.text(&e.to_string()).into_owned();
         if closed {
-            if let Ok((_, slot)) = self.config(server) {
-                let mut slot = slot.lock().await;
-                if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
-                    *slot = None;
-                }
+            // NB: a slot that is locked is being started again already.
+            if let Ok((_, slot)) = self.config(server)
+                && let Ok(mut slot) = slot.try_lock()
+                && slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn))
+            {
+                *slot = None;
             }
             // NB: it may have acted before it died: an unknown outcome.
             return CallError::new(
@@ -388,20 +383,19 @@ impl Servers {
         CallError::new(kind, format!("MCP server `{server}`, {doing}: {message}"))
     }
 
-    /// `; its stderr ended with: ...` (or nothing).
+    /// `; its stderr ended with: ...` and its last lines (or nothing).
     fn tail(&self, stderr: &Mutex<VecDeque<String>>) -> String {
-        let lines = lines(stderr);
-        if lines.is_empty() {
-            String::new()
-        } else {
-            format!("; its stderr ended with:\n  {}", lines.join("\n  "))
+        let tail = stderr.lock().unwrap_or_else(|p| p.into_inner());
+        if tail.is_empty() {
+            return String::new();
         }
+        let last: Vec<&str> = tail
+            .iter()
+            .skip(tail.len().saturating_sub(5))
+            .map(String::as_str)
+            .collect();
+        format!("; its stderr ended with:\n  {}", last.join("\n  "))
     }
-}
-
-fn lines(stderr: &Mutex<VecDeque<String>>) -> Vec<String> {
-    let tail = stderr.lock().unwrap_or_else(|p| p.into_inner());
-    tail.iter().rev().take(5).rev().cloned().collect()
 }
 
 fn timeout(cfg: &McpServer) -> Duration {

@@ -34,35 +34,34 @@ pub async fn import(
     listing: Listing,
 ) -> Result<(), CallError> {
     let mut problems = Vec::new();
-    let mut listings = Vec::new();
-    for server in &manifest.mcp {
+    // NB: every server listed at once: a slow one costs its own time, not the others'.
+    let listed = manifest.mcp.iter().map(|server| async move {
         let cached = match (listing, cache) {
             (Listing::Cached, Some(dir)) => cache::read(dir, server),
             _ => None,
         };
-        let tools = match cached {
-            Some(tools) => tools,
-            None => match servers.list(&server.name).await {
-                Ok(tools) => {
-                    if let Some(dir) = cache
-                        && let Err(e) = cache::write(dir, server, &tools)
-                    {
-                        // NB: only the next start pays for it.
-                        eprintln!(
-                            "warning: cannot keep the tool listing of MCP server `{}` in {}: {e}",
-                            server.name,
-                            dir.display()
-                        );
-                    }
-                    tools
-                }
-                Err(e) => {
-                    problems.push(e.message);
-                    continue;
-                }
-            },
-        };
-        listings.push((server.name.clone(), tools));
+        if let Some(tools) = cached {
+            return Ok((server.name.clone(), tools));
+        }
+        let tools = servers.list(&server.name).await.map_err(|e| e.message)?;
+        if let Some(dir) = cache
+            && let Err(e) = cache::write(dir, server, &tools)
+        {
+            // NB: only the next start pays for it.
+            eprintln!(
+                "warning: cannot keep the tool listing of MCP server `{}` in {}: {e}",
+                server.name,
+                dir.display()
+            );
+        }
+        Ok((server.name.clone(), tools))
+    });
+    let mut listings = Vec::new();
+    for listed in futures::future::join_all(listed).await {
+        match listed {
+            Ok(l) => listings.push(l),
+            Err(e) => problems.push(e),
+        }
     }
     let explicit: HashSet<String> = manifest.tools.iter().map(|t| t.name.clone()).collect();
     for (server, tools) in &listings {
@@ -141,6 +140,16 @@ pub fn merge(
     } else {
         Err(problems)
     }
+}
+
+/// The tools file at `path` with its MCP servers' tools imported (listed where `listing`
+/// says), as every command and the Python package load one: the error says which part
+/// failed.
+pub fn load(path: &Path, env: EnvLookup, listing: Listing) -> Result<Manifest, String> {
+    let mut manifest = Manifest::load(path).map_err(|e| e.to_string())?;
+    import_blocking(&mut manifest, env, listing)
+        .map_err(|e| format!("cannot import the MCP servers' tools: {e}"))?;
+    Ok(manifest)
 }
 
 /// [`import`] for callers without a runtime (the CLIs and the Python package at load):

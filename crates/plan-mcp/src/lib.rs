@@ -10,7 +10,7 @@
 //! - `result`: a `tools/call` result as the plan's value.
 //!
 //! The tool host (`plan-host`) serves `kind = "mcp"` backends with [`Servers::call`] and
-//! [`output`]; the CLIs and the Python package import at load with [`import_blocking`].
+//! [`output`]; the CLIs and the Python package load a tools file with [`load`].
 
 mod cache;
 mod client;
@@ -19,6 +19,6 @@ mod result;
 mod schema;
 
 pub use client::{DEFAULT_TIMEOUT, Servers};
-pub use import::{Listing, import, import_blocking, merge};
+pub use import::{Listing, import, import_blocking, load, merge};
 pub use result::output;
 pub use schema::{effects, tool_spec};

@@ -136,16 +136,7 @@ pub fn tools_text(manifest: &Manifest) -> String {
         } else {
             let _ = writeln!(s, "Parameters:");
             for p in &t.params {
-                let need = if p.required { "required" } else { "optional" };
-                let _ = write!(s, "- `{}` ({}, {need}", p.name, p.ty.as_str());
-                if let Some(c) = &p.choices {
-                    let c: Vec<String> = c.iter().map(Value::to_string).collect();
-                    let _ = write!(s, ", one of {}", c.join(", "));
-                }
-                if let Some(d) = &p.default {
-                    let _ = write!(s, ", default {d}");
-                }
-                s.push(')');
+                let _ = write!(s, "- `{}` ({})", p.name, p.summary());
                 if !p.description.trim().is_empty() {
                     let _ = write!(s, ": {}", p.description.trim());
                 }

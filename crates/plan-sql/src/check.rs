@@ -20,7 +20,7 @@ use sqlparser::ast::{
     SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableWithJoins, Visit,
     Visitor,
 };
-use sqlparser::dialect::SQLiteDialect;
+use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
 use sqlparser::parser::Parser;
 
 use crate::Constraints;
@@ -67,8 +67,40 @@ pub(crate) const DENIED_FUNCTIONS: &[&str] = &[
 
 /// Checks `sql` (SQLite's dialect) against `c`: Err says what is refused and why.
 pub fn check(sql: &str, c: &Constraints) -> Result<(), String> {
-    let statements = Parser::parse_sql(&SQLiteDialect {}, sql)
-        .map_err(|e| format!("the query does not parse: {e}"))?;
+    check_in(&SQLiteDialect {}, sql, c)
+}
+
+/// [`check`] in PostgreSQL's dialect.
+pub fn check_postgres(sql: &str, c: &Constraints) -> Result<(), String> {
+    check_in(&PostgreSqlDialect {}, sql, c)
+}
+
+/// Whether query `q` writes: a CTE's INSERT, UPDATE or DELETE, or SELECT INTO.
+pub(crate) fn query_writes(q: &Query) -> bool {
+    struct Writes;
+    impl Visitor for Writes {
+        type Break = ();
+        fn pre_visit_statement(&mut self, s: &Statement) -> ControlFlow<()> {
+            if matches!(s, Statement::Query(_)) {
+                ControlFlow::Continue(())
+            } else {
+                ControlFlow::Break(())
+            }
+        }
+        fn pre_visit_select(&mut self, s: &Select) -> ControlFlow<()> {
+            if s.into.is_some() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+    }
+    q.visit(&mut Writes).is_break()
+}
+
+fn check_in(dialect: &dyn Dialect, sql: &str, c: &Constraints) -> Result<(), String> {
+    let statements =
+        Parser::parse_sql(dialect, sql).map_err(|e| format!("the query does not parse: {e}"))?;
     let statement = match statements.as_slice() {
         [] => return Err("there is no statement".into()),
         [one] => one,

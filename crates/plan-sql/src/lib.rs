@@ -3,10 +3,11 @@
 //! [`Constraints`] on their own: a parser (`check.rs`, sqlparser) that refuses what a
 //! query says before it runs, with a message the planner can correct it from; and the
 //! database (`sqlite.rs`: opened read-only, an authorizer that sees every table and column
-//! the compiled statement reads, a progress handler for the time limit), so a gap in the
-//! parser is not a hole. Results are JSON: `{"columns", "rows", "truncated"}`.
+//! the compiled statement reads, a progress handler for the time limit; `pg.rs`: a
+//! `READ ONLY` transaction with `statement_timeout`, and the role's own grants), so a gap
+//! in the parser is not a hole. Results are JSON: `{"columns", "rows", "truncated"}`.
 //!
-//! No async and no tool types here: `plan-host` wraps [`Sqlite`] as a backend.
+//! No async and no tool types here: `plan-host` wraps a [`Database`] as a backend.
 
 use std::time::Duration;
 
@@ -14,10 +15,15 @@ use serde::Serialize;
 use serde_json::Value;
 
 mod check;
+mod database;
 pub mod ground;
+mod pg;
 mod sqlite;
+mod tls;
 
-pub use check::check;
+pub use check::{check, check_postgres};
+pub use database::Database;
+pub use pg::Postgres;
 pub use sqlite::Sqlite;
 
 /// Rows a query returns at most by default; more set `truncated`.

@@ -79,39 +79,10 @@ impl Sqlite {
         &self.constraints
     }
 
-    /// The schema as [`Sqlite::schema`] reads it, kept in `dir` (a cache: a file per
-    /// database and constraints, read back while SQLite's schema version is the one it
-    /// was read at; written whole or not at all, and a failure to write it is no error).
-    pub fn cached_schema(&self, dir: &Path) -> Result<crate::ground::Schema, String> {
-        use sha2::{Digest, Sha256};
-        let version = self.schema_version()?;
+    /// What names this database in a cache key: its path, resolved.
+    pub(crate) fn key(&self) -> String {
         let path = std::fs::canonicalize(&self.path).unwrap_or_else(|_| self.path.clone());
-        let key = Sha256::digest(format!("{}\n{:?}", path.display(), self.constraints));
-        let key: String = key.iter().take(16).map(|b| format!("{b:02x}")).collect();
-        let file = dir.join(format!("{key}.json"));
-        #[derive(serde::Serialize, serde::Deserialize)]
-        struct Cached {
-            version: i64,
-            schema: crate::ground::Schema,
-        }
-        if let Ok(text) = std::fs::read_to_string(&file)
-            && let Ok(cached) = serde_json::from_str::<Cached>(&text)
-            && cached.version == version
-        {
-            return Ok(cached.schema);
-        }
-        let schema = self.schema()?;
-        let cached = Cached { version, schema };
-        if let Ok(text) = serde_json::to_string(&cached) {
-            let tmp = dir.join(format!("{key}.{}.tmp", std::process::id()));
-            let written = std::fs::create_dir_all(dir)
-                .and_then(|()| std::fs::write(&tmp, text))
-                .and_then(|()| std::fs::rename(&tmp, &file));
-            if written.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
-        }
-        Ok(cached.schema)
+        path.display().to_string()
     }
 
     /// SQLite's count of the database's schema changes: an index of its schema is stale
@@ -439,11 +410,11 @@ fn json_len(v: ValueRef<'_>) -> usize {
 }
 
 /// Distinct values kept per text column, at most; a column with more is sampled.
-const MAX_VALUES: usize = 50;
+pub(crate) const MAX_VALUES: usize = 50;
 /// Rows a column's values are sampled from (a bound on the work per column).
-const VALUE_SAMPLE_ROWS: usize = 10_000;
+pub(crate) const VALUE_SAMPLE_ROWS: usize = 10_000;
 /// Characters of a value kept for grounding, at most (longer ones are prose, not names).
-const MAX_VALUE_CHARS: usize = 40;
+pub(crate) const MAX_VALUE_CHARS: usize = 40;
 
 impl Sqlite {
     /// The schema grounding sees: the tables and views the tool may query (`allow_tables`),
@@ -959,7 +930,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = db(dir.path());
         let cache = dir.path().join("cache");
-        let sql = Sqlite::open(&path, constraints()).unwrap();
+        let sql = crate::Database::Sqlite(Sqlite::open(&path, constraints()).unwrap());
         let first = sql.cached_schema(&cache).unwrap();
         assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1);
         // New data, same schema: the kept schema (its sampled values) stands.

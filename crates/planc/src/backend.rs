@@ -24,12 +24,5 @@ pub(crate) fn is_pbc(bytes: &[u8]) -> bool {
 /// tools of its MCP servers (listed when no listing is cached). The error text already
 /// names the file, line and column.
 pub(crate) fn load_manifest(path: &Path) -> Result<Manifest, String> {
-    let mut manifest = Manifest::load(path).map_err(|e| e.to_string())?;
-    plan_mcp::import_blocking(
-        &mut manifest,
-        plan_llm::process_env(),
-        plan_mcp::Listing::Cached,
-    )
-    .map_err(|e| format!("cannot import the MCP servers' tools: {e}"))?;
-    Ok(manifest)
+    plan_mcp::load(path, plan_llm::process_env(), plan_mcp::Listing::Cached)
 }

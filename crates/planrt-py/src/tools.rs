@@ -74,17 +74,8 @@ pub(crate) fn parse(
         }
     }
     let mut manifest = match &file {
-        Some(path) => {
-            let mut m = Manifest::load(path).map_err(|e| {
-                Python::attach(|py| crate::plan::plan_error(py, e.to_string(), Vec::new()))
-            })?;
-            plan_mcp::import_blocking(&mut m, plan_host::process_env(), plan_mcp::Listing::Cached)
-                .map_err(|e| {
-                    let msg = format!("cannot import the MCP servers' tools: {e}");
-                    Python::attach(|py| crate::plan::plan_error(py, msg, Vec::new()))
-                })?;
-            m
-        }
+        Some(path) => plan_mcp::load(path, plan_host::process_env(), plan_mcp::Listing::Cached)
+            .map_err(|e| Python::attach(|py| crate::plan::plan_error(py, e, Vec::new())))?,
         None => base.clone(),
     };
     for (name, _) in &callables {

@@ -85,19 +85,8 @@ pub(crate) fn refuse_clobbering(
 /// The `--tools` file, or the built-in tools.
 pub(crate) fn load_manifest(tools: Option<&Path>) -> Result<Manifest, u8> {
     match tools {
-        Some(path) => {
-            let mut manifest = Manifest::load(path)
-                .map_err(|e| fail(exit::USAGE, format_args!("cannot load tools file: {e}")))?;
-            plan_mcp::import_blocking(&mut manifest, process_env(), Listing::Cached).map_err(
-                |e| {
-                    fail(
-                        exit::USAGE,
-                        format_args!("cannot import the MCP servers' tools: {e}"),
-                    )
-                },
-            )?;
-            Ok(manifest)
-        }
+        Some(path) => plan_mcp::load(path, process_env(), Listing::Cached)
+            .map_err(|e| fail(exit::USAGE, format_args!("cannot load tools file: {e}"))),
         None => Ok(Manifest::builtin()),
     }
 }
@@ -142,7 +131,21 @@ pub(crate) fn block_on<T>(
     fut: impl std::future::Future<Output = T>,
 ) -> T {
     runtime.block_on(async {
-        let out = fut.await;
+        // NB: the servers run in process groups of their own, which a Ctrl-C at the
+        // terminal does not reach: planvm stops them, then exits as interrupted.
+        let interrupted = async {
+            if host.manifest().mcp.is_empty() || tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let out = tokio::select! {
+            out = fut => out,
+            () = interrupted => {
+                eprintln!("interrupted: stopping the MCP servers");
+                host.shutdown().await;
+                std::process::exit(130);
+            }
+        };
         host.shutdown().await;
         out
     })

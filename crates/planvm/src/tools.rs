@@ -6,10 +6,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use plan_manifest::{BackendConfig, Manifest, ToolSpec};
+use plan_manifest::{BackendConfig, ToolSpec};
 use plan_mcp::Listing;
 use plan_render::exit;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::args::Format;
 use crate::session::fail;
@@ -45,25 +45,16 @@ pub(crate) fn tools(cmd: ToolsCommand) -> u8 {
             }
         }
         ToolsCommand::Refresh { tools, format } => {
-            let mut manifest = match Manifest::load(&tools) {
-                Ok(m) => m,
+            match plan_mcp::load(&tools, plan_host::process_env(), Listing::Fresh) {
+                Ok(m) if m.mcp.is_empty() => {
+                    return fail(
+                        exit::USAGE,
+                        format!("{} has no [[mcp]] server to list", tools.display()),
+                    );
+                }
+                Ok(m) => (m, format),
                 Err(e) => return fail(exit::USAGE, format_args!("cannot load tools file: {e}")),
-            };
-            if manifest.mcp.is_empty() {
-                return fail(
-                    exit::USAGE,
-                    format!("{} has no [[mcp]] server to list", tools.display()),
-                );
             }
-            if let Err(e) =
-                plan_mcp::import_blocking(&mut manifest, plan_host::process_env(), Listing::Fresh)
-            {
-                return fail(
-                    exit::USAGE,
-                    format_args!("cannot list the MCP servers' tools: {e}"),
-                );
-            }
-            (manifest, format)
         }
     };
     let mut out = std::io::stdout().lock();
@@ -106,15 +97,7 @@ fn text(t: &ToolSpec) -> String {
         s.push_str(&format!("\n  {}", line.trim()));
     }
     for p in &t.params {
-        let need = if p.required { "required" } else { "optional" };
-        s.push_str(&format!("\n  - {}: {}, {need}", p.name, p.ty.as_str()));
-        if let Some(c) = &p.choices {
-            let c: Vec<String> = c.iter().map(Value::to_string).collect();
-            s.push_str(&format!(", one of {}", c.join(", ")));
-        }
-        if let Some(d) = &p.default {
-            s.push_str(&format!(", default {d}"));
-        }
+        s.push_str(&format!("\n  - {}: {}", p.name, p.summary()));
         if !p.description.trim().is_empty() {
             s.push_str(&format!(" — {}", p.description.trim()));
         }

@@ -8,6 +8,7 @@ mod common;
 use std::path::Path;
 
 use common::{Out, planvm, s};
+use serde_json::json;
 
 fn root() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -218,4 +219,130 @@ async fn the_sql_example_plans_run_on_the_example_database() {
         n += 1;
     }
     assert!(n >= 2);
+}
+
+/// The example shop on PostgreSQL (PLANRT_TEST_POSTGRES, which scripts/test starts;
+/// skipped, saying so, without it unless PLANRT_REQUIRE_POSTGRES is set): a plan's join
+/// answered, a denied column refused, grounding, and a password that never shows.
+#[tokio::test]
+async fn the_shop_on_postgresql() {
+    let Ok(url) = std::env::var("PLANRT_TEST_POSTGRES") else {
+        let why = "SKIPPED: no PostgreSQL server (PLANRT_TEST_POSTGRES; scripts/test starts one)";
+        assert!(
+            std::env::var_os("PLANRT_REQUIRE_POSTGRES").is_none(),
+            "{why}"
+        );
+        eprintln!("{why}");
+        return;
+    };
+    let db = "planrt_planvm_shop";
+    let shop_url = {
+        let sql = std::fs::read_to_string(root().join("examples/shop.sql")).unwrap();
+        let url = url.clone();
+        let (base, _) = url.rsplit_once('/').unwrap();
+        let shop_url = format!("{base}/{db}");
+        let create = shop_url.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            admin
+                .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+                .unwrap();
+            admin
+                .batch_execute(&format!("CREATE DATABASE {db}"))
+                .unwrap();
+            let mut shop = postgres::Client::connect(&create, postgres::NoTls).unwrap();
+            shop.batch_execute(&sql).unwrap();
+        })
+        .await
+        .unwrap();
+        shop_url
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("pg.toml");
+    std::fs::write(
+        &tools,
+        format!(
+            "[[tool]]\nname = \"shop_db\"\n[tool.backend]\nkind = \"sql\"\nurl = \"{shop_url}\"\n\
+             password_env = \"SHOP_DB_PASSWORD\"\ndeny_columns = [\"staff.salary\"]\nmax_rows = 50\n"
+        ),
+    )
+    .unwrap();
+    let tools = s(&tools);
+    let plan = |sql: &str| {
+        json!([
+            {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Query.", "dependency_analysis": "None."}},
+            {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "shop_db", "tool_params": {"sql": sql}, "output_vars": ["top"]}},
+            {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${top.rows.0.0} in ${top.rows.0.1}"}}
+        ])
+        .to_string()
+    };
+    let password = "pg-password-that-never-shows";
+    let env = [("SHOP_DB_PASSWORD", password)];
+    let best = dir.path().join("best.json");
+    std::fs::write(
+        &best,
+        plan(
+            "SELECT s.name, st.city, sum(o.quantity * p.price) AS sales FROM orders o \
+             JOIN staff s ON s.id = o.staff_id JOIN stores st ON st.id = s.store_id \
+             JOIN products p ON p.id = o.product_id WHERE o.ordered_at LIKE '2024%' \
+             GROUP BY s.name, st.city ORDER BY sales DESC LIMIT 1",
+        ),
+    )
+    .unwrap();
+    let cache = dir.path().join("cache");
+    let cache = s(&cache);
+    let pg_env = |extra: &[(&'static str, &'static str)]| {
+        let mut e: Vec<(&str, &str)> = extra.to_vec();
+        e.push(("PLANVM_CACHE_DIR", &cache));
+        e
+    };
+    let out = planvm(
+        vec!["run".into(), s(&best), "--tools".into(), tools.clone()],
+        &pg_env(&env),
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "Elena Bianchi in Milan");
+    let star = dir.path().join("star.json");
+    std::fs::write(&star, plan("SELECT * FROM staff")).unwrap();
+    let out = planvm(
+        vec!["run".into(), s(&star), "--tools".into(), tools.clone()],
+        &pg_env(&env),
+    )
+    .await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("staff.salary"), "{}", out.stderr);
+    assert!(!out.stderr.contains(password));
+    // Without the password's variable, the tool says which is missing.
+    let out = planvm(
+        vec!["run".into(), s(&best), "--tools".into(), tools.clone()],
+        &pg_env(&[]),
+    )
+    .await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("password_env SHOP_DB_PASSWORD: the variable is unset or empty"),
+        "{}",
+        out.stderr
+    );
+    let out = planvm(
+        vec![
+            "ground".into(),
+            "Who sold the most in 2024, and in which city?".into(),
+            "--tools".into(),
+            tools,
+            "--format".into(),
+            "json".into(),
+        ],
+        &pg_env(&env),
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let ground: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let tables = ground["tables"].as_array().unwrap();
+    for t in ["staff", "orders", "stores"] {
+        assert!(tables.contains(&json!(t)), "{ground}");
+    }
+    assert!(!out.stdout.contains("salary"), "{ground}");
 }

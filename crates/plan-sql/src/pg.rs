@@ -1,0 +1,455 @@
+//! PostgreSQL's guard: each query gets a connection of its own and runs in a transaction
+//! that is `READ ONLY` for a read-only tool (the server refuses every write, whatever the
+//! parser missed) with `statement_timeout` set to the tool's limit, and is rolled back
+//! (a writable tool's is committed). What PostgreSQL cannot be told per query (tables and
+//! columns a role may not read) is its own business: give the tool a role with `SELECT`
+//! on the allowed tables and columns only (column-level `GRANT`), so that the server
+//! refuses what `allow_tables` and `deny_columns` refuse (docs/sql.md).
+//!
+//! Rows come back as PostgreSQL writes them as JSON (`row_to_json`: numbers, booleans,
+//! nulls, strings, nested JSON), in the query's column order, duplicates included.
+
+use std::fmt;
+use std::sync::Arc;
+
+use postgres::error::SqlState;
+use postgres::{Client, Config};
+use serde::de::{Deserializer, MapAccess, Visitor};
+use serde_json::Value;
+
+use crate::{Constraints, QueryError, Rows};
+
+/// A PostgreSQL database a tool queries under its constraints.
+#[derive(Clone)]
+pub struct Postgres {
+    config: Arc<Config>,
+    /// The URL without its password, for messages.
+    shown: String,
+    constraints: Arc<Constraints>,
+}
+
+impl fmt::Debug for Postgres {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Postgres")
+            .field("url", &self.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Postgres {
+    /// The database `url` (`postgres://user@host/db`, or key=value settings) names,
+    /// queried under `constraints`. Nothing is connected until a query runs.
+    pub fn open(url: &str, constraints: Constraints) -> Result<Postgres, String> {
+        let mut config: Config = url
+            .parse()
+            .map_err(|e| format!("`{}` is not a PostgreSQL URL: {e}", without_password(url)))?;
+        config
+            .application_name("planvm")
+            .connect_timeout(constraints.timeout);
+        Ok(Postgres {
+            config: Arc::new(config),
+            shown: without_password(url),
+            constraints: Arc::new(constraints),
+        })
+    }
+
+    pub fn constraints(&self) -> &Constraints {
+        &self.constraints
+    }
+
+    /// The same database, logged into with `password` (kept out of the URL).
+    pub fn with_password(mut self, password: &str) -> Postgres {
+        Arc::make_mut(&mut self.config).password(password);
+        self
+    }
+
+    /// Runs `sql` if both guards let it: the parser's check first, then the server's.
+    /// Blocking: call it off an async runtime's threads.
+    pub fn query(&self, sql: &str) -> Result<Rows, QueryError> {
+        crate::check::check_postgres(sql, &self.constraints).map_err(QueryError::Refused)?;
+        self.execute(sql)
+    }
+
+    fn connect(&self) -> Result<Client, QueryError> {
+        crate::tls::connect_postgres(&self.config)
+            .map_err(|e| QueryError::Unavailable(format!("cannot connect to {}: {e}", self.shown)))
+    }
+
+    /// Runs `sql` with the server's guard alone (the parser's check is separate).
+    pub fn execute(&self, sql: &str) -> Result<Rows, QueryError> {
+        let c = &*self.constraints;
+        let mut client = self.connect()?;
+        let failed = |e: postgres::Error| self.failed(e);
+        let mut tx = client
+            .build_transaction()
+            .read_only(c.read_only)
+            .start()
+            .map_err(failed)?;
+        let ms = c.timeout.as_millis().clamp(1, i32::MAX as u128);
+        tx.batch_execute(&format!("SET LOCAL statement_timeout = {ms}"))
+            .map_err(failed)?;
+        let statement = tx.prepare(sql).map_err(failed)?;
+        let columns: Vec<String> = statement
+            .columns()
+            .iter()
+            .map(|c| c.name().to_owned())
+            .collect();
+        let out = if columns.is_empty() {
+            let n = tx.execute(&statement, &[]).map_err(failed)?;
+            Rows {
+                columns: vec!["rows_affected".into()],
+                rows: vec![vec![Value::from(n)]],
+                truncated: false,
+            }
+        } else if returns_rows_of_a_query(sql) {
+            let body = sql.trim().trim_end_matches(';');
+            // NB: one statement (the parser and the extended protocol both say so): the
+            // query cannot close the parenthesis and start another.
+            let wrapped = format!(
+                "SELECT row_to_json(t)::text FROM ({body}\n) AS t LIMIT {}",
+                c.max_rows.saturating_add(1)
+            );
+            let mut out = Rows {
+                columns,
+                rows: Vec::new(),
+                truncated: false,
+            };
+            let mut bytes = 0usize;
+            let none: [&str; 0] = [];
+            let mut rows = tx.query_raw(&wrapped, none).map_err(failed)?;
+            use postgres::fallible_iterator::FallibleIterator;
+            while let Some(row) = rows.next().map_err(failed)? {
+                if out.rows.len() == c.max_rows {
+                    out.truncated = true;
+                    break;
+                }
+                let text: &str = row.try_get(0).map_err(failed)?;
+                bytes += text.len();
+                if bytes > c.max_result_bytes {
+                    out.truncated = true;
+                    break;
+                }
+                out.rows.push(values(text).map_err(QueryError::Failed)?);
+            }
+            out
+        } else {
+            // NB: a write that returns rows (`RETURNING`): run as it is, at most the
+            // tool's rows kept.
+            let rows = tx.query(&statement, &[]).map_err(failed)?;
+            let mut out = Rows {
+                columns,
+                rows: Vec::new(),
+                truncated: rows.len() > c.max_rows,
+            };
+            for row in rows.iter().take(c.max_rows) {
+                out.rows
+                    .push((0..row.len()).map(|i| text_value(row, i)).collect());
+            }
+            out
+        };
+        if c.read_only {
+            tx.rollback().map_err(failed)?;
+        } else {
+            tx.commit().map_err(failed)?;
+        }
+        Ok(out)
+    }
+
+    /// What a failure means for the plan: refused (the server's guard), over time, or the
+    /// query's own fault.
+    fn failed(&self, e: postgres::Error) -> QueryError {
+        let Some(db) = e.as_db_error() else {
+            return if e.is_closed() {
+                QueryError::Unavailable(format!("{}: the connection closed: {e}", self.shown))
+            } else {
+                QueryError::Unavailable(format!("{}: {e}", self.shown))
+            };
+        };
+        let message = db.message().to_owned();
+        match db.code() {
+            c if *c == SqlState::QUERY_CANCELED => QueryError::Timeout(self.constraints.timeout),
+            c if *c == SqlState::READ_ONLY_SQL_TRANSACTION => QueryError::Refused(format!(
+                "the tool is read-only, and the statement would write ({message})"
+            )),
+            c if *c == SqlState::INSUFFICIENT_PRIVILEGE => {
+                QueryError::Refused(format!("the database refused it: {message}"))
+            }
+            c if *c == SqlState::TOO_MANY_CONNECTIONS || *c == SqlState::CANNOT_CONNECT_NOW => {
+                QueryError::Unavailable(message)
+            }
+            _ => QueryError::Failed(match db.hint() {
+                Some(hint) => format!("{message} (hint: {hint})"),
+                None => message,
+            }),
+        }
+    }
+}
+
+impl Postgres {
+    /// A session for reading the schema: read-only, under the tool's time limit per
+    /// statement, each statement on its own (one that fails leaves the others be).
+    fn reader(&self) -> Result<Client, String> {
+        let mut client = self.connect().map_err(|e| e.to_string())?;
+        let ms = self
+            .constraints
+            .timeout
+            .as_millis()
+            .clamp(1, i32::MAX as u128);
+        client
+            .batch_execute(&format!(
+                "SET default_transaction_read_only = on; SET statement_timeout = {ms}"
+            ))
+            .map_err(|e| format!("{}: {e}", self.shown))?;
+        Ok(client)
+    }
+
+    /// A fingerprint of the schema the tool sees (its tables', views' and columns' names
+    /// and types, and the foreign keys): an index of the schema is stale once it moves.
+    pub fn schema_version(&self) -> Result<i64, String> {
+        let mut client = self.reader()?;
+        let row = client
+            .query_one(
+                "SELECT (coalesce(sum(hashtext(c.relname || '.' || a.attname || ':' || a.atttypid::text)::bigint), 0) \
+                 + (SELECT count(*) FROM pg_constraint WHERE contype = 'f'))::bigint \
+                 FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid \
+                 WHERE c.relkind IN ('r', 'v', 'm', 'p', 'f') AND pg_table_is_visible(c.oid) \
+                 AND a.attnum > 0 AND NOT a.attisdropped \
+                 AND c.relnamespace NOT IN (SELECT oid FROM pg_namespace WHERE nspname IN ('pg_catalog', 'information_schema'))",
+                &[],
+            )
+            .map_err(|e| format!("reading the schema of {}: {e}", self.shown))?;
+        Ok(row.get(0))
+    }
+
+    /// The schema grounding sees, as [`crate::Sqlite::schema`] reads it: the tables and
+    /// views on the search path the tool may query, their columns (denied ones left out)
+    /// with types, primary keys and comments (`COMMENT ON COLUMN`), foreign keys, and
+    /// distinct short text values sampled from each text column the role may read.
+    pub fn schema(&self) -> Result<crate::ground::Schema, String> {
+        use crate::ground::{Column, ForeignKey, Schema, Table};
+        let c = &*self.constraints;
+        let mut client = self.reader()?;
+        let err = |e: postgres::Error| format!("reading the schema of {}: {e}", self.shown);
+        let tables = client
+            .query(
+                "SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                 WHERE c.relkind IN ('r', 'v', 'm', 'p', 'f') AND pg_table_is_visible(c.oid) \
+                 AND n.nspname NOT IN ('pg_catalog', 'information_schema') ORDER BY c.relname",
+                &[],
+            )
+            .map_err(err)?;
+        let mut schema = Schema::default();
+        for t in tables {
+            let (oid, name): (postgres::types::Oid, String) = (t.get(0), t.get(1));
+            if !c.table_allowed(&name) {
+                continue;
+            }
+            let columns = client
+                .query(
+                    "SELECT a.attname, format_type(a.atttypid, a.atttypmod), \
+                     coalesce((SELECT true FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary AND a.attnum = ANY(i.indkey)), false), \
+                     col_description(a.attrelid, a.attnum), ty.typcategory::text = 'S' \
+                     FROM pg_attribute a JOIN pg_type ty ON ty.oid = a.atttypid \
+                     WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+                    &[&oid],
+                )
+                .map_err(err)?;
+            let quoted = quote(&name);
+            let mut cols = Vec::new();
+            for col in columns {
+                let column: String = col.get(0);
+                if c.column_denied(&name, &column) {
+                    continue;
+                }
+                let text: bool = col.get(4);
+                // NB: values the role may not read are simply not shown.
+                let values = if text {
+                    client
+                        .query(
+                            &format!(
+                                "SELECT DISTINCT v FROM (SELECT {}::text AS v FROM {quoted} LIMIT {}) s \
+                                 WHERE length(v) BETWEEN 1 AND {} AND v ~ '[[:alpha:]]' ORDER BY v LIMIT {}",
+                                quote(&column),
+                                crate::sqlite::VALUE_SAMPLE_ROWS,
+                                crate::sqlite::MAX_VALUE_CHARS,
+                                crate::sqlite::MAX_VALUES
+                            ),
+                            &[],
+                        )
+                        .map(|rows| rows.iter().map(|r| r.get::<_, String>(0)).collect())
+                        .unwrap_or_default()
+                } else {
+                    Vec::new()
+                };
+                cols.push(Column {
+                    name: column,
+                    ty: col.get(1),
+                    primary_key: col.get(2),
+                    comment: col.get(3),
+                    values,
+                });
+            }
+            let fks = client
+                .query(
+                    "SELECT a.attname, rc.relname, ra.attname FROM pg_constraint k \
+                     JOIN pg_class rc ON rc.oid = k.confrelid \
+                     JOIN pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.conkey[1] \
+                     JOIN pg_attribute ra ON ra.attrelid = k.confrelid AND ra.attnum = k.confkey[1] \
+                     WHERE k.contype = 'f' AND k.conrelid = $1 ORDER BY a.attnum",
+                    &[&oid],
+                )
+                .map_err(err)?;
+            schema.tables.push(Table {
+                name,
+                columns: cols,
+                // NB: a join to a table the tool may not read is not shown.
+                foreign_keys: fks
+                    .iter()
+                    .map(|r| ForeignKey {
+                        column: r.get(0),
+                        ref_table: r.get(1),
+                        ref_column: r.get(2),
+                    })
+                    .filter(|fk| c.table_allowed(&fk.ref_table))
+                    .collect(),
+            });
+        }
+        Ok(schema)
+    }
+
+    /// What names this database in a cache key (never its password).
+    pub(crate) fn key(&self) -> &str {
+        &self.shown
+    }
+}
+
+/// `name` as a quoted identifier.
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// Whether `sql` is a query (SELECT, VALUES, WITH ... SELECT): what can stand inside
+/// `FROM (...)`. A write with `RETURNING` is not.
+fn returns_rows_of_a_query(sql: &str) -> bool {
+    use sqlparser::ast::Statement;
+    use sqlparser::dialect::PostgreSqlDialect;
+    match sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, sql).as_deref() {
+        Ok([Statement::Query(q)]) => !crate::check::query_writes(q),
+        _ => false,
+    }
+}
+
+/// The values of a row that `row_to_json` wrote, in column order (a name twice is two
+/// columns).
+fn values(text: &str) -> Result<Vec<Value>, String> {
+    struct Ordered;
+    impl<'de> Visitor<'de> for Ordered {
+        type Value = Vec<Value>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<Value>, A::Error> {
+            let mut out = Vec::new();
+            while let Some((_, v)) = map.next_entry::<String, Value>()? {
+                out.push(v);
+            }
+            Ok(out)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.deserialize_map(Ordered)
+        .map_err(|e| format!("a row PostgreSQL wrote is not JSON: {e}"))
+}
+
+/// Column `i` of a row a write returned: its text form (any type), or null.
+fn text_value(row: &postgres::Row, i: usize) -> Value {
+    use postgres::types::Type;
+    let ty = row.columns()[i].type_().clone();
+    let number = |v: Option<f64>| v.map_or(Value::Null, Value::from);
+    match ty {
+        Type::BOOL => row
+            .try_get::<_, Option<bool>>(i)
+            .ok()
+            .flatten()
+            .map_or(Value::Null, Value::from),
+        Type::INT2 => row
+            .try_get::<_, Option<i16>>(i)
+            .ok()
+            .flatten()
+            .map_or(Value::Null, Value::from),
+        Type::INT4 => row
+            .try_get::<_, Option<i32>>(i)
+            .ok()
+            .flatten()
+            .map_or(Value::Null, Value::from),
+        Type::INT8 => row
+            .try_get::<_, Option<i64>>(i)
+            .ok()
+            .flatten()
+            .map_or(Value::Null, Value::from),
+        Type::FLOAT4 => number(
+            row.try_get::<_, Option<f32>>(i)
+                .ok()
+                .flatten()
+                .map(f64::from),
+        ),
+        Type::FLOAT8 => number(row.try_get::<_, Option<f64>>(i).ok().flatten()),
+        _ => row
+            .try_get::<_, Option<String>>(i)
+            .ok()
+            .flatten()
+            .map_or(Value::Null, Value::from),
+    }
+}
+
+/// `url` with its password (if any) replaced, for messages.
+fn without_password(url: &str) -> String {
+    // NB: `scheme://user:password@host`; key=value settings say `password=...`.
+    if let Some((scheme, rest)) = url.split_once("://")
+        && let Some((auth, host)) = rest.split_once('@')
+        && let Some((user, _)) = auth.split_once(':')
+    {
+        return format!("{scheme}://{user}:***@{host}");
+    }
+    url.split_whitespace()
+        .map(|kv| {
+            if kv.to_ascii_lowercase().starts_with("password=") {
+                "password=***"
+            } else {
+                kv
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_show() {
+        assert_eq!(
+            without_password("postgres://app:s3cret@db.example.com:5432/shop"),
+            "postgres://app:***@db.example.com:5432/shop"
+        );
+        assert_eq!(
+            without_password("host=db user=app password=s3cret dbname=shop"),
+            "host=db user=app password=*** dbname=shop"
+        );
+        assert_eq!(
+            without_password("postgres://app@db/shop"),
+            "postgres://app@db/shop"
+        );
+        let e = Postgres::open("postgres://app:s3cret@[bad", Constraints::default()).unwrap_err();
+        assert!(!e.contains("s3cret"), "{e}");
+    }
+
+    #[test]
+    fn rows_keep_their_order_and_duplicates() {
+        assert_eq!(
+            values(r#"{"b": 1, "a": "x", "b": null}"#).unwrap(),
+            [Value::from(1), Value::from("x"), Value::Null]
+        );
+    }
+}
