@@ -303,6 +303,28 @@ async fn errors_a_dead_server_and_a_restart() {
         answer,
         json!({"city": "Oslo", "temperature": 21, "unit": "C"})
     );
+    // A server that exits between calls is started again before the next one: the
+    // lookup waits for a slow call of another server while the first one quits.
+    let two = dir.write(
+        "two.toml",
+        &format!(
+            "{}{}prefix = \"p2_\"\n",
+            python_toml(&python, "py"),
+            python_toml(&python, "py2")
+        ),
+    );
+    let steps = dir.write(
+        "quits.json",
+        &json!([
+            {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "quit_soon", "tool_params": {"seconds": 0.05}, "output_vars": ["q"]}},
+            {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "p2_slow", "tool_params": {"seconds": 1}, "output_vars": ["w"]}},
+            {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "lookup", "tool_params": {"city": "${w.result}"}, "output_vars": ["final_answer"]}}
+        ])
+        .to_string(),
+    );
+    let out = dir.planvm(&["run", &steps, "--tools", &two], &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("slept 1"), "{}", out.stdout);
     // A call that outlives its limit is stopped (and cancelled on the server), not waited for.
     let slow = dir.plan("slow.json", &[("slow", json!({"seconds": 30}))]);
     let t = Instant::now();

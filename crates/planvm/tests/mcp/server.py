@@ -4,13 +4,15 @@
     python server.py http PORT      # streamable HTTP at http://127.0.0.1:PORT/mcp
 
 Tools: `lookup` (read-only, structured), `slow` (read-only, sleeps), `fail` (isError),
-`add_note` (destructive), `die` (the process exits mid-call), `whoami` (the
-Authorization header it was sent, HTTP only: to show planvm redacts it).
+`add_note` (destructive), `die` (the process exits mid-call), `quit_soon` (it exits
+between calls), `whoami` (the Authorization header it was sent, HTTP only: to show
+planvm redacts it).
 """
 
 import asyncio
 import os
 import sys
+import threading
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -52,6 +54,13 @@ def die() -> str:
     """Exits the server in the middle of the call."""
     print("dying now", file=sys.stderr, flush=True)
     os._exit(3)
+
+
+@server.tool(annotations=READ)
+def quit_soon(seconds: float) -> str:
+    """Answers, then exits the server a moment later (between calls)."""
+    threading.Timer(seconds, lambda: os._exit(0)).start()
+    return "bye"
 
 
 @server.tool(annotations=READ)
