@@ -3,9 +3,11 @@
 //!
 //! A server over stdio is a child process in its own process group (a Ctrl-C at the
 //! terminal reaches planvm, which shuts it down, not the server half-way through a call;
-//! the signals planvm sends it reach its own children too), with an environment of its own: `PATH`, `HOME`, the locale and what the table
-//! passes (`env`, `pass_env`), never planvm's whole environment with its API keys. Its
-//! stderr is kept (the last lines) for the messages of errors that it explains.
+//! the signals planvm sends it reach its own children too), with an environment of its
+//! own: `PATH`, `HOME`, the locale and what the table passes (`env`, `pass_env`), never
+//! planvm's whole environment with its API keys. Its stderr is kept (the last lines) for
+//! the messages of errors that it explains. One that is never shut down is killed when
+//! its client is dropped.
 
 use std::collections::{HashMap, VecDeque};
 use std::process::Stdio;

@@ -165,9 +165,14 @@ pub fn plan_value(src: &str) -> Option<Value> {
     plan_syntax::read(src).value.map(|n| n.to_value())
 }
 
-/// Saves a goal and the plan that reached it as a new example in `dir` (created if
-/// missing), named after the goal; returns the file written.
-pub fn save_example(dir: &Path, goal: &str, plan_source: &str) -> Result<PathBuf, String> {
+/// Saves a goal (with its labels) and the plan that reached it as a new example in `dir`
+/// (created if missing), named after the goal; returns the file written.
+pub fn save_example(
+    dir: &Path,
+    goal: &str,
+    labels: &[String],
+    plan_source: &str,
+) -> Result<PathBuf, String> {
     let plan = plan_value(plan_source).ok_or("the plan cannot be read back")?;
     std::fs::create_dir_all(dir).map_err(|e| {
         format!(
@@ -178,7 +183,7 @@ pub fn save_example(dir: &Path, goal: &str, plan_source: &str) -> Result<PathBuf
     let example = Example {
         name: String::new(),
         goal: goal.trim().to_owned(),
-        labels: Vec::new(),
+        labels: labels.to_vec(),
         plan,
     };
     let text = serde_json::to_string_pretty(&example).map_err(|e| e.to_string())? + "\n";
@@ -289,8 +294,8 @@ mod tests {
     fn saved_examples_load_back_and_never_overwrite() {
         let dir = tempfile::tempdir().unwrap();
         let plan = "```json\n[{\"seq_no\": 0, \"type\": \"assign\", \"parameters\": {\"final_answer\": 1}}]\n```";
-        let a = save_example(dir.path(), "Why?", plan).unwrap();
-        let b = save_example(dir.path(), "Why?", plan).unwrap();
+        let a = save_example(dir.path(), "Why?", &[], plan).unwrap();
+        let b = save_example(dir.path(), "Why?", &[], plan).unwrap();
         assert_ne!(a, b);
         let loaded = Examples::load(dir.path()).unwrap();
         assert_eq!(loaded.len(), 2);
@@ -304,7 +309,7 @@ mod tests {
     fn a_file_that_is_not_an_example_is_skipped_and_named() {
         let dir = tempfile::tempdir().unwrap();
         let plan = "[{\"seq_no\": 0, \"type\": \"assign\", \"parameters\": {\"final_answer\": 1}}]";
-        save_example(dir.path(), "Why?", plan).unwrap();
+        save_example(dir.path(), "Why?", &[], plan).unwrap();
         let bad: [(&str, Vec<u8>, &str); 4] = [
             (
                 "shape.json",

@@ -218,6 +218,38 @@ pub const PLANVM_SERVE: &[Meaning] = &[
     ),
 ];
 
+/// `planvm eval`.
+pub const PLANVM_EVAL: &[Meaning] = &[
+    (
+        OK,
+        "the evaluation ran (whatever the verdicts), and no `--fail-under` or `--compare` \
+         gate failed",
+    ),
+    (
+        RUN_FAILED,
+        "the pass rate is below `--fail-under`, or a case that passed in the `--compare` \
+         baseline fails now; or the tools' backends cannot be set up",
+    ),
+    (
+        USAGE,
+        "usage error, including an unreadable or malformed `--tools` file or no planner",
+    ),
+    (
+        OUTPUT_IS_INPUT,
+        "`--output` is one of the inputs (the dataset, `--tools`, `--replay`)",
+    ),
+    (
+        DATA_ERR,
+        "the `--compare` baseline is not a JSON report of `planvm eval`, or the \
+         `--replay` cassette is malformed",
+    ),
+    (
+        NO_INPUT,
+        "the dataset or the `--replay` cassette cannot be read",
+    ),
+    (CANT_CREATE, "the report cannot be written"),
+];
+
 /// `planvm mcp`.
 pub const PLANVM_MCP: &[Meaning] = &[
     (OK, "the client closed the session (stdin)"),

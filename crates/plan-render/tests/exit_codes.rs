@@ -14,6 +14,7 @@ fn the_readme_shows_every_command_s_exit_codes_as_declared() {
         ("planvm batch", exit::PLANVM_BATCH),
         ("planvm serve", exit::PLANVM_SERVE),
         ("planvm mcp", exit::PLANVM_MCP),
+        ("planvm eval", exit::PLANVM_EVAL),
     ] {
         let shown = exit::markdown(table);
         if !readme.contains(&shown) {
@@ -48,6 +49,7 @@ fn every_declared_code_is_a_known_constant_once_per_table() {
         exit::PLANVM_BATCH,
         exit::PLANVM_SERVE,
         exit::PLANVM_MCP,
+        exit::PLANVM_EVAL,
     ] {
         let codes: Vec<u8> = table.iter().map(|(c, _)| *c).collect();
         let mut sorted = codes.clone();

@@ -240,7 +240,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     if outcome.status == AskStatus::Answered
         && let (Some(dir), Some(plan)) = (&args.save_example, &outcome.plan)
     {
-        match plan_planner::save_example(dir, &args.goal, plan) {
+        match plan_planner::save_example(dir, &args.goal, &[], plan) {
             Ok(path) => eprintln!("saved example {}", path.display()),
             Err(msg) => eprintln!("warning: the example was not saved: {msg}"),
         }

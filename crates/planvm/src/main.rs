@@ -16,6 +16,8 @@
 //! planvm ground QUESTION --tools FILE [--format text|json]
 //! planvm tools list|refresh --tools FILE [--format text|json]
 //! planvm mcp [--tools FILE] [--store DB] [--replay FILE]
+//! planvm eval DATASET.jsonl [--tools FILE] [--replay FILE] [--jobs N] [--compare BASELINE]
+//!                 [--fail-under RATE] [--promote DIR] [--format text|json] [--output FILE]
 //! ```
 //!
 //! Exit codes (see `plan_render::exit`) are printed by `planvm run --help`.
@@ -23,14 +25,15 @@
 //! Module map: this file picks the command; `args` holds the argument groups commands
 //! share; `session` what every command that runs plans sets up, prints and exits with;
 //! `progress` draws the live status line; `run`, `ask` (docs/planner.md), `batch`,
-//! `stored` (`resume`, `branch`), `runs`, `sessions`, `ground`, `tools`, `serve` and `mcp`
-//! are the commands.
+//! `stored` (`resume`, `branch`), `runs`, `sessions`, `ground`, `tools`, `eval`, `serve`
+//! and `mcp` are the commands.
 //! The engine is in libraries: `plan_host` runs a plan, `plan_planner` writes one,
 //! `plan_runs` keeps runs in a store (docs/durability.md). Only this crate prints.
 
 mod args;
 mod ask;
 mod batch;
+mod eval;
 mod ground;
 mod mcp;
 mod progress;
@@ -92,6 +95,10 @@ enum Command {
     /// What the planner is shown of each database for a question: the tables, columns and
     /// values that matter (the `sql` tools of the tools file).
     Ground(ground::GroundArgs),
+    /// Measure the planner on a dataset of goals: each asked, its answer checked; a report
+    /// with the pass rate, compared with a baseline (docs/eval.md).
+    #[command(after_help = eval::help())]
+    Eval(eval::EvalArgs),
     /// planrt as an MCP server over stdio: tools `ask`, `run_plan` and `run_status`
     /// (docs/mcp.md).
     #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM_MCP))]
@@ -115,6 +122,7 @@ fn main() -> ExitCode {
         Command::Ground(args) => ExitCode::from(ground::ground(args)),
         Command::Tools(cmd) => ExitCode::from(tools::tools(cmd)),
         Command::Mcp(args) => ExitCode::from(mcp::mcp(args)),
+        Command::Eval(args) => ExitCode::from(eval::eval(args)),
         Command::Serve(args) => ExitCode::from(serve::serve(args)),
     }
 }

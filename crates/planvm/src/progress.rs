@@ -59,3 +59,19 @@ impl StatusLine {
         self.bar.finish_and_clear();
     }
 }
+
+/// A progress bar of `n` things (`unit`: `runs`, `cases`) on stderr, for people watching
+/// a terminal (hidden when stderr is not one).
+pub(crate) fn progress_bar(n: usize, unit: &str) -> ProgressBar {
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(n as u64);
+    if let Ok(style) = ProgressStyle::with_template(&format!(
+        "{{elapsed_precise}} [{{bar:30}}] {{pos}}/{{len}} {unit} · {{per_sec}} · eta {{eta}} {{msg}}"
+    )) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}

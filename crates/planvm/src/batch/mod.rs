@@ -18,7 +18,7 @@ use crate::session::{self, fail};
 
 mod output;
 
-use output::{Sink, progress_bar, summary};
+use output::{Sink, summary};
 
 /// `batch --help`'s text after the options.
 pub(crate) fn help() -> String {
@@ -151,7 +151,11 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         Ok(o) => o,
         Err(code) => return code,
     };
-    let mut sink = Sink::new(out, out_name, progress_bar(jobs.len()));
+    let mut sink = Sink::new(
+        out,
+        out_name,
+        crate::progress::progress_bar(jobs.len(), "runs"),
+    );
     let batch = Batch {
         manifest,
         host: host.clone(),

@@ -1,29 +1,13 @@
 //! What `planvm batch` shows: one JSON line per run as it ends, the progress bar, and the
 //! summary.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
-use std::time::Duration;
 
-use indicatif::{ProgressBar, ProgressStyle};
+use indicatif::ProgressBar;
 use plan_host::RunReport;
 use plan_runs::batch::{Event, Finished, Tally};
 use plan_value::json;
-
-/// The progress bar, for people watching a terminal.
-pub(super) fn progress_bar(runs: usize) -> ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(runs as u64);
-    if let Ok(style) = ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:30}] {pos}/{len} runs · {per_sec} · eta {eta} {msg}",
-    ) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
-}
 
 pub(super) fn summary(tally: &Tally) {
     let secs = tally.elapsed.as_secs_f64();

@@ -1,0 +1,19 @@
+//! `plan-eval`: a planner measured on a dataset of goals (`planvm eval`, docs/eval.md).
+//!
+//! - `dataset`: JSON lines of cases (`goal`, the checks on its answer, labels); a bad
+//!   line is reported with its number and skipped.
+//! - `grade`: the checks of one case on one answer (`expected`, `must_contain`,
+//!   `must_not_contain`, `regex`): a verdict, a score and the reason.
+//! - `run`: every case asked as `planvm ask` asks a goal, many at once.
+//! - `report`: the summary (pass rate with its 95% interval, latency, failures by cause)
+//!   and the comparison with an earlier report.
+
+mod dataset;
+mod grade;
+mod report;
+mod run;
+
+pub use dataset::{Case, parse};
+pub use grade::{Check, Grade, grade};
+pub use report::{CaseReport, Change, Comparison, Summary, compare, summarize};
+pub use run::run;

@@ -1,0 +1,295 @@
+//! `planvm eval DATASET --tools FILE`: every goal of a dataset asked as `planvm ask` asks
+//! it, its answer checked, a report with the pass rate (docs/eval.md). The engine is
+//! `plan_eval`; this file sets it up, prints the report and picks the exit code.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use plan_eval::{CaseReport, Comparison, Summary};
+use plan_host::{Host, HostOptions};
+use plan_planner::{AskOptions, Planner};
+use plan_render::exit;
+use serde_json::{Value, json};
+
+use crate::args::{Format, LimitArgs};
+use crate::session::{self, fail};
+
+/// `eval --help`'s text after the options.
+pub(crate) fn help() -> String {
+    exit::help(exit::PLANVM_EVAL)
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct EvalArgs {
+    /// The dataset: one JSON object per line, `{"id"?, "goal", "response_format"?,
+    /// "vars"?, "labels"?, "expected"?, "must_contain"?, "must_not_contain"?, "regex"?}`.
+    #[arg(value_name = "DATASET.jsonl")]
+    dataset: PathBuf,
+    /// Tools file: the tools, their backends and the planner (`[planner]`).
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// Answer the planner's and the tools' calls from this cassette (no network).
+    #[arg(long, value_name = "FILE.jsonl")]
+    replay: Option<PathBuf>,
+    /// Cases asked at once.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = clap::value_parser!(u32).range(1..=1024))]
+    jobs: u32,
+    /// `json`: `{"summary", "cases", "comparison"?, "skipped"}`; `text`: a table.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Write the report here instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// An earlier JSON report: what changed, regressions first; exit 1 when a case that
+    /// passed there fails now.
+    #[arg(long, value_name = "BASELINE.json")]
+    compare: Option<PathBuf>,
+    /// Exit 1 when the pass rate is below RATE (0 to 1).
+    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    fail_under: Option<f64>,
+    /// Write each passing case's goal, labels and plan as an example in DIR (never over
+    /// an existing file), for the planner's example selection.
+    #[arg(long, value_name = "DIR")]
+    promote: Option<PathBuf>,
+    /// Rounds that may follow a plan with errors.
+    #[arg(long, value_name = "N", default_value_t = plan_planner::DEFAULT_MAX_REPAIRS)]
+    max_repairs: u32,
+    /// Rounds that may follow a run that failed at a step.
+    #[arg(long, value_name = "N", default_value_t = plan_planner::DEFAULT_MAX_REPLANS)]
+    max_replans: u32,
+    #[command(flatten)]
+    limits: LimitArgs,
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err(format!("`{s}` is not a rate between 0 and 1")),
+    }
+}
+
+pub(crate) fn eval(args: EvalArgs) -> u8 {
+    let mut outputs: Vec<(&str, &std::path::Path)> = Vec::new();
+    if let Some(o) = &args.output {
+        outputs.push(("--output", o));
+    }
+    let dataset_input = ("the dataset", args.dataset.as_path());
+    if let Err(code) = session::refuse_clobbering(
+        Some(dataset_input),
+        args.tools.as_deref(),
+        args.replay.as_deref(),
+        None,
+        &outputs,
+    ) {
+        return code;
+    }
+    let text = match std::fs::read_to_string(&args.dataset) {
+        Ok(t) => t,
+        Err(e) => {
+            return fail(
+                exit::NO_INPUT,
+                format_args!("cannot read {}: {e}", args.dataset.display()),
+            );
+        }
+    };
+    let (cases, skipped) = plan_eval::parse(&text);
+    for s in &skipped {
+        eprintln!("warning: {}: {s}: skipped", args.dataset.display());
+    }
+    let baseline = match &args.compare {
+        None => None,
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| e.to_string()))
+        {
+            Ok(v) => Some(v),
+            Err(e) => {
+                return fail(
+                    exit::DATA_ERR,
+                    format_args!("cannot read the baseline {}: {e}", path.display()),
+                );
+            }
+        },
+    };
+    let manifest = match session::load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let planning = match crate::serve::planning(&manifest, args.tools.as_deref()) {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let times = args.limits.times();
+    let host = match Host::new(
+        manifest,
+        HostOptions {
+            replay: args.replay.clone(),
+            tool_timeout: times.tool_timeout,
+            ..HostOptions::default()
+        },
+    ) {
+        Ok(h) => h,
+        Err(e) => {
+            let code = match e.kind {
+                plan_host::HostErrorKind::InvalidInput => exit::DATA_ERR,
+                plan_host::HostErrorKind::Io => exit::NO_INPUT,
+                _ => exit::RUN_FAILED,
+            };
+            return fail(code, e);
+        }
+    };
+    for w in host.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let model = match plan_planner::model_for(&host) {
+        Ok(m) => m,
+        Err(e) if e.usage => return fail(exit::USAGE, e.message),
+        Err(e) => return fail(exit::RUN_FAILED, e.message),
+    };
+    let planner = Planner {
+        host: &host,
+        model,
+        template: planning.template,
+        examples: planning.examples,
+        options: AskOptions {
+            max_repairs: args.max_repairs,
+            max_replans: args.max_replans,
+            max_examples: planning.max_examples,
+            limits: args.limits.limits(),
+            deadline: times.deadline,
+            ..AskOptions::default()
+        },
+    };
+    let runtime = match session::multi_thread_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let bar = crate::progress::progress_bar(cases.len(), "cases");
+    let reports = session::block_on(&runtime, &host, async {
+        plan_eval::run(&planner, &cases, args.jobs as usize, &mut |r| {
+            bar.inc(1);
+            if !r.passed() {
+                bar.println(format!("fail {}: {}", r.id, r.reason));
+            }
+        })
+        .await
+    });
+    bar.finish_and_clear();
+    let summary = plan_eval::summarize(&reports);
+    let comparison = match &baseline {
+        None => None,
+        Some(b) => match plan_eval::compare(b, &reports) {
+            Ok(c) => Some(c),
+            Err(e) => return fail(exit::DATA_ERR, e),
+        },
+    };
+    if let Some(dir) = &args.promote {
+        for r in reports.iter().filter(|r| r.passed()) {
+            let Some(plan) = &r.plan else { continue };
+            match plan_planner::save_example(dir, &r.goal, &r.labels, plan) {
+                Ok(path) => eprintln!("promoted {}: {}", r.id, path.display()),
+                Err(e) => eprintln!("warning: case {} not promoted: {e}", r.id),
+            }
+        }
+    }
+    let text = match args.format {
+        Format::Json => {
+            let mut v = json!({"summary": summary, "cases": reports, "skipped": skipped});
+            if let Some(c) = &comparison {
+                v["comparison"] = json!(c);
+            }
+            format!("{v}\n")
+        }
+        Format::Text => table(&summary, &reports, comparison.as_ref(), &skipped),
+    };
+    let written = match &args.output {
+        Some(path) => std::fs::write(path, &text).map_err(|e| (path.display().to_string(), e)),
+        None => std::io::stdout()
+            .lock()
+            .write_all(text.as_bytes())
+            .map_err(|e| ("stdout".to_owned(), e)),
+    };
+    if let Err((to, e)) = written {
+        return fail(
+            exit::CANT_CREATE,
+            format_args!("cannot write the report to {to}: {e}"),
+        );
+    }
+    let below = args.fail_under.is_some_and(|r| summary.pass_rate < r);
+    if below {
+        eprintln!(
+            "pass rate {:.3} is below --fail-under {}",
+            summary.pass_rate,
+            args.fail_under.unwrap_or_default()
+        );
+    }
+    let regressed = comparison.as_ref().is_some_and(|c| c.regressions > 0);
+    if below || regressed {
+        exit::RUN_FAILED
+    } else {
+        exit::OK
+    }
+}
+
+/// The report for people: one line per case, the summary, what changed.
+fn table(
+    s: &Summary,
+    cases: &[CaseReport],
+    comparison: Option<&Comparison>,
+    skipped: &[String],
+) -> String {
+    let mut out = String::new();
+    for c in cases {
+        out.push_str(&format!(
+            "{:<4} {:<24} {:<14} score {:.2}  rounds {}  {} ms{}\n",
+            c.verdict,
+            c.id,
+            c.status,
+            c.score,
+            c.rounds,
+            c.latency_ms,
+            if c.reason.is_empty() {
+                String::new()
+            } else {
+                format!("  {}", c.reason)
+            }
+        ));
+    }
+    out.push_str(&format!(
+        "\n{} cases: {} passed, {} failed; pass rate {:.1}% (95% CI {:.1}%–{:.1}%), mean score {:.2}, latency p50 {} ms, p95 {} ms\n",
+        s.cases,
+        s.passed,
+        s.failed,
+        s.pass_rate * 100.0,
+        s.pass_rate_ci95[0] * 100.0,
+        s.pass_rate_ci95[1] * 100.0,
+        s.mean_score,
+        s.latency_p50_ms,
+        s.latency_p95_ms
+    ));
+    if !s.failures.is_empty() {
+        let causes: Vec<String> = s.failures.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        out.push_str(&format!("failures: {}\n", causes.join(", ")));
+    }
+    if !skipped.is_empty() {
+        out.push_str(&format!("{} dataset lines skipped\n", skipped.len()));
+    }
+    if let Some(c) = comparison {
+        out.push_str(&format!(
+            "\ncompared with the baseline: {} regressions\n",
+            c.regressions
+        ));
+        for ch in &c.changes {
+            out.push_str(&format!(
+                "{:<10} {:<24} {} -> {}\n",
+                ch.change,
+                ch.id,
+                ch.before.as_deref().unwrap_or("-"),
+                ch.after.as_deref().unwrap_or("-")
+            ));
+        }
+    }
+    out
+}
