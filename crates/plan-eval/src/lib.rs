@@ -4,16 +4,20 @@
 //!   line is reported with its number and skipped.
 //! - `grade`: the checks of one case on one answer (`expected`, `must_contain`,
 //!   `must_not_contain`, `regex`): a verdict, a score and the reason.
+//! - `judge`: the LLM judge (`[eval.judge]`), its rubric (`judge.md`), its reply read
+//!   leniently.
 //! - `run`: every case asked as `planvm ask` asks a goal, many at once.
 //! - `report`: the summary (pass rate with its 95% interval, latency, failures by cause)
 //!   and the comparison with an earlier report.
 
 mod dataset;
 mod grade;
+mod judge;
 mod report;
 mod run;
 
 pub use dataset::{Case, parse};
 pub use grade::{Check, Grade, grade};
+pub use judge::{JUDGE_TOOL, Judge, Verdict};
 pub use report::{CaseReport, Change, Comparison, Summary, compare, summarize};
 pub use run::run;

@@ -25,6 +25,9 @@ pub struct CaseReport {
     /// Why it failed (empty when it passed).
     pub reason: String,
     pub checks: Vec<Check>,
+    /// What the judge said, when there is one and the case answered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judge: Option<crate::Verdict>,
     pub answer: Value,
     /// Plans the planner wrote (1 + repairs + re-plans).
     pub rounds: usize,
@@ -215,6 +218,7 @@ mod tests {
             score: if pass { 1.0 } else { 0.0 },
             reason: String::new(),
             checks: Vec::new(),
+            judge: None,
             answer: Value::Null,
             rounds: 1,
             repairs: 0,

@@ -7,12 +7,14 @@ use futures::StreamExt;
 use plan_planner::{AskStatus, Planner, RoundKind};
 use serde_json::Value;
 
-use crate::{Case, CaseReport, grade};
+use crate::{Case, CaseReport, Judge, grade};
 
 /// The reports of `cases`, in the dataset's order; `done` hears of each as it ends (a
-/// progress bar). `planner` is the planner of every case, each with its own variables.
+/// progress bar). `planner` is the planner of every case, each with its own variables;
+/// `judge`, if any, grades every answer besides the case's checks.
 pub async fn run(
     planner: &Planner<'_>,
+    judge: Option<&Judge>,
     cases: &[Case],
     jobs: usize,
     done: &mut dyn FnMut(&CaseReport),
@@ -33,9 +35,32 @@ pub async fn run(
             .await;
         let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
         let why = outcome.error.clone().unwrap_or_else(|| "no answer".into());
-        let graded = match outcome.status {
+        let mut graded = match outcome.status {
             AskStatus::Answered => grade(case, Ok(&outcome.answer)),
             _ => grade(case, Err(&why)),
+        };
+        // NB: a case passes when every check and the judge pass; its score is the mean
+        // of the checks' and the judge's.
+        let verdict = match judge {
+            Some(j) if outcome.status == AskStatus::Answered => {
+                let v = j.grade(case, &outcome.answer).await;
+                graded.score = if graded.checks.is_empty() {
+                    v.score
+                } else {
+                    (graded.score + v.score) / 2.0
+                };
+                if !v.passed {
+                    graded.passed = false;
+                    let why = format!("the judge: {}", v.reason);
+                    graded.reason = if graded.reason.is_empty() {
+                        why
+                    } else {
+                        format!("{}; {why}", graded.reason)
+                    };
+                }
+                Some(v)
+            }
+            _ => None,
         };
         let count = |k: RoundKind| outcome.rounds.iter().filter(|r| r.kind == k).count();
         let report = outcome.report.as_ref();
@@ -55,6 +80,7 @@ pub async fn run(
                 score: graded.score,
                 reason: graded.reason,
                 checks: graded.checks,
+                judge: verdict,
                 answer: if outcome.status == AskStatus::Answered {
                     outcome.answer
                 } else {

@@ -328,6 +328,7 @@ async fn backend_selection_and_its_errors() {
         planner: None,
         grounding: None,
         mcp: Vec::new(),
+        eval: None,
     };
     let host = Host::new(m, opts()).unwrap();
     let out = host

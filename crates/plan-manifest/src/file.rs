@@ -15,7 +15,7 @@ use toml::Spanned;
 
 use crate::error::{ManifestError, ManifestErrorKind, line_col};
 use crate::{
-    BackendConfig, Effects, GroundingConfig, Manifest, McpServer, ParamSpec, ParamType,
+    BackendConfig, Effects, EvalConfig, GroundingConfig, Manifest, McpServer, ParamSpec, ParamType,
     PlannerConfig, ToolSpec,
 };
 
@@ -32,6 +32,8 @@ struct RawFile {
     grounding: Option<GroundingConfig>,
     #[serde(default)]
     mcp: Vec<Spanned<McpServer>>,
+    #[serde(default)]
+    eval: Option<EvalConfig>,
 }
 
 #[derive(Deserialize)]
@@ -346,6 +348,7 @@ impl Manifest {
             manifest.tools.retain(|t| t.name != crate::ASK_USER);
         }
         manifest.grounding = raw.grounding;
+        manifest.eval = raw.eval;
         manifest.mcp = cx.mcp(raw.mcp)?;
 
         let mut declared = HashSet::new();
@@ -470,6 +473,15 @@ impl Manifest {
         })?;
         let mut manifest = Manifest::from_toml_str(&text, &name)?;
         if let Some(dir) = path.parent() {
+            if let Some(prompt) = manifest
+                .eval
+                .as_mut()
+                .and_then(|e| e.judge.as_mut())
+                .and_then(|j| j.prompt.as_mut())
+                .filter(|p| Path::new(p.as_str()).is_relative())
+            {
+                *prompt = dir.join(&*prompt).display().to_string();
+            }
             let planner = manifest.planner.as_mut().and_then(|p| p.backend.as_mut());
             let backends = manifest
                 .tools
@@ -539,6 +551,8 @@ impl Manifest {
             planner: Option<&'a PlannerConfig>,
             #[serde(skip_serializing_if = "Option::is_none")]
             grounding: Option<&'a GroundingConfig>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            eval: Option<&'a EvalConfig>,
         }
         toml::to_string(&File {
             mcp: &self.mcp,
@@ -549,6 +563,7 @@ impl Manifest {
             tool: &self.tools,
             planner: self.planner.as_ref(),
             grounding: self.grounding.as_ref(),
+            eval: self.eval.as_ref(),
         })
     }
 }

@@ -349,6 +349,33 @@ pub struct Manifest {
     /// The `[[mcp]]` tables: servers whose tools are imported (by `plan-mcp`, which
     /// lists them; the tools are not in `tools` until then).
     pub mcp: Vec<McpServer>,
+    /// The `[eval]` table: how `planvm eval` grades answers.
+    pub eval: Option<EvalConfig>,
+}
+
+/// The `[eval]` table of a tools file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvalConfig {
+    /// An LLM that grades each answer (`[eval.judge]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeConfig>,
+}
+
+/// `[eval.judge]`: the LLM judge of `planvm eval`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JudgeConfig {
+    /// Its LLM (kind `openai`); none: `[defaults.backend]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendConfig>,
+    /// A rubric prompt file (relative to the tools file) instead of the built-in one;
+    /// placeholders `{{goal}}`, `{{expected}}`, `{{answer}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    /// Its sampling temperature (overrides the backend's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
 }
 
 /// The `[grounding]` table of a tools file: the tables, columns and values of the `sql`
@@ -473,6 +500,12 @@ impl Manifest {
             .filter_map(|t| t.backend.as_ref())
             .chain(self.default_backend.as_ref())
             .chain(self.planner.as_ref().and_then(|p| p.backend.as_ref()))
+            .chain(
+                self.eval
+                    .as_ref()
+                    .and_then(|e| e.judge.as_ref())
+                    .and_then(|j| j.backend.as_ref()),
+            )
     }
 
     /// The built-in tools, with no backend configured.
@@ -541,6 +574,7 @@ impl Manifest {
             planner: None,
             grounding: None,
             mcp: Vec::new(),
+            eval: None,
         }
     }
 

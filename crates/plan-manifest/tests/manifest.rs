@@ -254,7 +254,7 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "unknown top-level key",
         "tools = []\n",
         ManifestErrorKind::UnknownKey,
-        "t.toml:1:1: unknown field `tools`, expected one of `defaults`, `tool`, `planner`, `grounding`, `mcp`",
+        "t.toml:1:1: unknown field `tools`, expected one of `defaults`, `tool`, `planner`, `grounding`, `mcp`, `eval`",
     ),
     (
         "unknown defaults key",

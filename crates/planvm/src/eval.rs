@@ -143,6 +143,10 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     for w in host.warnings() {
         eprintln!("warning: {w}");
     }
+    let judge = match plan_eval::Judge::for_host(&host) {
+        Ok(j) => j,
+        Err(e) => return fail(exit::USAGE, e),
+    };
     let model = match plan_planner::model_for(&host) {
         Ok(m) => m,
         Err(e) if e.usage => return fail(exit::USAGE, e.message),
@@ -168,12 +172,18 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     };
     let bar = crate::progress::progress_bar(cases.len(), "cases");
     let reports = session::block_on(&runtime, &host, async {
-        plan_eval::run(&planner, &cases, args.jobs as usize, &mut |r| {
-            bar.inc(1);
-            if !r.passed() {
-                bar.println(format!("fail {}: {}", r.id, r.reason));
-            }
-        })
+        plan_eval::run(
+            &planner,
+            judge.as_ref(),
+            &cases,
+            args.jobs as usize,
+            &mut |r| {
+                bar.inc(1);
+                if !r.passed() {
+                    bar.println(format!("fail {}: {}", r.id, r.reason));
+                }
+            },
+        )
         .await
     });
     bar.finish_and_clear();

@@ -165,3 +165,97 @@ async fn a_dataset_is_graded_and_the_gates_and_promotion_work() {
     let out = planvm(vec!["eval".into(), t.path("missing.jsonl")], &[]).await;
     assert_eq!(out.code, Some(66), "{}", out.stderr);
 }
+
+/// An OpenAI-compatible completion whose content is `text`.
+fn completion(text: &str) -> wiremock::ResponseTemplate {
+    wiremock::ResponseTemplate::new(200).set_body_json(json!({
+        "id": "x", "object": "chat.completion", "created": 0, "model": "judge",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]
+    }))
+}
+
+#[tokio::test]
+async fn an_llm_judge_grades_beside_the_checks_and_a_bad_reply_is_a_failed_grading() {
+    use wiremock::matchers::{body_string_contains, method};
+    use wiremock::{Mock, MockServer};
+    let t = Setup::new();
+    let judge = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("What is 6 times 7?"))
+        .respond_with(completion(
+            "```json\n{\"verdict\": \"pass\", \"score\": 0.9, \"reason\": \"it is 42\"}\n```",
+        ))
+        .mount(&judge)
+        .await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("Name the capital of France."))
+        .respond_with(completion("Looks fine to me."))
+        .mount(&judge)
+        .await;
+    Mock::given(method("POST"))
+        .and(body_string_contains("What is 7 times 6?"))
+        .respond_with(completion(
+            "{\"verdict\": \"fail\", \"score\": 0.2, \"reason\": \"not 43\"}",
+        ))
+        .mount(&judge)
+        .await;
+    let tools = t.path("tools.toml");
+    std::fs::write(
+        &tools,
+        format!(
+            "[planner.backend]\nkind = \"replay\"\ncassette = \"planner.jsonl\"\n\
+             [eval.judge.backend]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"judge\"\nmax_retries = 0\n",
+            judge.uri()
+        ),
+    )
+    .unwrap();
+    let out = planvm(
+        vec![
+            "eval".into(),
+            t.path("set.jsonl"),
+            "--tools".into(),
+            tools,
+            "--max-repairs".into(),
+            "1".into(),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let r: Value = serde_json::from_str(&out.stdout).unwrap();
+    let case = |id: &str| {
+        r["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    let mult = case("mult");
+    assert_eq!(mult["verdict"], "pass", "{mult}");
+    assert_eq!(
+        mult["judge"],
+        json!({"passed": true, "score": 0.9, "reason": "it is 42"})
+    );
+    // The mean of the checks' score (1) and the judge's.
+    assert_eq!(mult["score"], 0.95);
+    let capital = case("capital");
+    assert_eq!(capital["verdict"], "fail", "{capital}");
+    assert!(
+        capital["reason"].as_str().unwrap().starts_with(
+            "the judge: the judge's reply could not be read (no JSON object): Looks fine to me."
+        ),
+        "{capital}"
+    );
+    let wrong = case("wrong");
+    assert_eq!(
+        wrong["reason"],
+        "the answer does not match /^43$/; the judge: not 43"
+    );
+    // A case that did not answer is not sent to the judge.
+    assert!(case("broken").get("judge").is_none());
+    assert_eq!(judge.received_requests().await.unwrap().len(), 3);
+}

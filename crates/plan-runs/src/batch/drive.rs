@@ -675,6 +675,7 @@ fn replay_host(
         planner: None,
         grounding: None,
         mcp: Vec::new(),
+        eval: None,
     };
     let host = Host::new(manifest, opts.clone()).map_err(|e| e.message)?;
     let backend: Arc<dyn Backend> = Arc::new(cassette.fresh());

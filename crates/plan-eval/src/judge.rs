@@ -1,0 +1,186 @@
+//! The LLM judge (`[eval.judge]`): it gets the goal, the expected answer if any and the
+//! answer, with a rubric prompt (`judge.md`, or the tools file's own), and replies
+//! `{"verdict": "pass"|"fail", "score": 0..1, "reason": ...}`, read leniently (the first
+//! JSON object in the reply). A judge that cannot be reached, or a reply that cannot be
+//! read, is a failed grading with that reason, never a crash. With `--replay`, the judge
+//! answers from the cassette too (tool `judge`, args `goal`, `expected`, `answer`).
+
+use std::sync::Arc;
+
+use plan_host::{Host, ReplayBackend};
+use plan_llm::{ChatClient, Message};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+
+use crate::Case;
+
+/// The built-in rubric.
+const RUBRIC: &str = include_str!("judge.md");
+/// The cassette's name for the judge's calls.
+pub const JUDGE_TOOL: &str = "judge";
+
+/// What the judge said of one answer.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Verdict {
+    pub passed: bool,
+    pub score: f64,
+    pub reason: String,
+}
+
+enum Via {
+    Chat(ChatClient),
+    Replay(Arc<ReplayBackend>),
+}
+
+/// An LLM that grades answers.
+pub struct Judge {
+    via: Via,
+    rubric: String,
+}
+
+impl Judge {
+    /// The judge `host`'s tools file configures (`[eval.judge]`), if any: its backend, or
+    /// `[defaults.backend]`; the `--replay` cassette when the host replays one.
+    pub fn for_host(host: &Host) -> Result<Option<Judge>, String> {
+        let manifest = host.manifest();
+        let Some(cfg) = manifest.eval.as_ref().and_then(|e| e.judge.as_ref()) else {
+            return Ok(None);
+        };
+        let rubric = match &cfg.prompt {
+            None => RUBRIC.to_owned(),
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| format!("[eval.judge] prompt {path}: {e}"))?,
+        };
+        if let Some(replay) = host.replay() {
+            return Ok(Some(Judge {
+                via: Via::Replay(replay.clone()),
+                rubric,
+            }));
+        }
+        let backend = cfg
+            .backend
+            .as_ref()
+            .or(manifest.default_backend.as_ref())
+            .ok_or("[eval.judge] has no backend: configure [eval.judge.backend] (or [defaults.backend])")?;
+        let chat = host
+            .connector()
+            .chat("the judge", backend)
+            .map_err(|e| e.message)?
+            .with_temperature(cfg.temperature);
+        Ok(Some(Judge {
+            via: Via::Chat(chat),
+            rubric,
+        }))
+    }
+
+    /// The judge's verdict on `answer` to `case`.
+    pub async fn grade(&self, case: &Case, answer: &Value) -> Verdict {
+        let answer = match answer {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        let expected = case.expected.as_deref().unwrap_or("(none given)");
+        let reply = match &self.via {
+            Via::Chat(chat) => {
+                let prompt = self
+                    .rubric
+                    .replace("{{goal}}", &case.goal)
+                    .replace("{{expected}}", expected)
+                    .replace("{{answer}}", &answer);
+                chat.complete(&[Message::user(prompt)])
+                    .await
+                    .map_err(|e| e.message)
+            }
+            Via::Replay(replay) => {
+                let mut args = Map::new();
+                args.insert("goal".into(), json!(case.goal));
+                args.insert("expected".into(), json!(case.expected));
+                args.insert("answer".into(), json!(answer));
+                replay
+                    .answer(JUDGE_TOOL, &args.into(), None)
+                    .await
+                    .map(|v| match v {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    })
+                    .map_err(|e| e.message)
+            }
+        };
+        match reply {
+            Ok(text) => read(&text).unwrap_or_else(|why| Verdict {
+                passed: false,
+                score: 0.0,
+                reason: format!(
+                    "the judge's reply could not be read ({why}): {}",
+                    cut(&text)
+                ),
+            }),
+            Err(e) => Verdict {
+                passed: false,
+                score: 0.0,
+                reason: format!("the judge could not grade: {e}"),
+            },
+        }
+    }
+}
+
+fn cut(s: &str) -> String {
+    let mut t: String = s.chars().take(200).collect();
+    if t.len() < s.len() {
+        t.push('…');
+    }
+    t
+}
+
+/// The verdict in a reply: its first JSON object with a `verdict` of `pass` or `fail`
+/// (any case); `score` a number from 0 to 1 (default 1 for a pass, 0 for a fail).
+fn read(text: &str) -> Result<Verdict, String> {
+    let start = text.find('{').ok_or("no JSON object")?;
+    let mut objects = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+    let v = match objects.next() {
+        Some(Ok(v)) => v,
+        Some(Err(e)) => return Err(e.to_string()),
+        None => return Err("no JSON object".into()),
+    };
+    let passed = match v["verdict"]
+        .as_str()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("pass") => true,
+        Some("fail") => false,
+        _ => return Err("no verdict \"pass\" or \"fail\"".into()),
+    };
+    let score = v["score"]
+        .as_f64()
+        .filter(|s| s.is_finite())
+        .map_or(if passed { 1.0 } else { 0.0 }, |s| s.clamp(0.0, 1.0));
+    Ok(Verdict {
+        passed,
+        score,
+        reason: v["reason"].as_str().unwrap_or_default().to_owned(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_are_read_leniently() {
+        let v = read(
+            "Sure.\n```json\n{\"verdict\": \"PASS\", \"score\": 0.8, \"reason\": \"right\"}\n```",
+        )
+        .unwrap();
+        assert_eq!((v.passed, v.score, v.reason.as_str()), (true, 0.8, "right"));
+        let v = read("{\"verdict\": \"fail\"} trailing").unwrap();
+        assert_eq!((v.passed, v.score), (false, 0.0));
+        assert_eq!(
+            read("{\"verdict\": \"pass\", \"score\": 7}").unwrap().score,
+            1.0
+        );
+        assert!(read("I think it passes.").is_err());
+        assert!(read("{\"verdict\": \"maybe\"}").is_err());
+        assert!(read("{\"verdict\": ").is_err());
+    }
+}
