@@ -113,12 +113,8 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
             }
         },
     };
-    let manifest = match session::load_manifest(args.tools.as_deref()) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
-    let planning = match crate::serve::planning(&manifest, args.tools.as_deref()) {
-        Ok(p) => p,
+    let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
     let times = args.limits.times();

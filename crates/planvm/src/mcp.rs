@@ -9,7 +9,7 @@ use clap::Args;
 use plan_host::HostOptions;
 use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_serve::{Config, Service, StartError};
+use plan_serve::Config;
 
 use crate::args::{DurabilityArg, parse_secs};
 use crate::session::{self, fail};
@@ -41,12 +41,8 @@ pub(crate) struct McpArgs {
 }
 
 pub(crate) fn mcp(args: McpArgs) -> u8 {
-    let manifest = match session::load_manifest(args.tools.as_deref()) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
-    let planning = match crate::serve::planning(&manifest, args.tools.as_deref()) {
-        Ok(p) => p,
+    let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
     // NB: kept until the end: the store of a process that names none lives in it.
@@ -86,17 +82,10 @@ pub(crate) fn mcp(args: McpArgs) -> u8 {
         Err(code) => return code,
     };
     let code = runtime.block_on(async {
-        let service = match Service::new(config) {
+        let service = match crate::serve::start(config, "`ask`") {
             Ok(s) => s,
-            Err(StartError::Store(e)) => return session::failed(e),
-            Err(StartError::Host(e)) => return fail(exit::RUN_FAILED, e),
+            Err(code) => return code,
         };
-        for w in service.warnings() {
-            eprintln!("warning: {w}");
-        }
-        if let Some(why) = service.no_planner() {
-            eprintln!("note: `ask` will be refused: {why}");
-        }
         if args.store.is_some() {
             for (id, resumed) in service.resume_interrupted() {
                 if let Err(e) = resumed {

@@ -64,12 +64,8 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let manifest = match session::load_manifest(args.tools.as_deref()) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
-    let planning = match planning(&manifest, args.tools.as_deref()) {
-        Ok(p) => p,
+    let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
     let config = Config {
@@ -99,9 +95,19 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
     code
 }
 
+/// The `--tools` file (or the built-in tools) and what the planner of goals is given, as
+/// `serve`, `mcp` and `eval` load them.
+pub(crate) fn load_planning(
+    tools: Option<&std::path::Path>,
+) -> Result<(plan_manifest::Manifest, Planning), u8> {
+    let manifest = session::load_manifest(tools)?;
+    let planning = planning(&manifest, tools)?;
+    Ok((manifest, planning))
+}
+
 /// What the planner of goals is given: the built-in prompt, and the examples of the
 /// tools file's `[planner] examples` (a directory that cannot be read is refused).
-pub(crate) fn planning(
+fn planning(
     manifest: &plan_manifest::Manifest,
     tools: Option<&std::path::Path>,
 ) -> Result<Planning, u8> {
@@ -146,18 +152,28 @@ fn token(args: &ServeArgs) -> Result<Option<String>, u8> {
     }
 }
 
-async fn run(config: Config, listen: SocketAddr) -> u8 {
+/// The service over `config`, its warnings printed (`refused`: what a service with no
+/// planner refuses, for the note that says so).
+pub(crate) fn start(config: Config, refused: &str) -> Result<Service, u8> {
     let service = match Service::new(config) {
         Ok(s) => s,
-        Err(StartError::Store(e)) => return session::failed(e),
-        Err(StartError::Host(e)) => return fail(exit::RUN_FAILED, e),
+        Err(StartError::Store(e)) => return Err(session::failed(e)),
+        Err(StartError::Host(e)) => return Err(fail(exit::RUN_FAILED, e)),
     };
     for w in service.warnings() {
         eprintln!("warning: {w}");
     }
     if let Some(why) = service.no_planner() {
-        eprintln!("note: goals will be refused: {why}");
+        eprintln!("note: {refused} will be refused: {why}");
     }
+    Ok(service)
+}
+
+async fn run(config: Config, listen: SocketAddr) -> u8 {
+    let service = match start(config, "goals") {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => return fail(exit::IO_ERR, format_args!("cannot listen on {listen}: {e}")),

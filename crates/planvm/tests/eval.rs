@@ -23,6 +23,17 @@ fn entry(goal: &str, reply: &str) -> String {
         .to_string()
 }
 
+/// Case `id` of report `r`.
+fn case(r: &Value, id: &str) -> Value {
+    r["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == id)
+        .cloned()
+        .unwrap()
+}
+
 struct Setup {
     _dir: tempfile::TempDir,
     root: std::path::PathBuf,
@@ -92,15 +103,7 @@ async fn a_dataset_is_graded_and_the_gates_and_promotion_work() {
     );
     assert_eq!(s["failures"], json!({"checks": 1, "planner_failed": 1}));
     assert_eq!(s["pass_rate"], 0.5);
-    let case = |id: &str| {
-        r["cases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .cloned()
-            .unwrap()
-    };
+    let case = |id: &str| case(&r, id);
     assert_eq!(case("mult")["verdict"], "pass");
     assert_eq!(case("mult")["answer"], "42");
     assert_eq!(case("capital")["verdict"], "pass");
@@ -225,15 +228,7 @@ async fn an_llm_judge_grades_beside_the_checks_and_a_bad_reply_is_a_failed_gradi
     .await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let r: Value = serde_json::from_str(&out.stdout).unwrap();
-    let case = |id: &str| {
-        r["cases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .cloned()
-            .unwrap()
-    };
+    let case = |id: &str| case(&r, id);
     let mult = case("mult");
     assert_eq!(mult["verdict"], "pass", "{mult}");
     assert_eq!(
