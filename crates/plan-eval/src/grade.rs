@@ -29,6 +29,14 @@ pub struct Grade {
     pub checks: Vec<Check>,
 }
 
+/// An answer as text: a string as it is, anything else as its JSON.
+pub(crate) fn answer_text(answer: &Value) -> String {
+    match answer {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// Lower case, whitespace runs as one space, trimmed.
 fn norm(s: &str) -> String {
     s.split_whitespace()
@@ -51,10 +59,7 @@ pub fn grade(case: &Case, answer: Result<&Value, &str>) -> Grade {
             };
         }
     };
-    let text = match answer {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
+    let text = answer_text(answer);
     let said = norm(&text);
     let mut checks = Vec::new();
     let mut check = |check, passed: bool, why: String| {

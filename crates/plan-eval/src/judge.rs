@@ -75,10 +75,7 @@ impl Judge {
 
     /// The judge's verdict on `answer` to `case`.
     pub async fn grade(&self, case: &Case, answer: &Value) -> Verdict {
-        let answer = match answer {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
+        let answer = crate::grade::answer_text(answer);
         let expected = case.expected.as_deref().unwrap_or("(none given)");
         let reply = match &self.via {
             Via::Chat(chat) => {

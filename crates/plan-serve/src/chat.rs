@@ -185,7 +185,7 @@ fn conversation(messages: &[Value]) -> Conversation {
 }
 
 /// An answer as message content: a string as it is, anything else as JSON.
-fn text(answer: &Value) -> String {
+pub(crate) fn text(answer: &Value) -> String {
     match answer {
         Value::String(s) => s.clone(),
         other => other.to_string(),

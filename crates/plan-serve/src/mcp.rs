@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 
 use crate::State as Shared;
 use crate::api::{self, ApiError};
+use crate::chat::text;
 use crate::goals::{Memory, Request};
 
 /// The MCP face of a service.
@@ -228,14 +229,6 @@ fn failed(body: &Value) -> CallToolResult {
 
 fn api_failed(e: &ApiError) -> CallToolResult {
     failed(&e.body())
-}
-
-/// The answer as text: a string as it is, anything else as JSON.
-fn text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
 }
 
 /// `value` (with its `answer`, or its question) as a result: the text an agent reads, and

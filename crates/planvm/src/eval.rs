@@ -127,14 +127,7 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         },
     ) {
         Ok(h) => h,
-        Err(e) => {
-            let code = match e.kind {
-                plan_host::HostErrorKind::InvalidInput => exit::DATA_ERR,
-                plan_host::HostErrorKind::Io => exit::NO_INPUT,
-                _ => exit::RUN_FAILED,
-            };
-            return fail(code, e);
-        }
+        Err(e) => return session::host_failed(e),
     };
     for w in host.warnings() {
         eprintln!("warning: {w}");

@@ -175,6 +175,17 @@ pub(crate) fn start_session(
     })
 }
 
+/// A host that could not be set up: its error printed, its exit code.
+pub(crate) fn host_failed(e: plan_host::HostError) -> u8 {
+    let code = match e.kind {
+        HostErrorKind::InvalidInput => exit::DATA_ERR,
+        HostErrorKind::Io => exit::NO_INPUT,
+        HostErrorKind::Create => exit::CANT_CREATE,
+        HostErrorKind::Config => exit::RUN_FAILED,
+    };
+    fail(code, e)
+}
+
 fn make_host(
     manifest: Manifest,
     replay: Option<PathBuf>,
@@ -189,15 +200,7 @@ fn make_host(
         deadline: times.deadline,
         ..HostOptions::default()
     };
-    let host = Host::new(manifest, opts).map_err(|e| {
-        let code = match e.kind {
-            HostErrorKind::InvalidInput => exit::DATA_ERR,
-            HostErrorKind::Io => exit::NO_INPUT,
-            HostErrorKind::Create => exit::CANT_CREATE,
-            HostErrorKind::Config => exit::RUN_FAILED,
-        };
-        fail(code, e)
-    })?;
+    let host = Host::new(manifest, opts).map_err(host_failed)?;
     for w in host.warnings() {
         eprintln!("warning: {w}");
         tracer.warning(w);
