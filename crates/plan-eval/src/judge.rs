@@ -2,12 +2,12 @@
 //! answer, with a rubric prompt (`judge.md`, or the tools file's own), and replies
 //! `{"verdict": "pass"|"fail", "score": 0..1, "reason": ...}`, read leniently (the first
 //! JSON object in the reply). A judge that cannot be reached, or a reply that cannot be
-//! read, is a failed grading with that reason, never a crash. With `--replay`, the judge
-//! answers from the cassette too (tool `judge`, args `goal`, `expected`, `answer`).
+//! read, is a failed grading with that reason, never a crash. Its calls are recorded and
+//! replayed with the planner's (tool `judge`, args `goal`, `expected`, `answer`).
 
-use std::sync::Arc;
+use std::time::Instant;
 
-use plan_host::{Host, ReplayBackend};
+use plan_host::{CassetteEntry, Host};
 use plan_llm::{ChatClient, Message};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -27,21 +27,17 @@ pub struct Verdict {
     pub reason: String,
 }
 
-enum Via {
-    Chat(ChatClient),
-    Replay(Arc<ReplayBackend>),
-}
-
 /// An LLM that grades answers.
 pub struct Judge {
-    via: Via,
+    /// None when every answer is graded from cassettes.
+    chat: Option<ChatClient>,
     rubric: String,
 }
 
 impl Judge {
     /// The judge `host`'s tools file configures (`[eval.judge]`), if any: its backend, or
-    /// `[defaults.backend]`; the `--replay` cassette when the host replays one.
-    pub fn for_host(host: &Host) -> Result<Option<Judge>, String> {
+    /// `[defaults.backend]`; none is needed when every case `replays` its calls.
+    pub fn for_host(host: &Host, replays: bool) -> Result<Option<Judge>, String> {
         let manifest = host.manifest();
         let Some(cfg) = manifest.eval.as_ref().and_then(|e| e.judge.as_ref()) else {
             return Ok(None);
@@ -51,11 +47,8 @@ impl Judge {
             Some(path) => std::fs::read_to_string(path)
                 .map_err(|e| format!("[eval.judge] prompt {path}: {e}"))?,
         };
-        if let Some(replay) = host.replay() {
-            return Ok(Some(Judge {
-                via: Via::Replay(replay.clone()),
-                rubric,
-            }));
+        if replays || host.replay().is_some() {
+            return Ok(Some(Judge { chat: None, rubric }));
         }
         let backend = cfg
             .backend
@@ -68,40 +61,57 @@ impl Judge {
             .map_err(|e| e.message)?
             .with_temperature(cfg.temperature);
         Ok(Some(Judge {
-            via: Via::Chat(chat),
+            chat: Some(chat),
             rubric,
         }))
     }
 
-    /// The judge's verdict on `answer` to `case`.
-    pub async fn grade(&self, case: &Case, answer: &Value) -> Verdict {
+    /// The judge's verdict on `answer` to `case`: from `host`'s `--replay` cassette when
+    /// it has one, else asked and recorded to its `--record` cassette, if any.
+    pub async fn grade(&self, host: &Host, case: &Case, answer: &Value) -> Verdict {
         let answer = crate::grade::answer_text(answer);
         let expected = case.expected.as_deref().unwrap_or("(none given)");
-        let reply = match &self.via {
-            Via::Chat(chat) => {
+        let mut key = Map::new();
+        key.insert("goal".into(), json!(case.goal));
+        key.insert("expected".into(), json!(case.expected));
+        key.insert("answer".into(), json!(answer));
+        let reply = match (host.replay(), &self.chat) {
+            (Some(replay), _) => replay
+                .answer(JUDGE_TOOL, &key.into(), None)
+                .await
+                .map(|v| match v {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                })
+                .map_err(|e| e.message),
+            (None, Some(chat)) => {
                 let prompt = self
                     .rubric
                     .replace("{{goal}}", &case.goal)
                     .replace("{{expected}}", expected)
                     .replace("{{answer}}", &answer);
-                chat.complete(&[Message::user(prompt)])
+                let asked = Instant::now();
+                let reply = chat
+                    .complete(&[Message::user(prompt)])
                     .await
-                    .map_err(|e| e.message)
+                    .map_err(|e| e.message);
+                match (reply, host.recorder()) {
+                    (Ok(text), Some(rec)) => rec
+                        .record(&CassetteEntry {
+                            tool: JUDGE_TOOL.into(),
+                            args: key,
+                            output: Value::String(text.clone()),
+                            latency_ms: Some(
+                                u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX),
+                            ),
+                            step: None,
+                        })
+                        .map(|()| text)
+                        .map_err(|e| e.message),
+                    (reply, _) => reply,
+                }
             }
-            Via::Replay(replay) => {
-                let mut args = Map::new();
-                args.insert("goal".into(), json!(case.goal));
-                args.insert("expected".into(), json!(case.expected));
-                args.insert("answer".into(), json!(answer));
-                replay
-                    .answer(JUDGE_TOOL, &args.into(), None)
-                    .await
-                    .map(|v| match v {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    })
-                    .map_err(|e| e.message)
-            }
+            (None, None) => Err("no cassette has this case's judge".into()),
         };
         match reply {
             Ok(text) => read(&text).unwrap_or_else(|why| Verdict {

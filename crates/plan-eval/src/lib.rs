@@ -6,7 +6,8 @@
 //!   `must_not_contain`, `regex`): a verdict, a score and the reason.
 //! - `judge`: the LLM judge (`[eval.judge]`), its rubric (`judge.md`), its reply read
 //!   leniently.
-//! - `run`: every case asked as `planvm ask` asks a goal, many at once.
+//! - `run`: every case asked as `planvm ask` asks a goal, many at once, each on a host
+//!   of its own when its calls are recorded or replayed per case.
 //! - `report`: the summary (pass rate with its 95% interval, latency, failures by cause)
 //!   and the comparison with an earlier report.
 
@@ -20,4 +21,4 @@ pub use dataset::{Case, parse};
 pub use grade::{Check, Grade, grade};
 pub use judge::{JUDGE_TOOL, Judge, Verdict};
 pub use report::{CaseReport, Change, Comparison, Summary, compare, summarize};
-pub use run::run;
+pub use run::{Cassettes, Setup, cassette_names, run};

@@ -17,7 +17,7 @@ pub struct CaseReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
     /// How its `ask` ended: `answered`, `invalid_plan`, `run_failed`, `planner_failed`,
-    /// `needs_input`.
+    /// `needs_input`; `not_started` when its host or planner could not be set up.
     pub status: String,
     /// `pass` or `fail`.
     pub verdict: &'static str,

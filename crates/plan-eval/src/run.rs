@@ -1,101 +1,218 @@
 //! Every case asked as `planvm ask` asks a goal (planner, repairs, re-plans, the run's
-//! limits), `jobs` at once, each graded as it ends.
+//! limits), `jobs` at once, each graded as it ends; with a cassette directory, each case
+//! on a host of its own that records or replays the case's calls.
 
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::StreamExt;
-use plan_planner::{AskStatus, Planner, RoundKind};
+use plan_host::{Host, HostOptions};
+use plan_planner::{AskOptions, AskStatus, Examples, Planner, PlannerModel, RoundKind, Template};
 use serde_json::Value;
 
 use crate::{Case, CaseReport, Judge, grade};
 
+/// Where each case's planner, tool and judge calls come from and go to: its own cassette
+/// in a directory, `<case>.cassette.jsonl` (see [`cassette_names`]).
+#[derive(Clone, Debug)]
+pub enum Cassettes {
+    /// The base host's backends, or the one cassette it replays.
+    Shared,
+    /// Live calls, each case's kept in its cassette (emptied first).
+    Record(PathBuf),
+    /// Every call answered from the case's cassette: no network.
+    Replay(PathBuf),
+    /// The tools answered from the case's cassette where it has the call, else live (and
+    /// added to it); the planner and the judge live.
+    ToolsFrom(PathBuf),
+}
+
+/// How the cases are asked and graded.
+pub struct Setup<'h> {
+    /// Serves every case with [`Cassettes::Shared`]; the manifest and options of each
+    /// case's own host otherwise.
+    pub host: &'h Host,
+    /// The planner's LLM; None when every case replays its own.
+    pub model: Option<Arc<dyn PlannerModel>>,
+    pub template: Template,
+    pub examples: Examples,
+    pub options: AskOptions,
+    /// Grades every answer besides the case's checks.
+    pub judge: Option<Judge>,
+    pub cassettes: Cassettes,
+}
+
+/// The file name of each case's cassette, in the dataset's order: its id made of the
+/// characters file names allow everywhere (others become `_`), numbered (`.2`, `.3`)
+/// where two ids give one name.
+pub fn cassette_names(cases: &[Case]) -> Vec<String> {
+    let mut taken = HashSet::new();
+    cases
+        .iter()
+        .map(|c| {
+            let base: String =
+                c.id.chars()
+                    .map(|ch| {
+                        if ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.') {
+                            ch
+                        } else {
+                            '_'
+                        }
+                    })
+                    .take(100)
+                    .collect();
+            // NB: never a hidden file, nor `.` or `..` with a suffix that looks like one.
+            let base = if base.starts_with('.') {
+                format!("_{base}")
+            } else {
+                base
+            };
+            let mut name = base.clone();
+            let mut k = 1;
+            while !taken.insert(name.clone()) {
+                k += 1;
+                name = format!("{base}.{k}");
+            }
+            format!("{name}.cassette.jsonl")
+        })
+        .collect()
+}
+
+/// The host of one case: the base host's manifest and options, with the case's cassette.
+fn case_host(base: &Host, cassettes: &Cassettes, name: &str) -> Result<Option<Host>, String> {
+    let mut opts: HostOptions = base.options().clone();
+    // NB: one MCP client per server for the whole evaluation, not one per case.
+    opts.mcp = Some(base.mcp().clone());
+    match cassettes {
+        Cassettes::Shared => return Ok(None),
+        Cassettes::Record(dir) => {
+            let path = dir.join(name);
+            // NB: a recording is of this evaluation alone, not appended to the last one.
+            std::fs::write(&path, "")
+                .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            opts.record = Some(path);
+        }
+        Cassettes::Replay(dir) => {
+            let path = dir.join(name);
+            if !path.exists() {
+                return Err(format!(
+                    "no recording of this case: {} is missing",
+                    path.display()
+                ));
+            }
+            opts.replay = Some(path);
+        }
+        Cassettes::ToolsFrom(dir) => opts.tools_from = Some(dir.join(name)),
+    }
+    Host::new(base.manifest().clone(), opts)
+        .map(Some)
+        .map_err(|e| e.message)
+}
+
 /// The reports of `cases`, in the dataset's order; `done` hears of each as it ends (a
-/// progress bar). `planner` is the planner of every case, each with its own variables;
-/// `judge`, if any, grades every answer besides the case's checks.
+/// progress bar).
 pub async fn run(
-    planner: &Planner<'_>,
-    judge: Option<&Judge>,
+    setup: &Setup<'_>,
     cases: &[Case],
     jobs: usize,
     done: &mut dyn FnMut(&CaseReport),
 ) -> Vec<CaseReport> {
-    let asked = cases.iter().enumerate().map(|(i, case)| async move {
-        let mut options = planner.options.clone();
-        options.vars = case.vars.clone().into_iter().collect();
-        let one = Planner {
-            host: planner.host,
-            model: planner.model.clone(),
-            template: planner.template.clone(),
-            examples: planner.examples.clone(),
-            options,
-        };
-        let start = Instant::now();
-        let outcome = one
-            .ask(&case.goal, case.response_format.as_ref(), &mut ())
-            .await;
-        let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        let why = outcome.error.clone().unwrap_or_else(|| "no answer".into());
-        let mut graded = match outcome.status {
-            AskStatus::Answered => grade(case, Ok(&outcome.answer)),
-            _ => grade(case, Err(&why)),
-        };
-        // NB: a case passes when every check and the judge pass; its score is the mean
-        // of the checks' and the judge's.
-        let verdict = match judge {
-            Some(j) if outcome.status == AskStatus::Answered => {
-                let v = j.grade(case, &outcome.answer).await;
-                graded.score = if graded.checks.is_empty() {
-                    v.score
-                } else {
-                    (graded.score + v.score) / 2.0
-                };
-                if !v.passed {
-                    graded.passed = false;
-                    let why = format!("the judge: {}", v.reason);
-                    graded.reason = if graded.reason.is_empty() {
-                        why
-                    } else {
-                        format!("{}; {why}", graded.reason)
-                    };
-                }
-                Some(v)
-            }
-            _ => None,
-        };
-        let count = |k: RoundKind| outcome.rounds.iter().filter(|r| r.kind == k).count();
-        let report = outcome.report.as_ref();
-        let status = serde_json::to_value(outcome.status)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        (
-            i,
-            CaseReport {
-                id: case.id.clone(),
-                line: case.line,
-                goal: case.goal.clone(),
-                labels: case.labels.clone(),
-                status,
-                verdict: if graded.passed { "pass" } else { "fail" },
-                score: graded.score,
-                reason: graded.reason,
-                checks: graded.checks,
-                judge: verdict,
-                answer: if outcome.status == AskStatus::Answered {
-                    outcome.answer
-                } else {
-                    Value::Null
+    let names = cassette_names(cases);
+    let asked = cases
+        .iter()
+        .zip(&names)
+        .enumerate()
+        .map(|(i, (case, name))| async move {
+            let start = Instant::now();
+            let own = match case_host(setup.host, &setup.cassettes, name) {
+                Ok(own) => own,
+                Err(why) => return (i, not_started(case, why, start)),
+            };
+            let host = own.as_ref().unwrap_or(setup.host);
+            let model = match (&setup.cassettes, &setup.model) {
+                (Cassettes::Replay(_), _) | (_, None) => match plan_planner::model_for(host) {
+                    Ok(m) => m,
+                    Err(e) => return (i, not_started(case, e.message, start)),
                 },
-                rounds: outcome.rounds.len(),
-                repairs: count(RoundKind::Repair),
-                replans: count(RoundKind::Replan),
-                steps: report.map_or(0, |r| r.steps),
-                tool_calls: report.map_or(0, |r| r.tool_calls),
-                latency_ms,
-                plan: outcome.plan,
-            },
-        )
-    });
+                (_, Some(m)) => m.clone(),
+            };
+            let mut options = setup.options.clone();
+            options.vars = case.vars.clone().into_iter().collect();
+            let planner = Planner {
+                host,
+                model,
+                template: setup.template.clone(),
+                examples: setup.examples.clone(),
+                options,
+            };
+            let outcome = planner
+                .ask(&case.goal, case.response_format.as_ref(), &mut ())
+                .await;
+            let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let why = outcome.error.clone().unwrap_or_else(|| "no answer".into());
+            let mut graded = match outcome.status {
+                AskStatus::Answered => grade(case, Ok(&outcome.answer)),
+                _ => grade(case, Err(&why)),
+            };
+            // NB: a case passes when every check and the judge pass; its score is the mean
+            // of the checks' and the judge's.
+            let verdict = match &setup.judge {
+                Some(j) if outcome.status == AskStatus::Answered => {
+                    let v = j.grade(host, case, &outcome.answer).await;
+                    graded.score = if graded.checks.is_empty() {
+                        v.score
+                    } else {
+                        (graded.score + v.score) / 2.0
+                    };
+                    if !v.passed {
+                        graded.passed = false;
+                        let why = format!("the judge: {}", v.reason);
+                        graded.reason = if graded.reason.is_empty() {
+                            why
+                        } else {
+                            format!("{}; {why}", graded.reason)
+                        };
+                    }
+                    Some(v)
+                }
+                _ => None,
+            };
+            let count = |k: RoundKind| outcome.rounds.iter().filter(|r| r.kind == k).count();
+            let report = outcome.report.as_ref();
+            let status = serde_json::to_value(outcome.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            (
+                i,
+                CaseReport {
+                    id: case.id.clone(),
+                    line: case.line,
+                    goal: case.goal.clone(),
+                    labels: case.labels.clone(),
+                    status,
+                    verdict: if graded.passed { "pass" } else { "fail" },
+                    score: graded.score,
+                    reason: graded.reason,
+                    checks: graded.checks,
+                    judge: verdict,
+                    answer: if outcome.status == AskStatus::Answered {
+                        outcome.answer
+                    } else {
+                        Value::Null
+                    },
+                    rounds: outcome.rounds.len(),
+                    repairs: count(RoundKind::Repair),
+                    replans: count(RoundKind::Replan),
+                    steps: report.map_or(0, |r| r.steps),
+                    tool_calls: report.map_or(0, |r| r.tool_calls),
+                    latency_ms,
+                    plan: outcome.plan,
+                },
+            )
+        });
     let mut out: Vec<Option<CaseReport>> = vec![None; cases.len()];
     let mut stream = futures::stream::iter(asked).buffer_unordered(jobs.max(1));
     while let Some((i, report)) = stream.next().await {
@@ -103,4 +220,54 @@ pub async fn run(
         out[i] = Some(report);
     }
     out.into_iter().flatten().collect()
+}
+
+/// The report of a case that could not be asked (its host or planner could not be set
+/// up): a failure with the reason.
+fn not_started(case: &Case, reason: String, start: Instant) -> CaseReport {
+    let graded = grade(case, Err(&reason));
+    CaseReport {
+        id: case.id.clone(),
+        line: case.line,
+        goal: case.goal.clone(),
+        labels: case.labels.clone(),
+        status: "not_started".into(),
+        verdict: "fail",
+        score: 0.0,
+        reason: graded.reason,
+        checks: graded.checks,
+        judge: None,
+        answer: Value::Null,
+        rounds: 0,
+        repairs: 0,
+        replans: 0,
+        steps: 0,
+        tool_calls: 0,
+        latency_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+        plan: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cassette_names_are_safe_and_distinct() {
+        let (cases, _) = crate::parse(
+            "{\"id\": \"a/b\", \"goal\": \"g\"}\n\
+             {\"id\": \"a_b\", \"goal\": \"g\"}\n\
+             {\"id\": \"..\", \"goal\": \"g\"}\n\
+             {\"goal\": \"g\"}\n",
+        );
+        assert_eq!(
+            cassette_names(&cases),
+            [
+                "a_b.cassette.jsonl",
+                "a_b.2.cassette.jsonl",
+                "_...cassette.jsonl",
+                "line-4.cassette.jsonl"
+            ]
+        );
+    }
 }

@@ -53,7 +53,7 @@ pub struct CassetteEntry {
 }
 
 /// A parsed cassette file.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Cassette {
     pub entries: Vec<CassetteEntry>,
     /// What was tolerated: a last line cut short (a recording killed mid-write), dropped.
@@ -292,6 +292,13 @@ impl ReplayBackend {
         args: &Args,
         step: Option<u64>,
     ) -> Result<&CassetteEntry, ToolError> {
+        self.find(tool, args, step)
+            .map_err(|canon| self.miss(tool, args, &canon))
+    }
+
+    /// [`ReplayBackend::lookup`], or the call's canonical args when the cassette has no
+    /// entry for it.
+    fn find(&self, tool: &str, args: &Args, step: Option<u64>) -> Result<&CassetteEntry, String> {
         // NB: a poisoned lock only means another call panicked mid-update; the flags are
         // still valid, so keep serving.
         let mut c = self.cursors.lock().unwrap_or_else(|p| p.into_inner());
@@ -301,9 +308,7 @@ impl ReplayBackend {
         let found = self.index.by_key.get(tool).and_then(|m| m.get(&canon[..]));
         let Some(&k) = found else {
             // Only JSON text was written: valid UTF-8.
-            let canon = String::from_utf8_lossy(canon).into_owned();
-            drop(c);
-            return Err(self.miss(tool, args, &canon));
+            return Err(String::from_utf8_lossy(canon).into_owned());
         };
         let list = &self.index.keys[k];
         let i = {
@@ -326,10 +331,8 @@ impl ReplayBackend {
                     used[i] = true;
                     i
                 }
-                // All used: the last recorded answer repeats.
-                None => *list.last().ok_or_else(|| {
-                    ToolError::new(ToolErrorKind::Replay, "internal: empty cassette key")
-                })?,
+                // All used: the last recorded answer repeats. NB: every key has an entry.
+                None => *list.last().ok_or_else(String::new)?,
             }
         };
         Ok(&self.index.entries[i])
@@ -424,6 +427,46 @@ impl Backend for ReplayBackend {
 
     fn describe(&self) -> String {
         format!("replay from {}", self.index.source)
+    }
+}
+
+/// Serves a call from a cassette when it has it (at once: the point is not to wait for
+/// the tools again), else from the tool's live backend, appending the live answer to the
+/// cassette so the next pass has it (`--tools-from`). Only answers are kept: a failed
+/// call is asked again next time.
+pub(crate) struct ReplayFirst {
+    pub(crate) cassette: Arc<ReplayBackend>,
+    pub(crate) live: Arc<dyn Backend>,
+    pub(crate) recorder: Arc<Recorder>,
+    pub(crate) redactor: Arc<plan_llm::Redactor>,
+}
+
+impl Backend for ReplayFirst {
+    fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            if let Ok(entry) = self.cassette.find(&req.tool, &req.args, Some(req.instance)) {
+                return Ok(entry.output.clone());
+            }
+            let started = std::time::Instant::now();
+            let output = self.live.call(req).await?;
+            let output = self.redactor.value(output);
+            self.recorder.record(&CassetteEntry {
+                tool: req.tool.to_string(),
+                args: req.args.to_map(),
+                output: output.clone(),
+                latency_ms: Some(crate::driver::millis(started.elapsed())),
+                step: Some(req.instance),
+            })?;
+            Ok(output)
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{}, else {} (recorded)",
+            self.cassette.describe(),
+            self.live.describe()
+        )
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::backend::Backend;
-use crate::cassette::{Recorder, ReplayBackend};
+use crate::cassette::{Cassette, Recorder, ReplayBackend, ReplayFirst};
 use crate::error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 use crate::http::HttpBackend;
 use crate::openai::OpenAiBackend;
@@ -37,6 +37,10 @@ pub struct HostOptions {
     pub replay: Option<PathBuf>,
     /// Append every call the run commits to this cassette (`--record`).
     pub record: Option<PathBuf>,
+    /// Serve a tool call from this cassette when it has the call, else from the tool's
+    /// backend, appending the live answer to it (`eval --tools-from`). A missing file is
+    /// an empty cassette. The planner is not served from it.
+    pub tools_from: Option<PathBuf>,
     /// Limit on one tool call, retries included (`--tool-timeout`).
     pub tool_timeout: Option<Duration>,
     /// Limit on the whole run (`--timeout`).
@@ -59,6 +63,7 @@ impl Default for HostOptions {
         HostOptions {
             replay: None,
             record: None,
+            tools_from: None,
             tool_timeout: None,
             deadline: None,
             env: process_env(),
@@ -74,6 +79,7 @@ impl fmt::Debug for HostOptions {
         f.debug_struct("HostOptions")
             .field("replay", &self.replay)
             .field("record", &self.record)
+            .field("tools_from", &self.tools_from)
             .field("tool_timeout", &self.tool_timeout)
             .field("deadline", &self.deadline)
             .field("retry_base_delay", &self.retry_base_delay)
@@ -92,6 +98,8 @@ pub struct Host {
     connector: Connector,
     replay: Option<Arc<ReplayBackend>>,
     recorder: Option<Recorder>,
+    /// `tools_from`: the cassette and the recorder appending to it.
+    tools_from: Option<(Arc<ReplayBackend>, Arc<Recorder>)>,
     /// Backend of each tool, built on first use and shared by all its calls (so the
     /// concurrency limit is per tool).
     backends: Mutex<HashMap<String, Arc<dyn Backend>>>,
@@ -123,6 +131,17 @@ impl Host {
             Some(p) => Some(Recorder::create(p)?),
             None => None,
         };
+        let tools_from = match &opts.tools_from {
+            Some(p) => {
+                let cassette = if p.exists() {
+                    ReplayBackend::load(p)?
+                } else {
+                    ReplayBackend::new(Cassette::default(), p.display().to_string())
+                };
+                Some((Arc::new(cassette), Arc::new(Recorder::create(p)?)))
+            }
+            None => None,
+        };
         let connector = Connector::new(
             opts.env.clone(),
             Arc::new(Redactor::new()),
@@ -151,6 +170,7 @@ impl Host {
             connector,
             replay,
             recorder,
+            tools_from,
             backends: Mutex::new(HashMap::new()),
             cassettes: Mutex::new(HashMap::new()),
             grounds: Mutex::new(HashMap::new()),
@@ -162,6 +182,12 @@ impl Host {
     /// when the host is dropped.
     pub async fn shutdown(&self) {
         self.mcp.shutdown().await;
+    }
+
+    /// The clients of the `[[mcp]]` servers, for another host to share
+    /// ([`HostOptions::mcp`]).
+    pub fn mcp(&self) -> &Arc<plan_mcp::Servers> {
+        &self.mcp
     }
 
     /// The `--replay` cassette, if any (a planner answers from it too).
@@ -284,7 +310,7 @@ impl Host {
         }
         let own = self.manifest.get(tool).and_then(|t| t.backend.as_ref());
         let backend = match own {
-            Some(cfg) => self.build(tool, cfg)?,
+            Some(cfg) => self.replay_first(self.build(tool, cfg)?),
             // Conditions go to the same LLM as `llm_generate` unless configured apart;
             // sharing the instance also shares its concurrency limit.
             None if tool == CONDITION_TOOL
@@ -296,7 +322,7 @@ impl Host {
                 self.backend_for("llm_generate")?
             }
             None => match &self.manifest.default_backend {
-                Some(cfg) => self.build(tool, cfg)?,
+                Some(cfg) => self.replay_first(self.build(tool, cfg)?),
                 None => {
                     return Err(ToolError::new(
                         ToolErrorKind::Config,
@@ -307,6 +333,19 @@ impl Host {
         };
         let mut map = self.backends.lock().unwrap_or_else(|p| p.into_inner());
         Ok(map.entry(tool.to_owned()).or_insert(backend).clone())
+    }
+
+    /// `live`, or, with `tools_from`, the cassette first and `live` for what it lacks.
+    fn replay_first(&self, live: Arc<dyn Backend>) -> Arc<dyn Backend> {
+        match &self.tools_from {
+            Some((cassette, recorder)) => Arc::new(ReplayFirst {
+                cassette: cassette.clone(),
+                live,
+                recorder: recorder.clone(),
+                redactor: self.redactor().clone(),
+            }),
+            None => live,
+        }
     }
 
     fn build(&self, tool: &str, cfg: &BackendConfig) -> Result<Arc<dyn Backend>, ToolError> {

@@ -236,7 +236,8 @@ pub const PLANVM_EVAL: &[Meaning] = &[
     ),
     (
         OUTPUT_IS_INPUT,
-        "`--output` is one of the inputs (the dataset, `--tools`, `--replay`)",
+        "`--output`, or a case's cassette under `--record` or `--tools-from`, is one of \
+         the inputs (the dataset, `--tools`, `--replay`)",
     ),
     (
         DATA_ERR,
@@ -245,9 +246,12 @@ pub const PLANVM_EVAL: &[Meaning] = &[
     ),
     (
         NO_INPUT,
-        "the dataset or the `--replay` cassette cannot be read",
+        "the dataset or the `--replay` cassette (or directory) cannot be read",
     ),
-    (CANT_CREATE, "the report cannot be written"),
+    (
+        CANT_CREATE,
+        "the report, or the `--record` or `--tools-from` directory, cannot be written",
+    ),
 ];
 
 /// `planvm mcp`.

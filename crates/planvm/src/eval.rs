@@ -6,9 +6,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use plan_eval::{CaseReport, Comparison, Summary};
+use plan_eval::{CaseReport, Cassettes, Comparison, Setup, Summary};
 use plan_host::{Host, HostOptions};
-use plan_planner::{AskOptions, Planner};
+use plan_planner::AskOptions;
 use plan_render::exit;
 use serde_json::{Value, json};
 
@@ -29,9 +29,17 @@ pub(crate) struct EvalArgs {
     /// Tools file: the tools, their backends and the planner (`[planner]`).
     #[arg(long, value_name = "FILE.toml")]
     tools: Option<PathBuf>,
-    /// Answer the planner's and the tools' calls from this cassette (no network).
-    #[arg(long, value_name = "FILE.jsonl")]
+    /// Answer every call from recordings, with no network: a directory that `--record`
+    /// filled (each case from its own cassette), or one cassette for all cases.
+    #[arg(long, value_name = "DIR|FILE.jsonl", conflicts_with_all = ["record", "tools_from"])]
     replay: Option<PathBuf>,
+    /// Keep each case's planner, tool and judge calls in DIR/<case>.cassette.jsonl.
+    #[arg(long, value_name = "DIR", conflicts_with = "tools_from")]
+    record: Option<PathBuf>,
+    /// Answer the tools from DIR/<case>.cassette.jsonl where a recorded call matches,
+    /// else call them (and add them there); the planner and the judge are asked live.
+    #[arg(long, value_name = "DIR")]
+    tools_from: Option<PathBuf>,
     /// Cases asked at once.
     #[arg(long, value_name = "N", default_value_t = 4,
           value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -71,20 +79,6 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 }
 
 pub(crate) fn eval(args: EvalArgs) -> u8 {
-    let mut outputs: Vec<(&str, &std::path::Path)> = Vec::new();
-    if let Some(o) = &args.output {
-        outputs.push(("--output", o));
-    }
-    let dataset_input = ("the dataset", args.dataset.as_path());
-    if let Err(code) = session::refuse_clobbering(
-        Some(dataset_input),
-        args.tools.as_deref(),
-        args.replay.as_deref(),
-        None,
-        &outputs,
-    ) {
-        return code;
-    }
     let text = match std::fs::read_to_string(&args.dataset) {
         Ok(t) => t,
         Err(e) => {
@@ -97,6 +91,41 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     let (cases, skipped) = plan_eval::parse(&text);
     for s in &skipped {
         eprintln!("warning: {}: {s}: skipped", args.dataset.display());
+    }
+    let cassettes = match cassettes(&args) {
+        Ok(c) => c,
+        Err(code) => return code,
+    };
+    let single = match &cassettes {
+        Cassettes::Shared => args.replay.as_deref(),
+        _ => None,
+    };
+    let written = match &cassettes {
+        Cassettes::Record(dir) => Some(("--record", dir)),
+        Cassettes::ToolsFrom(dir) => Some(("--tools-from", dir)),
+        Cassettes::Shared | Cassettes::Replay(_) => None,
+    };
+    let files: Vec<PathBuf> = written.map_or_else(Vec::new, |(_, dir)| {
+        plan_eval::cassette_names(&cases)
+            .iter()
+            .map(|n| dir.join(n))
+            .collect()
+    });
+    let mut outputs: Vec<(&str, &std::path::Path)> = Vec::new();
+    if let Some(o) = &args.output {
+        outputs.push(("--output", o));
+    }
+    if let Some((flag, _)) = written {
+        outputs.extend(files.iter().map(|f| (flag, f.as_path())));
+    }
+    if let Err(code) = session::refuse_clobbering(
+        Some(("the dataset", args.dataset.as_path())),
+        args.tools.as_deref(),
+        single,
+        None,
+        &outputs,
+    ) {
+        return code;
     }
     let baseline = match &args.compare {
         None => None,
@@ -121,7 +150,7 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     let host = match Host::new(
         manifest,
         HostOptions {
-            replay: args.replay.clone(),
+            replay: single.map(PathBuf::from),
             tool_timeout: times.tool_timeout,
             ..HostOptions::default()
         },
@@ -132,18 +161,26 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     for w in host.warnings() {
         eprintln!("warning: {w}");
     }
-    let judge = match plan_eval::Judge::for_host(&host) {
+    let replays = matches!(cassettes, Cassettes::Replay(_));
+    let judge = match plan_eval::Judge::for_host(&host, replays) {
         Ok(j) => j,
         Err(e) => return fail(exit::USAGE, e),
     };
-    let model = match plan_planner::model_for(&host) {
-        Ok(m) => m,
-        Err(e) if e.usage => return fail(exit::USAGE, e.message),
-        Err(e) => return fail(exit::RUN_FAILED, e.message),
+    // NB: each case replays its own planner: none is needed here.
+    let model = if replays {
+        None
+    } else {
+        match plan_planner::model_for(&host) {
+            Ok(m) => Some(m),
+            Err(e) if e.usage => return fail(exit::USAGE, e.message),
+            Err(e) => return fail(exit::RUN_FAILED, e.message),
+        }
     };
-    let planner = Planner {
+    let setup = Setup {
         host: &host,
         model,
+        judge,
+        cassettes,
         template: planning.template,
         examples: planning.examples,
         options: AskOptions {
@@ -161,18 +198,12 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     };
     let bar = crate::progress::progress_bar(cases.len(), "cases");
     let reports = session::block_on(&runtime, &host, async {
-        plan_eval::run(
-            &planner,
-            judge.as_ref(),
-            &cases,
-            args.jobs as usize,
-            &mut |r| {
-                bar.inc(1);
-                if !r.passed() {
-                    bar.println(format!("fail {}: {}", r.id, r.reason));
-                }
-            },
-        )
+        plan_eval::run(&setup, &cases, args.jobs as usize, &mut |r| {
+            bar.inc(1);
+            if !r.passed() {
+                bar.println(format!("fail {}: {}", r.id, r.reason));
+            }
+        })
         .await
     });
     bar.finish_and_clear();
@@ -229,6 +260,34 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         exit::RUN_FAILED
     } else {
         exit::OK
+    }
+}
+
+/// Where each case's calls come from and go to; a directory to record into is created.
+fn cassettes(args: &EvalArgs) -> Result<Cassettes, u8> {
+    let create = |dir: &PathBuf| {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            fail(
+                exit::CANT_CREATE,
+                format_args!("cannot create the directory {}: {e}", dir.display()),
+            )
+        })
+    };
+    if let Some(dir) = &args.record {
+        create(dir)?;
+        return Ok(Cassettes::Record(dir.clone()));
+    }
+    if let Some(dir) = &args.tools_from {
+        create(dir)?;
+        return Ok(Cassettes::ToolsFrom(dir.clone()));
+    }
+    match &args.replay {
+        Some(p) if p.is_dir() => Ok(Cassettes::Replay(p.clone())),
+        Some(p) if !p.exists() => Err(fail(
+            exit::NO_INPUT,
+            format_args!("--replay {}: no such file or directory", p.display()),
+        )),
+        _ => Ok(Cassettes::Shared),
     }
 }
 

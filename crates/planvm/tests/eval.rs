@@ -254,3 +254,175 @@ async fn an_llm_judge_grades_beside_the_checks_and_a_bad_reply_is_a_failed_gradi
     assert!(case("broken").get("judge").is_none());
     assert_eq!(judge.received_requests().await.unwrap().len(), 3);
 }
+
+/// A planner, a `vector_search` and a judge on one loopback server: the planner answers
+/// "Tell me about TOPIC." with a plan that searches for TOPIC and answers what it found.
+struct Live;
+
+impl wiremock::Respond for Live {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body = String::from_utf8_lossy(&req.body);
+        match req.url.path() {
+            "/search" => {
+                let args: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+                let query = args["query"].as_str().unwrap_or_default();
+                wiremock::ResponseTemplate::new(200)
+                    .set_body_json(json!({"text": format!("found: {query}")}))
+            }
+            "/judge/v1/chat/completions" => {
+                completion("{\"verdict\": \"pass\", \"score\": 0.75, \"reason\": \"on topic\"}")
+            }
+            _ => {
+                let topic = ["alpha", "beta", "gamma"]
+                    .into_iter()
+                    .find(|t| body.contains(&format!("Tell me about {t}.")))
+                    .unwrap_or("nothing");
+                let plan = json!([
+                    {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search",
+                     "tool_params": {"query": topic}, "output_vars": ["found"]}},
+                    {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "${found}"}}
+                ]);
+                completion(&format!("```json\n{plan}\n```"))
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn each_case_is_recorded_then_replayed_with_no_request_and_tools_from_calls_only_what_is_missing()
+ {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Live)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| s(&dir.path().join(name));
+    let base = server.uri();
+    std::fs::write(
+        path("tools.toml"),
+        format!(
+            "[planner.backend]\nkind = \"openai\"\nbase_url = \"{base}/planner/v1\"\nmodel = \"p\"\nmax_retries = 0\n\
+             [eval.judge.backend]\nkind = \"openai\"\nbase_url = \"{base}/judge/v1\"\nmodel = \"j\"\nmax_retries = 0\n\
+             [[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{base}/search\"\npointer = \"/text\"\nmax_retries = 0\n"
+        ),
+    )
+    .unwrap();
+    let line = |id: &str, topic: &str| {
+        json!({"id": id, "goal": format!("Tell me about {topic}."), "must_contain": [format!("found: {topic}")]})
+            .to_string()
+    };
+    std::fs::write(
+        path("two.jsonl"),
+        [line("a/1", "alpha"), line("b", "beta")].join("\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        path("three.jsonl"),
+        [line("a/1", "alpha"), line("b", "beta"), line("c", "gamma")].join("\n"),
+    )
+    .unwrap();
+    let requests = async |route: &str| {
+        server
+            .received_requests()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|r| r.url.path() == route)
+            .count()
+    };
+    let routes = [
+        "/planner/v1/chat/completions",
+        "/search",
+        "/judge/v1/chat/completions",
+    ];
+    let counts = async || {
+        let mut n = Vec::new();
+        for r in routes {
+            n.push(requests(r).await);
+        }
+        n
+    };
+    let eval = async |dataset: &str, extra: &[&str]| {
+        let mut args = vec![
+            "eval".to_owned(),
+            path(dataset),
+            "--tools".to_owned(),
+            path("tools.toml"),
+            "--format".to_owned(),
+            "json".to_owned(),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
+        let out = planvm(args, &[]).await;
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        serde_json::from_str::<Value>(&out.stdout).unwrap()
+    };
+    // What a report says of each case, latency aside.
+    let graded = |r: &Value| -> Vec<Value> {
+        r["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                let mut c = c.clone();
+                c.as_object_mut().unwrap().remove("latency_ms");
+                c
+            })
+            .collect()
+    };
+
+    let rec = path("rec");
+    let recorded = eval("two.jsonl", &["--record", &rec]).await;
+    assert_eq!(recorded["summary"]["passed"], 2, "{recorded}");
+    assert_eq!(case(&recorded, "b")["judge"]["reason"], "on topic");
+    assert_eq!(counts().await, [2, 2, 2]);
+    let mut files: Vec<String> = std::fs::read_dir(&rec)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files, ["a_1.cassette.jsonl", "b.cassette.jsonl"]);
+
+    // The same report again, from the recordings alone.
+    let replayed = eval("two.jsonl", &["--replay", &rec]).await;
+    assert_eq!(graded(&replayed), graded(&recorded));
+    assert_eq!(counts().await, [2, 2, 2]);
+    // A case with no recording fails, and says why; the others still run.
+    let partial = eval("three.jsonl", &["--replay", &rec]).await;
+    let gamma = case(&partial, "c");
+    assert_eq!(
+        (gamma["status"].as_str(), gamma["verdict"].as_str()),
+        (Some("not_started"), Some("fail"))
+    );
+    assert!(
+        gamma["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no recording of this case"),
+        "{gamma}"
+    );
+    assert_eq!(partial["summary"]["passed"], 2);
+    assert_eq!(counts().await, [2, 2, 2]);
+
+    // The planner and the judge live, the tools only where nothing was recorded: the
+    // new case's search, kept for the next pass.
+    let tools_from = eval("three.jsonl", &["--tools-from", &rec]).await;
+    assert_eq!(tools_from["summary"]["passed"], 3, "{tools_from}");
+    assert_eq!(counts().await, [5, 3, 5]);
+    eval("three.jsonl", &["--tools-from", &rec]).await;
+    assert_eq!(counts().await, [8, 3, 8]);
+
+    // Recording into a directory that holds the dataset would overwrite it.
+    std::fs::write(path("b.cassette.jsonl"), r#"{"id": "b", "goal": "x"}"#).unwrap();
+    let out = planvm(
+        vec![
+            "eval".into(),
+            path("b.cassette.jsonl"),
+            "--record".into(),
+            path(""),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, Some(64), "{}", out.stderr);
+}
