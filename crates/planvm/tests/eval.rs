@@ -426,3 +426,27 @@ async fn each_case_is_recorded_then_replayed_with_no_request_and_tools_from_call
     .await;
     assert_eq!(out.code, Some(64), "{}", out.stderr);
 }
+
+/// The README's example: the example dataset replayed from its recordings, offline.
+#[tokio::test]
+async fn the_example_dataset_replays_offline() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = planvm(
+        vec![
+            "eval".into(),
+            s(&root.join("examples/eval/tidb.jsonl")),
+            "--tools".into(),
+            s(&root.join("examples/ask.toml")),
+            "--replay".into(),
+            s(&root.join("examples/eval/recordings")),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let r: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(r["summary"]["cases"], 3, "{r}");
+    assert_eq!(r["summary"]["passed"], 3, "{r}");
+}
