@@ -36,6 +36,14 @@ pub struct CaseReport {
     pub steps: u64,
     pub tool_calls: u64,
     pub latency_ms: u64,
+    /// With `--store`: the goal it was asked as, and its runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub goal_id: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<String>,
+    /// With `--store`: what the store could not keep of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_error: Option<String>,
     /// The last plan, for `--promote` (not in the report).
     #[serde(skip)]
     pub plan: Option<String>,
@@ -139,8 +147,11 @@ pub struct Change {
 }
 
 /// What changed since a baseline report, regressions first.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, Serialize)]
 pub struct Comparison {
+    /// With `--store`: what people said of the baseline's runs (`runs feedback`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub people: Vec<crate::PersonVerdict>,
     pub regressions: usize,
     pub changes: Vec<Change>,
 }
@@ -197,6 +208,7 @@ pub fn compare(baseline: &Value, cases: &[CaseReport]) -> Result<Comparison, Str
     // NB: stable: regressions first, then the rest in the order found.
     changes.sort_by_key(|c| c.change != "regression");
     Ok(Comparison {
+        people: Vec::new(),
         regressions: changes.iter().filter(|c| c.change == "regression").count(),
         changes,
     })
@@ -226,6 +238,9 @@ mod tests {
             steps: 1,
             tool_calls: 0,
             latency_ms,
+            goal_id: None,
+            runs: Vec::new(),
+            store_error: None,
             plan: None,
         }
     }

@@ -12,7 +12,7 @@ use plan_host::{Host, HostOptions};
 use plan_planner::{AskOptions, AskStatus, Examples, Planner, PlannerModel, RoundKind, Template};
 use serde_json::Value;
 
-use crate::{Case, CaseReport, Judge, grade};
+use crate::{Case, CaseReport, Judge, Stored, grade};
 
 /// Where each case's planner, tool and judge calls come from and go to: its own cassette
 /// in a directory, `<case>.cassette.jsonl` (see [`cassette_names`]).
@@ -42,12 +42,27 @@ pub struct Setup<'h> {
     /// Grades every answer besides the case's checks.
     pub judge: Option<Judge>,
     pub cassettes: Cassettes,
+    /// Each case a stored goal of this evaluation (`--store`), begun with
+    /// [`crate::store::begin`].
+    pub store: Option<Stored>,
 }
 
-/// The file name of each case's cassette, in the dataset's order: its id made of the
-/// characters file names allow everywhere (others become `_`), numbered (`.2`, `.3`)
-/// where two ids give one name.
+/// What a case's cassette's name ends with.
+const SUFFIX: &str = ".cassette.jsonl";
+
+/// The file name of each case's cassette, in the dataset's order (see [`case_names`]).
 pub fn cassette_names(cases: &[Case]) -> Vec<String> {
+    case_names(cases)
+        .into_iter()
+        .map(|n| format!("{n}{SUFFIX}"))
+        .collect()
+}
+
+/// The name of each case, in the dataset's order: its id with every character but ASCII
+/// letters, digits, `-` and `_` made `_`, numbered (`-2`, `-3`) where two ids give one
+/// name. Its cassette and its stored goal are named after it; with no `.` in it, a
+/// goal's id never looks like another goal's later run (`ID.2`).
+fn case_names(cases: &[Case]) -> Vec<String> {
     let mut taken = HashSet::new();
     cases
         .iter()
@@ -55,47 +70,42 @@ pub fn cassette_names(cases: &[Case]) -> Vec<String> {
             let base: String =
                 c.id.chars()
                     .map(|ch| {
-                        if ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_' | '.') {
+                        if ch.is_ascii_alphanumeric() || matches!(ch, '-' | '_') {
                             ch
                         } else {
                             '_'
                         }
                     })
-                    .take(100)
+                    .take(80)
                     .collect();
-            // NB: never a hidden file, nor `.` or `..` with a suffix that looks like one.
-            let base = if base.starts_with('.') {
-                format!("_{base}")
-            } else {
-                base
-            };
             let mut name = base.clone();
             let mut k = 1;
             while !taken.insert(name.clone()) {
                 k += 1;
-                name = format!("{base}.{k}");
+                name = format!("{base}-{k}");
             }
-            format!("{name}.cassette.jsonl")
+            name
         })
         .collect()
 }
 
 /// The host of one case: the base host's manifest and options, with the case's cassette.
 fn case_host(base: &Host, cassettes: &Cassettes, name: &str) -> Result<Option<Host>, String> {
+    let file = format!("{name}{SUFFIX}");
     let mut opts: HostOptions = base.options().clone();
     // NB: one MCP client per server for the whole evaluation, not one per case.
     opts.mcp = Some(base.mcp().clone());
     match cassettes {
         Cassettes::Shared => return Ok(None),
         Cassettes::Record(dir) => {
-            let path = dir.join(name);
+            let path = dir.join(&file);
             // NB: a recording is of this evaluation alone, not appended to the last one.
             std::fs::write(&path, "")
                 .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
             opts.record = Some(path);
         }
         Cassettes::Replay(dir) => {
-            let path = dir.join(name);
+            let path = dir.join(&file);
             if !path.exists() {
                 return Err(format!(
                     "no recording of this case: {} is missing",
@@ -104,7 +114,7 @@ fn case_host(base: &Host, cassettes: &Cassettes, name: &str) -> Result<Option<Ho
             }
             opts.replay = Some(path);
         }
-        Cassettes::ToolsFrom(dir) => opts.tools_from = Some(dir.join(name)),
+        Cassettes::ToolsFrom(dir) => opts.tools_from = Some(dir.join(&file)),
     }
     Host::new(base.manifest().clone(), opts)
         .map(Some)
@@ -119,7 +129,7 @@ pub async fn run(
     jobs: usize,
     done: &mut dyn FnMut(&CaseReport),
 ) -> Vec<CaseReport> {
-    let names = cassette_names(cases);
+    let names = case_names(cases);
     let asked = cases
         .iter()
         .zip(&names)
@@ -147,9 +157,21 @@ pub async fn run(
                 examples: setup.examples.clone(),
                 options,
             };
-            let outcome = planner
-                .ask(&case.goal, case.response_format.as_ref(), &mut ())
-                .await;
+            let (outcome, goal_id, runs, mut store_error) = match &setup.store {
+                None => {
+                    let outcome = planner
+                        .ask(&case.goal, case.response_format.as_ref(), &mut ())
+                        .await;
+                    (outcome, None, Vec::new(), None)
+                }
+                Some(stored) => {
+                    let goal = crate::store::goal_id(&stored.eval, name);
+                    match crate::store::ask(stored, &planner, &goal, case).await {
+                        Ok((outcome, runs, failed)) => (outcome, Some(goal), runs, failed),
+                        Err(why) => return (i, not_started(case, why, start)),
+                    }
+                }
+            };
             let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
             let why = outcome.error.clone().unwrap_or_else(|| "no answer".into());
             let mut graded = match outcome.status {
@@ -185,33 +207,43 @@ pub async fn run(
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default();
-            (
-                i,
-                CaseReport {
-                    id: case.id.clone(),
-                    line: case.line,
-                    goal: case.goal.clone(),
-                    labels: case.labels.clone(),
-                    status,
-                    verdict: if graded.passed { "pass" } else { "fail" },
-                    score: graded.score,
-                    reason: graded.reason,
-                    checks: graded.checks,
-                    judge: verdict,
-                    answer: if outcome.status == AskStatus::Answered {
-                        outcome.answer
-                    } else {
-                        Value::Null
-                    },
-                    rounds: outcome.rounds.len(),
-                    repairs: count(RoundKind::Repair),
-                    replans: count(RoundKind::Replan),
-                    steps: report.map_or(0, |r| r.steps),
-                    tool_calls: report.map_or(0, |r| r.tool_calls),
-                    latency_ms,
-                    plan: outcome.plan,
+            let mut report = CaseReport {
+                id: case.id.clone(),
+                line: case.line,
+                goal: case.goal.clone(),
+                labels: case.labels.clone(),
+                status,
+                verdict: if graded.passed { "pass" } else { "fail" },
+                score: graded.score,
+                reason: graded.reason,
+                checks: graded.checks,
+                judge: verdict,
+                answer: if outcome.status == AskStatus::Answered {
+                    outcome.answer
+                } else {
+                    Value::Null
                 },
-            )
+                rounds: outcome.rounds.len(),
+                repairs: count(RoundKind::Repair),
+                replans: count(RoundKind::Replan),
+                steps: report.map_or(0, |r| r.steps),
+                tool_calls: report.map_or(0, |r| r.tool_calls),
+                latency_ms,
+                goal_id,
+                runs,
+                store_error: None,
+                plan: outcome.plan,
+            };
+            if let Some(stored) = &setup.store
+                && let Err(e) = crate::store::save(stored, &report)
+            {
+                store_error = Some(match store_error {
+                    Some(first) => format!("{first}; {e}"),
+                    None => e,
+                });
+            }
+            report.store_error = store_error;
+            (i, report)
         });
     let mut out: Vec<Option<CaseReport>> = vec![None; cases.len()];
     let mut stream = futures::stream::iter(asked).buffer_unordered(jobs.max(1));
@@ -244,6 +276,9 @@ fn not_started(case: &Case, reason: String, start: Instant) -> CaseReport {
         steps: 0,
         tool_calls: 0,
         latency_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+        goal_id: None,
+        runs: Vec::new(),
+        store_error: None,
         plan: None,
     }
 }
@@ -264,8 +299,8 @@ mod tests {
             cassette_names(&cases),
             [
                 "a_b.cassette.jsonl",
-                "a_b.2.cassette.jsonl",
-                "_...cassette.jsonl",
+                "a_b-2.cassette.jsonl",
+                "__.cassette.jsonl",
                 "line-4.cassette.jsonl"
             ]
         );

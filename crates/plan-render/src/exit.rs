@@ -232,17 +232,19 @@ pub const PLANVM_EVAL: &[Meaning] = &[
     ),
     (
         USAGE,
-        "usage error, including an unreadable or malformed `--tools` file or no planner",
+        "usage error, including an unreadable or malformed `--tools` file, no planner, \
+         or an `--eval-id` the store has already",
     ),
     (
         OUTPUT_IS_INPUT,
         "`--output`, or a case's cassette under `--record` or `--tools-from`, is one of \
-         the inputs (the dataset, `--tools`, `--replay`)",
+         the inputs (the dataset, `--tools`, `--replay`, the `--store` database)",
     ),
     (
         DATA_ERR,
-        "the `--compare` baseline is not a JSON report of `planvm eval`, or the \
-         `--replay` cassette is malformed",
+        "the `--compare` baseline is not a JSON report of `planvm eval`, the `--replay` \
+         cassette is malformed, or the `--store` file is not a planvm store (or is newer) \
+         or is damaged",
     ),
     (
         NO_INPUT,
@@ -251,6 +253,10 @@ pub const PLANVM_EVAL: &[Meaning] = &[
     (
         CANT_CREATE,
         "the report, or the `--record` or `--tools-from` directory, cannot be written",
+    ),
+    (
+        IO_ERR,
+        "the `--store` file cannot be read or written (or stays locked)",
     ),
 ];
 

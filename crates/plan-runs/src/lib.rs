@@ -8,9 +8,10 @@
 //! process through one writer thread: a service's), `load` (a plan file to a validated
 //! program, its diagnostics rendered), `held` (a run this process holds: created or claimed, journaled, its
 //! lease renewed), `resume` (a stored run by id: read, checked, claimed), `branch` (a new
-//! run from a point of another, and its preview), `cancel`, `take_up` (what a stored run goes on from, and the
+//! run from a point of another, and its preview), `cancel`, `feedback` (a person's verdict
+//! on a run), `take_up` (what a stored run goes on from, and the
 //! checks before it: finished, held, `write` calls in flight, damage), `go_on` (a stored
-//! run journaled to its end), `read` (listing and showing runs), `lease` (renewing a
+//! run journaled to its end), `read` (listing and showing runs and evaluations), `lease` (renewing a
 //! run's lease from a thread of its own), `open` (where a store is: the one place that
 //! names the SQLite store), `error`.
 
@@ -19,6 +20,7 @@ pub mod batch;
 mod branch;
 mod cancel;
 mod error;
+mod feedback;
 mod go_on;
 mod held;
 mod lease;
@@ -32,6 +34,7 @@ mod writer;
 pub use branch::{BranchPoint, Preview, PreviewCall, branch_point, variables_before};
 pub use cancel::cancel;
 pub use error::{Error, ErrorKind};
+pub use feedback::feedback;
 pub use go_on::{GoOn, go_on};
 pub use held::{Claimed, Held};
 pub use lease::{Lease, Opener};

@@ -2,7 +2,7 @@
 //! at a point. What was read is checked to be of one state of the store before it is
 //! returned (a store read as it is, that a process wrote meanwhile, fails instead).
 
-use plan_store::{CallRow, RunInfo, RunStore, StepRow, StoreError};
+use plan_store::{CallRow, EvalCase, EvalInfo, Feedback, RunInfo, RunStore, StepRow, StoreError};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -14,6 +14,20 @@ pub struct Shown {
     pub run: RunInfo,
     pub steps: Vec<StepRow>,
     pub calls: Vec<CallRow>,
+    /// A person's verdict on it (`runs feedback`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<Feedback>,
+    /// The evaluation case its goal was asked for (`eval --store`), with its verdict.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eval: Option<EvalOfRun>,
+}
+
+/// The evaluation case a run answered.
+#[derive(Clone, Debug, Serialize)]
+pub struct EvalOfRun {
+    pub eval: String,
+    #[serde(flatten)]
+    pub case: EvalCase,
 }
 
 /// `what`, once `store` is known to have been read in one state; else why not.
@@ -41,9 +55,44 @@ pub fn show(store: &dyn RunStore, id: &str) -> Result<Shown, Error> {
             run: store.run(id)?,
             steps: store.steps(id)?,
             calls: store.calls(id)?,
+            feedback: store.feedback(id)?,
+            eval: eval_of(store, id)?,
         })
     };
     checked(store, read())
+}
+
+/// The evaluation case run `id`'s goal was asked for, if any.
+fn eval_of(store: &dyn RunStore, id: &str) -> Result<Option<EvalOfRun>, StoreError> {
+    let mut found = store.eval_case_of_goal(id)?;
+    // NB: a later run of the goal (`ID.2`, a re-plan).
+    if found.is_none()
+        && let Some((goal, n)) = id.rsplit_once('.')
+        && n.parse::<usize>().is_ok_and(|n| n >= 2)
+    {
+        found = store.eval_case_of_goal(goal)?;
+    }
+    Ok(found.map(|(eval, case)| EvalOfRun { eval, case }))
+}
+
+/// Every evaluation, oldest first.
+pub fn evals(store: &dyn RunStore) -> Result<Vec<EvalInfo>, Error> {
+    checked(store, store.evals())
+}
+
+/// Evaluation `id` with its cases; `UnknownRun` when there is none.
+pub fn eval(store: &dyn RunStore, id: &str) -> Result<(EvalInfo, Vec<EvalCase>), Error> {
+    let read = || -> Result<_, StoreError> {
+        let info = store.evals()?.into_iter().find(|e| e.id == id);
+        Ok((info, store.eval_cases(id)?))
+    };
+    match checked(store, read())? {
+        (Some(info), cases) => Ok((info, cases)),
+        (None, _) => Err(Error::new(
+            crate::ErrorKind::UnknownRun,
+            format!("no evaluation `{id}` in this store"),
+        )),
+    }
 }
 
 /// Every variable of run `id` just before it first executed `seq_no`.

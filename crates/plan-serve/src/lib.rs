@@ -6,11 +6,12 @@
 //!
 //! Module map: this file holds the service's state and its start (`Service`); `api`
 //! the routes, their bodies and errors; `events` a run as server-sent events; `openapi`
-//! the OpenAPI document, generated; `auth` the bearer token.
+//! the OpenAPI document, generated; `evals` evaluations and people's verdicts on runs; `auth` the bearer token.
 
 mod api;
 mod auth;
 mod chat;
+mod evals;
 mod events;
 mod goals;
 mod live;

@@ -65,6 +65,13 @@ pub(crate) struct RunShown {
     pub(crate) source: Option<String>,
     /// The runs branched from this one (re-plans included).
     pub(crate) children: Vec<String>,
+    /// A person's verdict on the run: `verdict` (`good` or `bad`), `note`, `updated_at`.
+    #[schema(value_type = Option<Object>)]
+    pub(crate) feedback: Option<Value>,
+    /// The evaluation case its goal was asked for (`planvm eval --store`): `eval`, `case`,
+    /// `goal`, `verdict` (`pass` or `fail`), `score`, `reason`.
+    #[schema(value_type = Option<Object>)]
+    pub(crate) eval: Option<Value>,
     /// For a goal's id: `id`, `goal`, `response_format`, `request`, `status` (`open`,
     /// `answered`, `failed`, `interrupted`, `needs_input`), `answer`, `error`, `created_at`,
     /// `updated_at`, `session`, and `runs` (each version of the plan: `id`, `status`,
@@ -102,6 +109,36 @@ pub(crate) struct Cancelled {
     pub(crate) cancelled: bool,
 }
 
+/// `GET /v1/evals`: newest first.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct EvalList {
+    /// Each: `id`, `dataset`, `created_at`, `summary` (the report's, once it ended: null
+    /// while it runs), `cases` and `passed` (stored so far).
+    #[schema(value_type = Vec<Object>)]
+    pub(crate) evals: Vec<Value>,
+}
+
+/// `GET /v1/evals/{id}`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct EvalShown {
+    /// As `GET /v1/evals` lists it.
+    #[schema(value_type = Object)]
+    pub(crate) eval: Value,
+    /// Each case, in the order they ended: `case`, `goal` (its runs are `goal`, `goal.2`,
+    /// ...), `verdict`, `score`, `reason`, `status`, `answer`, `runs`, `latency_ms`.
+    #[schema(value_type = Vec<Object>)]
+    pub(crate) cases: Vec<Value>,
+}
+
+/// `POST /v1/runs/{id}/feedback`.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct FeedbackGiven {
+    pub(crate) id: String,
+    /// `verdict`, `note`, `updated_at`, as stored.
+    #[schema(value_type = Object)]
+    pub(crate) feedback: Value,
+}
+
 /// Every error answer.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct ErrorBody {
@@ -130,6 +167,9 @@ pub(crate) struct ErrorDetail {
         crate::api::branch,
         crate::api::preview,
         crate::events::events,
+        crate::evals::feedback,
+        crate::evals::list,
+        crate::evals::show,
         crate::chat::completions,
         openapi_json,
     ),
@@ -139,11 +179,16 @@ pub(crate) struct ErrorDetail {
         RunShown,
         BranchPreview,
         Cancelled,
+        EvalList,
+        EvalShown,
+        FeedbackGiven,
         ErrorBody,
         ErrorDetail,
         crate::api::Submit,
         crate::api::Input,
-        crate::api::Branch
+        crate::api::Branch,
+        crate::evals::Feedback,
+        crate::evals::Verdict
     )),
     modifiers(&Bearer),
     security(("bearer" = []))

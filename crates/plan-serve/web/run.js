@@ -99,6 +99,13 @@ function renderSummary() {
     parts.push(el("div", { class: "list-inline", style: "margin-top:6px" },
       el("span", { class: "muted" }, "Branches:"), children.map(runLink)));
   }
+  if (page.shown.eval) {
+    const e = page.shown.eval;
+    parts.push(el("div", { id: "eval", style: "margin-top:8px" },
+      el("span", { class: "muted" }, "Evaluation " + e.eval + ", case " + e.case + ": "),
+      badge(e.verdict), " score " + Number(e.score).toFixed(2), e.reason ? " · " + e.reason : ""));
+  }
+  if (run) parts.push(feedbackBox(page.shown.feedback));
   box.replaceChildren(...parts);
 }
 
@@ -248,6 +255,29 @@ function questionBox(q) {
       choices.map((c) => el("button", { class: "choice", onclick: () => send(c) }, c))) : null,
     el("form", { class: "toolbar", style: "margin:8px 0 0", onsubmit: (e) => { e.preventDefault(); send(input.value); } },
       input, el("button", { class: "primary", type: "submit", id: "send-input" }, "Answer"), error));
+}
+
+// A person's verdict on the run: shown, and given or changed with a note.
+function feedbackBox(given) {
+  const note = el("input", { type: "text", id: "feedback-note", placeholder: "why (optional)", style: "flex:1 1 240px",
+    value: (given && given.note) || "" });
+  const error = el("span", { class: "error", id: "feedback-error" });
+  const send = async (verdict) => {
+    error.textContent = "";
+    try {
+      await api(`/v1/runs/${encodeURIComponent(id)}/feedback`, { method: "POST",
+        body: JSON.stringify(note.value.trim() ? { verdict, note: note.value } : { verdict }) });
+      await load();
+    } catch (err) {
+      error.textContent = err.message;
+    }
+  };
+  return el("div", { class: "toolbar", id: "feedback", style: "margin:8px 0 0" },
+    el("span", { class: "muted" }, "Your verdict:"),
+    given ? el("span", { id: "feedback-given" }, badge(given.verdict === "good" ? "ok" : "failed"), " " + given.verdict) : null,
+    el("button", { id: "feedback-good", onclick: () => send("good") }, "good"),
+    el("button", { id: "feedback-bad", onclick: () => send("bad") }, "bad"),
+    note, error);
 }
 
 function showBranchError(err) {

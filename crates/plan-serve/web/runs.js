@@ -1,4 +1,5 @@
-// `/`: the runs, newest first, filtered by status; refreshed while any goes on.
+// `/`: the runs, newest first, filtered by status; refreshed while any goes on. Below
+// them, the evaluations (`planvm eval --store`), each case's verdict a click away.
 "use strict";
 
 const PAGE = 100;
@@ -80,4 +81,38 @@ function show(err) {
   document.getElementById("live").textContent = "error: " + err.message;
 }
 
+// The evaluations, newest first; the card stays hidden when there is none.
+async function loadEvals() {
+  const { evals } = await api("/v1/evals");
+  document.getElementById("evals-card").hidden = evals.length === 0;
+  document.getElementById("evals").replaceChildren(...evals.map((e) => {
+    const open = el("a", { href: "#", class: "mono", onclick: (ev) => { ev.preventDefault(); showEval(e.id).catch(show); } }, e.id);
+    const rate = e.cases ? " (" + Math.round(100 * e.passed / e.cases) + "%)" : "";
+    return el("tr", { "data-eval": e.id },
+      el("td", {}, open, e.summary ? null : el("span", { class: "muted" }, " running")),
+      el("td", { class: "mono" }, e.dataset),
+      el("td", { class: "muted" }, when(e.created_at)),
+      el("td", {}, e.passed + " of " + e.cases + rate));
+  }));
+}
+
+// One evaluation's cases: verdict, reason, and the run that answered.
+async function showEval(evalId) {
+  const { cases } = await api("/v1/evals/" + encodeURIComponent(evalId));
+  document.getElementById("eval-cases").replaceChildren(
+    el("h3", {}, "Cases of " + evalId),
+    el("table", { id: "eval-case-table" },
+      el("thead", {}, el("tr", {}, el("th", {}, "case"), el("th", {}, "verdict"), el("th", {}, "score"), el("th", {}, "reason"), el("th", {}, "run"))),
+      el("tbody", {}, cases.map((c) => {
+        const runs = c.runs || [];
+        return el("tr", { "data-case": c.case },
+          el("td", { class: "mono" }, c.case),
+          el("td", {}, badge(c.verdict === "pass" ? "ok" : "failed"), " " + c.verdict),
+          el("td", {}, Number(c.score).toFixed(2)),
+          el("td", { class: "what", title: c.reason }, c.reason),
+          el("td", {}, runs.length ? runLink(runs[runs.length - 1]) : el("span", { class: "muted" }, "none")));
+      }))));
+}
+
 load().catch(show);
+loadEvals().catch(show);

@@ -144,7 +144,49 @@ pub struct SessionInfo {
     pub updated_at: i64,
 }
 
-/// A goal about to be asked.
+/// One evaluation (`planvm eval --store`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EvalInfo {
+    pub id: String,
+    /// The dataset's path, as given.
+    pub dataset: String,
+    /// When it started (Unix ms).
+    pub created_at: i64,
+    /// The report's summary once it ended (None while it runs, or if it was cut short).
+    pub summary: Option<Value>,
+    /// Its cases stored so far, and how many passed.
+    pub cases: u64,
+    pub passed: u64,
+}
+
+/// One case of an evaluation: the goal it was asked as and its verdict.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EvalCase {
+    #[serde(rename = "case")]
+    pub case_id: String,
+    /// The stored goal: its runs are `goal`, `goal.2`, ...
+    pub goal: String,
+    /// `pass` or `fail`.
+    pub verdict: String,
+    pub score: f64,
+    pub reason: String,
+    /// The case's whole report.
+    #[serde(skip)]
+    pub report: Value,
+}
+
+/// A person's verdict on a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Feedback {
+    /// `good` or `bad`.
+    pub verdict: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// When it was given (Unix ms; ignored when setting it).
+    pub updated_at: i64,
+}
+
+/// A goal about to be asked./// A goal about to be asked.
 #[derive(Clone, Copy, Debug)]
 pub struct NewGoal<'a> {
     pub id: &'a str,
@@ -674,6 +716,23 @@ pub trait RunStore: Send {
     fn summary(&self, id: &str) -> Result<Option<(String, String)>, StoreError>;
     /// Stores session `id`'s summary of its goals up to `upto`, in place of the last.
     fn save_summary(&mut self, id: &str, upto: &str, summary: &str) -> Result<(), StoreError>;
+    /// Stores a new evaluation `id` of `dataset`; a taken id is `DuplicateRun`.
+    fn create_eval(&mut self, id: &str, dataset: &str) -> Result<(), StoreError>;
+    /// Stores (or replaces) a case of evaluation `eval`.
+    fn save_eval_case(&mut self, eval: &str, case: &EvalCase) -> Result<(), StoreError>;
+    /// Ends evaluation `id` with its report's summary.
+    fn end_eval(&mut self, id: &str, summary: &Value) -> Result<(), StoreError>;
+    /// Every evaluation, oldest first.
+    fn evals(&self) -> Result<Vec<EvalInfo>, StoreError>;
+    /// The cases of evaluation `id`, in the order they were stored.
+    fn eval_cases(&self, id: &str) -> Result<Vec<EvalCase>, StoreError>;
+    /// The latest evaluation case asked as goal `goal`, with its evaluation's id.
+    fn eval_case_of_goal(&self, goal: &str) -> Result<Option<(String, EvalCase)>, StoreError>;
+    /// A person's verdict on run `run`, in place of any earlier one; `UnknownRun` when
+    /// there is no such run.
+    fn set_feedback(&mut self, run: &str, feedback: &Feedback) -> Result<(), StoreError>;
+    /// The person's verdict on run `run`, if any.
+    fn feedback(&self, run: &str) -> Result<Option<Feedback>, StoreError>;
 }
 
 /// What a caller read of a run before claiming it: the claim is refused when the run

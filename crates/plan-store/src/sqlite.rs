@@ -17,9 +17,9 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CallState, CommitPoint, GoalInfo, GoalStatus, LEASE_MS, NewGoal, NewRun, Owner,
-    RunEnd, RunInfo, RunStatus, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind,
-    StoreWrite, StoredProgram, now_ms,
+    CallRow, CallState, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, GoalStatus, LEASE_MS,
+    NewGoal, NewRun, Owner, RunEnd, RunInfo, RunStatus, RunStore, Seen, SessionInfo, StepRow,
+    StoreError, StoreErrorKind, StoreWrite, StoredProgram, now_ms,
 };
 
 /// `PRAGMA application_id` of a planvm store ('plnr').
@@ -38,11 +38,12 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("migrations/004_goals.sql")),
         M::up(include_str!("migrations/005_sessions.sql")),
         M::up(include_str!("migrations/006_needs_input.sql")).foreign_key_check(),
+        M::up(include_str!("migrations/007_evals.sql")),
     ])
 });
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 6;
+const SCHEMA_VERSION: i64 = 7;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1358,6 +1359,151 @@ impl RunStore for SqliteStore {
             .map_err(|e| self.io(e))
     }
 
+    fn create_eval(&mut self, id: &str, dataset: &str) -> Result<(), StoreError> {
+        let inserted = self
+            .conn
+            .execute(
+                "INSERT INTO evals (id, dataset, created_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (id) DO NOTHING",
+                params![id, dataset, now_ms()],
+            )
+            .map_err(|e| self.io(e))?;
+        if inserted == 0 {
+            return Err(StoreError::new(
+                StoreErrorKind::DuplicateRun,
+                format!("evaluation `{id}` is already in this store"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn save_eval_case(&mut self, eval: &str, case: &EvalCase) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO eval_cases (eval, case_id, goal, verdict, score, reason, report) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7) ON CONFLICT (eval, case_id) DO UPDATE SET \
+                 goal = ?3, verdict = ?4, score = ?5, reason = ?6, report = ?7",
+                params![
+                    eval,
+                    case.case_id,
+                    case.goal,
+                    case.verdict,
+                    case.score,
+                    case.reason,
+                    case.report.to_string()
+                ],
+            )
+            .map(drop)
+            .map_err(|e| self.io(e))
+    }
+
+    fn end_eval(&mut self, id: &str, summary: &Value) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE evals SET summary = ?2 WHERE id = ?1",
+                params![id, summary.to_string()],
+            )
+            .map(drop)
+            .map_err(|e| self.io(e))
+    }
+
+    fn evals(&self) -> Result<Vec<EvalInfo>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT e.id, e.dataset, e.created_at, e.summary, \
+                 (SELECT count(*) FROM eval_cases c WHERE c.eval = e.id), \
+                 (SELECT count(*) FROM eval_cases c WHERE c.eval = e.id AND c.verdict = 'pass') \
+                 FROM evals e ORDER BY e.created_at, e.id",
+            )
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map([], |r| {
+                let summary: Option<String> = r.get(3)?;
+                Ok(EvalInfo {
+                    id: r.get(0)?,
+                    dataset: r.get(1)?,
+                    created_at: r.get(2)?,
+                    summary: summary.and_then(|s| serde_json::from_str(&s).ok()),
+                    cases: u64::try_from(r.get::<_, i64>(4)?).unwrap_or(0),
+                    passed: u64::try_from(r.get::<_, i64>(5)?).unwrap_or(0),
+                })
+            })
+            .map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
+    fn eval_cases(&self, id: &str) -> Result<Vec<EvalCase>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {EVAL_CASE_COLUMNS} FROM eval_cases WHERE eval = ?1 ORDER BY rowid"
+            ))
+            .map_err(|e| self.io(e))?;
+        let rows = stmt.query_map([id], eval_case).map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
+    fn eval_case_of_goal(&self, goal: &str) -> Result<Option<(String, EvalCase)>, StoreError> {
+        self.conn
+            .query_row(
+                &format!(
+                    "SELECT eval, {EVAL_CASE_COLUMNS} FROM eval_cases WHERE goal = ?1 \
+                     ORDER BY rowid DESC LIMIT 1"
+                ),
+                [goal],
+                |r| {
+                    let eval: String = r.get(0)?;
+                    let case = eval_case_at(r, 1)?;
+                    Ok((eval, case))
+                },
+            )
+            .optional()
+            .map_err(|e| self.io(e))
+    }
+
+    fn set_feedback(&mut self, run: &str, feedback: &Feedback) -> Result<(), StoreError> {
+        let known: bool = self
+            .conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM runs WHERE id = ?1)",
+                [run],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.io(e))?;
+        if !known {
+            return Err(StoreError::new(
+                StoreErrorKind::UnknownRun,
+                format!("no run `{run}` in this store"),
+            ));
+        }
+        self.conn
+            .execute(
+                "INSERT INTO feedback (run, verdict, note, updated_at) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (run) DO UPDATE SET verdict = ?2, note = ?3, updated_at = ?4",
+                params![run, feedback.verdict, feedback.note, now_ms()],
+            )
+            .map(drop)
+            .map_err(|e| self.io(e))
+    }
+
+    fn feedback(&self, run: &str) -> Result<Option<Feedback>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT verdict, note, updated_at FROM feedback WHERE run = ?1",
+                [run],
+                |r| {
+                    Ok(Feedback {
+                        verdict: r.get(0)?,
+                        note: r.get(1)?,
+                        updated_at: r.get(2)?,
+                    })
+                },
+            )
+            .optional()
+            .map_err(|e| self.io(e))
+    }
+
     fn children(&self, id: &str) -> Result<Vec<String>, StoreError> {
         let mut stmt = self
             .conn
@@ -1366,6 +1512,26 @@ impl RunStore for SqliteStore {
         let rows = stmt.query_map([id], |r| r.get(0)).map_err(|e| self.io(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
     }
+}
+
+const EVAL_CASE_COLUMNS: &str = "case_id, goal, verdict, score, reason, report";
+
+fn eval_case(r: &rusqlite::Row<'_>) -> rusqlite::Result<EvalCase> {
+    eval_case_at(r, 0)
+}
+
+/// An `eval_cases` row whose columns ([`EVAL_CASE_COLUMNS`]) start at `at`.
+fn eval_case_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<EvalCase> {
+    let report: String = r.get(at + 5)?;
+    Ok(EvalCase {
+        case_id: r.get(at)?,
+        goal: r.get(at + 1)?,
+        verdict: r.get(at + 2)?,
+        score: r.get(at + 3)?,
+        reason: r.get(at + 4)?,
+        // NB: written by this store from a JSON value; damaged text reads as null.
+        report: serde_json::from_str(&report).unwrap_or(Value::Null),
+    })
 }
 
 const GOAL_COLUMNS: &str = "id, goal, response_format, status, created_at, updated_at, answer, \

@@ -1,9 +1,10 @@
 //! The SQLite store on its own: what it refuses to open, leases between processes, group
-//! writes where one is refused, and the journal folded back into calls and steps.
+//! writes where one is refused, the journal folded back into calls and steps, and
+//! evaluations and people's verdicts.
 
 use plan_store::{
-    CallRow, CallState, CommitPoint, Durability, NewRun, OwnedNewRun, Owner, RunEnd, RunStatus,
-    RunStore, Seen, SqliteStore, StepRow, StoreErrorKind, StoreWrite,
+    CallRow, CallState, CommitPoint, Durability, EvalCase, Feedback, NewRun, OwnedNewRun, Owner,
+    RunEnd, RunStatus, RunStore, Seen, SqliteStore, StepRow, StoreErrorKind, StoreWrite,
 };
 use serde_json::{Map, Value, json};
 
@@ -578,7 +579,7 @@ fn a_version_1_store_is_migrated_with_its_runs_intact() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(version, 6);
+    assert_eq!(version, 7);
     let counts: Vec<(String, Option<i64>)> = db
         .prepare("SELECT id, tool_calls FROM runs ORDER BY id")
         .unwrap()
@@ -735,4 +736,65 @@ fn a_run_row_or_program_planvm_cannot_have_written_is_reported_as_damaged() {
     let e = store.program(&hash).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Damaged);
     assert!(e.message.contains("is missing"), "{}", e.message);
+}
+
+#[test]
+fn evaluations_keep_their_cases_and_people_their_latest_verdict_on_a_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut store = SqliteStore::open(&dir.path().join("s.db"), Durability::Normal).unwrap();
+    store.create_eval("e1", "set.jsonl").unwrap();
+    let e = store.create_eval("e1", "other.jsonl").unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::DuplicateRun);
+    let case = |id: &str, verdict: &str| EvalCase {
+        case_id: id.into(),
+        goal: format!("e1.{id}"),
+        verdict: verdict.into(),
+        score: if verdict == "pass" { 1.0 } else { 0.0 },
+        reason: String::new(),
+        report: json!({"id": id, "runs": [format!("e1.{id}")]}),
+    };
+    store.save_eval_case("e1", &case("a", "pass")).unwrap();
+    store.save_eval_case("e1", &case("b", "fail")).unwrap();
+    // Saved again (a case graded once more): replaced, not doubled.
+    store.save_eval_case("e1", &case("b", "pass")).unwrap();
+    let listed = store.evals().unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (listed[0].cases, listed[0].passed, &listed[0].summary),
+        (2, 2, &None)
+    );
+    store.end_eval("e1", &json!({"pass_rate": 1.0})).unwrap();
+    assert_eq!(
+        store.evals().unwrap()[0].summary,
+        Some(json!({"pass_rate": 1.0}))
+    );
+    let cases = store.eval_cases("e1").unwrap();
+    assert_eq!(cases.len(), 2);
+    assert_eq!(cases[1].report["runs"], json!(["e1.b"]));
+    let (eval, found) = store.eval_case_of_goal("e1.a").unwrap().unwrap();
+    assert_eq!((eval.as_str(), found.case_id.as_str()), ("e1", "a"));
+    assert!(store.eval_case_of_goal("e1.c").unwrap().is_none());
+
+    // A verdict needs a run; a later one replaces the earlier.
+    let verdict = |v: &str, note: Option<&str>| Feedback {
+        verdict: v.into(),
+        note: note.map(str::to_owned),
+        updated_at: 0,
+    };
+    let e = store.set_feedback("r", &verdict("good", None)).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::UnknownRun);
+    store
+        .create_run(&new_run("r").borrow(), &Owner::this_process())
+        .unwrap();
+    assert_eq!(store.feedback("r").unwrap(), None);
+    store.set_feedback("r", &verdict("good", None)).unwrap();
+    store
+        .set_feedback("r", &verdict("bad", Some("wrong year")))
+        .unwrap();
+    let given = store.feedback("r").unwrap().unwrap();
+    assert_eq!(
+        (given.verdict.as_str(), given.note.as_deref()),
+        ("bad", Some("wrong year"))
+    );
+    assert!(given.updated_at > 0);
 }

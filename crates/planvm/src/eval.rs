@@ -6,13 +6,14 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use plan_eval::{CaseReport, Cassettes, Comparison, Setup, Summary};
+use plan_eval::{CaseReport, Cassettes, Comparison, Setup, Stored, Summary};
 use plan_host::{Host, HostOptions};
 use plan_planner::AskOptions;
 use plan_render::exit;
+use plan_runs::StoreAt;
 use serde_json::{Value, json};
 
-use crate::args::{Format, LimitArgs};
+use crate::args::{DurabilityArg, Format, LimitArgs};
 use crate::session::{self, fail};
 
 /// `eval --help`'s text after the options.
@@ -61,6 +62,17 @@ pub(crate) struct EvalArgs {
     /// an existing file), for the planner's example selection.
     #[arg(long, value_name = "DIR")]
     promote: Option<PathBuf>,
+    /// Keep each case as a stored goal of this evaluation, with its runs and its verdict,
+    /// in this store (an SQLite file, created if missing); with `--compare`, show what
+    /// people said of the baseline's runs. Default: $PLANVM_STORE.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    store: Option<PathBuf>,
+    /// The evaluation's id in the store (default: `eval-` and 16 hex digits that sort by
+    /// time). Letters, digits, `.`, `_`, `-`.
+    #[arg(long, value_name = "ID", requires = "store", value_parser = crate::args::parse_run_id)]
+    eval_id: Option<String>,
+    #[command(flatten)]
+    durability: DurabilityArg,
     /// Rounds that may follow a plan with errors.
     #[arg(long, value_name = "N", default_value_t = plan_planner::DEFAULT_MAX_REPAIRS)]
     max_repairs: u32,
@@ -122,7 +134,7 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         Some(("the dataset", args.dataset.as_path())),
         args.tools.as_deref(),
         single,
-        None,
+        args.store.as_deref(),
         &outputs,
     ) {
         return code;
@@ -176,11 +188,12 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
             Err(e) => return fail(exit::RUN_FAILED, e.message),
         }
     };
-    let setup = Setup {
+    let mut setup = Setup {
         host: &host,
         model,
         judge,
         cassettes,
+        store: None,
         template: planning.template,
         examples: planning.examples,
         options: AskOptions {
@@ -192,6 +205,18 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
             ..AskOptions::default()
         },
     };
+    let stored = match &args.store {
+        None => None,
+        Some(path) => {
+            let at = StoreAt::new(path, args.durability.get());
+            let eval = args.eval_id.clone().unwrap_or_else(plan_eval::new_eval_id);
+            if let Err(e) = plan_eval::begin(&at, &eval, &args.dataset.display().to_string()) {
+                return session::failed(e);
+            }
+            Some(Stored { at, eval })
+        }
+    };
+    setup.store = stored.clone();
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,
         Err(code) => return code,
@@ -208,10 +233,33 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     });
     bar.finish_and_clear();
     let summary = plan_eval::summarize(&reports);
+    if let Some(st) = &stored {
+        if let Err(e) = plan_eval::end(&st.at, &st.eval, &json!(summary)) {
+            eprintln!("warning: cannot store the evaluation's summary: {e}");
+        }
+        eprintln!(
+            "evaluation {} stored in {}",
+            st.eval,
+            st.at.path().display()
+        );
+    }
+    for r in &reports {
+        if let Some(e) = &r.store_error {
+            eprintln!("warning: case {} not stored whole: {e}", r.id);
+        }
+    }
     let comparison = match &baseline {
         None => None,
         Some(b) => match plan_eval::compare(b, &reports) {
-            Ok(c) => Some(c),
+            Ok(mut c) => {
+                if let Some(st) = &stored {
+                    match plan_eval::people(&st.at, b, &reports) {
+                        Ok(people) => c.people = people,
+                        Err(e) => eprintln!("warning: cannot read people's verdicts: {e}"),
+                    }
+                }
+                Some(c)
+            }
             Err(e) => return fail(exit::DATA_ERR, e),
         },
     };
@@ -227,6 +275,9 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     let text = match args.format {
         Format::Json => {
             let mut v = json!({"summary": summary, "cases": reports, "skipped": skipped});
+            if let Some(st) = &stored {
+                v["eval"] = json!(st.eval);
+            }
             if let Some(c) = &comparison {
                 v["comparison"] = json!(c);
             }
@@ -346,6 +397,23 @@ fn table(
                 ch.id,
                 ch.before.as_deref().unwrap_or("-"),
                 ch.after.as_deref().unwrap_or("-")
+            ));
+        }
+        if !c.people.is_empty() {
+            out.push_str("\npeople's verdicts on the baseline's runs:\n");
+        }
+        for p in &c.people {
+            out.push_str(&format!(
+                "{:<10} {:<24} judged {} then, {} now (run {}){}\n",
+                p.feedback.verdict,
+                p.id,
+                p.before,
+                p.after.unwrap_or("-"),
+                p.run,
+                p.feedback
+                    .note
+                    .as_deref()
+                    .map_or(String::new(), |n| format!(": {n}"))
             ));
         }
     }

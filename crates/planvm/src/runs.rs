@@ -1,4 +1,5 @@
-//! `planvm runs list|show|cancel`: the runs of a store, for people and for machines.
+//! `planvm runs list|show|feedback|cancel`: the runs of a store, for people and for
+//! machines.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -40,6 +41,20 @@ pub(crate) enum RunsCommand {
         #[arg(long, value_enum, default_value_t = Format::Text)]
         format: Format,
     },
+    /// Give a person's verdict on a run (the latest one counts); `planvm eval --compare`
+    /// shows it beside the judge's, and `planvm serve` on the run's page.
+    Feedback {
+        #[arg(value_name = "ID")]
+        id: String,
+        #[arg(long, value_enum)]
+        verdict: Verdict,
+        /// Why, in a few words.
+        #[arg(long, value_name = "TEXT")]
+        note: Option<String>,
+        /// The store. Default: $PLANVM_STORE.
+        #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+        store: PathBuf,
+    },
     /// End a run that has not finished as failed (R0013); a process running it stops at
     /// its next commit point. A finished run is left as it is.
     Cancel {
@@ -60,6 +75,19 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
             at,
             format,
         } => show(&store, &id, at, format),
+        RunsCommand::Feedback {
+            id,
+            verdict,
+            note,
+            store,
+        } => {
+            let at = StoreAt::new(&store, Durability::Normal);
+            match plan_runs::feedback(&at, &id, verdict.as_str(), note) {
+                Ok(()) => eprintln!("run {id}: {}", verdict.as_str()),
+                Err(e) => return failed(e),
+            }
+            exit::OK
+        }
         RunsCommand::Cancel { id, store } => {
             match plan_runs::cancel(&StoreAt::new(&store, Durability::Normal), &id) {
                 Ok(true) => eprintln!("cancelled run {id}"),
@@ -67,6 +95,21 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
                 Err(e) => return failed(e),
             }
             exit::OK
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum Verdict {
+    Good,
+    Bad,
+}
+
+impl Verdict {
+    fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Good => "good",
+            Verdict::Bad => "bad",
         }
     }
 }
@@ -158,7 +201,13 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
         Ok(s) => s,
         Err(e) => return failed(e),
     };
-    let read::Shown { run, steps, calls } = &shown;
+    let read::Shown {
+        run,
+        steps,
+        calls,
+        feedback,
+        eval,
+    } = &shown;
     let _ = match format {
         Format::Json => writeln!(out, "{}", json!(shown)),
         Format::Text => {
@@ -200,6 +249,29 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
                     "  error[{}]: {}\n",
                     e["code"].as_str().unwrap_or("?"),
                     e["message"].as_str().unwrap_or("")
+                ));
+            }
+            if let Some(e) = eval {
+                t.push_str(&format!(
+                    "  evaluation {}, case {}: {} (score {:.2}){}\n",
+                    e.eval,
+                    e.case.case_id,
+                    e.case.verdict,
+                    e.case.score,
+                    if e.case.reason.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", e.case.reason)
+                    }
+                ));
+            }
+            if let Some(f) = feedback {
+                t.push_str(&format!(
+                    "  a person's verdict: {}{}\n",
+                    f.verdict,
+                    f.note
+                        .as_deref()
+                        .map_or(String::new(), |n| format!(": {n}"))
                 ));
             }
             t.push_str("\nsteps:\n");

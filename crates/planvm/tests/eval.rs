@@ -450,3 +450,105 @@ async fn the_example_dataset_replays_offline() {
     assert_eq!(r["summary"]["cases"], 3, "{r}");
     assert_eq!(r["summary"]["passed"], 3, "{r}");
 }
+
+/// With `--store`, each case is a stored goal of the evaluation with its verdict beside
+/// it; a person's verdict on a run (`runs feedback`) shows in a later `--compare`.
+#[tokio::test]
+async fn an_evaluation_is_stored_and_peoples_verdicts_show_in_a_comparison() {
+    let t = Setup::new();
+    let db = t.path("s.db");
+    let report = t.path("report.json");
+    let out = t
+        .eval(&[
+            "--store",
+            &db,
+            "--eval-id",
+            "e1",
+            "--format",
+            "json",
+            "--output",
+            &report,
+        ])
+        .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("evaluation e1 stored in"),
+        "{}",
+        out.stderr
+    );
+    let r: Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(r["eval"], "e1");
+    let mult = case(&r, "mult");
+    assert_eq!(mult["goal_id"], "e1.mult");
+    assert_eq!(mult["runs"], json!(["e1.mult"]));
+    // The same id again is refused.
+    assert_eq!(
+        t.eval(&["--store", &db, "--eval-id", "e1"]).await.code,
+        Some(2)
+    );
+
+    let shown = planvm(
+        vec![
+            "runs".into(),
+            "show".into(),
+            "e1.wrong".into(),
+            "--store".into(),
+            db.clone(),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(shown.code, Some(0), "{}", shown.stderr);
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    assert_eq!(shown["eval"]["eval"], "e1");
+    assert_eq!(shown["eval"]["case"], "wrong");
+    assert_eq!(shown["eval"]["verdict"], "fail");
+    assert_eq!(shown["eval"]["reason"], "the answer does not match /^43$/");
+
+    let feedback = async |run: &str, verdict: &str| {
+        planvm(
+            vec![
+                "runs".into(),
+                "feedback".into(),
+                run.into(),
+                "--verdict".into(),
+                verdict.into(),
+                "--note".into(),
+                "42 is right".into(),
+                "--store".into(),
+                db.clone(),
+            ],
+            &[],
+        )
+        .await
+        .code
+    };
+    assert_eq!(feedback("e1.wrong", "bad").await, Some(0));
+    assert_eq!(feedback("e1.wrong", "good").await, Some(0));
+    assert_eq!(feedback("nope", "good").await, Some(66));
+
+    let out = t
+        .eval(&["--store", &db, "--compare", &report, "--format", "json"])
+        .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let cmp: Value = serde_json::from_str(&out.stdout).unwrap();
+    let people = &cmp["comparison"]["people"];
+    assert_eq!(people.as_array().map(Vec::len), Some(1), "{cmp}");
+    assert_eq!(people[0]["id"], "wrong");
+    assert_eq!(people[0]["run"], "e1.wrong");
+    assert_eq!(people[0]["verdict"], "good");
+    assert_eq!(people[0]["note"], "42 is right");
+    assert_eq!(
+        (people[0]["before"].as_str(), people[0]["after"].as_str()),
+        (Some("fail"), Some("fail"))
+    );
+    let text = t.eval(&["--store", &db, "--compare", &report]).await;
+    assert!(
+        text.stdout
+            .contains("good       wrong                    judged fail then, fail now (run e1.wrong): 42 is right"),
+        "{}",
+        text.stdout
+    );
+}

@@ -175,6 +175,46 @@ async fn every_endpoint_answers_and_refuses_as_documented() {
     let (status, _) = call(Method::GET, format!("{}/v2/nothing", s.base), None, ok).await;
     assert_eq!(status, 404);
 
+    // A person's verdict on a run: kept, shown with the run; refused for no run, for a
+    // verdict other than good or bad, for an over-long note.
+    let feedback = format!("{one}/feedback");
+    let verdict = json!({"verdict": "bad", "note": "too short"});
+    let (status, body) = call(
+        Method::POST,
+        feedback.clone(),
+        Some(verdict.to_string()),
+        ok,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["feedback"]["verdict"], "bad");
+    assert_eq!(body["feedback"]["note"], "too short");
+    let (_, shown) = call(Method::GET, one.clone(), None, ok).await;
+    assert_eq!(shown["feedback"]["verdict"], "bad", "{shown}");
+    let (status, body) = call(
+        Method::POST,
+        format!("{runs}/nope/feedback"),
+        Some(verdict.to_string()),
+        ok,
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let maybe = json!({"verdict": "maybe"}).to_string();
+    let (status, body) = call(Method::POST, feedback.clone(), Some(maybe), ok).await;
+    assert_eq!(status, 400, "{body}");
+    let long = json!({"verdict": "good", "note": "x".repeat(4001)}).to_string();
+    let (status, body) = call(Method::POST, feedback, Some(long), ok).await;
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (422, &json!("bad_input")),
+        "{body}"
+    );
+    // No evaluation yet.
+    let (status, body) = call(Method::GET, format!("{}/v1/evals", s.base), None, ok).await;
+    assert_eq!((status, body), (200, json!({"evals": []})));
+    let (status, body) = call(Method::GET, format!("{}/v1/evals/e1", s.base), None, ok).await;
+    assert_eq!(status, 404, "{body}");
+
     // The OpenAPI document, generated from the code: every route in it.
     let (status, doc) = call(Method::GET, format!("{}/openapi.json", s.base), None, ok).await;
     assert_eq!(status, 200, "{doc}");
@@ -186,6 +226,9 @@ async fn every_endpoint_answers_and_refuses_as_documented() {
         "/v1/runs/{id}/branch",
         "/v1/runs/{id}/branch/preview",
         "/v1/runs/{id}/cancel",
+        "/v1/runs/{id}/feedback",
+        "/v1/evals",
+        "/v1/evals/{id}",
         "/v1/chat/completions",
         "/openapi.json",
     ] {

@@ -1,11 +1,12 @@
 // The web pages of `planvm serve`, as a person uses them, in headless Chromium driven by
 // Playwright: the runs list, a finished run, a step's variables and call, the calls'
 // timeline, a branch from a step with an edited plan, previewed and then run to its
-// answer, and a run that asks a question, answered on its page. Everything is real and on loopback: a tool server (below), the service (the
+// answer, a run that asks a question, answered on its page, a person's verdict on a run,
+// and an evaluation stored by `planvm eval --store`, its cases and a case's run. Everything is real and on loopback: a tool server (below), the service (the
 // binary in $PLANVM_BIN) on a fresh store, the browser. Screenshots go to $SHOTS (default:
 // a temporary directory) and must not be blank. Exit 0 when every check holds.
 
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { once } from "node:events";
 import fs from "node:fs";
 import http from "node:http";
@@ -226,6 +227,45 @@ async function main() {
     await page.locator("#answer").waitFor({ timeout: 15000 });
     check((await page.locator("#answer").textContent()) === "found(gamma)",
       "the answered run goes on to its answer");
+
+    // A person's verdict on a run, given on its page and kept.
+    await page.goto(svc.base + "/runs/first");
+    await page.locator("#feedback-bad").waitFor();
+    await page.locator("#feedback-note").fill("the order is wrong");
+    await page.locator("#feedback-bad").click();
+    await page.locator("#feedback-given").waitFor();
+    await page.reload();
+    await page.locator("#feedback-given").waitFor();
+    check((await page.locator("#feedback-given").textContent()).includes("bad") &&
+      (await page.locator("#feedback-note").inputValue()) === "the order is wrong",
+      "a person's verdict on a run is kept with its note");
+
+    // An evaluation stored in the service's store: listed, its cases, a case's run.
+    const set = path.join(dir, "set.jsonl");
+    const cassette = path.join(dir, "planner.jsonl");
+    fs.writeFileSync(set, '{"id": "hello", "goal": "Say hi.", "expected": "hi"}\n' +
+      '{"id": "bye", "goal": "Say bye.", "expected": "bye"}\n');
+    const reply = (answer) => "```json\n" + JSON.stringify([{ seq_no: 0, type: "assign", parameters: { final_answer: answer } }]) + "\n```";
+    fs.writeFileSync(cassette, ["Say hi.", "Say bye."].map((goal) => JSON.stringify({
+      tool: "planner", args: { goal, response_format: null, feedback: null }, output: reply(goal === "Say hi." ? "hi" : "see you"),
+    })).join("\n") + "\n");
+    const evaluated = spawnSync(BIN, ["eval", set, "--replay", cassette, "--store", path.join(dir, "s.db"),
+      "--eval-id", "e1"], { encoding: "utf8" });
+    check(evaluated.status === 0, "an evaluation is stored: " + evaluated.stderr);
+    await page.goto(svc.base + "/");
+    const evalRow = page.locator('tr[data-eval="e1"]');
+    await evalRow.waitFor();
+    check((await evalRow.textContent()).includes("1 of 2"), "the runs page lists the evaluation, 1 of 2 passed");
+    await evalRow.locator("a").click();
+    const bye = page.locator('tr[data-case="bye"]');
+    await bye.waitFor();
+    check((await bye.textContent()).includes("fail") && (await bye.textContent()).includes("the answer is not"),
+      "a failed case shows its verdict and reason");
+    await shot(page, "evaluation");
+    await page.locator('tr[data-case="hello"] td a').click();
+    await page.locator("#eval").waitFor();
+    check((await page.locator("#eval").textContent()).includes("Evaluation e1, case hello"),
+      "a case's run shows the case and its verdict");
     check(errors.length === 0, "no script errors: " + errors.join("; "));
   } finally {
     if (browser) await browser.close();
