@@ -26,6 +26,8 @@ pub type Observer = Box<dyn FnMut(&Value) + Send>;
 pub struct Tracer {
     sink: Option<Box<dyn Write + Send>>,
     observer: Option<Observer>,
+    /// Hears every event too (telemetry); what it says is not the run's business.
+    also: Option<Box<dyn Journal>>,
     start: Instant,
     write_error: Option<String>,
 }
@@ -51,6 +53,7 @@ impl Tracer {
         Tracer {
             sink: None,
             observer: None,
+            also: None,
             start: Instant::now(),
             write_error: None,
         }
@@ -67,6 +70,12 @@ impl Tracer {
     pub fn with_observer(mut self, f: Observer) -> Self {
         self.observer = Some(f);
         self
+    }
+
+    /// Passes every event to `journal` as well; its errors are ignored (a journal of
+    /// spans for telemetry must never fail a run).
+    pub fn also(&mut self, journal: Box<dyn Journal>) {
+        self.also = Some(journal);
     }
 
     /// Whether anyone listens (the VM's own event recording is switched on only then).
@@ -154,6 +163,9 @@ impl Journal for Tracer {
     }
 
     fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
+        if let Some(also) = &mut self.also {
+            let _ = also.record(event);
+        }
         if !self.is_active() {
             return Ok(());
         }

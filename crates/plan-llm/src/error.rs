@@ -30,6 +30,21 @@ pub enum CallErrorKind {
     Config,
 }
 
+impl CallErrorKind {
+    /// Its name in traces (`error.type`): `timeout`, `transport`, `refused`,
+    /// `bad_response`, `replay`, `config`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CallErrorKind::Timeout => "timeout",
+            CallErrorKind::Transport => "transport",
+            CallErrorKind::Refused => "refused",
+            CallErrorKind::BadResponse => "bad_response",
+            CallErrorKind::Replay => "replay",
+            CallErrorKind::Config => "config",
+        }
+    }
+}
+
 impl CallError {
     #[cold]
     pub fn new(kind: CallErrorKind, message: impl Into<String>) -> Self {

@@ -163,6 +163,24 @@ pub struct ModelError {
     pub message: String,
 }
 
+/// The planner's model on `host` as traces name it: `[planner.backend]`'s (or
+/// `[defaults.backend]`'s) `model`, or `replay` for a cassette.
+pub fn model_name(host: &Host) -> String {
+    if host.replay().is_some() {
+        return "replay".to_owned();
+    }
+    let manifest = host.manifest();
+    let backend = manifest
+        .planner
+        .as_ref()
+        .and_then(|p| p.backend.as_ref())
+        .or(manifest.default_backend.as_ref());
+    match backend {
+        Some(plan_manifest::BackendConfig::Openai { model, .. }) => model.clone(),
+        _ => "replay".to_owned(),
+    }
+}
+
 /// The planner's LLM for a run on `host`: the host's replay cassette when it has one
 /// (`--replay`), else `[planner.backend]` of its tools file (or `[defaults.backend]`) with
 /// `[planner] temperature`.

@@ -173,6 +173,16 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         Err(e) if e.usage => return fail(exit::USAGE, e.message),
         Err(e) => return fail(exit::RUN_FAILED, e.message),
     };
+    let workflow = plan_telemetry::Workflow {
+        command: "ask",
+        plan: None,
+        goal: Some(&args.goal),
+    };
+    let telemetry = session::telemetry(&workflow, &host, &mut tracer);
+    let model = match &telemetry {
+        Some(t) => t.model(model, &plan_planner::model_name(&host)),
+        None => model,
+    };
     // NB: also builds each database's index once, which the prompt then reuses.
     for w in host.ground(&args.goal).warnings {
         eprintln!("warning: {w}");
@@ -234,6 +244,15 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     if let Some(line) = status_line {
         line.finish();
     }
+    let status = serde_json::to_value(outcome.status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    session::end_telemetry(
+        telemetry,
+        outcome.report.as_ref(),
+        (&status, last_run.as_deref()),
+    );
     if let Some(e) = tracer.write_error() {
         eprintln!("warning: writing the trace failed: {e}");
     }

@@ -82,19 +82,37 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let plan = args.file.display().to_string();
+    let workflow = plan_telemetry::Workflow {
+        command: "run",
+        plan: Some(&plan),
+        goal: None,
+    };
+    let telemetry = session::telemetry(&workflow, &host, &mut tracer);
     tracer.restart_clock();
-    match session::block_on(
+    let outcome = session::block_on(
         &runtime,
         &host,
         run_loaded(&host, &loaded, &args, &mut tracer),
-    ) {
-        Ok((report, id)) => finish(
-            report,
-            (args.output.format, id.as_deref()),
-            &tracer,
-            status_line,
-        ),
-        Err(code) => code,
+    );
+    match outcome {
+        Ok((report, id)) => {
+            session::end_telemetry(
+                telemetry,
+                Some(&report),
+                (session::status_name(&report), id.as_deref()),
+            );
+            finish(
+                report,
+                (args.output.format, id.as_deref()),
+                &tracer,
+                status_line,
+            )
+        }
+        Err(code) => {
+            session::end_telemetry(telemetry, None, ("not_started", None));
+            code
+        }
     }
 }
 

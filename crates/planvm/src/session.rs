@@ -175,6 +175,59 @@ pub(crate) fn start_session(
     })
 }
 
+/// This command's telemetry, when the environment asks for it (docs/telemetry.md): its
+/// tool spans are taken from `tracer`'s events. Made outside any async runtime (its
+/// exporter has a blocking client of its own).
+pub(crate) fn telemetry(
+    workflow: &plan_telemetry::Workflow<'_>,
+    host: &Host,
+    tracer: &mut Tracer,
+) -> Option<plan_telemetry::Telemetry> {
+    match plan_telemetry::Telemetry::from_env(workflow, host.redactor().clone()) {
+        Ok(Some(t)) => {
+            tracer.also(Box::new(t.journal(host.manifest())));
+            Some(t)
+        }
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!("warning: {e}: no trace is exported");
+            None
+        }
+    }
+}
+
+/// Ends the command's trace as `report` says, sending what is left; says how many spans
+/// were lost, if any.
+pub(crate) fn end_telemetry(
+    telemetry: Option<plan_telemetry::Telemetry>,
+    report: Option<&plan_host::RunReport>,
+    (status, run_id): (&str, Option<&str>),
+) {
+    let Some(t) = telemetry else { return };
+    let error = report
+        .and_then(|r| r.error.as_ref())
+        .map(|e| e.code.as_str().to_owned());
+    let lost = t.finish(&plan_telemetry::Ended {
+        status,
+        run_id,
+        steps: report.map_or(0, |r| r.steps),
+        tool_calls: report.map_or(0, |r| r.tool_calls),
+        error: error.as_deref(),
+    });
+    if lost > 0 {
+        eprintln!("warning: {lost} spans did not reach the OpenTelemetry collector");
+    }
+}
+
+/// A run's status as traces and JSON name it.
+pub(crate) fn status_name(report: &RunReport) -> &'static str {
+    match report.status {
+        RunStatus::Ok => "ok",
+        RunStatus::Failed => "failed",
+        RunStatus::NeedsInput => "needs_input",
+    }
+}
+
 /// A host that could not be set up: its error printed, its exit code.
 pub(crate) fn host_failed(e: plan_host::HostError) -> u8 {
     let code = match e.kind {

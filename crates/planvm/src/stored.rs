@@ -139,6 +139,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         tool_timeout: args.tool_timeout,
     };
     go_on(
+        "resume",
         manifest,
         args.replay,
         &times,
@@ -152,6 +153,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
 /// Claims a stored run (resumed or a new branch) once everything else is ready, runs it
 /// to its end journaled in its store, and prints it like `run`.
 fn go_on(
+    command: &str,
     manifest: plan_manifest::Manifest,
     replay: Option<PathBuf>,
     times: &crate::args::Times,
@@ -181,7 +183,18 @@ fn go_on(
     };
     let id = claimed.id().to_owned();
     eprintln!("run {id}");
+    let workflow = plan_telemetry::Workflow {
+        command,
+        plan: None,
+        goal: None,
+    };
+    let telemetry = session::telemetry(&workflow, &host, &mut tracer);
     let report = session::block_on(&runtime, &host, claimed.go(&host, &mut tracer));
+    session::end_telemetry(
+        telemetry,
+        Some(&report),
+        (session::status_name(&report), Some(&id)),
+    );
     session::finish(report, (output.format, Some(&id)), &tracer, status_line)
 }
 
@@ -234,6 +247,7 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         return failed(e);
     }
     go_on(
+        "branch",
         manifest,
         args.replay,
         &args.limits.times(),

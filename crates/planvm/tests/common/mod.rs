@@ -27,6 +27,8 @@ pub async fn planvm(args: Vec<String>, env: &[(&str, &str)]) -> Out {
             .args(&args)
             .env_remove("OPENAI_API_KEY")
             .env_remove("PLANVM_STORE")
+            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .envs(env)
             .output()
             .unwrap()

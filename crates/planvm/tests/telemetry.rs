@@ -1,0 +1,365 @@
+//! OpenTelemetry export against a real OTLP/HTTP receiver on loopback (its requests
+//! decoded with the OTLP protobuf types): a run of 13 tool calls is one trace, the calls'
+//! spans under the run's; no key in any exported byte; a collector that is down or hangs
+//! changes no answer and costs the run next to nothing.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Out, planvm, s};
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use serde_json::{Value, json};
+
+const KEY: &str = "sk-telemetry-secret-0123456789";
+const CALLS: usize = 13;
+/// Each tool call's latency: the run takes about `CALLS` times this.
+const CALL_MS: u64 = 250;
+
+/// `vector_search` that answers its query with `+` appended and what it was sent as the
+/// key (so a key that leaked into an output would show), after `CALL_MS`.
+struct Echo;
+
+impl wiremock::Respond for Echo {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let args: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let auth = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let query = args["query"].as_str().unwrap_or_default();
+        let text = if query == "start" {
+            format!("start+ ({auth})")
+        } else {
+            format!("{}+", query.split(' ').next().unwrap_or_default())
+        };
+        wiremock::ResponseTemplate::new(200)
+            .set_body_json(json!({"text": text}))
+            .set_delay(Duration::from_millis(CALL_MS))
+    }
+}
+
+/// 13 calls, each on the last one's answer, so they run one after another.
+fn plan() -> String {
+    let mut steps: Vec<Value> = (0..CALLS)
+        .map(|i| {
+            let query = if i == 0 {
+                "start".to_owned()
+            } else {
+                format!("${{r{}}}", i - 1)
+            };
+            json!({"seq_no": i, "type": "calling", "parameters": {"tool_name": "vector_search",
+                   "tool_params": {"query": query}, "output_vars": [format!("r{i}")]}})
+        })
+        .collect();
+    steps.insert(
+        0,
+        json!({"seq_no": -1, "type": "reasoning", "parameters": {
+            "chain_of_thoughts": "Search, then search for what was found, 13 times.",
+            "dependency_analysis": "Each search needs the last one's answer."}}),
+    );
+    steps.push(json!({"seq_no": CALLS, "type": "assign",
+                      "parameters": {"final_answer": format!("${{r{}}}", CALLS - 1)}}));
+    Value::Array(steps).to_string()
+}
+
+fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Any> {
+    attrs
+        .iter()
+        .find(|kv| kv.key == key)
+        .and_then(|kv| kv.value.as_ref())
+        .and_then(|v| v.value.as_ref())
+}
+
+fn text(attrs: &[KeyValue], key: &str) -> Option<String> {
+    match attr(attrs, key) {
+        Some(Any::StringValue(s)) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_one_trace_and_a_collector_that_is_down_or_hangs_costs_it_nothing() {
+    let tools = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Echo)
+        .mount(&tools)
+        .await;
+    let collector = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .and(wiremock::matchers::path("/v1/traces"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200)
+                .insert_header("content-type", "application/x-protobuf"),
+        )
+        .mount(&collector)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools_file = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools_file,
+        format!(
+            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\n\
+             pointer = \"/text\"\napi_key_env = \"TELEMETRY_TOOL_KEY\"\nmax_retries = 0\n",
+            tools.uri()
+        ),
+    )
+    .unwrap();
+    let plan_file = dir.path().join("chain.json");
+    std::fs::write(&plan_file, plan()).unwrap();
+    let args = vec![
+        "run".to_owned(),
+        s(&plan_file),
+        "--tools".to_owned(),
+        s(&tools_file),
+        "--format".to_owned(),
+        "json".to_owned(),
+    ];
+    let run = async |env: &[(&str, &str)]| -> (Out, Duration) {
+        let mut env = env.to_vec();
+        env.push(("TELEMETRY_TOOL_KEY", KEY));
+        let start = Instant::now();
+        let out = planvm(args.clone(), &env).await;
+        (out, start.elapsed())
+    };
+    let answer = |out: &Out| -> Value {
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        serde_json::from_str::<Value>(&out.stdout).unwrap()["final_answer"].clone()
+    };
+
+    let (plain, _) = run(&[]).await;
+    let expected = answer(&plain);
+    assert!(
+        expected.as_str().unwrap().starts_with("start+"),
+        "{expected}"
+    );
+
+    // Exported: one trace, the run's span, a span per call under it, no key anywhere.
+    let endpoint = collector.uri();
+    let (traced, _) = run(&[
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+        ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true"),
+    ])
+    .await;
+    assert_eq!(answer(&traced), expected);
+    let requests = collector.received_requests().await.unwrap();
+    assert!(
+        !requests.is_empty(),
+        "nothing was exported: {}",
+        traced.stderr
+    );
+    let mut spans: Vec<Span> = Vec::new();
+    let mut service = None;
+    for r in &requests {
+        assert!(
+            !String::from_utf8_lossy(&r.body).contains(KEY),
+            "the key was exported"
+        );
+        let decoded = ExportTraceServiceRequest::decode(r.body.as_slice()).unwrap();
+        for rs in decoded.resource_spans {
+            if let Some(res) = &rs.resource {
+                service = text(&res.attributes, "service.name");
+            }
+            for ss in rs.scope_spans {
+                spans.extend(ss.spans);
+            }
+        }
+    }
+    assert_eq!(service.as_deref(), Some("planvm"));
+    let roots: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.parent_span_id.is_empty())
+        .collect();
+    assert_eq!(
+        roots.len(),
+        1,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let root = roots[0];
+    assert_eq!(root.name, "invoke_workflow run");
+    assert_eq!(
+        text(&root.attributes, "planrt.status").as_deref(),
+        Some("ok")
+    );
+    assert_eq!(
+        attr(&root.attributes, "planrt.tool_calls"),
+        Some(&Any::IntValue(CALLS as i64))
+    );
+    let calls: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "execute_tool vector_search")
+        .collect();
+    assert_eq!(calls.len(), CALLS);
+    assert_eq!(spans.len(), CALLS + 1);
+    for c in &calls {
+        assert_eq!(c.trace_id, root.trace_id);
+        assert_eq!(c.parent_span_id, root.span_id);
+        assert_eq!(
+            text(&c.attributes, "gen_ai.operation.name").as_deref(),
+            Some("execute_tool")
+        );
+        assert_eq!(
+            text(&c.attributes, "gen_ai.tool.name").as_deref(),
+            Some("vector_search")
+        );
+        assert_eq!(
+            text(&c.attributes, "planrt.tool.effect").as_deref(),
+            Some("read")
+        );
+        assert!(c.end_time_unix_nano - c.start_time_unix_nano >= CALL_MS * 1_000_000);
+    }
+    let first = calls
+        .iter()
+        .find(|c| {
+            text(&c.attributes, "gen_ai.tool.call.arguments").is_some_and(|a| a.contains("start"))
+        })
+        .unwrap();
+    let result = text(&first.attributes, "gen_ai.tool.call.result").unwrap();
+    assert!(result.starts_with("start+"), "{result}");
+
+    // A collector that is down (nothing listens), and one that takes the connection and
+    // never answers: the same answer, each in about the time of a run without them.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let down = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let hung_url = format!("http://{}", hung.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in hung.incoming() {
+            held.push(conn);
+        }
+    });
+    let mut base = Duration::MAX;
+    let mut worst = Duration::ZERO;
+    for _ in 0..2 {
+        base = base.min(run(&[]).await.1);
+        for url in [&down, &hung_url] {
+            let (out, took) = run(&[("OTEL_EXPORTER_OTLP_ENDPOINT", url)]).await;
+            assert_eq!(answer(&out), expected, "{}", out.stderr);
+            assert!(
+                out.stderr
+                    .contains("spans did not reach the OpenTelemetry collector"),
+                "{}",
+                out.stderr
+            );
+            worst = worst.max(took);
+        }
+    }
+    // NB: the slowest run with a bad collector against the fastest without one.
+    assert!(
+        worst.as_secs_f64() < base.as_secs_f64() * 1.05,
+        "{worst:?} with a bad collector, {base:?} without"
+    );
+}
+
+/// `ask`: the planner's call is a `chat {model}` span beside the run's tool calls, all
+/// under the `ask`'s span; the goal goes out only as a hash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ask_traces_its_planner_call_under_the_same_workflow() {
+    let server = wiremock::MockServer::start().await;
+    let plan = json!([
+        {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Search.", "dependency_analysis": "None."}},
+        {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search",
+         "tool_params": {"query": "start"}, "output_vars": ["final_answer"]}}
+    ]);
+    wiremock::Mock::given(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "id": "x", "object": "chat.completion", "created": 0, "model": "planner-model",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": format!("```json\n{plan}\n```")}}]
+        })))
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path("/search"))
+        .respond_with(Echo)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path("/v1/traces"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        format!(
+            "[planner.backend]\nkind = \"openai\"\nbase_url = \"{0}/v1\"\nmodel = \"planner-model\"\n\
+             api_key_env = \"TELEMETRY_TOOL_KEY\"\nmax_retries = 0\n\
+             [[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{0}/search\"\npointer = \"/text\"\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let goal = "What does the first search find?";
+    let out = planvm(
+        vec![
+            "ask".into(),
+            goal.into(),
+            "--tools".into(),
+            s(&tools),
+            "--no-stream".into(),
+        ],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &server.uri()),
+            ("OTEL_SERVICE_NAME", "my-agents"),
+            ("TELEMETRY_TOOL_KEY", KEY),
+        ],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let mut spans: Vec<Span> = Vec::new();
+    let mut service = None;
+    for r in server.received_requests().await.unwrap() {
+        if r.url.path() != "/v1/traces" {
+            continue;
+        }
+        let body = String::from_utf8_lossy(&r.body);
+        assert!(
+            !body.contains(KEY) && !body.contains(goal),
+            "exported: {body}"
+        );
+        let decoded = ExportTraceServiceRequest::decode(r.body.as_slice()).unwrap();
+        for rs in decoded.resource_spans {
+            service = rs
+                .resource
+                .and_then(|res| text(&res.attributes, "service.name"));
+            spans.extend(rs.scope_spans.into_iter().flat_map(|ss| ss.spans));
+        }
+    }
+    assert_eq!(service.as_deref(), Some("my-agents"));
+    let root = spans.iter().find(|s| s.parent_span_id.is_empty()).unwrap();
+    assert_eq!(root.name, "invoke_workflow ask");
+    assert_eq!(
+        text(&root.attributes, "planrt.status").as_deref(),
+        Some("answered")
+    );
+    assert!(text(&root.attributes, "planrt.goal.hash").is_some());
+    let chat = spans
+        .iter()
+        .find(|s| s.name == "chat planner-model")
+        .unwrap();
+    assert_eq!(chat.parent_span_id, root.span_id);
+    assert_eq!(
+        text(&chat.attributes, "gen_ai.request.model").as_deref(),
+        Some("planner-model")
+    );
+    assert_eq!(
+        attr(&chat.attributes, "planrt.planner.round"),
+        Some(&Any::IntValue(0))
+    );
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool vector_search")
+        .unwrap();
+    assert_eq!(tool.parent_span_id, root.span_id);
+    assert!(tool.start_time_unix_nano >= chat.end_time_unix_nano);
+    assert_eq!(spans.len(), 3);
+}
