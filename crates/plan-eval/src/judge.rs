@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use plan_host::{CassetteEntry, Host};
-use plan_llm::{ChatClient, Message};
+use plan_llm::{ChatClient, Message, Usage};
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -25,6 +25,9 @@ pub struct Verdict {
     pub passed: bool,
     pub score: f64,
     pub reason: String,
+    /// The tokens the judge's reply cost, when its server says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// An LLM that grades answers.
@@ -75,6 +78,7 @@ impl Judge {
         key.insert("goal".into(), json!(case.goal));
         key.insert("expected".into(), json!(case.expected));
         key.insert("answer".into(), json!(answer));
+        let mut usage = None;
         let reply = match (host.replay(), &self.chat) {
             (Some(replay), _) => replay
                 .answer(JUDGE_TOOL, &key.into(), None)
@@ -92,8 +96,12 @@ impl Judge {
                     .replace("{{answer}}", &answer);
                 let asked = Instant::now();
                 let reply = chat
-                    .complete(&[Message::user(prompt)])
+                    .reply(&[Message::user(prompt)])
                     .await
+                    .map(|r| {
+                        usage = r.usage;
+                        r.text
+                    })
                     .map_err(|e| e.message);
                 match (reply, host.recorder()) {
                     (Ok(text), Some(rec)) => rec
@@ -113,7 +121,7 @@ impl Judge {
             }
             (None, None) => Err("no cassette has this case's judge".into()),
         };
-        match reply {
+        let verdict = match reply {
             Ok(text) => read(&text).unwrap_or_else(|why| Verdict {
                 passed: false,
                 score: 0.0,
@@ -121,13 +129,16 @@ impl Judge {
                     "the judge's reply could not be read ({why}): {}",
                     cut(&text)
                 ),
+                usage: None,
             }),
             Err(e) => Verdict {
                 passed: false,
                 score: 0.0,
                 reason: format!("the judge could not grade: {e}"),
+                usage: None,
             },
-        }
+        };
+        Verdict { usage, ..verdict }
     }
 }
 
@@ -166,6 +177,7 @@ fn read(text: &str) -> Result<Verdict, String> {
         passed,
         score,
         reason: v["reason"].as_str().unwrap_or_default().to_owned(),
+        usage: None,
     })
 }
 

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::Value;
 
+use plan_llm::Usage;
+
 use crate::grade::Check;
 
 /// How one case went.
@@ -36,6 +38,9 @@ pub struct CaseReport {
     pub steps: u64,
     pub tool_calls: u64,
     pub latency_ms: u64,
+    /// The tokens the planner's and the judge's replies cost, where their servers say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
     /// With `--store`: the goal it was asked as, and its runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub goal_id: Option<String>,
@@ -70,6 +75,10 @@ pub struct Summary {
     /// Failed cases by cause: the `ask`'s status, or `checks` for an answer that failed
     /// its checks.
     pub failures: BTreeMap<String, usize>,
+    /// The tokens of every case whose servers said (`usage_cases` of them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    pub usage_cases: usize,
 }
 
 /// The summary of `cases`.
@@ -115,6 +124,11 @@ pub fn summarize(cases: &[CaseReport]) -> Summary {
         latency_p50_ms: pct(0.5),
         latency_p95_ms: pct(0.95),
         failures,
+        usage: cases.iter().filter_map(|c| c.usage).reduce(|mut a, b| {
+            a += b;
+            a
+        }),
+        usage_cases: cases.iter().filter(|c| c.usage.is_some()).count(),
     }
 }
 
@@ -238,6 +252,7 @@ mod tests {
             steps: 1,
             tool_calls: 0,
             latency_ms,
+            usage: None,
             goal_id: None,
             runs: Vec::new(),
             store_error: None,

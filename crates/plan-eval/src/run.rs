@@ -207,6 +207,13 @@ pub async fn run(
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default();
+            let usage = [outcome.usage, verdict.as_ref().and_then(|v| v.usage)]
+                .into_iter()
+                .flatten()
+                .reduce(|mut a, b| {
+                    a += b;
+                    a
+                });
             let mut report = CaseReport {
                 id: case.id.clone(),
                 line: case.line,
@@ -229,6 +236,7 @@ pub async fn run(
                 steps: report.map_or(0, |r| r.steps),
                 tool_calls: report.map_or(0, |r| r.tool_calls),
                 latency_ms,
+                usage,
                 goal_id,
                 runs,
                 store_error: None,
@@ -276,6 +284,7 @@ fn not_started(case: &Case, reason: String, start: Instant) -> CaseReport {
         steps: 0,
         tool_calls: 0,
         latency_ms: u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX),
+        usage: None,
         goal_id: None,
         runs: Vec::new(),
         store_error: None,

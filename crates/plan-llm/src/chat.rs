@@ -46,6 +46,42 @@ impl Message {
     }
 }
 
+/// The tokens a reply cost, as the server counted them (`usage`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+    }
+}
+
+impl Usage {
+    /// The `usage` of a completion or of a stream's event: `prompt_tokens` and
+    /// `completion_tokens` (or `input_tokens` and `output_tokens`); None without one.
+    pub fn of(v: &Value) -> Option<Usage> {
+        let u = v.get("usage").filter(|u| u.is_object())?;
+        let n = |a: &str, b: &str| u.get(a).or_else(|| u.get(b)).and_then(Value::as_u64);
+        let input = n("prompt_tokens", "input_tokens");
+        let output = n("completion_tokens", "output_tokens");
+        (input.is_some() || output.is_some()).then(|| Usage {
+            input_tokens: input.unwrap_or(0),
+            output_tokens: output.unwrap_or(0),
+        })
+    }
+}
+
+/// A reply and what it cost, when the server said.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reply {
+    pub text: String,
+    pub usage: Option<Usage>,
+}
+
 /// A model behind an OpenAI-compatible endpoint. Built by [`crate::Connector::chat`].
 #[derive(Debug)]
 pub struct ChatClient {
@@ -92,14 +128,26 @@ impl ChatClient {
         if let (Some(t), Value::Object(m)) = (self.temperature, &mut body) {
             m.insert("temperature".into(), json!(t));
         }
+        if let (true, Value::Object(m)) = (stream, &mut body) {
+            // NB: the tokens of a streamed reply come in a last event of their own.
+            m.insert("stream_options".into(), json!({"include_usage": true}));
+        }
         body
     }
 
     /// The assistant's reply to `messages` (`choices[0].message.content`).
     pub async fn complete(&self, messages: &[Message]) -> Result<String, CallError> {
+        self.reply(messages).await.map(|r| r.text)
+    }
+
+    /// [`ChatClient::complete`], with the tokens it cost when the server says.
+    pub async fn reply(&self, messages: &[Message]) -> Result<Reply, CallError> {
         let resp = self.endpoint.post_json(&self.body(messages, false)).await?;
         match resp.pointer("/choices/0/message/content").and_then(text) {
-            Some(t) => Ok(t),
+            Some(text) => Ok(Reply {
+                text,
+                usage: Usage::of(&resp),
+            }),
             None => Err(self.bad_response(&resp, "choices[0].message.content")),
         }
     }
@@ -115,7 +163,21 @@ impl ChatClient {
         messages: &[Message],
         on_text: &mut (dyn FnMut(&str) + Send),
     ) -> Result<String, CallError> {
+        self.reply_streaming(messages, on_text)
+            .await
+            .map(|r| r.text)
+    }
+
+    /// [`ChatClient::complete_streaming`], with the tokens it cost when the server says
+    /// (`stream_options.include_usage`: an event after the last piece, read for
+    /// [`crate::net::TRAILER_WAIT`] at most).
+    pub async fn reply_streaming(
+        &self,
+        messages: &[Message],
+        on_text: &mut (dyn FnMut(&str) + Send),
+    ) -> Result<Reply, CallError> {
         let mut reply = String::new();
+        let mut usage: Option<Usage> = None;
         // NB: set only by the event that ends the answer, which ends the attempt too, so
         // a retried attempt never inherits it.
         let mut complete = false;
@@ -140,7 +202,14 @@ impl ChatClient {
                     ),
                 ));
             }
+            if let Some(u) = Usage::of(&event) {
+                usage = Some(u);
+            }
             let Some(choice) = event.pointer("/choices/0") else {
+                // NB: the usage event has no choices.
+                if usage.is_some() && event.get("choices").is_some_and(Value::is_array) {
+                    return Ok(Taken::Ignored);
+                }
                 return Err(self.bad_response(&event, "choices[0]"));
             };
             // A whole completion (the server did not stream) ends the answer by itself.
@@ -161,9 +230,12 @@ impl ChatClient {
                     None => return Err(self.bad_response(&event, "choices[0].delta.content")),
                 },
             };
-            if whole || choice.get("finish_reason").is_some_and(|r| !r.is_null()) {
+            if whole {
                 complete = true;
                 taken = Taken::End;
+            } else if choice.get("finish_reason").is_some_and(|r| !r.is_null()) {
+                complete = true;
+                taken = Taken::Finished;
             }
             Ok(taken)
         };
@@ -180,7 +252,7 @@ impl ChatClient {
                 ),
             ));
         }
-        Ok(reply)
+        Ok(Reply { text: reply, usage })
     }
 
     #[cold]

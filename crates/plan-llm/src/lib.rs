@@ -25,12 +25,14 @@ mod redact;
 mod secret;
 mod sse;
 
-pub use chat::{ChatClient, Message, Role};
+pub use chat::{ChatClient, Message, Reply, Role, Usage};
 pub use connect::{
     Connector, DEFAULT_CHAT_CONCURRENCY, DEFAULT_CHAT_TIMEOUT, EndpointConfig, completions_url,
     http_client, install_crypto,
 };
 pub use error::{CallError, CallErrorKind, preview, secs};
-pub use net::{Endpoint, EventSink, MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR, Taken};
+pub use net::{
+    Endpoint, EventSink, MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR, TRAILER_WAIT, Taken,
+};
 pub use redact::{MIN_SECRET_BYTES, REDACTED, Redactor};
 pub use secret::{EnvLookup, Secret, process_env};

@@ -173,7 +173,14 @@ pub enum Taken {
     Used,
     /// The answer is complete: reading stops (a server may keep the connection open).
     End,
+    /// The answer is complete, and a trailer may follow (the token usage OpenAI sends
+    /// after the last piece): reading goes on for [`TRAILER_WAIT`] at most, or until the
+    /// stream ends or an event says [`Taken::End`].
+    Finished,
 }
+
+/// How long a stream whose answer is complete is read on for its trailer.
+pub const TRAILER_WAIT: Duration = Duration::from_millis(500);
 
 /// How the body of a successful response is read.
 enum Read<'s, 'a> {
@@ -436,17 +443,25 @@ impl Endpoint {
         // NB: only progress of the answer itself moves the deadline: keep-alive comments
         // and empty events do not keep a stalled answer waiting forever.
         let mut deadline = self.timeout.map(|t| (t, tokio::time::Instant::now() + t));
+        // NB: set once the answer is complete: what is left is a trailer, not waited for
+        // beyond this.
+        let mut trailer: Option<tokio::time::Instant> = None;
         loop {
-            let next = match deadline {
-                Some((t, at)) => match tokio::time::timeout_at(at, resp.chunk()).await {
+            let next = match (trailer, deadline) {
+                (Some(at), _) => match tokio::time::timeout_at(at, resp.chunk()).await {
+                    Ok(c) => c,
+                    Err(_) => return Attempt::Done(Value::Null),
+                },
+                (None, Some((t, at))) => match tokio::time::timeout_at(at, resp.chunk()).await {
                     Ok(c) => c,
                     Err(_) => return broke_off(self.idle_timeout(t, used), used),
                 },
-                None => resp.chunk().await,
+                (None, None) => resp.chunk().await,
             };
             let chunk = match next {
                 Ok(Some(c)) => c,
                 Ok(None) => break,
+                Err(_) if trailer.is_some() => return Attempt::Done(Value::Null),
                 Err(e) => return broke_off(self.transport_error(&e), used),
             };
             read = read.saturating_add(chunk.len());
@@ -463,6 +478,10 @@ impl Endpoint {
                         }
                     }
                     Ok(Taken::End) => return Attempt::Done(Value::Null),
+                    Ok(Taken::Finished) => {
+                        used = true;
+                        trailer.get_or_insert_with(|| tokio::time::Instant::now() + TRAILER_WAIT);
+                    }
                     Err(e) => return Attempt::Fatal(e),
                 }
             }

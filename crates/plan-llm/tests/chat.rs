@@ -447,3 +447,54 @@ fn configuration_errors_name_who_and_never_the_key() {
     assert!(bad(openai("http://x", None, Some(-1.0))).contains("timeout_secs"));
     assert!(bad(BackendConfig::Replay { cassette: None }).contains("needs an `openai` backend"));
 }
+
+#[tokio::test]
+async fn the_tokens_a_reply_cost_come_back_plain_and_streamed() {
+    let server = MockServer::start().await;
+    Mock::given(method("POST"))
+        .and(wiremock::matchers::body_partial_json(
+            json!({"stream": false}),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{"message": {"content": "whole"}}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}
+        })))
+        .mount(&server)
+        .await;
+    // NB: as OpenAI sends it: the usage in an event of its own, with no choices, after the
+    // one with the finish reason.
+    let mut events = vec![delta("pie"), delta("ces")];
+    events.push(json!({"choices": [{"delta": {}, "finish_reason": "stop"}]}));
+    events.push(json!({"choices": [], "usage": {"prompt_tokens": 20, "completion_tokens": 2}}));
+    Mock::given(method("POST"))
+        .and(wiremock::matchers::body_partial_json(
+            json!({"stream": true}),
+        ))
+        .respond_with(ResponseTemplate::new(200).set_body_raw(sse(&events), "text/event-stream"))
+        .mount(&server)
+        .await;
+    let c = client(&server.uri(), None);
+    let plain = c.reply(&[Message::user("g")]).await.unwrap();
+    assert_eq!(plain.text, "whole");
+    assert_eq!(
+        plain.usage,
+        Some(plan_llm::Usage {
+            input_tokens: 12,
+            output_tokens: 3
+        })
+    );
+    let streamed = c
+        .reply_streaming(&[Message::user("g")], &mut |_| {})
+        .await
+        .unwrap();
+    assert_eq!(streamed.text, "pieces");
+    assert_eq!(
+        streamed.usage,
+        Some(plan_llm::Usage {
+            input_tokens: 20,
+            output_tokens: 2
+        })
+    );
+    let body = body_of(&server, 1).await;
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+}

@@ -42,7 +42,7 @@ use plan_host::{
     CassetteEntry, Deadline, Host, Journal, ReplayBackend, ReportError, RunReport, TraceEvent,
     run_plan_reusing,
 };
-use plan_llm::{CallError, CallErrorKind, ChatClient, Message};
+use plan_llm::{CallError, CallErrorKind, ChatClient, Message, Reply, Usage};
 use plan_syntax::Diagnostic;
 use plan_vm::{ErrorCode, Event, Limits};
 
@@ -74,7 +74,8 @@ pub struct PlannerCall<'a> {
 
 /// The LLM that writes plans.
 pub trait PlannerModel: Send + Sync {
-    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<String, CallError>>;
+    /// The reply, with the tokens it cost when the server says.
+    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<Reply, CallError>>;
 
     /// Whether [`PlannerModel::reply_streaming`] delivers the reply in pieces.
     fn streams(&self) -> bool {
@@ -87,10 +88,10 @@ pub trait PlannerModel: Send + Sync {
         &'a self,
         call: &'a PlannerCall<'_>,
         on_text: &'a mut (dyn FnMut(&str) + Send),
-    ) -> BoxFuture<'a, Result<String, CallError>> {
+    ) -> BoxFuture<'a, Result<Reply, CallError>> {
         Box::pin(async move {
             let reply = self.reply(call).await?;
-            on_text(&reply);
+            on_text(&reply.text);
             Ok(reply)
         })
     }
@@ -106,8 +107,8 @@ pub trait PlannerModel: Send + Sync {
 }
 
 impl PlannerModel for ChatClient {
-    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<String, CallError>> {
-        Box::pin(self.complete(call.messages))
+    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<Reply, CallError>> {
+        Box::pin(ChatClient::reply(self, call.messages))
     }
 
     fn streams(&self) -> bool {
@@ -118,8 +119,8 @@ impl PlannerModel for ChatClient {
         &'a self,
         call: &'a PlannerCall<'_>,
         on_text: &'a mut (dyn FnMut(&str) + Send),
-    ) -> BoxFuture<'a, Result<String, CallError>> {
-        Box::pin(self.complete_streaming(call.messages, on_text))
+    ) -> BoxFuture<'a, Result<Reply, CallError>> {
+        Box::pin(ChatClient::reply_streaming(self, call.messages, on_text))
     }
 
     fn budget(&self) -> Option<Duration> {
@@ -135,17 +136,18 @@ impl PlannerModel for ChatClient {
 pub struct ReplayPlanner(pub Arc<ReplayBackend>);
 
 impl PlannerModel for ReplayPlanner {
-    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<String, CallError>> {
+    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<Reply, CallError>> {
         Box::pin(async move {
-            match self
+            let text = match self
                 .0
                 .answer(PLANNER_TOOL, &call.key.clone().into(), Some(call.round))
                 .await?
             {
-                Value::String(s) => Ok(s),
+                Value::String(s) => s,
                 // A plan recorded as JSON rather than as the reply's text.
-                other => Ok(other.to_string()),
-            }
+                other => other.to_string(),
+            };
+            Ok(Reply { text, usage: None })
         })
     }
 
@@ -326,6 +328,9 @@ pub struct Round {
     pub run_error: Option<ReportError>,
     /// Time the planner took to answer.
     pub planner_ms: u64,
+    /// The tokens the planner's reply cost, when its server says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// How an `ask` ended.
@@ -359,6 +364,10 @@ pub struct AskOutcome {
     pub report: Option<RunReport>,
     /// One line saying why, when not answered.
     pub error: Option<String>,
+    /// The tokens the planner's replies cost, summed over the rounds, when its server
+    /// says (the tools' LLM calls are not counted).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
     /// The compiler's diagnostics on the last plan, for renderers (its round lists them
     /// as the planner was told them).
     #[serde(skip)]
@@ -452,6 +461,7 @@ impl Planner<'_> {
             rounds: Vec::new(),
             report: None,
             error: None,
+            usage: None,
             diagnostics: Vec::new(),
         };
         let (mut repairs, mut replans) = (0, 0);
@@ -475,6 +485,10 @@ impl Planner<'_> {
             let asked = Instant::now();
             let reply = self.reply(&call, streamer.as_ref(), runs, deadline).await;
             let took = asked.elapsed();
+            let usage = reply.as_ref().ok().and_then(|r| r.usage);
+            if let Some(u) = usage {
+                *out.usage.get_or_insert_with(Usage::default) += u;
+            }
             let mut r = Round {
                 kind,
                 plan: None,
@@ -482,10 +496,11 @@ impl Planner<'_> {
                 diagnostics: Vec::new(),
                 run_error: None,
                 planner_ms: millis(took),
+                usage,
             };
             // NB: a server may quote the request, key included: redacted before anything
             // keeps the reply.
-            let reply = reply.map(|text| self.host.redactor().text(&text).into_owned());
+            let reply = reply.map(|r| self.host.redactor().text(&r.text).into_owned());
             let reply = match reply.and_then(|text| self.record(&call, text, took)) {
                 Ok(text) => text,
                 Err(e) => {
@@ -606,7 +621,7 @@ impl Planner<'_> {
         streamer: Option<&Streamer<'_>>,
         runs: &mut dyn RunSink,
         deadline: Option<Deadline>,
-    ) -> Result<String, CallError> {
+    ) -> Result<Reply, CallError> {
         let budget = self.model.budget();
         let within = Deadline::earliest(budget.and_then(Deadline::after), deadline);
         let reply = async {
@@ -659,7 +674,7 @@ impl Planner<'_> {
         call: &PlannerCall<'_>,
         streamer: &Streamer<'_>,
         runs: &mut dyn RunSink,
-    ) -> (Result<String, CallError>, bool) {
+    ) -> (Result<Reply, CallError>, bool) {
         let (tx, pieces) = tokio::sync::mpsc::unbounded_channel::<String>();
         let started = std::sync::atomic::AtomicBool::new(false);
         let mut on_text = |t: &str| {
@@ -693,7 +708,7 @@ impl Planner<'_> {
             },
             None => self.model.reply(&call).await,
         };
-        let reply = reply.map(|text| self.host.redactor().text(&text).into_owned());
+        let reply = reply.map(|r| self.host.redactor().text(&r.text).into_owned());
         reply
             .and_then(|text| self.record(&call, text, asked.elapsed()))
             .map(|text| text.trim().to_owned())

@@ -1,5 +1,5 @@
 //! The planner's LLM with each call a `chat {model}` span under the workflow's: its round,
-//! whether it streamed, and why it failed.
+//! whether it streamed, the tokens it cost, and why it failed.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,7 +7,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::{Span, SpanKind, Status, Tracer};
-use plan_llm::CallError;
+use plan_llm::{CallError, Reply};
 use plan_planner::{PlannerCall, PlannerModel};
 
 use crate::{Shared, to_i64};
@@ -51,15 +51,26 @@ impl Traced {
             .start_with_context(&self.shared.tracer, &self.shared.root)
     }
 
-    fn end(&self, mut span: opentelemetry_sdk::trace::Span, reply: &Result<String, CallError>) {
+    fn end(&self, mut span: opentelemetry_sdk::trace::Span, reply: &Result<Reply, CallError>) {
         match reply {
-            Ok(text) if self.shared.capture => {
-                span.set_attribute(KeyValue::new(
-                    "gen_ai.output.messages",
-                    self.shared.captured(text),
-                ));
+            Ok(reply) => {
+                if let Some(u) = reply.usage {
+                    span.set_attribute(KeyValue::new(
+                        "gen_ai.usage.input_tokens",
+                        to_i64(u.input_tokens),
+                    ));
+                    span.set_attribute(KeyValue::new(
+                        "gen_ai.usage.output_tokens",
+                        to_i64(u.output_tokens),
+                    ));
+                }
+                if self.shared.capture {
+                    span.set_attribute(KeyValue::new(
+                        "gen_ai.output.messages",
+                        self.shared.captured(&reply.text),
+                    ));
+                }
             }
-            Ok(_) => {}
             Err(e) => {
                 span.set_attribute(KeyValue::new("error.type", e.kind.as_str()));
                 span.set_status(Status::error(self.shared.captured(&e.message)));
@@ -70,7 +81,7 @@ impl Traced {
 }
 
 impl PlannerModel for Traced {
-    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<String, CallError>> {
+    fn reply<'a>(&'a self, call: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<Reply, CallError>> {
         Box::pin(async move {
             let span = self.span(call, false);
             let reply = self.inner.reply(call).await;
@@ -87,7 +98,7 @@ impl PlannerModel for Traced {
         &'a self,
         call: &'a PlannerCall<'_>,
         on_text: &'a mut (dyn FnMut(&str) + Send),
-    ) -> BoxFuture<'a, Result<String, CallError>> {
+    ) -> BoxFuture<'a, Result<Reply, CallError>> {
         Box::pin(async move {
             let span = self.span(call, true);
             let reply = self.inner.reply_streaming(call, on_text).await;

@@ -378,6 +378,12 @@ fn table(
         s.latency_p50_ms,
         s.latency_p95_ms
     ));
+    if let Some(u) = s.usage {
+        out.push_str(&format!(
+            "tokens: {} in, {} out ({} of {} cases reported them)\n",
+            u.input_tokens, u.output_tokens, s.usage_cases, s.cases
+        ));
+    }
     if !s.failures.is_empty() {
         let causes: Vec<String> = s.failures.iter().map(|(k, v)| format!("{k} {v}")).collect();
         out.push_str(&format!("failures: {}\n", causes.join(", ")));

@@ -33,7 +33,8 @@ impl Respond for FakePlanner {
             .unwrap_or("");
         let reply = (self.0)(last).replace("{AUTH}", auth);
         ResponseTemplate::new(200).set_body_json(json!({
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 7, "total_tokens": 57}
         }))
     }
 }
@@ -189,6 +190,15 @@ async fn an_unknown_tool_is_repaired_from_the_diagnostics_and_the_ask_replays_of
     assert_eq!(rounds.len(), 2);
     assert_eq!(rounds[0]["kind"], "plan");
     assert_eq!(rounds[1]["kind"], "repair");
+    // Each round's tokens, and their sum.
+    assert_eq!(
+        rounds[1]["usage"],
+        json!({"input_tokens": 50, "output_tokens": 7})
+    );
+    assert_eq!(
+        out["usage"],
+        json!({"input_tokens": 100, "output_tokens": 14})
+    );
     let codes: Vec<&str> = rounds[0]["diagnostics"]
         .as_array()
         .unwrap()

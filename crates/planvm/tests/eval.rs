@@ -173,7 +173,8 @@ async fn a_dataset_is_graded_and_the_gates_and_promotion_work() {
 fn completion(text: &str) -> wiremock::ResponseTemplate {
     wiremock::ResponseTemplate::new(200).set_body_json(json!({
         "id": "x", "object": "chat.completion", "created": 0, "model": "judge",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}
     }))
 }
 
@@ -233,10 +234,21 @@ async fn an_llm_judge_grades_beside_the_checks_and_a_bad_reply_is_a_failed_gradi
     assert_eq!(mult["verdict"], "pass", "{mult}");
     assert_eq!(
         mult["judge"],
-        json!({"passed": true, "score": 0.9, "reason": "it is 42"})
+        json!({"passed": true, "score": 0.9, "reason": "it is 42",
+               "usage": {"input_tokens": 100, "output_tokens": 10}})
     );
     // The mean of the checks' score (1) and the judge's.
     assert_eq!(mult["score"], 0.95);
+    // The judge's tokens (the planner is replayed: it cost none).
+    assert_eq!(
+        mult["usage"],
+        json!({"input_tokens": 100, "output_tokens": 10})
+    );
+    assert_eq!(
+        r["summary"]["usage"],
+        json!({"input_tokens": 300, "output_tokens": 30})
+    );
+    assert_eq!(r["summary"]["usage_cases"], 3);
     let capital = case("capital");
     assert_eq!(capital["verdict"], "fail", "{capital}");
     assert!(
@@ -357,7 +369,7 @@ async fn each_case_is_recorded_then_replayed_with_no_request_and_tools_from_call
         assert_eq!(out.code, Some(0), "{}", out.stderr);
         serde_json::from_str::<Value>(&out.stdout).unwrap()
     };
-    // What a report says of each case, latency aside.
+    // What a report says of each case, latency and tokens aside (a replay costs none).
     let graded = |r: &Value| -> Vec<Value> {
         r["cases"]
             .as_array()
@@ -365,7 +377,12 @@ async fn each_case_is_recorded_then_replayed_with_no_request_and_tools_from_call
             .iter()
             .map(|c| {
                 let mut c = c.clone();
-                c.as_object_mut().unwrap().remove("latency_ms");
+                let c2 = c.as_object_mut().unwrap();
+                c2.remove("latency_ms");
+                c2.remove("usage");
+                if let Some(j) = c2.get_mut("judge").and_then(Value::as_object_mut) {
+                    j.remove("usage");
+                }
                 c
             })
             .collect()
@@ -374,6 +391,11 @@ async fn each_case_is_recorded_then_replayed_with_no_request_and_tools_from_call
     let rec = path("rec");
     let recorded = eval("two.jsonl", &["--record", &rec]).await;
     assert_eq!(recorded["summary"]["passed"], 2, "{recorded}");
+    // The planner's and the judge's tokens, per case.
+    assert_eq!(
+        case(&recorded, "b")["usage"],
+        json!({"input_tokens": 200, "output_tokens": 20})
+    );
     assert_eq!(case(&recorded, "b")["judge"]["reason"], "on topic");
     assert_eq!(counts().await, [2, 2, 2]);
     let mut files: Vec<String> = std::fs::read_dir(&rec)

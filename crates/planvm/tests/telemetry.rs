@@ -274,7 +274,8 @@ async fn an_ask_traces_its_planner_call_under_the_same_workflow() {
         .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(json!({
             "id": "x", "object": "chat.completion", "created": 0, "model": "planner-model",
             "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": format!("```json\n{plan}\n```")}}]
+                         "message": {"role": "assistant", "content": format!("```json\n{plan}\n```")}}],
+            "usage": {"prompt_tokens": 321, "completion_tokens": 45}
         })))
         .mount(&server)
         .await;
@@ -354,6 +355,14 @@ async fn an_ask_traces_its_planner_call_under_the_same_workflow() {
     assert_eq!(
         attr(&chat.attributes, "planrt.planner.round"),
         Some(&Any::IntValue(0))
+    );
+    assert_eq!(
+        attr(&chat.attributes, "gen_ai.usage.input_tokens"),
+        Some(&Any::IntValue(321))
+    );
+    assert_eq!(
+        attr(&chat.attributes, "gen_ai.usage.output_tokens"),
+        Some(&Any::IntValue(45))
     );
     let tool = spans
         .iter()
