@@ -294,7 +294,7 @@ pub(crate) async fn start_goal(
     id: Option<String>,
     (goal, response_format, memory): (String, Option<Value>, Memory),
     request: Request,
-) -> Result<(RunSummary, tokio::task::JoinHandle<crate::goals::Ended>), ApiError> {
+) -> Result<(RunSummary, tokio::task::JoinHandle<crate::goals::Asked>), ApiError> {
     if let Err(why) = &state.model {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,

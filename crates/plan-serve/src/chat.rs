@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 use crate::State as Shared;
 use crate::api::{ApiError, start_goal};
-use crate::goals::{Memory, Request};
+use crate::goals::{Asked, Memory, Request};
 
 /// An OpenAI chat completion request; fields not listed are accepted and ignored (clients
 /// send many: `temperature`, `n`, `user`, ...).
@@ -33,6 +33,10 @@ pub(crate) struct ChatRequest {
     messages: Vec<Value>,
     #[serde(default)]
     stream: bool,
+    /// `{"include_usage": true}`: a stream ends with an event holding `usage`.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    stream_options: Option<Value>,
     #[schema(value_type = Option<Object>)]
     response_format: Option<Value>,
 }
@@ -72,25 +76,30 @@ pub(crate) async fn completions(
         let (state, id) = (state.clone(), id.clone());
         async move {
             tokio::select! {
-                ended = task => ended.unwrap_or_else(|e| {
-                    Err(json!({"code": "internal", "message": e.to_string()}))
+                asked = task => asked.unwrap_or_else(|e| {
+                    Err(json!({"code": "internal", "message": e.to_string()})).into()
                 }),
-                () = state.stopped() => Err(json!({"code": "stopping", "message": format!(
-                    "the service is stopping; the goal goes on when it starts again: GET /v1/runs/{id}")})),
+                () = state.stopped() => Asked::from(Err(json!({"code": "stopping", "message": format!(
+                    "the service is stopping; the goal goes on when it starts again: GET /v1/runs/{id}")}))),
             }
         }
     };
     if !req.stream {
-        let ended = ended.await;
-        let answer = answered(ended, &id)?;
+        let asked = ended.await;
+        let answer = answered(asked.ended, &id)?;
         return Ok(Json(json!({
             "id": id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
                          "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+            "usage": usage(asked.usage),
         }))
         .into_response());
     }
+    let include_usage = req
+        .stream_options
+        .as_ref()
+        .is_some_and(|o| o["include_usage"] == json!(true));
+    let (usage_id, usage_model) = (id.clone(), model.clone());
     let chunk = move |delta: Value, finish: Option<&str>| {
         json!({
             "id": id, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -101,9 +110,9 @@ pub(crate) async fn completions(
     // while the goal is planned and run; keep-alives hold the connection meanwhile.
     let first = chunk(json!({"role": "assistant", "content": ""}), None);
     let rest = async move {
-        let ended = ended.await;
+        let asked = ended.await;
         let mut out = Vec::new();
-        match ended {
+        match asked.ended {
             Ok(answer) => {
                 out.push(chunk(json!({"content": text(&answer)}), None));
                 out.push(chunk(json!({}), Some("stop")));
@@ -117,6 +126,13 @@ pub(crate) async fn completions(
                 // NB: OpenAI streams an error as a data event with an `error` object.
                 out.push(json!({"error": error}));
             }
+        }
+        if include_usage {
+            // NB: as OpenAI sends it: an event of its own, with no choices, last.
+            out.push(json!({
+                "id": usage_id, "object": "chat.completion.chunk", "created": created,
+                "model": usage_model, "choices": [], "usage": usage(asked.usage),
+            }));
         }
         futures::stream::iter(
             out.into_iter()
@@ -200,6 +216,14 @@ pub(crate) fn question_text(q: &Value) -> String {
         text.push_str(c.as_str().unwrap_or_default());
     }
     text
+}
+
+/// The tokens the goal's planner replies cost, as OpenAI writes them (zeros when its
+/// server did not say; the tools' LLM calls are not counted).
+fn usage(usage: Option<plan_llm::Usage>) -> Value {
+    let u = usage.unwrap_or_default();
+    json!({"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
+           "total_tokens": u.input_tokens.saturating_add(u.output_tokens)})
 }
 
 /// The goal's answer as content, or `422` saying why there is none.

@@ -52,6 +52,19 @@ impl Request {
 /// How a goal ended, once it has: its answer, or `{code, message}`.
 pub(crate) type Ended = Result<Value, Value>;
 
+/// How an ask in the service ended, and the tokens its planner's replies cost (when its
+/// server says).
+pub(crate) struct Asked {
+    pub(crate) ended: Ended,
+    pub(crate) usage: Option<plan_llm::Usage>,
+}
+
+impl From<Ended> for Asked {
+    fn from(ended: Ended) -> Asked {
+        Asked { ended, usage: None }
+    }
+}
+
 /// What the planner is told of the conversation before a goal.
 pub(crate) enum Memory {
     None,
@@ -68,18 +81,18 @@ pub(crate) fn spawn_ask(
     id: String,
     (goal, response_format, memory): (String, Option<Value>, Memory),
     request: Request,
-) -> JoinHandle<Ended> {
+) -> JoinHandle<Asked> {
     let mut notifier = state.live.start(&id);
     tokio::spawn(async move {
         let Ok(_slot) = state.slots.clone().acquire_owned().await else {
-            return Err(json!({"code": "stopped", "message": "the service is stopping"}));
+            return Err(json!({"code": "stopped", "message": "the service is stopping"})).into();
         };
         let model = match &state.model {
             Ok(m) => m.clone(),
             Err(why) => {
                 let error = json!({"code": "no_planner", "message": why});
                 let _ = plan_runs::ask::end_goal(&state.at, &id, Err(&error));
-                return Err(error);
+                return Err(error).into();
             }
         };
         let mut planner = Planner {
@@ -99,7 +112,7 @@ pub(crate) fn spawn_ask(
                     Ok(Some(why)) => (state.warn)(&Error::new(ErrorKind::Io, why)),
                     Err(e) => {
                         let _ = plan_runs::ask::end_goal(&state.at, &id, Err(&e.to_json()));
-                        return Err(e.to_json());
+                        return Err(e.to_json()).into();
                     }
                 }
                 std::mem::take(&mut planner.options.conversation)
@@ -113,9 +126,13 @@ pub(crate) fn spawn_ask(
             started: |_| {},
         };
         let stored = plan_runs::ask::ask(&planner, &goal, response_format.as_ref(), store).await;
-        match stored.failed {
+        let ended = match stored.failed {
             Some(e) => Err(e.to_json()),
             None => outcome(&stored.outcome),
+        };
+        Asked {
+            ended,
+            usage: stored.outcome.usage,
         }
     })
 }

@@ -287,9 +287,10 @@ impl Planrt {
             Err(e) => return Ok(api_failed(&e)),
         };
         let id = summary.id;
-        let ended = task
-            .await
-            .unwrap_or_else(|e| Err(json!({"code": "internal", "message": e.to_string()})));
+        let ended = task.await.map_or_else(
+            |e| Err(json!({"code": "internal", "message": e.to_string()})),
+            |asked| asked.ended,
+        );
         Ok(answered(match ended {
             Ok(answer) => json!({"id": id, "status": "ok", "answer": answer}),
             Err(e) if e["code"] == "needs_input" => {

@@ -582,7 +582,8 @@ impl wiremock::Respond for Planner {
             self.delay
         };
         wiremock::ResponseTemplate::new(200)
-            .set_body_json(json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}]}))
+            .set_body_json(json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": reply}}],
+                                  "usage": {"prompt_tokens": 40, "completion_tokens": 4}}))
             .set_delay(delay)
     }
 }
@@ -791,6 +792,11 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
         body["choices"][0]["message"]["content"],
         "hello from a goal"
     );
+    // The planner's tokens (one reply).
+    assert_eq!(
+        body["usage"],
+        json!({"prompt_tokens": 40, "completion_tokens": 4, "total_tokens": 44})
+    );
     let last = prompts().await.pop().unwrap();
     assert!(
         last.contains("User: who are you?\nAnswer: a planner"),
@@ -802,6 +808,7 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
     assert_eq!(shown["goal"]["goal"], "please greet");
     let mut streamed = ask.clone();
     streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
     let text = client()
         .post(chat.clone())
         .json(&streamed)
@@ -831,6 +838,10 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
         .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
         .collect();
     assert_eq!(content, "hello from a goal");
+    // Asked for, the usage comes last, in an event with no choices.
+    let (usage, chunks) = chunks.split_last().unwrap();
+    assert_eq!(usage["choices"], json!([]), "{text}");
+    assert_eq!(usage["usage"]["total_tokens"], 44, "{text}");
     assert_eq!(
         chunks.last().unwrap()["choices"][0]["finish_reason"],
         "stop"
