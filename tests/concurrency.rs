@@ -53,6 +53,7 @@ fn write_cassette(prog: &ValidatedProgram, path: &Path) -> Value {
                         output: output(&r),
                         step: Some(r.instance),
                         latency_ms: Some(LATENCY_MS),
+                        usage: None,
                     };
                     lines.push_str(&serde_json::to_string(&entry).expect("entry serializes"));
                     lines.push('\n');

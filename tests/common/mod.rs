@@ -57,6 +57,7 @@ impl Journal for Saving {
                 output: (*output).clone(),
                 latency_ms: None,
                 step: Some(request.instance),
+                usage: None,
             }),
             TraceEvent::CallIssued {
                 request,

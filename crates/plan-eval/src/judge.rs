@@ -113,6 +113,7 @@ impl Judge {
                                 u64::try_from(asked.elapsed().as_millis()).unwrap_or(u64::MAX),
                             ),
                             step: None,
+                            usage,
                         })
                         .map(|()| text)
                         .map_err(|e| e.message),

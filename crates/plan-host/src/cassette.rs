@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use plan_llm::Usage;
 use plan_value::json::write_canonical_object;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -50,6 +51,10 @@ pub struct CassetteEntry {
     /// The call's place in the sequential run (see the module docs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step: Option<u64>,
+    /// The tokens the recorded call cost (an LLM's), when its server said; kept for the
+    /// record, not replayed: a replayed call costs none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
 }
 
 /// A parsed cassette file.
@@ -180,6 +185,9 @@ fn parse_entry(line: &str) -> Result<CassetteEntry, String> {
         output,
         latency_ms,
         step,
+        usage: obj
+            .remove("usage")
+            .and_then(|u| serde_json::from_value(u).ok()),
     })
 }
 
@@ -443,12 +451,20 @@ pub(crate) struct ReplayFirst {
 
 impl Backend for ReplayFirst {
     fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move { self.call_with_usage(req).await.map(|(v, _)| v) })
+    }
+
+    fn call_with_usage<'a>(
+        &'a self,
+        req: &'a ToolRequest,
+    ) -> BoxFuture<'a, Result<(Value, Option<Usage>), ToolError>> {
         Box::pin(async move {
             if let Ok(entry) = self.cassette.find(&req.tool, &req.args, Some(req.instance)) {
-                return Ok(entry.output.clone());
+                // NB: an answer kept costs nothing now.
+                return Ok((entry.output.clone(), None));
             }
             let started = std::time::Instant::now();
-            let output = self.live.call(req).await?;
+            let (output, usage) = self.live.call_with_usage(req).await?;
             let output = self.redactor.value(output);
             self.recorder.record(&CassetteEntry {
                 tool: req.tool.to_string(),
@@ -456,8 +472,9 @@ impl Backend for ReplayFirst {
                 output: output.clone(),
                 latency_ms: Some(crate::driver::millis(started.elapsed())),
                 step: Some(req.instance),
+                usage,
             })?;
-            Ok(output)
+            Ok((output, usage))
         })
     }
 
@@ -790,6 +807,7 @@ mod tests {
             output: json!(2),
             latency_ms: None,
             step: Some(1),
+            usage: None,
         };
         rec.record(&e).unwrap();
         let back = Cassette::load(&path).unwrap();
@@ -820,6 +838,7 @@ mod tests {
             output: json!({"k": "v"}),
             latency_ms: Some(12),
             step: Some(4),
+            usage: None,
         };
         rec.record(&e).unwrap();
         rec.record(&e).unwrap();

@@ -163,6 +163,11 @@ pub struct RunReport {
     pub steps: u64,
     pub tool_calls: u64,
     pub elapsed_ms: u64,
+    /// The tokens its LLM calls cost (`llm_generate`, conditions), when their servers
+    /// said: every call answered in this process, issued ahead or not; a resumed run's
+    /// earlier calls are in the store's total.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<plan_llm::Usage>,
     /// What it asks, when it stopped for a person (`needs_input`).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub question: Option<Question>,
@@ -185,6 +190,7 @@ impl RunReport {
             }),
             steps: 0,
             tool_calls: 0,
+            usage: None,
             elapsed_ms: millis(elapsed),
             question: None,
             vars: Default::default(),
@@ -206,16 +212,21 @@ struct Completed {
     req: Arc<ToolRequest>,
     result: Result<Value, ToolError>,
     took: Duration,
+    usage: Option<plan_llm::Usage>,
 }
 
 /// Sends `req` and times its answer.
 async fn perform(host: &Host, req: Arc<ToolRequest>) -> Completed {
     let start = Instant::now();
-    let result = host.call(&req).await;
+    let (result, usage) = match host.call_with_usage(&req).await {
+        Ok((v, usage)) => (Ok(v), usage),
+        Err(e) => (Err(e), None),
+    };
     Completed {
         req,
         result,
         took: start.elapsed(),
+        usage,
     }
 }
 
@@ -236,6 +247,8 @@ struct Calls<'j> {
     /// A call of a `human` tool at the head, with no answer: the run stops for it once
     /// nothing else is in flight.
     asking: Option<ToolRequest>,
+    /// The tokens of the calls answered so far.
+    usage: Option<plan_llm::Usage>,
 }
 
 impl Calls<'_> {
@@ -660,6 +673,7 @@ async fn drive<M: Machine>(
         committed: 0,
         journal_error: None,
         asking: None,
+        usage: None,
     };
     let mut steps_seen: u64 = 0;
     // Ends the run with `err`: the calls still out are settled (counted or discarded).
@@ -742,7 +756,11 @@ async fn drive<M: Machine>(
             request: &done.req,
             result: done.result.as_ref(),
             took: done.took,
+            usage: done.usage,
         });
+        if let Some(u) = done.usage {
+            *calls.usage.get_or_insert_with(plan_llm::Usage::default) += u;
+        }
         let id = done.req.id;
         calls.answered.push(done.req);
         if let Err(e) = vm.resume(id, done.result.map_err(|e| e.message)) {
@@ -791,6 +809,7 @@ fn issue<M: Machine, F>(
                 req: request,
                 result: Ok(v),
                 took: Duration::ZERO,
+                usage: None,
             })),
             None => Either::Right(perform(request)),
         });
@@ -813,6 +832,7 @@ fn failed<M: Machine>(
         error: Some(err),
         steps,
         tool_calls,
+        usage: calls.usage,
         elapsed_ms: millis(start.elapsed()),
         question: None,
         vars: Default::default(),
@@ -840,6 +860,7 @@ fn needs_input<M: Machine>(
         error: None,
         steps,
         tool_calls,
+        usage: calls.usage,
         elapsed_ms: millis(start.elapsed()),
         question: Some(Question::of(&request)),
         vars: Default::default(),
@@ -873,6 +894,7 @@ fn done<M: Machine>(
         error: None,
         steps: outcome.steps,
         tool_calls,
+        usage: calls.usage,
         elapsed_ms: millis(start.elapsed()),
         question: None,
         vars: outcome.vars,

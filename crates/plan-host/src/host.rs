@@ -266,9 +266,17 @@ impl Host {
     /// Performs one request: backend lookup, per-call timeout. Outputs and errors come
     /// back with every secret of the host redacted, whatever the backend.
     pub async fn call(&self, req: &ToolRequest) -> Result<Value, ToolError> {
+        self.call_with_usage(req).await.map(|(v, _)| v)
+    }
+
+    /// [`Host::call`], with the tokens the call cost when its backend says (an LLM's).
+    pub async fn call_with_usage(
+        &self,
+        req: &ToolRequest,
+    ) -> Result<(Value, Option<plan_llm::Usage>), ToolError> {
         let out = self.call_unredacted(req).await;
         match out {
-            Ok(v) => Ok(self.redactor().value(v)),
+            Ok((v, usage)) => Ok((self.redactor().value(v), usage)),
             Err(mut e) => {
                 if let Cow::Owned(m) = self.redactor().text(&e.message) {
                     e.message = m;
@@ -278,9 +286,12 @@ impl Host {
         }
     }
 
-    async fn call_unredacted(&self, req: &ToolRequest) -> Result<Value, ToolError> {
+    async fn call_unredacted(
+        &self,
+        req: &ToolRequest,
+    ) -> Result<(Value, Option<plan_llm::Usage>), ToolError> {
         let backend = self.backend_for(&req.tool)?;
-        let fut = backend.call(req);
+        let fut = backend.call_with_usage(req);
         match self.opts.tool_timeout {
             // NB: boxed: a timer is large, and a future that only might hold one would
             // reserve its room in every call of every run (a batch holds thousands).

@@ -39,6 +39,8 @@ pub enum TraceEvent<'a> {
         request: &'a ToolRequest,
         result: Result<&'a Value, &'a ToolError>,
         took: Duration,
+        /// The tokens it cost (an LLM's), when its server said.
+        usage: Option<plan_llm::Usage>,
     },
     /// The VM consumed the result of call `request`: the sequential run made this call.
     /// Comes in program order.
@@ -180,8 +182,8 @@ impl<A: Journal, B: Journal> Journal for (A, B) {
 /// exactly the calls the sequential run makes, in program order.
 pub struct RecordJournal<'r> {
     recorder: &'r Recorder,
-    /// Answered, not committed yet: output and latency.
-    answered: HashMap<CallId, (Value, Duration)>,
+    /// Answered, not committed yet: output, latency and tokens.
+    answered: HashMap<CallId, (Value, Duration, Option<plan_llm::Usage>)>,
 }
 
 impl<'r> RecordJournal<'r> {
@@ -200,13 +202,15 @@ impl Journal for RecordJournal<'_> {
                 request,
                 result: Ok(output),
                 took,
+                usage,
             } => {
                 // NB: the copy is for the cassette only; outputs can be megabytes, which
                 // is why nothing is copied when no cassette is recorded.
-                self.answered.insert(request.id, ((*output).clone(), *took));
+                self.answered
+                    .insert(request.id, ((*output).clone(), *took, *usage));
             }
             TraceEvent::CallCommitted { request } => {
-                let Some((output, took)) = self.answered.remove(&request.id) else {
+                let Some((output, took, usage)) = self.answered.remove(&request.id) else {
                     // A failed call: nothing to replay.
                     return Ok(());
                 };
@@ -216,6 +220,7 @@ impl Journal for RecordJournal<'_> {
                     output,
                     latency_ms: Some(crate::driver::millis(took)),
                     step: Some(request.instance),
+                    usage,
                 };
                 self.recorder.record(&entry).map_err(|e| e.message)?;
             }

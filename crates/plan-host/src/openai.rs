@@ -1,5 +1,5 @@
 //! `openai` backend: one user message (see `prompt`) to an OpenAI-compatible chat
-//! completions server; the output is the reply as a string.
+//! completions server; the output is the reply as a string, and its tokens.
 
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::backend::Backend;
 use crate::error::ToolError;
 use crate::prompt::user_message;
-use plan_llm::{ChatClient, Message};
+use plan_llm::{ChatClient, Message, Usage};
 use plan_vm::ToolRequest;
 
 #[derive(Debug)]
@@ -17,10 +17,17 @@ pub(crate) struct OpenAiBackend {
 
 impl Backend for OpenAiBackend {
     fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move { self.call_with_usage(req).await.map(|(v, _)| v) })
+    }
+
+    fn call_with_usage<'a>(
+        &'a self,
+        req: &'a ToolRequest,
+    ) -> BoxFuture<'a, Result<(Value, Option<Usage>), ToolError>> {
         Box::pin(async move {
             let content = user_message(req)?;
-            let reply = self.chat.complete(&[Message::user(content)]).await?;
-            Ok(Value::String(reply))
+            let reply = self.chat.reply(&[Message::user(content)]).await?;
+            Ok((Value::String(reply.text), reply.usage))
         })
     }
 

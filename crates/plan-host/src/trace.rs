@@ -198,11 +198,15 @@ impl Journal for Tracer {
                 request,
                 result,
                 took,
+                usage,
             } => {
                 f.insert("call_id".into(), json!(request.id.0));
                 f.insert("tool".into(), json!(request.tool));
                 f.insert("duration_ms".into(), json!(millis(*took)));
                 f.insert("ok".into(), json!(result.is_ok()));
+                if let Some(u) = usage {
+                    f.insert("usage".into(), json!(u));
+                }
                 if let Err(e) = result {
                     f.insert("error".into(), json!(e.message));
                 }

@@ -284,7 +284,7 @@ impl Drop for Closing<'_, '_> {
 /// passed since it ended, or once it is twice as long as the last one compiled.
 const COMPILE_SPACING: u32 = 8;
 
-type Answer = Shared<BoxFuture<'static, Result<Value, ToolError>>>;
+type Answer = Shared<BoxFuture<'static, Result<(Value, Option<plan_llm::Usage>), ToolError>>>;
 /// Tool, arguments (as JSON text) and place in the run.
 type Key = (String, String, u64);
 
@@ -382,6 +382,13 @@ struct Layer {
 
 impl Backend for Layer {
     fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move { self.call_with_usage(req).await.map(|(v, _)| v) })
+    }
+
+    fn call_with_usage<'a>(
+        &'a self,
+        req: &'a ToolRequest,
+    ) -> BoxFuture<'a, Result<(Value, Option<plan_llm::Usage>), ToolError>> {
         let open = self.open.load(Ordering::SeqCst);
         if self.write {
             if open {
@@ -392,7 +399,7 @@ impl Backend for Layer {
                     ))
                 });
             }
-            return self.inner.call(req);
+            return self.inner.call_with_usage(req);
         }
         let key: Key = (
             req.tool.to_string(),
@@ -409,10 +416,10 @@ impl Backend for Layer {
                 Some(answer) => Box::pin(async move {
                     match answer.await {
                         Ok(v) => Ok(v),
-                        Err(_) => self.inner.call(req).await,
+                        Err(_) => self.inner.call_with_usage(req).await,
                     }
                 }),
-                None => self.inner.call(req),
+                None => self.inner.call_with_usage(req),
             };
         }
         if let Some(answer) = calls.started.get(&key) {
@@ -422,7 +429,7 @@ impl Backend for Layer {
         // it is replaced by a longer one.
         let inner = self.inner.clone();
         let owned = req.clone();
-        let task = tokio::spawn(async move { inner.call(&owned).await });
+        let task = tokio::spawn(async move { inner.call_with_usage(&owned).await });
         calls.tasks.push(task.abort_handle());
         let answer: Answer = async move {
             task.await.unwrap_or_else(|e| {

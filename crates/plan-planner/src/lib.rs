@@ -501,7 +501,7 @@ impl Planner<'_> {
             // NB: a server may quote the request, key included: redacted before anything
             // keeps the reply.
             let reply = reply.map(|r| self.host.redactor().text(&r.text).into_owned());
-            let reply = match reply.and_then(|text| self.record(&call, text, took)) {
+            let reply = match reply.and_then(|text| self.record(&call, text, (took, usage))) {
                 Ok(text) => text,
                 Err(e) => {
                     self.planner_failed(&mut out, r, &e);
@@ -710,7 +710,7 @@ impl Planner<'_> {
         };
         let reply = reply.map(|r| self.host.redactor().text(&r.text).into_owned());
         reply
-            .and_then(|text| self.record(&call, text, asked.elapsed()))
+            .and_then(|text| self.record(&call, text, (asked.elapsed(), None)))
             .map(|text| text.trim().to_owned())
             .map_err(|e| e.to_string())
     }
@@ -720,7 +720,7 @@ impl Planner<'_> {
         &self,
         call: &PlannerCall,
         text: String,
-        took: Duration,
+        (took, usage): (Duration, Option<Usage>),
     ) -> Result<String, CallError> {
         if let Some(rec) = self.host.recorder() {
             let entry = CassetteEntry {
@@ -729,6 +729,7 @@ impl Planner<'_> {
                 output: Value::String(text.clone()),
                 latency_ms: Some(millis(took)),
                 step: Some(call.round),
+                usage,
             };
             rec.record(&entry)?;
         }
@@ -896,12 +897,14 @@ impl Journal for Memo {
                 request,
                 result: Ok(output),
                 took,
+                ..
             } => self.answers.push(CassetteEntry {
                 tool: request.tool.to_string(),
                 args: request.args.to_map(),
                 output: (*output).clone(),
                 latency_ms: Some(millis(*took)),
                 step: Some(request.instance),
+                usage: None,
             }),
             TraceEvent::Vm(Event::VarSet {
                 name,

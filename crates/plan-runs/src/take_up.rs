@@ -172,6 +172,7 @@ pub fn stored_report(run: &RunInfo) -> RunReport {
         error,
         steps: run.steps,
         tool_calls: run.tool_calls,
+        usage: run.usage,
         elapsed_ms: 0,
         vars: Default::default(),
     }

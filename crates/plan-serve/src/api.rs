@@ -357,6 +357,7 @@ pub(crate) fn goal_summary(goal: &GoalInfo, latest: Option<&RunInfo>) -> RunSumm
             parent: None,
             branch_seq: None,
             goal: None,
+            usage: None,
         },
     };
     s.goal = Some(goal.goal.clone());
@@ -568,6 +569,7 @@ fn summary(r: &RunInfo) -> RunSummary {
         parent: r.parent.clone(),
         branch_seq: r.branch_seq,
         goal: None,
+        usage: r.usage.map(|u| serde_json::json!(u)),
     }
 }
 

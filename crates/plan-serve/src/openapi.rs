@@ -25,6 +25,11 @@ pub(crate) struct RunSummary {
     /// The goal, for a run the planner wrote (or a goal not planned yet).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) goal: Option<String>,
+    /// The tokens its LLM calls cost, `{"input_tokens", "output_tokens"}`, when their
+    /// servers said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub(crate) usage: Option<serde_json::Value>,
 }
 
 /// A status to list runs by.

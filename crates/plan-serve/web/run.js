@@ -59,8 +59,9 @@ function renderSummary() {
   parts.push(el("div", { class: "toolbar" },
     el("h2", { style: "margin:0" }, "Run ", el("span", { class: "mono" }, id)),
     badge(status),
-    run ? el("span", { class: "muted" }, when(run.created_at) + " · " + run.steps + " steps · " + run.tool_calls + " calls · " +
-      duration((["ok", "failed", "needs_input"].includes(run.status) ? run.updated_at : Date.now()) - run.created_at)) : null));
+    run ? el("span", { class: "muted", id: "run-facts" }, when(run.created_at) + " · " + run.steps + " steps · " + run.tool_calls + " calls · " +
+      duration((["ok", "failed", "needs_input"].includes(run.status) ? run.updated_at : Date.now()) - run.created_at) +
+      (run.usage ? " · " + run.usage.input_tokens + " tokens in, " + run.usage.output_tokens + " out" : "")) : null));
   if (goal) {
     parts.push(el("div", {}, el("span", { class: "muted" }, "Goal: "), el("strong", {}, goal.goal),
       " ", badge(goal.status)));

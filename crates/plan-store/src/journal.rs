@@ -295,7 +295,13 @@ impl PointJson {
     }
 
     /// An answer: its output or its error, and its latency.
-    fn answered(&mut self, step: u64, answer: Result<&Value, &str>, ms: u64) {
+    fn answered(
+        &mut self,
+        step: u64,
+        answer: Result<&Value, &str>,
+        ms: u64,
+        usage: Option<plan_llm::Usage>,
+    ) {
         item(&mut self.answered);
         let out = &mut self.answered;
         out.extend_from_slice(b"{\"step\":");
@@ -312,6 +318,13 @@ impl PointJson {
         }
         out.extend_from_slice(b",\"latency_ms\":");
         number(out, ms);
+        if let Some(u) = usage {
+            out.extend_from_slice(b",\"usage\":{\"input_tokens\":");
+            number(out, u.input_tokens);
+            out.extend_from_slice(b",\"output_tokens\":");
+            number(out, u.output_tokens);
+            out.push(b'}');
+        }
         out.push(b'}');
     }
 
@@ -372,6 +385,7 @@ impl StoreJournal<'_> {
         request: &ToolRequest,
         result: Result<&Value, &plan_host::ToolError>,
         took: Duration,
+        usage: Option<plan_llm::Usage>,
     ) {
         if self.reused.contains(&request.id) {
             return;
@@ -408,7 +422,7 @@ impl StoreJournal<'_> {
             Ok(v) => Ok(v),
         };
         let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-        self.point.answered(request.instance, answer, ms);
+        self.point.answered(request.instance, answer, ms, usage);
     }
 
     /// Adds `event` to the next commit point (writing the point when the driver is about
@@ -456,7 +470,8 @@ impl StoreJournal<'_> {
                 request,
                 result,
                 took,
-            } => self.answered(request, *result, *took),
+                usage,
+            } => self.answered(request, *result, *took, *usage),
             TraceEvent::CallCommitted { request } => {
                 if let Some(n) = &mut self.committed_calls {
                     *n += 1;
@@ -525,8 +540,12 @@ mod tests {
         p.var("a", Ok(&json!([1, {"b": null}])));
         p.var("big", Err(70_000));
         p.var("c", Ok(&json!("ü\n")));
-        p.answered(4, Ok(&json!({"hits": [1.5]})), 12);
-        p.answered(5, Err("down"), 0);
+        let tokens = plan_llm::Usage {
+            input_tokens: 30,
+            output_tokens: 4,
+        };
+        p.answered(4, Ok(&json!({"hits": [1.5]})), 12, Some(tokens));
+        p.answered(5, Err("down"), 0, None);
         p.step(3, None, 7, "call search");
         p.var("only_size", Err(9));
         for n in [4, 5] {
@@ -547,11 +566,13 @@ mod tests {
             output: None,
             error: None,
             latency_ms: None,
+            usage: None,
             sent_at: None,
         };
         let mut ok = call(4, None, "", &json!({}));
         ok.output = Some(json!({"hits": [1.5]}));
         ok.latency_ms = Some(12);
+        ok.usage = Some(tokens);
         let mut failed = call(5, None, "", &json!({}));
         failed.error = Some("down".into());
         failed.latency_ms = Some(0);

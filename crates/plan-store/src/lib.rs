@@ -85,6 +85,10 @@ pub struct RunInfo {
     /// What it asks, while `needs_input`: `{question, choices, seq_no}`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub question: Option<Value>,
+    /// The tokens its LLM calls cost, when their servers said (every call it sent, in
+    /// every process that ran it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<plan_llm::Usage>,
 }
 
 /// Where a goal stands.
@@ -294,6 +298,9 @@ pub struct CallRow {
     pub output: Option<Value>,
     pub error: Option<String>,
     pub latency_ms: Option<u64>,
+    /// The tokens it cost (an LLM's), when its server said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<plan_llm::Usage>,
     /// When it was sent (Unix ms): the time of the journal row that holds it as sent
     /// (None in a commit point being written).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -381,6 +388,8 @@ impl CommitPoint {
             error: Option<&'a str>,
             #[serde(skip_serializing_if = "Option::is_none")]
             latency_ms: Option<u64>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            usage: Option<plan_llm::Usage>,
         }
         #[derive(Serialize)]
         struct Entry<'a> {
@@ -422,6 +431,7 @@ impl CommitPoint {
                     output: c.output.as_ref(),
                     error: c.error.as_deref(),
                     latency_ms: c.latency_ms,
+                    usage: c.usage,
                 })
                 .collect(),
             steps: &self.steps,
@@ -804,6 +814,7 @@ pub fn known_answers(calls: &[CallRow]) -> Vec<plan_host::CassetteEntry> {
                 output: c.output.clone()?,
                 latency_ms: c.latency_ms,
                 step: Some(c.step),
+                usage: None,
             })
         })
         .collect()

@@ -39,11 +39,12 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("migrations/005_sessions.sql")),
         M::up(include_str!("migrations/006_needs_input.sql")).foreign_key_check(),
         M::up(include_str!("migrations/007_evals.sql")),
+        M::up(include_str!("migrations/008_usage.sql")),
     ])
 });
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 7;
+const SCHEMA_VERSION: i64 = 8;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -854,12 +855,32 @@ macro_rules! count_calls {
     };
 }
 
-// NB: a finished run's count is in its row; a run still going is counted from its journal.
+/// The tokens the answers in run `$run`'s journal cost, as `{"input_tokens",
+/// "output_tokens"}`; NULL when none reported any.
+macro_rules! sum_usage {
+    ($run:literal) => {
+        concat!(
+            "(SELECT CASE WHEN count(*) = 0 THEN NULL ELSE json_object('input_tokens', \
+              sum(json_extract(a.value, '$.usage.input_tokens')), 'output_tokens', \
+              sum(json_extract(a.value, '$.usage.output_tokens'))) END \
+              FROM journal j, json_each(j.entry) p, json_each(p.value, '$.answered') a \
+              WHERE j.run = ",
+            $run,
+            " AND json_type(a.value, '$.usage') = 'object')"
+        )
+    };
+}
+
+// NB: a finished run's count and tokens are in its row; a run still going is counted from
+// its journal.
 const RUN_COLUMNS: &str = concat!(
     "id, status, plan, program, parent, branch_seq, created_at, updated_at, steps, \
      coalesce(tool_calls, ",
     count_calls!("runs.id"),
-    "), final_answer, error, presets, limits, owner, lease_until, question"
+    "), final_answer, error, presets, limits, owner, lease_until, question, \
+     CASE WHEN status = 'running' THEN ",
+    sum_usage!("runs.id"),
+    " ELSE usage END"
 );
 
 /// Whether `holder` (of a `running` run) still holds it: a live process of this machine
@@ -921,6 +942,7 @@ fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
         limits: json_column(r, 13, "limits")?.unwrap_or_default(),
         owner,
         question: json_column(r, 16, "question")?,
+        usage: json_column(r, 17, "usage")?,
     })
 }
 
@@ -1141,6 +1163,7 @@ impl RunStore for SqliteStore {
                         output: None,
                         error: None,
                         latency_ms: None,
+                        usage: None,
                         sent_at: Some(at),
                     },
                 );
@@ -1151,6 +1174,7 @@ impl RunStore for SqliteStore {
                     c.output = a.output;
                     c.error = a.error;
                     c.latency_ms = a.latency_ms;
+                    c.usage = a.usage;
                 }
             }
             for (steps, state) in [
@@ -1705,7 +1729,9 @@ fn write_point(
             "UPDATE runs SET steps = ?2, updated_at = ?3, status = ?4, final_answer = ?5, \
                              error = ?6, question = ?8, lease_until = NULL, tool_calls = coalesce(?7, ",
             count_calls!("?1"),
-            ") WHERE id = ?1"
+            "), usage = ",
+            sum_usage!("?1"),
+            " WHERE id = ?1"
         ))
         .and_then(|mut st| {
             st.execute(params![
@@ -1766,6 +1792,8 @@ struct Answer {
     error: Option<String>,
     #[serde(default)]
     latency_ms: Option<u64>,
+    #[serde(default)]
+    usage: Option<plan_llm::Usage>,
 }
 
 #[cfg(test)]

@@ -110,11 +110,22 @@ impl Journal for ToolSpans {
                 request,
                 result,
                 took,
+                usage,
             } => {
                 let Some(cx) = self.open.get(&request.id) else {
                     return Ok(());
                 };
                 let span = cx.span();
+                if let Some(u) = usage {
+                    span.set_attribute(KeyValue::new(
+                        "gen_ai.usage.input_tokens",
+                        to_i64(u.input_tokens),
+                    ));
+                    span.set_attribute(KeyValue::new(
+                        "gen_ai.usage.output_tokens",
+                        to_i64(u.output_tokens),
+                    ));
+                }
                 span.set_attribute(KeyValue::new(
                     "planrt.latency_ms",
                     i64::try_from(took.as_millis()).unwrap_or(i64::MAX),

@@ -145,6 +145,9 @@ fn list(path: &Path, format: Format) -> u8 {
                 if let Some(q) = &r.question {
                     line["question"] = q.clone();
                 }
+                if let Some(u) = &r.usage {
+                    line["usage"] = json!(u);
+                }
                 line.to_string()
             }
             Format::Text => format!(

@@ -1,0 +1,145 @@
+//! Token usage: a loopback OpenAI-compatible server that reports `usage` behind
+//! `llm_generate`; a stored run's total is the sum of its calls' in every output (the run's
+//! report, `runs show`, `runs list`), each call keeps its own, and the cassette too.
+
+mod common;
+
+use common::{planvm, s};
+use serde_json::{Value, json};
+
+/// Answers `n` tokens in for a prompt `n` (and `n / 10` out).
+struct Counting;
+
+impl wiremock::Respond for Counting {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let prompt = body["messages"][0]["content"].as_str().unwrap_or_default();
+        let n: u64 = prompt
+            .split_whitespace()
+            .find_map(|w| w.parse().ok())
+            .unwrap_or(0);
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("said {n}")}}],
+            "usage": {"prompt_tokens": n, "completion_tokens": n / 10, "total_tokens": n + n / 10}
+        }))
+    }
+}
+
+#[tokio::test]
+async fn a_runs_tokens_are_the_sum_of_its_calls_in_every_output() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Counting)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| s(&dir.path().join(name));
+    std::fs::write(
+        path("tools.toml"),
+        format!(
+            "[[tool]]\nname = \"llm_generate\"\n[tool.backend]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nmax_retries = 0\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let call = |seq: u32, n: u32, out: &str| {
+        json!({"seq_no": seq, "type": "calling", "parameters": {"tool_name": "llm_generate",
+               "tool_params": {"prompt": format!("say {n}")}, "output_vars": [out]}})
+    };
+    let plan = json!([
+        {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Three calls.", "dependency_analysis": "None."}},
+        call(1, 100, "a"),
+        call(2, 250, "b"),
+        call(3, 40, "c"),
+        {"seq_no": 4, "type": "assign", "parameters": {"final_answer": "${a}, ${b}, ${c}"}}
+    ]);
+    std::fs::write(path("plan.json"), plan.to_string()).unwrap();
+    let db = path("s.db");
+    let out = planvm(
+        vec![
+            "run".into(),
+            path("plan.json"),
+            "--tools".into(),
+            path("tools.toml"),
+            "--store".into(),
+            db.clone(),
+            "--run-id".into(),
+            "r1".into(),
+            "--record".into(),
+            path("rec.jsonl"),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let total = json!({"input_tokens": 390, "output_tokens": 39});
+    let report: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(report["usage"], total, "{report}");
+
+    let show = planvm(
+        vec![
+            "runs".into(),
+            "show".into(),
+            "r1".into(),
+            "--store".into(),
+            db.clone(),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    let shown: Value = serde_json::from_str(&show.stdout).unwrap();
+    assert_eq!(shown["run"]["usage"], total, "{shown}");
+    let per_call: Vec<&Value> = shown["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["usage"]["input_tokens"])
+        .collect();
+    assert_eq!(per_call, [&json!(100), &json!(250), &json!(40)]);
+    let list = planvm(
+        vec![
+            "runs".into(),
+            "list".into(),
+            "--store".into(),
+            db,
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    let row: Value = serde_json::from_str(list.stdout.lines().next().unwrap()).unwrap();
+    assert_eq!(row["usage"], total, "{row}");
+
+    // The cassette keeps each call's tokens; a replay of it costs none.
+    let cassette = std::fs::read_to_string(path("rec.jsonl")).unwrap();
+    let kept: u64 = cassette
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["usage"]["input_tokens"]
+                .as_u64()
+                .unwrap()
+        })
+        .sum();
+    assert_eq!(kept, 390);
+    let replayed = planvm(
+        vec![
+            "run".into(),
+            path("plan.json"),
+            "--replay".into(),
+            path("rec.jsonl"),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(replayed.code, Some(0), "{}", replayed.stderr);
+    let replayed: Value = serde_json::from_str(&replayed.stdout).unwrap();
+    assert!(replayed.get("usage").is_none(), "{replayed}");
+    assert_eq!(replayed["final_answer"], report["final_answer"]);
+}
