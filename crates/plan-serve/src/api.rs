@@ -167,16 +167,36 @@ pub(crate) struct Submit {
     (status = 503, description = "a goal, and no planner's LLM is configured", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn submit(
     State(state): AppState,
+    headers: axum::http::HeaderMap,
     body: Result<Json<Submit>, JsonRejection>,
-) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
+) -> Result<Response, ApiError> {
     let Json(submit) = body?;
-    let run = start(&state, submit).await?;
-    Ok((StatusCode::CREATED, Json(run)))
+    let command = if submit.goal.is_some() { "ask" } else { "run" };
+    let trace = state.trace(command, submit.goal.as_deref(), &headers);
+    let trace_id = trace.as_ref().map(plan_telemetry::Trace::trace_id);
+    let run = start(&state, submit, trace).await?;
+    Ok(with_trace_id(
+        (StatusCode::CREATED, Json(run)).into_response(),
+        trace_id,
+    ))
+}
+
+/// `response` with the trace its work goes on in, when traces are exported
+/// (`x-trace-id`: 32 hex digits).
+pub(crate) fn with_trace_id(mut response: Response, trace_id: Option<String>) -> Response {
+    if let Some(id) = trace_id.and_then(|id| axum::http::HeaderValue::from_str(&id).ok()) {
+        response.headers_mut().insert("x-trace-id", id);
+    }
+    response
 }
 
 /// Stores a run of `submit`'s plan, or its goal, and starts it in the service (see
-/// [`submit`]).
-pub(crate) async fn start(state: &Arc<Shared>, submit: Submit) -> Result<RunSummary, ApiError> {
+/// [`submit`]), traced in `trace` if given.
+pub(crate) async fn start(
+    state: &Arc<Shared>,
+    submit: Submit,
+    trace: Option<plan_telemetry::Trace>,
+) -> Result<RunSummary, ApiError> {
     let state = state.clone();
     let plan = match (submit.plan, submit.goal) {
         (Some(plan), None) if submit.response_format.is_none() && submit.session.is_none() => plan,
@@ -192,7 +212,7 @@ pub(crate) async fn start(state: &Arc<Shared>, submit: Submit) -> Result<RunSumm
             };
             let memory = submit.session.map_or(Memory::None, Memory::Session);
             let asked = (goal, submit.response_format, memory);
-            let (id, _) = start_goal(&state, submit.run_id, asked, request).await?;
+            let (id, _) = start_goal(&state, submit.run_id, asked, request, trace).await?;
             return Ok(id);
         }
         _ => {
@@ -232,7 +252,7 @@ pub(crate) async fn start(state: &Arc<Shared>, submit: Submit) -> Result<RunSumm
         // NB: watched from before the answer, so that a stream opened at once is woken.
         let notifier = state.live.start(&id);
         let row = state.read(move |store| Ok(store.run(&id)?)).await;
-        spawn_new(state, notifier, program, (presets, limits), timeout);
+        spawn_new(state, notifier, program, (presets, limits, timeout), trace);
         row
     })
     .await?;
@@ -294,6 +314,7 @@ pub(crate) async fn start_goal(
     id: Option<String>,
     (goal, response_format, memory): (String, Option<Value>, Memory),
     request: Request,
+    trace: Option<plan_telemetry::Trace>,
 ) -> Result<(RunSummary, tokio::task::JoinHandle<crate::goals::Asked>), ApiError> {
     if let Err(why) = &state.model {
         return Err(ApiError::new(
@@ -328,6 +349,7 @@ pub(crate) async fn start_goal(
             row.id.clone(),
             (goal, response_format, memory),
             request,
+            trace,
         );
         Ok((goal_summary(&row, None), task))
     })
@@ -525,8 +547,8 @@ fn spawn_new(
     state: Arc<Shared>,
     notifier: crate::live::Notifier,
     program: ValidatedProgram,
-    start: (Vec<(String, Value)>, Limits),
-    timeout: Option<Duration>,
+    (presets, limits, timeout): (Vec<(String, Value)>, Limits, Option<Duration>),
+    trace: Option<plan_telemetry::Trace>,
 ) {
     tokio::spawn(async move {
         let Ok(_slot) = state.slots.clone().acquire_owned().await else {
@@ -534,14 +556,24 @@ fn spawn_new(
         };
         // NB: the deadline counts from when the run starts, not while it waits.
         let within = timeout.and_then(Deadline::after);
+        let mut spans = trace.as_ref().map(|t| t.journal(&state.manifest));
         let watch = (
-            &mut () as &mut dyn plan_host::Journal,
+            &mut spans as &mut dyn plan_host::Journal,
             Some(notifier.on_written()),
         );
-        state
+        let report = state
             .writer
-            .run(notifier.id(), (&state.host, &program), start, within, watch)
+            .run(
+                notifier.id(),
+                (&state.host, &program),
+                (presets, limits),
+                within,
+                watch,
+            )
             .await;
+        if let Some(t) = trace {
+            t.end(&plan_telemetry::Ended::run(&report, Some(notifier.id())));
+        }
     });
 }
 
@@ -552,7 +584,13 @@ pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed) {
         let Ok(_slot) = state.slots.clone().acquire_owned().await else {
             return;
         };
-        claimed.go(&state.host, &mut notifier).await;
+        let id = claimed.id().to_owned();
+        let trace = state.trace("resume", None, &axum::http::HeaderMap::new());
+        let spans = trace.as_ref().map(|t| t.journal(&state.manifest));
+        let report = claimed.go(&state.host, &mut (&mut notifier, spans)).await;
+        if let Some(t) = trace {
+            t.end(&plan_telemetry::Ended::run(&report, Some(&id)));
+        }
     });
 }
 

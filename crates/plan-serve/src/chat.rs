@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::State as Shared;
-use crate::api::{ApiError, start_goal};
+use crate::api::{ApiError, start_goal, with_trace_id};
 use crate::goals::{Asked, Memory, Request};
 
 /// An OpenAI chat completion request; fields not listed are accepted and ignored (clients
@@ -49,6 +49,7 @@ pub(crate) struct ChatRequest {
     (status = 503, description = "no planner's LLM is configured, or the service is stopping", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn completions(
     State(state): State<Arc<Shared>>,
+    headers: axum::http::HeaderMap,
     body: Result<Json<ChatRequest>, JsonRejection>,
 ) -> Result<Response, ApiError> {
     let Json(req) = body?;
@@ -68,7 +69,9 @@ pub(crate) async fn completions(
         ..Request::default()
     };
     let asked = (goal, req.response_format, Memory::Given(given));
-    let (summary, task) = start_goal(&state, None, asked, request).await?;
+    let trace = state.trace("ask", Some(&asked.0), &headers);
+    let trace_id = trace.as_ref().map(plan_telemetry::Trace::trace_id);
+    let (summary, task) = start_goal(&state, None, asked, request, trace).await?;
     let (id, created) = (summary.id, summary.created_at / 1000);
     // NB: the goal goes on in the service whatever becomes of this request; a stopping
     // service stops waiting (the goal is taken up at its next start).
@@ -87,13 +90,14 @@ pub(crate) async fn completions(
     if !req.stream {
         let asked = ended.await;
         let answer = answered(asked.ended, &id)?;
-        return Ok(Json(json!({
+        let response = Json(json!({
             "id": id, "object": "chat.completion", "created": created, "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": answer},
                          "finish_reason": "stop"}],
             "usage": usage(asked.usage),
         }))
-        .into_response());
+        .into_response();
+        return Ok(with_trace_id(response, trace_id));
     }
     let include_usage = req
         .stream_options
@@ -145,9 +149,10 @@ pub(crate) async fn completions(
         futures::stream::once(async move { Ok(Event::default().data(first.to_string())) }),
         futures::StreamExt::flatten(futures::stream::once(rest)),
     );
-    Ok(Sse::new(stream)
+    let response = Sse::new(stream)
         .keep_alive(KeepAlive::default())
-        .into_response())
+        .into_response();
+    Ok(with_trace_id(response, trace_id))
 }
 
 /// The last user message: where it is, and its text.

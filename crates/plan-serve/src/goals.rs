@@ -81,6 +81,7 @@ pub(crate) fn spawn_ask(
     id: String,
     (goal, response_format, memory): (String, Option<Value>, Memory),
     request: Request,
+    trace: Option<plan_telemetry::Trace>,
 ) -> JoinHandle<Asked> {
     let mut notifier = state.live.start(&id);
     tokio::spawn(async move {
@@ -94,6 +95,10 @@ pub(crate) fn spawn_ask(
                 let _ = plan_runs::ask::end_goal(&state.at, &id, Err(&error));
                 return Err(error).into();
             }
+        };
+        let model = match &trace {
+            Some(t) => t.model(model, &plan_planner::model_name(&state.host)),
+            None => model,
         };
         let mut planner = Planner {
             host: &state.host,
@@ -118,10 +123,12 @@ pub(crate) fn spawn_ask(
                 std::mem::take(&mut planner.options.conversation)
             }
         };
+        let spans = trace.as_ref().map(|t| t.journal(&state.manifest));
+        let mut also = (&mut notifier, spans);
         let store = AskStore {
             at: state.at.clone(),
             goal_id: id,
-            also: &mut notifier,
+            also: &mut also,
             warn: state.warn,
             started: |_| {},
         };
@@ -130,6 +137,26 @@ pub(crate) fn spawn_ask(
             Some(e) => Err(e.to_json()),
             None => outcome(&stored.outcome),
         };
+        if let Some(t) = trace {
+            let status = serde_json::to_value(stored.outcome.status)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default();
+            let ended = match &stored.outcome.report {
+                Some(r) => plan_telemetry::Ended::run(r, stored.runs.last().map(String::as_str)),
+                None => plan_telemetry::Ended {
+                    status: "",
+                    run_id: None,
+                    steps: 0,
+                    tool_calls: 0,
+                    error: None,
+                },
+            };
+            t.end(&plan_telemetry::Ended {
+                status: &status,
+                ..ended
+            });
+        }
         Asked {
             ended,
             usage: stored.outcome.usage,
@@ -219,6 +246,7 @@ fn take_up(
             goal.id,
             (goal.goal, goal.response_format, memory),
             request,
+            state.trace("ask", None, &axum::http::HeaderMap::new()),
         );
         return Ok(());
     };

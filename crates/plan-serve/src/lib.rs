@@ -80,12 +80,32 @@ pub(crate) struct State {
     readers: std::sync::Mutex<Vec<Box<dyn RunStore>>>,
     /// Set once the service stops taking requests: streams and waits end then.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// Exports each run's trace when the environment asks for it (docs/telemetry.md).
+    telemetry: Option<plan_telemetry::Telemetry>,
 }
 
 /// Connections kept for reading; more are opened while requests read at once.
 const READERS: usize = 4;
 
 impl State {
+    /// A trace for a run or a goal (`command`: `run`, `ask`, `resume`), the child of the
+    /// `traceparent` the request sent if any; None when traces are not exported.
+    pub(crate) fn trace(
+        &self,
+        command: &str,
+        goal: Option<&str>,
+        headers: &axum::http::HeaderMap,
+    ) -> Option<plan_telemetry::Trace> {
+        let parent = headers.get("traceparent").and_then(|v| v.to_str().ok());
+        let workflow = plan_telemetry::Workflow {
+            command,
+            plan: None,
+            goal,
+            run_id: None,
+        };
+        self.telemetry.as_ref().map(|t| t.start(&workflow, parent))
+    }
+
     /// Resolves once the service is stopping.
     pub(crate) async fn stopped(&self) {
         let mut rx = self.stopping.subscribe();
@@ -150,6 +170,8 @@ pub enum StartError {
 pub struct Service {
     state: Arc<State>,
     retry_unknown_writes: bool,
+    /// What the operator should know before it serves.
+    warnings: Vec<String>,
 }
 
 /// Whether the service may listen on `addr` without a token: only on loopback.
@@ -166,6 +188,14 @@ impl Service {
         let host = Host::new(config.manifest.clone(), config.host_options)
             .map_err(|e| StartError::Host(e.to_string()))?;
         let model = plan_planner::model_for(&host).map_err(|e| e.message);
+        let mut warnings = host.warnings().to_vec();
+        let telemetry = match plan_telemetry::Telemetry::from_env(host.redactor().clone()) {
+            Ok(t) => t,
+            Err(e) => {
+                warnings.push(format!("{e}: no trace is exported"));
+                None
+            }
+        };
         // NB: each database's grounding index is built now, not in a goal's task on the
         // runtime's threads; a goal then only asks SQLite whether the schema moved.
         for w in host.ground("").warnings {
@@ -186,14 +216,16 @@ impl Service {
                 writer,
                 readers: std::sync::Mutex::default(),
                 stopping: tokio::sync::watch::Sender::new(false),
+                telemetry,
             }),
             retry_unknown_writes: config.retry_unknown_writes,
+            warnings,
         })
     }
 
-    /// The host's warnings (short keys, ...), for the operator.
+    /// The host's warnings (short keys, ...) and the telemetry's, for the operator.
     pub fn warnings(&self) -> &[String] {
-        self.state.host.warnings()
+        &self.warnings
     }
 
     /// Resumes every run the store holds as interrupted, with the guarantees of `planvm
@@ -234,7 +266,7 @@ impl Service {
 
     /// Serves the service's MCP tools (`ask`, `run_plan`, `run_status`) over this
     /// process's stdin and stdout until the client closes them (`planvm mcp`).
-    pub async fn serve_stdio(self) -> Result<(), String> {
+    pub async fn serve_stdio(&self) -> Result<(), String> {
         let out = mcp::stdio(self.state.clone()).await;
         self.state.stopping.send_replace(true);
         out
@@ -251,7 +283,7 @@ impl Service {
     /// rather than stopped under a call that would then fail); the store's writer thread writes what it was
     /// given and is joined once the last of them is gone.
     pub async fn serve(
-        self,
+        &self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
@@ -268,8 +300,14 @@ impl Service {
             shutdown.await;
             state.stopping.send_replace(true);
         };
-        axum::serve(listener, api::router(self.state))
+        axum::serve(listener, api::router(self.state.clone()))
             .with_graceful_shutdown(shutdown)
             .await
+    }
+
+    /// Sends the spans left, once the service has stopped (the runs it cut end untraced);
+    /// how many spans did not reach the collector.
+    pub fn finish_telemetry(&self) -> u64 {
+        self.state.telemetry.as_ref().map_or(0, |t| t.finish())
     }
 }

@@ -280,8 +280,14 @@ impl Planrt {
             _ => Memory::None,
         };
         let rf = Some(args["response_format"].clone()).filter(|v| !v.is_null());
-        let started =
-            api::start_goal(&self.state, None, (goal, rf, memory), Request::default()).await;
+        let started = api::start_goal(
+            &self.state,
+            None,
+            (goal, rf, memory),
+            Request::default(),
+            None,
+        )
+        .await;
         let (summary, task) = match started {
             Ok(s) => s,
             Err(e) => return Ok(api_failed(&e)),
@@ -312,7 +318,7 @@ impl Planrt {
         }
         let submit = serde_json::from_value(submit)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let summary = match api::start(&self.state, submit).await {
+        let summary = match api::start(&self.state, submit, None).await {
             Ok(s) => s,
             Err(e) => return Ok(api_failed(&e)),
         };

@@ -50,9 +50,7 @@ impl ToolSpans {
             let span = cx.span();
             span.set_attributes(attrs);
             span.end();
-            self.shared
-                .ended
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.shared.count_end();
         }
     }
 }

@@ -7,11 +7,13 @@
 //! `OTEL_SERVICE_NAME`, default `planvm`, and `OTEL_RESOURCE_ATTRIBUTES`). Off, nothing
 //! here is built and nothing costs anything.
 //!
-//! One command is one trace: an `invoke_workflow` span for the run or the `ask`, a `chat
-//! {model}` span under it per planner call ([`Telemetry::model`]) and an `execute_tool
-//! {tool}` span per tool call ([`Telemetry::journal`], from the run's events). Spans go
-//! out from a background thread in batches; a collector that is down or slow loses them
-//! (counted: [`Telemetry::finish`]), never slows or fails a run.
+//! A process exports through one [`Telemetry`]; each workflow (a command, or a service's
+//! run or goal) is one [`Trace`]: an `invoke_workflow` span, the child of a caller's
+//! `traceparent` when there is one, a `chat {model}` span under it per planner call
+//! ([`Trace::model`]) and an `execute_tool {tool}` span per tool call ([`Trace::journal`],
+//! from the run's events). Spans go out from a background thread in batches; a collector
+//! that is down or slow loses them (counted: [`Telemetry::finish`]), never slows or fails
+//! a run.
 //!
 //! Module map: `journal` turns a run's events into tool spans; `model` wraps the
 //! planner's LLM in chat spans.
@@ -44,22 +46,31 @@ const CAPTURE_CHARS: usize = 4000;
 const MIN_GRACE: Duration = Duration::from_millis(50);
 const MAX_GRACE: Duration = Duration::from_secs(5);
 
-/// What a command exports, from its start to [`Telemetry::finish`].
+/// What a process exports, from its start to [`Telemetry::finish`]: a command's one
+/// trace, or a service's trace per run.
 pub struct Telemetry {
     provider: SdkTracerProvider,
-    shared: Arc<Shared>,
+    tracer: SdkTracer,
+    capture: bool,
+    counts: Arc<Counts>,
+    redactor: Arc<plan_llm::Redactor>,
     started: Instant,
 }
 
-/// What the journal and the model wrapper share with the command's [`Telemetry`].
+/// Spans ended, and spans the collector took: the difference was lost.
+#[derive(Default)]
+pub(crate) struct Counts {
+    ended: AtomicU64,
+    exported: AtomicU64,
+}
+
+/// One workflow's trace: what its journal and its model wrapper share.
 pub(crate) struct Shared {
     pub(crate) tracer: SdkTracer,
     /// Holds the `invoke_workflow` span: every other span is its child.
     pub(crate) root: Context,
     pub(crate) capture: bool,
-    /// Spans ended, and spans the collector took: the difference was lost.
-    pub(crate) ended: AtomicU64,
-    exported: Arc<AtomicU64>,
+    counts: Arc<Counts>,
     redactor: Arc<plan_llm::Redactor>,
 }
 
@@ -70,13 +81,18 @@ impl Shared {
         plan_llm::preview(&text, CAPTURE_CHARS)
     }
 
+    /// Counts a span that ended.
+    pub(crate) fn count_end(&self) {
+        self.counts.ended.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub(crate) fn end(&self, span: &mut impl Span) {
         span.end();
-        self.ended.fetch_add(1, Ordering::Relaxed);
+        self.count_end();
     }
 }
 
-/// What the command's trace says of it at the start.
+/// What a workflow's trace says of it at the start.
 pub struct Workflow<'a> {
     /// `run`, `ask`, `resume`, ...
     pub command: &'a str,
@@ -84,9 +100,11 @@ pub struct Workflow<'a> {
     pub plan: Option<&'a str>,
     /// The goal, for an `ask`: only its hash goes out unless content is captured.
     pub goal: Option<&'a str>,
+    /// The run's id, when known at the start.
+    pub run_id: Option<&'a str>,
 }
 
-/// How the command ended, for its span.
+/// How a workflow ended, for its span.
 pub struct Ended<'a> {
     /// `ok`, `failed`, `needs_input`, or an `ask`'s status.
     pub status: &'a str,
@@ -98,13 +116,28 @@ pub struct Ended<'a> {
     pub error: Option<&'a str>,
 }
 
+impl<'a> Ended<'a> {
+    /// How run `report` ended (stored as `run_id`, if it is).
+    pub fn run(report: &'a plan_host::RunReport, run_id: Option<&'a str>) -> Ended<'a> {
+        Ended {
+            status: match report.status {
+                plan_host::RunStatus::Ok => "ok",
+                plan_host::RunStatus::Failed => "failed",
+                plan_host::RunStatus::NeedsInput => "needs_input",
+            },
+            run_id,
+            steps: report.steps,
+            tool_calls: report.tool_calls,
+            error: report.error.as_ref().map(|e| e.code.as_str()),
+        }
+    }
+}
+
 impl Telemetry {
     /// Telemetry as the process environment asks for it: None when no OTLP endpoint is
-    /// set. `redactor` holds the secrets that must never leave (the host's).
-    pub fn from_env(
-        workflow: &Workflow<'_>,
-        redactor: Arc<plan_llm::Redactor>,
-    ) -> Result<Option<Telemetry>, String> {
+    /// set. `redactor` holds the secrets that must never leave (the host's). Made outside
+    /// any async runtime: the exporter has a blocking client of its own.
+    pub fn from_env(redactor: Arc<plan_llm::Redactor>) -> Result<Option<Telemetry>, String> {
         let set = |v: &str| std::env::var_os(v).is_some_and(|s| !s.is_empty());
         if !ENDPOINT_VARS.iter().any(|v| set(v)) {
             return Ok(None);
@@ -134,7 +167,6 @@ impl Telemetry {
             .map_err(|e| format!("OpenTelemetry: cannot set up the OTLP exporter: {e}"))?;
         Ok(Some(Telemetry::with_exporter(
             exporter,
-            workflow,
             redactor,
             std::env::var(CAPTURE_VAR).is_ok_and(|v| v.eq_ignore_ascii_case("true")),
         )))
@@ -143,11 +175,10 @@ impl Telemetry {
     /// Telemetry exporting through `exporter` (tests, embedders).
     pub fn with_exporter(
         exporter: impl SpanExporter + 'static,
-        workflow: &Workflow<'_>,
         redactor: Arc<plan_llm::Redactor>,
         capture: bool,
     ) -> Telemetry {
-        let exported = Arc::new(AtomicU64::new(0));
+        let counts = Arc::new(Counts::default());
         let mut resource = Resource::builder();
         if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
             resource = resource.with_service_name("planvm");
@@ -155,11 +186,24 @@ impl Telemetry {
         let provider = SdkTracerProvider::builder()
             .with_batch_exporter(Counted {
                 inner: exporter,
-                exported: exported.clone(),
+                counts: counts.clone(),
             })
             .with_resource(resource.build())
             .build();
         let tracer = provider.tracer("planrt");
+        Telemetry {
+            provider,
+            tracer,
+            capture,
+            counts,
+            redactor,
+            started: Instant::now(),
+        }
+    }
+
+    /// Starts a workflow's trace: its `invoke_workflow` span, the child of `parent` (a
+    /// W3C `traceparent` header a caller sent) when it is one, else a trace of its own.
+    pub fn start(&self, workflow: &Workflow<'_>, parent: Option<&str>) -> Trace {
         let mut attrs = vec![
             KeyValue::new("gen_ai.operation.name", "invoke_workflow"),
             KeyValue::new("planrt.command", workflow.command.to_owned()),
@@ -170,33 +214,54 @@ impl Telemetry {
         if let Some(g) = workflow.goal {
             attrs.push(KeyValue::new("planrt.goal.hash", goal_hash(g)));
         }
-        let span = tracer
+        if let Some(id) = workflow.run_id {
+            attrs.push(KeyValue::new("planrt.run.id", id.to_owned()));
+        }
+        let parent = parent.and_then(remote_parent).unwrap_or_default();
+        let span = self
+            .tracer
             .span_builder(format!("invoke_workflow {}", workflow.command))
             .with_kind(SpanKind::Internal)
             .with_attributes(attrs)
-            .start_with_context(&tracer, &Context::new());
-        let root = Context::new().with_span(span);
-        let shared = Arc::new(Shared {
-            tracer,
-            root,
-            capture,
-            ended: AtomicU64::new(0),
-            exported,
-            redactor,
-        });
-        if capture && let Some(g) = workflow.goal {
+            .start_with_context(&self.tracer, &parent);
+        let shared = Shared {
+            tracer: self.tracer.clone(),
+            root: Context::new().with_span(span),
+            capture: self.capture,
+            counts: self.counts.clone(),
+            redactor: self.redactor.clone(),
+        };
+        if self.capture
+            && let Some(g) = workflow.goal
+        {
             shared
                 .root
                 .span()
                 .set_attribute(KeyValue::new("planrt.goal", shared.captured(g)));
         }
-        Telemetry {
-            provider,
-            shared,
-            started: Instant::now(),
+        Trace {
+            shared: Arc::new(shared),
         }
     }
 
+    /// Sends what is left and stops, waiting for the collector at most 3% of the time
+    /// since the telemetry was made (at least 50 ms, at most 5 s: a collector that hangs
+    /// costs no more); the number of spans that did not reach it.
+    pub fn finish(&self) -> u64 {
+        let grace = (self.started.elapsed() * 3 / 100).clamp(MIN_GRACE, MAX_GRACE);
+        // NB: a collector that hangs keeps the exporting thread: it is left behind.
+        let _ = self.provider.shutdown_with_timeout(grace);
+        let ended = self.counts.ended.load(Ordering::Relaxed);
+        ended.saturating_sub(self.counts.exported.load(Ordering::Relaxed))
+    }
+}
+
+/// One workflow's trace (see [`Telemetry::start`]).
+pub struct Trace {
+    shared: Arc<Shared>,
+}
+
+impl Trace {
     /// A journal that turns a run's tool calls into spans under the workflow's; `manifest`
     /// gives each tool's effect.
     pub fn journal(&self, manifest: &plan_manifest::Manifest) -> ToolSpans {
@@ -216,7 +281,7 @@ impl Telemetry {
         })
     }
 
-    /// The trace id, as W3C trace context writes it (32 hex digits).
+    /// The trace's id, as W3C trace context writes it (32 hex digits).
     pub fn trace_id(&self) -> String {
         self.shared
             .root
@@ -226,10 +291,8 @@ impl Telemetry {
             .to_string()
     }
 
-    /// Ends the workflow span as `ended` says and sends what is left, waiting for the
-    /// collector at most 3% of the command's time (at least 50 ms, at most 5 s: a
-    /// collector that hangs costs no more); the number of spans that did not reach it.
-    pub fn finish(self, ended: &Ended<'_>) -> u64 {
+    /// Ends the workflow's span as `ended` says.
+    pub fn end(self, ended: &Ended<'_>) {
         let root = self.shared.root.span();
         root.set_attribute(KeyValue::new("planrt.status", ended.status.to_owned()));
         if let Some(id) = ended.run_id {
@@ -242,13 +305,38 @@ impl Telemetry {
             root.set_status(Status::error(e.to_owned()));
         }
         root.end();
-        self.shared.ended.fetch_add(1, Ordering::Relaxed);
-        let grace = (self.started.elapsed() * 3 / 100).clamp(MIN_GRACE, MAX_GRACE);
-        // NB: a collector that hangs keeps the exporting thread: it is left behind.
-        let _ = self.provider.shutdown_with_timeout(grace);
-        let ended = self.shared.ended.load(Ordering::Relaxed);
-        ended.saturating_sub(self.shared.exported.load(Ordering::Relaxed))
+        self.shared.count_end();
     }
+}
+
+/// The context of a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`), if it is one.
+fn remote_parent(header: &str) -> Option<Context> {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceId, TraceState};
+    let mut parts = header.trim().split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let hex = |s: &str, n: usize| {
+        s.len() == n
+            && s.bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    };
+    if version != "00"
+        || parts.next().is_some()
+        || !hex(trace, 32)
+        || !hex(span, 16)
+        || !hex(flags, 2)
+    {
+        return None;
+    }
+    let trace = TraceId::from_hex(trace)
+        .ok()
+        .filter(|t| *t != TraceId::INVALID)?;
+    let span = SpanId::from_hex(span)
+        .ok()
+        .filter(|s| *s != SpanId::INVALID)?;
+    let flags = TraceFlags::new(u8::from_str_radix(flags, 16).ok()?);
+    let context = SpanContext::new(trace, span, flags, true, TraceState::default());
+    Some(Context::new().with_remote_span_context(context))
 }
 
 /// A goal as traces name it without showing it: the first 16 hex digits of its SHA-256.
@@ -263,10 +351,15 @@ pub(crate) fn to_i64(n: u64) -> i64 {
 }
 
 /// Counts the spans the collector took.
-#[derive(Debug)]
 struct Counted<E> {
     inner: E,
-    exported: Arc<AtomicU64>,
+    counts: Arc<Counts>,
+}
+
+impl<E: std::fmt::Debug> std::fmt::Debug for Counted<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.inner.fmt(f)
+    }
 }
 
 impl<E: SpanExporter> SpanExporter for Counted<E> {
@@ -274,7 +367,7 @@ impl<E: SpanExporter> SpanExporter for Counted<E> {
         let n = batch.len() as u64;
         let result = self.inner.export(batch).await;
         if result.is_ok() {
-            self.exported.fetch_add(n, Ordering::Relaxed);
+            self.counts.exported.fetch_add(n, Ordering::Relaxed);
         }
         result
     }

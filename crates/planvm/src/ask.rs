@@ -177,10 +177,11 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         command: "ask",
         plan: None,
         goal: Some(&args.goal),
+        run_id: None,
     };
     let telemetry = session::telemetry(&workflow, &host, &mut tracer);
     let model = match &telemetry {
-        Some(t) => t.model(model, &plan_planner::model_name(&host)),
+        Some(t) => t.trace.model(model, &plan_planner::model_name(&host)),
         None => model,
     };
     // NB: also builds each database's index once, which the prompt then reuses.
@@ -251,7 +252,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     session::end_telemetry(
         telemetry,
         outcome.report.as_ref(),
-        (&status, last_run.as_deref()),
+        (Some(&status), last_run.as_deref()),
     );
     if let Some(e) = tracer.write_error() {
         eprintln!("warning: writing the trace failed: {e}");

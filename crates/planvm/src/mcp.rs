@@ -93,7 +93,9 @@ pub(crate) fn mcp(args: McpArgs) -> u8 {
                 }
             }
         }
-        match service.serve_stdio().await {
+        let served = service.serve_stdio().await;
+        session::lost_spans(service.finish_telemetry());
+        match served {
             Ok(()) => exit::OK,
             Err(e) => fail(exit::IO_ERR, e),
         }

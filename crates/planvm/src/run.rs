@@ -87,6 +87,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         command: "run",
         plan: Some(&plan),
         goal: None,
+        run_id: None,
     };
     let telemetry = session::telemetry(&workflow, &host, &mut tracer);
     tracer.restart_clock();
@@ -97,11 +98,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     );
     match outcome {
         Ok((report, id)) => {
-            session::end_telemetry(
-                telemetry,
-                Some(&report),
-                (session::status_name(&report), id.as_deref()),
-            );
+            session::end_telemetry(telemetry, Some(&report), (None, id.as_deref()));
             finish(
                 report,
                 (args.output.format, id.as_deref()),
@@ -110,7 +107,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             )
         }
         Err(code) => {
-            session::end_telemetry(telemetry, None, ("not_started", None));
+            session::end_telemetry(telemetry, None, (None, None));
             code
         }
     }

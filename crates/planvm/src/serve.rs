@@ -194,7 +194,9 @@ async fn run(config: Config, listen: SocketAddr) -> u8 {
         }
     };
     eprintln!("listening on http://{addr}");
-    match service.serve(listener, stop).await {
+    let served = service.serve(listener, stop).await;
+    session::lost_spans(service.finish_telemetry());
+    match served {
         Ok(()) => exit::OK,
         Err(e) => fail(exit::IO_ERR, format_args!("the service stopped: {e}")),
     }

@@ -182,11 +182,12 @@ pub(crate) fn telemetry(
     workflow: &plan_telemetry::Workflow<'_>,
     host: &Host,
     tracer: &mut Tracer,
-) -> Option<plan_telemetry::Telemetry> {
-    match plan_telemetry::Telemetry::from_env(workflow, host.redactor().clone()) {
-        Ok(Some(t)) => {
-            tracer.also(Box::new(t.journal(host.manifest())));
-            Some(t)
+) -> Option<Traced> {
+    match plan_telemetry::Telemetry::from_env(host.redactor().clone()) {
+        Ok(Some(telemetry)) => {
+            let trace = telemetry.start(workflow, None);
+            tracer.also(Box::new(trace.journal(host.manifest())));
+            Some(Traced { telemetry, trace })
         }
         Ok(None) => None,
         Err(e) => {
@@ -196,36 +197,44 @@ pub(crate) fn telemetry(
     }
 }
 
-/// Ends the command's trace as `report` says, sending what is left; says how many spans
-/// were lost, if any.
+/// Ends the command's trace as `report` says (its status, unless `status` says otherwise:
+/// an `ask`'s), sending what is left; says how many spans were lost, if any.
 pub(crate) fn end_telemetry(
-    telemetry: Option<plan_telemetry::Telemetry>,
+    telemetry: Option<Traced>,
     report: Option<&plan_host::RunReport>,
-    (status, run_id): (&str, Option<&str>),
+    (status, run_id): (Option<&str>, Option<&str>),
 ) {
-    let Some(t) = telemetry else { return };
-    let error = report
-        .and_then(|r| r.error.as_ref())
-        .map(|e| e.code.as_str().to_owned());
-    let lost = t.finish(&plan_telemetry::Ended {
-        status,
-        run_id,
-        steps: report.map_or(0, |r| r.steps),
-        tool_calls: report.map_or(0, |r| r.tool_calls),
-        error: error.as_deref(),
+    let Some(Traced { telemetry, trace }) = telemetry else {
+        return;
+    };
+    let ended = match report {
+        Some(r) => plan_telemetry::Ended::run(r, run_id),
+        None => plan_telemetry::Ended {
+            status: "not_started",
+            run_id,
+            steps: 0,
+            tool_calls: 0,
+            error: None,
+        },
+    };
+    trace.end(&plan_telemetry::Ended {
+        status: status.unwrap_or(ended.status),
+        ..ended
     });
+    lost_spans(telemetry.finish());
+}
+
+/// Says how many spans did not reach the collector, if any did not.
+pub(crate) fn lost_spans(lost: u64) {
     if lost > 0 {
         eprintln!("warning: {lost} spans did not reach the OpenTelemetry collector");
     }
 }
 
-/// A run's status as traces and JSON name it.
-pub(crate) fn status_name(report: &RunReport) -> &'static str {
-    match report.status {
-        RunStatus::Ok => "ok",
-        RunStatus::Failed => "failed",
-        RunStatus::NeedsInput => "needs_input",
-    }
+/// A command's telemetry and its one trace.
+pub(crate) struct Traced {
+    telemetry: plan_telemetry::Telemetry,
+    pub(crate) trace: plan_telemetry::Trace,
 }
 
 /// A host that could not be set up: its error printed, its exit code.

@@ -187,14 +187,11 @@ fn go_on(
         command,
         plan: None,
         goal: None,
+        run_id: None,
     };
     let telemetry = session::telemetry(&workflow, &host, &mut tracer);
     let report = session::block_on(&runtime, &host, claimed.go(&host, &mut tracer));
-    session::end_telemetry(
-        telemetry,
-        Some(&report),
-        (session::status_name(&report), Some(&id)),
-    );
+    session::end_telemetry(telemetry, Some(&report), (None, Some(&id)));
     session::finish(report, (output.format, Some(&id)), &tracer, status_line)
 }
 

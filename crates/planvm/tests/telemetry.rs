@@ -372,3 +372,101 @@ async fn an_ask_traces_its_planner_call_under_the_same_workflow() {
     assert!(tool.start_time_unix_nano >= chat.end_time_unix_nano);
     assert_eq!(spans.len(), 3);
 }
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `planvm serve`: a run submitted with a `traceparent` is traced as that caller's child,
+/// and the response names the trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_service_continues_a_callers_trace_and_names_it() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/search"))
+        .respond_with(Echo)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path("/v1/traces"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        format!(
+            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\npointer = \"/text\"\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let served = common::serve_with(
+        &dir.path().join("s.db"),
+        &["--tools", &s(&tools)],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &server.uri()),
+            // NB: a service sends its spans every 5 s by default.
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    );
+    let plan = json!([
+        {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Search.", "dependency_analysis": "None."}},
+        {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search",
+         "tool_params": {"query": "start"}, "output_vars": ["final_answer"]}}
+    ]);
+    let caller = "0af7651916cd43dd8448eb211c80319c";
+    plan_host::install_crypto();
+    let res = reqwest::Client::new()
+        .post(format!("{}/v1/runs", served.base))
+        .header("traceparent", format!("00-{caller}-b7ad6b7169203331-01"))
+        .json(&json!({"plan": plan, "run_id": "t1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 201);
+    assert_eq!(
+        res.headers()["x-trace-id"].to_str().unwrap(),
+        caller,
+        "the response names the caller's trace"
+    );
+    let mut spans: Vec<Span> = Vec::new();
+    for _ in 0..200 {
+        spans.clear();
+        for r in server.received_requests().await.unwrap() {
+            if r.url.path() == "/v1/traces" {
+                let decoded = ExportTraceServiceRequest::decode(r.body.as_slice()).unwrap();
+                spans.extend(
+                    decoded
+                        .resource_spans
+                        .into_iter()
+                        .flat_map(|rs| rs.scope_spans)
+                        .flat_map(|ss| ss.spans),
+                );
+            }
+        }
+        if spans.iter().any(|s| s.name == "invoke_workflow run") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let root = spans
+        .iter()
+        .find(|s| s.name == "invoke_workflow run")
+        .expect("the run's span was exported");
+    assert_eq!(hex(&root.trace_id), caller);
+    assert_eq!(hex(&root.parent_span_id), "b7ad6b7169203331");
+    assert_eq!(
+        text(&root.attributes, "planrt.status").as_deref(),
+        Some("ok")
+    );
+    assert_eq!(
+        text(&root.attributes, "planrt.run.id").as_deref(),
+        Some("t1")
+    );
+    let tool = spans
+        .iter()
+        .find(|s| s.name == "execute_tool vector_search")
+        .unwrap();
+    assert_eq!(tool.parent_span_id, root.span_id);
+    assert_eq!(hex(&tool.trace_id), caller);
+}

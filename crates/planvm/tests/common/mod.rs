@@ -111,6 +111,8 @@ pub fn serve_with(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
             "127.0.0.1:0",
         ])
         .args(extra)
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .envs(env.iter().copied())
         .env_remove("PLANVM_STORE")
         .stderr(Stdio::piped())
