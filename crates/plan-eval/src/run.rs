@@ -45,6 +45,8 @@ pub struct Setup<'h> {
     /// Each case a stored goal of this evaluation (`--store`), begun with
     /// [`crate::store::begin`].
     pub store: Option<Stored>,
+    /// Each case a trace of its own, when traces are exported.
+    pub telemetry: Option<&'h plan_telemetry::Telemetry>,
 }
 
 /// What a case's cassette's name ends with.
@@ -148,6 +150,20 @@ pub async fn run(
                 },
                 (_, Some(m)) => m.clone(),
             };
+            let trace = setup.telemetry.map(|t| {
+                let workflow = plan_telemetry::Workflow {
+                    command: "eval",
+                    plan: None,
+                    goal: Some(&case.goal),
+                    run_id: None,
+                };
+                t.start(&workflow, None)
+            });
+            let model = match &trace {
+                Some(t) => t.model(model, &plan_planner::model_name(host)),
+                None => model,
+            };
+            let mut spans = trace.as_ref().map(|t| t.journal(host.manifest()));
             let mut options = setup.options.clone();
             options.vars = case.vars.clone().into_iter().collect();
             let planner = Planner {
@@ -160,13 +176,13 @@ pub async fn run(
             let (outcome, goal_id, runs, mut store_error) = match &setup.store {
                 None => {
                     let outcome = planner
-                        .ask(&case.goal, case.response_format.as_ref(), &mut ())
+                        .ask(&case.goal, case.response_format.as_ref(), &mut spans)
                         .await;
                     (outcome, None, Vec::new(), None)
                 }
                 Some(stored) => {
                     let goal = crate::store::goal_id(&stored.eval, name);
-                    match crate::store::ask(stored, &planner, &goal, case).await {
+                    match crate::store::ask(stored, (&planner, &mut spans), &goal, case).await {
                         Ok((outcome, runs, failed)) => (outcome, Some(goal), runs, failed),
                         Err(why) => return (i, not_started(case, why, start)),
                     }
@@ -203,10 +219,13 @@ pub async fn run(
             };
             let count = |k: RoundKind| outcome.rounds.iter().filter(|r| r.kind == k).count();
             let report = outcome.report.as_ref();
-            let status = serde_json::to_value(outcome.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
+            let status = outcome.status.as_str().to_owned();
+            if let Some(t) = trace {
+                t.end(&plan_telemetry::Ended::ask(
+                    &outcome,
+                    runs.last().map(String::as_str),
+                ));
+            }
             let usage = [outcome.usage, verdict.as_ref().and_then(|v| v.usage)]
                 .into_iter()
                 .flatten()

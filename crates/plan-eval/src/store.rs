@@ -49,11 +49,11 @@ pub(crate) fn goal_id(eval: &str, name: &str) -> String {
     plan_store::run_id_from(&format!("{eval}.{name}"))
 }
 
-/// Asks `case` through `planner` as stored goal `goal`: the outcome, the ids of its runs,
-/// and what went wrong with the store, if anything.
+/// Asks `case` through `planner` as stored goal `goal`, its events heard by `also` too:
+/// the outcome, the ids of its runs, and what went wrong with the store, if anything.
 pub(crate) async fn ask(
     stored: &Stored,
-    planner: &plan_planner::Planner<'_>,
+    (planner, also): (&plan_planner::Planner<'_>, &mut dyn plan_host::Journal),
     goal: &str,
     case: &crate::Case,
 ) -> Result<(plan_planner::AskOutcome, Vec<String>, Option<String>), String> {
@@ -69,7 +69,7 @@ pub(crate) async fn ask(
         AskStore {
             at: stored.at.clone(),
             goal_id,
-            also: &mut (),
+            also,
             // NB: a warning is about a run the report already covers.
             warn: |_| {},
             started: |_| {},

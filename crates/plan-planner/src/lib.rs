@@ -351,6 +351,19 @@ pub enum AskStatus {
     NeedsInput,
 }
 
+impl AskStatus {
+    /// Its name in JSON and traces: `answered`, `invalid_plan`, ...
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AskStatus::Answered => "answered",
+            AskStatus::InvalidPlan => "invalid_plan",
+            AskStatus::RunFailed => "run_failed",
+            AskStatus::PlannerFailed => "planner_failed",
+            AskStatus::NeedsInput => "needs_input",
+        }
+    }
+}
+
 /// The result of one `ask`.
 #[derive(Clone, Debug, Serialize)]
 pub struct AskOutcome {

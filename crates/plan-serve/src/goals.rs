@@ -138,24 +138,10 @@ pub(crate) fn spawn_ask(
             None => outcome(&stored.outcome),
         };
         if let Some(t) = trace {
-            let status = serde_json::to_value(stored.outcome.status)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default();
-            let ended = match &stored.outcome.report {
-                Some(r) => plan_telemetry::Ended::run(r, stored.runs.last().map(String::as_str)),
-                None => plan_telemetry::Ended {
-                    status: "",
-                    run_id: None,
-                    steps: 0,
-                    tool_calls: 0,
-                    error: None,
-                },
-            };
-            t.end(&plan_telemetry::Ended {
-                status: &status,
-                ..ended
-            });
+            t.end(&plan_telemetry::Ended::ask(
+                &stored.outcome,
+                stored.runs.last().map(String::as_str),
+            ));
         }
         Asked {
             ended,

@@ -133,6 +133,27 @@ impl<'a> Ended<'a> {
     }
 }
 
+impl<'a> Ended<'a> {
+    /// How an `ask` ended: its status, and its last run's figures (stored as `run_id`,
+    /// if it is).
+    pub fn ask(outcome: &'a plan_planner::AskOutcome, run_id: Option<&'a str>) -> Ended<'a> {
+        let status = outcome.status.as_str();
+        match &outcome.report {
+            Some(r) => Ended {
+                status,
+                ..Ended::run(r, run_id)
+            },
+            None => Ended {
+                status,
+                run_id,
+                steps: 0,
+                tool_calls: 0,
+                error: None,
+            },
+        }
+    }
+}
+
 impl Telemetry {
     /// Telemetry as the process environment asks for it: None when no OTLP endpoint is
     /// set. `redactor` holds the secrets that must never leave (the host's). Made outside

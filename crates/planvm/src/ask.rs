@@ -245,14 +245,10 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     if let Some(line) = status_line {
         line.finish();
     }
-    let status = serde_json::to_value(outcome.status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
     session::end_telemetry(
         telemetry,
         outcome.report.as_ref(),
-        (Some(&status), last_run.as_deref()),
+        (Some(outcome.status.as_str()), last_run.as_deref()),
     );
     if let Some(e) = tracer.write_error() {
         eprintln!("warning: writing the trace failed: {e}");

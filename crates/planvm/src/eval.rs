@@ -174,6 +174,14 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         eprintln!("warning: {w}");
     }
     let replays = matches!(cassettes, Cassettes::Replay(_));
+    // NB: made before the runtime: its exporter has a blocking client of its own.
+    let telemetry = match plan_telemetry::Telemetry::from_env(host.redactor().clone()) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("warning: {e}: no trace is exported");
+            None
+        }
+    };
     let judge = match plan_eval::Judge::for_host(&host, replays) {
         Ok(j) => j,
         Err(e) => return fail(exit::USAGE, e),
@@ -194,6 +202,7 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         judge,
         cassettes,
         store: None,
+        telemetry: telemetry.as_ref(),
         template: planning.template,
         examples: planning.examples,
         options: AskOptions {
@@ -232,6 +241,9 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         .await
     });
     bar.finish_and_clear();
+    if let Some(t) = &telemetry {
+        session::lost_spans(t.finish());
+    }
     let summary = plan_eval::summarize(&reports);
     if let Some(st) = &stored {
         if let Err(e) = plan_eval::end(&st.at, &st.eval, &json!(summary)) {

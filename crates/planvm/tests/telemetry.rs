@@ -470,3 +470,64 @@ async fn the_service_continues_a_callers_trace_and_names_it() {
     assert_eq!(tool.parent_span_id, root.span_id);
     assert_eq!(hex(&tool.trace_id), caller);
 }
+
+/// `planvm eval`: each case is a trace of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_case_of_an_evaluation_is_a_trace() {
+    let collector = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/v1/traces"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .mount(&collector)
+        .await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = planvm(
+        vec![
+            "eval".into(),
+            s(&root.join("examples/eval/tidb.jsonl")),
+            "--tools".into(),
+            s(&root.join("examples/ask.toml")),
+            "--replay".into(),
+            s(&root.join("examples/eval/recordings")),
+            "--format".into(),
+            "json".into(),
+        ],
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.uri())],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let mut spans: Vec<Span> = Vec::new();
+    for r in collector.received_requests().await.unwrap() {
+        let decoded = ExportTraceServiceRequest::decode(r.body.as_slice()).unwrap();
+        spans.extend(
+            decoded
+                .resource_spans
+                .into_iter()
+                .flat_map(|rs| rs.scope_spans)
+                .flat_map(|ss| ss.spans),
+        );
+    }
+    let cases: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_workflow eval")
+        .collect();
+    assert_eq!(cases.len(), 3);
+    let mut traces: Vec<&[u8]> = cases.iter().map(|c| c.trace_id.as_slice()).collect();
+    traces.dedup();
+    assert_eq!(traces.len(), 3, "a trace per case");
+    for c in &cases {
+        assert_eq!(
+            text(&c.attributes, "planrt.status").as_deref(),
+            Some("answered")
+        );
+        let children = spans.iter().filter(|s| s.parent_span_id == c.span_id);
+        assert!(
+            children.clone().any(|s| s.name == "chat replay"),
+            "the planner's call is in the case's trace"
+        );
+        assert!(
+            children
+                .clone()
+                .any(|s| s.name.starts_with("execute_tool "))
+        );
+    }
+}
