@@ -34,6 +34,8 @@ pub struct Verdict {
 pub struct Judge {
     /// None when every answer is graded from cassettes.
     chat: Option<ChatClient>,
+    /// Its model's price (`[pricing]`), if it has one.
+    price: Option<plan_manifest::Price>,
     rubric: String,
 }
 
@@ -51,7 +53,11 @@ impl Judge {
                 .map_err(|e| format!("[eval.judge] prompt {path}: {e}"))?,
         };
         if replays || host.replay().is_some() {
-            return Ok(Some(Judge { chat: None, rubric }));
+            return Ok(Some(Judge {
+                chat: None,
+                price: None,
+                rubric,
+            }));
         }
         let backend = cfg
             .backend
@@ -63,8 +69,15 @@ impl Judge {
             .chat("the judge", backend)
             .map_err(|e| e.message)?
             .with_temperature(cfg.temperature);
+        let price = match backend {
+            plan_manifest::BackendConfig::Openai { model, .. } => {
+                manifest.pricing.get(model).copied()
+            }
+            _ => None,
+        };
         Ok(Some(Judge {
             chat: Some(chat),
+            price,
             rubric,
         }))
     }
@@ -99,7 +112,7 @@ impl Judge {
                     .reply(&[Message::user(prompt)])
                     .await
                     .map(|r| {
-                        usage = r.usage;
+                        usage = r.usage.map(|u| u.priced(self.price.as_ref()));
                         r.text
                     })
                     .map_err(|e| e.message);

@@ -362,8 +362,9 @@ impl Host {
     fn build(&self, tool: &str, cfg: &BackendConfig) -> Result<Arc<dyn Backend>, ToolError> {
         let config_err = |msg: String| ToolError::new(ToolErrorKind::Config, msg);
         match cfg {
-            BackendConfig::Openai { .. } => Ok(Arc::new(OpenAiBackend {
+            BackendConfig::Openai { model, .. } => Ok(Arc::new(OpenAiBackend {
                 chat: self.connector.chat(&format!("tool `{tool}`"), cfg)?,
+                price: self.manifest.pricing.get(model).copied(),
             })),
             BackendConfig::Http {
                 url,

@@ -13,6 +13,8 @@ use plan_vm::ToolRequest;
 #[derive(Debug)]
 pub(crate) struct OpenAiBackend {
     pub(crate) chat: ChatClient,
+    /// Its model's price (`[pricing]`), if it has one.
+    pub(crate) price: Option<plan_manifest::Price>,
 }
 
 impl Backend for OpenAiBackend {
@@ -27,7 +29,8 @@ impl Backend for OpenAiBackend {
         Box::pin(async move {
             let content = user_message(req)?;
             let reply = self.chat.reply(&[Message::user(content)]).await?;
-            Ok((Value::String(reply.text), reply.usage))
+            let usage = reply.usage.map(|u| u.priced(self.price.as_ref()));
+            Ok((Value::String(reply.text), usage))
         })
     }
 

@@ -329,6 +329,7 @@ async fn backend_selection_and_its_errors() {
         grounding: None,
         mcp: Vec::new(),
         eval: None,
+        pricing: Default::default(),
     };
     let host = Host::new(m, opts()).unwrap();
     let out = host

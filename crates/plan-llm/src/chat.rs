@@ -46,17 +46,25 @@ impl Message {
     }
 }
 
-/// The tokens a reply cost, as the server counted them (`usage`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// The tokens a reply cost, as the server counted them (`usage`), and what they cost when
+/// the model has a price (`[pricing]`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Of the priced calls only, when any was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<f64>,
 }
 
 impl std::ops::AddAssign for Usage {
     fn add_assign(&mut self, other: Usage) {
         self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
         self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cost = match (self.cost, other.cost) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
     }
 }
 
@@ -71,12 +79,21 @@ impl Usage {
         (input.is_some() || output.is_some()).then(|| Usage {
             input_tokens: input.unwrap_or(0),
             output_tokens: output.unwrap_or(0),
+            cost: None,
         })
+    }
+
+    /// The same tokens, with what they cost at `price` (none without one).
+    pub fn priced(self, price: Option<&plan_manifest::Price>) -> Usage {
+        Usage {
+            cost: price.map(|p| p.cost(self.input_tokens, self.output_tokens)),
+            ..self
+        }
     }
 }
 
 /// A reply and what it cost, when the server said.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Reply {
     pub text: String,
     pub usage: Option<Usage>,

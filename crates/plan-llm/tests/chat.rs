@@ -480,7 +480,8 @@ async fn the_tokens_a_reply_cost_come_back_plain_and_streamed() {
         plain.usage,
         Some(plan_llm::Usage {
             input_tokens: 12,
-            output_tokens: 3
+            output_tokens: 3,
+            cost: None
         })
     );
     let streamed = c
@@ -492,7 +493,8 @@ async fn the_tokens_a_reply_cost_come_back_plain_and_streamed() {
         streamed.usage,
         Some(plan_llm::Usage {
             input_tokens: 20,
-            output_tokens: 2
+            output_tokens: 2,
+            cost: None
         })
     );
     let body = body_of(&server, 1).await;

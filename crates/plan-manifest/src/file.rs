@@ -34,6 +34,8 @@ struct RawFile {
     mcp: Vec<Spanned<McpServer>>,
     #[serde(default)]
     eval: Option<EvalConfig>,
+    #[serde(default)]
+    pricing: std::collections::BTreeMap<String, Spanned<crate::Price>>,
 }
 
 #[derive(Deserialize)]
@@ -350,6 +352,21 @@ impl Manifest {
         manifest.grounding = raw.grounding;
         manifest.eval = raw.eval;
         manifest.mcp = cx.mcp(raw.mcp)?;
+        for (model, price) in raw.pricing {
+            let span = price.span();
+            let price = price.into_inner();
+            if ![price.input_per_mtok, price.output_per_mtok]
+                .iter()
+                .all(|p| p.is_finite() && *p >= 0.0)
+            {
+                return Err(cx.err(
+                    ManifestErrorKind::Syntax,
+                    span,
+                    format!("[pricing.\"{model}\"]: prices are numbers of 0 or more"),
+                ));
+            }
+            manifest.pricing.insert(model, price);
+        }
 
         let mut declared = HashSet::new();
         for t in raw.tool {
@@ -553,6 +570,8 @@ impl Manifest {
             grounding: Option<&'a GroundingConfig>,
             #[serde(skip_serializing_if = "Option::is_none")]
             eval: Option<&'a EvalConfig>,
+            #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+            pricing: &'a std::collections::BTreeMap<String, crate::Price>,
         }
         toml::to_string(&File {
             mcp: &self.mcp,
@@ -564,6 +583,7 @@ impl Manifest {
             planner: self.planner.as_ref(),
             grounding: self.grounding.as_ref(),
             eval: self.eval.as_ref(),
+            pricing: &self.pricing,
         })
     }
 }

@@ -351,6 +351,26 @@ pub struct Manifest {
     pub mcp: Vec<McpServer>,
     /// The `[eval]` table: how `planvm eval` grades answers.
     pub eval: Option<EvalConfig>,
+    /// The `[pricing."model"]` tables: what a model's tokens cost, by model name.
+    pub pricing: std::collections::BTreeMap<String, Price>,
+}
+
+/// `[pricing."model"]`: what a million tokens of a model cost (in the currency of the
+/// team's choice; reports call it `cost`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Price {
+    #[serde(default)]
+    pub input_per_mtok: f64,
+    #[serde(default)]
+    pub output_per_mtok: f64,
+}
+
+impl Price {
+    /// What `input` and `output` tokens cost.
+    pub fn cost(&self, input: u64, output: u64) -> f64 {
+        (input as f64 * self.input_per_mtok + output as f64 * self.output_per_mtok) / 1e6
+    }
 }
 
 /// The `[eval]` table of a tools file.
@@ -575,6 +595,7 @@ impl Manifest {
             grounding: None,
             mcp: Vec::new(),
             eval: None,
+            pricing: std::collections::BTreeMap::new(),
         }
     }
 

@@ -251,10 +251,16 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "t.toml:3:1: unknown field `nmae`, expected one of `name`, `description`, `effects`, `params`, `backend`",
     ),
     (
+        "a negative price",
+        "[pricing.\"m\"]\ninput_per_mtok = -1\n",
+        ManifestErrorKind::Syntax,
+        "t.toml:1:1: [pricing.\"m\"]: prices are numbers of 0 or more",
+    ),
+    (
         "unknown top-level key",
         "tools = []\n",
         ManifestErrorKind::UnknownKey,
-        "t.toml:1:1: unknown field `tools`, expected one of `defaults`, `tool`, `planner`, `grounding`, `mcp`, `eval`",
+        "t.toml:1:1: unknown field `tools`, expected one of `defaults`, `tool`, `planner`, `grounding`, `mcp`, `eval`, `pricing`",
     ),
     (
         "unknown defaults key",

@@ -498,7 +498,11 @@ impl Planner<'_> {
             let asked = Instant::now();
             let reply = self.reply(&call, streamer.as_ref(), runs, deadline).await;
             let took = asked.elapsed();
-            let usage = reply.as_ref().ok().and_then(|r| r.usage);
+            let usage = reply
+                .as_ref()
+                .ok()
+                .and_then(|r| r.usage)
+                .map(|u| u.priced(self.host.manifest().pricing.get(&model_name(self.host))));
             if let Some(u) = usage {
                 *out.usage.get_or_insert_with(Usage::default) += u;
             }

@@ -323,6 +323,11 @@ impl PointJson {
             number(out, u.input_tokens);
             out.extend_from_slice(b",\"output_tokens\":");
             number(out, u.output_tokens);
+            if let Some(c) = u.cost.filter(|c| c.is_finite()) {
+                out.extend_from_slice(b",\"cost\":");
+                // NB: a finite number is always JSON.
+                let _ = serde_json::to_writer(&mut *out, &c);
+            }
             out.push(b'}');
         }
         out.push(b'}');
@@ -543,6 +548,7 @@ mod tests {
         let tokens = plan_llm::Usage {
             input_tokens: 30,
             output_tokens: 4,
+            cost: Some(0.5),
         };
         p.answered(4, Ok(&json!({"hits": [1.5]})), 12, Some(tokens));
         p.answered(5, Err("down"), 0, None);

@@ -862,7 +862,8 @@ macro_rules! sum_usage {
         concat!(
             "(SELECT CASE WHEN count(*) = 0 THEN NULL ELSE json_object('input_tokens', \
               sum(json_extract(a.value, '$.usage.input_tokens')), 'output_tokens', \
-              sum(json_extract(a.value, '$.usage.output_tokens'))) END \
+              sum(json_extract(a.value, '$.usage.output_tokens')), 'cost', \
+              sum(json_extract(a.value, '$.usage.cost'))) END \
               FROM journal j, json_each(j.entry) p, json_each(p.value, '$.answered') a \
               WHERE j.run = ",
             $run,

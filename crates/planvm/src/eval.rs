@@ -391,8 +391,9 @@ fn table(
         s.latency_p95_ms
     ));
     if let Some(u) = s.usage {
+        let cost = u.cost.map_or(String::new(), |c| format!(", cost {c:.4}"));
         out.push_str(&format!(
-            "tokens: {} in, {} out ({} of {} cases reported them)\n",
+            "tokens: {} in, {} out{cost} ({} of {} cases reported them)\n",
             u.input_tokens, u.output_tokens, s.usage_cases, s.cases
         ));
     }

@@ -1,6 +1,7 @@
 //! Token usage: a loopback OpenAI-compatible server that reports `usage` behind
-//! `llm_generate`; a stored run's total is the sum of its calls' in every output (the run's
-//! report, `runs show`, `runs list`), each call keeps its own, and the cassette too.
+//! `llm_generate`, its model priced in the tools file; a stored run's total (tokens and
+//! cost) is the sum of its calls' in every output (the run's report, `runs show`, `runs
+//! list`), each call keeps its own, and the cassette too.
 
 mod common;
 
@@ -37,7 +38,8 @@ async fn a_runs_tokens_are_the_sum_of_its_calls_in_every_output() {
     std::fs::write(
         path("tools.toml"),
         format!(
-            "[[tool]]\nname = \"llm_generate\"\n[tool.backend]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nmax_retries = 0\n",
+            "[pricing.\"m\"]\ninput_per_mtok = 2.5\noutput_per_mtok = 10\n\
+             [[tool]]\nname = \"llm_generate\"\n[tool.backend]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nmax_retries = 0\n",
             server.uri()
         ),
     )
@@ -74,9 +76,15 @@ async fn a_runs_tokens_are_the_sum_of_its_calls_in_every_output() {
     )
     .await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let total = json!({"input_tokens": 390, "output_tokens": 39});
+    // Tokens, and what they cost at the model's price: (390 × 2.5 + 39 × 10) / 1e6.
+    let cost = 0.001365;
+    let same = |usage: &Value| {
+        usage["input_tokens"] == 390
+            && usage["output_tokens"] == 39
+            && (usage["cost"].as_f64().unwrap_or(0.0) - cost).abs() < 1e-12
+    };
     let report: Value = serde_json::from_str(&out.stdout).unwrap();
-    assert_eq!(report["usage"], total, "{report}");
+    assert!(same(&report["usage"]), "{report}");
 
     let show = planvm(
         vec![
@@ -92,7 +100,7 @@ async fn a_runs_tokens_are_the_sum_of_its_calls_in_every_output() {
     )
     .await;
     let shown: Value = serde_json::from_str(&show.stdout).unwrap();
-    assert_eq!(shown["run"]["usage"], total, "{shown}");
+    assert!(same(&shown["run"]["usage"]), "{shown}");
     let per_call: Vec<&Value> = shown["calls"]
         .as_array()
         .unwrap()
@@ -113,7 +121,7 @@ async fn a_runs_tokens_are_the_sum_of_its_calls_in_every_output() {
     )
     .await;
     let row: Value = serde_json::from_str(list.stdout.lines().next().unwrap()).unwrap();
-    assert_eq!(row["usage"], total, "{row}");
+    assert!(same(&row["usage"]), "{row}");
 
     // The cassette keeps each call's tokens; a replay of it costs none.
     let cassette = std::fs::read_to_string(path("rec.jsonl")).unwrap();

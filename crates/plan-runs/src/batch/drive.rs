@@ -676,6 +676,7 @@ fn replay_host(
         grounding: None,
         mcp: Vec::new(),
         eval: None,
+        pricing: Default::default(),
     };
     let host = Host::new(manifest, opts.clone()).map_err(|e| e.message)?;
     let backend: Arc<dyn Backend> = Arc::new(cassette.fresh());
