@@ -69,6 +69,30 @@ fn plan() -> String {
     Value::Array(steps).to_string()
 }
 
+/// What the collector at `server` received (`/v1/traces`, decoded): the spans, and the
+/// service they said they came from. No request holds any of `secrets`.
+async fn exported(server: &wiremock::MockServer, secrets: &[&str]) -> (Vec<Span>, Option<String>) {
+    let mut spans = Vec::new();
+    let mut service = None;
+    for r in server.received_requests().await.unwrap() {
+        if r.url.path() != "/v1/traces" {
+            continue;
+        }
+        let body = String::from_utf8_lossy(&r.body);
+        for secret in secrets {
+            assert!(!body.contains(secret), "exported {secret}: {body}");
+        }
+        let decoded = ExportTraceServiceRequest::decode(r.body.as_slice()).unwrap();
+        for rs in decoded.resource_spans {
+            if let Some(res) = &rs.resource {
+                service = text(&res.attributes, "service.name");
+            }
+            spans.extend(rs.scope_spans.into_iter().flat_map(|ss| ss.spans));
+        }
+    }
+    (spans, service)
+}
+
 fn attr<'a>(attrs: &'a [KeyValue], key: &str) -> Option<&'a Any> {
     attrs
         .iter()
@@ -154,23 +178,7 @@ async fn a_run_is_one_trace_and_a_collector_that_is_down_or_hangs_costs_it_nothi
         "nothing was exported: {}",
         traced.stderr
     );
-    let mut spans: Vec<Span> = Vec::new();
-    let mut service = None;
-    for r in &requests {
-        assert!(
-            !String::from_utf8_lossy(&r.body).contains(KEY),
-            "the key was exported"
-        );
-        let decoded = ExportTraceServiceRequest::decode(r.body.as_slice()).unwrap();
-        for rs in decoded.resource_spans {
-            if let Some(res) = &rs.resource {
-                service = text(&res.attributes, "service.name");
-            }
-            for ss in rs.scope_spans {
-                spans.extend(ss.spans);
-            }
-        }
-    }
+    let (spans, service) = exported(&collector, &[KEY]).await;
     assert_eq!(service.as_deref(), Some("planvm"));
     let roots: Vec<&Span> = spans
         .iter()
@@ -316,25 +324,7 @@ async fn an_ask_traces_its_planner_call_under_the_same_workflow() {
     )
     .await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let mut spans: Vec<Span> = Vec::new();
-    let mut service = None;
-    for r in server.received_requests().await.unwrap() {
-        if r.url.path() != "/v1/traces" {
-            continue;
-        }
-        let body = String::from_utf8_lossy(&r.body);
-        assert!(
-            !body.contains(KEY) && !body.contains(goal),
-            "exported: {body}"
-        );
-        let decoded = ExportTraceServiceRequest::decode(r.body.as_slice()).unwrap();
-        for rs in decoded.resource_spans {
-            service = rs
-                .resource
-                .and_then(|res| text(&res.attributes, "service.name"));
-            spans.extend(rs.scope_spans.into_iter().flat_map(|ss| ss.spans));
-        }
-    }
+    let (spans, service) = exported(&server, &[KEY, goal]).await;
     assert_eq!(service.as_deref(), Some("my-agents"));
     let root = spans.iter().find(|s| s.parent_span_id.is_empty()).unwrap();
     assert_eq!(root.name, "invoke_workflow ask");
@@ -431,19 +421,7 @@ async fn the_service_continues_a_callers_trace_and_names_it() {
     );
     let mut spans: Vec<Span> = Vec::new();
     for _ in 0..200 {
-        spans.clear();
-        for r in server.received_requests().await.unwrap() {
-            if r.url.path() == "/v1/traces" {
-                let decoded = ExportTraceServiceRequest::decode(r.body.as_slice()).unwrap();
-                spans.extend(
-                    decoded
-                        .resource_spans
-                        .into_iter()
-                        .flat_map(|rs| rs.scope_spans)
-                        .flat_map(|ss| ss.spans),
-                );
-            }
-        }
+        spans = exported(&server, &[]).await.0;
         if spans.iter().any(|s| s.name == "invoke_workflow run") {
             break;
         }
@@ -495,17 +473,7 @@ async fn each_case_of_an_evaluation_is_a_trace() {
     )
     .await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let mut spans: Vec<Span> = Vec::new();
-    for r in collector.received_requests().await.unwrap() {
-        let decoded = ExportTraceServiceRequest::decode(r.body.as_slice()).unwrap();
-        spans.extend(
-            decoded
-                .resource_spans
-                .into_iter()
-                .flat_map(|rs| rs.scope_spans)
-                .flat_map(|ss| ss.spans),
-        );
-    }
+    let (spans, _) = exported(&collector, &[]).await;
     let cases: Vec<&Span> = spans
         .iter()
         .filter(|s| s.name == "invoke_workflow eval")
