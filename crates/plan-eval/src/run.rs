@@ -175,14 +175,14 @@ pub async fn run(
             };
             let (outcome, goal_id, runs, mut store_error) = match &setup.store {
                 None => {
-                    let outcome = planner
-                        .ask(&case.goal, case.response_format.as_ref(), &mut spans)
-                        .await;
+                    let asked = planner.ask(&case.goal, case.response_format.as_ref(), &mut spans);
+                    let outcome = plan_telemetry::within(trace.as_ref(), asked).await;
                     (outcome, None, Vec::new(), None)
                 }
                 Some(stored) => {
                     let goal = crate::store::goal_id(&stored.eval, name);
-                    match crate::store::ask(stored, (&planner, &mut spans), &goal, case).await {
+                    let asked = crate::store::ask(stored, (&planner, &mut spans), &goal, case);
+                    match plan_telemetry::within(trace.as_ref(), asked).await {
                         Ok((outcome, runs, failed)) => (outcome, Some(goal), runs, failed),
                         Err(why) => return (i, not_started(case, why, start)),
                     }

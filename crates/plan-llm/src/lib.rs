@@ -33,6 +33,7 @@ pub use connect::{
 pub use error::{CallError, CallErrorKind, preview, secs};
 pub use net::{
     Endpoint, EventSink, MAX_REDIRECTS, RetryPolicy, TOTAL_TIMEOUT_FACTOR, TRAILER_WAIT, Taken,
+    with_traceparent,
 };
 pub use redact::{MIN_SECRET_BYTES, REDACTED, Redactor};
 pub use secret::{EnvLookup, Secret, process_env};

@@ -179,6 +179,23 @@ pub enum Taken {
     Finished,
 }
 
+tokio::task_local! {
+    /// The W3C `traceparent` of the run whose calls this task makes: sent with each
+    /// request, so that a server's own spans join the run's trace.
+    static TRACEPARENT: String;
+}
+
+/// Runs `fut` with every request it makes carrying `traceparent` (none: as it is).
+pub async fn with_traceparent<F: std::future::Future>(
+    traceparent: Option<String>,
+    fut: F,
+) -> F::Output {
+    match traceparent {
+        Some(t) => TRACEPARENT.scope(t, fut).await,
+        None => fut.await,
+    }
+}
+
 /// How long a stream whose answer is complete is read on for its trailer.
 pub const TRAILER_WAIT: Duration = Duration::from_millis(500);
 
@@ -317,6 +334,9 @@ impl Endpoint {
         let mut req = self.client.post(&self.url).json(body);
         if let Some(key) = &self.auth {
             req = req.bearer_auth(key.expose());
+        }
+        if let Ok(traceparent) = TRACEPARENT.try_with(Clone::clone) {
+            req = req.header("traceparent", traceparent);
         }
         let streaming = matches!(read, Read::Events(_));
         if let Some(t) = self.timeout.filter(|_| !streaming) {

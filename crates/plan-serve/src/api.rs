@@ -561,16 +561,14 @@ fn spawn_new(
             &mut spans as &mut dyn plan_host::Journal,
             Some(notifier.on_written()),
         );
-        let report = state
-            .writer
-            .run(
-                notifier.id(),
-                (&state.host, &program),
-                (presets, limits),
-                within,
-                watch,
-            )
-            .await;
+        let run = state.writer.run(
+            notifier.id(),
+            (&state.host, &program),
+            (presets, limits),
+            within,
+            watch,
+        );
+        let report = plan_telemetry::within(trace.as_ref(), run).await;
         if let Some(t) = trace {
             t.end(&plan_telemetry::Ended::run(&report, Some(notifier.id())));
         }
@@ -587,7 +585,9 @@ pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed) {
         let id = claimed.id().to_owned();
         let trace = state.trace("resume", None, &axum::http::HeaderMap::new());
         let spans = trace.as_ref().map(|t| t.journal(&state.manifest));
-        let report = claimed.go(&state.host, &mut (&mut notifier, spans)).await;
+        let mut journal = (&mut notifier, spans);
+        let report =
+            plan_telemetry::within(trace.as_ref(), claimed.go(&state.host, &mut journal)).await;
         if let Some(t) = trace {
             t.end(&plan_telemetry::Ended::run(&report, Some(&id)));
         }

@@ -132,7 +132,8 @@ pub(crate) fn spawn_ask(
             warn: state.warn,
             started: |_| {},
         };
-        let stored = plan_runs::ask::ask(&planner, &goal, response_format.as_ref(), store).await;
+        let asked = plan_runs::ask::ask(&planner, &goal, response_format.as_ref(), store);
+        let stored = plan_telemetry::within(trace.as_ref(), asked).await;
         let ended = match stored.failed {
             Some(e) => Err(e.to_json()),
             None => outcome(&stored.outcome),

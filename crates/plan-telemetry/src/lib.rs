@@ -312,6 +312,19 @@ impl Trace {
             .to_string()
     }
 
+    /// The workflow's span as a W3C `traceparent`, for the requests its calls make
+    /// ([`plan_llm::with_traceparent`]).
+    pub fn traceparent(&self) -> String {
+        let span = self.shared.root.span();
+        let cx = span.span_context();
+        format!(
+            "00-{}-{}-{:02x}",
+            cx.trace_id(),
+            cx.span_id(),
+            cx.trace_flags().to_u8()
+        )
+    }
+
     /// Ends the workflow's span as `ended` says.
     pub fn end(self, ended: &Ended<'_>) {
         let root = self.shared.root.span();
@@ -328,6 +341,12 @@ impl Trace {
         root.end();
         self.shared.count_end();
     }
+}
+
+/// `fut`, the requests its calls make to tools and LLMs carrying `trace`'s
+/// `traceparent` (none without a trace).
+pub async fn within<F: std::future::Future>(trace: Option<&Trace>, fut: F) -> F::Output {
+    plan_llm::with_traceparent(trace.map(Trace::traceparent), fut).await
 }
 
 /// The context of a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`), if it is one.

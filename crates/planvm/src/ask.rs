@@ -213,7 +213,11 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     let rf = response_format.as_ref();
     let (outcome, store_failed, last_run) = match &args.store.store {
         None => (
-            session::block_on(&runtime, &host, planner.ask(&args.goal, rf, &mut tracer)),
+            session::block_on(
+                &runtime,
+                &host,
+                session::traced(&telemetry, planner.ask(&args.goal, rf, &mut tracer)),
+            ),
             None,
             None,
         ),
@@ -236,7 +240,10 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             let stored = session::block_on(
                 &runtime,
                 &host,
-                plan_runs::ask::ask(&planner, &args.goal, rf, store),
+                session::traced(
+                    &telemetry,
+                    plan_runs::ask::ask(&planner, &args.goal, rf, store),
+                ),
             );
             let failed = stored.failed.map(|e| session::engine_exit(e.kind));
             (stored.outcome, failed, stored.runs.last().cloned())

@@ -94,7 +94,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     let outcome = session::block_on(
         &runtime,
         &host,
-        run_loaded(&host, &loaded, &args, &mut tracer),
+        session::traced(&telemetry, run_loaded(&host, &loaded, &args, &mut tracer)),
     );
     match outcome {
         Ok((report, id)) => {

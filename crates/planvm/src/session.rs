@@ -231,6 +231,15 @@ pub(crate) fn lost_spans(lost: u64) {
     }
 }
 
+/// `fut`, its requests to tools and LLMs carrying the command's trace (`traceparent`),
+/// when there is one.
+pub(crate) async fn traced<F: std::future::Future>(
+    telemetry: &Option<Traced>,
+    fut: F,
+) -> F::Output {
+    plan_telemetry::within(telemetry.as_ref().map(|t| &t.trace), fut).await
+}
+
 /// A command's telemetry and its one trace.
 pub(crate) struct Traced {
     telemetry: plan_telemetry::Telemetry,

@@ -190,7 +190,11 @@ fn go_on(
         run_id: None,
     };
     let telemetry = session::telemetry(&workflow, &host, &mut tracer);
-    let report = session::block_on(&runtime, &host, claimed.go(&host, &mut tracer));
+    let report = session::block_on(
+        &runtime,
+        &host,
+        session::traced(&telemetry, claimed.go(&host, &mut tracer)),
+    );
     session::end_telemetry(telemetry, Some(&report), (None, Some(&id)));
     session::finish(report, (output.format, Some(&id)), &tracer, status_line)
 }

@@ -231,6 +231,20 @@ async fn a_run_is_one_trace_and_a_collector_that_is_down_or_hangs_costs_it_nothi
         .unwrap();
     let result = text(&first.attributes, "gen_ai.tool.call.result").unwrap();
     assert!(result.starts_with("start+"), "{result}");
+    // The tool server was told the run's trace: its own spans can join it.
+    let parent = format!("00-{}-{}-01", hex(&root.trace_id), hex(&root.span_id));
+    let told = tools
+        .received_requests()
+        .await
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r.headers
+                .get("traceparent")
+                .is_some_and(|v| v.to_str().unwrap_or_default() == parent)
+        })
+        .count();
+    assert_eq!(told, CALLS, "{parent}");
 
     // A collector that is down (nothing listens), and one that takes the connection and
     // never answers: the same answer, each in about the time of a run without them.
