@@ -9,9 +9,9 @@
 //! - `run`: every case asked as `planvm ask` asks a goal, many at once, each on a host
 //!   of its own when its calls are recorded or replayed per case.
 //! - `store`: an evaluation in the run store: each case a stored goal, its verdict
-//!   beside it; people's verdicts on a baseline's runs.
-//! - `report`: the summary (pass rate with its 95% interval, latency, failures by cause)
-//!   and the comparison with an earlier report.
+//!   beside it; people's verdicts on a baseline's runs; the JSON report.
+//! - `report`: the summary (pass rate with its 95% interval, latency, failures by cause),
+//!   the comparison with an earlier report, and the report as text for people.
 
 mod dataset;
 mod grade;
@@ -23,6 +23,8 @@ mod store;
 pub use dataset::{Case, parse};
 pub use grade::{Check, Grade, grade};
 pub use judge::{JUDGE_TOOL, Judge, Verdict};
-pub use report::{CaseReport, Change, Comparison, Summary, compare, summarize};
-pub use run::{Cassettes, Setup, cassette_names, run};
-pub use store::{PersonVerdict, Stored, begin, end, new_eval_id, people};
+pub use report::{CaseReport, Change, Comparison, Summary, compare, summarize, text_report};
+pub use run::{Cassettes, CassettesError, Setup, cassette_names, run};
+pub use store::{
+    PersonVerdict, Stored, begin, compare_with_people, end, new_eval_id, people, report_json,
+};

@@ -228,6 +228,91 @@ pub fn compare(baseline: &Value, cases: &[CaseReport]) -> Result<Comparison, Str
     })
 }
 
+/// The report for people: one line per case, the summary, what changed.
+pub fn text_report(
+    s: &Summary,
+    cases: &[CaseReport],
+    comparison: Option<&Comparison>,
+    skipped: &[String],
+) -> String {
+    let mut out = String::new();
+    for c in cases {
+        out.push_str(&format!(
+            "{:<4} {:<24} {:<14} score {:.2}  rounds {}  {} ms{}\n",
+            c.verdict,
+            c.id,
+            c.status,
+            c.score,
+            c.rounds,
+            c.latency_ms,
+            if c.reason.is_empty() {
+                String::new()
+            } else {
+                format!("  {}", c.reason)
+            }
+        ));
+    }
+    out.push_str(&format!(
+        "\n{} cases: {} passed, {} failed; pass rate {:.1}% (95% CI {:.1}%–{:.1}%), mean score {:.2}, latency p50 {} ms, p95 {} ms\n",
+        s.cases,
+        s.passed,
+        s.failed,
+        s.pass_rate * 100.0,
+        s.pass_rate_ci95[0] * 100.0,
+        s.pass_rate_ci95[1] * 100.0,
+        s.mean_score,
+        s.latency_p50_ms,
+        s.latency_p95_ms
+    ));
+    if let Some(u) = s.usage {
+        let cost = u.cost.map_or(String::new(), |c| format!(", cost {c:.4}"));
+        out.push_str(&format!(
+            "tokens: {} in, {} out{cost} ({} of {} cases reported them)\n",
+            u.input_tokens, u.output_tokens, s.usage_cases, s.cases
+        ));
+    }
+    if !s.failures.is_empty() {
+        let causes: Vec<String> = s.failures.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        out.push_str(&format!("failures: {}\n", causes.join(", ")));
+    }
+    if !skipped.is_empty() {
+        out.push_str(&format!("{} dataset lines skipped\n", skipped.len()));
+    }
+    if let Some(c) = comparison {
+        out.push_str(&format!(
+            "\ncompared with the baseline: {} regressions\n",
+            c.regressions
+        ));
+        for ch in &c.changes {
+            out.push_str(&format!(
+                "{:<10} {:<24} {} -> {}\n",
+                ch.change,
+                ch.id,
+                ch.before.as_deref().unwrap_or("-"),
+                ch.after.as_deref().unwrap_or("-")
+            ));
+        }
+        if !c.people.is_empty() {
+            out.push_str("\npeople's verdicts on the baseline's runs:\n");
+        }
+        for p in &c.people {
+            out.push_str(&format!(
+                "{:<10} {:<24} judged {} then, {} now (run {}){}\n",
+                p.feedback.verdict,
+                p.id,
+                p.before,
+                p.after.unwrap_or("-"),
+                p.run,
+                p.feedback
+                    .note
+                    .as_deref()
+                    .map_or(String::new(), |n| format!(": {n}"))
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

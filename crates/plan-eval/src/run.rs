@@ -3,7 +3,7 @@
 //! on a host of its own that records or replays the case's calls.
 
 use std::collections::HashSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,6 +27,51 @@ pub enum Cassettes {
     /// The tools answered from the case's cassette where it has the call, else live (and
     /// added to it); the planner and the judge live.
     ToolsFrom(PathBuf),
+}
+
+/// Why the cassettes a command names cannot be used.
+#[derive(Debug)]
+pub enum CassettesError {
+    /// A directory to record into cannot be created.
+    Create(String),
+    /// The `--replay` path does not exist.
+    Missing(String),
+}
+
+impl Cassettes {
+    /// The cassettes `--record DIR`, `--tools-from DIR` or `--replay DIR|FILE` name (at
+    /// most one; none: [`Cassettes::Shared`]); a directory to record into is created. A
+    /// `--replay` file is [`Cassettes::Shared`]: the host replays it.
+    pub fn open(
+        record: Option<&Path>,
+        tools_from: Option<&Path>,
+        replay: Option<&Path>,
+    ) -> Result<Cassettes, CassettesError> {
+        let create = |dir: &Path| {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                CassettesError::Create(format!(
+                    "cannot create the directory {}: {e}",
+                    dir.display()
+                ))
+            })
+        };
+        if let Some(dir) = record {
+            create(dir)?;
+            return Ok(Cassettes::Record(dir.to_owned()));
+        }
+        if let Some(dir) = tools_from {
+            create(dir)?;
+            return Ok(Cassettes::ToolsFrom(dir.to_owned()));
+        }
+        match replay {
+            Some(p) if p.is_dir() => Ok(Cassettes::Replay(p.to_owned())),
+            Some(p) if !p.exists() => Err(CassettesError::Missing(format!(
+                "--replay {}: no such file or directory",
+                p.display()
+            ))),
+            _ => Ok(Cassettes::Shared),
+        }
+    }
 }
 
 /// How the cases are asked and graded.

@@ -25,16 +25,18 @@ pub fn new_eval_id() -> String {
     format!("eval-{}", &id[..16])
 }
 
-/// Stores evaluation `eval` of `dataset` as started (the store is created if missing).
-pub fn begin(at: &StoreAt, eval: &str, dataset: &str) -> Result<(), plan_runs::Error> {
-    plan_store::check_run_id(eval).map_err(|e| {
+/// Stores evaluation `eval` (a new id when None) of `dataset` as started (the store is
+/// created if missing).
+pub fn begin(at: StoreAt, eval: Option<String>, dataset: &str) -> Result<Stored, plan_runs::Error> {
+    let eval = eval.unwrap_or_else(new_eval_id);
+    plan_store::check_run_id(&eval).map_err(|e| {
         plan_runs::Error::new(
             plan_runs::ErrorKind::BadRunId,
             format!("evaluation id `{eval}`: {e}"),
         )
     })?;
-    at.open(Access::Create)?.create_eval(eval, dataset)?;
-    Ok(())
+    at.open(Access::Create)?.create_eval(&eval, dataset)?;
+    Ok(Stored { at, eval })
 }
 
 /// Ends evaluation `eval` with its summary.
@@ -146,4 +148,40 @@ pub fn people(
         }
     }
     Ok(out)
+}
+
+/// [`crate::compare`] with `baseline`, and, for an evaluation in the store, the verdicts
+/// people gave on the baseline's runs ([`people`]); why those could not be read, if so.
+pub fn compare_with_people(
+    baseline: &Value,
+    cases: &[CaseReport],
+    stored: Option<&Stored>,
+) -> Result<(crate::Comparison, Option<plan_runs::Error>), String> {
+    let mut comparison = crate::compare(baseline, cases)?;
+    let mut unread = None;
+    if let Some(st) = stored {
+        match people(&st.at, baseline, cases) {
+            Ok(people) => comparison.people = people,
+            Err(e) => unread = Some(e),
+        }
+    }
+    Ok((comparison, unread))
+}
+
+/// The JSON report: `{"summary", "cases", "skipped", "eval"?, "comparison"?}`.
+pub fn report_json(
+    summary: &crate::Summary,
+    cases: &[CaseReport],
+    skipped: &[String],
+    stored: Option<&Stored>,
+    comparison: Option<&crate::Comparison>,
+) -> Value {
+    let mut v = serde_json::json!({"summary": summary, "cases": cases, "skipped": skipped});
+    if let Some(st) = stored {
+        v["eval"] = serde_json::json!(st.eval);
+    }
+    if let Some(c) = comparison {
+        v["comparison"] = serde_json::json!(c);
+    }
+    v
 }

@@ -117,6 +117,17 @@ pub struct Ended<'a> {
 }
 
 impl<'a> Ended<'a> {
+    /// A workflow that ended as `status` before anything ran.
+    pub fn nothing_ran(status: &'a str, run_id: Option<&'a str>) -> Ended<'a> {
+        Ended {
+            status,
+            run_id,
+            steps: 0,
+            tool_calls: 0,
+            error: None,
+        }
+    }
+
     /// How run `report` ended (stored as `run_id`, if it is).
     pub fn run(report: &'a plan_host::RunReport, run_id: Option<&'a str>) -> Ended<'a> {
         Ended {
@@ -143,13 +154,7 @@ impl<'a> Ended<'a> {
                 status,
                 ..Ended::run(r, run_id)
             },
-            None => Ended {
-                status,
-                run_id,
-                steps: 0,
-                tool_calls: 0,
-                error: None,
-            },
+            None => Ended::nothing_ran(status, run_id),
         }
     }
 }
@@ -274,6 +279,36 @@ impl Telemetry {
         let _ = self.provider.shutdown_with_timeout(grace);
         let ended = self.counts.ended.load(Ordering::Relaxed);
         ended.saturating_sub(self.counts.exported.load(Ordering::Relaxed))
+    }
+}
+
+/// A command's telemetry and its one trace (`planvm run`, `ask`, `resume`, `branch`).
+pub struct CommandTrace {
+    telemetry: Telemetry,
+    pub trace: Trace,
+}
+
+impl CommandTrace {
+    /// The command's trace on `host`, when the environment asks for one (see
+    /// [`Telemetry::from_env`]), its tool spans taken from `tracer`'s events.
+    pub fn from_env(
+        workflow: &Workflow<'_>,
+        host: &plan_host::Host,
+        tracer: &mut plan_host::Tracer,
+    ) -> Result<Option<CommandTrace>, String> {
+        let Some(telemetry) = Telemetry::from_env(host.redactor().clone())? else {
+            return Ok(None);
+        };
+        let trace = telemetry.start(workflow, None);
+        tracer.also(Box::new(trace.journal(host.manifest())));
+        Ok(Some(CommandTrace { telemetry, trace }))
+    }
+
+    /// Ends the trace as `ended` says and sends what is left; the spans lost (see
+    /// [`Telemetry::finish`]).
+    pub fn end(self, ended: &Ended<'_>) -> u64 {
+        self.trace.end(ended);
+        self.telemetry.finish()
     }
 }
 

@@ -179,7 +179,9 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         goal: Some(&args.goal),
         run_id: None,
     };
-    let telemetry = session::telemetry(&workflow, &host, &mut tracer);
+    let telemetry = session::telemetry(|| {
+        plan_telemetry::CommandTrace::from_env(&workflow, &host, &mut tracer)
+    });
     let model = match &telemetry {
         Some(t) => t.trace.model(model, &plan_planner::model_name(&host)),
         None => model,
@@ -252,10 +254,9 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     if let Some(line) = status_line {
         line.finish();
     }
-    session::end_telemetry(
+    session::end_trace(
         telemetry,
-        outcome.report.as_ref(),
-        (Some(outcome.status.as_str()), last_run.as_deref()),
+        &plan_telemetry::Ended::ask(&outcome, last_run.as_deref()),
     );
     if let Some(e) = tracer.write_error() {
         eprintln!("warning: writing the trace failed: {e}");

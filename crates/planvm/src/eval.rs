@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use plan_eval::{CaseReport, Cassettes, Comparison, Setup, Stored, Summary};
+use plan_eval::{Cassettes, CassettesError, Setup};
 use plan_host::{Host, HostOptions};
 use plan_planner::AskOptions;
 use plan_render::exit;
@@ -104,9 +104,15 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     for s in &skipped {
         eprintln!("warning: {}: {s}: skipped", args.dataset.display());
     }
-    let cassettes = match cassettes(&args) {
+    let opened = Cassettes::open(
+        args.record.as_deref(),
+        args.tools_from.as_deref(),
+        args.replay.as_deref(),
+    );
+    let cassettes = match opened {
         Ok(c) => c,
-        Err(code) => return code,
+        Err(CassettesError::Create(e)) => return fail(exit::CANT_CREATE, e),
+        Err(CassettesError::Missing(e)) => return fail(exit::NO_INPUT, e),
     };
     let single = match &cassettes {
         Cassettes::Shared => args.replay.as_deref(),
@@ -175,13 +181,8 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     }
     let replays = matches!(cassettes, Cassettes::Replay(_));
     // NB: made before the runtime: its exporter has a blocking client of its own.
-    let telemetry = match plan_telemetry::Telemetry::from_env(host.redactor().clone()) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("warning: {e}: no trace is exported");
-            None
-        }
-    };
+    let telemetry =
+        session::telemetry(|| plan_telemetry::Telemetry::from_env(host.redactor().clone()));
     let judge = match plan_eval::Judge::for_host(&host, replays) {
         Ok(j) => j,
         Err(e) => return fail(exit::USAGE, e),
@@ -218,11 +219,11 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         None => None,
         Some(path) => {
             let at = StoreAt::new(path, args.durability.get());
-            let eval = args.eval_id.clone().unwrap_or_else(plan_eval::new_eval_id);
-            if let Err(e) = plan_eval::begin(&at, &eval, &args.dataset.display().to_string()) {
-                return session::failed(e);
+            let dataset = args.dataset.display().to_string();
+            match plan_eval::begin(at, args.eval_id.clone(), &dataset) {
+                Ok(stored) => Some(stored),
+                Err(e) => return session::failed(e),
             }
-            Some(Stored { at, eval })
         }
     };
     setup.store = stored.clone();
@@ -262,13 +263,10 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     }
     let comparison = match &baseline {
         None => None,
-        Some(b) => match plan_eval::compare(b, &reports) {
-            Ok(mut c) => {
-                if let Some(st) = &stored {
-                    match plan_eval::people(&st.at, b, &reports) {
-                        Ok(people) => c.people = people,
-                        Err(e) => eprintln!("warning: cannot read people's verdicts: {e}"),
-                    }
+        Some(b) => match plan_eval::compare_with_people(b, &reports, stored.as_ref()) {
+            Ok((c, unread)) => {
+                if let Some(e) = unread {
+                    eprintln!("warning: cannot read people's verdicts: {e}");
                 }
                 Some(c)
             }
@@ -286,16 +284,16 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     }
     let text = match args.format {
         Format::Json => {
-            let mut v = json!({"summary": summary, "cases": reports, "skipped": skipped});
-            if let Some(st) = &stored {
-                v["eval"] = json!(st.eval);
-            }
-            if let Some(c) = &comparison {
-                v["comparison"] = json!(c);
-            }
+            let v = plan_eval::report_json(
+                &summary,
+                &reports,
+                &skipped,
+                stored.as_ref(),
+                comparison.as_ref(),
+            );
             format!("{v}\n")
         }
-        Format::Text => table(&summary, &reports, comparison.as_ref(), &skipped),
+        Format::Text => plan_eval::text_report(&summary, &reports, comparison.as_ref(), &skipped),
     };
     let written = match &args.output {
         Some(path) => std::fs::write(path, &text).map_err(|e| (path.display().to_string(), e)),
@@ -324,117 +322,4 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     } else {
         exit::OK
     }
-}
-
-/// Where each case's calls come from and go to; a directory to record into is created.
-fn cassettes(args: &EvalArgs) -> Result<Cassettes, u8> {
-    let create = |dir: &PathBuf| {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            fail(
-                exit::CANT_CREATE,
-                format_args!("cannot create the directory {}: {e}", dir.display()),
-            )
-        })
-    };
-    if let Some(dir) = &args.record {
-        create(dir)?;
-        return Ok(Cassettes::Record(dir.clone()));
-    }
-    if let Some(dir) = &args.tools_from {
-        create(dir)?;
-        return Ok(Cassettes::ToolsFrom(dir.clone()));
-    }
-    match &args.replay {
-        Some(p) if p.is_dir() => Ok(Cassettes::Replay(p.clone())),
-        Some(p) if !p.exists() => Err(fail(
-            exit::NO_INPUT,
-            format_args!("--replay {}: no such file or directory", p.display()),
-        )),
-        _ => Ok(Cassettes::Shared),
-    }
-}
-
-/// The report for people: one line per case, the summary, what changed.
-fn table(
-    s: &Summary,
-    cases: &[CaseReport],
-    comparison: Option<&Comparison>,
-    skipped: &[String],
-) -> String {
-    let mut out = String::new();
-    for c in cases {
-        out.push_str(&format!(
-            "{:<4} {:<24} {:<14} score {:.2}  rounds {}  {} ms{}\n",
-            c.verdict,
-            c.id,
-            c.status,
-            c.score,
-            c.rounds,
-            c.latency_ms,
-            if c.reason.is_empty() {
-                String::new()
-            } else {
-                format!("  {}", c.reason)
-            }
-        ));
-    }
-    out.push_str(&format!(
-        "\n{} cases: {} passed, {} failed; pass rate {:.1}% (95% CI {:.1}%–{:.1}%), mean score {:.2}, latency p50 {} ms, p95 {} ms\n",
-        s.cases,
-        s.passed,
-        s.failed,
-        s.pass_rate * 100.0,
-        s.pass_rate_ci95[0] * 100.0,
-        s.pass_rate_ci95[1] * 100.0,
-        s.mean_score,
-        s.latency_p50_ms,
-        s.latency_p95_ms
-    ));
-    if let Some(u) = s.usage {
-        let cost = u.cost.map_or(String::new(), |c| format!(", cost {c:.4}"));
-        out.push_str(&format!(
-            "tokens: {} in, {} out{cost} ({} of {} cases reported them)\n",
-            u.input_tokens, u.output_tokens, s.usage_cases, s.cases
-        ));
-    }
-    if !s.failures.is_empty() {
-        let causes: Vec<String> = s.failures.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        out.push_str(&format!("failures: {}\n", causes.join(", ")));
-    }
-    if !skipped.is_empty() {
-        out.push_str(&format!("{} dataset lines skipped\n", skipped.len()));
-    }
-    if let Some(c) = comparison {
-        out.push_str(&format!(
-            "\ncompared with the baseline: {} regressions\n",
-            c.regressions
-        ));
-        for ch in &c.changes {
-            out.push_str(&format!(
-                "{:<10} {:<24} {} -> {}\n",
-                ch.change,
-                ch.id,
-                ch.before.as_deref().unwrap_or("-"),
-                ch.after.as_deref().unwrap_or("-")
-            ));
-        }
-        if !c.people.is_empty() {
-            out.push_str("\npeople's verdicts on the baseline's runs:\n");
-        }
-        for p in &c.people {
-            out.push_str(&format!(
-                "{:<10} {:<24} judged {} then, {} now (run {}){}\n",
-                p.feedback.verdict,
-                p.id,
-                p.before,
-                p.after.unwrap_or("-"),
-                p.run,
-                p.feedback
-                    .note
-                    .as_deref()
-                    .map_or(String::new(), |n| format!(": {n}"))
-            ));
-        }
-    }
-    out
 }

@@ -89,7 +89,9 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         goal: None,
         run_id: None,
     };
-    let telemetry = session::telemetry(&workflow, &host, &mut tracer);
+    let telemetry = session::telemetry(|| {
+        plan_telemetry::CommandTrace::from_env(&workflow, &host, &mut tracer)
+    });
     tracer.restart_clock();
     let outcome = session::block_on(
         &runtime,
@@ -98,7 +100,10 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     );
     match outcome {
         Ok((report, id)) => {
-            session::end_telemetry(telemetry, Some(&report), (None, id.as_deref()));
+            session::end_trace(
+                telemetry,
+                &plan_telemetry::Ended::run(&report, id.as_deref()),
+            );
             finish(
                 report,
                 (args.output.format, id.as_deref()),
@@ -107,7 +112,8 @@ pub(crate) fn run(args: RunArgs) -> u8 {
             )
         }
         Err(code) => {
-            session::end_telemetry(telemetry, None, (None, None));
+            let ended = plan_telemetry::Ended::nothing_ran("not_started", None);
+            session::end_trace(telemetry, &ended);
             code
         }
     }

@@ -12,6 +12,7 @@ use plan_manifest::Manifest;
 use plan_mcp::Listing;
 use plan_render::exit;
 use plan_runs::ErrorKind;
+use plan_telemetry::CommandTrace;
 use serde_json::Value;
 
 use crate::args::{Format, Times};
@@ -175,53 +176,21 @@ pub(crate) fn start_session(
     })
 }
 
-/// This command's telemetry, when the environment asks for it (docs/telemetry.md): its
-/// tool spans are taken from `tracer`'s events. Made outside any async runtime (its
-/// exporter has a blocking client of its own).
-pub(crate) fn telemetry(
-    workflow: &plan_telemetry::Workflow<'_>,
-    host: &Host,
-    tracer: &mut Tracer,
-) -> Option<Traced> {
-    match plan_telemetry::Telemetry::from_env(host.redactor().clone()) {
-        Ok(Some(telemetry)) => {
-            let trace = telemetry.start(workflow, None);
-            tracer.also(Box::new(trace.journal(host.manifest())));
-            Some(Traced { telemetry, trace })
-        }
-        Ok(None) => None,
-        Err(e) => {
-            eprintln!("warning: {e}: no trace is exported");
-            None
-        }
-    }
+/// The process's telemetry, when the environment asks for it (docs/telemetry.md), made
+/// by `make`; why it cannot be set up is a warning, never a failure. Made outside any
+/// async runtime (its exporter has a blocking client of its own).
+pub(crate) fn telemetry<T>(make: impl FnOnce() -> Result<Option<T>, String>) -> Option<T> {
+    make().unwrap_or_else(|e| {
+        eprintln!("warning: {e}: no trace is exported");
+        None
+    })
 }
 
-/// Ends the command's trace as `report` says (its status, unless `status` says otherwise:
-/// an `ask`'s), sending what is left; says how many spans were lost, if any.
-pub(crate) fn end_telemetry(
-    telemetry: Option<Traced>,
-    report: Option<&plan_host::RunReport>,
-    (status, run_id): (Option<&str>, Option<&str>),
-) {
-    let Some(Traced { telemetry, trace }) = telemetry else {
-        return;
-    };
-    let ended = match report {
-        Some(r) => plan_telemetry::Ended::run(r, run_id),
-        None => plan_telemetry::Ended {
-            status: "not_started",
-            run_id,
-            steps: 0,
-            tool_calls: 0,
-            error: None,
-        },
-    };
-    trace.end(&plan_telemetry::Ended {
-        status: status.unwrap_or(ended.status),
-        ..ended
-    });
-    lost_spans(telemetry.finish());
+/// Ends the command's trace as `ended` says, sending what is left.
+pub(crate) fn end_trace(traced: Option<CommandTrace>, ended: &plan_telemetry::Ended<'_>) {
+    if let Some(t) = traced {
+        lost_spans(t.end(ended));
+    }
 }
 
 /// Says how many spans did not reach the collector, if any did not.
@@ -234,16 +203,10 @@ pub(crate) fn lost_spans(lost: u64) {
 /// `fut`, its requests to tools and LLMs carrying the command's trace (`traceparent`),
 /// when there is one.
 pub(crate) async fn traced<F: std::future::Future>(
-    telemetry: &Option<Traced>,
+    traced: &Option<CommandTrace>,
     fut: F,
 ) -> F::Output {
-    plan_telemetry::within(telemetry.as_ref().map(|t| &t.trace), fut).await
-}
-
-/// A command's telemetry and its one trace.
-pub(crate) struct Traced {
-    telemetry: plan_telemetry::Telemetry,
-    pub(crate) trace: plan_telemetry::Trace,
+    plan_telemetry::within(traced.as_ref().map(|t| &t.trace), fut).await
 }
 
 /// A host that could not be set up: its error printed, its exit code.

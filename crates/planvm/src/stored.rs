@@ -189,13 +189,15 @@ fn go_on(
         goal: None,
         run_id: None,
     };
-    let telemetry = session::telemetry(&workflow, &host, &mut tracer);
+    let telemetry = session::telemetry(|| {
+        plan_telemetry::CommandTrace::from_env(&workflow, &host, &mut tracer)
+    });
     let report = session::block_on(
         &runtime,
         &host,
         session::traced(&telemetry, claimed.go(&host, &mut tracer)),
     );
-    session::end_telemetry(telemetry, Some(&report), (None, Some(&id)));
+    session::end_trace(telemetry, &plan_telemetry::Ended::run(&report, Some(&id)));
     session::finish(report, (output.format, Some(&id)), &tracer, status_line)
 }
 
