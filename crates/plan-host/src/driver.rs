@@ -88,6 +88,9 @@ pub enum RunStatus {
     /// Stopped at a question to a person (`ask_user`): it goes on once answered
     /// (`RunReport::question`).
     NeedsInput,
+    /// Stopped by its host before its end, at a commit point with no call out
+    /// ([`Host::drain`]): a stored run goes on from there when resumed.
+    Stopped,
 }
 
 /// What a run that stopped for a person asks them: the arguments of its `human` call.
@@ -688,7 +691,14 @@ async fn drive<M: Machine>(
                      reqs: Vec<ToolRequest>| {
         issue(calls, inflight, vm, &mut known, reqs, |r| perform(host, r));
     };
-    issue(&mut calls, &mut inflight, vm, reissue);
+    // Calls the VM asked for while the host drains: never sent; the run stops once the
+    // calls out are in, and a resumed run asks for them again.
+    let mut held_back = false;
+    if host.draining() && !reissue.is_empty() {
+        held_back = true;
+    } else {
+        issue(&mut calls, &mut inflight, vm, reissue);
+    }
 
     loop {
         // NB: checked on every turn, not only by the timer below: a timer fires only when
@@ -711,6 +721,7 @@ async fn drive<M: Machine>(
         match halt {
             Halt::Done(outcome) => return done(&mut calls, vm, outcome, start, steps_seen),
             Halt::Failed(e) => return fail(&mut calls, vm, steps_seen, e.into()),
+            Halt::Yield(reqs) if !reqs.is_empty() && host.draining() => held_back = true,
             Halt::Yield(reqs) => issue(&mut calls, &mut inflight, vm, reqs),
         }
 
@@ -725,6 +736,9 @@ async fn drive<M: Machine>(
             && let Err(message) = calls.suspended(state).await
         {
             return fail(&mut calls, vm, steps_seen, journal_failed(message));
+        }
+        if held_back && inflight.is_empty() && calls.asking.is_none() {
+            return stopped(&mut calls, vm, start, steps_seen);
         }
         // NB: suspension point. Wait for the next call to finish (or the deadline).
         let next = match &mut deadline_timer {
@@ -838,6 +852,38 @@ fn failed<M: Machine>(
         vars: Default::default(),
     };
     calls.emit(&TraceEvent::Finished { report: &report });
+    report
+}
+
+/// A run its host stopped ([`Host::drain`]) with nothing in flight: the calls answered
+/// ahead of the head stay answered (a journal keeps them for the resumed run).
+fn stopped<M: Machine>(
+    calls: &mut Calls<'_>,
+    vm: &M,
+    start: Instant,
+    steps_seen: u64,
+) -> RunReport {
+    calls.commit(vm);
+    let steps = vm.steps().unwrap_or(steps_seen);
+    if let Some(message) = calls.journal_error.take() {
+        return failed(calls, vm, steps, start, journal_failed(message));
+    }
+    let mut report = RunReport {
+        status: RunStatus::Stopped,
+        final_answer: Value::Null,
+        error: None,
+        steps,
+        tool_calls: calls.committed,
+        usage: calls.usage,
+        elapsed_ms: millis(start.elapsed()),
+        question: None,
+        vars: Default::default(),
+    };
+    calls.emit(&TraceEvent::Finished { report: &report });
+    if let Some(message) = calls.journal_error.take() {
+        report.status = RunStatus::Failed;
+        report.error = Some(journal_failed(message));
+    }
     report
 }
 

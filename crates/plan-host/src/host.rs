@@ -109,6 +109,8 @@ pub struct Host {
     pub(crate) grounds: Mutex<HashMap<String, crate::grounding::Cached>>,
     /// The `[[mcp]]` servers, each started at first use; [`Host::shutdown`] stops them.
     mcp: Arc<plan_mcp::Servers>,
+    /// Set by [`Host::drain`]: runs send no new call, and stop once none is out.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 impl fmt::Debug for Host {
@@ -174,7 +176,24 @@ impl Host {
             backends: Mutex::new(HashMap::new()),
             cassettes: Mutex::new(HashMap::new()),
             grounds: Mutex::new(HashMap::new()),
+            draining: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// From now on, the runs on this host send no new tool call: each waits for the calls
+    /// it has out, commits their results, and ends as [`RunStatus::Stopped`] (a stored
+    /// run reads as interrupted then, and goes on where it stopped when resumed). A run
+    /// that needs no further call runs to its end.
+    ///
+    /// [`RunStatus::Stopped`]: crate::RunStatus::Stopped
+    pub fn drain(&self) {
+        self.draining
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether [`Host::drain`] was called.
+    pub fn draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Stops the MCP servers this host started (each closes its input and is given a few

@@ -349,6 +349,11 @@ pub enum AskStatus {
     /// A plan's run stopped at a question to the user (`ask_user`): the report has it,
     /// and the run goes on once it is answered.
     NeedsInput,
+    /// Its host stopped the plan's run at a commit point ([`Host::drain`]): a stored run
+    /// goes on from there when resumed.
+    ///
+    /// [`Host::drain`]: plan_host::Host::drain
+    Stopped,
 }
 
 impl AskStatus {
@@ -360,6 +365,7 @@ impl AskStatus {
             AskStatus::RunFailed => "run_failed",
             AskStatus::PlannerFailed => "planner_failed",
             AskStatus::NeedsInput => "needs_input",
+            AskStatus::Stopped => "stopped",
         }
     }
 }
@@ -570,8 +576,17 @@ impl Planner<'_> {
                 out.report = Some(report);
                 return out;
             }
-            if report.status == plan_host::RunStatus::NeedsInput {
-                out.status = AskStatus::NeedsInput;
+            let stopped = match report.status {
+                plan_host::RunStatus::NeedsInput => Some(AskStatus::NeedsInput),
+                plan_host::RunStatus::Stopped => Some(AskStatus::Stopped),
+                plan_host::RunStatus::Ok | plan_host::RunStatus::Failed => None,
+            };
+            if let Some(status) = stopped {
+                if status == AskStatus::Stopped {
+                    out.error =
+                        Some("the run was stopped before its end: it goes on when resumed".into());
+                }
+                out.status = status;
                 out.report = Some(report);
                 return out;
             }

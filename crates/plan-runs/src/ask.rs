@@ -63,6 +63,9 @@ pub(crate) fn settle_goal(
     match report.status {
         plan_host::RunStatus::Ok => store.end_goal(id, Ok(&report.final_answer))?,
         plan_host::RunStatus::NeedsInput => store.goal_needs_input(id, run)?,
+        // NB: left open, this process's: it reads as interrupted once the process is
+        // gone, and is taken up with its run.
+        plan_host::RunStatus::Stopped => false,
         plan_host::RunStatus::Failed => {
             let message = report
                 .error
@@ -231,13 +234,7 @@ pub fn goal_runs(store: &dyn RunStore, id: &str) -> Result<Vec<RunInfo>, Error> 
 
 /// How an ask that did not answer failed, as a goal's `error`: `{code, message}`.
 pub fn goal_error(outcome: &AskOutcome) -> Value {
-    let code = match outcome.status {
-        AskStatus::Answered => "answered",
-        AskStatus::InvalidPlan => "invalid_plan",
-        AskStatus::RunFailed => "run_failed",
-        AskStatus::PlannerFailed => "planner_failed",
-        AskStatus::NeedsInput => "needs_input",
-    };
+    let code = outcome.status.as_str();
     let message = outcome
         .error
         .as_deref()
@@ -293,6 +290,9 @@ pub async fn ask(
             Some(run) => goal_needs_input(&store.at, &store.goal_id, run),
             None => Ok(()),
         },
+        // NB: left open with its run: both read as interrupted once this process is
+        // gone, and are taken up together.
+        (None, AskStatus::Stopped) => Ok(()),
         (None, _) => end_goal(&store.at, &store.goal_id, Err(&goal_error(&outcome))),
     };
     AskStored {

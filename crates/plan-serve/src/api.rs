@@ -551,7 +551,7 @@ fn spawn_new(
     trace: Option<plan_telemetry::Trace>,
 ) {
     tokio::spawn(async move {
-        let Ok(_slot) = state.slots.clone().acquire_owned().await else {
+        let Some(_slot) = state.slot().await else {
             return;
         };
         // NB: the deadline counts from when the run starts, not while it waits.
@@ -579,7 +579,7 @@ fn spawn_new(
 pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed) {
     let mut notifier = state.live.start(claimed.id());
     tokio::spawn(async move {
-        let Ok(_slot) = state.slots.clone().acquire_owned().await else {
+        let Some(_slot) = state.slot().await else {
             return;
         };
         let id = claimed.id().to_owned();

@@ -85,7 +85,7 @@ pub(crate) fn spawn_ask(
 ) -> JoinHandle<Asked> {
     let mut notifier = state.live.start(&id);
     tokio::spawn(async move {
-        let Ok(_slot) = state.slots.clone().acquire_owned().await else {
+        let Some(_slot) = state.slot().await else {
             return Err(json!({"code": "stopped", "message": "the service is stopping"})).into();
         };
         let model = match &state.model {
@@ -285,7 +285,7 @@ fn spawn_goal_run(state: Arc<State>, goal: String, claimed: Claimed) {
     let run = claimed.id().to_owned();
     let mut notifier = state.live.start(&goal);
     tokio::spawn(async move {
-        let Ok(_slot) = state.slots.clone().acquire_owned().await else {
+        let Some(_slot) = state.slot().await else {
             return;
         };
         claimed.go(&state.host, &mut notifier).await;

@@ -67,6 +67,8 @@ pub(crate) struct State {
     pub(crate) host: Host,
     pub(crate) token: Option<Vec<u8>>,
     pub(crate) slots: Arc<Semaphore>,
+    /// How many slots there are: `--max-runs`.
+    max_runs: u32,
     pub(crate) max_body: usize,
     pub(crate) warn: fn(&Error),
     pub(crate) planning: Planning,
@@ -104,6 +106,14 @@ impl State {
             run_id: None,
         };
         self.telemetry.as_ref().map(|t| t.start(&workflow, parent))
+    }
+
+    /// A slot to run in, once one is free; None once the service stops its runs (the run
+    /// waiting for it reads as interrupted when the service is gone, and goes on at the
+    /// next start).
+    pub(crate) async fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let slot = self.slots.clone().acquire_owned().await.ok()?;
+        (!self.host.draining()).then_some(slot)
     }
 
     /// Resolves once the service is stopping.
@@ -188,6 +198,7 @@ impl Service {
         let host = Host::new(config.manifest.clone(), config.host_options)
             .map_err(|e| StartError::Host(e.to_string()))?;
         let model = plan_planner::model_for(&host).map_err(|e| e.message);
+        let max_runs = u32::try_from(config.max_runs.max(1)).unwrap_or(u32::MAX);
         let mut warnings = host.warnings().to_vec();
         let telemetry = match plan_telemetry::Telemetry::from_env(host.redactor().clone()) {
             Ok(t) => t,
@@ -207,7 +218,8 @@ impl Service {
                 manifest: config.manifest,
                 host,
                 token: config.token.map(String::into_bytes),
-                slots: Arc::new(Semaphore::new(config.max_runs.max(1))),
+                slots: Arc::new(Semaphore::new(max_runs as usize)),
+                max_runs,
                 max_body: config.max_body,
                 warn: config.warn,
                 planning: config.planning,
@@ -277,11 +289,17 @@ impl Service {
         self.state.model.as_ref().err().map(String::as_str)
     }
 
-    /// Serves requests on `listener` until `shutdown` resolves. The runs still going stop
-    /// when the runtime is dropped (each reads as interrupted once this process is gone,
-    /// and is resumed at the next start; the MCP servers they call are killed with them,
-    /// rather than stopped under a call that would then fail); the store's writer thread writes what it was
-    /// given and is joined once the last of them is gone.
+    /// Serves requests on `listener` until `shutdown` resolves. From then on the runs
+    /// stop at their next commit point ([`Host::drain`]: no new call is sent, those out
+    /// are waited for and their results committed), and no queued run starts;
+    /// [`Service::drained`] resolves once they have. Each reads as interrupted once this
+    /// process is gone, and is resumed at the next start. Runs cut before that (the
+    /// runtime dropped) are resumed too, from their last commit point; the MCP servers
+    /// they call are killed with them rather than stopped under a call that would then
+    /// fail. The store's writer thread writes what it was given and is joined once the
+    /// last of them is gone.
+    ///
+    /// [`Host::drain`]: plan_host::Host::drain
     pub async fn serve(
         &self,
         listener: tokio::net::TcpListener,
@@ -298,11 +316,26 @@ impl Service {
         let state = self.state.clone();
         let shutdown = async move {
             shutdown.await;
+            state.host.drain();
             state.stopping.send_replace(true);
         };
         axum::serve(listener, api::router(self.state.clone()))
             .with_graceful_shutdown(shutdown)
             .await
+    }
+
+    /// How many runs or goals hold a slot now (running, or stopping).
+    pub fn running(&self) -> usize {
+        (self.state.max_runs as usize).saturating_sub(self.state.slots.available_permits())
+    }
+
+    /// Resolves once every run that was going when the service stopped has stopped at
+    /// a commit point (see [`Service::serve`]).
+    pub async fn drained(&self) {
+        self.state.host.drain();
+        // NB: the semaphore is fair: the runs queued before this get their slot first
+        // and give it back at once, refused; this waits for the running ones only.
+        let _ = self.state.slots.acquire_many(self.state.max_runs).await;
     }
 
     /// Sends the spans left, once the service has stopped (the runs it cut end untraced);

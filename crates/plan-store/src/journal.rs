@@ -502,6 +502,11 @@ impl StoreJournal<'_> {
                 }
             }
             TraceEvent::Warning { .. } | TraceEvent::Planning { .. } => {}
+            TraceEvent::Finished { report } if report.status == plan_host::RunStatus::Stopped => {
+                // NB: not an end: the run stays this process's until it lets it go, and
+                // reads as interrupted then.
+                self.flush(None, None)?;
+            }
             TraceEvent::Finished { report } => {
                 let error = report
                     .error

@@ -135,6 +135,7 @@ impl<'a> Ended<'a> {
                 plan_host::RunStatus::Ok => "ok",
                 plan_host::RunStatus::Failed => "failed",
                 plan_host::RunStatus::NeedsInput => "needs_input",
+                plan_host::RunStatus::Stopped => "stopped",
             },
             run_id,
             steps: report.steps,

@@ -311,7 +311,8 @@ fn print_outcome(outcome: &AskOutcome, args: &AskArgs, run_id: Option<&str>) -> 
     let code = match outcome.status {
         AskStatus::Answered => exit::OK,
         AskStatus::InvalidPlan => exit::DATA_ERR,
-        AskStatus::RunFailed | AskStatus::PlannerFailed => exit::RUN_FAILED,
+        // NB: a command's host never drains; only the service stops its runs.
+        AskStatus::RunFailed | AskStatus::PlannerFailed | AskStatus::Stopped => exit::RUN_FAILED,
         AskStatus::NeedsInput => exit::NEEDS_INPUT,
     };
     if args.output.format == Format::Json {

@@ -187,14 +187,24 @@ async fn run(config: Config, listen: SocketAddr) -> u8 {
     }
     // NB: the handlers are installed before the service says it listens: a SIGTERM right
     // after that line stops it cleanly rather than killing it.
-    let stop = match stopped() {
-        Ok(stop) => stop,
+    let signals = match signals() {
+        Ok(s) => s,
         Err(e) => {
             return fail(exit::RUN_FAILED, format_args!("cannot handle SIGTERM: {e}"));
         }
     };
     eprintln!("listening on http://{addr}");
-    let served = service.serve(listener, stop).await;
+    let served = service.serve(listener, nth(signals.clone(), 1)).await;
+    let going = service.running();
+    if going > 0 {
+        eprintln!(
+            "stopping: {going} run(s) finish the calls they have out (signal again to stop at once)"
+        );
+    }
+    tokio::select! {
+        () = service.drained() => {}
+        () = nth(signals, 2) => eprintln!("stopped at once: the runs cut go on from their last commit point at the next start"),
+    }
     session::lost_spans(service.finish_telemetry());
     match served {
         Ok(()) => exit::OK,
@@ -202,15 +212,25 @@ async fn run(config: Config, listen: SocketAddr) -> u8 {
     }
 }
 
-/// Resolves on SIGTERM or SIGINT, both handled from now on.
-fn stopped() -> std::io::Result<impl std::future::Future<Output = ()> + Send + 'static> {
+/// Counts the SIGTERMs and SIGINTs received from now on.
+fn signals() -> std::io::Result<tokio::sync::watch::Receiver<u32>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    Ok(async move {
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+    let (count, counted) = tokio::sync::watch::channel(0);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            count.send_modify(|n| *n += 1);
         }
-    })
+    });
+    Ok(counted)
+}
+
+/// Resolves once `n` signals have come.
+async fn nth(mut counted: tokio::sync::watch::Receiver<u32>, n: u32) {
+    let _ = counted.wait_for(|c| *c >= n).await;
 }

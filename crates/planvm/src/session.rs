@@ -301,7 +301,8 @@ pub(crate) fn report_exit(report: &RunReport) -> u8 {
     match report.status {
         RunStatus::Ok => exit::OK,
         RunStatus::NeedsInput => exit::NEEDS_INPUT,
-        RunStatus::Failed => exit::RUN_FAILED,
+        // NB: a command's host never drains; only the service stops its runs.
+        RunStatus::Failed | RunStatus::Stopped => exit::RUN_FAILED,
     }
 }
 

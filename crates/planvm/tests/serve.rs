@@ -910,8 +910,121 @@ async fn a_goal_cut_by_a_killed_service_is_asked_again_when_it_starts_and_goals_
     assert_eq!(status, 201, "{body}");
 }
 
+/// Sends SIGTERM to `child`.
+fn terminate(child: &std::process::Child) {
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+}
+
+/// Waits until `server` has received `n` requests.
+async fn received(server: &wiremock::MockServer, n: usize) {
+    for _ in 0..2000 {
+        if server.received_requests().await.unwrap().len() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!("the server did not receive {n} requests");
+}
+
+/// `planvm runs list --store db --format json`.
+fn listed(db: &Path) -> String {
+    let listed = Command::new(env!("CARGO_BIN_EXE_planvm"))
+        .args([
+            "runs",
+            "list",
+            "--store",
+            db.to_str().unwrap(),
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&listed.stdout).into_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_ends_open_streams_and_the_service_without_waiting_for_runs() {
+async fn sigterm_lets_runs_reach_their_next_commit_point_and_they_go_on_at_the_next_start() {
+    // A write that takes 1.5 s, out when the service is told to stop: cut there, the
+    // next start could not know whether it happened, and would leave the run failed.
+    let (server, dir, tools) = search_taking(Duration::from_millis(1500)).await;
+    let manifest = std::fs::read_to_string(&tools).unwrap();
+    let manifest = manifest.replace("[tool.backend]", "effects = \"write\"\n[tool.backend]");
+    std::fs::write(&tools, manifest).unwrap();
+    let db = dir.path().join("s.db");
+    let with_tools = ["--tools", tools.to_str().unwrap()];
+    let mut s = serve(&db, &with_tools);
+    let runs = format!("{}/v1/runs", s.base);
+    let submit = json!({"plan": TWO_SEARCHES, "run_id": "long"});
+    let (status, body) = post(runs.clone(), &submit).await;
+    assert_eq!(status, 201, "{body}");
+    let open = client()
+        .get(format!("{runs}/long/events"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(open.status().as_u16(), 200);
+    let stream = tokio::spawn(async move {
+        let text = open.text().await;
+        (text, std::time::Instant::now())
+    });
+    received(&server, 1).await;
+    let asked = std::time::Instant::now();
+    terminate(&s.child);
+    let exit = tokio::task::spawn_blocking(move || {
+        let code = s.child.wait().unwrap();
+        (code, std::time::Instant::now(), s)
+    })
+    .await
+    .unwrap();
+    assert_eq!(exit.0.code(), Some(0));
+    let (events, ended) = stream.await.unwrap();
+    let events = events.unwrap();
+    assert!(events.contains("event: plan"), "{events}");
+    assert!(
+        ended < exit.1,
+        "the event stream ends when the service stops taking requests, not with the runs"
+    );
+    assert!(
+        exit.1 - asked >= Duration::from_millis(500),
+        "the service waited for the call out: {:?}",
+        exit.1 - asked
+    );
+    assert_eq!(
+        server.received_requests().await.unwrap().len(),
+        1,
+        "no call is sent once the service stops"
+    );
+    assert!(listed(&db).contains("\"interrupted\""), "{}", listed(&db));
+
+    let again = serve(&db, &with_tools);
+    let one = format!("{}/v1/runs/long", again.base);
+    let mut shown = Value::Null;
+    for _ in 0..400 {
+        shown = call(reqwest::Method::GET, one.clone(), None, None).await.1;
+        if shown["run"]["status"] != "running" && shown["run"]["status"] != "interrupted" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let a = format!("/search({})", json!({"query": "first", "top_k": 10}));
+    let want = format!(
+        "/search({})",
+        json!({"query": format!("then {a}"), "top_k": 10})
+    );
+    assert_eq!(shown["run"]["final_answer"], want, "{shown}");
+    assert_eq!(
+        server.received_requests().await.unwrap().len(),
+        2,
+        "the write answered while the service stopped is not sent again"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_sigterm_stops_the_service_without_waiting_for_calls() {
     // A search that takes 20 s: the run is still going when the service is told to stop.
     let (server, dir, tools) = search_taking(Duration::from_secs(20)).await;
     let db = dir.path().join("s.db");
@@ -920,26 +1033,27 @@ async fn sigterm_ends_open_streams_and_the_service_without_waiting_for_runs() {
     let submit = json!({"plan": TWO_SEARCHES, "run_id": "long"});
     let (status, body) = post(runs.clone(), &submit).await;
     assert_eq!(status, 201, "{body}");
-    // NB: the stream is open (its answer's head received) before the service is told.
-    let open = client()
-        .get(format!("{runs}/long/events"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(open.status().as_u16(), 200);
-    let stream = tokio::spawn(open.text());
-    for _ in 0..400 {
-        if !server.received_requests().await.unwrap().is_empty() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    received(&server, 1).await;
     let asked = std::time::Instant::now();
-    let killed = Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(killed.success());
+    terminate(&s.child);
+    // NB: the second signal once the service says it is stopping (it has a run to wait
+    // for then).
+    let said = tokio::task::spawn_blocking({
+        let said = s.said.clone();
+        move || {
+            for _ in 0..2000 {
+                if said.lock().unwrap().contains("stopping:") {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            said.lock().unwrap().clone()
+        }
+    })
+    .await
+    .unwrap();
+    assert!(said.contains("stopping: 1 run(s)"), "{said}");
+    terminate(&s.child);
     let exit = tokio::task::spawn_blocking(move || {
         let code = s.child.wait().unwrap();
         (code, s)
@@ -953,22 +1067,8 @@ async fn sigterm_ends_open_streams_and_the_service_without_waiting_for_runs() {
         took < Duration::from_secs(10),
         "stopping took {took:?}, against a call of 20 s"
     );
-    let events = stream.await.unwrap().unwrap();
-    assert!(events.contains("event: plan"), "{events}");
     // The run is left for the next start.
-    let listed = Command::new(env!("CARGO_BIN_EXE_planvm"))
-        .args([
-            "runs",
-            "list",
-            "--store",
-            db.to_str().unwrap(),
-            "--format",
-            "json",
-        ])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&listed.stdout);
-    assert!(text.contains("\"interrupted\""), "{text}");
+    assert!(listed(&db).contains("\"interrupted\""), "{}", listed(&db));
 }
 
 const ASKS: &str = r#"[

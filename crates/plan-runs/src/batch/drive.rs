@@ -240,7 +240,7 @@ impl Driver<'_> {
         match report.status {
             plan_host::RunStatus::Ok => self.tally.ok += 1,
             plan_host::RunStatus::NeedsInput => self.tally.needs_input += 1,
-            plan_host::RunStatus::Failed => {}
+            plan_host::RunStatus::Failed | plan_host::RunStatus::Stopped => {}
         }
         (self.on)(Event::Finished(Finished {
             plan,

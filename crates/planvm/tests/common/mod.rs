@@ -90,6 +90,8 @@ pub fn http_tools(
 pub struct Served {
     pub child: Child,
     pub base: String,
+    /// What the service has said on stderr since it listens.
+    pub said: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Drop for Served {
@@ -129,6 +131,14 @@ pub fn serve_with(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
         }
     };
     // NB: the rest of stderr is drained, so the service never blocks writing to it.
-    std::thread::spawn(move || for _ in lines {});
-    Served { child, base }
+    let said: std::sync::Arc<std::sync::Mutex<String>> = std::sync::Arc::default();
+    let kept = std::sync::Arc::clone(&said);
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            let mut kept = kept.lock().unwrap();
+            kept.push_str(&line);
+            kept.push('\n');
+        }
+    });
+    Served { child, base, said }
 }
