@@ -22,6 +22,7 @@ fn with_value(value: &str) -> String {
 /// A tool declaring no params: it keeps every argument it is given.
 fn tool(name: &str) -> ToolSpec {
     ToolSpec {
+        retrieval: false,
         name: name.into(),
         description: String::new(),
         params: vec![],

@@ -216,12 +216,18 @@ struct Completed {
     result: Result<Value, ToolError>,
     took: Duration,
     usage: Option<plan_llm::Usage>,
+    /// Its attempts that failed and were tried again.
+    retries: Vec<plan_llm::Retry>,
+    /// Answered from a cassette.
+    replayed: bool,
 }
 
 /// Sends `req` and times its answer.
 async fn perform(host: &Host, req: Arc<ToolRequest>) -> Completed {
     let start = Instant::now();
-    let (result, usage) = match host.call_with_usage(&req).await {
+    let call = plan_llm::noting_retries(host.call_with_usage(&req));
+    let ((answer, retries), replayed) = crate::cassette::noting_replay(call).await;
+    let (result, usage) = match answer {
         Ok((v, usage)) => (Ok(v), usage),
         Err(e) => (Err(e), None),
     };
@@ -230,6 +236,8 @@ async fn perform(host: &Host, req: Arc<ToolRequest>) -> Completed {
         result,
         took: start.elapsed(),
         usage,
+        retries,
+        replayed,
     }
 }
 
@@ -479,7 +487,7 @@ pub async fn resume_plan_answering(
     host: &Host,
     program: &ValidatedProgram,
     state: VmState,
-    (known, input): (Vec<CassetteEntry>, Option<Value>),
+    (known, input): (Vec<CassetteEntry>, Option<PersonsAnswer>),
     limits: Limits,
     journal: &mut dyn Journal,
 ) -> RunReport {
@@ -618,7 +626,16 @@ pub async fn run_machine<M: Machine>(
 #[derive(Default)]
 struct Known {
     saved: HashMap<(String, u64), Vec<SavedResult>>,
-    input: Option<Value>,
+    input: Option<PersonsAnswer>,
+}
+
+/// A person's answer to the question a run stopped at.
+#[derive(Clone, Debug)]
+pub struct PersonsAnswer {
+    pub answer: Value,
+    /// When the question was asked, if known: the call's latency is then the time the
+    /// answer was waited for.
+    pub asked_at: Option<std::time::SystemTime>,
 }
 
 /// A saved call's args and output.
@@ -771,6 +788,8 @@ async fn drive<M: Machine>(
             result: done.result.as_ref(),
             took: done.took,
             usage: done.usage,
+            retries: &done.retries,
+            replayed: done.replayed,
         });
         if let Some(u) = done.usage {
             *calls.usage.get_or_insert_with(plan_llm::Usage::default) += u;
@@ -801,9 +820,16 @@ fn issue<M: Machine, F>(
             ahead,
             reused: saved.is_some(),
         });
+        let mut waited = Duration::ZERO;
         let given = if saved.is_none() && vm.asks_a_person(&request) {
             match known.input.take() {
-                Some(answer) => Some(answer),
+                Some(given) => {
+                    waited = given
+                        .asked_at
+                        .and_then(|at| at.elapsed().ok())
+                        .unwrap_or_default();
+                    Some(given.answer)
+                }
                 None => {
                     // NB: on record as sent, like any call: the run stops here, and its
                     // answer comes with the resumption that continues it.
@@ -822,8 +848,10 @@ fn issue<M: Machine, F>(
             Some(v) => Either::Left(future::ready(Completed {
                 req: request,
                 result: Ok(v),
-                took: Duration::ZERO,
+                took: waited,
                 usage: None,
+                retries: Vec::new(),
+                replayed: false,
             })),
             None => Either::Right(perform(request)),
         });

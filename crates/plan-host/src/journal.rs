@@ -41,6 +41,10 @@ pub enum TraceEvent<'a> {
         took: Duration,
         /// The tokens it cost (an LLM's), when its server said.
         usage: Option<plan_llm::Usage>,
+        /// Its attempts that failed and were tried again, oldest first.
+        retries: &'a [plan_llm::Retry],
+        /// A cassette answered it (`--replay`, `--tools-from`): nothing was sent.
+        replayed: bool,
     },
     /// The VM consumed the result of call `request`: the sequential run made this call.
     /// Comes in program order.
@@ -203,6 +207,7 @@ impl Journal for RecordJournal<'_> {
                 result: Ok(output),
                 took,
                 usage,
+                ..
             } => {
                 // NB: the copy is for the cassette only; outputs can be megabytes, which
                 // is why nothing is copied when no cassette is recorded.

@@ -54,8 +54,8 @@ mod trace;
 pub use backend::Backend;
 pub use cassette::{Cassette, CassetteEntry, Recorder, ReplayBackend};
 pub use driver::{
-    CallState, Deadline, Machine, Question, ReportError, RunReport, RunStatus, STEP_SLICE,
-    resume_plan, resume_plan_answering, run_machine, run_plan, run_plan_recording,
+    CallState, Deadline, Machine, PersonsAnswer, Question, ReportError, RunReport, RunStatus,
+    STEP_SLICE, resume_plan, resume_plan_answering, run_machine, run_plan, run_plan_recording,
     run_plan_reusing,
 };
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};

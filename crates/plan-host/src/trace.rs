@@ -199,6 +199,8 @@ impl Journal for Tracer {
                 result,
                 took,
                 usage,
+                retries,
+                ..
             } => {
                 f.insert("call_id".into(), json!(request.id.0));
                 f.insert("tool".into(), json!(request.tool));
@@ -206,6 +208,9 @@ impl Journal for Tracer {
                 f.insert("ok".into(), json!(result.is_ok()));
                 if let Some(u) = usage {
                     f.insert("usage".into(), json!(u));
+                }
+                if !retries.is_empty() {
+                    f.insert("attempts".into(), json!(retries.len() + 1));
                 }
                 if let Err(e) = result {
                     f.insert("error".into(), json!(e.message));

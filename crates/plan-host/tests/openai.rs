@@ -460,6 +460,7 @@ async fn a_separately_configured_condition_tool_wins() {
         .await;
     let mut m = manifest_with("llm_generate", openai(&llm.uri(), None, None, None));
     m.tools.push(plan_manifest::ToolSpec {
+        retrieval: false,
         name: "jmp_condition".into(),
         description: String::new(),
         params: vec![],

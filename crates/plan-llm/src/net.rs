@@ -196,6 +196,39 @@ pub async fn with_traceparent<F: std::future::Future>(
     }
 }
 
+/// The `traceparent` the requests of this task carry, if any: for a task spawned from it
+/// to carry it too ([`with_traceparent`]).
+pub fn current_traceparent() -> Option<String> {
+    TRACEPARENT.try_with(Clone::clone).ok()
+}
+
+/// An attempt of a call that failed and was tried again.
+#[derive(Clone, Debug)]
+pub struct Retry {
+    /// When it failed.
+    pub at: std::time::SystemTime,
+    pub kind: CallErrorKind,
+    /// Why, redacted.
+    pub message: String,
+    /// The wait before the next attempt.
+    pub wait: Duration,
+}
+
+tokio::task_local! {
+    /// The attempts of the call being made that failed and were tried again.
+    static RETRIES: std::cell::RefCell<Vec<Retry>>;
+}
+
+/// Runs `fut` (one call), noting the attempts it retried: its output, and those.
+pub async fn noting_retries<F: std::future::Future>(fut: F) -> (F::Output, Vec<Retry>) {
+    RETRIES
+        .scope(std::cell::RefCell::default(), async {
+            let out = fut.await;
+            (out, RETRIES.with(std::cell::RefCell::take))
+        })
+        .await
+}
+
 /// How long a stream whose answer is complete is read on for its trailer.
 pub const TRAILER_WAIT: Duration = Duration::from_millis(500);
 
@@ -317,6 +350,15 @@ impl Endpoint {
                             ),
                         ));
                     }
+                    // NB: outside a call that notes its retries (a planner's), nothing to do.
+                    let _ = RETRIES.try_with(|r| {
+                        r.borrow_mut().push(Retry {
+                            at: std::time::SystemTime::now(),
+                            kind: e.kind,
+                            message: e.message.clone(),
+                            wait: d,
+                        });
+                    });
                     tokio::time::sleep(d).await;
                     attempt += 1;
                 }

@@ -57,6 +57,8 @@ struct RawTool {
     params: Option<Vec<RawParam>>,
     #[serde(default)]
     backend: Option<BackendConfig>,
+    #[serde(default)]
+    retrieval: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -403,6 +405,9 @@ impl Manifest {
                     if t.backend.is_some() {
                         existing.backend = t.backend;
                     }
+                    if let Some(r) = t.retrieval {
+                        existing.retrieval = r;
+                    }
                     i
                 }
                 None => {
@@ -430,6 +435,7 @@ impl Manifest {
                         params,
                         effects,
                         backend: t.backend,
+                        retrieval: t.retrieval.unwrap_or(false),
                     });
                     manifest.tools.len() - 1
                 }

@@ -327,6 +327,10 @@ pub struct ToolSpec {
     pub effects: Effects,
     #[serde(default)]
     pub backend: Option<BackendConfig>,
+    /// Finds documents or facts for the plan (`vector_search`, a knowledge graph): its
+    /// calls are `retrieval` spans in traces rather than `execute_tool` ones.
+    #[serde(default)]
+    pub retrieval: bool,
 }
 
 impl ToolSpec {
@@ -531,6 +535,7 @@ impl Manifest {
     /// The built-in tools, with no backend configured.
     pub fn builtin() -> Self {
         let tool = |name: &str, description: &str, effects, params| ToolSpec {
+            retrieval: name.starts_with("retrieve_") || name == "vector_search",
             name: name.into(),
             description: description.into(),
             params,

@@ -94,6 +94,7 @@ fn full_file() {
     assert_eq!(
         m.get("web_search").unwrap(),
         &ToolSpec {
+            retrieval: false,
             name: "web_search".into(),
             description: "Searches the web.".into(),
             params: vec![
@@ -197,6 +198,7 @@ fn new_tool_defaults() {
     assert_eq!(
         m.get("ping").unwrap(),
         &ToolSpec {
+            retrieval: false,
             name: "ping".into(),
             description: String::new(),
             params: vec![],
@@ -248,7 +250,7 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "unknown tool key",
         "[[tool]]\nname = \"x\"\nnmae = \"y\"\n",
         ManifestErrorKind::UnknownKey,
-        "t.toml:3:1: unknown field `nmae`, expected one of `name`, `description`, `effects`, `params`, `backend`",
+        "t.toml:3:1: unknown field `nmae`, expected one of `name`, `description`, `effects`, `params`, `backend`, `retrieval`",
     ),
     (
         "a negative price",

@@ -33,6 +33,7 @@ pub fn tool_spec(server: &McpServer, tool: &Tool) -> ToolSpec {
         description,
         params,
         effects: effects(tool.annotations.as_ref()),
+        retrieval: false,
         backend: Some(BackendConfig::Mcp {
             server: server.name.clone(),
             tool: Some(tool.name.to_string()),

@@ -429,7 +429,10 @@ impl Backend for Layer {
         // it is replaced by a longer one.
         let inner = self.inner.clone();
         let owned = req.clone();
-        let task = tokio::spawn(async move { inner.call_with_usage(&owned).await });
+        let traceparent = plan_llm::current_traceparent();
+        let task = tokio::spawn(plan_llm::with_traceparent(traceparent, async move {
+            inner.call_with_usage(&owned).await
+        }));
         calls.tasks.push(task.abort_handle());
         let answer: Answer = async move {
             task.await.unwrap_or_else(|e| {
@@ -546,6 +549,7 @@ mod tests {
     fn the_prefix_stops_at_what_could_change_the_path_or_the_world() {
         let mut m = Manifest::builtin();
         m.tools.push(plan_manifest::ToolSpec {
+            retrieval: false,
             name: "post".into(),
             description: String::new(),
             params: vec![],

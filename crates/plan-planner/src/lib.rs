@@ -402,6 +402,9 @@ pub struct PlanRun<'a> {
     pub source: &'a str,
     pub vars: &'a [(String, Value)],
     pub limits: &'a Limits,
+    /// The tokens the planner's replies that led to it cost (its round's, and those of
+    /// the repairs before it), when its server said.
+    pub planner_usage: Option<Usage>,
 }
 
 /// Where the runs of an `ask` are journalled: one journal per run (a run store makes each
@@ -491,6 +494,8 @@ impl Planner<'_> {
         let streamer = (opts.stream && self.model.streams())
             .then(|| Streamer::new(self.host, opts.vars.clone(), opts.limits.clone()));
         let deadline = opts.deadline.and_then(Deadline::after);
+        // The planner's tokens since the last run: the next run counts them.
+        let mut unspent: Option<Usage> = None;
         for round in 0.. {
             let call = PlannerCall {
                 round,
@@ -511,6 +516,7 @@ impl Planner<'_> {
                 .map(|u| u.priced(self.host.manifest().pricing.get(&model_name(self.host))));
             if let Some(u) = usage {
                 *out.usage.get_or_insert_with(Usage::default) += u;
+                *unspent.get_or_insert_with(Usage::default) += u;
             }
             let mut r = Round {
                 kind,
@@ -558,6 +564,7 @@ impl Planner<'_> {
                 source: &reply,
                 vars: &opts.vars,
                 limits: &opts.limits,
+                planner_usage: unspent.take(),
             };
             let (report, memo) = match self.run(&plan_run, runs, &known, deadline).await {
                 Ok(ran) => ran,

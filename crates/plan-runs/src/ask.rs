@@ -353,7 +353,11 @@ impl RunSink for Sink<'_> {
                     limits: run.limits,
                     parent: self.ids.last().map(|p| (p.as_str(), first_seq)),
                 };
-                Held::create(&self.store.at, &new, self.store.warn)
+                let mut held = Held::create(&self.store.at, &new, self.store.warn)?;
+                if let Some(usage) = &run.planner_usage {
+                    held.set_planner_usage(usage)?;
+                }
+                Ok(held)
             });
         match held {
             Ok(held) => {

@@ -16,7 +16,7 @@ pub struct GoOn<'a> {
     /// Answers it has already: the calls they answer are not sent again.
     pub known: Vec<CassetteEntry>,
     /// The answer to the question it stopped at, if it is going on with one.
-    pub input: Option<serde_json::Value>,
+    pub input: Option<plan_host::PersonsAnswer>,
     pub limits: Limits,
 }
 

@@ -50,6 +50,11 @@ impl Held {
         &self.id
     }
 
+    /// Counts in the run's tokens those of the planner's replies that wrote its plan.
+    pub fn set_planner_usage(&mut self, usage: &plan_llm::Usage) -> Result<(), Error> {
+        Ok(self.store.set_planner_usage(&self.id, usage)?)
+    }
+
     /// The run's row, read on the run's own connection.
     pub fn row(&self) -> Result<plan_store::RunInfo, Error> {
         Ok(self.store.run(&self.id)?)

@@ -33,7 +33,7 @@ pub struct Going {
     pub steps_done: u64,
     pub state: VmState,
     /// The answer to the question the run stopped at, if it was waiting for one.
-    pub input: Option<Value>,
+    pub input: Option<plan_host::PersonsAnswer>,
 }
 
 /// Reads what going on with stored `run` under `limits` needs, with the checks above.
@@ -66,7 +66,10 @@ pub fn take_up(
                 _ => unanswered_question(&program, &calls),
             };
             let question = question.ok_or_else(|| not_waiting(run))?;
-            Some(answer(run, &question, text)?)
+            Some(plan_host::PersonsAnswer {
+                answer: answer(run, &question, text)?,
+                asked_at: asked_at(&program, &calls),
+            })
         }
     };
     let seen = Seen {
@@ -94,17 +97,30 @@ pub fn question_of(run: &RunInfo) -> Option<Question> {
         .and_then(|q| serde_json::from_value(q.clone()).ok())
 }
 
+/// When the last call of a `human` tool of `program` was sent: the question a run waits on.
+fn asked_at(program: &ValidatedProgram, calls: &[CallRow]) -> Option<std::time::SystemTime> {
+    let ms = calls
+        .iter()
+        .rev()
+        .find(|c| asks_a_person(program, c))?
+        .sent_at?;
+    std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_millis(u64::try_from(ms).ok()?))
+}
+
+/// Whether `call` is of a `human` tool of `program`.
+fn asks_a_person(program: &ValidatedProgram, call: &CallRow) -> bool {
+    program
+        .tools
+        .iter()
+        .any(|t| t.name == call.tool && t.effects == plan_bytecode::Effects::Human)
+}
+
 /// The question of the call of a `human` tool of `program` that `calls` leave unanswered.
 fn unanswered_question(program: &ValidatedProgram, calls: &[CallRow]) -> Option<Question> {
     calls
         .iter()
         .filter(|c| c.state == CallState::Inflight)
-        .find(|c| {
-            program
-                .tools
-                .iter()
-                .any(|t| t.name == c.tool && t.effects == plan_bytecode::Effects::Human)
-        })
+        .find(|c| asks_a_person(program, c))
         .map(|c| Question::from_args(|name| c.args.get(name), c.seq_no))
 }
 

@@ -72,6 +72,7 @@ impl Backend for Tool {
 fn manifest() -> Manifest {
     let mut m = Manifest::builtin();
     m.tools.push(ToolSpec {
+        retrieval: false,
         name: "post_note".into(),
         description: String::new(),
         params: vec![plan_manifest::ParamSpec {
@@ -410,6 +411,7 @@ async fn a_batch_resumed_reports_what_finished_and_goes_on_with_what_failed() {
         trace_dir: None,
         jobs: 4,
         color: false,
+        telemetry: None,
     };
     let pass = |resume: bool| {
         let mut jobs = plan_runs::batch::scan_dir(&plans, false).unwrap();

@@ -280,12 +280,13 @@ impl Planrt {
             _ => Memory::None,
         };
         let rf = Some(args["response_format"].clone()).filter(|v| !v.is_null());
+        let trace = self.state.trace("ask", Some(&goal), &Default::default());
         let started = api::start_goal(
             &self.state,
             None,
             (goal, rf, memory),
             Request::default(),
-            None,
+            trace,
         )
         .await;
         let (summary, task) = match started {
@@ -318,7 +319,8 @@ impl Planrt {
         }
         let submit = serde_json::from_value(submit)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
-        let summary = match api::start(&self.state, submit, None).await {
+        let trace = self.state.trace("run", None, &Default::default());
+        let summary = match api::start(&self.state, submit, trace).await {
             Ok(s) => s,
             Err(e) => return Ok(api_failed(&e)),
         };

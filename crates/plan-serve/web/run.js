@@ -174,6 +174,7 @@ function renderDetail() {
       el("div", {}, "arguments"), el("pre", {}, shown(c.args)),
       el("div", {}, c.error ? "error" : "output"), el("pre", { class: c.error ? "error" : "" }, c.error ? c.error : shown(c.output)),
       el("div", {}, "latency"), el("div", {}, c.latency_ms !== null && c.latency_ms !== undefined ? duration(c.latency_ms) : "—"),
+      el("div", {}, "attempts"), el("div", {}, c.state === "inflight" ? "—" : String(c.attempts || 1)),
       el("div", {}, "sent"), el("div", {}, when(c.sent_at))));
   }
   if (runs.length > 0) {

@@ -294,13 +294,13 @@ impl PointJson {
         out.push(b'}');
     }
 
-    /// An answer: its output or its error, and its latency.
+    /// An answer: its output or its error, its latency, its tokens and its attempts.
     fn answered(
         &mut self,
         step: u64,
         answer: Result<&Value, &str>,
         ms: u64,
-        usage: Option<plan_llm::Usage>,
+        (usage, attempts): (Option<plan_llm::Usage>, Option<u32>),
     ) {
         item(&mut self.answered);
         let out = &mut self.answered;
@@ -318,6 +318,10 @@ impl PointJson {
         }
         out.extend_from_slice(b",\"latency_ms\":");
         number(out, ms);
+        if let Some(n) = attempts {
+            out.extend_from_slice(b",\"attempts\":");
+            number(out, u64::from(n));
+        }
         if let Some(u) = usage {
             out.extend_from_slice(b",\"usage\":{\"input_tokens\":");
             number(out, u.input_tokens);
@@ -390,7 +394,7 @@ impl StoreJournal<'_> {
         request: &ToolRequest,
         result: Result<&Value, &plan_host::ToolError>,
         took: Duration,
-        usage: Option<plan_llm::Usage>,
+        (usage, retries): (Option<plan_llm::Usage>, usize),
     ) {
         if self.reused.contains(&request.id) {
             return;
@@ -427,7 +431,9 @@ impl StoreJournal<'_> {
             Ok(v) => Ok(v),
         };
         let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
-        self.point.answered(request.instance, answer, ms, usage);
+        let attempts = (retries > 0).then(|| u32::try_from(retries + 1).unwrap_or(u32::MAX));
+        self.point
+            .answered(request.instance, answer, ms, (usage, attempts));
     }
 
     /// Adds `event` to the next commit point (writing the point when the driver is about
@@ -476,7 +482,9 @@ impl StoreJournal<'_> {
                 result,
                 took,
                 usage,
-            } => self.answered(request, *result, *took, *usage),
+                retries,
+                ..
+            } => self.answered(request, *result, *took, (*usage, retries.len())),
             TraceEvent::CallCommitted { request } => {
                 if let Some(n) = &mut self.committed_calls {
                     *n += 1;
@@ -555,8 +563,8 @@ mod tests {
             output_tokens: 4,
             cost: Some(0.5),
         };
-        p.answered(4, Ok(&json!({"hits": [1.5]})), 12, Some(tokens));
-        p.answered(5, Err("down"), 0, None);
+        p.answered(4, Ok(&json!({"hits": [1.5]})), 12, (Some(tokens), Some(3)));
+        p.answered(5, Err("down"), 0, (None, None));
         p.step(3, None, 7, "call search");
         p.var("only_size", Err(9));
         for n in [4, 5] {
@@ -578,12 +586,14 @@ mod tests {
             error: None,
             latency_ms: None,
             usage: None,
+            attempts: None,
             sent_at: None,
         };
         let mut ok = call(4, None, "", &json!({}));
         ok.output = Some(json!({"hits": [1.5]}));
         ok.latency_ms = Some(12);
         ok.usage = Some(tokens);
+        ok.attempts = Some(3);
         let mut failed = call(5, None, "", &json!({}));
         failed.error = Some("down".into());
         failed.latency_ms = Some(0);

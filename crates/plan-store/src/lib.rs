@@ -301,6 +301,10 @@ pub struct CallRow {
     /// The tokens it cost (an LLM's), when its server said.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage: Option<plan_llm::Usage>,
+    /// How many attempts it took, when more than one (the others failed and were
+    /// retried).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
     /// When it was sent (Unix ms): the time of the journal row that holds it as sent
     /// (None in a commit point being written).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -389,6 +393,8 @@ impl CommitPoint {
             #[serde(skip_serializing_if = "Option::is_none")]
             latency_ms: Option<u64>,
             #[serde(skip_serializing_if = "Option::is_none")]
+            attempts: Option<u32>,
+            #[serde(skip_serializing_if = "Option::is_none")]
             usage: Option<plan_llm::Usage>,
         }
         #[derive(Serialize)]
@@ -431,6 +437,7 @@ impl CommitPoint {
                     output: c.output.as_ref(),
                     error: c.error.as_deref(),
                     latency_ms: c.latency_ms,
+                    attempts: c.attempts,
                     usage: c.usage,
                 })
                 .collect(),
@@ -738,6 +745,9 @@ pub trait RunStore: Send {
     fn eval_cases(&self, id: &str) -> Result<Vec<EvalCase>, StoreError>;
     /// The latest evaluation case asked as goal `goal`, with its evaluation's id.
     fn eval_case_of_goal(&self, goal: &str) -> Result<Option<(String, EvalCase)>, StoreError>;
+    /// The tokens of the planner's reply that wrote run `run`'s plan: its `usage` counts
+    /// them with its calls'.
+    fn set_planner_usage(&mut self, run: &str, usage: &plan_llm::Usage) -> Result<(), StoreError>;
     /// A person's verdict on run `run`, in place of any earlier one; `UnknownRun` when
     /// there is no such run.
     fn set_feedback(&mut self, run: &str, feedback: &Feedback) -> Result<(), StoreError>;

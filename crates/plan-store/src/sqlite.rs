@@ -40,11 +40,12 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("migrations/006_needs_input.sql")).foreign_key_check(),
         M::up(include_str!("migrations/007_evals.sql")),
         M::up(include_str!("migrations/008_usage.sql")),
+        M::up(include_str!("migrations/009_planner_usage.sql")),
     ])
 });
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 8;
+const SCHEMA_VERSION: i64 = 9;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -881,7 +882,7 @@ const RUN_COLUMNS: &str = concat!(
     "), final_answer, error, presets, limits, owner, lease_until, question, \
      CASE WHEN status = 'running' THEN ",
     sum_usage!("runs.id"),
-    " ELSE usage END"
+    " ELSE usage END, planner_usage"
 );
 
 /// Whether `holder` (of a `running` run) still holds it: a live process of this machine
@@ -943,8 +944,25 @@ fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
         limits: json_column(r, 13, "limits")?.unwrap_or_default(),
         owner,
         question: json_column(r, 16, "question")?,
-        usage: json_column(r, 17, "usage")?,
+        usage: add_usage(
+            json_column(r, 17, "usage")?,
+            json_column(r, 18, "planner usage")?,
+        ),
     })
+}
+
+/// The tokens of a run's calls and of the planner's reply that wrote it, together.
+fn add_usage(
+    calls: Option<plan_llm::Usage>,
+    planner: Option<plan_llm::Usage>,
+) -> Option<plan_llm::Usage> {
+    match (calls, planner) {
+        (Some(mut a), Some(b)) => {
+            a += b;
+            Some(a)
+        }
+        (a, b) => a.or(b),
+    }
 }
 
 impl RunStore for SqliteStore {
@@ -1165,6 +1183,7 @@ impl RunStore for SqliteStore {
                         error: None,
                         latency_ms: None,
                         usage: None,
+                        attempts: None,
                         sent_at: Some(at),
                     },
                 );
@@ -1176,6 +1195,7 @@ impl RunStore for SqliteStore {
                     c.error = a.error;
                     c.latency_ms = a.latency_ms;
                     c.usage = a.usage;
+                    c.attempts = a.attempts;
                 }
             }
             for (steps, state) in [
@@ -1487,6 +1507,17 @@ impl RunStore for SqliteStore {
             .map_err(|e| self.io(e))
     }
 
+    fn set_planner_usage(&mut self, run: &str, usage: &plan_llm::Usage) -> Result<(), StoreError> {
+        let usage = serde_json::json!(usage).to_string();
+        self.conn
+            .execute(
+                "UPDATE runs SET planner_usage = ?2 WHERE id = ?1",
+                params![run, usage],
+            )
+            .map(drop)
+            .map_err(|e| self.io(e))
+    }
+
     fn set_feedback(&mut self, run: &str, feedback: &Feedback) -> Result<(), StoreError> {
         let known: bool = self
             .conn
@@ -1793,6 +1824,8 @@ struct Answer {
     error: Option<String>,
     #[serde(default)]
     latency_ms: Option<u64>,
+    #[serde(default)]
+    attempts: Option<u32>,
     #[serde(default)]
     usage: Option<plan_llm::Usage>,
 }

@@ -34,6 +34,7 @@ fn call(step: u64, tool: &str) -> CallRow {
         error: None,
         latency_ms: None,
         usage: None,
+        attempts: None,
         sent_at: None,
     }
 }
@@ -580,7 +581,7 @@ fn a_version_1_store_is_migrated_with_its_runs_intact() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(version, 8);
+    assert_eq!(version, 9);
     let counts: Vec<(String, Option<i64>)> = db
         .prepare("SELECT id, tool_calls FROM runs ORDER BY id")
         .unwrap()

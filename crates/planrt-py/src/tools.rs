@@ -81,6 +81,7 @@ pub(crate) fn parse(
     for (name, _) in &callables {
         if manifest.get(name).is_none() {
             manifest.tools.push(ToolSpec {
+                retrieval: false,
                 name: name.clone(),
                 description: String::new(),
                 params: Vec::new(),

@@ -202,7 +202,7 @@ async fn a_run_is_one_trace_and_a_collector_that_is_down_or_hangs_costs_it_nothi
     );
     let calls: Vec<&Span> = spans
         .iter()
-        .filter(|s| s.name == "execute_tool vector_search")
+        .filter(|s| s.name == "retrieval vector_search")
         .collect();
     assert_eq!(calls.len(), CALLS);
     assert_eq!(spans.len(), CALLS + 1);
@@ -211,7 +211,7 @@ async fn a_run_is_one_trace_and_a_collector_that_is_down_or_hangs_costs_it_nothi
         assert_eq!(c.parent_span_id, root.span_id);
         assert_eq!(
             text(&c.attributes, "gen_ai.operation.name").as_deref(),
-            Some("execute_tool")
+            Some("retrieval")
         );
         assert_eq!(
             text(&c.attributes, "gen_ai.tool.name").as_deref(),
@@ -370,7 +370,7 @@ async fn an_ask_traces_its_planner_call_under_the_same_workflow() {
     );
     let tool = spans
         .iter()
-        .find(|s| s.name == "execute_tool vector_search")
+        .find(|s| s.name == "retrieval vector_search")
         .unwrap();
     assert_eq!(tool.parent_span_id, root.span_id);
     assert!(tool.start_time_unix_nano >= chat.end_time_unix_nano);
@@ -379,6 +379,252 @@ async fn an_ask_traces_its_planner_call_under_the_same_workflow() {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A call retried after a 503 is one span with the failed attempt as an event (and the
+/// store keeps its attempts); a tool not declared as retrieval is `execute_tool`, one
+/// declared so is `retrieval`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_are_events_of_their_calls_span_and_retrieval_tools_are_retrieval_spans() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/fetch"))
+        .respond_with(wiremock::ResponseTemplate::new(503).insert_header("retry-after", "0"))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path("/fetch"))
+        .respond_with(Echo)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path("/docs"))
+        .respond_with(Echo)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path("/v1/traces"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    let tool = |name: &str, retrieval: bool| {
+        format!(
+            "[[tool]]\nname = \"{name}\"\nretrieval = {retrieval}\n[[tool.params]]\nname = \"query\"\n\
+             type = \"string\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/{name}\"\npointer = \"/text\"\n",
+            server.uri()
+        )
+    };
+    std::fs::write(&tools, tool("fetch", false) + &tool("docs", true)).unwrap();
+    let plan = dir.path().join("plan.json");
+    let steps = json!([
+        {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "docs",
+         "tool_params": {"query": "start"}, "output_vars": ["d"]}},
+        {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "fetch",
+         "tool_params": {"query": "then"}, "output_vars": ["final_answer"]}}
+    ]);
+    std::fs::write(&plan, steps.to_string()).unwrap();
+    let db = dir.path().join("s.db");
+    let rec = s(&dir.path().join("rec.jsonl"));
+    let args: Vec<String> = ["run", &s(&plan), "--tools", &s(&tools), "--store", &s(&db)]
+        .into_iter()
+        .chain(["--run-id", "r1", "--record", &rec])
+        .map(str::to_owned)
+        .collect();
+    let out = planvm(args, &[("OTEL_EXPORTER_OTLP_ENDPOINT", &server.uri())]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let spans = exported(&server, &[]).await.0;
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"retrieval docs"), "{names:?}");
+    let fetch = spans
+        .iter()
+        .find(|s| s.name == "execute_tool fetch")
+        .unwrap_or_else(|| panic!("{names:?}"));
+    assert_eq!(
+        attr(&fetch.attributes, "planrt.call.attempts"),
+        Some(&Any::IntValue(2))
+    );
+    assert_eq!(fetch.events.len(), 1, "{:?}", fetch.events);
+    let retry = &fetch.events[0];
+    assert_eq!(retry.name, "planrt.retry");
+    assert_eq!(
+        text(&retry.attributes, "error.type").as_deref(),
+        Some("transport")
+    );
+    assert!(retry.time_unix_nano >= fetch.start_time_unix_nano);
+    assert!(retry.time_unix_nano <= fetch.end_time_unix_nano);
+
+    let shown = planvm(
+        ["runs", "show", "r1", "--store", &s(&db), "--format", "json"]
+            .map(str::to_owned)
+            .to_vec(),
+        &[],
+    )
+    .await;
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    let attempts: Vec<&Value> = shown["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| &c["attempts"])
+        .collect();
+    assert_eq!(attempts, [&Value::Null, &json!(2)], "{shown}");
+
+    // Replayed: each call's span says a cassette answered it.
+    assert!(
+        spans
+            .iter()
+            .all(|s| attr(&s.attributes, "planrt.call.replayed").is_none())
+    );
+    let args = ["run", &s(&plan), "--tools", &s(&tools), "--replay", &rec];
+    let out = planvm(
+        args.map(str::to_owned).to_vec(),
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &server.uri())],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let spans = exported(&server, &[]).await.0;
+    let replayed = spans
+        .iter()
+        .filter(|s| attr(&s.attributes, "planrt.call.replayed") == Some(&Any::BoolValue(true)))
+        .count();
+    assert_eq!(replayed, 2, "{spans:?}");
+}
+
+/// A question to a person: the run that stops at it ends its span waiting; the run that
+/// goes on with the answer has a span from when it was asked to the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_to_a_person_is_a_span_from_when_it_was_asked() {
+    let collector = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/v1/traces"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .mount(&collector)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.json");
+    let steps = json!([
+        {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "ask_user",
+         "tool_params": {"question": "Which region?"}, "output_vars": ["region"]}},
+        {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "sales in ${region}"}}
+    ]);
+    std::fs::write(&plan, steps.to_string()).unwrap();
+    let db = s(&dir.path().join("s.db"));
+    let otel = [("OTEL_EXPORTER_OTLP_ENDPOINT", collector.uri())];
+    let otel: Vec<(&str, &str)> = otel.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let args = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let asked = planvm(
+        args(&["run", &s(&plan), "--store", &db, "--run-id", "q"]),
+        &otel,
+    )
+    .await;
+    assert_eq!(asked.code, Some(3), "{}", asked.stderr);
+    let wait = Duration::from_millis(400);
+    tokio::time::sleep(wait).await;
+    let answered = planvm(
+        args(&["resume", "q", "--store", &db, "--input", "EU"]),
+        &otel,
+    )
+    .await;
+    assert_eq!(answered.code, Some(0), "{}", answered.stderr);
+    assert!(
+        answered.stdout.contains("sales in EU"),
+        "{}",
+        answered.stdout
+    );
+
+    let spans = exported(&collector, &[]).await.0;
+    let questions: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "execute_tool ask_user")
+        .collect();
+    assert_eq!(questions.len(), 2, "{spans:?}");
+    let root_of = |span: &Span| {
+        spans
+            .iter()
+            .find(|r| r.span_id == span.parent_span_id)
+            .map(|r| r.name.clone())
+    };
+    let (stopped, went_on): (Vec<&&Span>, Vec<&&Span>) = questions
+        .iter()
+        .partition(|s| root_of(s).as_deref() == Some("invoke_workflow run"));
+    assert_eq!(
+        root_of(went_on[0]).as_deref(),
+        Some("invoke_workflow resume")
+    );
+    assert_eq!(
+        attr(&stopped[0].attributes, "planrt.call.waits_for_person"),
+        Some(&Any::BoolValue(true))
+    );
+    let waited = went_on[0].end_time_unix_nano - went_on[0].start_time_unix_nano;
+    assert!(
+        waited >= wait.as_nanos() as u64,
+        "the answer's span lasts from the question: {waited} ns"
+    );
+    // NB: from when the question was on record (in whole milliseconds), which is within
+    // moments of the stopped run's span.
+    let asked_at = went_on[0].start_time_unix_nano;
+    assert!(asked_at + 1_000_000 >= stopped[0].start_time_unix_nano);
+    assert!(asked_at <= stopped[0].end_time_unix_nano + 100_000_000);
+}
+
+/// `planvm batch`: each run is a trace of its own, its calls under it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_run_of_a_batch_is_a_trace() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/search"))
+        .respond_with(Echo)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path("/v1/traces"))
+        .respond_with(wiremock::ResponseTemplate::new(200))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(
+        &tools,
+        format!(
+            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\npointer = \"/text\"\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let plans = dir.path().join("plans");
+    std::fs::create_dir(&plans).unwrap();
+    for name in ["a", "b", "c"] {
+        let plan = json!([
+            {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search",
+             "tool_params": {"query": name}, "output_vars": ["final_answer"]}}
+        ]);
+        std::fs::write(plans.join(format!("{name}.json")), plan.to_string()).unwrap();
+    }
+    let args = ["batch", &s(&plans), "--tools", &s(&tools)].map(str::to_owned);
+    let out = planvm(
+        args.to_vec(),
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &server.uri())],
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let spans = exported(&server, &[]).await.0;
+    let roots: Vec<&Span> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_workflow batch")
+        .collect();
+    assert_eq!(roots.len(), 3, "{spans:?}");
+    let mut traces: Vec<&Vec<u8>> = roots.iter().map(|r| &r.trace_id).collect();
+    traces.sort();
+    traces.dedup();
+    assert_eq!(traces.len(), 3, "a trace per run");
+    for root in roots {
+        assert_eq!(
+            text(&root.attributes, "planrt.status").as_deref(),
+            Some("ok")
+        );
+        let calls = spans
+            .iter()
+            .filter(|s| s.parent_span_id == root.span_id && s.name == "retrieval vector_search")
+            .count();
+        assert_eq!(calls, 1);
+    }
 }
 
 /// `planvm serve`: a run submitted with a `traceparent` is traced as that caller's child,
@@ -457,7 +703,7 @@ async fn the_service_continues_a_callers_trace_and_names_it() {
     );
     let tool = spans
         .iter()
-        .find(|s| s.name == "execute_tool vector_search")
+        .find(|s| s.name == "retrieval vector_search")
         .unwrap();
     assert_eq!(tool.parent_span_id, root.span_id);
     assert_eq!(hex(&tool.trace_id), caller);
@@ -506,10 +752,6 @@ async fn each_case_of_an_evaluation_is_a_trace() {
             children.clone().any(|s| s.name == "chat replay"),
             "the planner's call is in the case's trace"
         );
-        assert!(
-            children
-                .clone()
-                .any(|s| s.name.starts_with("execute_tool "))
-        );
+        assert!(children.clone().any(|s| s.name.starts_with("retrieval ")));
     }
 }

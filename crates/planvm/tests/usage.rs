@@ -151,3 +151,70 @@ async fn a_runs_tokens_are_the_sum_of_its_calls_in_every_output() {
     assert!(replayed.get("usage").is_none(), "{replayed}");
     assert_eq!(replayed["final_answer"], report["final_answer"]);
 }
+
+/// The planner's tokens count in the run whose plan it wrote (a repair's too), with the
+/// run's calls'.
+#[tokio::test]
+async fn a_planned_runs_tokens_count_the_planners() {
+    let server = wiremock::MockServer::start().await;
+    let plan = json!([
+        {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "One call.", "dependency_analysis": "None."}},
+        {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "llm_generate",
+         "tool_params": {"prompt": "say 100"}, "output_vars": ["final_answer"]}}
+    ]);
+    let reply = |content: String, tokens: u64| {
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": tokens, "completion_tokens": tokens / 10}
+        }))
+    };
+    // A plan with an error first (repaired), then the plan.
+    wiremock::Mock::given(wiremock::matchers::path("/planner/v1/chat/completions"))
+        .respond_with(reply("[{\"seq_no\": 0}]".into(), 1000))
+        .up_to_n_times(1)
+        .with_priority(1)
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path("/planner/v1/chat/completions"))
+        .respond_with(reply(format!("```json\n{plan}\n```"), 2000))
+        .mount(&server)
+        .await;
+    wiremock::Mock::given(wiremock::matchers::path("/v1/chat/completions"))
+        .respond_with(Counting)
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = |name: &str| s(&dir.path().join(name));
+    std::fs::write(
+        path("tools.toml"),
+        format!(
+            "[planner.backend]\nkind = \"openai\"\nbase_url = \"{0}/planner/v1\"\nmodel = \"p\"\nmax_retries = 0\n\
+             [[tool]]\nname = \"llm_generate\"\n[tool.backend]\nkind = \"openai\"\nbase_url = \"{0}/v1\"\nmodel = \"m\"\nmax_retries = 0\n",
+            server.uri()
+        ),
+    )
+    .unwrap();
+    let db = path("s.db");
+    let args = [
+        "ask",
+        "Say it.",
+        "--tools",
+        &path("tools.toml"),
+        "--store",
+        &db,
+        "--no-stream",
+        "--format",
+        "json",
+    ];
+    let out = planvm(args.map(str::to_owned).to_vec(), &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let asked: Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(asked["usage"]["input_tokens"], 3000, "{asked}");
+    let run = asked["run_id"].as_str().unwrap();
+    let show = ["runs", "show", run, "--store", &db, "--format", "json"];
+    let shown = planvm(show.map(str::to_owned).to_vec(), &[]).await;
+    let shown: Value = serde_json::from_str(&shown.stdout).unwrap();
+    let usage = &shown["run"]["usage"];
+    assert_eq!(usage["input_tokens"], 3100, "{shown}");
+    assert_eq!(usage["output_tokens"], 310, "{shown}");
+}

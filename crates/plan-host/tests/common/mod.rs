@@ -53,6 +53,7 @@ pub fn manifest_with(tool: &str, backend: BackendConfig) -> Manifest {
         t.backend = Some(backend);
     } else {
         m.tools.push(plan_manifest::ToolSpec {
+            retrieval: false,
             name: tool.to_owned(),
             description: String::new(),
             params: vec![],

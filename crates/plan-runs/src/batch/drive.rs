@@ -188,6 +188,8 @@ struct OneRun {
     limits: Limits,
     tracer: Tracer,
     recorder: Option<Recorder>,
+    /// Its trace, when the batch exports them; its tool spans come from `tracer`.
+    trace: Option<plan_telemetry::Trace>,
 }
 
 pub(crate) async fn drive(
@@ -275,7 +277,7 @@ impl Driver<'_> {
                 return None;
             }
         };
-        let (recorder, tracer) = match run_outputs(self.batch, &self.store_files, &job) {
+        let (recorder, mut tracer) = match run_outputs(self.batch, &self.store_files, &job) {
             Ok(outputs) => outputs,
             Err((over_input, msg)) => {
                 if over_input {
@@ -306,6 +308,17 @@ impl Driver<'_> {
             self.refuse(&job, Some(id), why);
             return None;
         }
+        let trace = self.batch.telemetry.as_ref().map(|t| {
+            let workflow = plan_telemetry::Workflow {
+                command: "batch",
+                plan: Some(&plan_name),
+                goal: None,
+                run_id: run_id.as_deref(),
+            };
+            let trace = t.start(&workflow, None);
+            tracer.also(Box::new(trace.journal(&self.batch.manifest)));
+            trace
+        });
         let label = (
             job.plan,
             job.line,
@@ -321,6 +334,7 @@ impl Driver<'_> {
             limits: self.batch.limits.clone(),
             tracer,
             recorder,
+            trace,
         };
         Some((label, run))
     }
@@ -419,8 +433,19 @@ impl Driver<'_> {
     }
 }
 
-/// A run's task: the run, journaled in the store when the batch has one.
-async fn run_one(run: OneRun) -> RunReport {
+/// A run's task: the run, journaled in the store when the batch has one, and traced
+/// when the batch exports traces.
+async fn run_one(mut run: OneRun) -> RunReport {
+    let Some(trace) = run.trace.take() else {
+        return run_untraced(run).await;
+    };
+    let run_id = run.stored.as_ref().map(|(_, _, id)| id.clone());
+    let report = plan_telemetry::within(Some(&trace), run_untraced(run)).await;
+    trace.end(&plan_telemetry::Ended::run(&report, run_id.as_deref()));
+    report
+}
+
+async fn run_untraced(run: OneRun) -> RunReport {
     let OneRun {
         host,
         start,
@@ -430,6 +455,7 @@ async fn run_one(run: OneRun) -> RunReport {
         limits,
         mut tracer,
         recorder,
+        trace: _,
     } = run;
     let host = match host {
         Ok(h) => h,

@@ -59,6 +59,8 @@ pub struct Batch {
     pub jobs: usize,
     /// Whether an invalid plan's diagnostics are rendered with colour.
     pub color: bool,
+    /// Exports each run as a trace of its own (`invoke_workflow batch`), when set.
+    pub telemetry: Option<Arc<plan_telemetry::Telemetry>>,
 }
 
 /// What a batch tells its caller as it goes.

@@ -167,6 +167,10 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         trace_dir: args.trace,
         jobs: args.jobs as usize,
         color: plan_render::color_stderr(),
+        telemetry: session::telemetry(|| {
+            plan_telemetry::Telemetry::from_env(host.redactor().clone())
+        })
+        .map(Arc::new),
     };
     let tally = session::block_on(
         &runtime,
@@ -181,6 +185,9 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     drop(runtime);
     if let Some(store) = store {
         store.close();
+    }
+    if let Some(t) = &batch.telemetry {
+        session::lost_spans(t.finish());
     }
     let unwritten = sink.finish();
     summary(&tally);
