@@ -1,9 +1,9 @@
-//! Where a store is, and opening it: the one place the engine names the SQLite store. A
-//! store of another kind (a server database, by URL) joins here.
+//! Where a store is, and opening it: the one place the engine names a store's kind, an
+//! SQLite file by its path or a PostgreSQL database by its URL (`postgres://...`).
 
 use std::path::{Path, PathBuf};
 
-use plan_store::{Durability, Owner, RunStore, SqliteStore};
+use plan_store::{Durability, Owner, PgStore, RunStore, SqliteStore};
 
 use crate::{Error, Lease};
 
@@ -40,26 +40,59 @@ impl StoreAt {
         &self.path
     }
 
+    /// The PostgreSQL URL it names, if it is one rather than a file.
+    pub fn url(&self) -> Option<&str> {
+        self.path
+            .to_str()
+            .filter(|p| plan_store::is_postgres_url(p))
+    }
+
+    /// Where it is, for messages: the path, or the URL without its password.
+    pub fn shown(&self) -> String {
+        match self.url() {
+            Some(url) => plan_sql::without_password(url),
+            None => self.path.display().to_string(),
+        }
+    }
+
     pub fn durability(&self) -> Durability {
         self.durability
     }
 
-    /// A connection to the store.
+    /// A connection to the store. NB: a database is brought up to date whatever the
+    /// access: it has no file whose absence would say that there is no store.
     pub fn open(&self, access: Access) -> Result<Box<dyn RunStore>, Error> {
-        Ok(Box::new(open(&self.path, self.durability, access)?))
+        match self.url() {
+            Some(url) => Ok(Box::new(PgStore::open(url)?)),
+            None => Ok(Box::new(open(&self.path, self.durability, access)?)),
+        }
     }
 
     /// `owner`'s lease on the runs it holds here, renewed on a connection of its own (see
     /// [`Lease::start`]).
     pub fn lease(&self, owner: Owner, warn: fn(&Error)) -> Lease {
-        lease(&self.path, self.durability, owner, warn)
+        match self.url() {
+            Some(url) => {
+                let url = url.to_owned();
+                Lease::start(
+                    plan_sql::without_password(&url),
+                    Box::new(move || Ok(Box::new(PgStore::open(&url)?) as _)),
+                    owner,
+                    warn,
+                )
+            }
+            None => lease(&self.path, self.durability, owner, warn),
+        }
     }
 
     /// The files the store is made of, whether they exist yet or not: no output may be
     /// written onto one of them. NB: SQLite keeps its `-wal` and `-shm` beside the file a
     /// symbolic link leads to, so a link's target's files count too.
     pub fn files(&self) -> Vec<PathBuf> {
-        files(&self.path)
+        match self.url() {
+            Some(_) => Vec::new(),
+            None => files(&self.path),
+        }
     }
 }
 

@@ -31,7 +31,7 @@ impl Writer {
     /// The writer of the store at `at` (created if missing). `warn` hears about a lease
     /// that cannot be renewed.
     pub fn start(at: &StoreAt, warn: fn(&Error)) -> Result<Writer, Error> {
-        let store = crate::open::open(at.path(), at.durability(), Access::Create)?;
+        let store = at.open(Access::Create)?;
         let owner = Owner::this_process();
         Ok(Writer {
             group: Some(GroupStore::spawn(store)),

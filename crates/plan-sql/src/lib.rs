@@ -21,6 +21,9 @@ mod pg;
 mod sqlite;
 mod tls;
 
+pub use pg::without_password;
+pub use tls::connect_postgres;
+
 pub use check::{check, check_postgres};
 pub use database::Database;
 pub use pg::Postgres;

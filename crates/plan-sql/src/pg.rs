@@ -402,8 +402,8 @@ fn text_value(row: &postgres::Row, i: usize) -> Value {
     }
 }
 
-/// `url` with its password (if any) replaced, for messages.
-fn without_password(url: &str) -> String {
+/// `url` with its password (`user:password@`, or `password=...`) masked, for messages.
+pub fn without_password(url: &str) -> String {
     // NB: `scheme://user:password@host`; key=value settings say `password=...`.
     if let Some((scheme, rest)) = url.split_once("://")
         && let Some((auth, host)) = rest.split_once('@')

@@ -9,7 +9,9 @@ use postgres::config::SslMode;
 use postgres::{Client, Config, NoTls};
 use rustls_platform_verifier::BuilderVerifierExt;
 
-pub(crate) fn connect_postgres(config: &Config) -> Result<Client, String> {
+/// A client of the server `config` names, over TLS unless `sslmode=disable` (see the
+/// module docs).
+pub fn connect_postgres(config: &Config) -> Result<Client, String> {
     if config.get_ssl_mode() == SslMode::Disable {
         return config.connect(NoTls).map_err(|e| e.to_string());
     }

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use futures::channel::oneshot;
 
-use crate::{CommitPoint, Owner, RunEnd, RunStore, SqliteStore, StoreError, StoreErrorKind};
+use crate::{CommitPoint, Owner, RunEnd, RunStore, StoreError, StoreErrorKind};
 use crate::{OwnedNewRun, StoreWrite};
 
 /// The most jobs one transaction takes (a bound on its size and latency).
@@ -89,7 +89,7 @@ fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Buffer> {
 }
 
 impl GroupStore {
-    pub fn spawn(mut store: SqliteStore) -> GroupStore {
+    pub fn spawn(mut store: Box<dyn RunStore>) -> GroupStore {
         let (jobs, queue) = mpsc::channel::<Job>();
         let thread = std::thread::spawn(move || {
             while let Ok(first) = queue.recv() {
@@ -99,7 +99,7 @@ impl GroupStore {
                 {
                     group.push(job);
                 }
-                write(&mut store, group);
+                write(&mut *store, group);
             }
         });
         GroupStore {
@@ -164,7 +164,7 @@ enum Waiting {
 }
 
 /// Writes one group in one transaction and tells everyone concerned.
-fn write(store: &mut SqliteStore, group: Vec<Job>) {
+fn write(store: &mut dyn RunStore, group: Vec<Job>) {
     let mut writes: Vec<StoreWrite> = Vec::with_capacity(group.len());
     let mut waiting: Vec<Waiting> = Vec::with_capacity(group.len());
     for job in group {

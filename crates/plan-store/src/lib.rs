@@ -19,7 +19,9 @@
 
 mod group;
 mod journal;
+mod pg;
 pub mod replay;
+mod rows;
 mod sqlite;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +31,7 @@ pub use group::{GroupRun, GroupStore};
 pub use journal::{
     CHECKPOINT_INTERVAL, CHECKPOINT_STEPS, MAX_KEPT_RUN_BYTES, MAX_KEPT_VALUE_BYTES, StoreJournal,
 };
+pub use pg::{PgStore, is_postgres_url};
 pub use sqlite::{Durability, SqliteStore};
 
 /// How long a run's lease lasts without renewal: past it, a `running` run whose process
@@ -661,6 +664,9 @@ pub trait RunStore: Send {
     /// Stores the program (once per content hash) and creates run `run.id`, owned by
     /// `owner` and `running`.
     fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError>;
+    /// The position in `ids` of the first that names a run of this store, if any (a
+    /// batch checks its runs' ids before it starts).
+    fn first_taken(&mut self, ids: &[&str]) -> Result<Option<usize>, StoreError>;
     /// Takes over run `id` to continue it. Refused (`Busy`) while another live process
     /// holds it, once it has finished, and when its journal is no longer `seen` (its last
     /// entry's number, [`RunStore::journal_head`], when the caller read the run): another

@@ -10,16 +10,15 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use rusqlite_migration::{M, Migrations};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 
-use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CallState, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, GoalStatus, LEASE_MS,
-    NewGoal, NewRun, Owner, RunEnd, RunInfo, RunStatus, RunStore, Seen, SessionInfo, StepRow,
-    StoreError, StoreErrorKind, StoreWrite, StoredProgram, now_ms,
+    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, LEASE_MS, NewGoal, NewRun, Owner,
+    RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind, StoreWrite,
+    StoredProgram, now_ms,
 };
 
 /// `PRAGMA application_id` of a planvm store ('plnr').
@@ -297,26 +296,6 @@ impl SqliteStore {
         })
     }
 
-    /// The first of `ids` that names a run of this store, if any. NB: in one read
-    /// transaction: a batch checks each of its runs' ids before it starts, and a lookup
-    /// in a transaction of its own took the WAL's read lock each time.
-    pub fn first_taken<'i>(
-        &mut self,
-        ids: impl IntoIterator<Item = &'i str>,
-    ) -> Result<Option<&'i str>, StoreError> {
-        let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(|e| io(&path, e))?;
-        let mut taken = tx
-            .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
-            .map_err(|e| io(&path, e))?;
-        for id in ids {
-            if taken.exists([id]).map_err(|e| io(&path, e))? {
-                return Ok(Some(id));
-            }
-        }
-        Ok(None)
-    }
-
     fn open_with(
         path: &Path,
         durability: Durability,
@@ -574,7 +553,7 @@ impl SqliteStore {
         if status == "running"
             && let Some(holder) = holder
             && holder != owner.0
-            && holds(&holder, lease, now)
+            && crate::rows::holds(&holder, lease, now)
         {
             return Err(StoreError::new(
                 StoreErrorKind::Busy,
@@ -885,13 +864,6 @@ const RUN_COLUMNS: &str = concat!(
     " ELSE usage END, planner_usage"
 );
 
-/// Whether `holder` (of a `running` run) still holds it: a live process of this machine
-/// whatever its lease says, else a holder whose lease runs and that is not known gone.
-fn holds(holder: &str, lease: Option<i64>, now: i64) -> bool {
-    let holder = Owner(holder.to_owned());
-    holder.is_alive_here() || (lease.is_some_and(|l| l >= now) && !holder.is_gone())
-}
-
 /// The id of the run `r` is the row of, as far as it can be read (for errors).
 fn row_id(r: &rusqlite::Row<'_>) -> String {
     match r.get_ref(0) {
@@ -915,18 +887,7 @@ fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
     let stored: String = r.get(1)?;
     let owner: Option<String> = r.get(14)?;
     let lease: Option<i64> = r.get(15)?;
-    let status = match stored.as_str() {
-        "ok" => RunStatus::Ok,
-        "failed" => RunStatus::Failed,
-        "needs_input" => RunStatus::NeedsInput,
-        _ => {
-            if owner.as_ref().is_some_and(|o| holds(o, lease, now)) {
-                RunStatus::Running
-            } else {
-                RunStatus::Interrupted
-            }
-        }
-    };
+    let status = crate::rows::run_status(&stored, owner.as_deref(), lease, now);
     Ok(RunInfo {
         id: r.get(0)?,
         status,
@@ -944,25 +905,11 @@ fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
         limits: json_column(r, 13, "limits")?.unwrap_or_default(),
         owner,
         question: json_column(r, 16, "question")?,
-        usage: add_usage(
+        usage: crate::rows::add_usage(
             json_column(r, 17, "usage")?,
             json_column(r, 18, "planner usage")?,
         ),
     })
-}
-
-/// The tokens of a run's calls and of the planner's reply that wrote it, together.
-fn add_usage(
-    calls: Option<plan_llm::Usage>,
-    planner: Option<plan_llm::Usage>,
-) -> Option<plan_llm::Usage> {
-    match (calls, planner) {
-        (Some(mut a), Some(b)) => {
-            a += b;
-            Some(a)
-        }
-        (a, b) => a.or(b),
-    }
 }
 
 impl RunStore for SqliteStore {
@@ -1005,6 +952,22 @@ impl RunStore for SqliteStore {
 
     fn name(&self) -> &str {
         &self.path
+    }
+
+    /// NB: in one read transaction: a batch checks each of its runs' ids before it
+    /// starts, and a lookup in a transaction of its own took the WAL's read lock each time.
+    fn first_taken(&mut self, ids: &[&str]) -> Result<Option<usize>, StoreError> {
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|e| io(&path, e))?;
+        let mut taken = tx
+            .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
+            .map_err(|e| io(&path, e))?;
+        for (i, id) in ids.iter().enumerate() {
+            if taken.exists([id]).map_err(|e| io(&path, e))? {
+                return Ok(Some(i));
+            }
+        }
+        Ok(None)
     }
 
     fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError> {
@@ -1158,62 +1121,11 @@ impl RunStore for SqliteStore {
     }
 
     fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError> {
-        let mut steps: BTreeMap<u64, StepRow> = BTreeMap::new();
-        for (_, e) in self.entries::<StepsPoint>(id)? {
-            for s in e.steps {
-                steps.insert(s.step, s);
-            }
-        }
-        Ok(steps.into_values().collect())
+        Ok(crate::rows::steps(self.entries(id)?))
     }
 
     fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError> {
-        let mut calls: BTreeMap<u64, CallRow> = BTreeMap::new();
-        for (at, e) in self.entries::<CallsPoint>(id)? {
-            for c in e.sent {
-                calls.insert(
-                    c.step,
-                    CallRow {
-                        step: c.step,
-                        seq_no: c.seq_no,
-                        tool: c.tool,
-                        args: c.args,
-                        state: CallState::Inflight,
-                        output: None,
-                        error: None,
-                        latency_ms: None,
-                        usage: None,
-                        attempts: None,
-                        sent_at: Some(at),
-                    },
-                );
-            }
-            for a in e.answered {
-                if let Some(c) = calls.get_mut(&a.step) {
-                    c.state = CallState::Answered;
-                    c.output = a.output;
-                    c.error = a.error;
-                    c.latency_ms = a.latency_ms;
-                    c.usage = a.usage;
-                    c.attempts = a.attempts;
-                }
-            }
-            for (steps, state) in [
-                (e.committed, CallState::Committed),
-                (e.discarded, CallState::Discarded),
-            ] {
-                for s in steps {
-                    // NB: a call with no recorded answer stays in flight (unknown), even
-                    // if the run consumed a failure for it (a write that timed out).
-                    if let Some(c) = calls.get_mut(&s)
-                        && c.state != CallState::Inflight
-                    {
-                        c.state = state;
-                    }
-                }
-            }
-        }
-        Ok(calls.into_values().collect())
+        Ok(crate::rows::calls(self.entries(id)?))
     }
 
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {
@@ -1596,13 +1508,7 @@ const GOAL_COLUMNS: &str = "id, goal, response_format, status, created_at, updat
 fn goal_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<GoalInfo> {
     let owner: Option<String> = r.get(8)?;
     let stored: String = r.get(3)?;
-    let status = match stored.as_str() {
-        "answered" => GoalStatus::Answered,
-        "failed" => GoalStatus::Failed,
-        "needs_input" => GoalStatus::NeedsInput,
-        _ if owner.as_ref().is_none_or(|o| Owner(o.clone()).is_gone()) => GoalStatus::Interrupted,
-        _ => GoalStatus::Open,
-    };
+    let status = crate::rows::goal_status(&stored, owner.as_deref());
     Ok(GoalInfo {
         id: r.get(0)?,
         goal: r.get(1)?,
@@ -1786,50 +1692,6 @@ fn write_point(
     Ok(())
 }
 
-/// One point of a journal entry as read back for its calls (see migrations/001_init.sql
-/// and [`CommitPoint::journal_entry`]); its steps are skipped unread.
-#[derive(Default, Deserialize)]
-struct CallsPoint {
-    #[serde(default)]
-    sent: Vec<Sent>,
-    #[serde(default)]
-    answered: Vec<Answer>,
-    #[serde(default)]
-    committed: Vec<u64>,
-    #[serde(default)]
-    discarded: Vec<u64>,
-}
-
-/// One point of a journal entry as read back for its steps.
-#[derive(Default, Deserialize)]
-struct StepsPoint {
-    #[serde(default)]
-    steps: Vec<StepRow>,
-}
-
-#[derive(Deserialize)]
-struct Sent {
-    step: u64,
-    seq_no: Option<i64>,
-    tool: String,
-    args: Map<String, Value>,
-}
-
-#[derive(Deserialize)]
-struct Answer {
-    step: u64,
-    #[serde(default)]
-    output: Option<Value>,
-    #[serde(default)]
-    error: Option<String>,
-    #[serde(default)]
-    latency_ms: Option<u64>,
-    #[serde(default)]
-    attempts: Option<u32>,
-    #[serde(default)]
-    usage: Option<plan_llm::Usage>,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1851,7 +1713,7 @@ mod tests {
             plan: "plan.json".into(),
             source: None,
             pbc: vec![1],
-            presets: Map::new(),
+            presets: serde_json::Map::new(),
             limits: plan_vm::Limits::default(),
             parent: None,
         };

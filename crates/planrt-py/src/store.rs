@@ -75,7 +75,7 @@ impl Store {
         Ok(Store { at })
     }
 
-    /// The store's path.
+    /// The store's path (or PostgreSQL URL, as given).
     #[getter]
     fn path(&self) -> PathBuf {
         self.at.path().to_owned()
@@ -215,7 +215,7 @@ impl Store {
     }
 
     fn __repr__(&self) -> String {
-        format!("<Store {}>", self.at.path().display())
+        format!("<Store {}>", self.at.shown())
     }
 }
 

@@ -250,11 +250,7 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         if let Err(e) = plan_eval::end(&st.at, &st.eval, &json!(summary)) {
             eprintln!("warning: cannot store the evaluation's summary: {e}");
         }
-        eprintln!(
-            "evaluation {} stored in {}",
-            st.eval,
-            st.at.path().display()
-        );
+        eprintln!("evaluation {} stored in {}", st.eval, st.at.shown());
     }
     for r in &reports {
         if let Some(e) = &r.store_error {

@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use plan_host::{Host, HostOptions, ReplayBackend, RunReport};
 use plan_manifest::Manifest;
-use plan_store::{GroupStore, Owner, RunStatus, RunStore};
+use plan_store::{GroupStore, Owner, RunStatus};
 use plan_vm::Limits;
 use serde_json::Value;
 
@@ -115,7 +115,7 @@ impl BatchStore {
         vars: &[(String, Value)],
         warn: fn(&Error),
     ) -> Result<Stored, Error> {
-        let mut store = crate::open::open(self.at.path(), self.at.durability(), Access::Create)?;
+        let mut store = self.at.open(Access::Create)?;
         let batch = &self.batch_id;
         let mut ids = ids::run_ids(batch, jobs);
         if self.resume {
@@ -123,8 +123,9 @@ impl BatchStore {
             let runs = store.runs_under(&format!("{batch}."))?;
             ids::pair_by_content(&mut ids, batch, jobs, vars, &runs);
         }
-        let shown = self.at.path().display();
-        match store.first_taken(ids.values().map(String::as_str))? {
+        let shown = self.at.shown();
+        let wanted: Vec<&str> = ids.values().map(String::as_str).collect();
+        match store.first_taken(&wanted)?.map(|i| wanted[i]) {
             Some(_) if self.resume => {}
             None if self.resume => {
                 return Err(Error::new(

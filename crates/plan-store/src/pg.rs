@@ -1,0 +1,1079 @@
+//! The store in PostgreSQL: the tables of the SQLite store (`pg_migrations/`, applied by
+//! `refinery` under an advisory lock, so that processes starting at once do not race),
+//! with the same meaning and guarantees, for runs shared by processes on many machines.
+//!
+//! Why it is shaped this way:
+//! - Every write that depends on a run's holder locks the run's row first (`FOR UPDATE`):
+//!   a claim and a commit of the same run are serialized, so a process that lost its run
+//!   (paused past its lease, taken over elsewhere) cannot write another point into it.
+//!   The holder is a per-claim token (`Owner`), which fences like an epoch.
+//! - The `postgres` client runs its own small runtime and must not be driven from a
+//!   thread of another one (a run's task calls the store): a call made from such a thread
+//!   goes to a scoped thread of its own.
+//! - Times are this machine's clock, as in SQLite; leases assume clocks agree within a
+//!   lease (10 s).
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use postgres::Client;
+use postgres::types::ToSql;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::{
+    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, LEASE_MS, NewGoal, NewRun, Owner,
+    RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind, StoreWrite,
+    StoredProgram, now_ms,
+};
+
+mod embedded {
+    refinery::embed_migrations!("src/pg_migrations");
+}
+
+/// The table that records which migrations a database has had.
+const MIGRATION_TABLE: &str = "planrt_migrations";
+
+/// Held while migrating, so that processes opening a new store at once do not race.
+const MIGRATION_LOCK: i64 = 0x706c_6e72;
+
+/// Whether `url` names a PostgreSQL store rather than a file.
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// A run store in a PostgreSQL database.
+pub struct PgStore {
+    /// None only while it is dropped (see `Drop`).
+    client: Mutex<Option<Client>>,
+    /// The URL without its password, for messages.
+    shown: String,
+    /// Programs known to be in the database (they are never deleted).
+    programs: HashSet<String>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("url", &self.shown)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs `f` off any tokio runtime: on this thread when it drives none, else on a scoped
+/// thread (see the module docs).
+fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    if tokio::runtime::Handle::try_current().is_err() {
+        return f();
+    }
+    std::thread::scope(|s| match s.spawn(f).join() {
+        Ok(v) => v,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+impl PgStore {
+    /// Connects to the database `url` names (`postgres://user@host/db`; TLS unless
+    /// `sslmode=disable`) and brings its schema up to date. Refuses a database whose
+    /// schema is newer than this planvm's. No message ever holds the password.
+    pub fn open(url: &str) -> Result<PgStore, StoreError> {
+        let shown = plan_sql::without_password(url);
+        let mut config: postgres::Config = url.parse().map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::NotAStore,
+                format!("`{shown}` is not a PostgreSQL URL: {e}"),
+            )
+        })?;
+        config
+            .application_name("planvm")
+            .connect_timeout(std::time::Duration::from_secs(10));
+        let mut client = off_runtime(|| plan_sql::connect_postgres(&config)).map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Io,
+                format!("cannot connect to {shown}: {e}"),
+            )
+        })?;
+        off_runtime(|| migrate(&mut client, &shown))?;
+        Ok(PgStore {
+            client: Mutex::new(Some(client)),
+            shown,
+            programs: HashSet::new(),
+        })
+    }
+
+    /// `f` with the connection, off the runtime.
+    fn with<T: Send>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<T, postgres::Error> + Send,
+    ) -> Result<T, StoreError> {
+        let mut guard = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        let client: &mut Client = guard.as_mut().expect("the store is open");
+        off_runtime(|| f(client)).map_err(|e| self.io(&e))
+    }
+
+    /// `f` in a transaction, committed when it returns Ok (a refusal it returns rolls back
+    /// what it wrote).
+    fn transaction<T: Send>(
+        &self,
+        f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T, Failed> + Send,
+    ) -> Result<T, StoreError> {
+        let mut guard = self.client.lock().unwrap_or_else(|e| e.into_inner());
+        let client: &mut Client = guard.as_mut().expect("the store is open");
+        let out = off_runtime(|| {
+            let mut tx = client.transaction().map_err(Failed::Db)?;
+            let v = f(&mut tx)?;
+            tx.commit().map_err(Failed::Db)?;
+            Ok(v)
+        });
+        out.map_err(|e| match e {
+            Failed::Db(e) => self.io(&e),
+            Failed::Refused(e) => e,
+        })
+    }
+
+    fn io(&self, e: &postgres::Error) -> StoreError {
+        if e.is_closed() {
+            return StoreError::new(
+                StoreErrorKind::Io,
+                format!("{}: the connection to the store was lost ({e})", self.shown),
+            );
+        }
+        let message = match e.as_db_error() {
+            Some(db) => format!("{}: {}", self.shown, db.message()),
+            None => format!("{}: {e}", self.shown),
+        };
+        StoreError::new(StoreErrorKind::Io, message)
+    }
+
+    fn rows(
+        &self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, StoreError> {
+        self.with(|c| c.query(sql, params))
+    }
+
+    fn runs_where(
+        &self,
+        filter: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<RunInfo>, StoreError> {
+        let now = now_ms();
+        let sql = format!("SELECT {RUN_COLUMNS} FROM runs {filter}");
+        self.rows(&sql, params)?
+            .iter()
+            .map(|r| run_info(r, now))
+            .collect()
+    }
+
+    /// The points of run `id`'s journal, in order, each with the time of its row.
+    fn entries<P: serde::de::DeserializeOwned>(
+        &self,
+        id: &str,
+    ) -> Result<Vec<(i64, P)>, StoreError> {
+        self.exists(id)?;
+        let rows = self.rows(
+            "SELECT seq, entry::text, at FROM journal WHERE run = $1 ORDER BY seq",
+            &[&id],
+        )?;
+        let mut out = Vec::new();
+        for r in rows {
+            let (seq, text, at): (i64, String, i64) = (r.get(0), r.get(1), r.get(2));
+            let points: Vec<P> = serde_json::from_str(&text).map_err(|e| {
+                damaged(format!(
+                    "{}: run `{id}`: its journal entry {seq} cannot be read ({e}): the store is damaged",
+                    self.shown
+                ))
+            })?;
+            out.extend(points.into_iter().map(|p| (at, p)));
+        }
+        Ok(out)
+    }
+
+    fn exists(&self, id: &str) -> Result<(), StoreError> {
+        let found = self.rows("SELECT 1 FROM runs WHERE id = $1", &[&id])?;
+        if found.is_empty() {
+            return Err(unknown_run(id));
+        }
+        Ok(())
+    }
+
+    /// Deletes the runs that ended before `before` (Unix ms), with their journals, and
+    /// the failed ones too unless `keep_failed`; a run that others branched from, or that
+    /// a goal still asking or a person's verdict names, is kept. Returns how many went.
+    pub fn prune(&mut self, before: i64, keep_failed: bool) -> Result<u64, StoreError> {
+        self.transaction(|tx| {
+            let statuses: &[&str] = if keep_failed {
+                &["ok"]
+            } else {
+                &["ok", "failed"]
+            };
+            let statuses: Vec<String> = statuses.iter().map(|s| (*s).to_owned()).collect();
+            let doomed = "SELECT id FROM runs r WHERE r.status = ANY($1) AND r.updated_at < $2 \
+                          AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent = r.id) \
+                          AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.run = r.id)";
+            for table in ["journal", "checkpoints"] {
+                tx.execute(
+                    &format!("DELETE FROM {table} WHERE run IN ({doomed})"),
+                    &[&statuses, &before],
+                )
+                .map_err(Failed::Db)?;
+            }
+            let gone = tx
+                .execute(
+                    &format!("DELETE FROM runs WHERE id IN ({doomed})"),
+                    &[&statuses, &before],
+                )
+                .map_err(Failed::Db)?;
+            Ok(gone)
+        })
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        // NB: closing the connection drives the client's runtime too.
+        let client = self
+            .client
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        off_runtime(move || drop(client));
+    }
+}
+
+/// Why a transaction did not commit: the database failed, or a check refused it.
+enum Failed {
+    Db(postgres::Error),
+    Refused(StoreError),
+}
+
+/// Applies the migrations this planvm has and the database lacks, one process at a time;
+/// refuses a database some of whose migrations this planvm does not know (a newer one).
+fn migrate(client: &mut Client, shown: &str) -> Result<(), StoreError> {
+    let failed = |what: &str, e: &dyn std::fmt::Display| {
+        StoreError::new(StoreErrorKind::Io, format!("{shown}: {what}: {e}"))
+    };
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .map_err(|e| failed("cannot lock the schema", &e))?;
+    let mut runner = embedded::migrations::runner();
+    runner.set_migration_table_name(MIGRATION_TABLE);
+    let known = runner.get_migrations().len();
+    // NB: refinery reads the table of migrations only once it exists.
+    let applied = client
+        .query_one("SELECT to_regclass($1)::text", &[&MIGRATION_TABLE])
+        .map_err(|e| failed("cannot read the schema's version", &e))
+        .and_then(|r| match r.get::<_, Option<String>>(0) {
+            None => Ok(Vec::new()),
+            Some(_) => runner
+                .get_applied_migrations(client)
+                .map_err(|e| failed("cannot read the schema's version", &e)),
+        });
+    let out = applied.and_then(|applied| {
+        if applied.len() > known {
+            return Err(StoreError::new(
+                StoreErrorKind::NotAStore,
+                format!(
+                    "{shown} is not a store this planvm can use: its schema version {} is newer than this planvm's {known}; use a newer planvm",
+                    applied.len()
+                ),
+            ));
+        }
+        runner
+            .run(client)
+            .map(drop)
+            .map_err(|e| failed("cannot bring the schema up to date", &e))
+    });
+    let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
+    out
+}
+
+fn unknown_run(id: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::UnknownRun,
+        format!("no run `{id}` in this store (`planvm runs list` shows them)"),
+    )
+}
+
+fn damaged(message: String) -> StoreError {
+    StoreError::new(StoreErrorKind::Damaged, message)
+}
+
+fn json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| "null".to_owned())
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The calls run `$1`-or-column committed, counted from its journal (distinct steps: a
+/// resumed run may commit a call again).
+macro_rules! count_calls {
+    ($run:literal) => {
+        concat!(
+            "(SELECT count(DISTINCT c::text) FROM journal j \
+              CROSS JOIN LATERAL json_array_elements(j.entry) p \
+              CROSS JOIN LATERAL json_array_elements(coalesce(p->'committed', '[]'::json)) c \
+              WHERE j.run = ",
+            $run,
+            ")"
+        )
+    };
+}
+
+/// The tokens the answers in a run's journal cost, as JSON text; NULL when none said.
+macro_rules! sum_usage {
+    ($run:literal) => {
+        concat!(
+            "(SELECT CASE WHEN count(*) = 0 THEN NULL ELSE json_build_object(\
+              'input_tokens', sum((a->'usage'->>'input_tokens')::numeric), \
+              'output_tokens', sum((a->'usage'->>'output_tokens')::numeric), \
+              'cost', sum((a->'usage'->>'cost')::float8))::text END \
+              FROM journal j \
+              CROSS JOIN LATERAL json_array_elements(j.entry) p \
+              CROSS JOIN LATERAL json_array_elements(coalesce(p->'answered', '[]'::json)) a \
+              WHERE j.run = ",
+            $run,
+            " AND json_typeof(a->'usage') = 'object')"
+        )
+    };
+}
+
+// NB: as the SQLite store's: a finished run's count and tokens are in its row; a run
+// still going is counted from its journal.
+const RUN_COLUMNS: &str = concat!(
+    "id, status, plan, program, parent, branch_seq, created_at, updated_at, steps, \
+     coalesce(tool_calls, ",
+    count_calls!("runs.id"),
+    "), final_answer, error, presets, limits, owner, lease_until, question, \
+     CASE WHEN status = 'running' THEN ",
+    sum_usage!("runs.id"),
+    " ELSE usage END, planner_usage"
+);
+
+/// A JSON column: NULL is None; anything else must parse.
+fn json_column<T: serde::de::DeserializeOwned>(
+    r: &postgres::Row,
+    idx: usize,
+    what: &str,
+) -> Result<Option<T>, StoreError> {
+    let Some(text) = r.get::<_, Option<String>>(idx) else {
+        return Ok(None);
+    };
+    serde_json::from_str(&text).map(Some).map_err(|e| {
+        let id: String = r.try_get(0).unwrap_or_else(|_| "?".to_owned());
+        damaged(format!(
+            "run `{id}`: its stored {what} cannot be read ({e}): the store is damaged"
+        ))
+    })
+}
+
+fn run_info(r: &postgres::Row, now: i64) -> Result<RunInfo, StoreError> {
+    let stored: String = r.get(1);
+    let owner: Option<String> = r.get(14);
+    let lease: Option<i64> = r.get(15);
+    Ok(RunInfo {
+        id: r.get(0),
+        status: crate::rows::run_status(&stored, owner.as_deref(), lease, now),
+        plan: r.get(2),
+        program: r.get(3),
+        parent: r.get(4),
+        branch_seq: r.get(5),
+        created_at: r.get(6),
+        updated_at: r.get(7),
+        steps: u64::try_from(r.get::<_, i64>(8)).unwrap_or(0),
+        tool_calls: u64::try_from(r.get::<_, i64>(9)).unwrap_or(0),
+        final_answer: json_column(r, 10, "final answer")?,
+        error: json_column(r, 11, "error")?,
+        presets: json_column(r, 12, "presets")?.unwrap_or_default(),
+        limits: json_column(r, 13, "limits")?.unwrap_or_default(),
+        owner,
+        question: json_column(r, 16, "question")?,
+        usage: crate::rows::add_usage(
+            json_column(r, 17, "usage")?,
+            json_column(r, 18, "planner usage")?,
+        ),
+    })
+}
+
+const GOAL_COLUMNS: &str = "id, goal, response_format, status, created_at, updated_at, answer, \
+                            error, owner, request, session";
+
+fn goal_info(r: &postgres::Row) -> Result<GoalInfo, StoreError> {
+    let owner: Option<String> = r.get(8);
+    let stored: String = r.get(3);
+    Ok(GoalInfo {
+        id: r.get(0),
+        goal: r.get(1),
+        response_format: json_column(r, 2, "response format")?,
+        status: crate::rows::goal_status(&stored, owner.as_deref()),
+        created_at: r.get(4),
+        updated_at: r.get(5),
+        answer: json_column(r, 6, "answer")?,
+        error: json_column(r, 7, "error")?,
+        owner,
+        request: json_column(r, 9, "request")?.unwrap_or_default(),
+        session: r.get(10),
+    })
+}
+
+const EVAL_CASE_COLUMNS: &str = "case_id, goal, verdict, score, reason, report";
+
+/// An `eval_cases` row whose columns ([`EVAL_CASE_COLUMNS`]) start at `at`.
+fn eval_case_at(r: &postgres::Row, at: usize) -> EvalCase {
+    let report: String = r.get(at + 5);
+    EvalCase {
+        case_id: r.get(at),
+        goal: r.get(at + 1),
+        verdict: r.get(at + 2),
+        score: r.get(at + 3),
+        reason: r.get(at + 4),
+        // NB: written by this store from a JSON value; damaged text reads as null.
+        report: serde_json::from_str(&report).unwrap_or(Value::Null),
+    }
+}
+
+/// Stores the program (once per hash) and creates the run, inside `tx`. A taken id is
+/// refused with nothing written but the program (content-addressed, shared by any run).
+fn create(
+    tx: &mut postgres::Transaction<'_>,
+    run: &NewRun<'_>,
+    owner: &Owner,
+    programs: &HashSet<String>,
+) -> Result<Option<String>, Failed> {
+    let hash = format!("{:x}", Sha256::digest(run.pbc));
+    let new = !programs.contains(&hash);
+    if new {
+        tx.execute(
+            "INSERT INTO programs (hash, source, pbc) VALUES ($1, $2, $3) ON CONFLICT (hash) DO NOTHING",
+            &[&hash, &run.source, &run.pbc],
+        )
+        .map_err(Failed::Db)?;
+    }
+    let now = now_ms();
+    let inserted = tx
+        .execute(
+            "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
+                               created_at, updated_at, owner, lease_until) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $8, $9, $10) \
+             ON CONFLICT (id) DO NOTHING",
+            &[
+                &run.id,
+                &hash,
+                &run.plan,
+                &run.parent.map(|(p, _)| p),
+                &run.parent.map(|(_, s)| s),
+                &json(run.presets),
+                &json(run.limits),
+                &now,
+                &owner.0,
+                &(now + LEASE_MS),
+            ],
+        )
+        .map_err(Failed::Db)?;
+    if inserted == 0 {
+        return Err(Failed::Refused(StoreError::new(
+            StoreErrorKind::DuplicateRun,
+            format!(
+                "run `{}` already exists in this store; `planvm resume {}` continues it",
+                run.id, run.id
+            ),
+        )));
+    }
+    Ok(new.then_some(hash))
+}
+
+/// Writes a commit point of run `id`, inside `tx`; refused, with nothing written, when
+/// `owner` no longer holds the run. NB: the run's row is locked first: a claim of it
+/// waits for this transaction, or this one sees the claim.
+fn commit(
+    tx: &mut postgres::Transaction<'_>,
+    id: &str,
+    owner: &Owner,
+    point: &CommitPoint,
+) -> Result<(), Failed> {
+    let held = tx
+        .query_opt(
+            "SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status = 'running' FOR UPDATE",
+            &[&id, &owner.0],
+        )
+        .map_err(Failed::Db)?;
+    if held.is_none() {
+        return Err(Failed::Refused(StoreError::new(
+            StoreErrorKind::Busy,
+            format!(
+                "run `{id}` is no longer held by this process (it was cancelled, another process took it over, or it was not created)"
+            ),
+        )));
+    }
+    if let Some(entry) = point.journal_entry().map_err(Failed::Refused)? {
+        tx.execute(
+            "INSERT INTO journal (run, seq, at, entry) \
+             SELECT $1, coalesce(max(seq) + 1, 0), $2, ($3::text)::json FROM journal WHERE run = $1",
+            &[&id, &now_ms(), &entry],
+        )
+        .map_err(Failed::Db)?;
+    }
+    if let Some((steps, state)) = &point.state {
+        tx.execute(
+            "INSERT INTO checkpoints (run, steps, state) VALUES ($1, $2, $3) \
+             ON CONFLICT (run) DO UPDATE SET steps = excluded.steps, state = excluded.state",
+            &[&id, &to_i64(*steps), state],
+        )
+        .map_err(Failed::Db)?;
+    }
+    let steps = to_i64(point.total_steps);
+    if let Some(end) = &point.end {
+        end_run(tx, id, steps, end)?;
+    } else if point.state.is_some() {
+        tx.execute(
+            "UPDATE runs SET steps = $2, updated_at = $3 WHERE id = $1",
+            &[&id, &steps, &now_ms()],
+        )
+        .map_err(Failed::Db)?;
+    }
+    Ok(())
+}
+
+/// Writes run `id`'s end into its row, its calls counted and its tokens summed from its
+/// journal when the run did not count them.
+fn end_run(
+    tx: &mut postgres::Transaction<'_>,
+    id: &str,
+    steps: i64,
+    end: &RunEnd,
+) -> Result<(), Failed> {
+    tx.execute(
+        concat!(
+            "UPDATE runs SET steps = $2, updated_at = $3, status = $4, final_answer = $5, \
+                             error = $6, question = $8, lease_until = NULL, \
+                             tool_calls = coalesce($7, ",
+            count_calls!("$1"),
+            "), usage = ",
+            sum_usage!("$1"),
+            " WHERE id = $1"
+        ),
+        &[
+            &id,
+            &steps,
+            &now_ms(),
+            &end.status(),
+            &end.ok.then(|| json(&end.final_answer)),
+            &end.error.as_ref().map(json),
+            &end.tool_calls.map(to_i64),
+            &end.question.as_ref().map(json),
+        ],
+    )
+    .map_err(Failed::Db)?;
+    Ok(())
+}
+
+impl RunStore for PgStore {
+    fn name(&self) -> &str {
+        &self.shown
+    }
+
+    fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError> {
+        let programs = &self.programs;
+        let new = self.transaction(|tx| create(tx, run, owner, programs))?;
+        self.programs.extend(new);
+        Ok(())
+    }
+
+    fn first_taken(&mut self, ids: &[&str]) -> Result<Option<usize>, StoreError> {
+        let wanted: Vec<&str> = ids.to_vec();
+        let taken: HashSet<String> = self
+            .rows("SELECT id FROM runs WHERE id = ANY($1)", &[&wanted])?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        Ok(ids.iter().position(|id| taken.contains(*id)))
+    }
+
+    fn claim(&mut self, id: &str, owner: &Owner, seen: Seen) -> Result<(), StoreError> {
+        self.transaction(|tx| {
+            let row = tx
+                .query_opt(
+                    "SELECT status, owner, lease_until, updated_at FROM runs WHERE id = $1 FOR UPDATE",
+                    &[&id],
+                )
+                .map_err(Failed::Db)?;
+            let Some(row) = row else {
+                return Err(Failed::Refused(unknown_run(id)));
+            };
+            let (status, holder, lease, updated_at): (String, Option<String>, Option<i64>, i64) =
+                (row.get(0), row.get(1), row.get(2), row.get(3));
+            let busy = |message: String| {
+                Err(Failed::Refused(StoreError::new(StoreErrorKind::Busy, message)))
+            };
+            if status == "ok" {
+                return busy(format!(
+                    "run `{id}` has finished meanwhile (another process resumed it)"
+                ));
+            }
+            let head: Option<i64> = tx
+                .query_one("SELECT max(seq) FROM journal WHERE run = $1", &[&id])
+                .map_err(Failed::Db)?
+                .get(0);
+            if head != seen.journal_head || seen.updated_at.is_some_and(|at| at != updated_at) {
+                return busy(format!(
+                    "run `{id}` changed meanwhile (it went on in another process, or was cancelled); resume it again"
+                ));
+            }
+            let now = now_ms();
+            if status == "running"
+                && let Some(holder) = holder
+                && holder != owner.0
+                && crate::rows::holds(&holder, lease, now)
+            {
+                return busy(format!(
+                    "run `{id}` is being run by another process ({holder}); wait for it to end, or for its lease to lapse ({} s after it stops)",
+                    LEASE_MS / 1000
+                ));
+            }
+            tx.execute(
+                "UPDATE runs SET status = 'running', owner = $2, lease_until = $3, updated_at = $4, \
+                                 final_answer = NULL, error = NULL, tool_calls = NULL, question = NULL \
+                 WHERE id = $1",
+                &[&id, &owner.0, &(now + LEASE_MS), &now],
+            )
+            .map_err(Failed::Db)?;
+            Ok(())
+        })
+    }
+
+    fn cancel(&mut self, id: &str, error: &Value) -> Result<bool, StoreError> {
+        self.transaction(|tx| {
+            let status = tx
+                .query_opt("SELECT status FROM runs WHERE id = $1 FOR UPDATE", &[&id])
+                .map_err(Failed::Db)?;
+            let Some(status) = status else {
+                return Err(Failed::Refused(unknown_run(id)));
+            };
+            if !matches!(status.get::<_, &str>(0), "running" | "needs_input") {
+                return Ok(false);
+            }
+            tx.execute(
+                concat!(
+                    "UPDATE runs SET status = 'failed', owner = NULL, lease_until = NULL, \
+                                     question = NULL, updated_at = $2, error = $3, tool_calls = ",
+                    count_calls!("$1"),
+                    " WHERE id = $1"
+                ),
+                &[&id, &now_ms(), &json(error)],
+            )
+            .map_err(Failed::Db)?;
+            Ok(true)
+        })
+    }
+
+    fn journal_head(&self, id: &str) -> Result<Option<i64>, StoreError> {
+        let rows = self.rows("SELECT max(seq) FROM journal WHERE run = $1", &[&id])?;
+        Ok(rows.first().and_then(|r| r.get(0)))
+    }
+
+    fn release(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE runs SET owner = NULL, lease_until = NULL \
+                 WHERE id = $1 AND owner = $2 AND status = 'running'",
+                &[&id, &owner.0],
+            )
+        })
+        .map(drop)
+    }
+
+    fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {
+        let until = now_ms() + LEASE_MS;
+        self.with(|c| {
+            c.execute(
+                "UPDATE runs SET lease_until = $2 WHERE owner = $1 AND status = 'running'",
+                &[&owner.0, &until],
+            )
+        })
+        .map(drop)
+    }
+
+    fn commit(&mut self, id: &str, owner: &Owner, point: &CommitPoint) -> Result<(), StoreError> {
+        self.transaction(|tx| commit(tx, id, owner, point))
+    }
+
+    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
+        let programs = &self.programs;
+        let mut new_programs = Vec::new();
+        // NB: a refusal is found by a query that fails nothing, so the rest of the group
+        // goes on in the same transaction; a database error fails the whole group.
+        let done = self.transaction(|tx| {
+            let mut results = Vec::with_capacity(writes.len());
+            for w in writes {
+                let r = match w {
+                    StoreWrite::Create(run, owner) => create(tx, &run.borrow(), owner, programs)
+                        .map(|new| new_programs.extend(new)),
+                    StoreWrite::Commit(id, owner, point) => commit(tx, id, owner, point),
+                };
+                match r {
+                    Ok(()) => results.push(Ok(())),
+                    Err(Failed::Refused(e)) => results.push(Err(e)),
+                    Err(db) => return Err(db),
+                }
+            }
+            Ok(results)
+        });
+        match done {
+            Ok(results) => {
+                self.programs.extend(new_programs);
+                results
+            }
+            Err(e) => writes.iter().map(|_| Err(e.clone())).collect(),
+        }
+    }
+
+    fn run(&self, id: &str) -> Result<RunInfo, StoreError> {
+        self.runs_where("WHERE id = $1", &[&id])?
+            .pop()
+            .ok_or_else(|| unknown_run(id))
+    }
+
+    fn runs(&self) -> Result<Vec<RunInfo>, StoreError> {
+        self.runs_where("ORDER BY created_at, id", &[])
+    }
+
+    fn runs_under(&self, prefix: &str) -> Result<Vec<RunInfo>, StoreError> {
+        // NB: a range of the primary key: ids hold only `[A-Za-z0-9._-]`, all below `~`.
+        let end = format!("{prefix}~");
+        self.runs_where(
+            "WHERE id >= $1 AND id < $2 AND left(id, length($1)) = $1 ORDER BY created_at, id",
+            &[&prefix, &end],
+        )
+    }
+
+    fn program(&self, hash: &str) -> Result<StoredProgram, StoreError> {
+        let rows = self.rows(
+            "SELECT hash, source, pbc FROM programs WHERE hash = $1",
+            &[&hash],
+        )?;
+        let r = rows.first().ok_or_else(|| {
+            damaged(format!(
+                "{}: the program {hash} of a run is missing: the store is damaged",
+                self.shown
+            ))
+        })?;
+        Ok(StoredProgram {
+            hash: r.get(0),
+            source: r.get(1),
+            pbc: r.get(2),
+        })
+    }
+
+    fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError> {
+        Ok(crate::rows::steps(self.entries(id)?))
+    }
+
+    fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError> {
+        Ok(crate::rows::calls(self.entries(id)?))
+    }
+
+    fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {
+        self.exists(id)?;
+        let rows = self.rows(
+            "SELECT steps, state FROM checkpoints WHERE run = $1",
+            &[&id],
+        )?;
+        Ok(rows
+            .first()
+            .map(|r| (u64::try_from(r.get::<_, i64>(0)).unwrap_or(0), r.get(1))))
+    }
+
+    fn create_goal(&mut self, goal: &NewGoal<'_>, owner: &Owner) -> Result<(), StoreError> {
+        let now = now_ms();
+        let inserted = self.with(|c| {
+            c.execute(
+                "INSERT INTO goals (id, goal, response_format, request, status, created_at, updated_at, owner, session) \
+                 SELECT $1, $2, $3, $6, 'open', $4, $4, $5, $7 \
+                 WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = $1) \
+                 ON CONFLICT (id) DO NOTHING",
+                &[
+                    &goal.id,
+                    &goal.goal,
+                    &goal.response_format.map(json),
+                    &now,
+                    &owner.0,
+                    &json(goal.request),
+                    &goal.session,
+                ],
+            )
+        })?;
+        if inserted == 0 {
+            return Err(StoreError::new(
+                StoreErrorKind::DuplicateRun,
+                format!("`{}` is already a goal or a run of this store", goal.id),
+            ));
+        }
+        Ok(())
+    }
+
+    fn end_goal(&mut self, id: &str, outcome: Result<&Value, &Value>) -> Result<bool, StoreError> {
+        let (status, answer, error) = match outcome {
+            Ok(answer) => ("answered", Some(json(answer)), None),
+            Err(error) => ("failed", None, Some(json(error))),
+        };
+        let now = now_ms();
+        let changed = self.with(|c| {
+            c.execute(
+                "UPDATE goals SET status = $2, answer = $3, error = $4, updated_at = $5, owner = NULL \
+                 WHERE id = $1 AND (status = 'open' OR status = 'needs_input')",
+                &[&id, &status, &answer, &error, &now],
+            )
+        })?;
+        if changed == 0 && self.goal(id)?.is_none() {
+            return Err(unknown_run(id));
+        }
+        Ok(changed == 1)
+    }
+
+    fn take_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError> {
+        self.transaction(|tx| {
+            let held = tx
+                .query_opt(
+                    "SELECT owner FROM goals WHERE id = $1 AND status = 'open' FOR UPDATE",
+                    &[&id],
+                )
+                .map_err(Failed::Db)?;
+            let Some(held) = held else {
+                return Ok(false);
+            };
+            let held: Option<String> = held.get(0);
+            if held.is_some_and(|h| !Owner(h).is_gone()) {
+                return Ok(false);
+            }
+            tx.execute(
+                "UPDATE goals SET owner = $2, updated_at = $3 WHERE id = $1",
+                &[&id, &owner.0, &now_ms()],
+            )
+            .map_err(Failed::Db)?;
+            Ok(true)
+        })
+    }
+
+    fn goal_needs_input(&mut self, id: &str, run: &str) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let changed = self.with(|c| {
+            c.execute(
+                "UPDATE goals SET status = 'needs_input', updated_at = $2, owner = NULL \
+                 WHERE id = $1 AND status = 'open' \
+                 AND EXISTS (SELECT 1 FROM runs WHERE id = $3 AND status = 'needs_input')",
+                &[&id, &now, &run],
+            )
+        })?;
+        Ok(changed == 1)
+    }
+
+    fn reopen_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let changed = self.with(|c| {
+            c.execute(
+                "UPDATE goals SET status = 'open', updated_at = $3, owner = $2 \
+                 WHERE id = $1 AND (status = 'needs_input' OR status = 'open')",
+                &[&id, &owner.0, &now],
+            )
+        })?;
+        Ok(changed == 1)
+    }
+
+    fn goal(&self, id: &str) -> Result<Option<GoalInfo>, StoreError> {
+        let sql = format!("SELECT {GOAL_COLUMNS} FROM goals WHERE id = $1");
+        self.rows(&sql, &[&id])?.first().map(goal_info).transpose()
+    }
+
+    fn goals(&self) -> Result<Vec<GoalInfo>, StoreError> {
+        let sql = format!("SELECT {GOAL_COLUMNS} FROM goals ORDER BY created_at, id");
+        self.rows(&sql, &[])?.iter().map(goal_info).collect()
+    }
+
+    fn children(&self, id: &str) -> Result<Vec<String>, StoreError> {
+        let rows = self.rows(
+            "SELECT id FROM runs WHERE parent = $1 ORDER BY created_at, id",
+            &[&id],
+        )?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn session_goals(&self, id: &str) -> Result<Vec<GoalInfo>, StoreError> {
+        let sql =
+            format!("SELECT {GOAL_COLUMNS} FROM goals WHERE session = $1 ORDER BY created_at, id");
+        self.rows(&sql, &[&id])?.iter().map(goal_info).collect()
+    }
+
+    fn sessions(&self) -> Result<Vec<SessionInfo>, StoreError> {
+        let rows = self.rows(
+            "SELECT session, count(*), min(created_at), max(created_at) FROM goals \
+             WHERE session IS NOT NULL GROUP BY session ORDER BY min(created_at), session",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| SessionInfo {
+                id: r.get(0),
+                goals: u64::try_from(r.get::<_, i64>(1)).unwrap_or(0),
+                created_at: r.get(2),
+                updated_at: r.get(3),
+            })
+            .collect())
+    }
+
+    fn summary(&self, id: &str) -> Result<Option<(String, String)>, StoreError> {
+        let rows = self.rows(
+            "SELECT upto, summary FROM summaries WHERE session = $1",
+            &[&id],
+        )?;
+        Ok(rows.first().map(|r| (r.get(0), r.get(1))))
+    }
+
+    fn save_summary(&mut self, id: &str, upto: &str, summary: &str) -> Result<(), StoreError> {
+        let now = now_ms();
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO summaries (session, upto, summary, updated_at) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (session) DO UPDATE SET upto = $2, summary = $3, updated_at = $4",
+                &[&id, &upto, &summary, &now],
+            )
+        })
+        .map(drop)
+    }
+
+    fn create_eval(&mut self, id: &str, dataset: &str) -> Result<(), StoreError> {
+        let now = now_ms();
+        let inserted = self.with(|c| {
+            c.execute(
+                "INSERT INTO evals (id, dataset, created_at) VALUES ($1, $2, $3) \
+                 ON CONFLICT (id) DO NOTHING",
+                &[&id, &dataset, &now],
+            )
+        })?;
+        if inserted == 0 {
+            return Err(StoreError::new(
+                StoreErrorKind::DuplicateRun,
+                format!("evaluation `{id}` is already in this store"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn save_eval_case(&mut self, eval: &str, case: &EvalCase) -> Result<(), StoreError> {
+        let report = case.report.to_string();
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO eval_cases (eval, case_id, goal, verdict, score, reason, report) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (eval, case_id) DO UPDATE SET \
+                 goal = $3, verdict = $4, score = $5, reason = $6, report = $7",
+                &[
+                    &eval,
+                    &case.case_id,
+                    &case.goal,
+                    &case.verdict,
+                    &case.score,
+                    &case.reason,
+                    &report,
+                ],
+            )
+        })
+        .map(drop)
+    }
+
+    fn end_eval(&mut self, id: &str, summary: &Value) -> Result<(), StoreError> {
+        let summary = summary.to_string();
+        self.with(|c| {
+            c.execute(
+                "UPDATE evals SET summary = $2 WHERE id = $1",
+                &[&id, &summary],
+            )
+        })
+        .map(drop)
+    }
+
+    fn evals(&self) -> Result<Vec<EvalInfo>, StoreError> {
+        let rows = self.rows(
+            "SELECT e.id, e.dataset, e.created_at, e.summary, \
+             (SELECT count(*) FROM eval_cases c WHERE c.eval = e.id), \
+             (SELECT count(*) FROM eval_cases c WHERE c.eval = e.id AND c.verdict = 'pass') \
+             FROM evals e ORDER BY e.created_at, e.id",
+            &[],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| EvalInfo {
+                id: r.get(0),
+                dataset: r.get(1),
+                created_at: r.get(2),
+                summary: r
+                    .get::<_, Option<String>>(3)
+                    .and_then(|s| serde_json::from_str(&s).ok()),
+                cases: u64::try_from(r.get::<_, i64>(4)).unwrap_or(0),
+                passed: u64::try_from(r.get::<_, i64>(5)).unwrap_or(0),
+            })
+            .collect())
+    }
+
+    fn eval_cases(&self, id: &str) -> Result<Vec<EvalCase>, StoreError> {
+        let sql = format!("SELECT {EVAL_CASE_COLUMNS} FROM eval_cases WHERE eval = $1 ORDER BY n");
+        Ok(self
+            .rows(&sql, &[&id])?
+            .iter()
+            .map(|r| eval_case_at(r, 0))
+            .collect())
+    }
+
+    fn eval_case_of_goal(&self, goal: &str) -> Result<Option<(String, EvalCase)>, StoreError> {
+        let sql = format!(
+            "SELECT eval, {EVAL_CASE_COLUMNS} FROM eval_cases WHERE goal = $1 ORDER BY n DESC LIMIT 1"
+        );
+        Ok(self
+            .rows(&sql, &[&goal])?
+            .first()
+            .map(|r| (r.get(0), eval_case_at(r, 1))))
+    }
+
+    fn set_planner_usage(&mut self, run: &str, usage: &plan_llm::Usage) -> Result<(), StoreError> {
+        let usage = serde_json::json!(usage).to_string();
+        self.with(|c| {
+            c.execute(
+                "UPDATE runs SET planner_usage = $2 WHERE id = $1",
+                &[&run, &usage],
+            )
+        })
+        .map(drop)
+    }
+
+    fn set_feedback(&mut self, run: &str, feedback: &Feedback) -> Result<(), StoreError> {
+        let now = now_ms();
+        let written = self.with(|c| {
+            c.execute(
+                "INSERT INTO feedback (run, verdict, note, updated_at) \
+                 SELECT $1, $2, $3, $4 WHERE EXISTS (SELECT 1 FROM runs WHERE id = $1) \
+                 ON CONFLICT (run) DO UPDATE SET verdict = $2, note = $3, updated_at = $4",
+                &[&run, &feedback.verdict, &feedback.note, &now],
+            )
+        })?;
+        if written == 0 {
+            return Err(StoreError::new(
+                StoreErrorKind::UnknownRun,
+                format!("no run `{run}` in this store"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn feedback(&self, run: &str) -> Result<Option<Feedback>, StoreError> {
+        let rows = self.rows(
+            "SELECT verdict, note, updated_at FROM feedback WHERE run = $1",
+            &[&run],
+        )?;
+        Ok(rows.first().map(|r| Feedback {
+            verdict: r.get(0),
+            note: r.get(1),
+            updated_at: r.get(2),
+        }))
+    }
+}

@@ -1,0 +1,164 @@
+//! What both stores read the same way: a run's journal entries as its steps and calls,
+//! and the status of a run or a goal from its stored row (`running` is `interrupted` once
+//! its holder is gone).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::{CallRow, CallState, GoalStatus, Owner, RunStatus, StepRow};
+
+/// One point of a journal entry as read back for its calls (see migrations/001_init.sql
+/// and [`crate::CommitPoint::journal_entry`]); its steps are skipped unread.
+#[derive(Default, Deserialize)]
+pub(crate) struct CallsPoint {
+    #[serde(default)]
+    sent: Vec<Sent>,
+    #[serde(default)]
+    answered: Vec<Answer>,
+    #[serde(default)]
+    committed: Vec<u64>,
+    #[serde(default)]
+    discarded: Vec<u64>,
+}
+
+/// One point of a journal entry as read back for its steps.
+#[derive(Default, Deserialize)]
+pub(crate) struct StepsPoint {
+    #[serde(default)]
+    steps: Vec<StepRow>,
+}
+
+#[derive(Deserialize)]
+struct Sent {
+    step: u64,
+    seq_no: Option<i64>,
+    tool: String,
+    args: Map<String, Value>,
+}
+
+#[derive(Deserialize)]
+struct Answer {
+    step: u64,
+    #[serde(default)]
+    output: Option<Value>,
+    #[serde(default)]
+    error: Option<String>,
+    #[serde(default)]
+    latency_ms: Option<u64>,
+    #[serde(default)]
+    attempts: Option<u32>,
+    #[serde(default)]
+    usage: Option<plan_llm::Usage>,
+}
+
+/// A run's committed steps from its journal's points in order: a later point about the
+/// same step wins (a resumed run re-executes steps after its last saved state).
+pub(crate) fn steps(points: Vec<(i64, StepsPoint)>) -> Vec<StepRow> {
+    let mut steps: BTreeMap<u64, StepRow> = BTreeMap::new();
+    for (_, e) in points {
+        for s in e.steps {
+            steps.insert(s.step, s);
+        }
+    }
+    steps.into_values().collect()
+}
+
+/// A run's calls from its journal's points in order, each with the time of its row.
+pub(crate) fn calls(points: Vec<(i64, CallsPoint)>) -> Vec<CallRow> {
+    let mut calls: BTreeMap<u64, CallRow> = BTreeMap::new();
+    for (at, e) in points {
+        for c in e.sent {
+            calls.insert(
+                c.step,
+                CallRow {
+                    step: c.step,
+                    seq_no: c.seq_no,
+                    tool: c.tool,
+                    args: c.args,
+                    state: CallState::Inflight,
+                    output: None,
+                    error: None,
+                    latency_ms: None,
+                    usage: None,
+                    attempts: None,
+                    sent_at: Some(at),
+                },
+            );
+        }
+        for a in e.answered {
+            if let Some(c) = calls.get_mut(&a.step) {
+                c.state = CallState::Answered;
+                c.output = a.output;
+                c.error = a.error;
+                c.latency_ms = a.latency_ms;
+                c.usage = a.usage;
+                c.attempts = a.attempts;
+            }
+        }
+        for (steps, state) in [
+            (e.committed, CallState::Committed),
+            (e.discarded, CallState::Discarded),
+        ] {
+            for s in steps {
+                // NB: a call with no recorded answer stays in flight (unknown), even if
+                // the run consumed a failure for it (a write that timed out).
+                if let Some(c) = calls.get_mut(&s)
+                    && c.state != CallState::Inflight
+                {
+                    c.state = state;
+                }
+            }
+        }
+    }
+    calls.into_values().collect()
+}
+
+/// Whether `holder` (of a `running` run) still holds it: a live process of this machine
+/// whatever its lease says, else a holder whose lease runs and that is not known gone.
+pub(crate) fn holds(holder: &str, lease: Option<i64>, now: i64) -> bool {
+    let holder = Owner(holder.to_owned());
+    holder.is_alive_here() || (lease.is_some_and(|l| l >= now) && !holder.is_gone())
+}
+
+/// A run's status from its row's `status`, holder and lease, at `now`.
+pub(crate) fn run_status(
+    stored: &str,
+    owner: Option<&str>,
+    lease: Option<i64>,
+    now: i64,
+) -> RunStatus {
+    match stored {
+        "ok" => RunStatus::Ok,
+        "failed" => RunStatus::Failed,
+        "needs_input" => RunStatus::NeedsInput,
+        _ if owner.is_some_and(|o| holds(o, lease, now)) => RunStatus::Running,
+        _ => RunStatus::Interrupted,
+    }
+}
+
+/// A goal's status from its row's `status` and asker.
+pub(crate) fn goal_status(stored: &str, owner: Option<&str>) -> GoalStatus {
+    match stored {
+        "answered" => GoalStatus::Answered,
+        "failed" => GoalStatus::Failed,
+        "needs_input" => GoalStatus::NeedsInput,
+        _ if owner.is_none_or(|o| Owner(o.to_owned()).is_gone()) => GoalStatus::Interrupted,
+        _ => GoalStatus::Open,
+    }
+}
+
+/// The tokens of a run's calls and of the planner's replies that wrote it, together.
+pub(crate) fn add_usage(
+    calls: Option<plan_llm::Usage>,
+    planner: Option<plan_llm::Usage>,
+) -> Option<plan_llm::Usage> {
+    match (calls, planner) {
+        (Some(mut a), Some(b)) => {
+            a += b;
+            Some(a)
+        }
+        (a, b) => a.or(b),
+    }
+}
