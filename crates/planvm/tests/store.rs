@@ -56,6 +56,8 @@ struct Fixture {
     down: Arc<AtomicBool>,
     dir: tempfile::TempDir,
     tools: PathBuf,
+    /// The runs' store is this PostgreSQL schema rather than a file per run.
+    pg: Option<common::PgSchema>,
 }
 
 async fn fixture() -> Fixture {
@@ -88,6 +90,7 @@ async fn fixture() -> Fixture {
         down,
         dir,
         tools,
+        pg: None,
     }
 }
 
@@ -248,7 +251,10 @@ async fn kill_and_resume(
     cut: Duration,
     id: &str,
 ) -> (usize, usize) {
-    let db = f.dir.path().join(format!("{id}.db"));
+    let db = match &f.pg {
+        Some(pg) => PathBuf::from(&pg.url),
+        None => f.dir.path().join(format!("{id}.db")),
+    };
     let args = f.args(&["run"], Some(plan), &db);
     let mut args = args;
     args.extend(["--run-id".into(), id.into()]);
@@ -320,6 +326,19 @@ async fn a_run_killed_at_any_point_resumes_to_the_same_answer_without_repeating_
         "dag",
     )
     .await;
+}
+
+/// The same in a PostgreSQL store (every run of the test in one schema).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_at_any_point_in_postgresql_resumes_to_the_same_answer() {
+    let Some(pg) = common::PgSchema::new() else {
+        return;
+    };
+    let mut f = fixture().await;
+    f.pg = Some(pg);
+    let plan = f.plan("dag.json", DAG);
+    let want = uninterrupted(&f, &plan).await;
+    kill_at_each(&f, &plan, &want, &[30, 300, 560, 850], "pgdag").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -142,3 +142,56 @@ pub fn serve_with(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
     });
     Served { child, base, said }
 }
+
+/// A schema of its own in the test PostgreSQL server (`PLANRT_TEST_POSTGRES`, which
+/// `scripts/postgres` starts), as a store URL; dropped with it. None, said loudly, when
+/// there is no server and none is required (`PLANRT_REQUIRE_POSTGRES`).
+#[allow(dead_code)]
+pub struct PgSchema {
+    admin: String,
+    schema: String,
+    pub url: String,
+}
+
+#[allow(dead_code)]
+impl PgSchema {
+    pub fn new() -> Option<PgSchema> {
+        let Ok(admin) = std::env::var("PLANRT_TEST_POSTGRES") else {
+            let why =
+                "SKIPPED: no PostgreSQL server (PLANRT_TEST_POSTGRES; scripts/test starts one)";
+            assert!(
+                std::env::var_os("PLANRT_REQUIRE_POSTGRES").is_none(),
+                "{why}"
+            );
+            eprintln!("{why}");
+            return None;
+        };
+        let schema = format!("t_{}", uuid::Uuid::new_v4().simple());
+        let sql = format!("CREATE SCHEMA {schema}");
+        let connect = admin.clone();
+        std::thread::spawn(move || {
+            let mut c = postgres::Client::connect(&connect, postgres::NoTls).unwrap();
+            c.batch_execute(&sql).unwrap();
+        })
+        .join()
+        .unwrap();
+        let sep = if admin.contains('?') { '&' } else { '?' };
+        let url = format!("{admin}{sep}options=-csearch_path%3D{schema}");
+        Some(PgSchema { admin, schema, url })
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let (admin, sql) = (
+            self.admin.clone(),
+            format!("DROP SCHEMA {} CASCADE", self.schema),
+        );
+        let _ = std::thread::spawn(move || {
+            if let Ok(mut c) = postgres::Client::connect(&admin, postgres::NoTls) {
+                let _ = c.batch_execute(&sql);
+            }
+        })
+        .join();
+    }
+}
