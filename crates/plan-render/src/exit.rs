@@ -218,6 +218,43 @@ pub const PLANVM_SERVE: &[Meaning] = &[
     ),
 ];
 
+/// `planvm submit`.
+pub const PLANVM_SUBMIT: &[Meaning] = &[
+    (OK, "every run was submitted; their ids are on stdout"),
+    (
+        USAGE,
+        "usage error, including an unreadable or malformed `--tools` file or list, a list \
+         line with a cassette, or a run id the store holds already (nothing is submitted)",
+    ),
+    (
+        DATA_ERR,
+        "a plan has errors, or the store is not a planvm store (or is newer)",
+    ),
+    (NO_INPUT, "a plan file cannot be read"),
+    (IO_ERR, "the store cannot be reached, read or written"),
+];
+
+/// `planvm worker`.
+pub const PLANVM_WORKER: &[Meaning] = &[
+    (
+        OK,
+        "the worker stopped on SIGTERM or SIGINT, its runs at their next commit point",
+    ),
+    (
+        RUN_FAILED,
+        "the tools' backends cannot be set up, or the runtime cannot start",
+    ),
+    (
+        USAGE,
+        "usage error, including an unreadable or malformed `--tools` file",
+    ),
+    (
+        DATA_ERR,
+        "the store is not a planvm store (or is newer) or is damaged",
+    ),
+    (IO_ERR, "the store cannot be reached, read or written"),
+];
+
 /// `planvm eval`.
 pub const PLANVM_EVAL: &[Meaning] = &[
     (

@@ -15,6 +15,8 @@ fn the_readme_shows_every_command_s_exit_codes_as_declared() {
         ("planvm serve", exit::PLANVM_SERVE),
         ("planvm mcp", exit::PLANVM_MCP),
         ("planvm eval", exit::PLANVM_EVAL),
+        ("planvm submit", exit::PLANVM_SUBMIT),
+        ("planvm worker", exit::PLANVM_WORKER),
     ] {
         let shown = exit::markdown(table);
         if !readme.contains(&shown) {
@@ -50,6 +52,8 @@ fn every_declared_code_is_a_known_constant_once_per_table() {
         exit::PLANVM_SERVE,
         exit::PLANVM_MCP,
         exit::PLANVM_EVAL,
+        exit::PLANVM_SUBMIT,
+        exit::PLANVM_WORKER,
     ] {
         let codes: Vec<u8> = table.iter().map(|(c, _)| *c).collect();
         let mut sorted = codes.clone();

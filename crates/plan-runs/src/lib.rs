@@ -26,6 +26,7 @@ mod held;
 mod lease;
 pub mod load;
 pub mod open;
+pub mod queue;
 pub mod read;
 mod resume;
 mod take_up;

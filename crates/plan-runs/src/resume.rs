@@ -84,6 +84,41 @@ pub fn resume(
     )
 }
 
+/// Reads run `id`, which this process has just taken from the queue as `owner`
+/// ([`plan_store::RunStore::reserve`]), to go on under its own limits, with the checks of
+/// [`resume`]; `Busy` when another process has it since.
+pub(crate) fn resume_taken(
+    at: &StoreAt,
+    id: &str,
+    owner: &Owner,
+    retry_unknown_writes: bool,
+) -> Result<Resume, Error> {
+    let store = at.open(Access::Existing)?;
+    let mut run = store.run(id)?;
+    if run.owner.as_deref() != Some(owner.0.as_str()) {
+        return Err(Error::new(
+            crate::ErrorKind::Busy,
+            format!("run `{id}` was taken over by another process"),
+        ));
+    }
+    // NB: held by this process, as taken: not a run another one goes on with.
+    run.status = plan_store::RunStatus::Interrupted;
+    let limits = run.limits.clone();
+    Ok(
+        match crate::take_up(&*store, &run, &limits, retry_unknown_writes, None)? {
+            Taken::Finished(report) => Resume::Finished(report),
+            Taken::Going(going) => Resume::Ready(Box::new(Ready {
+                at: at.clone(),
+                store,
+                run,
+                going: *going,
+                limits,
+                goal: None,
+            })),
+        },
+    )
+}
+
 /// The goal that run `run` answers and that goes on with it, if any: the run must be the
 /// goal's latest, and the goal waiting for a person, or cut short (its process gone), or,
 /// when the run is being answered, still open (its process has not marked it waiting
@@ -130,6 +165,12 @@ impl Ready {
     /// Takes the run for this process; refused when another process went on with it
     /// since it was read. `warn` hears about a lease that cannot be renewed.
     pub fn claim(self, warn: fn(&Error)) -> Result<Claimed, Error> {
+        self.claim_as(Owner::for_run(), warn)
+    }
+
+    /// [`Ready::claim`], the run held by `owner` (the token it was taken from the queue
+    /// with).
+    pub(crate) fn claim_as(self, owner: Owner, warn: fn(&Error)) -> Result<Claimed, Error> {
         let Ready {
             at,
             mut store,
@@ -138,7 +179,6 @@ impl Ready {
             limits,
             goal,
         } = self;
-        let owner = Owner::for_run();
         store.claim(&run.id, &owner, going.seen)?;
         // NB: the goal is this process's again while its run goes on, and ends with it.
         let goal = match goal {

@@ -639,7 +639,7 @@ pub(crate) async fn list(
                 StatusCode::BAD_REQUEST,
                 "bad_query",
                 format!(
-                    "status `{s}`: one of planning, running, ok, failed, interrupted, needs_input"
+                    "status `{s}`: one of planning, running, ok, failed, interrupted, needs_input, queued"
                 ),
             )
         })?),
@@ -703,6 +703,7 @@ fn parse_status(s: &str) -> Option<&'static str> {
         "failed",
         "interrupted",
         "needs_input",
+        "queued",
     ]
     .into_iter()
     .find(|k| *k == s)

@@ -315,7 +315,9 @@ fn new_events(
     let ended = match run.run.status {
         RunStatus::Ok => Some(("answer", json!({"final_answer": run.run.final_answer}))),
         RunStatus::Failed => Some(("failed", json!({"error": run.run.error}))),
-        RunStatus::Running | RunStatus::Interrupted | RunStatus::NeedsInput => None,
+        RunStatus::Running | RunStatus::Interrupted | RunStatus::NeedsInput | RunStatus::Queued => {
+            None
+        }
     };
     // NB: not an end: the run goes on once answered, and its events follow on this
     // stream. Under the id of its last step: a client that reconnects is asked again.

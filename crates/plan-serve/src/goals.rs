@@ -177,7 +177,9 @@ fn ended_by(run: &RunInfo) -> Option<Ended> {
             Some(Err(json!({"code": "run_failed", "message": message})))
         }
         // NB: a run waiting for a person is not over: its goal waits with it.
-        RunStatus::Running | RunStatus::Interrupted | RunStatus::NeedsInput => None,
+        RunStatus::Running | RunStatus::Interrupted | RunStatus::NeedsInput | RunStatus::Queued => {
+            None
+        }
     }
 }
 

@@ -11,7 +11,8 @@ pub(crate) struct RunSummary {
     pub(crate) id: String,
     /// `running`, `ok`, `failed`, `interrupted` or `needs_input` (stopped at a question to
     /// a person: answer it with `POST /v1/runs/{id}/input`); `planning` for a goal no plan
-    /// of which has run yet.
+    /// of which has run yet; `queued` for a run submitted to the queue of a PostgreSQL
+    /// store that no worker has taken up yet.
     pub(crate) status: String,
     pub(crate) plan: String,
     /// Unix milliseconds.
@@ -43,6 +44,7 @@ pub(crate) enum StatusFilter {
     Failed,
     Interrupted,
     NeedsInput,
+    Queued,
 }
 
 /// `GET /v1/runs`.

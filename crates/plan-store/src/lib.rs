@@ -38,6 +38,10 @@ pub use sqlite::{Durability, SqliteStore};
 /// stopped renewing is `interrupted` and may be resumed elsewhere.
 pub const LEASE_MS: i64 = 10_000;
 
+/// The `lease_until` of a run submitted to the queue and never held: it reads as
+/// `queued` (a run let go of has none, and reads as `interrupted`).
+pub(crate) const QUEUED: i64 = 0;
+
 /// Where a run stands, as `runs list` shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -51,6 +55,8 @@ pub enum RunStatus {
     /// It stopped at a question to a person (`RunInfo::question`) and goes on once
     /// answered.
     NeedsInput,
+    /// Submitted to the queue (`planvm submit`): a worker takes it up.
+    Queued,
 }
 
 impl RunStatus {
@@ -61,6 +67,7 @@ impl RunStatus {
             RunStatus::Failed => "failed",
             RunStatus::Interrupted => "interrupted",
             RunStatus::NeedsInput => "needs_input",
+            RunStatus::Queued => "queued",
         }
     }
 }
@@ -664,6 +671,18 @@ pub trait RunStore: Send {
     /// Stores the program (once per content hash) and creates run `run.id`, owned by
     /// `owner` and `running`.
     fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError>;
+    /// Creates `runs` held by nobody, for a worker to take up (`planvm submit`), in one
+    /// transaction: all of them, or none when one's id is taken (`DuplicateRun`).
+    fn submit(&mut self, runs: &[NewRun<'_>]) -> Result<(), StoreError>;
+    /// Takes up to `n` runs that are ready for a worker (queued, or interrupted: held by
+    /// nobody, or by a holder whose lease lapsed or that is gone), oldest first, each
+    /// held from now on by a fresh `owner()` (a per-claim token: the run's commits are
+    /// fenced with it), with a lease. Two workers never take the same run.
+    fn reserve(
+        &mut self,
+        n: usize,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Result<Vec<(String, Owner)>, StoreError>;
     /// The position in `ids` of the first that names a run of this store, if any (a
     /// batch checks its runs' ids before it starts).
     fn first_taken(&mut self, ids: &[&str]) -> Result<Option<usize>, StoreError>;

@@ -34,6 +34,9 @@ mod embedded {
 /// The table that records which migrations a database has had.
 const MIGRATION_TABLE: &str = "planrt_migrations";
 
+/// How long a statement waits for a lock another transaction holds (ms).
+const LOCK_TIMEOUT_MS: u32 = 10_000;
+
 /// Held while migrating, so that processes opening a new store at once do not race.
 const MIGRATION_LOCK: i64 = 0x706c_6e72;
 
@@ -93,12 +96,53 @@ impl PgStore {
                 format!("cannot connect to {shown}: {e}"),
             )
         })?;
-        off_runtime(|| migrate(&mut client, &shown))?;
+        off_runtime(|| {
+            // NB: a process stopped (SIGSTOP, a debugger) inside a transaction holds its
+            // locks: a claim waiting for one gives up rather than hang.
+            client
+                .batch_execute(&format!("SET lock_timeout = {LOCK_TIMEOUT_MS}"))
+                .map_err(|e| {
+                    StoreError::new(
+                        StoreErrorKind::Io,
+                        format!("cannot connect to {shown}: {e}"),
+                    )
+                })?;
+            migrate(&mut client, &shown)
+        })?;
         Ok(PgStore {
             client: Mutex::new(Some(client)),
             shown,
             programs: HashSet::new(),
         })
+    }
+
+    /// Calls `woken` each time runs are submitted to the queue of the database `url`
+    /// names (`LISTEN planrt_runs`), from a thread of its own, for as long as the
+    /// connection lasts (a worker polls as well).
+    pub fn listen(url: &str, woken: impl Fn() + Send + 'static) -> Result<(), StoreError> {
+        let listener = PgStore::open(url)?;
+        listener.with(|c| c.batch_execute("LISTEN planrt_runs"))?;
+        std::thread::Builder::new()
+            .name("store listen".to_owned())
+            .spawn(move || {
+                let mut guard = listener.client.lock().unwrap_or_else(|e| e.into_inner());
+                let Some(client) = guard.as_mut() else {
+                    return;
+                };
+                use postgres::fallible_iterator::FallibleIterator;
+                let mut notifications = client.notifications();
+                let mut each = notifications.blocking_iter();
+                while let Ok(Some(_)) = each.next() {
+                    woken();
+                }
+            })
+            .map_err(|e| {
+                StoreError::new(
+                    StoreErrorKind::Io,
+                    format!("cannot start a thread to listen for runs: {e}"),
+                )
+            })?;
+        Ok(())
     }
 
     /// `f` with the connection, off the runtime.
@@ -132,6 +176,15 @@ impl PgStore {
     }
 
     fn io(&self, e: &postgres::Error) -> StoreError {
+        if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+            return StoreError::new(
+                StoreErrorKind::Busy,
+                format!(
+                    "{}: a run is locked by a transaction of another process that does not end (is it stopped?)",
+                    self.shown
+                ),
+            );
+        }
         if e.is_closed() {
             return StoreError::new(
                 StoreErrorKind::Io,
@@ -197,37 +250,6 @@ impl PgStore {
         }
         Ok(())
     }
-
-    /// Deletes the runs that ended before `before` (Unix ms), with their journals, and
-    /// the failed ones too unless `keep_failed`; a run that others branched from, or that
-    /// a goal still asking or a person's verdict names, is kept. Returns how many went.
-    pub fn prune(&mut self, before: i64, keep_failed: bool) -> Result<u64, StoreError> {
-        self.transaction(|tx| {
-            let statuses: &[&str] = if keep_failed {
-                &["ok"]
-            } else {
-                &["ok", "failed"]
-            };
-            let statuses: Vec<String> = statuses.iter().map(|s| (*s).to_owned()).collect();
-            let doomed = "SELECT id FROM runs r WHERE r.status = ANY($1) AND r.updated_at < $2 \
-                          AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent = r.id) \
-                          AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.run = r.id)";
-            for table in ["journal", "checkpoints"] {
-                tx.execute(
-                    &format!("DELETE FROM {table} WHERE run IN ({doomed})"),
-                    &[&statuses, &before],
-                )
-                .map_err(Failed::Db)?;
-            }
-            let gone = tx
-                .execute(
-                    &format!("DELETE FROM runs WHERE id IN ({doomed})"),
-                    &[&statuses, &before],
-                )
-                .map_err(Failed::Db)?;
-            Ok(gone)
-        })
-    }
 }
 
 impl Drop for PgStore {
@@ -254,29 +276,23 @@ fn migrate(client: &mut Client, shown: &str) -> Result<(), StoreError> {
     let failed = |what: &str, e: &dyn std::fmt::Display| {
         StoreError::new(StoreErrorKind::Io, format!("{shown}: {what}: {e}"))
     };
-    client
-        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
-        .map_err(|e| failed("cannot lock the schema", &e))?;
     let mut runner = embedded::migrations::runner();
     runner.set_migration_table_name(MIGRATION_TABLE);
     let known = runner.get_migrations().len();
-    // NB: refinery reads the table of migrations only once it exists.
-    let applied = client
-        .query_one("SELECT to_regclass($1)::text", &[&MIGRATION_TABLE])
-        .map_err(|e| failed("cannot read the schema's version", &e))
-        .and_then(|r| match r.get::<_, Option<String>>(0) {
-            None => Ok(Vec::new()),
-            Some(_) => runner
-                .get_applied_migrations(client)
-                .map_err(|e| failed("cannot read the schema's version", &e)),
-        });
-    let out = applied.and_then(|applied| {
-        if applied.len() > known {
+    // NB: a store up to date is opened without the lock (a run's connection, a worker's
+    // every claim): only a migration waits for the processes migrating.
+    if applied_count(client, &mut runner, &failed)? == known {
+        return Ok(());
+    }
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
+        .map_err(|e| failed("cannot lock the schema", &e))?;
+    let out = applied_count(client, &mut runner, &failed).and_then(|applied| {
+        if applied > known {
             return Err(StoreError::new(
                 StoreErrorKind::NotAStore,
                 format!(
-                    "{shown} is not a store this planvm can use: its schema version {} is newer than this planvm's {known}; use a newer planvm",
-                    applied.len()
+                    "{shown} is not a store this planvm can use: its schema version {applied} is newer than this planvm's {known}; use a newer planvm"
                 ),
             ));
         }
@@ -287,6 +303,26 @@ fn migrate(client: &mut Client, shown: &str) -> Result<(), StoreError> {
     });
     let _ = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
     out
+}
+
+/// How many migrations the database has had.
+fn applied_count(
+    client: &mut Client,
+    runner: &mut refinery::Runner,
+    failed: &dyn Fn(&str, &dyn std::fmt::Display) -> StoreError,
+) -> Result<usize, StoreError> {
+    // NB: refinery reads the table of migrations only once it exists.
+    let exists: Option<String> = client
+        .query_one("SELECT to_regclass($1)::text", &[&MIGRATION_TABLE])
+        .map_err(|e| failed("cannot read the schema's version", &e))?
+        .get(0);
+    if exists.is_none() {
+        return Ok(0);
+    }
+    runner
+        .get_applied_migrations(client)
+        .map(|a| a.len())
+        .map_err(|e| failed("cannot read the schema's version", &e))
 }
 
 fn unknown_run(id: &str) -> StoreError {
@@ -443,6 +479,16 @@ fn create(
     owner: &Owner,
     programs: &HashSet<String>,
 ) -> Result<Option<String>, Failed> {
+    create_held_by(tx, run, Some(owner), programs)
+}
+
+/// [`create`], held by `owner`, or queued for a worker when there is none.
+fn create_held_by(
+    tx: &mut postgres::Transaction<'_>,
+    run: &NewRun<'_>,
+    owner: Option<&Owner>,
+    programs: &HashSet<String>,
+) -> Result<Option<String>, Failed> {
     let hash = format!("{:x}", Sha256::digest(run.pbc));
     let new = !programs.contains(&hash);
     if new {
@@ -468,8 +514,8 @@ fn create(
                 &json(run.presets),
                 &json(run.limits),
                 &now,
-                &owner.0,
-                &(now + LEASE_MS),
+                &owner.map(|o| o.0.as_str()),
+                &owner.map_or(crate::QUEUED, |_| now + LEASE_MS),
             ],
         )
         .map_err(Failed::Db)?;
@@ -580,6 +626,48 @@ impl RunStore for PgStore {
         let new = self.transaction(|tx| create(tx, run, owner, programs))?;
         self.programs.extend(new);
         Ok(())
+    }
+
+    fn submit(&mut self, runs: &[NewRun<'_>]) -> Result<(), StoreError> {
+        let programs = &self.programs;
+        let mut stored = Vec::new();
+        self.transaction(|tx| {
+            for run in runs {
+                stored.extend(create_held_by(tx, run, None, programs)?);
+            }
+            // NB: sent when the transaction commits: workers waiting wake up then.
+            tx.batch_execute("NOTIFY planrt_runs").map_err(Failed::Db)?;
+            Ok(())
+        })?;
+        self.programs.extend(stored);
+        Ok(())
+    }
+
+    fn reserve(
+        &mut self,
+        n: usize,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Result<Vec<(String, Owner)>, StoreError> {
+        let now = now_ms();
+        let limit = i64::try_from(n).unwrap_or(i64::MAX);
+        // NB: owners are made before the transaction (the closure need not be Send).
+        let owners: Vec<Owner> = (0..n).map(|_| owner()).collect();
+        self.transaction(|tx| {
+            let ready = tx
+                .query(
+                    "SELECT id FROM runs WHERE status = 'running'                      AND (owner IS NULL OR lease_until IS NULL OR lease_until < $1)                      ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED",
+                    &[&now, &limit],
+                )
+                .map_err(Failed::Db)?;
+            let ids: Vec<String> = ready.iter().map(|r| r.get(0)).collect();
+            let tokens: Vec<&str> = owners[..ids.len()].iter().map(|o| o.0.as_str()).collect();
+            tx.execute(
+                "UPDATE runs SET owner = t.owner, lease_until = $3, updated_at = $4                  FROM unnest($1::text[], $2::text[]) AS t(id, owner) WHERE runs.id = t.id",
+                &[&ids, &tokens, &(now + LEASE_MS), &now],
+            )
+            .map_err(Failed::Db)?;
+            Ok(ids.into_iter().zip(owners.iter().cloned()).collect())
+        })
     }
 
     fn first_taken(&mut self, ids: &[&str]) -> Result<Option<usize>, StoreError> {

@@ -133,6 +133,7 @@ pub(crate) fn run_status(
         "ok" => RunStatus::Ok,
         "failed" => RunStatus::Failed,
         "needs_input" => RunStatus::NeedsInput,
+        _ if owner.is_none() && lease == Some(crate::QUEUED) => RunStatus::Queued,
         _ if owner.is_some_and(|o| holds(o, lease, now)) => RunStatus::Running,
         _ => RunStatus::Interrupted,
     }

@@ -456,7 +456,7 @@ impl SqliteStore {
                         StoreWrite::Commit(_, _, point) => Some(point),
                         StoreWrite::Create(..) => None,
                     });
-                    let r = create(&tx, &path, &run.borrow(), owner, programs, point)
+                    let r = create(&tx, &path, &run.borrow(), Some(owner), programs, point)
                         .map(|new| new_programs.extend(new));
                     // NB: a refused creation wrote nothing: the commit is then tried on
                     // its own, in its turn (the id may name a run this process holds).
@@ -954,6 +954,54 @@ impl RunStore for SqliteStore {
         &self.path
     }
 
+    fn submit(&mut self, runs: &[NewRun<'_>]) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let mut programs = std::mem::take(&mut self.programs);
+        let mut new = Vec::new();
+        let created = self.write().and_then(|tx| {
+            for run in runs {
+                new.extend(create(&tx, &path, run, None, &mut programs, None)?);
+            }
+            tx.commit().map_err(|e| io(&path, e))
+        });
+        if created.is_ok() {
+            programs.stored.extend(new);
+        }
+        self.programs = programs;
+        created
+    }
+
+    fn reserve(
+        &mut self,
+        n: usize,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Result<Vec<(String, Owner)>, StoreError> {
+        let path = self.path.clone();
+        let now = now_ms();
+        let tx = self.write()?;
+        let ids: Vec<String> = tx
+            .prepare_cached(
+                "SELECT id FROM runs WHERE status = 'running'                  AND (owner IS NULL OR lease_until IS NULL OR lease_until < ?1)                  ORDER BY created_at, id LIMIT ?2",
+            )
+            .and_then(|mut st| {
+                st.query_map(params![now, to_i64(n as u64)], |r| r.get(0))?
+                    .collect()
+            })
+            .map_err(|e| io(&path, e))?;
+        let mut taken = Vec::with_capacity(ids.len());
+        for id in ids {
+            let o = owner();
+            tx.execute(
+                "UPDATE runs SET owner = ?2, lease_until = ?3, updated_at = ?4 WHERE id = ?1",
+                params![id, o.0, now + LEASE_MS, now],
+            )
+            .map_err(|e| io(&path, e))?;
+            taken.push((id, o));
+        }
+        tx.commit().map_err(|e| io(&path, e))?;
+        Ok(taken)
+    }
+
     /// NB: in one read transaction: a batch checks each of its runs' ids before it
     /// starts, and a lookup in a transaction of its own took the WAL's read lock each time.
     fn first_taken(&mut self, ids: &[&str]) -> Result<Option<usize>, StoreError> {
@@ -974,7 +1022,7 @@ impl RunStore for SqliteStore {
         let path = self.path.clone();
         let mut programs = std::mem::take(&mut self.programs);
         let created = self.write().and_then(|tx| {
-            let new = create(&tx, &path, run, owner, &mut programs, None)?;
+            let new = create(&tx, &path, run, Some(owner), &mut programs, None)?;
             tx.commit().map_err(|e| io(&path, e))?;
             Ok(new)
         });
@@ -1533,7 +1581,7 @@ fn create(
     tx: &rusqlite::Connection,
     path: &str,
     run: &NewRun<'_>,
-    owner: &Owner,
+    owner: Option<&Owner>,
     programs: &mut Programs,
     first: Option<&CommitPoint>,
 ) -> Result<Option<String>, StoreError> {
@@ -1573,8 +1621,11 @@ fn create(
                 json(run.limits),
                 status,
                 now,
-                owner.0,
-                end.is_none().then_some(now + LEASE_MS),
+                owner.map(|o| o.0.as_str()),
+                match owner {
+                    None => Some(crate::QUEUED),
+                    Some(_) => end.is_none().then_some(now + LEASE_MS),
+                },
                 steps,
                 end.filter(|e| e.ok).map(|e| json(&e.final_answer)),
                 end.and_then(|e| e.error.as_ref()).map(json),

@@ -147,6 +147,7 @@ macro_rules! on_every_backend {
 }
 
 on_every_backend!(
+    the_queue_gives_each_ready_run_to_one_taker,
     outputs_keep_their_key_order_and_runs_their_tokens,
     goals_sessions_and_cancels,
     a_run_held_by_a_live_process_cannot_be_claimed_but_one_of_a_dead_process_can,
@@ -865,4 +866,63 @@ fn a_database_down_or_newer_is_refused_and_no_password_is_said() {
     let e = PgStore::open(&pg.url()).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::NotAStore);
     assert!(e.message.contains("newer"), "{}", e.message);
+}
+
+/// Runs submitted are queued, held by nobody; each is taken once, oldest first, under a
+/// token of its own; a submission with a taken id submits nothing; a run whose holder's
+/// lease lapsed is ready again, one let go of too.
+fn the_queue_gives_each_ready_run_to_one_taker(b: &dyn Backend) {
+    let mut store = b.open();
+    let runs = [new_run("q1"), new_run("q2"), new_run("q3")];
+    store
+        .submit(&runs.iter().map(OwnedNewRun::borrow).collect::<Vec<_>>())
+        .unwrap();
+    assert!(
+        store
+            .runs()
+            .unwrap()
+            .iter()
+            .all(|r| r.status == RunStatus::Queued)
+    );
+    let e = store
+        .submit(&[new_run("q4").borrow(), new_run("q1").borrow()])
+        .unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::DuplicateRun);
+    assert!(
+        store.run("q4").is_err(),
+        "nothing of a refused submission is kept"
+    );
+
+    let mut n = 0;
+    let mut token = || {
+        n += 1;
+        Owner(format!("{}.w{n}", Owner::this_process().0))
+    };
+    let first = store.reserve(2, &mut token).unwrap();
+    let ids: Vec<&str> = first.iter().map(|(id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["q1", "q2"]);
+    assert_ne!(first[0].1, first[1].1, "a token per run");
+    assert_eq!(store.run("q1").unwrap().status, RunStatus::Running);
+    let rest = store.reserve(5, &mut token).unwrap();
+    assert_eq!(rest.len(), 1);
+    assert!(store.reserve(5, &mut token).unwrap().is_empty());
+
+    // Held by a process elsewhere whose lease lapsed; let go of by this one.
+    b.execute("UPDATE runs SET owner = 'elsewhere:1:x', lease_until = 1 WHERE id = 'q1'");
+    store.release("q2", &first[1].1).unwrap();
+    assert_eq!(store.run("q2").unwrap().status, RunStatus::Interrupted);
+    let again: Vec<String> = store
+        .reserve(5, &mut token)
+        .unwrap()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(again, ["q1", "q2"]);
+    // The token a run was taken with fences its commits; an older holder's are refused.
+    let point = CommitPoint {
+        sent: vec![call(0, "search")],
+        ..CommitPoint::default()
+    };
+    let e = store.commit("q2", &first[1].1, &point).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::Busy);
 }

@@ -37,6 +37,7 @@ mod eval;
 mod ground;
 mod mcp;
 mod progress;
+mod queue;
 mod run;
 mod runs;
 mod serve;
@@ -86,6 +87,13 @@ enum Command {
     /// (docs/serve.md).
     #[command(after_help = serve::help())]
     Serve(serve::ServeArgs),
+    /// Put runs in the queue of a store for workers to take up; prints their ids
+    /// (docs/scale-out.md).
+    #[command(after_help = queue::submit_help())]
+    Submit(queue::SubmitArgs),
+    /// Take runs from the queue of a store and run them, until SIGTERM (docs/scale-out.md).
+    #[command(after_help = queue::worker_help())]
+    Worker(queue::WorkerArgs),
     /// List, inspect or cancel the runs of a store.
     #[command(subcommand)]
     Runs(runs::RunsCommand),
@@ -124,5 +132,7 @@ fn main() -> ExitCode {
         Command::Mcp(args) => ExitCode::from(mcp::mcp(args)),
         Command::Eval(args) => ExitCode::from(eval::eval(args)),
         Command::Serve(args) => ExitCode::from(serve::serve(args)),
+        Command::Submit(args) => ExitCode::from(queue::submit(args)),
+        Command::Worker(args) => ExitCode::from(queue::worker(args)),
     }
 }

@@ -213,7 +213,7 @@ async fn run(config: Config, listen: SocketAddr) -> u8 {
 }
 
 /// Counts the SIGTERMs and SIGINTs received from now on.
-fn signals() -> std::io::Result<tokio::sync::watch::Receiver<u32>> {
+pub(crate) fn signals() -> std::io::Result<tokio::sync::watch::Receiver<u32>> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -231,6 +231,6 @@ fn signals() -> std::io::Result<tokio::sync::watch::Receiver<u32>> {
 }
 
 /// Resolves once `n` signals have come.
-async fn nth(mut counted: tokio::sync::watch::Receiver<u32>, n: u32) {
+pub(crate) async fn nth(mut counted: tokio::sync::watch::Receiver<u32>, n: u32) {
     let _ = counted.wait_for(|c| *c >= n).await;
 }

@@ -181,6 +181,31 @@ impl PgSchema {
     }
 }
 
+#[allow(dead_code)]
+impl PgSchema {
+    /// The rows of `sql` in the schema, each column as text (None: NULL).
+    pub fn select(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        let (admin, schema, sql) = (self.admin.clone(), self.schema.clone(), sql.to_owned());
+        std::thread::spawn(move || {
+            let mut c = postgres::Client::connect(&admin, postgres::NoTls).unwrap();
+            c.batch_execute(&format!("SET search_path = {schema}"))
+                .unwrap();
+            c.simple_query(&sql)
+                .unwrap()
+                .into_iter()
+                .filter_map(|m| match m {
+                    postgres::SimpleQueryMessage::Row(r) => {
+                        Some((0..r.len()).map(|i| r.get(i).map(str::to_owned)).collect())
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .join()
+        .unwrap()
+    }
+}
+
 impl Drop for PgSchema {
     fn drop(&mut self) {
         let (admin, sql) = (

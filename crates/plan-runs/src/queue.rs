@@ -1,0 +1,172 @@
+//! The queue on a store: runs submitted held by nobody ([`submit`]), and workers that
+//! take them up ([`Worker`]) on any machine sharing the store, each run with the
+//! guarantees of `resume` (completed calls never requested again; a `write` call in
+//! flight not sent again unless allowed).
+//!
+//! A worker takes runs in batches ([`plan_store::RunStore::reserve`]: in PostgreSQL
+//! `FOR UPDATE SKIP LOCKED`, so workers never wait for each other), each under a token of
+//! its own that fences its commits: a worker that lost a run (paused past its lease, then
+//! taken over) cannot write another step into it. A run whose worker died is ready again
+//! once its lease lapses. A worker wakes when runs are submitted (PostgreSQL's
+//! `LISTEN/NOTIFY`), and polls as well, for runs whose lease lapsed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use plan_host::{Host, RunReport};
+use plan_store::{OwnedNewRun, Owner};
+use tokio::task::JoinSet;
+
+use crate::open::{Access, StoreAt};
+use crate::{Error, ErrorKind, Resume};
+
+/// Submits `runs` to the queue of the store at `at`, in one transaction: all, or none
+/// when one's id is taken.
+pub fn submit(at: &StoreAt, runs: &[OwnedNewRun]) -> Result<(), Error> {
+    for run in runs {
+        plan_store::check_run_id(&run.id)
+            .map_err(|e| Error::new(ErrorKind::BadRunId, format!("run id `{}`: {e}", run.id)))?;
+    }
+    let borrowed: Vec<_> = runs.iter().map(OwnedNewRun::borrow).collect();
+    at.open(Access::Create)?.submit(&borrowed)?;
+    Ok(())
+}
+
+/// A worker: takes up runs of a store's queue and runs them on its host, at most
+/// `concurrency` at once.
+pub struct Worker {
+    pub at: StoreAt,
+    pub host: Arc<Host>,
+    pub concurrency: usize,
+    /// Send again the `write` calls a run left in flight (else such a run ends failed,
+    /// with its reason).
+    pub retry_unknown_writes: bool,
+    /// How often to look for ready runs besides being woken (runs whose lease lapsed are
+    /// found only so).
+    pub poll: Duration,
+    pub warn: fn(&Error),
+}
+
+/// What a worker tells its caller as it goes.
+pub enum Event<'a> {
+    /// A run ended here (or stopped, when the worker was stopping).
+    Finished { id: &'a str, report: &'a RunReport },
+    /// A run taken could not go on: it was ended failed with this reason, or (`Busy`)
+    /// another process has it.
+    Refused { id: &'a str, error: &'a Error },
+}
+
+/// Runs a worker ended, by outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub ok: u64,
+    pub failed: u64,
+    pub refused: u64,
+    /// Stopped at their next commit point because the worker was stopping.
+    pub stopped: u64,
+}
+
+impl Worker {
+    /// Works until `stop` resolves: then no run is taken, and the runs going stop at their
+    /// next commit point (see [`Host::drain`]) and are ready for another worker at once.
+    /// Err: the store cannot be opened.
+    pub async fn work(
+        &self,
+        stop: impl std::future::Future<Output = ()>,
+        on: &mut (dyn FnMut(Event<'_>) + Send),
+    ) -> Result<Tally, Error> {
+        let mut reserver = self.at.open(Access::Create)?;
+        let woken = Arc::new(tokio::sync::Notify::new());
+        if let Some(url) = self.at.url() {
+            let woken = woken.clone();
+            plan_store::PgStore::listen(url, move || woken.notify_one())?;
+        }
+        let mut tally = Tally::default();
+        let mut running: JoinSet<(String, Result<RunReport, Error>)> = JoinSet::new();
+        let mut stop = std::pin::pin!(stop);
+        let mut stopping = false;
+        loop {
+            let free = self.concurrency.saturating_sub(running.len());
+            if !stopping && free > 0 {
+                let taken = reserver.reserve(free, &mut Owner::for_run)?;
+                for (id, owner) in taken {
+                    let (at, host) = (self.at.clone(), self.host.clone());
+                    let (retry, warn) = (self.retry_unknown_writes, self.warn);
+                    running.spawn(async move {
+                        let report = go_on(&at, &host, (&id, owner), retry, warn).await;
+                        (id, report)
+                    });
+                }
+            }
+            if stopping && running.is_empty() {
+                return Ok(tally);
+            }
+            // NB: woken early by a run's end (a slot is free) or a submission.
+            tokio::select! {
+                () = &mut stop, if !stopping => {
+                    stopping = true;
+                    self.host.drain();
+                }
+                done = running.join_next(), if !running.is_empty() => {
+                    if let Some(Ok((id, ended))) = done {
+                        count(&mut tally, &id, &ended, on);
+                    }
+                }
+                () = woken.notified() => {}
+                () = tokio::time::sleep(self.poll) => {}
+            }
+        }
+    }
+}
+
+/// Tallies run `id`'s end and tells `on`.
+fn count(
+    tally: &mut Tally,
+    id: &str,
+    ended: &Result<RunReport, Error>,
+    on: &mut (dyn FnMut(Event<'_>) + Send),
+) {
+    match ended {
+        Ok(report) => {
+            match report.status {
+                plan_host::RunStatus::Ok => tally.ok += 1,
+                plan_host::RunStatus::Stopped => tally.stopped += 1,
+                plan_host::RunStatus::Failed | plan_host::RunStatus::NeedsInput => {
+                    tally.failed += 1;
+                }
+            }
+            on(Event::Finished { id, report });
+        }
+        Err(error) => {
+            tally.refused += 1;
+            on(Event::Refused { id, error });
+        }
+    }
+}
+
+/// Run `id`, which this worker took under `owner`, read and gone on with as `resume`
+/// would. A run that cannot go on (a `write` call in flight, damage) is ended failed with
+/// its reason, so that no worker takes it again.
+async fn go_on(
+    at: &StoreAt,
+    host: &Host,
+    (id, owner): (&str, Owner),
+    retry_unknown_writes: bool,
+    warn: fn(&Error),
+) -> Result<RunReport, Error> {
+    let ready = match crate::resume::resume_taken(at, id, &owner, retry_unknown_writes) {
+        Ok(Resume::Ready(ready)) => ready,
+        Ok(Resume::Finished(report)) => return Ok(*report),
+        Err(e) => {
+            if e.kind != ErrorKind::Busy {
+                let error = serde_json::json!({"code": e.kind.code(), "message": e.message});
+                if let Ok(mut store) = at.open(Access::Existing) {
+                    let _ = store.cancel(id, &error);
+                }
+            }
+            return Err(e);
+        }
+    };
+    let claimed = ready.claim_as(owner, warn)?;
+    Ok(claimed.go(host, &mut ()).await)
+}

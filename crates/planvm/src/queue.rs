@@ -1,0 +1,231 @@
+//! `planvm submit` and `planvm worker`: runs put in a store's queue, and processes on any
+//! machine sharing the store that take them up (docs/scale-out.md). The engine is
+//! `plan_runs::queue`; this module parses, compiles the plans, prints ids and lines, and
+//! stops a worker on SIGTERM or SIGINT.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{ArgGroup, Args};
+use plan_host::{Host, HostOptions};
+use plan_render::exit;
+use plan_runs::StoreAt;
+use plan_runs::queue::{Event, Worker};
+use plan_store::OwnedNewRun;
+use serde_json::Value;
+
+use crate::args::{DurabilityArg, LimitArgs, parse_run_id, parse_secs, parse_var};
+use crate::session::{self, fail};
+
+#[derive(Args, Debug)]
+#[command(group(ArgGroup::new("input").required(true).args(["plan", "list"])))]
+pub(crate) struct SubmitArgs {
+    /// The plan to run (source or .pbc).
+    #[arg(value_name = "PLAN")]
+    plan: Option<PathBuf>,
+    /// Submit the runs listed in this file, one per line: PLAN [NAME=VALUE]... (the list
+    /// of `planvm batch`, without cassettes: a worker's --replay serves them).
+    #[arg(long, value_name = "FILE", conflicts_with = "run_id")]
+    list: Option<PathBuf>,
+    /// The store whose queue takes the runs. Default: $PLANVM_STORE.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    store: PathBuf,
+    /// The tools file the plans are checked against (their workers serve them).
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// The run's id (default: a new UUID v7).
+    #[arg(long, value_name = "ID", value_parser = parse_run_id)]
+    run_id: Option<String>,
+    /// Preset a variable in every run; a list line's own pairs win.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    vars: Vec<(String, Value)>,
+    #[command(flatten)]
+    limits: LimitArgs,
+    #[command(flatten)]
+    durability: DurabilityArg,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct WorkerArgs {
+    /// The store whose queue this worker takes runs from. Default: $PLANVM_STORE.
+    #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+    store: PathBuf,
+    /// Tools file: the backend serving each tool.
+    #[arg(long, value_name = "FILE.toml")]
+    tools: Option<PathBuf>,
+    /// Runs executing at once.
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    concurrency: u32,
+    /// How often to look for runs besides being told of new ones (a run whose worker died
+    /// is found so, once its lease lapses), in seconds.
+    #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_secs)]
+    poll: Duration,
+    /// Send again the `write` calls a run taken up left in flight (their outcome is
+    /// unknown). Without it, such a run ends failed with its reason.
+    #[arg(long)]
+    retry_unknown_writes: bool,
+    /// Answer the tools' calls from this cassette instead of their backends.
+    #[arg(long, value_name = "FILE.jsonl")]
+    replay: Option<PathBuf>,
+    /// Limit on one tool call, retries included, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    tool_timeout: Option<Duration>,
+    #[command(flatten)]
+    durability: DurabilityArg,
+}
+
+/// `submit --help`'s text after the options.
+pub(crate) fn submit_help() -> String {
+    exit::help(exit::PLANVM_SUBMIT)
+}
+
+/// `worker --help`'s text after the options.
+pub(crate) fn worker_help() -> String {
+    exit::help(exit::PLANVM_WORKER)
+}
+
+pub(crate) fn submit(args: SubmitArgs) -> u8 {
+    let manifest = match session::load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let jobs: Vec<(PathBuf, Vec<(String, Value)>)> = match (&args.plan, &args.list) {
+        (Some(plan), _) => vec![(plan.clone(), Vec::new())],
+        (None, Some(list)) => match plan_runs::batch::read_list(list) {
+            Ok(jobs) => {
+                if let Some(j) = jobs.iter().find(|j| j.cassette.is_some()) {
+                    return fail(
+                        exit::USAGE,
+                        format_args!(
+                            "{}: line {}: a submitted run takes no cassette (give its worker --replay)",
+                            list.display(),
+                            j.line.unwrap_or(0)
+                        ),
+                    );
+                }
+                jobs.into_iter().map(|j| (j.plan, j.vars)).collect()
+            }
+            Err(msg) => return fail(exit::USAGE, msg),
+        },
+        (None, None) => return fail(exit::USAGE, "give a PLAN or --list FILE"),
+    };
+    let limits = args.limits.limits();
+    // NB: a list naming one plan many times compiles it once.
+    let mut loaded: HashMap<PathBuf, (String, Option<String>, Vec<u8>)> = HashMap::new();
+    let mut runs = Vec::with_capacity(jobs.len());
+    for (plan, line_vars) in jobs {
+        let mut vars = args.vars.clone();
+        for (name, value) in line_vars {
+            vars.retain(|(n, _)| *n != name);
+            vars.push((name, value));
+        }
+        if !loaded.contains_key(&plan) {
+            let opts = session::compile_options(&manifest, &vars);
+            let color = plan_render::color_stderr();
+            let l = match session::loaded(plan_runs::load::load_program(&plan, opts, color)) {
+                Ok(l) => l,
+                Err(code) => return code,
+            };
+            let pbc = plan_bytecode::encode(&l.program);
+            loaded.insert(plan.clone(), (plan.display().to_string(), l.source, pbc));
+        }
+        let (name, source, pbc) = &loaded[&plan];
+        runs.push(OwnedNewRun {
+            id: args.run_id.clone().unwrap_or_else(plan_store::new_run_id),
+            plan: name.clone(),
+            source: source.clone(),
+            pbc: pbc.clone(),
+            presets: vars.into_iter().collect(),
+            limits: limits.clone(),
+            parent: None,
+        });
+    }
+    let at = StoreAt::new(&args.store, args.durability.get());
+    if let Err(e) = plan_runs::queue::submit(&at, &runs) {
+        return session::failed(e);
+    }
+    let mut out = std::io::stdout().lock();
+    for run in &runs {
+        let _ = writeln!(out, "{}", run.id);
+    }
+    exit::OK
+}
+
+pub(crate) fn worker(args: WorkerArgs) -> u8 {
+    let manifest = match session::load_manifest(args.tools.as_deref()) {
+        Ok(m) => m,
+        Err(code) => return code,
+    };
+    let options = HostOptions {
+        tool_timeout: args.tool_timeout,
+        replay: args.replay.clone(),
+        ..HostOptions::default()
+    };
+    let host = match Host::new(manifest, options) {
+        Ok(h) => Arc::new(h),
+        Err(e) => return session::host_failed(e),
+    };
+    for w in host.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let runtime = match session::multi_thread_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let worker = Worker {
+        at: StoreAt::new(&args.store, args.durability.get()),
+        host: host.clone(),
+        concurrency: args.concurrency as usize,
+        retry_unknown_writes: args.retry_unknown_writes,
+        poll: args.poll,
+        warn: session::lease_warning,
+    };
+    let worked = session::block_on(&runtime, &host, async {
+        let signals = crate::serve::signals()
+            .map_err(|e| fail(exit::RUN_FAILED, format_args!("cannot handle SIGTERM: {e}")))?;
+        eprintln!(
+            "worker {}: taking runs from {}",
+            std::process::id(),
+            worker.at.shown()
+        );
+        let mut out = std::io::stdout();
+        let stop = crate::serve::nth(signals, 1);
+        worker
+            .work(stop, &mut |e| print_event(&mut out, &e))
+            .await
+            .map_err(session::failed)
+    });
+    drop(runtime);
+    match worked {
+        Ok(t) => {
+            eprintln!(
+                "worker: {} ok, {} failed, {} refused, {} stopped to go on elsewhere",
+                t.ok, t.failed, t.refused, t.stopped
+            );
+            exit::OK
+        }
+        Err(code) => code,
+    }
+}
+
+/// One JSON line per run the worker ended: its id, and the report `run --format json`
+/// prints (or the error that refused it).
+fn print_event(out: &mut impl Write, e: &Event<'_>) {
+    let line = match e {
+        Event::Finished { id, report } => {
+            let mut v = serde_json::to_value(report).unwrap_or_default();
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert("run_id".into(), (*id).into());
+            }
+            v
+        }
+        Event::Refused { id, error } => {
+            serde_json::json!({"run_id": id, "status": "refused", "error": error.to_json()})
+        }
+    };
+    let _ = writeln!(out, "{line}");
+}

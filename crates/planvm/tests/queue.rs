@@ -1,0 +1,302 @@
+//! The queue on a PostgreSQL store (`planvm submit`, `planvm worker`) against a loopback
+//! tool server: workers killed mid-way leave their runs to the others, every run ends with
+//! the answer of an uninterrupted run, and a completed call is never requested again; a
+//! worker paused past its lease cannot write into a run another took. Skipped, saying
+//! so, without a PostgreSQL server (`scripts/test` starts one, and requires it).
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{BIN, PgSchema, http_tools, planvm, s};
+use serde_json::{Value, json};
+
+/// Each call's latency.
+const LATENCY: Duration = Duration::from_millis(50);
+/// Calls per run.
+const CALLS: usize = 13;
+
+/// Answers `query` with `query+`.
+struct Echo;
+
+impl wiremock::Respond for Echo {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let query = body["query"].as_str().unwrap_or_default();
+        wiremock::ResponseTemplate::new(200)
+            .set_body_json(json!({"text": format!("{query}+")}))
+            .set_delay(LATENCY)
+    }
+}
+
+/// A plan of `CALLS` searches, each for what the one before found, from `r${n}`.
+fn chain() -> String {
+    let mut steps: Vec<Value> = (0..CALLS)
+        .map(|i| {
+            let query = if i == 0 {
+                "r${n}".to_owned()
+            } else {
+                format!("${{a{}}}", i - 1)
+            };
+            json!({"seq_no": i, "type": "calling", "parameters": {"tool_name": "vector_search",
+                   "tool_params": {"query": query}, "output_vars": [format!("a{i}")]}})
+        })
+        .collect();
+    steps.push(json!({"seq_no": CALLS, "type": "assign",
+                      "parameters": {"final_answer": format!("${{a{}}}", CALLS - 1)}}));
+    Value::Array(steps).to_string()
+}
+
+/// What run `n` answers, uninterrupted.
+fn answer(n: usize) -> String {
+    format!("r{n}{}", "+".repeat(CALLS))
+}
+
+struct Setup {
+    server: wiremock::MockServer,
+    dir: tempfile::TempDir,
+    pg: PgSchema,
+}
+
+impl Setup {
+    async fn new() -> Option<Setup> {
+        let pg = PgSchema::new()?;
+        let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::method("POST"))
+            .respond_with(Echo)
+            .mount(&server)
+            .await;
+        let dir = tempfile::tempdir().unwrap();
+        http_tools(
+            dir.path(),
+            &server.uri(),
+            &[("vector_search", "/search", Some("/text"))],
+        );
+        std::fs::write(dir.path().join("chain.json"), chain()).unwrap();
+        Some(Setup { server, dir, pg })
+    }
+
+    fn tools(&self) -> String {
+        s(&self.dir.path().join("tools.toml"))
+    }
+
+    /// Submits runs `from..to` (`n` preset to each number); their ids in order.
+    async fn submit(&self, from: usize, to: usize) -> Vec<String> {
+        let list = self.dir.path().join(format!("list{from}.txt"));
+        let plan = s(&self.dir.path().join("chain.json"));
+        let text: String = (from..to).map(|n| format!("{plan} n=\"{n}\"\n")).collect();
+        std::fs::write(&list, text).unwrap();
+        let args = ["submit", "--list", &s(&list), "--tools", &self.tools()];
+        let out = planvm(self.with_store(&args), &[]).await;
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        let ids: Vec<String> = out.stdout.lines().map(str::to_owned).collect();
+        assert_eq!(ids.len(), to - from);
+        ids
+    }
+
+    fn with_store(&self, args: &[&str]) -> Vec<String> {
+        let mut all: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
+        all.extend(["--store".to_owned(), self.pg.url.clone()]);
+        all
+    }
+
+    fn worker(&self, concurrency: u32) -> Child {
+        let c = concurrency.to_string();
+        let args = [
+            "worker",
+            "--tools",
+            &self.tools(),
+            "--concurrency",
+            &c,
+            "--poll",
+            "0.2",
+        ];
+        Command::new(BIN)
+            .args(self.with_store(&args))
+            .env_remove("PLANVM_STORE")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+
+    /// Each run's stored (status, final answer, last update), by id.
+    fn runs(&self) -> HashMap<String, (String, Value, i64)> {
+        self.pg
+            .select("SELECT id, status, final_answer, updated_at FROM runs")
+            .into_iter()
+            .map(|r| {
+                let answer = r[2]
+                    .as_deref()
+                    .map_or(Value::Null, |a| serde_json::from_str(a).unwrap());
+                let at = r[3].as_deref().unwrap().parse().unwrap();
+                (r[0].clone().unwrap(), (r[1].clone().unwrap(), answer, at))
+            })
+            .collect()
+    }
+
+    fn ok(&self) -> usize {
+        self.runs().values().filter(|(s, ..)| s == "ok").count()
+    }
+
+    /// Waits until `n` runs are `ok`.
+    async fn until_ok(&self, n: usize, within: Duration) {
+        let start = Instant::now();
+        loop {
+            let ok = self.ok();
+            if ok >= n {
+                return;
+            }
+            assert!(
+                start.elapsed() < within,
+                "{ok} of {n} runs ok after {within:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// How often each query was sent to the tool server.
+    async fn sent(&self) -> HashMap<String, usize> {
+        let mut counts = HashMap::new();
+        for r in self.server.received_requests().await.unwrap() {
+            let body: Value = serde_json::from_slice(&r.body).unwrap();
+            *counts
+                .entry(body["query"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+        counts
+    }
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success());
+}
+
+fn stop(mut child: Child) -> Option<i32> {
+    signal(&child, "-TERM");
+    child.wait().unwrap().code()
+}
+
+fn kill(mut child: Child) {
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Every run of `ids` (run `from + i`) ended `ok` with its uninterrupted answer.
+fn all_answered(runs: &HashMap<String, (String, Value, i64)>, ids: &[String], from: usize) {
+    for (i, id) in ids.iter().enumerate() {
+        let (status, answer_, _) = &runs[id];
+        assert_eq!(status, "ok", "run {id}");
+        assert_eq!(answer_, &json!(answer(from + i)), "run {id}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_killed_mid_way_leave_their_runs_to_the_others_and_repeat_no_completed_call() {
+    let Some(q) = Setup::new().await else {
+        return;
+    };
+    const RUNS: usize = 300;
+    const CONCURRENCY: u32 = 32;
+    let ids = q.submit(0, RUNS).await;
+    let listed = planvm(q.with_store(&["runs", "list", "--format", "json"]), &[]).await;
+    assert_eq!(
+        listed.stdout.matches("\"queued\"").count(),
+        RUNS,
+        "{}",
+        listed.stdout
+    );
+    let workers = [
+        q.worker(CONCURRENCY),
+        q.worker(CONCURRENCY),
+        q.worker(CONCURRENCY),
+    ];
+    let [first, second, third] = workers;
+    q.until_ok(RUNS / 3, Duration::from_secs(60)).await;
+    kill(first);
+    q.until_ok(2 * RUNS / 3, Duration::from_secs(60)).await;
+    kill(second);
+    // NB: the killed workers' runs are ready again once their leases lapse (10 s).
+    q.until_ok(RUNS, Duration::from_secs(90)).await;
+    assert_eq!(stop(third), Some(0));
+    all_answered(&q.runs(), &ids, 0);
+
+    // A call answered and stored is not sent again; one in flight when its worker was
+    // killed (at most a worker's concurrency at each kill) is.
+    let sent = q.sent().await;
+    assert_eq!(sent.len(), RUNS * CALLS, "every call of every run was made");
+    let again: usize = sent.values().map(|n| n - 1).sum();
+    assert!(
+        sent.values().all(|&n| n <= 2),
+        "a call sent more than twice"
+    );
+    assert!(
+        again <= 2 * CONCURRENCY as usize,
+        "{again} calls sent again, more than were in flight at the kills"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_paused_past_its_lease_cannot_write_into_runs_another_took() {
+    let Some(q) = Setup::new().await else {
+        return;
+    };
+    const RUNS: usize = 20;
+    let ids = q.submit(0, RUNS).await;
+    let paused = q.worker(RUNS as u32);
+    // Paused once it holds every run and has calls out.
+    let start = Instant::now();
+    while q.server.received_requests().await.unwrap().len() < RUNS {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the worker took no run"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    signal(&paused, "-STOP");
+    let other = q.worker(RUNS as u32);
+    // NB: the other takes the paused worker's runs once their leases lapse (10 s), all
+    // but one it was stopped in the middle of committing, if any (its row stays locked
+    // by the stopped transaction): settled once no run ends for a while after that.
+    let start = Instant::now();
+    let mut last = (0, Instant::now());
+    loop {
+        let ok = q.ok();
+        if ok != last.0 {
+            last = (ok, Instant::now());
+        }
+        if ok == RUNS || (ok > 0 && last.1.elapsed() > Duration::from_secs(3)) {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "{ok} runs ok");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let settled = q.runs();
+    assert!(
+        last.0 >= RUNS - 1,
+        "only {} of {RUNS} runs were taken over",
+        last.0
+    );
+    // Woken again: what it still had to write into runs the other took is refused and
+    // changes nothing; a run it was committing, the other could not take: it ends it.
+    signal(&paused, "-CONT");
+    q.until_ok(RUNS, Duration::from_secs(30)).await;
+    assert_eq!(stop(paused), Some(0));
+    assert_eq!(stop(other), Some(0));
+    let after = q.runs();
+    for (id, ended) in &settled {
+        if ended.0 == "ok" {
+            assert_eq!(
+                &after[id], ended,
+                "run {id} was written after another took it"
+            );
+        }
+    }
+    all_answered(&after, &ids, 0);
+}
