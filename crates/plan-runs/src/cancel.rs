@@ -42,6 +42,21 @@ pub fn cancel(at: &StoreAt, id: &str) -> Result<bool, Error> {
     Ok(cancelled)
 }
 
+/// Deletes from the store at `at` the runs that ended more than `older_than` ago (see
+/// [`plan_store::RunStore::prune`]); how many went.
+pub fn prune(
+    at: &StoreAt,
+    older_than: std::time::Duration,
+    keep_failed: bool,
+) -> Result<u64, Error> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let before = now.saturating_sub(older_than).as_millis();
+    let before = i64::try_from(before).unwrap_or(i64::MAX);
+    Ok(at.open(Access::Existing)?.prune(before, keep_failed)?)
+}
+
 /// A cancelled goal's error, `{code, message}`.
 fn goal_cancelled(run_error: &serde_json::Value) -> serde_json::Value {
     serde_json::json!({"code": run_error["code"], "message": "the goal was cancelled"})

@@ -33,7 +33,7 @@ mod take_up;
 mod writer;
 
 pub use branch::{BranchPoint, Preview, PreviewCall, branch_point, variables_before};
-pub use cancel::cancel;
+pub use cancel::{cancel, prune};
 pub use error::{Error, ErrorKind};
 pub use feedback::feedback;
 pub use go_on::{GoOn, go_on};

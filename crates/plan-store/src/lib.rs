@@ -42,6 +42,22 @@ pub const LEASE_MS: i64 = 10_000;
 /// `queued` (a run let go of has none, and reads as `interrupted`).
 pub(crate) const QUEUED: i64 = 0;
 
+/// The runs [`RunStore::prune`] deletes (`$1`/`?1`: the time, `$2`/`?2`: whether failed
+/// runs go too), as SQL both stores read alike.
+macro_rules! pruned_runs {
+    ($before:literal, $failed:literal) => {
+        concat!(
+            "SELECT r.id FROM runs r WHERE r.updated_at < ",
+            $before,
+            " AND (r.status = 'ok' OR (r.status = 'failed' AND ",
+            $failed,
+            ")) AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent = r.id) \
+             AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.run = r.id)"
+        )
+    };
+}
+pub(crate) use pruned_runs;
+
 /// Where a run stands, as `runs list` shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -683,6 +699,10 @@ pub trait RunStore: Send {
         n: usize,
         owner: &mut dyn FnMut() -> Owner,
     ) -> Result<Vec<(String, Owner)>, StoreError>;
+    /// Deletes the runs that ended `ok` (and `failed`, unless `keep_failed`) before
+    /// `before` (Unix ms), with their journals and states; a run another was branched
+    /// from, or one a person gave a verdict on, is kept. How many went.
+    fn prune(&mut self, before: i64, keep_failed: bool) -> Result<u64, StoreError>;
     /// The position in `ids` of the first that names a run of this store, if any (a
     /// batch checks its runs' ids before it starts).
     fn first_taken(&mut self, ids: &[&str]) -> Result<Option<usize>, StoreError>;

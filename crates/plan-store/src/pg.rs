@@ -628,6 +628,25 @@ impl RunStore for PgStore {
         Ok(())
     }
 
+    fn prune(&mut self, before: i64, keep_failed: bool) -> Result<u64, StoreError> {
+        let failed = !keep_failed;
+        self.transaction(|tx| {
+            let mut gone = 0;
+            for table in [
+                "journal WHERE run",
+                "checkpoints WHERE run",
+                "runs WHERE id",
+            ] {
+                let sql = format!(
+                    "DELETE FROM {table} IN ({})",
+                    crate::pruned_runs!("$1", "$2")
+                );
+                gone = tx.execute(&sql, &[&before, &failed]).map_err(Failed::Db)?;
+            }
+            Ok(gone)
+        })
+    }
+
     fn submit(&mut self, runs: &[NewRun<'_>]) -> Result<(), StoreError> {
         let programs = &self.programs;
         let mut stored = Vec::new();

@@ -954,6 +954,30 @@ impl RunStore for SqliteStore {
         &self.path
     }
 
+    fn prune(&mut self, before: i64, keep_failed: bool) -> Result<u64, StoreError> {
+        let path = self.path.clone();
+        let tx = self.write()?;
+        let failed = !keep_failed;
+        let mut gone = 0;
+        for table in [
+            "journal WHERE run",
+            "checkpoints WHERE run",
+            "runs WHERE id",
+        ] {
+            gone = tx
+                .execute(
+                    &format!(
+                        "DELETE FROM {table} IN ({})",
+                        crate::pruned_runs!("?1", "?2")
+                    ),
+                    params![before, failed],
+                )
+                .map_err(|e| io(&path, e))?;
+        }
+        tx.commit().map_err(|e| io(&path, e))?;
+        Ok(gone as u64)
+    }
+
     fn submit(&mut self, runs: &[NewRun<'_>]) -> Result<(), StoreError> {
         let path = self.path.clone();
         let mut programs = std::mem::take(&mut self.programs);

@@ -147,6 +147,7 @@ macro_rules! on_every_backend {
 }
 
 on_every_backend!(
+    pruning_deletes_old_ended_runs_and_keeps_what_others_need,
     the_queue_gives_each_ready_run_to_one_taker,
     outputs_keep_their_key_order_and_runs_their_tokens,
     goals_sessions_and_cancels,
@@ -925,4 +926,63 @@ fn the_queue_gives_each_ready_run_to_one_taker(b: &dyn Backend) {
     };
     let e = store.commit("q2", &first[1].1, &point).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Busy);
+}
+
+/// Pruning deletes the runs that ended before a time, with their journals; it keeps runs
+/// still going, branched from, or given a person's verdict, and failed ones when asked.
+fn pruning_deletes_old_ended_runs_and_keeps_what_others_need(b: &dyn Backend) {
+    let mut store = b.open();
+    let me = Owner::this_process();
+    let end = |ok: bool| CommitPoint {
+        sent: vec![call(0, "search")],
+        end: Some(RunEnd {
+            ok,
+            question: None,
+            final_answer: json!("done"),
+            error: (!ok).then(|| json!({"code": "R0003"})),
+            tool_calls: None,
+        }),
+        ..CommitPoint::default()
+    };
+    for (id, ok) in [
+        ("old", true),
+        ("failed", false),
+        ("judged", true),
+        ("parent", true),
+    ] {
+        store.create_run(&new_run(id).borrow(), &me).unwrap();
+        store.commit(id, &me, &end(ok)).unwrap();
+    }
+    let mut child = new_run("child");
+    child.parent = Some(("parent".to_owned(), 0));
+    store.create_run(&child.borrow(), &me).unwrap();
+    store.commit("child", &me, &end(true)).unwrap();
+    store.create_run(&new_run("going").borrow(), &me).unwrap();
+    let verdict = Feedback {
+        verdict: "good".into(),
+        note: None,
+        updated_at: 0,
+    };
+    store.set_feedback("judged", &verdict).unwrap();
+    store.create_run(&new_run("recent").borrow(), &me).unwrap();
+    store.commit("recent", &me, &end(true)).unwrap();
+    b.execute("UPDATE runs SET updated_at = 1 WHERE id <> 'recent'");
+
+    let ids = |store: &dyn RunStore| -> Vec<String> {
+        let mut ids: Vec<String> = store.runs().unwrap().into_iter().map(|r| r.id).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(store.prune(1_000, true).unwrap(), 2);
+    assert_eq!(
+        ids(&*store),
+        ["failed", "going", "judged", "parent", "recent"]
+    );
+    assert_eq!(
+        b.numbers("SELECT count(*) FROM journal WHERE run = 'old'"),
+        [Some(0)]
+    );
+    // Its branch gone, a parent goes too; failed runs go unless kept.
+    assert_eq!(store.prune(1_000, false).unwrap(), 2);
+    assert_eq!(ids(&*store), ["going", "judged", "recent"]);
 }

@@ -1,4 +1,4 @@
-//! `planvm runs list|show|feedback|cancel`: the runs of a store, for people and for
+//! `planvm runs list|show|feedback|cancel|prune`: the runs of a store, for people and for
 //! machines.
 
 use std::io::Write;
@@ -55,6 +55,19 @@ pub(crate) enum RunsCommand {
         #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
         store: PathBuf,
     },
+    /// Delete the runs that ended more than DAYS ago, with their journals; prints how
+    /// many. Runs still going, branched from, or given a verdict are kept.
+    Prune {
+        /// The store. Default: $PLANVM_STORE.
+        #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
+        store: PathBuf,
+        /// Runs that ended more than this many days ago go (0: every ended run).
+        #[arg(long, value_name = "DAYS", value_parser = parse_days)]
+        older_than: f64,
+        /// Keep the failed runs.
+        #[arg(long)]
+        keep_failed: bool,
+    },
     /// End a run that has not finished as failed (R0013); a process running it stops at
     /// its next commit point. A finished run is left as it is.
     Cancel {
@@ -88,6 +101,19 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
             }
             exit::OK
         }
+        RunsCommand::Prune {
+            store,
+            older_than,
+            keep_failed,
+        } => {
+            let at = StoreAt::new(&store, Durability::Normal);
+            let days = std::time::Duration::from_secs_f64(older_than * 86_400.0);
+            match plan_runs::prune(&at, days, keep_failed) {
+                Ok(n) => println!("{n}"),
+                Err(e) => return failed(e),
+            }
+            exit::OK
+        }
         RunsCommand::Cancel { id, store } => {
             match plan_runs::cancel(&StoreAt::new(&store, Durability::Normal), &id) {
                 Ok(true) => eprintln!("cancelled run {id}"),
@@ -96,6 +122,14 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
             }
             exit::OK
         }
+    }
+}
+
+/// A number of days, 0 or more.
+fn parse_days(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(d) if (0.0..=1e6).contains(&d) => Ok(d),
+        _ => Err(format!("`{s}` is not a number of days from 0 to 1e6")),
     }
 }
 
