@@ -264,6 +264,25 @@ impl Plan {
         }
     }
 
+    /// Pickled as its `.pbc` bytes (and its source text, if any): it crosses process
+    /// boundaries (multiprocessing, Ray) as plain bytes, verified again when loaded.
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>, Option<String>))> {
+        let py = slf.py();
+        let restore = py.get_type::<Plan>().getattr("_restore")?;
+        let plan = slf.get();
+        Ok((restore, (plan.to_pbc(py, false), plan.source.clone())))
+    }
+
+    /// A plan unpickled (see `__reduce__`).
+    #[staticmethod]
+    fn _restore(py: Python<'_>, data: Vec<u8>, source: Option<String>) -> PyResult<Plan> {
+        let mut plan = Plan::from_pbc(py, data)?;
+        plan.source = source;
+        Ok(plan)
+    }
+
     /// The `.pbc` bytes; `strip` leaves out the debug section (seq_no and line of each
     /// instruction, reasoning text).
     #[pyo3(signature = (strip = false))]
@@ -580,8 +599,65 @@ pub(crate) struct Outcome {
     choices: Option<Vec<String>>,
 }
 
+/// An outcome's fields, in the order `Outcome._restore` takes them.
+type OutcomeFields = (
+    Py<PyAny>,
+    Py<PyAny>,
+    u64,
+    u64,
+    u64,
+    Option<String>,
+    String,
+    Option<String>,
+    Option<Vec<String>>,
+);
+
 #[pymethods]
 impl Outcome {
+    /// Pickled as plain data (its answer and variables as the Python values they are).
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, OutcomeFields)> {
+        let restore = py.get_type::<Outcome>().getattr("_restore")?;
+        let fields = (
+            self.final_answer.clone_ref(py),
+            self.variables.clone_ref(py),
+            self.steps,
+            self.tool_calls,
+            self.elapsed_ms,
+            self.run_id.clone(),
+            self.status.clone(),
+            self.question.clone(),
+            self.choices.clone(),
+        );
+        Ok((restore, fields))
+    }
+
+    /// An outcome unpickled (see `__reduce__`).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    fn _restore(
+        final_answer: Py<PyAny>,
+        variables: Py<PyAny>,
+        steps: u64,
+        tool_calls: u64,
+        elapsed_ms: u64,
+        run_id: Option<String>,
+        status: String,
+        question: Option<String>,
+        choices: Option<Vec<String>>,
+    ) -> Outcome {
+        Outcome {
+            final_answer,
+            variables,
+            steps,
+            tool_calls,
+            elapsed_ms,
+            run_id,
+            status,
+            question,
+            choices,
+        }
+    }
+
     fn __repr__(&self, py: Python<'_>) -> String {
         let answer = self
             .final_answer
