@@ -128,6 +128,47 @@ fn host_overhead(c: &mut Criterion) {
             r
         })
     });
+    // NB: the same on PostgreSQL over loopback, at either durability (`full`:
+    // `synchronous_commit` on), when PLANRT_TEST_POSTGRES names a server (`. scripts/postgres`).
+    let postgres = std::env::var("PLANRT_TEST_POSTGRES").ok();
+    for (durability, name) in postgres.iter().flat_map(|_| {
+        [
+            (plan_store::Durability::Normal, "replay_run_plan_store_postgres"),
+            (plan_store::Durability::Full, "replay_run_plan_store_postgres_full"),
+        ]
+    }) {
+        let url = postgres.as_deref().unwrap_or_default();
+        let mut store = plan_store::PgStore::open(url, durability).unwrap();
+        let batch = plan_store::new_run_id();
+        let mut n = 0u64;
+        g.bench_function(name, |b| {
+            b.iter(|| {
+                n += 1;
+                let id = format!("{batch}.{n}");
+                let new = plan_store::NewRun {
+                    id: &id,
+                    plan: "chain.json",
+                    source: None,
+                    pbc: &pbc,
+                    presets: &presets,
+                    limits: &limits,
+                    parent: None,
+                };
+                plan_store::RunStore::create_run(&mut store, &new, &owner).unwrap();
+                let mut journal =
+                    plan_store::StoreJournal::new(&mut store, &id, owner.clone(), 0, &program);
+                let r = rt.block_on(run_plan(
+                    &host,
+                    &program,
+                    vec![],
+                    Limits::default(),
+                    &mut journal,
+                ));
+                debug_assert!(r.is_ok());
+                r
+            })
+        });
+    }
     g.bench_function("instant_in_process", |b| {
         b.iter(|| run_instant(&program, Limits::default(), &answer))
     });

@@ -63,7 +63,7 @@ impl StoreAt {
     /// access: it has no file whose absence would say that there is no store.
     pub fn open(&self, access: Access) -> Result<Box<dyn RunStore>, Error> {
         match self.url() {
-            Some(url) => Ok(Box::new(PgStore::open(url)?)),
+            Some(url) => Ok(Box::new(PgStore::open(url, self.durability)?)),
             None => Ok(Box::new(open(&self.path, self.durability, access)?)),
         }
     }
@@ -73,10 +73,10 @@ impl StoreAt {
     pub fn lease(&self, owner: Owner, warn: fn(&Error)) -> Lease {
         match self.url() {
             Some(url) => {
-                let url = url.to_owned();
+                let (url, durability) = (url.to_owned(), self.durability);
                 Lease::start(
                     plan_sql::without_password(&url),
-                    Box::new(move || Ok(Box::new(PgStore::open(&url)?) as _)),
+                    Box::new(move || Ok(Box::new(PgStore::open(&url, durability)?) as _)),
                     owner,
                     warn,
                 )

@@ -53,6 +53,34 @@ pub struct PgStore {
     shown: String,
     /// Programs known to be in the database (they are never deleted).
     programs: HashSet<String>,
+    /// The statements of a commit point, prepared once per connection.
+    prepared: Prepared,
+}
+
+/// The statements of a commit point, prepared when the store is opened: an unprepared
+/// statement costs a round trip more each time.
+struct Prepared {
+    /// Fences and journals a point in one statement: a row only when `$2` holds run `$1`.
+    journal: postgres::Statement,
+    /// Fences a point with nothing to journal.
+    held: postgres::Statement,
+}
+
+impl Prepared {
+    fn new(client: &mut Client) -> Result<Prepared, postgres::Error> {
+        Ok(Prepared {
+            journal: client.prepare(
+                "WITH held AS (SELECT id FROM runs WHERE id = $1 AND owner = $2 \
+                               AND status = 'running' FOR UPDATE) \
+                 INSERT INTO journal (run, seq, at, entry) \
+                 SELECT $1, coalesce((SELECT max(seq) + 1 FROM journal WHERE run = $1), 0), \
+                        $3, ($4::text)::json FROM held",
+            )?,
+            held: client.prepare(
+                "SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status = 'running' FOR UPDATE",
+            )?,
+        })
+    }
 }
 
 impl std::fmt::Debug for PgStore {
@@ -79,7 +107,10 @@ impl PgStore {
     /// Connects to the database `url` names (`postgres://user@host/db`; TLS unless
     /// `sslmode=disable`) and brings its schema up to date. Refuses a database whose
     /// schema is newer than this planvm's. No message ever holds the password.
-    pub fn open(url: &str) -> Result<PgStore, StoreError> {
+    /// `durability` as in SQLite: `Normal` commits without waiting for the server's disk
+    /// (`synchronous_commit = off`: a commit survives planvm dying; the server's crash
+    /// may lose its last commits, never half of one), `Full` waits for it.
+    pub fn open(url: &str, durability: crate::Durability) -> Result<PgStore, StoreError> {
         let shown = plan_sql::without_password(url);
         let mut config: postgres::Config = url.parse().map_err(|e| {
             StoreError::new(
@@ -96,23 +127,33 @@ impl PgStore {
                 format!("cannot connect to {shown}: {e}"),
             )
         })?;
-        off_runtime(|| {
+        let prepared = off_runtime(|| {
             // NB: a process stopped (SIGSTOP, a debugger) inside a transaction holds its
             // locks: a claim waiting for one gives up rather than hang.
+            let sync = match durability {
+                crate::Durability::Normal => "off",
+                crate::Durability::Full => "on",
+            };
             client
-                .batch_execute(&format!("SET lock_timeout = {LOCK_TIMEOUT_MS}"))
+                .batch_execute(&format!(
+                    "SET lock_timeout = {LOCK_TIMEOUT_MS}; SET synchronous_commit = {sync}"
+                ))
                 .map_err(|e| {
                     StoreError::new(
                         StoreErrorKind::Io,
                         format!("cannot connect to {shown}: {e}"),
                     )
                 })?;
-            migrate(&mut client, &shown)
+            migrate(&mut client, &shown)?;
+            Prepared::new(&mut client).map_err(|e| {
+                StoreError::new(StoreErrorKind::Io, format!("{shown}: {e}"))
+            })
         })?;
         Ok(PgStore {
             client: Mutex::new(Some(client)),
             shown,
             programs: HashSet::new(),
+            prepared,
         })
     }
 
@@ -120,7 +161,7 @@ impl PgStore {
     /// names (`LISTEN planrt_runs`), from a thread of its own, for as long as the
     /// connection lasts (a worker polls as well).
     pub fn listen(url: &str, woken: impl Fn() + Send + 'static) -> Result<(), StoreError> {
-        let listener = PgStore::open(url)?;
+        let listener = PgStore::open(url, crate::Durability::Normal)?;
         listener.with(|c| c.batch_execute("LISTEN planrt_runs"))?;
         std::thread::Builder::new()
             .name("store listen".to_owned())
@@ -323,6 +364,16 @@ fn applied_count(
         .get_applied_migrations(client)
         .map(|a| a.len())
         .map_err(|e| failed("cannot read the schema's version", &e))
+}
+
+/// A point of run `id` refused: this process no longer holds the run.
+fn not_held(id: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::Busy,
+        format!(
+            "run `{id}` is no longer held by this process (it was cancelled, another process took it over, or it was not created)"
+        ),
+    )
 }
 
 fn unknown_run(id: &str) -> StoreError {
@@ -536,31 +587,17 @@ fn create_held_by(
 /// waits for this transaction, or this one sees the claim.
 fn commit(
     tx: &mut postgres::Transaction<'_>,
-    id: &str,
-    owner: &Owner,
+    prepared: &Prepared,
+    (id, owner): (&str, &Owner),
     point: &CommitPoint,
 ) -> Result<(), Failed> {
-    let held = tx
-        .query_opt(
-            "SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status = 'running' FOR UPDATE",
-            &[&id, &owner.0],
-        )
-        .map_err(Failed::Db)?;
-    if held.is_none() {
-        return Err(Failed::Refused(StoreError::new(
-            StoreErrorKind::Busy,
-            format!(
-                "run `{id}` is no longer held by this process (it was cancelled, another process took it over, or it was not created)"
-            ),
-        )));
+    let held = match point.journal_entry().map_err(Failed::Refused)? {
+        Some(entry) => tx.execute(&prepared.journal, &[&id, &owner.0, &now_ms(), &entry]),
+        None => tx.execute(&prepared.held, &[&id, &owner.0]),
     }
-    if let Some(entry) = point.journal_entry().map_err(Failed::Refused)? {
-        tx.execute(
-            "INSERT INTO journal (run, seq, at, entry) \
-             SELECT $1, coalesce(max(seq) + 1, 0), $2, ($3::text)::json FROM journal WHERE run = $1",
-            &[&id, &now_ms(), &entry],
-        )
-        .map_err(Failed::Db)?;
+    .map_err(Failed::Db)?;
+    if held == 0 {
+        return Err(Failed::Refused(not_held(id)));
     }
     if let Some((steps, state)) = &point.state {
         tx.execute(
@@ -804,11 +841,24 @@ impl RunStore for PgStore {
     }
 
     fn commit(&mut self, id: &str, owner: &Owner, point: &CommitPoint) -> Result<(), StoreError> {
-        self.transaction(|tx| commit(tx, id, owner, point))
+        let prepared = &self.prepared;
+        if point.state.is_none() && point.end.is_none() {
+            // NB: most points: one statement, its own transaction (one round trip).
+            let entry = point.journal_entry()?;
+            let held = self.with(|c| match &entry {
+                Some(entry) => c.execute(&prepared.journal, &[&id, &owner.0, &now_ms(), entry]),
+                None => c.execute(&prepared.held, &[&id, &owner.0]),
+            })?;
+            if held == 0 {
+                return Err(not_held(id));
+            }
+            return Ok(());
+        }
+        self.transaction(|tx| commit(tx, prepared, (id, owner), point))
     }
 
     fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
-        let programs = &self.programs;
+        let (programs, prepared) = (&self.programs, &self.prepared);
         let mut new_programs = Vec::new();
         // NB: a refusal is found by a query that fails nothing, so the rest of the group
         // goes on in the same transaction; a database error fails the whole group.
@@ -818,7 +868,9 @@ impl RunStore for PgStore {
                 let r = match w {
                     StoreWrite::Create(run, owner) => create(tx, &run.borrow(), owner, programs)
                         .map(|new| new_programs.extend(new)),
-                    StoreWrite::Commit(id, owner, point) => commit(tx, id, owner, point),
+                    StoreWrite::Commit(id, owner, point) => {
+                        commit(tx, prepared, (id, owner), point)
+                    }
                 };
                 match r {
                     Ok(()) => results.push(Ok(())),

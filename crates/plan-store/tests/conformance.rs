@@ -109,7 +109,7 @@ impl Drop for Postgres {
 
 impl Backend for Postgres {
     fn open(&self) -> Box<dyn RunStore> {
-        Box::new(PgStore::open(&self.url()).unwrap())
+        Box::new(PgStore::open(&self.url(), Durability::Normal).unwrap())
     }
 
     fn execute(&self, sql: &str) {
@@ -845,7 +845,7 @@ fn goals_sessions_and_cancels(b: &dyn Backend) {
 /// its password), and a database a newer planvm wrote.
 #[test]
 fn a_database_down_or_newer_is_refused_and_no_password_is_said() {
-    let e = PgStore::open("postgres://planrt:sekrit-pw@127.0.0.1:1/x").unwrap_err();
+    let e = PgStore::open("postgres://planrt:sekrit-pw@127.0.0.1:1/x", Durability::Full).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Io);
     assert!(!e.message.contains("sekrit-pw"), "{}", e.message);
     assert!(
@@ -853,7 +853,7 @@ fn a_database_down_or_newer_is_refused_and_no_password_is_said() {
         "{}",
         e.message
     );
-    let e = PgStore::open("postgres://[nonsense").unwrap_err();
+    let e = PgStore::open("postgres://[nonsense", Durability::Normal).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::NotAStore);
 
     let Some(pg) = Postgres::new() else {
@@ -864,7 +864,7 @@ fn a_database_down_or_newer_is_refused_and_no_password_is_said() {
         "INSERT INTO planrt_migrations (version, name, applied_on, checksum) \
          VALUES (99, 'future', '2030-01-01T00:00:00Z', '0')",
     );
-    let e = PgStore::open(&pg.url()).unwrap_err();
+    let e = PgStore::open(&pg.url(), Durability::Normal).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::NotAStore);
     assert!(e.message.contains("newer"), "{}", e.message);
 }
