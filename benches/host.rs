@@ -133,8 +133,14 @@ fn host_overhead(c: &mut Criterion) {
     let postgres = std::env::var("PLANRT_TEST_POSTGRES").ok();
     for (durability, name) in postgres.iter().flat_map(|_| {
         [
-            (plan_store::Durability::Normal, "replay_run_plan_store_postgres"),
-            (plan_store::Durability::Full, "replay_run_plan_store_postgres_full"),
+            (
+                plan_store::Durability::Normal,
+                "replay_run_plan_store_postgres",
+            ),
+            (
+                plan_store::Durability::Full,
+                "replay_run_plan_store_postgres_full",
+            ),
         ]
     }) {
         let url = postgres.as_deref().unwrap_or_default();

@@ -13,7 +13,7 @@
 //! - Times are this machine's clock, as in SQLite; leases assume clocks agree within a
 //!   lease (10 s).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use postgres::Client;
@@ -55,6 +55,51 @@ pub struct PgStore {
     programs: HashSet<String>,
     /// The statements of a commit point, prepared once per connection.
     prepared: Prepared,
+    /// Where the connection goes back to when the store is dropped (None: closed then).
+    pooled: Option<PoolKey>,
+}
+
+/// A connection's database URL and durability.
+type PoolKey = (String, bool);
+
+/// Connections kept open once their store is dropped, for the next store of the same
+/// database: a new connection costs the server a process and this one a handshake, which
+/// a worker taking a run (a connection for the run, one to read it) paid every time.
+#[derive(Default)]
+struct Pool {
+    idle: HashMap<PoolKey, Vec<(Client, Prepared)>>,
+}
+
+/// Connections kept per database.
+const POOLED: usize = 16;
+
+fn pool() -> std::sync::MutexGuard<'static, Pool> {
+    static POOL: std::sync::OnceLock<Mutex<Pool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+}
+
+impl Pool {
+    fn take(&mut self, key: &PoolKey) -> Option<(Client, Prepared)> {
+        let idle = self.idle.get_mut(key)?;
+        while let Some((client, prepared)) = idle.pop() {
+            if !client.is_closed() {
+                return Some((client, prepared));
+            }
+        }
+        None
+    }
+
+    /// Keeps `client` for the next store of `key`; gives it back when there are enough.
+    fn put(&mut self, key: PoolKey, client: Client, prepared: Prepared) -> Option<Client> {
+        let idle = self.idle.entry(key).or_default();
+        if client.is_closed() || idle.len() >= POOLED {
+            return Some(client);
+        }
+        idle.push((client, prepared));
+        None
+    }
 }
 
 /// The statements of a commit point, prepared when the store is opened: an unprepared
@@ -112,6 +157,29 @@ impl PgStore {
     /// may lose its last commits, never half of one), `Full` waits for it.
     pub fn open(url: &str, durability: crate::Durability) -> Result<PgStore, StoreError> {
         let shown = plan_sql::without_password(url);
+        let key = (url.to_owned(), durability == crate::Durability::Full);
+        let reused = pool().take(&key);
+        if let Some((mut client, prepared)) = reused {
+            // NB: a newer planvm may have migrated the database since.
+            let known = embedded::migrations::runner().get_migrations().len();
+            let applied = off_runtime(|| {
+                client.query_one(&format!("SELECT count(*) FROM {MIGRATION_TABLE}"), &[])
+            })
+            .map_or(0, |r| {
+                usize::try_from(r.get::<_, i64>(0)).unwrap_or(usize::MAX)
+            });
+            if applied > known {
+                drop_off_runtime(client);
+                return Err(newer(&shown, applied, known));
+            }
+            return Ok(PgStore {
+                client: Mutex::new(Some(client)),
+                shown,
+                programs: HashSet::new(),
+                prepared,
+                pooled: Some(key),
+            });
+        }
         let mut config: postgres::Config = url.parse().map_err(|e| {
             StoreError::new(
                 StoreErrorKind::NotAStore,
@@ -145,15 +213,15 @@ impl PgStore {
                     )
                 })?;
             migrate(&mut client, &shown)?;
-            Prepared::new(&mut client).map_err(|e| {
-                StoreError::new(StoreErrorKind::Io, format!("{shown}: {e}"))
-            })
+            Prepared::new(&mut client)
+                .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("{shown}: {e}")))
         })?;
         Ok(PgStore {
             client: Mutex::new(Some(client)),
             shown,
             programs: HashSet::new(),
             prepared,
+            pooled: Some(key),
         })
     }
 
@@ -161,7 +229,9 @@ impl PgStore {
     /// names (`LISTEN planrt_runs`), from a thread of its own, for as long as the
     /// connection lasts (a worker polls as well).
     pub fn listen(url: &str, woken: impl Fn() + Send + 'static) -> Result<(), StoreError> {
-        let listener = PgStore::open(url, crate::Durability::Normal)?;
+        let mut listener = PgStore::open(url, crate::Durability::Normal)?;
+        // NB: a connection that listens is this thread's for good.
+        listener.pooled = None;
         listener.with(|c| c.batch_execute("LISTEN planrt_runs"))?;
         std::thread::Builder::new()
             .name("store listen".to_owned())
@@ -296,13 +366,39 @@ impl PgStore {
 impl Drop for PgStore {
     fn drop(&mut self) {
         // NB: closing the connection drives the client's runtime too.
-        let client = self
+        let Some(client) = self
             .client
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
-            .take();
-        off_runtime(move || drop(client));
+            .take()
+        else {
+            return;
+        };
+        let prepared = Prepared {
+            journal: self.prepared.journal.clone(),
+            held: self.prepared.held.clone(),
+        };
+        let client = match self.pooled.take() {
+            Some(key) => pool().put(key, client, prepared),
+            None => Some(client),
+        };
+        drop_off_runtime(client);
     }
+}
+
+/// Drops `value` (a client: closing it drives its runtime) off any runtime.
+fn drop_off_runtime<T: Send>(value: T) {
+    off_runtime(move || drop(value));
+}
+
+/// A database some of whose migrations this planvm does not know.
+fn newer(shown: &str, applied: usize, known: usize) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::NotAStore,
+        format!(
+            "{shown} is not a store this planvm can use: its schema version {applied} is newer than this planvm's {known}; use a newer planvm"
+        ),
+    )
 }
 
 /// Why a transaction did not commit: the database failed, or a check refused it.
@@ -330,12 +426,7 @@ fn migrate(client: &mut Client, shown: &str) -> Result<(), StoreError> {
         .map_err(|e| failed("cannot lock the schema", &e))?;
     let out = applied_count(client, &mut runner, &failed).and_then(|applied| {
         if applied > known {
-            return Err(StoreError::new(
-                StoreErrorKind::NotAStore,
-                format!(
-                    "{shown} is not a store this planvm can use: its schema version {applied} is newer than this planvm's {known}; use a newer planvm"
-                ),
-            ));
+            return Err(newer(shown, applied, known));
         }
         runner
             .run(client)

@@ -845,7 +845,11 @@ fn goals_sessions_and_cancels(b: &dyn Backend) {
 /// its password), and a database a newer planvm wrote.
 #[test]
 fn a_database_down_or_newer_is_refused_and_no_password_is_said() {
-    let e = PgStore::open("postgres://planrt:sekrit-pw@127.0.0.1:1/x", Durability::Full).unwrap_err();
+    let e = PgStore::open(
+        "postgres://planrt:sekrit-pw@127.0.0.1:1/x",
+        Durability::Full,
+    )
+    .unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::Io);
     assert!(!e.message.contains("sekrit-pw"), "{}", e.message);
     assert!(
