@@ -94,45 +94,20 @@ fn host_overhead(c: &mut Criterion) {
             r
         })
     });
-    let db = dir.path().join("runs.db");
-    let mut store = plan_store::SqliteStore::open(&db, plan_store::Durability::Normal).unwrap();
+    // NB: the same with each commit point in a store: an SQLite file, and PostgreSQL over
+    // loopback at either durability (`full`: `synchronous_commit` on) when
+    // PLANRT_TEST_POSTGRES names a server (`. scripts/postgres`).
     let pbc = plan_bytecode::encode(&program);
     let owner = plan_store::Owner::this_process();
     let presets = serde_json::Map::new();
     let limits = Limits::default();
-    let mut n = 0u64;
-    g.bench_function("replay_run_plan_store", |b| {
-        b.iter(|| {
-            n += 1;
-            let id = format!("r{n}");
-            let new = plan_store::NewRun {
-                id: &id,
-                plan: "chain.json",
-                source: None,
-                pbc: &pbc,
-                presets: &presets,
-                limits: &limits,
-                parent: None,
-            };
-            plan_store::RunStore::create_run(&mut store, &new, &owner).unwrap();
-            let mut journal =
-                plan_store::StoreJournal::new(&mut store, &id, owner.clone(), 0, &program);
-            let r = rt.block_on(run_plan(
-                &host,
-                &program,
-                vec![],
-                Limits::default(),
-                &mut journal,
-            ));
-            debug_assert!(r.is_ok());
-            r
-        })
-    });
-    // NB: the same on PostgreSQL over loopback, at either durability (`full`:
-    // `synchronous_commit` on), when PLANRT_TEST_POSTGRES names a server (`. scripts/postgres`).
-    let postgres = std::env::var("PLANRT_TEST_POSTGRES").ok();
-    for (durability, name) in postgres.iter().flat_map(|_| {
-        [
+    let db = dir.path().join("runs.db");
+    let mut stores: Vec<(&str, Box<dyn plan_store::RunStore>)> = vec![(
+        "replay_run_plan_store",
+        Box::new(plan_store::SqliteStore::open(&db, plan_store::Durability::Normal).unwrap()),
+    )];
+    if let Ok(url) = std::env::var("PLANRT_TEST_POSTGRES") {
+        for (durability, name) in [
             (
                 plan_store::Durability::Normal,
                 "replay_run_plan_store_postgres",
@@ -141,12 +116,16 @@ fn host_overhead(c: &mut Criterion) {
                 plan_store::Durability::Full,
                 "replay_run_plan_store_postgres_full",
             ),
-        ]
-    }) {
-        let url = postgres.as_deref().unwrap_or_default();
-        let mut store = plan_store::PgStore::open(url, durability).unwrap();
-        let batch = plan_store::new_run_id();
-        let mut n = 0u64;
+        ] {
+            stores.push((
+                name,
+                Box::new(plan_store::PgStore::open(&url, durability).unwrap()),
+            ));
+        }
+    }
+    let batch = plan_store::new_run_id();
+    let mut n = 0u64;
+    for (name, mut store) in stores {
         g.bench_function(name, |b| {
             b.iter(|| {
                 n += 1;
@@ -160,9 +139,9 @@ fn host_overhead(c: &mut Criterion) {
                     limits: &limits,
                     parent: None,
                 };
-                plan_store::RunStore::create_run(&mut store, &new, &owner).unwrap();
+                store.create_run(&new, &owner).unwrap();
                 let mut journal =
-                    plan_store::StoreJournal::new(&mut store, &id, owner.clone(), 0, &program);
+                    plan_store::StoreJournal::new(&mut *store, &id, owner.clone(), 0, &program);
                 let r = rt.block_on(run_plan(
                     &host,
                     &program,
