@@ -54,6 +54,8 @@ pub enum Event<'a> {
     /// A run taken could not go on: it was ended failed with this reason, or (`Busy`)
     /// another process has it.
     Refused { id: &'a str, error: &'a Error },
+    /// Runs could not be taken this time (the store is unreachable): tried again.
+    Unavailable { error: &'a Error },
 }
 
 /// Runs a worker ended, by outcome.
@@ -69,7 +71,8 @@ pub struct Tally {
 impl Worker {
     /// Works until `stop` resolves: then no run is taken, and the runs going stop at their
     /// next commit point (see [`Host::drain`]) and are ready for another worker at once.
-    /// Err: the store cannot be opened.
+    /// Err: the store cannot be opened (a failure to take runs later is told to `on`, and
+    /// taking is tried again at the next poll).
     pub async fn work(
         &self,
         stop: impl std::future::Future<Output = ()>,
@@ -88,7 +91,14 @@ impl Worker {
         loop {
             let free = self.concurrency.saturating_sub(running.len());
             if !stopping && free > 0 {
-                let taken = reserver.reserve(free, &mut Owner::for_run)?;
+                // NB: a store gone for a moment (a server restarting) is tried again at
+                // the next poll; the runs going meanwhile fail at their next commit.
+                let taken = reserver
+                    .reserve(free, &mut Owner::for_run)
+                    .unwrap_or_else(|e| {
+                        on(Event::Unavailable { error: &e.into() });
+                        Vec::new()
+                    });
                 for (id, owner) in taken {
                     let (at, host) = (self.at.clone(), self.host.clone());
                     let (retry, warn) = (self.retry_unknown_writes, self.warn);

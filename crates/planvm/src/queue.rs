@@ -226,6 +226,10 @@ fn print_event(out: &mut impl Write, e: &Event<'_>) {
         Event::Refused { id, error } => {
             serde_json::json!({"run_id": id, "status": "refused", "error": error.to_json()})
         }
+        Event::Unavailable { error } => {
+            eprintln!("warning: cannot take runs now (tried again): {error}");
+            return;
+        }
     };
     let _ = writeln!(out, "{line}");
 }
