@@ -97,6 +97,10 @@ impl Worker {
                     .reserve(free, &mut Owner::for_run)
                     .unwrap_or_else(|e| {
                         on(Event::Unavailable { error: &e.into() });
+                        // NB: a connection lost is opened again for the next poll.
+                        if let Ok(fresh) = self.at.open(Access::Create) {
+                            reserver = fresh;
+                        }
                         Vec::new()
                     });
                 for (id, owner) in taken {
@@ -168,10 +172,23 @@ async fn go_on(
         Ok(Resume::Ready(ready)) => ready,
         Ok(Resume::Finished(report)) => return Ok(*report),
         Err(e) => {
-            if e.kind != ErrorKind::Busy {
-                let error = serde_json::json!({"code": e.kind.code(), "message": e.message});
-                if let Ok(mut store) = at.open(Access::Existing) {
+            // NB: a run that can never go on is ended, so that no worker takes it again;
+            // one that failed to be read (the store unreachable a moment) is let go of,
+            // for the next taker.
+            let lasting = matches!(
+                e.kind,
+                ErrorKind::UnknownWrites | ErrorKind::Damaged | ErrorKind::Invalid
+            );
+            if let Ok(mut store) = at.open(Access::Existing) {
+                if lasting
+                    && store
+                        .run(id)
+                        .is_ok_and(|r| r.owner.as_ref() == Some(&owner.0))
+                {
+                    let error = serde_json::json!({"code": e.kind.code(), "message": e.message});
                     let _ = store.cancel(id, &error);
+                } else {
+                    let _ = store.release(id, &owner);
                 }
             }
             return Err(e);

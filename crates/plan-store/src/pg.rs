@@ -158,16 +158,23 @@ impl PgStore {
     pub fn open(url: &str, durability: crate::Durability) -> Result<PgStore, StoreError> {
         let shown = plan_sql::without_password(url);
         let key = (url.to_owned(), durability == crate::Durability::Full);
-        let reused = pool().take(&key);
-        if let Some((mut client, prepared)) = reused {
+        loop {
+            // NB: the pool's lock only while taking from it.
+            let taken = pool().take(&key);
+            let Some((mut client, prepared)) = taken else {
+                break;
+            };
             // NB: a newer planvm may have migrated the database since.
             let known = embedded::migrations::runner().get_migrations().len();
             let applied = off_runtime(|| {
                 client.query_one(&format!("SELECT count(*) FROM {MIGRATION_TABLE}"), &[])
             })
-            .map_or(0, |r| {
-                usize::try_from(r.get::<_, i64>(0)).unwrap_or(usize::MAX)
-            });
+            .map(|r| usize::try_from(r.get::<_, i64>(0)).unwrap_or(usize::MAX));
+            let Ok(applied) = applied else {
+                // NB: a connection the server closed while it was idle: the next one.
+                drop_off_runtime(client);
+                continue;
+            };
             if applied > known {
                 drop_off_runtime(client);
                 return Err(newer(&shown, applied, known));
@@ -759,19 +766,22 @@ impl RunStore for PgStore {
     fn prune(&mut self, before: i64, keep_failed: bool) -> Result<u64, StoreError> {
         let failed = !keep_failed;
         self.transaction(|tx| {
-            let mut gone = 0;
-            for table in [
-                "journal WHERE run",
-                "checkpoints WHERE run",
-                "runs WHERE id",
-            ] {
-                let sql = format!(
-                    "DELETE FROM {table} IN ({})",
-                    crate::pruned_runs!("$1", "$2")
-                );
-                gone = tx.execute(&sql, &[&before, &failed]).map_err(Failed::Db)?;
+            // NB: locked first, then deleted by id: each statement of a transaction sees
+            // the runs as they are then, and one claimed or branched from meanwhile must
+            // not lose its journal and keep its row.
+            let sql = format!("{} FOR UPDATE", crate::pruned_runs!("$1", "$2"));
+            let ids: Vec<String> = tx
+                .query(&sql, &[&before, &failed])
+                .map_err(Failed::Db)?
+                .iter()
+                .map(|r| r.get(0))
+                .collect();
+            for table in ["journal WHERE run", "checkpoints WHERE run"] {
+                tx.execute(&format!("DELETE FROM {table} = ANY($1)"), &[&ids])
+                    .map_err(Failed::Db)?;
             }
-            Ok(gone)
+            tx.execute("DELETE FROM runs WHERE id = ANY($1)", &[&ids])
+                .map_err(Failed::Db)
         })
     }
 
@@ -923,8 +933,12 @@ impl RunStore for PgStore {
     fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {
         let until = now_ms() + LEASE_MS;
         self.with(|c| {
+            // NB: rows a commit has locked are skipped (their holder is committing them):
+            // one UPDATE locking many runs in its own order would deadlock with a group
+            // commit locking them in another.
             c.execute(
-                "UPDATE runs SET lease_until = $2 WHERE owner = $1 AND status = 'running'",
+                "UPDATE runs SET lease_until = $2 WHERE id IN (SELECT id FROM runs \
+                 WHERE owner = $1 AND status = 'running' FOR UPDATE SKIP LOCKED)",
                 &[&owner.0, &until],
             )
         })

@@ -181,6 +181,9 @@ pub(crate) struct Plan {
     warnings: Vec<Diagnostic>,
 }
 
+/// A plan pickled: what rebuilds it, and its `.pbc` bytes and source.
+type Reduced<'py> = (Bound<'py, PyAny>, (Bound<'py, PyBytes>, Option<String>));
+
 /// What `run`, `run_sync` and `start` take besides the tools.
 struct RunOptions {
     vars: Vec<(String, Value)>,
@@ -266,9 +269,7 @@ impl Plan {
 
     /// Pickled as its `.pbc` bytes (and its source text, if any): it crosses process
     /// boundaries (multiprocessing, Ray) as plain bytes, verified again when loaded.
-    fn __reduce__<'py>(
-        slf: &Bound<'py, Self>,
-    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>, Option<String>))> {
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Reduced<'py>> {
         let py = slf.py();
         let restore = py.get_type::<Plan>().getattr("_restore")?;
         let plan = slf.get();

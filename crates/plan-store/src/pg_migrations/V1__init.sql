@@ -10,8 +10,10 @@ CREATE TABLE programs (
     pbc    BYTEA NOT NULL
 );
 
+-- NB: run ids compare byte by byte (`COLLATE "C"`), as in SQLite: a batch's runs are a
+-- range of ids (`ID.` up to `ID.~`), which a locale's collation would not keep together.
 CREATE TABLE runs (
-    id            TEXT PRIMARY KEY,
+    id            TEXT COLLATE "C" PRIMARY KEY,
     program       TEXT NOT NULL REFERENCES programs(hash),
     plan          TEXT NOT NULL,
     parent        TEXT REFERENCES runs(id),
