@@ -12,8 +12,9 @@ use plan_store::{LEASE_MS, Owner, RunStore};
 
 use crate::Error;
 
-/// Opens the renewer's own connection to the store, in its thread.
-pub type Opener = Box<dyn FnOnce() -> Result<Box<dyn RunStore>, Error> + Send>;
+/// Opens the renewer's own connection to the store, in its thread: at its start, and
+/// again whenever a renewal fails (a database restarted, a connection the server closed).
+pub type Opener = Box<dyn Fn() -> Result<Box<dyn RunStore>, Error> + Send>;
 
 /// Renews `owner`'s leases until dropped.
 pub struct Lease {
@@ -64,29 +65,60 @@ impl Renewer {
         let every = Duration::from_millis(u64::try_from(LEASE_MS / 4).unwrap_or(2_500));
         let shared = Arc::downgrade(&renewer);
         let thread = std::thread::spawn(move || {
-            let mut store = match open() {
-                Ok(s) => s,
-                Err(e) => return warn(&e),
-            };
+            let mut store = None;
             let mut warned = false;
+            let mut warn_once = |e: Error| {
+                if !std::mem::replace(&mut warned, true) {
+                    warn(&e);
+                }
+            };
+            // NB: the connection is opened at the first renewal: runs shorter than that
+            // never open one.
             while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(every) {
-                let Some(renewer) = shared.upgrade() else {
-                    return;
-                };
-                let owners = lock(&renewer.owners).clone();
-                drop(renewer);
-                for owner in &owners {
-                    if let Err(e) = store.renew(owner)
-                        && !std::mem::replace(&mut warned, true)
-                    {
-                        warn(&e.into());
-                    }
+                if let Err(e) = renew_all(&mut store, &open, &shared) {
+                    warn_once(e);
                 }
             }
         });
         *lock(&renewer.thread) = Some(thread);
         renewer
     }
+}
+
+/// Renews the leases of every owner `renewer` holds, on `store` (opened when there is
+/// none). NB: a renewal that fails drops the connection and tries once more on a new
+/// one: a lease left to lapse because its connection was lost lets another process take
+/// the run and send again the calls this one has in flight.
+fn renew_all(
+    store: &mut Option<Box<dyn RunStore>>,
+    open: &Opener,
+    renewer: &std::sync::Weak<Renewer>,
+) -> Result<(), Error> {
+    let Some(renewer) = renewer.upgrade() else {
+        return Ok(());
+    };
+    let owners = lock(&renewer.owners).clone();
+    drop(renewer);
+    for owner in &owners {
+        let mut tries = 0;
+        loop {
+            let held = match store {
+                Some(s) => s,
+                None => store.insert(open()?),
+            };
+            match held.renew(owner) {
+                Ok(()) => break,
+                Err(e) => {
+                    *store = None;
+                    tries += 1;
+                    if tries == 2 {
+                        return Err(e.into());
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

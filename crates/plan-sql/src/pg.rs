@@ -43,9 +43,12 @@ impl Postgres {
         let mut config: Config = url
             .parse()
             .map_err(|e| format!("`{}` is not a PostgreSQL URL: {e}", without_password(url)))?;
-        config
-            .application_name("planvm")
-            .connect_timeout(constraints.timeout);
+        // NB: a name the URL gives (`?application_name=`) is kept: it tells apart the
+        // connections of many workers in `pg_stat_activity`.
+        if config.get_application_name().is_none() {
+            config.application_name("planvm");
+        }
+        config.connect_timeout(constraints.timeout);
         Ok(Postgres {
             config: Arc::new(config),
             shown: without_password(url),

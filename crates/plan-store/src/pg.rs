@@ -193,9 +193,12 @@ impl PgStore {
                 format!("`{shown}` is not a PostgreSQL URL: {e}"),
             )
         })?;
-        config
-            .application_name("planvm")
-            .connect_timeout(std::time::Duration::from_secs(10));
+        // NB: a name the URL gives (`?application_name=`) is kept: it tells apart the
+        // connections of many workers in `pg_stat_activity`.
+        if config.get_application_name().is_none() {
+            config.application_name("planvm");
+        }
+        config.connect_timeout(std::time::Duration::from_secs(10));
         let mut client = off_runtime(|| plan_sql::connect_postgres(&config)).map_err(|e| {
             StoreError::new(
                 StoreErrorKind::Io,

@@ -300,3 +300,85 @@ async fn a_worker_paused_past_its_lease_cannot_write_into_runs_another_took() {
     }
     all_answered(&after, &ids, 0);
 }
+
+/// A store whose connections the server drops while a run waits for a long call (a
+/// restart, a failover): its lease is still renewed, on a new connection, so no other
+/// process takes the run and sends its call again; the run then fails at its commit with
+/// a store error (R0012) and resumes to its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_connections_are_dropped_keeps_its_lease_and_resumes() {
+    let Some(q) = Setup::new().await else {
+        return;
+    };
+    let slow = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(
+            wiremock::ResponseTemplate::new(200)
+                .set_body_json(json!({"text": "slow answer"}))
+                .set_delay(Duration::from_secs(6)),
+        )
+        .mount(&slow)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = http_tools(
+        dir.path(),
+        &slow.uri(),
+        &[("llm_generate", "/llm", Some("/text"))],
+    );
+    let plan = dir.path().join("slow.json");
+    let text = json!([{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "llm_generate",
+                       "tool_params": {"prompt": "p"}, "output_vars": ["final_answer"]}}]);
+    std::fs::write(&plan, text.to_string()).unwrap();
+    // NB: the connections of this test's processes, told apart by their name.
+    let name = &q.pg.schema;
+    let url = format!("{}&application_name={name}", q.pg.url);
+    let args = |cmd: &[&str]| -> Vec<String> {
+        let mut a: Vec<String> = cmd.iter().map(|s| (*s).to_owned()).collect();
+        a.extend(["--tools".into(), s(&tools), "--store".into(), url.clone()]);
+        a
+    };
+    let run = Command::new(BIN)
+        .args(args(&["run", &s(&plan), "--run-id", "slow"]))
+        .env_remove("PLANVM_STORE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while slow.received_requests().await.unwrap().is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "no call was sent"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let lease = || -> i64 {
+        q.pg.select("SELECT lease_until FROM runs WHERE id = 'slow'")[0][0]
+            .as_deref()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let dropped = q.pg.select(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'"
+    ));
+    assert!(!dropped.is_empty(), "no connection of the run was found");
+    let before = lease();
+    let start = Instant::now();
+    while lease() <= before {
+        assert!(
+            start.elapsed() < Duration::from_secs(4),
+            "the lease was not renewed once its connection was dropped"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let out = tokio::task::spawn_blocking(move || run.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("R0012"), "{stderr}");
+    let out = planvm(args(&["resume", "slow"]), &[]).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "slow answer");
+}

@@ -149,7 +149,7 @@ pub fn serve_with(db: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
 #[allow(dead_code)]
 pub struct PgSchema {
     admin: String,
-    schema: String,
+    pub schema: String,
     pub url: String,
 }
 
