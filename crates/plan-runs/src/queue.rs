@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use plan_host::{Host, RunReport};
+use plan_host::{Host, Journal, RunReport};
 use plan_store::{OwnedNewRun, Owner};
 use tokio::task::JoinSet;
 
@@ -45,7 +45,13 @@ pub struct Worker {
     /// found only so).
     pub poll: Duration,
     pub warn: fn(&Error),
+    /// A journal of the caller's for each run taken, beside the store's (a service's live
+    /// events), by run id.
+    pub watch: Option<Watch>,
 }
+
+/// See [`Worker::watch`].
+pub type Watch = Arc<dyn Fn(&str) -> Box<dyn Journal + Send> + Send + Sync>;
 
 /// What a worker tells its caller as it goes.
 pub enum Event<'a> {
@@ -106,8 +112,9 @@ impl Worker {
                 for (id, owner) in taken {
                     let (at, host) = (self.at.clone(), self.host.clone());
                     let (retry, warn) = (self.retry_unknown_writes, self.warn);
+                    let watch = self.watch.as_ref().map(|w| w(&id));
                     running.spawn(async move {
-                        let report = go_on(&at, &host, (&id, owner), retry, warn).await;
+                        let report = go_on(&at, &host, (&id, owner), (retry, warn), watch).await;
                         (id, report)
                     });
                 }
@@ -165,8 +172,8 @@ async fn go_on(
     at: &StoreAt,
     host: &Host,
     (id, owner): (&str, Owner),
-    retry_unknown_writes: bool,
-    warn: fn(&Error),
+    (retry_unknown_writes, warn): (bool, fn(&Error)),
+    watch: Option<Box<dyn Journal + Send>>,
 ) -> Result<RunReport, Error> {
     let ready = match crate::resume::resume_taken(at, id, &owner, retry_unknown_writes) {
         Ok(Resume::Ready(ready)) => ready,
@@ -195,5 +202,8 @@ async fn go_on(
         }
     };
     let claimed = ready.claim_as(owner, warn)?;
-    Ok(claimed.go(host, &mut ()).await)
+    Ok(match watch {
+        Some(mut j) => claimed.go(host, &mut *j).await,
+        None => claimed.go(host, &mut ()).await,
+    })
 }

@@ -160,7 +160,7 @@ pub(crate) struct Submit {
 }
 
 #[utoipa::path(post, path = "/v1/runs", request_body = Submit, responses(
-    (status = 201, description = "stored; it goes on in the service", body = crate::openapi::RunSummary),
+    (status = 201, description = "stored; it goes on in the service (on a PostgreSQL store, a plan's run goes into the store's queue: `queued`)", body = crate::openapi::RunSummary),
     (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
     (status = 409, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody),
     (status = 422, description = "the plan has errors; nothing stored", body = crate::openapi::ErrorBody),
@@ -245,6 +245,14 @@ pub(crate) async fn start(
     };
     let presets: Vec<(String, Value)> = new.presets.clone().into_iter().collect();
     refuse_goal_ids(&state, &id).await?;
+    // NB: a deadline is not kept with a queued run: a run given one is this service's.
+    if crate::queue::shared(&state) && timeout.is_none() {
+        let row = crate::queue::enqueue(&state, new).await?;
+        if let Some(t) = trace {
+            t.end(&plan_telemetry::Ended::nothing_ran("queued", Some(&row.id)));
+        }
+        return Ok(summary(&row));
+    }
     // NB: in a task of its own: a run once created is run even when its client goes away
     // before the answer.
     let row = detached(async move {

@@ -6,7 +6,9 @@
 //!
 //! Module map: this file holds the service's state and its start (`Service`); `api`
 //! the routes, their bodies and errors; `events` a run as server-sent events; `openapi`
-//! the OpenAPI document, generated; `evals` evaluations and people's verdicts on runs; `auth` the bearer token.
+//! the OpenAPI document, generated; `evals` evaluations and people's verdicts on runs;
+//! `queue` the store's queue shared with other services and workers (PostgreSQL);
+//! `auth` the bearer token.
 
 mod api;
 mod auth;
@@ -17,6 +19,7 @@ mod goals;
 mod live;
 mod mcp;
 mod openapi;
+mod queue;
 mod web;
 
 use std::net::SocketAddr;
@@ -64,11 +67,11 @@ pub struct Planning {
 pub(crate) struct State {
     pub(crate) at: StoreAt,
     pub(crate) manifest: Manifest,
-    pub(crate) host: Host,
+    pub(crate) host: Arc<Host>,
     pub(crate) token: Option<Vec<u8>>,
     pub(crate) slots: Arc<Semaphore>,
     /// How many slots there are: `--max-runs`.
-    max_runs: u32,
+    pub(crate) max_runs: u32,
     pub(crate) max_body: usize,
     pub(crate) warn: fn(&Error),
     pub(crate) planning: Planning,
@@ -182,6 +185,9 @@ pub struct Service {
     retry_unknown_writes: bool,
     /// What the operator should know before it serves.
     warnings: Vec<String>,
+    /// Takes runs from the store's queue while the service serves, on a PostgreSQL
+    /// store (see `queue`).
+    worker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 /// Whether the service may listen on `addr` without a token: only on loopback.
@@ -197,6 +203,7 @@ impl Service {
             plan_runs::Writer::start(&config.store, config.warn).map_err(StartError::Store)?;
         let host = Host::new(config.manifest.clone(), config.host_options)
             .map_err(|e| StartError::Host(e.to_string()))?;
+        let host = Arc::new(host);
         let model = plan_planner::model_for(&host).map_err(|e| e.message);
         let max_runs = u32::try_from(config.max_runs.max(1)).unwrap_or(u32::MAX);
         let mut warnings = host.warnings().to_vec();
@@ -232,6 +239,7 @@ impl Service {
             }),
             retry_unknown_writes: config.retry_unknown_writes,
             warnings,
+            worker: std::sync::Mutex::default(),
         })
     }
 
@@ -313,6 +321,10 @@ impl Service {
         });
         // NB: the server waits for its open connections: event streams and waits for an
         // answer end once told.
+        if queue::shared(&self.state) {
+            let worker = queue::work(self.state.clone(), self.retry_unknown_writes);
+            *self.worker.lock().unwrap_or_else(|e| e.into_inner()) = Some(worker);
+        }
         let state = self.state.clone();
         let shutdown = async move {
             shutdown.await;
@@ -336,6 +348,10 @@ impl Service {
         // NB: the semaphore is fair: the runs queued before this get their slot first
         // and give it back at once, refused; this waits for the running ones only.
         let _ = self.state.slots.acquire_many(self.state.max_runs).await;
+        let worker = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(worker) = worker {
+            let _ = worker.await;
+        }
     }
 
     /// Sends the spans left, once the service has stopped (the runs it cut end untraced);

@@ -183,6 +183,7 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
         retry_unknown_writes: args.retry_unknown_writes,
         poll: args.poll,
         warn: session::lease_warning,
+        watch: None,
     };
     let worked = session::block_on(&runtime, &host, async {
         let signals = crate::serve::signals()
