@@ -7,14 +7,15 @@
 //!   a claim and a commit of the same run are serialized, so a process that lost its run
 //!   (paused past its lease, taken over elsewhere) cannot write another point into it.
 //!   The holder is a per-claim token (`Owner`), which fences like an epoch.
-//! - The `postgres` client runs its own small runtime and must not be driven from a
-//!   thread of another one (a run's task calls the store): a call made from such a thread
-//!   goes to a scoped thread of its own.
+//! - A call takes a connection of this process's pool for its duration (`pool`): many
+//!   runs at once share a few connections. The `postgres` client runs its own small
+//!   runtime and must not be driven from a thread of another one (a run's task calls the
+//!   store): a call made from such a thread leaves the runtime first (`off_runtime`).
 //! - Times are this machine's clock, as in SQLite; leases assume clocks agree within a
 //!   lease (10 s).
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::collections::HashSet;
+use std::sync::Arc;
 
 use postgres::Client;
 use postgres::types::ToSql;
@@ -26,6 +27,10 @@ use crate::{
     RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind, StoreWrite,
     StoredProgram, now_ms,
 };
+
+mod pool;
+
+use pool::{Conn, Pool, Prepared, off_runtime};
 
 mod embedded {
     refinery::embed_migrations!("src/pg_migrations");
@@ -45,107 +50,20 @@ pub fn is_postgres_url(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
-/// A run store in a PostgreSQL database.
+/// A run store in a PostgreSQL database: a handle on this process's connections to it
+/// (see `pool`), each call on one of them.
 pub struct PgStore {
-    /// None only while it is dropped (see `Drop`).
-    client: Mutex<Option<Client>>,
-    /// The URL without its password, for messages.
-    shown: String,
+    pool: Arc<Pool>,
     /// Programs known to be in the database (they are never deleted).
     programs: HashSet<String>,
-    /// The statements of a commit point, prepared once per connection.
-    prepared: Prepared,
-    /// Where the connection goes back to when the store is dropped (None: closed then).
-    pooled: Option<PoolKey>,
-}
-
-/// A connection's database URL and durability.
-type PoolKey = (String, bool);
-
-/// Connections kept open once their store is dropped, for the next store of the same
-/// database: a new connection costs the server a process and this one a handshake, which
-/// a worker taking a run (a connection for the run, one to read it) paid every time.
-#[derive(Default)]
-struct Pool {
-    idle: HashMap<PoolKey, Vec<(Client, Prepared)>>,
-}
-
-/// Connections kept per database.
-const POOLED: usize = 16;
-
-fn pool() -> std::sync::MutexGuard<'static, Pool> {
-    static POOL: std::sync::OnceLock<Mutex<Pool>> = std::sync::OnceLock::new();
-    POOL.get_or_init(Mutex::default)
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-}
-
-impl Pool {
-    fn take(&mut self, key: &PoolKey) -> Option<(Client, Prepared)> {
-        let idle = self.idle.get_mut(key)?;
-        while let Some((client, prepared)) = idle.pop() {
-            if !client.is_closed() {
-                return Some((client, prepared));
-            }
-        }
-        None
-    }
-
-    /// Keeps `client` for the next store of `key`; gives it back when there are enough.
-    fn put(&mut self, key: PoolKey, client: Client, prepared: Prepared) -> Option<Client> {
-        let idle = self.idle.entry(key).or_default();
-        if client.is_closed() || idle.len() >= POOLED {
-            return Some(client);
-        }
-        idle.push((client, prepared));
-        None
-    }
-}
-
-/// The statements of a commit point, prepared when the store is opened: an unprepared
-/// statement costs a round trip more each time.
-struct Prepared {
-    /// Fences and journals a point in one statement: a row only when `$2` holds run `$1`.
-    journal: postgres::Statement,
-    /// Fences a point with nothing to journal.
-    held: postgres::Statement,
-}
-
-impl Prepared {
-    fn new(client: &mut Client) -> Result<Prepared, postgres::Error> {
-        Ok(Prepared {
-            journal: client.prepare(
-                "WITH held AS (SELECT id FROM runs WHERE id = $1 AND owner = $2 \
-                               AND status = 'running' FOR UPDATE) \
-                 INSERT INTO journal (run, seq, at, entry) \
-                 SELECT $1, coalesce((SELECT max(seq) + 1 FROM journal WHERE run = $1), 0), \
-                        $3, ($4::text)::json FROM held",
-            )?,
-            held: client.prepare(
-                "SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status = 'running' FOR UPDATE",
-            )?,
-        })
-    }
 }
 
 impl std::fmt::Debug for PgStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PgStore")
-            .field("url", &self.shown)
+            .field("url", &self.pool.shown)
             .finish_non_exhaustive()
     }
-}
-
-/// Runs `f` off any tokio runtime: on this thread when it drives none, else on a scoped
-/// thread (see the module docs).
-fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
-    if tokio::runtime::Handle::try_current().is_err() {
-        return f();
-    }
-    std::thread::scope(|s| match s.spawn(f).join() {
-        Ok(v) => v,
-        Err(panic) => std::panic::resume_unwind(panic),
-    })
 }
 
 impl PgStore {
@@ -156,82 +74,11 @@ impl PgStore {
     /// (`synchronous_commit = off`: a commit survives planvm dying; the server's crash
     /// may lose its last commits, never half of one), `Full` waits for it.
     pub fn open(url: &str, durability: crate::Durability) -> Result<PgStore, StoreError> {
-        let shown = plan_sql::without_password(url);
-        let key = (url.to_owned(), durability == crate::Durability::Full);
-        loop {
-            // NB: the pool's lock only while taking from it.
-            let taken = pool().take(&key);
-            let Some((mut client, prepared)) = taken else {
-                break;
-            };
-            // NB: a newer planvm may have migrated the database since.
-            let known = embedded::migrations::runner().get_migrations().len();
-            let applied = off_runtime(|| {
-                client.query_one(&format!("SELECT count(*) FROM {MIGRATION_TABLE}"), &[])
-            })
-            .map(|r| usize::try_from(r.get::<_, i64>(0)).unwrap_or(usize::MAX));
-            let Ok(applied) = applied else {
-                // NB: a connection the server closed while it was idle: the next one.
-                drop_off_runtime(client);
-                continue;
-            };
-            if applied > known {
-                drop_off_runtime(client);
-                return Err(newer(&shown, applied, known));
-            }
-            return Ok(PgStore {
-                client: Mutex::new(Some(client)),
-                shown,
-                programs: HashSet::new(),
-                prepared,
-                pooled: Some(key),
-            });
-        }
-        let mut config: postgres::Config = url.parse().map_err(|e| {
-            StoreError::new(
-                StoreErrorKind::NotAStore,
-                format!("`{shown}` is not a PostgreSQL URL: {e}"),
-            )
-        })?;
-        // NB: a name the URL gives (`?application_name=`) is kept: it tells apart the
-        // connections of many workers in `pg_stat_activity`.
-        if config.get_application_name().is_none() {
-            config.application_name("planvm");
-        }
-        config.connect_timeout(std::time::Duration::from_secs(10));
-        let mut client = off_runtime(|| plan_sql::connect_postgres(&config)).map_err(|e| {
-            StoreError::new(
-                StoreErrorKind::Io,
-                format!("cannot connect to {shown}: {e}"),
-            )
-        })?;
-        let prepared = off_runtime(|| {
-            // NB: a process stopped (SIGSTOP, a debugger) inside a transaction holds its
-            // locks: a claim waiting for one gives up rather than hang.
-            let sync = match durability {
-                crate::Durability::Normal => "off",
-                crate::Durability::Full => "on",
-            };
-            client
-                .batch_execute(&format!(
-                    "SET lock_timeout = {LOCK_TIMEOUT_MS}; SET synchronous_commit = {sync}"
-                ))
-                .map_err(|e| {
-                    StoreError::new(
-                        StoreErrorKind::Io,
-                        format!("cannot connect to {shown}: {e}"),
-                    )
-                })?;
-            migrate(&mut client, &shown)?;
-            Prepared::new(&mut client)
-                .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("{shown}: {e}")))
-        })?;
+        let pool = Pool::of(url, durability)?;
+        off_runtime(|| pool.check())?;
         Ok(PgStore {
-            client: Mutex::new(Some(client)),
-            shown,
+            pool,
             programs: HashSet::new(),
-            prepared,
-            pooled: Some(key),
         })
     }
 
@@ -239,19 +86,16 @@ impl PgStore {
     /// names (`LISTEN planrt_runs`), from a thread of its own, for as long as the
     /// connection lasts (a worker polls as well).
     pub fn listen(url: &str, woken: impl Fn() + Send + 'static) -> Result<(), StoreError> {
-        let mut listener = PgStore::open(url, crate::Durability::Normal)?;
+        let store = PgStore::open(url, crate::Durability::Normal)?;
         // NB: a connection that listens is this thread's for good.
-        listener.pooled = None;
-        listener.with(|c| c.batch_execute("LISTEN planrt_runs"))?;
+        let mut conn = off_runtime(|| store.pool.connect(false))?;
+        off_runtime(|| conn.client.batch_execute("LISTEN planrt_runs"))
+            .map_err(|e| store.io(&e))?;
         std::thread::Builder::new()
             .name("store listen".to_owned())
             .spawn(move || {
-                let mut guard = listener.client.lock().unwrap_or_else(|e| e.into_inner());
-                let Some(client) = guard.as_mut() else {
-                    return;
-                };
                 use postgres::fallible_iterator::FallibleIterator;
-                let mut notifications = client.notifications();
+                let mut notifications = conn.client.notifications();
                 let mut each = notifications.blocking_iter();
                 while let Ok(Some(_)) = each.next() {
                     woken();
@@ -266,29 +110,65 @@ impl PgStore {
         Ok(())
     }
 
-    /// `f` with the connection, off the runtime.
+    /// `f` with a connection, off the runtime.
     fn with<T: Send>(
         &self,
         f: impl FnOnce(&mut Client) -> Result<T, postgres::Error> + Send,
     ) -> Result<T, StoreError> {
-        let mut guard = self.client.lock().unwrap_or_else(|e| e.into_inner());
-        let client: &mut Client = guard.as_mut().expect("the store is open");
-        off_runtime(|| f(client)).map_err(|e| self.io(&e))
+        self.with_conn(|conn| f(&mut conn.client))
+    }
+
+    /// `f` with a connection, off the runtime, and again on another while the server had
+    /// closed the one taken (a restart closes every connection a pool keeps): for
+    /// statements that may run twice (reads, a lease renewed).
+    fn again<T: Send>(
+        &self,
+        f: impl Fn(&mut Client) -> Result<T, postgres::Error> + Send + Sync,
+    ) -> Result<T, StoreError> {
+        off_runtime(|| {
+            let mut tries = 0;
+            loop {
+                let mut conn = self.pool.take()?;
+                let out = f(&mut conn.client);
+                let closed = conn.client.is_closed();
+                self.pool.give(conn);
+                match out {
+                    Err(_) if closed && tries < pool::MAX_OPEN => tries += 1,
+                    out => return out.map_err(|e| self.io(&e)),
+                }
+            }
+        })
+    }
+
+    /// `f` with a connection and its prepared statements, off the runtime.
+    fn with_conn<T: Send>(
+        &self,
+        f: impl FnOnce(&mut Conn) -> Result<T, postgres::Error> + Send,
+    ) -> Result<T, StoreError> {
+        off_runtime(|| {
+            let mut conn = self.pool.take()?;
+            let out = f(&mut conn).map_err(|e| self.io(&e));
+            self.pool.give(conn);
+            out
+        })
     }
 
     /// `f` in a transaction, committed when it returns Ok (a refusal it returns rolls back
     /// what it wrote).
     fn transaction<T: Send>(
         &self,
-        f: impl FnOnce(&mut postgres::Transaction<'_>) -> Result<T, Failed> + Send,
+        f: impl FnOnce(&mut postgres::Transaction<'_>, &Prepared) -> Result<T, Failed> + Send,
     ) -> Result<T, StoreError> {
-        let mut guard = self.client.lock().unwrap_or_else(|e| e.into_inner());
-        let client: &mut Client = guard.as_mut().expect("the store is open");
         let out = off_runtime(|| {
-            let mut tx = client.transaction().map_err(Failed::Db)?;
-            let v = f(&mut tx)?;
-            tx.commit().map_err(Failed::Db)?;
-            Ok(v)
+            let mut conn = self.pool.take().map_err(Failed::Refused)?;
+            let Conn { client, prepared } = &mut conn;
+            let out = client.transaction().map_err(Failed::Db).and_then(|mut tx| {
+                let v = f(&mut tx, prepared)?;
+                tx.commit().map_err(Failed::Db)?;
+                Ok(v)
+            });
+            self.pool.give(conn);
+            out
         });
         out.map_err(|e| match e {
             Failed::Db(e) => self.io(&e),
@@ -302,19 +182,22 @@ impl PgStore {
                 StoreErrorKind::Busy,
                 format!(
                     "{}: a run is locked by a transaction of another process that does not end (is it stopped?)",
-                    self.shown
+                    self.pool.shown
                 ),
             );
         }
         if e.is_closed() {
             return StoreError::new(
                 StoreErrorKind::Io,
-                format!("{}: the connection to the store was lost ({e})", self.shown),
+                format!(
+                    "{}: the connection to the store was lost ({e})",
+                    self.pool.shown
+                ),
             );
         }
         let message = match e.as_db_error() {
-            Some(db) => format!("{}: {}", self.shown, db.message()),
-            None => format!("{}: {e}", self.shown),
+            Some(db) => format!("{}: {}", self.pool.shown, db.message()),
+            None => format!("{}: {e}", self.pool.shown),
         };
         StoreError::new(StoreErrorKind::Io, message)
     }
@@ -324,7 +207,7 @@ impl PgStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, StoreError> {
-        self.with(|c| c.query(sql, params))
+        self.again(|c| c.query(sql, params))
     }
 
     fn runs_where(
@@ -356,7 +239,7 @@ impl PgStore {
             let points: Vec<P> = serde_json::from_str(&text).map_err(|e| {
                 damaged(format!(
                     "{}: run `{id}`: its journal entry {seq} cannot be read ({e}): the store is damaged",
-                    self.shown
+                    self.pool.shown
                 ))
             })?;
             out.extend(points.into_iter().map(|p| (at, p)));
@@ -373,32 +256,22 @@ impl PgStore {
     }
 }
 
-impl Drop for PgStore {
-    fn drop(&mut self) {
-        // NB: closing the connection drives the client's runtime too.
-        let Some(client) = self
-            .client
-            .get_mut()
-            .unwrap_or_else(|e| e.into_inner())
-            .take()
-        else {
-            return;
-        };
-        let prepared = Prepared {
-            journal: self.prepared.journal.clone(),
-            held: self.prepared.held.clone(),
-        };
-        let client = match self.pooled.take() {
-            Some(key) => pool().put(key, client, prepared),
-            None => Some(client),
-        };
-        drop_off_runtime(client);
+/// Refuses a database a newer planvm migrated (see [`newer`]).
+fn check_version(client: &mut Client, shown: &str) -> Result<(), StoreError> {
+    let known = embedded::migrations::runner().get_migrations().len();
+    let applied = client
+        .query_one(&format!("SELECT count(*) FROM {MIGRATION_TABLE}"), &[])
+        .map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::Io,
+                format!("{shown}: cannot read the schema's version: {e}"),
+            )
+        })?;
+    let applied = usize::try_from(applied.get::<_, i64>(0)).unwrap_or(usize::MAX);
+    if applied > known {
+        return Err(newer(shown, applied, known));
     }
-}
-
-/// Drops `value` (a client: closing it drives its runtime) off any runtime.
-fn drop_off_runtime<T: Send>(value: T) {
-    off_runtime(move || drop(value));
+    Ok(())
 }
 
 /// A database some of whose migrations this planvm does not know.
@@ -756,19 +629,19 @@ fn end_run(
 
 impl RunStore for PgStore {
     fn name(&self) -> &str {
-        &self.shown
+        &self.pool.shown
     }
 
     fn create_run(&mut self, run: &NewRun<'_>, owner: &Owner) -> Result<(), StoreError> {
         let programs = &self.programs;
-        let new = self.transaction(|tx| create(tx, run, owner, programs))?;
+        let new = self.transaction(|tx, _| create(tx, run, owner, programs))?;
         self.programs.extend(new);
         Ok(())
     }
 
     fn prune(&mut self, before: i64, keep_failed: bool) -> Result<u64, StoreError> {
         let failed = !keep_failed;
-        self.transaction(|tx| {
+        self.transaction(|tx, _| {
             // NB: locked first, then deleted by id: each statement of a transaction sees
             // the runs as they are then, and one claimed or branched from meanwhile must
             // not lose its journal and keep its row.
@@ -791,7 +664,7 @@ impl RunStore for PgStore {
     fn submit(&mut self, runs: &[NewRun<'_>]) -> Result<(), StoreError> {
         let programs = &self.programs;
         let mut stored = Vec::new();
-        self.transaction(|tx| {
+        self.transaction(|tx, _| {
             for run in runs {
                 stored.extend(create_held_by(tx, run, None, programs)?);
             }
@@ -812,7 +685,7 @@ impl RunStore for PgStore {
         let limit = i64::try_from(n).unwrap_or(i64::MAX);
         // NB: owners are made before the transaction (the closure need not be Send).
         let owners: Vec<Owner> = (0..n).map(|_| owner()).collect();
-        self.transaction(|tx| {
+        self.transaction(|tx, _| {
             let ready = tx
                 .query(
                     "SELECT id FROM runs WHERE status = 'running'                      AND (owner IS NULL OR lease_until IS NULL OR lease_until < $1)                      ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED",
@@ -841,7 +714,7 @@ impl RunStore for PgStore {
     }
 
     fn claim(&mut self, id: &str, owner: &Owner, seen: Seen) -> Result<(), StoreError> {
-        self.transaction(|tx| {
+        self.transaction(|tx, _| {
             let row = tx
                 .query_opt(
                     "SELECT status, owner, lease_until, updated_at FROM runs WHERE id = $1 FOR UPDATE",
@@ -893,7 +766,7 @@ impl RunStore for PgStore {
     }
 
     fn cancel(&mut self, id: &str, error: &Value) -> Result<bool, StoreError> {
-        self.transaction(|tx| {
+        self.transaction(|tx, _| {
             let status = tx
                 .query_opt("SELECT status FROM runs WHERE id = $1 FOR UPDATE", &[&id])
                 .map_err(Failed::Db)?;
@@ -935,7 +808,7 @@ impl RunStore for PgStore {
 
     fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {
         let until = now_ms() + LEASE_MS;
-        self.with(|c| {
+        self.again(|c| {
             // NB: rows a commit has locked are skipped (their holder is committing them):
             // one UPDATE locking many runs in its own order would deadlock with a group
             // commit locking them in another.
@@ -949,28 +822,29 @@ impl RunStore for PgStore {
     }
 
     fn commit(&mut self, id: &str, owner: &Owner, point: &CommitPoint) -> Result<(), StoreError> {
-        let prepared = &self.prepared;
         if point.state.is_none() && point.end.is_none() {
             // NB: most points: one statement, its own transaction (one round trip).
             let entry = point.journal_entry()?;
-            let held = self.with(|c| match &entry {
-                Some(entry) => c.execute(&prepared.journal, &[&id, &owner.0, &now_ms(), entry]),
-                None => c.execute(&prepared.held, &[&id, &owner.0]),
+            let held = self.with_conn(|c| match &entry {
+                Some(entry) => c
+                    .client
+                    .execute(&c.prepared.journal, &[&id, &owner.0, &now_ms(), entry]),
+                None => c.client.execute(&c.prepared.held, &[&id, &owner.0]),
             })?;
             if held == 0 {
                 return Err(not_held(id));
             }
             return Ok(());
         }
-        self.transaction(|tx| commit(tx, prepared, (id, owner), point))
+        self.transaction(|tx, prepared| commit(tx, prepared, (id, owner), point))
     }
 
     fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
-        let (programs, prepared) = (&self.programs, &self.prepared);
+        let programs = &self.programs;
         let mut new_programs = Vec::new();
         // NB: a refusal is found by a query that fails nothing, so the rest of the group
         // goes on in the same transaction; a database error fails the whole group.
-        let done = self.transaction(|tx| {
+        let done = self.transaction(|tx, prepared| {
             let mut results = Vec::with_capacity(writes.len());
             for w in writes {
                 let r = match w {
@@ -1024,7 +898,7 @@ impl RunStore for PgStore {
         let r = rows.first().ok_or_else(|| {
             damaged(format!(
                 "{}: the program {hash} of a run is missing: the store is damaged",
-                self.shown
+                self.pool.shown
             ))
         })?;
         Ok(StoredProgram {
@@ -1101,7 +975,7 @@ impl RunStore for PgStore {
     }
 
     fn take_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError> {
-        self.transaction(|tx| {
+        self.transaction(|tx, _| {
             let held = tx
                 .query_opt(
                     "SELECT owner FROM goals WHERE id = $1 AND status = 'open' FOR UPDATE",

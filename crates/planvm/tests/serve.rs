@@ -1236,22 +1236,24 @@ async fn on_postgresql_services_and_workers_share_the_queue() {
     let extra = ["--tools", tools.to_str().unwrap(), "--max-runs", "2"];
     let mut a = serve(store, &extra);
     let mut b = serve(store, &extra);
-    let mut worker = Command::new(common::BIN)
-        .args([
-            "worker",
-            "--store",
-            &pg.url,
-            "--concurrency",
-            "2",
-            "--poll",
-            "0.2",
-        ])
-        .args(&extra[..2])
-        .env_remove("PLANVM_STORE")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut worker = common::Reaped(
+        Command::new(common::BIN)
+            .args([
+                "worker",
+                "--store",
+                &pg.url,
+                "--concurrency",
+                "2",
+                "--poll",
+                "0.2",
+            ])
+            .args(&extra[..2])
+            .env_remove("PLANVM_STORE")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     for i in 0..RUNS {
         let submit = json!({"plan": TWO_SEARCHES, "run_id": format!("q{i}")});
         let (status, body) = post(format!("{}/v1/runs", a.base), &submit).await;
@@ -1289,7 +1291,7 @@ async fn on_postgresql_services_and_workers_share_the_queue() {
         2 * RUNS,
         "each run's two calls were sent once"
     );
-    for child in [&a.child, &b.child, &worker] {
+    for child in [&a.child, &b.child, &worker.0] {
         terminate(child);
     }
     assert_eq!(worker.wait().unwrap().code(), Some(0));

@@ -1,0 +1,221 @@
+//! The connections of a PostgreSQL store in this process. A store takes one for each
+//! call and gives it back after the call: a process running many runs at once (a worker,
+//! a service) holds at most [`MAX_OPEN`] connections to a database however many runs it
+//! has (a server takes 100 by default), a run waiting for its tools holds none, and
+//! opening a store costs no handshake once the process has connections there.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::Duration;
+
+use postgres::Client;
+
+use super::{LOCK_TIMEOUT_MS, check_version, migrate};
+use crate::{Durability, StoreError, StoreErrorKind};
+
+/// Connections open at most per database, durability and process.
+pub(crate) const MAX_OPEN: usize = 16;
+
+/// A connection and the statements prepared on it.
+pub(crate) struct Conn {
+    pub(crate) client: Client,
+    pub(crate) prepared: Prepared,
+}
+
+/// The statements of a commit point, prepared once per connection: an unprepared
+/// statement costs a round trip more each time.
+pub(crate) struct Prepared {
+    /// Fences and journals a point in one statement: a row only when `$2` holds run `$1`.
+    pub(crate) journal: postgres::Statement,
+    /// Fences a point with nothing to journal.
+    pub(crate) held: postgres::Statement,
+}
+
+impl Prepared {
+    fn new(client: &mut Client) -> Result<Prepared, postgres::Error> {
+        Ok(Prepared {
+            journal: client.prepare(
+                "WITH held AS (SELECT id FROM runs WHERE id = $1 AND owner = $2 \
+                               AND status = 'running' FOR UPDATE) \
+                 INSERT INTO journal (run, seq, at, entry) \
+                 SELECT $1, coalesce((SELECT max(seq) + 1 FROM journal WHERE run = $1), 0), \
+                        $3, ($4::text)::json FROM held",
+            )?,
+            held: client.prepare(
+                "SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status = 'running' FOR UPDATE",
+            )?,
+        })
+    }
+}
+
+/// The connections to one database at one durability.
+pub(crate) struct Pool {
+    config: postgres::Config,
+    durability: Durability,
+    /// The URL without its password, for messages.
+    pub(crate) shown: String,
+    state: Mutex<State>,
+    /// Told when a connection is given back or closed.
+    freed: Condvar,
+}
+
+struct State {
+    idle: Vec<Conn>,
+    /// Connections open, idle or taken.
+    open: usize,
+    /// Whether the schema was brought up to date (by the first connection).
+    migrated: bool,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Pool {
+    /// The pool of the database `url` names at `durability`, made at its first use.
+    pub(crate) fn of(url: &str, durability: Durability) -> Result<Arc<Pool>, StoreError> {
+        type Pools = Mutex<HashMap<(String, bool), Arc<Pool>>>;
+        static POOLS: OnceLock<Pools> = OnceLock::new();
+        let key = (url.to_owned(), durability == Durability::Full);
+        let mut pools = lock(POOLS.get_or_init(Pools::default));
+        if let Some(pool) = pools.get(&key) {
+            return Ok(pool.clone());
+        }
+        let shown = plan_sql::without_password(url);
+        let mut config: postgres::Config = url.parse().map_err(|e| {
+            StoreError::new(
+                StoreErrorKind::NotAStore,
+                format!("`{shown}` is not a PostgreSQL URL: {e}"),
+            )
+        })?;
+        // NB: a name the URL gives (`?application_name=`) is kept: it tells apart the
+        // connections of many workers in `pg_stat_activity`.
+        if config.get_application_name().is_none() {
+            config.application_name("planvm");
+        }
+        config.connect_timeout(Duration::from_secs(10));
+        let pool = Arc::new(Pool {
+            config,
+            durability,
+            shown,
+            state: Mutex::new(State {
+                idle: Vec::new(),
+                open: 0,
+                migrated: false,
+            }),
+            freed: Condvar::new(),
+        });
+        pools.insert(key, pool.clone());
+        Ok(pool)
+    }
+
+    /// A connection: an idle one, a new one while fewer than [`MAX_OPEN`] are open, else
+    /// the first given back. Blocks: call off any runtime.
+    pub(crate) fn take(&self) -> Result<Conn, StoreError> {
+        let mut state = lock(&self.state);
+        loop {
+            while let Some(conn) = state.idle.pop() {
+                // NB: one the server closed while it was idle is let go of.
+                if !conn.client.is_closed() {
+                    return Ok(conn);
+                }
+                state.open -= 1;
+            }
+            if state.open < MAX_OPEN {
+                break;
+            }
+            state = self.freed.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        state.open += 1;
+        let migrated = state.migrated;
+        drop(state);
+        match self.connect(!migrated) {
+            Ok(conn) => {
+                lock(&self.state).migrated = true;
+                Ok(conn)
+            }
+            Err(e) => {
+                lock(&self.state).open -= 1;
+                self.freed.notify_one();
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives `conn` back for the next call (one the server closed is let go of).
+    pub(crate) fn give(&self, conn: Conn) {
+        let mut state = lock(&self.state);
+        if conn.client.is_closed() {
+            state.open -= 1;
+        } else {
+            state.idle.push(conn);
+        }
+        drop(state);
+        self.freed.notify_one();
+    }
+
+    /// Brings the schema up to date at the first use; later, checks that no newer planvm
+    /// migrated it since (a round trip). Blocks: call off any runtime.
+    pub(crate) fn check(&self) -> Result<(), StoreError> {
+        let mut tries = 0;
+        loop {
+            let mut conn = self.take()?;
+            let checked = check_version(&mut conn.client, &self.shown);
+            let closed = conn.client.is_closed();
+            self.give(conn);
+            // NB: a connection the server closed while it was idle: the next one.
+            if checked.is_ok() || !closed || tries == MAX_OPEN {
+                return checked;
+            }
+            tries += 1;
+        }
+    }
+
+    /// A new connection, its session set up (and the schema brought up to date first
+    /// when `migrating`), not counted in the pool's: the caller keeps it.
+    pub(crate) fn connect(&self, migrating: bool) -> Result<Conn, StoreError> {
+        let shown = &self.shown;
+        let cannot = |e: &dyn std::fmt::Display| {
+            StoreError::new(
+                StoreErrorKind::Io,
+                format!("cannot connect to {shown}: {e}"),
+            )
+        };
+        let mut client = plan_sql::connect_postgres(&self.config).map_err(|e| cannot(&e))?;
+        // NB: a process stopped (SIGSTOP, a debugger) inside a transaction holds its
+        // locks: a claim waiting for one gives up rather than hang. The server's JIT
+        // compiles a statement it guesses costly (a whole run's journal read at its end)
+        // in milliseconds: more than running it, for statements this short.
+        let sync = match self.durability {
+            Durability::Normal => "off",
+            Durability::Full => "on",
+        };
+        client
+            .batch_execute(&format!(
+                "SET lock_timeout = {LOCK_TIMEOUT_MS}; SET synchronous_commit = {sync}; SET jit = off"
+            ))
+            .map_err(|e| cannot(&e))?;
+        if migrating {
+            migrate(&mut client, shown)?;
+        }
+        let prepared = Prepared::new(&mut client)
+            .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("{shown}: {e}")))?;
+        Ok(Conn { client, prepared })
+    }
+}
+
+/// Runs `f` off any tokio runtime (the `postgres` client runs a small runtime of its own,
+/// which must not be driven from a thread of another one): on this thread when it drives
+/// none; in place on a thread of a multi-threaded runtime, whose other tasks move to
+/// another thread meanwhile; else on a scoped thread.
+pub(crate) fn off_runtime<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Err(_) => f(),
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        Ok(_) => std::thread::scope(|s| match s.spawn(f).join() {
+            Ok(v) => v,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }),
+    }
+}
