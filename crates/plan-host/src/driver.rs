@@ -666,6 +666,13 @@ impl Known {
         let i = list.iter().position(|(args, _)| req.args == *args)?;
         Some(list.swap_remove(i).1)
     }
+
+    /// Whether `req` has a saved result (see [`Known::take`]).
+    fn has(&self, req: &ToolRequest) -> bool {
+        self.saved
+            .get(&(req.tool.to_string(), req.instance))
+            .is_some_and(|list| list.iter().any(|(args, _)| req.args == *args))
+    }
 }
 
 /// The loop: `reissue` are calls a restored VM issued before it was saved and that have
@@ -702,20 +709,25 @@ async fn drive<M: Machine>(
     };
     let deadline_error = |vm: &M, calls: &Calls<'_>| deadline_error(vm, calls, deadline);
 
+    // NB: while the host drains, no call is sent: those the VM asks for are held back
+    // (the run stops once the calls out are in, and a resumed run asks for them again),
+    // all but those answered here (a saved answer, a person's, or a question to one,
+    // which stops the run for its answer): a person's answer given while the service
+    // stops is so on record. True when some were held back.
     let mut issue = |calls: &mut Calls<'_>,
                      inflight: &mut FuturesUnordered<_>,
                      vm: &M,
                      reqs: Vec<ToolRequest>| {
-        issue(calls, inflight, vm, &mut known, reqs, |r| perform(host, r));
+        let (go, held): (Vec<_>, Vec<_>) = if host.draining() {
+            reqs.into_iter()
+                .partition(|r| known.has(r) || vm.asks_a_person(r))
+        } else {
+            (reqs, Vec::new())
+        };
+        issue(calls, inflight, vm, &mut known, go, |r| perform(host, r));
+        !held.is_empty()
     };
-    // Calls the VM asked for while the host drains: never sent; the run stops once the
-    // calls out are in, and a resumed run asks for them again.
-    let mut held_back = false;
-    if host.draining() && !reissue.is_empty() {
-        held_back = true;
-    } else {
-        issue(&mut calls, &mut inflight, vm, reissue);
-    }
+    let mut held_back = issue(&mut calls, &mut inflight, vm, reissue);
 
     loop {
         // NB: checked on every turn, not only by the timer below: a timer fires only when
@@ -738,8 +750,7 @@ async fn drive<M: Machine>(
         match halt {
             Halt::Done(outcome) => return done(&mut calls, vm, outcome, start, steps_seen),
             Halt::Failed(e) => return fail(&mut calls, vm, steps_seen, e.into()),
-            Halt::Yield(reqs) if !reqs.is_empty() && host.draining() => held_back = true,
-            Halt::Yield(reqs) => issue(&mut calls, &mut inflight, vm, reqs),
+            Halt::Yield(reqs) => held_back |= issue(&mut calls, &mut inflight, vm, reqs),
         }
 
         if vm.paused() {

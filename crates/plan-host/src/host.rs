@@ -183,7 +183,9 @@ impl Host {
     /// From now on, the runs on this host send no new tool call: each waits for the calls
     /// it has out, commits their results, and ends as [`RunStatus::Stopped`] (a stored
     /// run reads as interrupted then, and goes on where it stopped when resumed). A run
-    /// that needs no further call runs to its end.
+    /// that needs no further call runs to its end. Calls answered without sending
+    /// anything still go: a stored answer, a person's answer given to the run, a question
+    /// to a person (the run stops for its answer).
     ///
     /// [`RunStatus::Stopped`]: crate::RunStatus::Stopped
     pub fn drain(&self) {

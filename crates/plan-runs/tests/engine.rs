@@ -634,3 +634,67 @@ async fn an_answer_whose_process_died_before_it_was_on_record_is_taken_again() {
         .unwrap();
     assert_eq!(e.kind, ErrorKind::NotWaiting, "{e}");
 }
+
+/// An answer given to a run of a host that is stopping (its service drains): the answer is
+/// on record when the run stops at its next call (no call is sent), and the run goes on
+/// from there later without asking again.
+#[tokio::test(start_paused = true)]
+async fn an_answer_given_while_the_host_drains_is_on_record_before_the_run_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = Arc::new(Tools::default());
+    let m = manifest();
+    let opts = plan_compiler::CompileOptions {
+        manifest: m.clone(),
+        ..Default::default()
+    };
+    let program = plan_compiler::compile(ASKS, &opts).validate().unwrap();
+    let pbc = plan_bytecode::encode(&program);
+    let mut s = store(&dir);
+    s.create_run(&new_run("q", &pbc), &gone()).unwrap();
+    let mut journal = StoreJournal::new(&mut s, "q", gone(), 0, &program);
+    let report = plan_host::run_plan(
+        &host(&m, &tools),
+        &program,
+        Vec::new(),
+        Limits::default(),
+        &mut journal,
+    )
+    .await;
+    assert_eq!(report.status, plan_host::RunStatus::NeedsInput);
+
+    let none = plan_runs::LimitsOverride::default();
+    let Ok(plan_runs::Resume::Ready(ready)) =
+        plan_runs::resume(&at(&dir), "q", &none, false, Some("EU"))
+    else {
+        panic!("a waiting run takes an answer");
+    };
+    let draining = host(&m, &tools);
+    draining.drain();
+    let report = ready
+        .claim(no_warning)
+        .unwrap()
+        .go(&draining, &mut ())
+        .await;
+    assert_eq!(report.status, plan_host::RunStatus::Stopped, "{report:?}");
+    assert_eq!(
+        tools.seen.lock().unwrap().len(),
+        1,
+        "no call sent while draining"
+    );
+
+    // Later, elsewhere: it goes on with the answer on record, asking nothing.
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), "q", &none, false, None)
+    else {
+        panic!("a stopped run goes on");
+    };
+    let report = ready
+        .claim(no_warning)
+        .unwrap()
+        .go(&host(&m, &tools), &mut ())
+        .await;
+    assert!(report.is_ok(), "{:?}", report.error);
+    assert_eq!(
+        tools.seen.lock().unwrap().last().unwrap(),
+        r#"vector_search({"query":"EU","top_k":10})"#
+    );
+}

@@ -480,7 +480,7 @@ pub(crate) async fn branch(
             Ok((claimed, row))
         })
         .await?;
-        spawn_claimed(state, claimed);
+        spawn_claimed(state, claimed, false);
         Ok(row?)
     })
     .await?;
@@ -583,12 +583,20 @@ fn spawn_new(
     });
 }
 
-/// Runs a claimed run (resumed) in the service, once a slot is free.
-pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed) {
+/// Runs a claimed run (resumed) in the service, once a slot is free; at once when it was
+/// given a person's answer (`answered`): the answer is only in memory until the run
+/// journals it, which a service stopping while the run waited for a slot would lose
+/// ([`crate::Service::drained`] waits for these runs too).
+pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed, answered: bool) {
     let mut notifier = state.live.start(claimed.id());
+    let answering = answered.then(|| crate::Answering::start(&state));
     tokio::spawn(async move {
-        let Some(_slot) = state.slot().await else {
-            return;
+        let _slot = match answering {
+            Some(_) => None,
+            None => match state.slot().await {
+                Some(slot) => Some(slot),
+                None => return,
+            },
         };
         let id = claimed.id().to_owned();
         let trace = state.trace("resume", None, &axum::http::HeaderMap::new());
@@ -599,6 +607,7 @@ pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed) {
         if let Some(t) = trace {
             t.end(&plan_telemetry::Ended::run(&report, Some(&id)));
         }
+        drop(answering);
     });
 }
 
@@ -773,13 +782,21 @@ pub(crate) struct Input {
     (status = 404, body = crate::openapi::ErrorBody),
     (status = 409, description = "the run is not waiting for input (`not_waiting`), or another request answered it first", body = crate::openapi::ErrorBody),
     (status = 413, body = crate::openapi::ErrorBody),
-    (status = 422, description = "an empty answer, or one not among the choices (`bad_input`)", body = crate::openapi::ErrorBody)))]
+    (status = 422, description = "an empty answer, or one not among the choices (`bad_input`)", body = crate::openapi::ErrorBody),
+    (status = 503, description = "the service is stopping (`stopping`): nothing was taken; give the answer again once it is back", body = crate::openapi::ErrorBody)))]
 pub(crate) async fn input(
     State(state): AppState,
     Path(id): Path<String>,
     body: Result<Json<Input>, JsonRejection>,
 ) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let Json(Input { text }) = body?;
+    if state.host.draining() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "stopping",
+            "the service is stopping: give the answer again once it is back",
+        ));
+    }
     // NB: in a task of its own, as a new run (see `submit`): once claimed, it goes on.
     let row = detached(async move {
         let (claimed, row) = blocking({
@@ -801,7 +818,7 @@ pub(crate) async fn input(
             }
         })
         .await?;
-        spawn_claimed(state, claimed);
+        spawn_claimed(state, claimed, true);
         Ok(row?)
     })
     .await?;

@@ -87,6 +87,24 @@ pub(crate) struct State {
     stopping: tokio::sync::watch::Sender<bool>,
     /// Exports each run's trace when the environment asks for it (docs/telemetry.md).
     telemetry: Option<plan_telemetry::Telemetry>,
+    /// Runs given a person's answer that have not ended (see `api::spawn_claimed`).
+    answering: tokio::sync::watch::Sender<usize>,
+}
+
+/// Counts a run given a person's answer while it goes (see `State::answering`).
+pub(crate) struct Answering(Arc<State>);
+
+impl Answering {
+    pub(crate) fn start(state: &Arc<State>) -> Answering {
+        state.answering.send_modify(|n| *n += 1);
+        Answering(state.clone())
+    }
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        self.0.answering.send_modify(|n| *n -= 1);
+    }
 }
 
 /// Connections kept for reading; more are opened while requests read at once.
@@ -236,6 +254,7 @@ impl Service {
                 readers: std::sync::Mutex::default(),
                 stopping: tokio::sync::watch::Sender::new(false),
                 telemetry,
+                answering: tokio::sync::watch::Sender::new(0),
             }),
             retry_unknown_writes: config.retry_unknown_writes,
             warnings,
@@ -275,7 +294,7 @@ impl Service {
                     .claim(&r.id, self.retry_unknown_writes)
                     .map(|claimed| {
                         if let Some(claimed) = claimed {
-                            api::spawn_claimed(self.state.clone(), claimed);
+                            api::spawn_claimed(self.state.clone(), claimed, false);
                         }
                     });
                 (format!("run {}", r.id), resumed)
@@ -348,6 +367,8 @@ impl Service {
         // NB: the semaphore is fair: the runs queued before this get their slot first
         // and give it back at once, refused; this waits for the running ones only.
         let _ = self.state.slots.acquire_many(self.state.max_runs).await;
+        let mut answering = self.state.answering.subscribe();
+        let _ = answering.wait_for(|n| *n == 0).await;
         let worker = self.worker.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(worker) = worker {
             let _ = worker.await;
