@@ -48,6 +48,29 @@ impl ToolArgs {
     }
 }
 
+/// Where the calls of a process that runs many plans are answered (`serve`, `mcp`,
+/// `worker`).
+#[derive(Args, Debug)]
+pub(crate) struct HostArgs {
+    /// Answer the tools' calls (and a service's planner) from this cassette instead of
+    /// their backends, as `planvm run --replay`: no network, for demos and benchmarks.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub(crate) replay: Option<PathBuf>,
+    /// Limit on one tool call, retries included, in seconds.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    pub(crate) tool_timeout: Option<Duration>,
+}
+
+impl HostArgs {
+    pub(crate) fn options(&self) -> plan_host::HostOptions {
+        plan_host::HostOptions {
+            tool_timeout: self.tool_timeout,
+            replay: self.replay.clone(),
+            ..plan_host::HostOptions::default()
+        }
+    }
+}
+
 /// Where a run's trace and result go (`run`, `resume`, `branch`).
 #[derive(Args, Debug)]
 pub(crate) struct OutputArgs {

@@ -3,15 +3,13 @@
 //! stdout carries the protocol only; everything for people goes to stderr.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
-use plan_host::HostOptions;
 use plan_render::exit;
 use plan_runs::StoreAt;
 use plan_serve::Config;
 
-use crate::args::{DurabilityArg, parse_secs};
+use crate::args::{DurabilityArg, HostArgs};
 use crate::session::{self, fail};
 
 #[derive(Args, Debug)]
@@ -25,13 +23,8 @@ pub(crate) struct McpArgs {
     /// store of this process's own, removed when it exits.
     #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
     store: Option<PathBuf>,
-    /// Answer the tools' calls and the planner from this cassette instead of their
-    /// backends (as `planvm run --replay`).
-    #[arg(long, value_name = "FILE.jsonl")]
-    replay: Option<PathBuf>,
-    /// Limit on one tool call, retries included, in seconds.
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
-    tool_timeout: Option<Duration>,
+    #[command(flatten)]
+    host: HostArgs,
     /// Runs executing at once; the rest wait in order.
     #[arg(long, value_name = "N", default_value_t = 16,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
@@ -65,11 +58,7 @@ pub(crate) fn mcp(args: McpArgs) -> u8 {
     let config = Config {
         store: StoreAt::new(&store, args.durability.get()),
         manifest,
-        host_options: HostOptions {
-            tool_timeout: args.tool_timeout,
-            replay: args.replay.clone(),
-            ..HostOptions::default()
-        },
+        host_options: args.host.options(),
         token: None,
         max_runs: args.max_runs as usize,
         max_body: usize::MAX,

@@ -10,14 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args};
-use plan_host::{Host, HostOptions};
+use plan_host::Host;
 use plan_render::exit;
 use plan_runs::StoreAt;
 use plan_runs::queue::{Event, Worker};
 use plan_store::OwnedNewRun;
 use serde_json::Value;
 
-use crate::args::{DurabilityArg, LimitArgs, parse_run_id, parse_secs, parse_var};
+use crate::args::{DurabilityArg, HostArgs, LimitArgs, parse_run_id, parse_secs, parse_var};
 use crate::session::{self, fail};
 
 #[derive(Args, Debug)]
@@ -68,12 +68,8 @@ pub(crate) struct WorkerArgs {
     /// unknown). Without it, such a run ends failed with its reason.
     #[arg(long)]
     retry_unknown_writes: bool,
-    /// Answer the tools' calls from this cassette instead of their backends.
-    #[arg(long, value_name = "FILE.jsonl")]
-    replay: Option<PathBuf>,
-    /// Limit on one tool call, retries included, in seconds.
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
-    tool_timeout: Option<Duration>,
+    #[command(flatten)]
+    host: HostArgs,
     #[command(flatten)]
     durability: DurabilityArg,
 }
@@ -160,11 +156,7 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let options = HostOptions {
-        tool_timeout: args.tool_timeout,
-        replay: args.replay.clone(),
-        ..HostOptions::default()
-    };
+    let options = args.host.options();
     let host = match Host::new(manifest, options) {
         Ok(h) => Arc::new(h),
         Err(e) => return session::host_failed(e),

@@ -4,16 +4,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
-use plan_host::HostOptions;
 use plan_planner::{Examples, Template};
 use plan_render::exit;
 use plan_runs::StoreAt;
 use plan_serve::{Config, Planning, Service, StartError};
 
-use crate::args::{DurabilityArg, parse_secs};
+use crate::args::{DurabilityArg, HostArgs};
 use crate::session::{self, fail};
 
 /// The largest request body.
@@ -42,14 +40,8 @@ pub(crate) struct ServeArgs {
     /// flight (their outcome is unknown). Without it, such a run is left as it is.
     #[arg(long)]
     retry_unknown_writes: bool,
-    /// Answer the tools' calls and the planner from this cassette instead of their
-    /// backends (as `planvm run --replay`): a service that needs no network, for demos and
-    /// benchmarks.
-    #[arg(long, value_name = "FILE.jsonl")]
-    replay: Option<PathBuf>,
-    /// Limit on one tool call, retries included, in seconds.
-    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
-    tool_timeout: Option<Duration>,
+    #[command(flatten)]
+    host: HostArgs,
     #[command(flatten)]
     durability: DurabilityArg,
 }
@@ -71,11 +63,7 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
     let config = Config {
         store: StoreAt::new(&args.store, args.durability.get()),
         manifest,
-        host_options: HostOptions {
-            tool_timeout: args.tool_timeout,
-            replay: args.replay.clone(),
-            ..HostOptions::default()
-        },
+        host_options: args.host.options(),
         token,
         max_runs: args.max_runs as usize,
         max_body: MAX_BODY,
