@@ -612,7 +612,7 @@ pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed, answered: bool
 }
 
 /// A run as lists show it.
-fn summary(r: &RunInfo) -> RunSummary {
+pub(crate) fn summary(r: &RunInfo) -> RunSummary {
     RunSummary {
         id: r.id.clone(),
         status: r.status.as_str().to_owned(),
@@ -661,55 +661,12 @@ pub(crate) async fn list(
             )
         })?),
     };
-    let (runs, goals) = state
-        .read(|store| {
-            let goals = store.goals()?;
-            Ok((read::list(store)?, goals))
-        })
-        .await?;
     let limit = q.limit.unwrap_or(100).min(1000);
-    let runs: Vec<RunSummary> = summaries(&runs, &goals)
-        .into_iter()
-        .rev()
-        .skip_while(|r| q.before.as_ref().is_some_and(|b| r.id != *b))
-        .skip(usize::from(q.before.is_some()))
-        .filter(|r| wanted.is_none_or(|w| r.status == w))
-        .take(limit)
-        .collect();
+    let before = q.before;
+    let runs = state
+        .read(move |store| crate::page::runs(store, before.as_deref(), wanted, limit))
+        .await?;
     Ok(Json(RunList { runs }))
-}
-
-/// Every run, each with its goal if the planner wrote it, and every goal none of whose
-/// plans has run yet; oldest first.
-fn summaries(runs: &[RunInfo], goals: &[GoalInfo]) -> Vec<RunSummary> {
-    let by_id: std::collections::HashMap<&str, &GoalInfo> =
-        goals.iter().map(|g| (g.id.as_str(), g)).collect();
-    let goal_of = |run: &str| {
-        let base = run.rsplit_once('.').map_or(run, |(b, _)| b);
-        [run, base]
-            .into_iter()
-            .filter_map(|id| by_id.get(id).copied())
-            .find(|g| plan_store::goal_run_number(&g.id, run).is_some())
-    };
-    let mut planned = std::collections::HashSet::new();
-    let mut out: Vec<RunSummary> = runs
-        .iter()
-        .map(|r| match goal_of(&r.id) {
-            Some(g) => {
-                planned.insert(g.id.as_str());
-                goal_summary(g, Some(r))
-            }
-            None => summary(r),
-        })
-        .collect();
-    out.extend(
-        goals
-            .iter()
-            .filter(|g| !planned.contains(g.id.as_str()))
-            .map(|g| goal_summary(g, None)),
-    );
-    out.sort_by(|a, b| (a.created_at, &a.id).cmp(&(b.created_at, &b.id)));
-    out
 }
 
 fn parse_status(s: &str) -> Option<&'static str> {

@@ -7,7 +7,8 @@
 //! Module map: this file holds the service's state and its start (`Service`); `api`
 //! the routes, their bodies and errors; `events` a run as server-sent events; `openapi`
 //! the OpenAPI document, generated; `evals` evaluations and people's verdicts on runs;
-//! `queue` the store's queue shared with other services and workers (PostgreSQL);
+//! `page` a page of the runs list; `queue` the store's queue shared with other services
+//! and workers (PostgreSQL);
 //! `auth` the bearer token.
 
 mod api;
@@ -19,6 +20,7 @@ mod goals;
 mod live;
 mod mcp;
 mod openapi;
+mod page;
 mod queue;
 mod web;
 

@@ -733,6 +733,13 @@ pub trait RunStore: Send {
     fn run(&self, id: &str) -> Result<RunInfo, StoreError>;
     /// Every run, oldest first.
     fn runs(&self) -> Result<Vec<RunInfo>, StoreError>;
+    /// At most `limit` runs created before `before` (a run's creation time and id; None:
+    /// from the newest), newest first: a page of a long list, read without the rest.
+    fn runs_before(
+        &self,
+        before: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<RunInfo>, StoreError>;
     /// The runs whose ids start with `prefix` (a batch's runs), oldest first; a damaged
     /// row of another run does not stop it.
     fn runs_under(&self, prefix: &str) -> Result<Vec<RunInfo>, StoreError>;
@@ -768,6 +775,13 @@ pub trait RunStore: Send {
     fn goal(&self, id: &str) -> Result<Option<GoalInfo>, StoreError>;
     /// Every goal, oldest first.
     fn goals(&self) -> Result<Vec<GoalInfo>, StoreError>;
+    /// At most `limit` goals created before `before`, newest first (see
+    /// [`RunStore::runs_before`]).
+    fn goals_before(
+        &self,
+        before: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<GoalInfo>, StoreError>;
     /// The ids of the runs branched from run `id` (re-plans included), oldest first.
     fn children(&self, id: &str) -> Result<Vec<String>, StoreError>;
     /// The goals of session `id`, oldest first.

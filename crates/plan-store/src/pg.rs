@@ -881,6 +881,21 @@ impl RunStore for PgStore {
         self.runs_where("ORDER BY created_at, id", &[])
     }
 
+    fn runs_before(
+        &self,
+        before: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<RunInfo>, StoreError> {
+        let limit = to_i64(limit as u64);
+        match before {
+            None => self.runs_where("ORDER BY created_at DESC, id DESC LIMIT $1", &[&limit]),
+            Some((at, id)) => self.runs_where(
+                "WHERE (created_at, id) < ($1, $2) ORDER BY created_at DESC, id DESC LIMIT $3",
+                &[&at, &id, &limit],
+            ),
+        }
+    }
+
     fn runs_under(&self, prefix: &str) -> Result<Vec<RunInfo>, StoreError> {
         // NB: a range of the primary key: ids hold only `[A-Za-z0-9._-]`, all below `~`.
         let end = format!("{prefix}~");
@@ -1031,6 +1046,30 @@ impl RunStore for PgStore {
     fn goals(&self) -> Result<Vec<GoalInfo>, StoreError> {
         let sql = format!("SELECT {GOAL_COLUMNS} FROM goals ORDER BY created_at, id");
         self.rows(&sql, &[])?.iter().map(goal_info).collect()
+    }
+
+    fn goals_before(
+        &self,
+        before: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<GoalInfo>, StoreError> {
+        let limit = to_i64(limit as u64);
+        let rows = match before {
+            None => self.rows(
+                &format!(
+                    "SELECT {GOAL_COLUMNS} FROM goals ORDER BY created_at DESC, id DESC LIMIT $1"
+                ),
+                &[&limit],
+            )?,
+            Some((at, id)) => self.rows(
+                &format!(
+                    "SELECT {GOAL_COLUMNS} FROM goals WHERE (created_at, id) < ($1, $2) \
+                     ORDER BY created_at DESC, id DESC LIMIT $3"
+                ),
+                &[&at, &id, &limit],
+            )?,
+        };
+        rows.iter().map(goal_info).collect()
     }
 
     fn children(&self, id: &str) -> Result<Vec<String>, StoreError> {

@@ -40,11 +40,12 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("migrations/007_evals.sql")),
         M::up(include_str!("migrations/008_usage.sql")),
         M::up(include_str!("migrations/009_planner_usage.sql")),
+        M::up(include_str!("migrations/010_by_creation.sql")),
     ])
 });
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 9;
+const SCHEMA_VERSION: i64 = 10;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1165,6 +1166,27 @@ impl RunStore for SqliteStore {
         })
     }
 
+    fn runs_before(
+        &self,
+        before: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<RunInfo>, StoreError> {
+        let now = now_ms();
+        let (at, id) = before.unzip();
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {RUN_COLUMNS} FROM runs \
+                 WHERE ?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND id < ?2) \
+                 ORDER BY created_at DESC, id DESC LIMIT ?3"
+            ))
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map(params![at, id, to_i64(limit as u64)], |r| run_info(r, now))
+            .map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
     fn program(&self, hash: &str) -> Result<StoredProgram, StoreError> {
         let program = self
             .conn
@@ -1331,6 +1353,26 @@ impl RunStore for SqliteStore {
             ))
             .map_err(|e| self.io(e))?;
         let rows = stmt.query_map([], goal_info).map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
+    fn goals_before(
+        &self,
+        before: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<GoalInfo>, StoreError> {
+        let (at, id) = before.unzip();
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {GOAL_COLUMNS} FROM goals \
+                 WHERE ?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND id < ?2) \
+                 ORDER BY created_at DESC, id DESC LIMIT ?3"
+            ))
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map(params![at, id, to_i64(limit as u64)], goal_info)
+            .map_err(|e| self.io(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
     }
 

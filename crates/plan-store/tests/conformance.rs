@@ -161,7 +161,82 @@ on_every_backend!(
     a_refused_point_fails_the_run_s_waits_and_later_points,
     a_finished_run_keeps_its_count_of_calls,
     evaluations_keep_their_cases_and_people_their_latest_verdict_on_a_run,
+    pages_of_runs_and_goals_come_newest_first_from_a_cursor,
 );
+
+/// Runs and goals read a page at a time: newest first, from before a cursor (creation
+/// time, then id, as ties of one millisecond are common), to the end.
+fn pages_of_runs_and_goals_come_newest_first_from_a_cursor(b: &dyn Backend) {
+    let mut store = b.open();
+    let me = Owner::this_process();
+    let request = json!({});
+    for i in 0..7 {
+        store
+            .create_run(&new_run(&format!("r{i}")).borrow(), &me)
+            .unwrap();
+        let id = format!("g{i}");
+        let goal = plan_store::NewGoal {
+            id: &id,
+            goal: "What is TiDB?",
+            response_format: None,
+            request: &request,
+            session: None,
+        };
+        store.create_goal(&goal, &me).unwrap();
+    }
+    // NB: three runs and goals of one millisecond (the id breaks the tie), two older.
+    for table in ["runs", "goals"] {
+        let p = &table[..1];
+        b.execute(&format!(
+            "UPDATE {table} SET created_at = 5 WHERE id IN ('{p}2', '{p}3', '{p}4')"
+        ));
+        b.execute(&format!(
+            "UPDATE {table} SET created_at = 3 WHERE id = '{p}0'"
+        ));
+        b.execute(&format!(
+            "UPDATE {table} SET created_at = 4 WHERE id = '{p}1'"
+        ));
+    }
+    let everything: Vec<(i64, String)> = {
+        let mut all: Vec<_> = store
+            .runs()
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.created_at, r.id))
+            .collect();
+        all.sort();
+        all.reverse();
+        all
+    };
+    let mut paged = Vec::new();
+    let mut cursor: Option<(i64, String)> = None;
+    loop {
+        let page = store
+            .runs_before(cursor.as_ref().map(|(t, id)| (*t, id.as_str())), 3)
+            .unwrap();
+        assert!(page.len() <= 3);
+        let Some(last) = page.last() else { break };
+        cursor = Some((last.created_at, last.id.clone()));
+        paged.extend(page.into_iter().map(|r| (r.created_at, r.id)));
+    }
+    assert_eq!(paged, everything);
+    let page: Vec<String> = store
+        .runs_before(Some((5, "r3")), 10)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(page, ["r2", "r1", "r0"]);
+    let goals: Vec<String> = store
+        .goals_before(Some((5, "g4")), 2)
+        .unwrap()
+        .into_iter()
+        .map(|g| g.id)
+        .collect();
+    assert_eq!(goals, ["g3", "g2"]);
+    assert_eq!(store.goals_before(None, 100).unwrap().len(), 7);
+    assert!(store.runs_before(Some((0, "")), 100).unwrap().is_empty());
+}
 
 fn new_run(id: &str) -> OwnedNewRun {
     OwnedNewRun {

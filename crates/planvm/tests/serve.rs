@@ -166,6 +166,45 @@ async fn every_endpoint_answers_and_refuses_as_documented() {
     );
     let (status, body) = call(Method::GET, format!("{runs}?status=bogus"), None, ok).await;
     assert_eq!(status, 400, "{body}");
+    // The list a page at a time, each from before the last id of the one before: the
+    // whole list, newest first; from an id the store does not hold, nothing.
+    for i in 0..5 {
+        let more = json!({"plan": HELLO, "vars": {"name": "p"}, "run_id": format!("p{i}")});
+        let (status, body) = call(Method::POST, runs.clone(), Some(more.to_string()), ok).await;
+        assert_eq!(status, 201, "{body}");
+    }
+    let ids = |body: &Value| -> Vec<String> {
+        body["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let whole = ids(&call(Method::GET, format!("{runs}?limit=1000"), None, ok)
+        .await
+        .1);
+    assert!(whole.len() >= 7, "{whole:?}");
+    assert_eq!(whole[0], "p4", "newest first: {whole:?}");
+    let mut walked: Vec<String> = Vec::new();
+    loop {
+        let after = walked
+            .last()
+            .map_or(String::new(), |id| format!("&before={id}"));
+        let page = ids(
+            &call(Method::GET, format!("{runs}?limit=2{after}"), None, ok)
+                .await
+                .1,
+        );
+        assert!(page.len() <= 2);
+        if page.is_empty() {
+            break;
+        }
+        walked.extend(page);
+    }
+    assert_eq!(walked, whole);
+    let (status, body) = call(Method::GET, format!("{runs}?before=nope"), None, ok).await;
+    assert_eq!((status, ids(&body).len()), (200, 0), "{body}");
     let (status, body) = call(Method::GET, format!("{runs}/nope"), None, ok).await;
     assert_eq!(status, 404, "{body}");
     assert_eq!(body["error"]["code"], "unknown_run");
