@@ -96,6 +96,17 @@ struct Measured {
     /// Opens the store again (SQLite: the last connection's close merges the WAL into
     /// the file, so that the file's size is what the store holds).
     reopen: Box<dyn Fn() -> Box<dyn RunStore>>,
+    /// Removes what the measure left (a PostgreSQL schema), when it is dropped.
+    cleanup: Option<Box<dyn FnOnce()>>,
+}
+
+impl Drop for Measured {
+    fn drop(&mut self) {
+        self.store = None;
+        if let Some(cleanup) = self.cleanup.take() {
+            cleanup();
+        }
+    }
 }
 
 impl Measured {
@@ -120,6 +131,7 @@ fn sqlite(dir: &std::path::Path, name: &str, durability: Durability) -> Measured
         name: format!("sqlite {name}"),
         store: Some(reopen()),
         reopen: Box::new(reopen),
+        cleanup: None,
         entry_bytes: Box::new(|_, _| None),
         total_bytes: Box::new(move || {
             files
@@ -143,12 +155,17 @@ fn postgres(admin: &str, name: &str, durability: Durability) -> Measured {
     let reopen =
         move || -> Box<dyn RunStore> { Box::new(PgStore::open(&url, durability).unwrap()) };
     let client = std::rc::Rc::new(std::cell::RefCell::new(client));
-    let (c1, c2) = (client.clone(), client);
-    let (s1, s2) = (schema.clone(), schema);
+    let (c1, c2, c3) = (client.clone(), client.clone(), client);
+    let (s1, s2, s3) = (schema.clone(), schema.clone(), schema);
     Measured {
         name: format!("postgres {name}"),
         store: Some(reopen()),
         reopen: Box::new(reopen),
+        cleanup: Some(Box::new(move || {
+            let _ = c3
+                .borrow_mut()
+                .batch_execute(&format!("DROP SCHEMA {s3} CASCADE"));
+        })),
         entry_bytes: Box::new(move |id, seqs| {
             let sql = format!(
                 "SELECT avg(pg_column_size(entry))::float8 FROM {s1}.journal \

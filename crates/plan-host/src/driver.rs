@@ -666,13 +666,6 @@ impl Known {
         let i = list.iter().position(|(args, _)| req.args == *args)?;
         Some(list.swap_remove(i).1)
     }
-
-    /// Whether `req` has a saved result (see [`Known::take`]).
-    fn has(&self, req: &ToolRequest) -> bool {
-        self.saved
-            .get(&(req.tool.to_string(), req.instance))
-            .is_some_and(|list| list.iter().any(|(args, _)| req.args == *args))
-    }
 }
 
 /// The loop: `reissue` are calls a restored VM issued before it was saved and that have
@@ -718,14 +711,10 @@ async fn drive<M: Machine>(
                      inflight: &mut FuturesUnordered<_>,
                      vm: &M,
                      reqs: Vec<ToolRequest>| {
-        let (go, held): (Vec<_>, Vec<_>) = if host.draining() {
-            reqs.into_iter()
-                .partition(|r| known.has(r) || vm.asks_a_person(r))
-        } else {
-            (reqs, Vec::new())
-        };
-        issue(calls, inflight, vm, &mut known, go, |r| perform(host, r));
-        !held.is_empty()
+        let hold = host.draining();
+        issue(calls, inflight, vm, &mut known, (reqs, hold), |r| {
+            perform(host, r)
+        })
     };
     let mut held_back = issue(&mut calls, &mut inflight, vm, reissue);
 
@@ -819,13 +808,18 @@ fn issue<M: Machine, F>(
     inflight: &mut FuturesUnordered<Either<future::Ready<Completed>, F>>,
     vm: &M,
     known: &mut Known,
-    reqs: Vec<ToolRequest>,
+    (reqs, hold): (Vec<ToolRequest>, bool),
     perform: impl Fn(Arc<ToolRequest>) -> F,
-) {
+) -> bool {
+    let mut held = false;
     for request in reqs {
         // Issued ahead of the head: made only if the run gets there.
         let ahead = vm.call_state(request.id) == CallState::Ahead;
         let saved = known.take(&request);
+        if hold && saved.is_none() && !vm.asks_a_person(&request) {
+            held = true;
+            continue;
+        }
         calls.emit(&TraceEvent::CallIssued {
             request: &request,
             ahead,
@@ -867,6 +861,7 @@ fn issue<M: Machine, F>(
             None => Either::Right(perform(request)),
         });
     }
+    held
 }
 
 /// A run that failed with `err` after `steps` instructions: the calls still out are

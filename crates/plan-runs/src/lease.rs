@@ -12,8 +12,8 @@ use plan_store::{LEASE_MS, Owner, RunStore};
 
 use crate::Error;
 
-/// Opens the renewer's own connection to the store, in its thread: at its start, and
-/// again whenever a renewal fails (a database restarted, a connection the server closed).
+/// Opens the renewer's own connection to the store, in its thread: at its first renewal,
+/// and again after a renewal failed.
 pub type Opener = Box<dyn Fn() -> Result<Box<dyn RunStore>, Error> + Send>;
 
 /// Renews `owner`'s leases until dropped.
@@ -86,9 +86,8 @@ impl Renewer {
 }
 
 /// Renews the leases of every owner `renewer` holds, on `store` (opened when there is
-/// none). NB: a renewal that fails drops the connection and tries once more on a new
-/// one: a lease left to lapse because its connection was lost lets another process take
-/// the run and send again the calls this one has in flight.
+/// none). NB: a renewal that fails lets go of the connection, for a new one next time (a
+/// PostgreSQL store already tries again on a new connection when the server closed one).
 fn renew_all(
     store: &mut Option<Box<dyn RunStore>>,
     open: &Opener,
@@ -100,22 +99,13 @@ fn renew_all(
     let owners = lock(&renewer.owners).clone();
     drop(renewer);
     for owner in &owners {
-        let mut tries = 0;
-        loop {
-            let held = match store {
-                Some(s) => s,
-                None => store.insert(open()?),
-            };
-            match held.renew(owner) {
-                Ok(()) => break,
-                Err(e) => {
-                    *store = None;
-                    tries += 1;
-                    if tries == 2 {
-                        return Err(e.into());
-                    }
-                }
-            }
+        let held = match store {
+            Some(s) => s,
+            None => store.insert(open()?),
+        };
+        if let Err(e) = held.renew(owner) {
+            *store = None;
+            return Err(e.into());
         }
     }
     Ok(())

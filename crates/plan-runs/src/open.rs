@@ -76,7 +76,9 @@ impl StoreAt {
                 let (url, durability) = (url.to_owned(), self.durability);
                 Lease::start(
                     plan_sql::without_password(&url),
-                    Box::new(move || Ok(Box::new(PgStore::open(&url, durability)?) as _)),
+                    // NB: outside the process's pool: a renewal never waits for calls
+                    // that hold every pooled connection (claims waiting for a lock).
+                    Box::new(move || Ok(Box::new(PgStore::open_own(&url, durability)?) as _)),
                     owner,
                     warn,
                 )

@@ -174,7 +174,7 @@ pub(crate) async fn submit(
     let command = if submit.goal.is_some() { "ask" } else { "run" };
     let trace = state.trace(command, submit.goal.as_deref(), &headers);
     let trace_id = trace.as_ref().map(plan_telemetry::Trace::trace_id);
-    let run = start(&state, submit, trace).await?;
+    let run = start(&state, submit, trace, true).await?;
     Ok(with_trace_id(
         (StatusCode::CREATED, Json(run)).into_response(),
         trace_id,
@@ -191,11 +191,13 @@ pub(crate) fn with_trace_id(mut response: Response, trace_id: Option<String>) ->
 }
 
 /// Stores a run of `submit`'s plan, or its goal, and starts it in the service (see
-/// [`submit`]), traced in `trace` if given.
+/// [`submit`]), traced in `trace` if given; a plan's run goes into the store's queue
+/// instead when `may_queue` and the service takes runs from one (see `queue`).
 pub(crate) async fn start(
     state: &Arc<Shared>,
     submit: Submit,
     trace: Option<plan_telemetry::Trace>,
+    may_queue: bool,
 ) -> Result<RunSummary, ApiError> {
     let state = state.clone();
     let plan = match (submit.plan, submit.goal) {
@@ -246,7 +248,7 @@ pub(crate) async fn start(
     let presets: Vec<(String, Value)> = new.presets.clone().into_iter().collect();
     refuse_goal_ids(&state, &id).await?;
     // NB: a deadline is not kept with a queued run: a run given one is this service's.
-    if crate::queue::shared(&state) && timeout.is_none() {
+    if may_queue && crate::queue::shared(&state) && timeout.is_none() {
         let row = crate::queue::enqueue(&state, new).await?;
         if let Some(t) = trace {
             t.end(&plan_telemetry::Ended::nothing_ran("queued", Some(&row.id)));
@@ -480,7 +482,7 @@ pub(crate) async fn branch(
             Ok((claimed, row))
         })
         .await?;
-        spawn_claimed(state, claimed, false);
+        spawn_claimed(state, claimed, None);
         Ok(row?)
     })
     .await?;
@@ -583,21 +585,24 @@ fn spawn_new(
     });
 }
 
-/// Runs a claimed run (resumed) in the service, once a slot is free; at once when it was
-/// given a person's answer (`answered`): the answer is only in memory until the run
-/// journals it, which a service stopping while the run waited for a slot would lose
-/// ([`crate::Service::drained`] waits for these runs too).
-pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed, answered: bool) {
+/// Runs a claimed run (resumed) in the service, once a slot is free. One given a person's
+/// answer (`answering`) goes without a slot once the service stops: the answer is only in
+/// memory until the run journals it ([`crate::Service::drained`] waits for these runs).
+pub(crate) fn spawn_claimed(
+    state: Arc<Shared>,
+    claimed: Claimed,
+    answering: Option<crate::Answering>,
+) {
     let mut notifier = state.live.start(claimed.id());
-    let answering = answered.then(|| crate::Answering::start(&state));
     tokio::spawn(async move {
-        let _slot = match answering {
-            Some(_) => None,
-            None => match state.slot().await {
-                Some(slot) => Some(slot),
-                None => return,
-            },
+        // NB: not `slot()` alone: once stopping, the drain holds every slot.
+        let slot = tokio::select! {
+            slot = state.slot() => slot,
+            () = state.stopped() => None,
         };
+        if slot.is_none() && answering.is_none() {
+            return;
+        }
         let id = claimed.id().to_owned();
         let trace = state.trace("resume", None, &axum::http::HeaderMap::new());
         let spans = trace.as_ref().map(|t| t.journal(&state.manifest));
@@ -607,7 +612,7 @@ pub(crate) fn spawn_claimed(state: Arc<Shared>, claimed: Claimed, answered: bool
         if let Some(t) = trace {
             t.end(&plan_telemetry::Ended::run(&report, Some(&id)));
         }
-        drop(answering);
+        drop((slot, answering));
     });
 }
 
@@ -747,6 +752,8 @@ pub(crate) async fn input(
     body: Result<Json<Input>, JsonRejection>,
 ) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let Json(Input { text }) = body?;
+    // NB: counted from before the check, so that a drain starting meanwhile waits for it.
+    let answering = crate::Answering::start(&state);
     if state.host.draining() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -775,7 +782,7 @@ pub(crate) async fn input(
             }
         })
         .await?;
-        spawn_claimed(state, claimed, true);
+        spawn_claimed(state, claimed, Some(answering));
         Ok(row?)
     })
     .await?;

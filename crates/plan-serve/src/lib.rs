@@ -91,6 +91,8 @@ pub(crate) struct State {
     telemetry: Option<plan_telemetry::Telemetry>,
     /// Runs given a person's answer that have not ended (see `api::spawn_claimed`).
     answering: tokio::sync::watch::Sender<usize>,
+    /// Whether runs of plans go into the store's queue (see `queue::shared`).
+    pub(crate) queueing: std::sync::atomic::AtomicBool,
 }
 
 /// Counts a run given a person's answer while it goes (see `State::answering`).
@@ -257,6 +259,7 @@ impl Service {
                 stopping: tokio::sync::watch::Sender::new(false),
                 telemetry,
                 answering: tokio::sync::watch::Sender::new(0),
+                queueing: std::sync::atomic::AtomicBool::new(false),
             }),
             retry_unknown_writes: config.retry_unknown_writes,
             warnings,
@@ -296,7 +299,7 @@ impl Service {
                     .claim(&r.id, self.retry_unknown_writes)
                     .map(|claimed| {
                         if let Some(claimed) = claimed {
-                            api::spawn_claimed(self.state.clone(), claimed, false);
+                            api::spawn_claimed(self.state.clone(), claimed, None);
                         }
                     });
                 (format!("run {}", r.id), resumed)
@@ -342,7 +345,7 @@ impl Service {
         });
         // NB: the server waits for its open connections: event streams and waits for an
         // answer end once told.
-        if queue::shared(&self.state) {
+        if queue::store_shares(&self.state) {
             let worker = queue::work(self.state.clone(), self.retry_unknown_writes);
             *self.worker.lock().unwrap_or_else(|e| e.into_inner()) = Some(worker);
         }
@@ -357,7 +360,8 @@ impl Service {
             .await
     }
 
-    /// How many runs or goals hold a slot now (running, or stopping).
+    /// How many runs or goals hold a slot now (running, or stopping); runs taken from a
+    /// PostgreSQL store's queue, and runs given an answer as the service stops, hold none.
     pub fn running(&self) -> usize {
         (self.state.max_runs as usize).saturating_sub(self.state.slots.available_permits())
     }
@@ -366,6 +370,7 @@ impl Service {
     /// a commit point (see [`Service::serve`]).
     pub async fn drained(&self) {
         self.state.host.drain();
+        self.state.stopping.send_replace(true);
         // NB: the semaphore is fair: the runs queued before this get their slot first
         // and give it back at once, refused; this waits for the running ones only.
         let _ = self.state.slots.acquire_many(self.state.max_runs).await;

@@ -320,7 +320,8 @@ impl Planrt {
         let submit = serde_json::from_value(submit)
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
         let trace = self.state.trace("run", None, &Default::default());
-        let summary = match api::start(&self.state, submit, trace).await {
+        // NB: run here, not queued: the caller waits for its answer on this service.
+        let summary = match api::start(&self.state, submit, trace, false).await {
             Ok(s) => s,
             Err(e) => return Ok(api_failed(&e)),
         };

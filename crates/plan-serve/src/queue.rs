@@ -6,6 +6,7 @@
 //! a timer (see `live`).
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use plan_runs::queue::{Event, Worker};
@@ -19,8 +20,13 @@ use crate::api::ApiError;
 /// process died are found so, once their lease lapses.
 const POLL: Duration = Duration::from_secs(1);
 
-/// Whether the service's runs of plans go through the store's queue.
+/// Whether the service takes runs from the store's queue (see [`work`]).
 pub(crate) fn shared(state: &State) -> bool {
+    state.queueing.load(Ordering::Relaxed)
+}
+
+/// Whether the service's store has a queue to share: PostgreSQL.
+pub(crate) fn store_shares(state: &State) -> bool {
     state.at.url().is_some()
 }
 
@@ -33,7 +39,8 @@ pub(crate) async fn enqueue(state: &Arc<State>, new: OwnedNewRun) -> Result<RunI
 }
 
 /// Takes runs from the store's queue until the service stops; then its runs stop at
-/// their next commit point and are ready for another process at once.
+/// their next commit point and are ready for another process at once. Runs of plans
+/// submitted to the service go into the queue from now on, until the worker ends.
 pub(crate) fn work(state: Arc<State>, retry_unknown_writes: bool) -> tokio::task::JoinHandle<()> {
     let live = state.live.clone();
     let worker = Worker {
@@ -45,6 +52,7 @@ pub(crate) fn work(state: Arc<State>, retry_unknown_writes: bool) -> tokio::task
         warn: state.warn,
         watch: Some(Arc::new(move |id| Box::new(live.start(id)))),
     };
+    state.queueing.store(true, Ordering::Relaxed);
     tokio::spawn(async move {
         let warn = state.warn;
         let stopped = state.clone();
@@ -63,6 +71,8 @@ pub(crate) fn work(state: Arc<State>, retry_unknown_writes: bool) -> tokio::task
                 Event::Finished { .. } => {}
             })
             .await;
+        // NB: runs are queued only while this service takes them.
+        state.queueing.store(false, Ordering::Relaxed);
         if let Err(e) = worked {
             warn(&e);
         }

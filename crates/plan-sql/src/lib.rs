@@ -22,7 +22,7 @@ mod sqlite;
 mod tls;
 
 pub use pg::without_password;
-pub use tls::connect_postgres;
+pub use tls::{connect_postgres, name_connections};
 
 pub use check::{check, check_postgres};
 pub use database::Database;

@@ -17,7 +17,7 @@ use postgres::{Client, Config};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
-use crate::{Constraints, QueryError, Rows};
+use crate::{Constraints, QueryError, Rows, name_connections};
 
 /// A PostgreSQL database a tool queries under its constraints.
 #[derive(Clone)]
@@ -43,11 +43,7 @@ impl Postgres {
         let mut config: Config = url
             .parse()
             .map_err(|e| format!("`{}` is not a PostgreSQL URL: {e}", without_password(url)))?;
-        // NB: a name the URL gives (`?application_name=`) is kept: it tells apart the
-        // connections of many workers in `pg_stat_activity`.
-        if config.get_application_name().is_none() {
-            config.application_name("planvm");
-        }
+        name_connections(&mut config);
         config.connect_timeout(constraints.timeout);
         Ok(Postgres {
             config: Arc::new(config),

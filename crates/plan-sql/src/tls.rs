@@ -9,6 +9,14 @@ use postgres::config::SslMode;
 use postgres::{Client, Config, NoTls};
 use rustls_platform_verifier::BuilderVerifierExt;
 
+/// Names the connections of `config` `planvm` in `pg_stat_activity`, unless the URL names
+/// them (`?application_name=`): the connections of many workers are told apart so.
+pub fn name_connections(config: &mut Config) {
+    if config.get_application_name().is_none() {
+        config.application_name("planvm");
+    }
+}
+
 /// A client of the server `config` names, over TLS unless `sslmode=disable` (see the
 /// module docs).
 pub fn connect_postgres(config: &Config) -> Result<Client, String> {

@@ -15,7 +15,7 @@
 //!   lease (10 s).
 
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use postgres::Client;
 use postgres::types::ToSql;
@@ -54,8 +54,48 @@ pub fn is_postgres_url(url: &str) -> bool {
 /// (see `pool`), each call on one of them.
 pub struct PgStore {
     pool: Arc<Pool>,
+    /// A connection of this store's own, outside the pool ([`PgStore::open_own`]).
+    own: Option<Mutex<Conn>>,
     /// Programs known to be in the database (they are never deleted).
     programs: HashSet<String>,
+}
+
+/// A connection taken for one call: one of the pool's, given back when dropped (a panic
+/// included), or the store's own.
+// NB: on the stack for the length of one call; boxed, each call would allocate.
+#[allow(clippy::large_enum_variant)]
+enum Taken<'a> {
+    Pooled(&'a Pool, Option<Conn>),
+    Own(std::sync::MutexGuard<'a, Conn>),
+}
+
+impl std::ops::Deref for Taken<'_> {
+    type Target = Conn;
+    fn deref(&self) -> &Conn {
+        match self {
+            Taken::Pooled(_, conn) => conn.as_ref().expect("taken"),
+            Taken::Own(conn) => conn,
+        }
+    }
+}
+
+impl std::ops::DerefMut for Taken<'_> {
+    fn deref_mut(&mut self) -> &mut Conn {
+        match self {
+            Taken::Pooled(_, conn) => conn.as_mut().expect("taken"),
+            Taken::Own(conn) => conn,
+        }
+    }
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        if let Taken::Pooled(pool, conn) = self
+            && let Some(conn) = conn.take()
+        {
+            pool.give(conn);
+        }
+    }
 }
 
 impl std::fmt::Debug for PgStore {
@@ -78,8 +118,18 @@ impl PgStore {
         off_runtime(|| pool.check())?;
         Ok(PgStore {
             pool,
+            own: None,
             programs: HashSet::new(),
         })
+    }
+
+    /// [`PgStore::open`], on a connection of its own outside the process's pool: for
+    /// what must not wait for a connection while calls hold every one (leases renewed).
+    pub fn open_own(url: &str, durability: crate::Durability) -> Result<PgStore, StoreError> {
+        let mut store = PgStore::open(url, durability)?;
+        let own = off_runtime(|| store.pool.connect(false))?;
+        store.own = Some(Mutex::new(own));
+        Ok(store)
     }
 
     /// Calls `woken` each time runs are submitted to the queue of the database `url`
@@ -118,7 +168,15 @@ impl PgStore {
         self.with_conn(|conn| f(&mut conn.client))
     }
 
-    /// `f` with a connection, off the runtime, and again on another while the server had
+    /// A connection for one call: this store's own, or one of the pool's.
+    fn take(&self) -> Result<Taken<'_>, StoreError> {
+        match &self.own {
+            Some(own) => Ok(Taken::Own(own.lock().unwrap_or_else(|e| e.into_inner()))),
+            None => self.pool.take().map(|c| Taken::Pooled(&self.pool, Some(c))),
+        }
+    }
+
+    /// `f` with a connection, off the runtime, and again on a new one while the server had
     /// closed the one taken (a restart closes every connection a pool keeps): for
     /// statements that may run twice (reads, a lease renewed).
     fn again<T: Send>(
@@ -128,14 +186,16 @@ impl PgStore {
         off_runtime(|| {
             let mut tries = 0;
             loop {
-                let mut conn = self.pool.take()?;
+                let mut conn = self.take()?;
                 let out = f(&mut conn.client);
-                let closed = conn.client.is_closed();
-                self.pool.give(conn);
-                match out {
-                    Err(_) if closed && tries < pool::MAX_OPEN => tries += 1,
-                    out => return out.map_err(|e| self.io(&e)),
+                if out.is_err() && conn.client.is_closed() && tries < pool::MAX_OPEN {
+                    tries += 1;
+                    if let Taken::Own(own) = &mut conn {
+                        **own = self.pool.connect(false)?;
+                    }
+                    continue;
                 }
+                return out.map_err(|e| self.io(&e));
             }
         })
     }
@@ -145,30 +205,40 @@ impl PgStore {
         &self,
         f: impl FnOnce(&mut Conn) -> Result<T, postgres::Error> + Send,
     ) -> Result<T, StoreError> {
-        off_runtime(|| {
-            let mut conn = self.pool.take()?;
-            let out = f(&mut conn).map_err(|e| self.io(&e));
-            self.pool.give(conn);
-            out
-        })
+        off_runtime(|| f(&mut *self.take()?).map_err(|e| self.io(&e)))
     }
 
     /// `f` in a transaction, committed when it returns Ok (a refusal it returns rolls back
-    /// what it wrote).
+    /// what it wrote). NB: a transaction that cannot begin wrote nothing: it begins again
+    /// on a new connection when the server had closed the one taken.
     fn transaction<T: Send>(
         &self,
         f: impl FnOnce(&mut postgres::Transaction<'_>, &Prepared) -> Result<T, Failed> + Send,
     ) -> Result<T, StoreError> {
         let out = off_runtime(|| {
-            let mut conn = self.pool.take().map_err(Failed::Refused)?;
-            let Conn { client, prepared } = &mut conn;
-            let out = client.transaction().map_err(Failed::Db).and_then(|mut tx| {
-                let v = f(&mut tx, prepared)?;
-                tx.commit().map_err(Failed::Db)?;
-                Ok(v)
-            });
-            self.pool.give(conn);
-            out
+            let mut tries = 0;
+            loop {
+                let mut conn = self.take().map_err(Failed::Refused)?;
+                let e = {
+                    let Conn { client, prepared } = &mut *conn;
+                    match client.transaction() {
+                        Ok(mut tx) => {
+                            let v = f(&mut tx, prepared)?;
+                            tx.commit().map_err(Failed::Db)?;
+                            return Ok(v);
+                        }
+                        Err(e) => e,
+                    }
+                };
+                let closed = conn.client.is_closed();
+                if !closed || tries == pool::MAX_OPEN {
+                    return Err(Failed::Db(e));
+                }
+                tries += 1;
+                if let Taken::Own(own) = &mut conn {
+                    **own = self.pool.connect(false).map_err(Failed::Refused)?;
+                }
+            }
         });
         out.map_err(|e| match e {
             Failed::Db(e) => self.io(&e),

@@ -88,11 +88,7 @@ impl Pool {
                 format!("`{shown}` is not a PostgreSQL URL: {e}"),
             )
         })?;
-        // NB: a name the URL gives (`?application_name=`) is kept: it tells apart the
-        // connections of many workers in `pg_stat_activity`.
-        if config.get_application_name().is_none() {
-            config.application_name("planvm");
-        }
+        plan_sql::name_connections(&mut config);
         config.connect_timeout(Duration::from_secs(10));
         let pool = Arc::new(Pool {
             config,
@@ -129,17 +125,12 @@ impl Pool {
         state.open += 1;
         let migrated = state.migrated;
         drop(state);
-        match self.connect(!migrated) {
-            Ok(conn) => {
-                lock(&self.state).migrated = true;
-                Ok(conn)
-            }
-            Err(e) => {
-                lock(&self.state).open -= 1;
-                self.freed.notify_one();
-                Err(e)
-            }
-        }
+        // NB: counted open from here; a failure (a panic included) lets go of it.
+        let opening = Opening(self);
+        let conn = self.connect(!migrated)?;
+        std::mem::forget(opening);
+        lock(&self.state).migrated = true;
+        Ok(conn)
     }
 
     /// Gives `conn` back for the next call (one the server closed is let go of).
@@ -201,6 +192,16 @@ impl Pool {
         let prepared = Prepared::new(&mut client)
             .map_err(|e| StoreError::new(StoreErrorKind::Io, format!("{shown}: {e}")))?;
         Ok(Conn { client, prepared })
+    }
+}
+
+/// A connection counted open while it is being opened: uncounted if that fails.
+struct Opening<'a>(&'a Pool);
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        lock(&self.0.state).open -= 1;
+        self.0.freed.notify_one();
     }
 }
 
