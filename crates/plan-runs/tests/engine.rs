@@ -567,22 +567,24 @@ const ASKS: &str = r#"[
  {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "${which}"}, "output_vars": ["final_answer"]}}
 ]"#;
 
-#[tokio::test(start_paused = true)]
-async fn an_answer_whose_process_died_before_it_was_on_record_is_taken_again() {
-    let dir = tempfile::tempdir().unwrap();
-    let tools = Arc::new(Tools::default());
-    let m = manifest();
+/// Run `q` of [`ASKS`] in the store in `dir`, run to its question (its process gone
+/// since): the store, and the run's report.
+async fn asked(
+    dir: &tempfile::TempDir,
+    m: &Manifest,
+    tools: &Arc<Tools>,
+) -> (SqliteStore, plan_host::RunReport) {
     let opts = plan_compiler::CompileOptions {
         manifest: m.clone(),
         ..Default::default()
     };
     let program = plan_compiler::compile(ASKS, &opts).validate().unwrap();
     let pbc = plan_bytecode::encode(&program);
-    let mut s = store(&dir);
+    let mut s = store(dir);
     s.create_run(&new_run("q", &pbc), &gone()).unwrap();
     let mut journal = StoreJournal::new(&mut s, "q", gone(), 0, &program);
     let report = plan_host::run_plan(
-        &host(&m, &tools),
+        &host(m, tools),
         &program,
         Vec::new(),
         Limits::default(),
@@ -590,6 +592,15 @@ async fn an_answer_whose_process_died_before_it_was_on_record_is_taken_again() {
     )
     .await;
     assert_eq!(report.status, plan_host::RunStatus::NeedsInput);
+    (s, report)
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_whose_process_died_before_it_was_on_record_is_taken_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = Arc::new(Tools::default());
+    let m = manifest();
+    let (s, report) = asked(&dir, &m, &tools).await;
     assert_eq!(report.question.unwrap().question, "Which?");
     assert_eq!(s.run("q").unwrap().status, RunStatus::NeedsInput);
 
@@ -643,24 +654,7 @@ async fn an_answer_given_while_the_host_drains_is_on_record_before_the_run_stops
     let dir = tempfile::tempdir().unwrap();
     let tools = Arc::new(Tools::default());
     let m = manifest();
-    let opts = plan_compiler::CompileOptions {
-        manifest: m.clone(),
-        ..Default::default()
-    };
-    let program = plan_compiler::compile(ASKS, &opts).validate().unwrap();
-    let pbc = plan_bytecode::encode(&program);
-    let mut s = store(&dir);
-    s.create_run(&new_run("q", &pbc), &gone()).unwrap();
-    let mut journal = StoreJournal::new(&mut s, "q", gone(), 0, &program);
-    let report = plan_host::run_plan(
-        &host(&m, &tools),
-        &program,
-        Vec::new(),
-        Limits::default(),
-        &mut journal,
-    )
-    .await;
-    assert_eq!(report.status, plan_host::RunStatus::NeedsInput);
+    asked(&dir, &m, &tools).await;
 
     let none = plan_runs::LimitsOverride::default();
     let Ok(plan_runs::Resume::Ready(ready)) =

@@ -280,6 +280,30 @@ impl PgStore {
         self.again(|c| c.query(sql, params))
     }
 
+    /// The rows of `select` (of a table with `created_at` and `id`) created before
+    /// `before`, newest first, at most `limit` (see [`RunStore::runs_before`]).
+    fn newest_before(
+        &self,
+        select: &str,
+        before: Option<(i64, &str)>,
+        limit: usize,
+    ) -> Result<Vec<postgres::Row>, StoreError> {
+        let limit = to_i64(limit as u64);
+        match before {
+            None => self.rows(
+                &format!("{select} ORDER BY created_at DESC, id DESC LIMIT $1"),
+                &[&limit],
+            ),
+            Some((at, id)) => self.rows(
+                &format!(
+                    "{select} WHERE (created_at, id) < ($1, $2) \
+                     ORDER BY created_at DESC, id DESC LIMIT $3"
+                ),
+                &[&at, &id, &limit],
+            ),
+        }
+    }
+
     fn runs_where(
         &self,
         filter: &str,
@@ -956,14 +980,12 @@ impl RunStore for PgStore {
         before: Option<(i64, &str)>,
         limit: usize,
     ) -> Result<Vec<RunInfo>, StoreError> {
-        let limit = to_i64(limit as u64);
-        match before {
-            None => self.runs_where("ORDER BY created_at DESC, id DESC LIMIT $1", &[&limit]),
-            Some((at, id)) => self.runs_where(
-                "WHERE (created_at, id) < ($1, $2) ORDER BY created_at DESC, id DESC LIMIT $3",
-                &[&at, &id, &limit],
-            ),
-        }
+        let now = now_ms();
+        let select = format!("SELECT {RUN_COLUMNS} FROM runs");
+        self.newest_before(&select, before, limit)?
+            .iter()
+            .map(|r| run_info(r, now))
+            .collect()
     }
 
     fn runs_under(&self, prefix: &str) -> Result<Vec<RunInfo>, StoreError> {
@@ -1123,23 +1145,11 @@ impl RunStore for PgStore {
         before: Option<(i64, &str)>,
         limit: usize,
     ) -> Result<Vec<GoalInfo>, StoreError> {
-        let limit = to_i64(limit as u64);
-        let rows = match before {
-            None => self.rows(
-                &format!(
-                    "SELECT {GOAL_COLUMNS} FROM goals ORDER BY created_at DESC, id DESC LIMIT $1"
-                ),
-                &[&limit],
-            )?,
-            Some((at, id)) => self.rows(
-                &format!(
-                    "SELECT {GOAL_COLUMNS} FROM goals WHERE (created_at, id) < ($1, $2) \
-                     ORDER BY created_at DESC, id DESC LIMIT $3"
-                ),
-                &[&at, &id, &limit],
-            )?,
-        };
-        rows.iter().map(goal_info).collect()
+        let select = format!("SELECT {GOAL_COLUMNS} FROM goals");
+        self.newest_before(&select, before, limit)?
+            .iter()
+            .map(goal_info)
+            .collect()
     }
 
     fn children(&self, id: &str) -> Result<Vec<String>, StoreError> {

@@ -391,6 +391,29 @@ impl SqliteStore {
         io(&self.path, e)
     }
 
+    /// The rows of `select` (of a table with `created_at` and `id`) created before
+    /// `before`, newest first, at most `limit` (see [`RunStore::runs_before`]).
+    fn newest_before<T>(
+        &self,
+        select: &str,
+        before: Option<(i64, &str)>,
+        limit: usize,
+        row: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        let (at, id) = before.unzip();
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "{select} WHERE ?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND id < ?2) \
+                 ORDER BY created_at DESC, id DESC LIMIT ?3"
+            ))
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map(params![at, id, to_i64(limit as u64)], row)
+            .map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+    }
+
     fn write(&mut self) -> Result<Write<'_>, StoreError> {
         let wrote = Arc::clone(
             &self
@@ -1172,19 +1195,8 @@ impl RunStore for SqliteStore {
         limit: usize,
     ) -> Result<Vec<RunInfo>, StoreError> {
         let now = now_ms();
-        let (at, id) = before.unzip();
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {RUN_COLUMNS} FROM runs \
-                 WHERE ?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND id < ?2) \
-                 ORDER BY created_at DESC, id DESC LIMIT ?3"
-            ))
-            .map_err(|e| self.io(e))?;
-        let rows = stmt
-            .query_map(params![at, id, to_i64(limit as u64)], |r| run_info(r, now))
-            .map_err(|e| self.io(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+        let select = format!("SELECT {RUN_COLUMNS} FROM runs");
+        self.newest_before(&select, before, limit, |r| run_info(r, now))
     }
 
     fn program(&self, hash: &str) -> Result<StoredProgram, StoreError> {
@@ -1361,19 +1373,8 @@ impl RunStore for SqliteStore {
         before: Option<(i64, &str)>,
         limit: usize,
     ) -> Result<Vec<GoalInfo>, StoreError> {
-        let (at, id) = before.unzip();
-        let mut stmt = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {GOAL_COLUMNS} FROM goals \
-                 WHERE ?1 IS NULL OR created_at < ?1 OR (created_at = ?1 AND id < ?2) \
-                 ORDER BY created_at DESC, id DESC LIMIT ?3"
-            ))
-            .map_err(|e| self.io(e))?;
-        let rows = stmt
-            .query_map(params![at, id, to_i64(limit as u64)], goal_info)
-            .map_err(|e| self.io(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
+        let select = format!("SELECT {GOAL_COLUMNS} FROM goals");
+        self.newest_before(&select, before, limit, goal_info)
     }
 
     fn session_goals(&self, id: &str) -> Result<Vec<GoalInfo>, StoreError> {
