@@ -71,6 +71,7 @@ pub(crate) async fn ask(
         AskStore {
             at: stored.at.clone(),
             goal_id,
+            owner: None,
             also,
             // NB: a warning is about a run the report already covers.
             warn: |_| {},

@@ -220,11 +220,15 @@ pub const PLANVM_SERVE: &[Meaning] = &[
 
 /// `planvm submit`.
 pub const PLANVM_SUBMIT: &[Meaning] = &[
-    (OK, "every run was submitted; their ids are on stdout"),
+    (
+        OK,
+        "every run (or the goal) was submitted; their ids are on stdout",
+    ),
     (
         USAGE,
         "usage error, including an unreadable or malformed `--tools` file or list, a list \
-         line with a cassette, or a run id the store holds already (nothing is submitted)",
+         line with a cassette, a `--timeout` or `--tool-timeout` a submission cannot keep, \
+         or an id the store holds already (nothing is submitted)",
     ),
     (
         DATA_ERR,

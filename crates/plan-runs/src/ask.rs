@@ -43,7 +43,17 @@ pub fn create_goal(
 /// Ends goal `id` with `outcome`: answered, or failed with `{code, message}`; a goal that
 /// had ended is left as it was.
 pub fn end_goal(at: &StoreAt, id: &str, outcome: Result<&Value, &Value>) -> Result<(), Error> {
-    at.open(Access::Existing)?.end_goal(id, outcome)?;
+    end_goal_by(at, id, None, outcome)
+}
+
+/// [`end_goal`], only while `by` holds the goal when given.
+fn end_goal_by(
+    at: &StoreAt,
+    id: &str,
+    by: Option<&Owner>,
+    outcome: Result<&Value, &Value>,
+) -> Result<(), Error> {
+    at.open(Access::Existing)?.end_goal(id, by, outcome)?;
     Ok(())
 }
 
@@ -53,15 +63,16 @@ pub fn goal_needs_input(at: &StoreAt, id: &str, run: &str) -> Result<(), Error> 
     Ok(())
 }
 
-/// Ends goal `id` (open, this process's) as its run `report` ended: answered, failed,
-/// or waiting again for a person.
+/// Ends goal `id` (open, this process's, or `by`'s when given) as its run `report`
+/// ended: answered, failed, or waiting again for a person.
 pub(crate) fn settle_goal(
     store: &mut dyn RunStore,
     (id, run): (&str, &str),
+    by: Option<&Owner>,
     report: &plan_host::RunReport,
 ) -> Result<(), Error> {
     match report.status {
-        plan_host::RunStatus::Ok => store.end_goal(id, Ok(&report.final_answer))?,
+        plan_host::RunStatus::Ok => store.end_goal(id, by, Ok(&report.final_answer))?,
         plan_host::RunStatus::NeedsInput => store.goal_needs_input(id, run)?,
         // NB: left open, this process's: it reads as interrupted once the process is
         // gone, and is taken up with its run.
@@ -71,7 +82,8 @@ pub(crate) fn settle_goal(
                 .error
                 .as_ref()
                 .map_or("the run failed", |e| e.message.as_str());
-            store.end_goal(id, Err(&json!({"code": "run_failed", "message": message})))?
+            let error = json!({"code": "run_failed", "message": message});
+            store.end_goal(id, by, Err(&error))?
         }
     };
     Ok(())
@@ -213,11 +225,15 @@ fn conversation_of(
 }
 
 /// What a goal was asked with besides its text, as stored with it (to ask it again after
-/// a crash): the variables and the step limit of its runs.
+/// a crash): the variables and the limits of its runs.
 pub fn request_of(options: &plan_planner::AskOptions) -> Value {
-    json!({
-        "vars": options.vars.iter().cloned().collect::<Map<String, Value>>(),
-        "max_steps": options.limits.max_steps,
+    let limits = &options.limits;
+    json!(crate::goal::Request {
+        vars: options.vars.iter().cloned().collect::<Map<String, Value>>(),
+        max_steps: Some(limits.max_steps),
+        max_bytes: Some(limits.max_total_bytes),
+        max_concurrency: Some(limits.max_concurrency),
+        ..Default::default()
     })
 }
 
@@ -248,6 +264,9 @@ pub struct AskStore<'a> {
     /// The goal, stored ([`create_goal`]): its runs are `ID`, `ID.2`, ...; it is ended
     /// with the ask's outcome.
     pub goal_id: String,
+    /// Who holds the goal when a worker took it from the queue (it is ended, and its
+    /// plans run, only while that holds); None: this process, which stored it.
+    pub owner: Option<Owner>,
     /// Hears every event as well (a trace).
     pub also: &'a mut dyn Journal,
     pub warn: fn(&Error),
@@ -272,6 +291,10 @@ pub async fn ask(
     response_format: Option<&Value>,
     store: AskStore<'_>,
 ) -> AskStored {
+    // NB: the goal's lease is renewed while it is asked, so that no worker takes it up
+    // meanwhile (a planner may think for minutes with no run going).
+    let holder = store.owner.clone().unwrap_or_else(Owner::this_process);
+    let _lease = store.at.lease(holder, store.warn);
     let mut sink = Sink {
         store,
         current: None,
@@ -282,9 +305,10 @@ pub async fn ask(
     let Sink {
         store, ids, failed, ..
     } = sink;
+    let (at, id, by) = (&store.at, store.goal_id.as_str(), store.owner.as_ref());
     let ended = match (&failed, outcome.status) {
-        (Some(e), _) => end_goal(&store.at, &store.goal_id, Err(&e.to_json())),
-        (None, AskStatus::Answered) => end_goal(&store.at, &store.goal_id, Ok(&outcome.answer)),
+        (Some(e), _) => end_goal_by(at, id, by, Err(&e.to_json())),
+        (None, AskStatus::Answered) => end_goal_by(at, id, by, Ok(&outcome.answer)),
         // NB: not ended: it waits with its run, and ends when the run does.
         (None, AskStatus::NeedsInput) => match ids.last() {
             Some(run) => goal_needs_input(&store.at, &store.goal_id, run),
@@ -293,7 +317,7 @@ pub async fn ask(
         // NB: left open with its run: both read as interrupted once this process is
         // gone, and are taken up together.
         (None, AskStatus::Stopped) => Ok(()),
-        (None, _) => end_goal(&store.at, &store.goal_id, Err(&goal_error(&outcome))),
+        (None, _) => end_goal_by(at, id, by, Err(&goal_error(&outcome))),
     };
     AskStored {
         outcome,
@@ -310,18 +334,25 @@ struct Sink<'a> {
 }
 
 impl Sink<'_> {
-    /// Refused once the goal has ended (it was cancelled): no run starts after that.
+    /// Refused once the goal has ended (it was cancelled), or another process took it
+    /// over: no run starts after that.
     fn goal_open(&self) -> Result<(), Error> {
         let goal = self
             .store
             .at
             .open(Access::Existing)?
             .goal(&self.store.goal_id)?;
-        match goal {
-            Some(g) if g.status != plan_store::GoalStatus::Open => Err(Error::new(
+        match (goal, &self.store.owner) {
+            (Some(g), _) if g.status != plan_store::GoalStatus::Open => Err(Error::new(
                 ErrorKind::Cancelled,
                 format!("goal `{}` has ended (cancelled)", g.id),
             )),
+            (Some(g), Some(owner)) if g.owner.as_deref() != Some(owner.0.as_str()) => {
+                Err(Error::new(
+                    ErrorKind::Busy,
+                    format!("goal `{}` was taken over by another process", g.id),
+                ))
+            }
             _ => Ok(()),
         }
     }

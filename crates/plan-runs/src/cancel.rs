@@ -29,11 +29,11 @@ pub fn cancel(at: &StoreAt, id: &str) -> Result<bool, Error> {
             && let Some(goal) = crate::ask::goal_of_run(&*store, id)?
             && goal.status == plan_store::GoalStatus::NeedsInput
         {
-            store.end_goal(&goal.id, Err(&goal_cancelled(&error)))?;
+            store.end_goal(&goal.id, None, Err(&goal_cancelled(&error)))?;
         }
         return Ok(cancelled);
     }
-    let ended = store.end_goal(id, Err(&goal_cancelled(&error)))?;
+    let ended = store.end_goal(id, None, Err(&goal_cancelled(&error)))?;
     // NB: at most its last run is still going.
     let mut cancelled = ended;
     for run in crate::ask::goal_runs(&*store, id)? {

@@ -144,7 +144,7 @@ impl Claimed {
         if let Some(goal) = goal {
             // NB: a failure here leaves the goal open with its owner gone: it reads as
             // interrupted, and its run's row has the outcome.
-            let _ = crate::ask::settle_goal(&mut *held.store, (&goal, &held.id), &report);
+            let _ = crate::ask::settle_goal(&mut *held.store, (&goal, &held.id), None, &report);
         }
         report
     }

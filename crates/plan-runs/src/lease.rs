@@ -1,8 +1,9 @@
-//! Leases: renewed while their runs go on, so that a run waiting minutes for one call
-//! still shows as `running`, and a run whose process died shows as `interrupted` within
-//! [`plan_store::LEASE_MS`]. One thread per store renews the leases of every run this
-//! process holds there, on a connection of its own: a process running many runs at once
-//! (Python, a service) has one renewer per store, not one per run.
+//! Leases: renewed while their runs and goals go on, so that a run waiting minutes for
+//! one call still shows as `running`, and a run whose process died shows as `interrupted`
+//! within [`plan_store::LEASE_MS`]. One thread per store renews, in one statement, the
+//! leases of every run and goal this process holds there, on a connection of its own: a
+//! process running many runs at once (Python, a service, a worker) has one renewer per
+//! store, not one per run.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
@@ -85,8 +86,8 @@ impl Renewer {
     }
 }
 
-/// Renews the leases of every owner `renewer` holds, on `store` (opened when there is
-/// none). NB: a renewal that fails lets go of the connection, for a new one next time (a
+/// Renews the leases of every owner `renewer` holds, in one statement on `store` (opened
+/// when there is none). NB: a renewal that fails lets go of the connection, for a new one next time (a
 /// PostgreSQL store already tries again on a new connection when the server closed one).
 fn renew_all(
     store: &mut Option<Box<dyn RunStore>>,
@@ -96,17 +97,20 @@ fn renew_all(
     let Some(renewer) = renewer.upgrade() else {
         return Ok(());
     };
-    let owners = lock(&renewer.owners).clone();
+    // NB: with this process itself, which asks the goals it stores or takes up (their
+    // runs each hold a lease of their own).
+    let mut owners = lock(&renewer.owners).clone();
     drop(renewer);
-    for owner in &owners {
-        let held = match store {
-            Some(s) => s,
-            None => store.insert(open()?),
-        };
-        if let Err(e) = held.renew(owner) {
-            *store = None;
-            return Err(e.into());
-        }
+    owners.push(Owner::this_process());
+    owners.sort_by(|a, b| a.0.cmp(&b.0));
+    owners.dedup();
+    let held = match store {
+        Some(s) => s,
+        None => store.insert(open()?),
+    };
+    if let Err(e) = held.renew(&owners) {
+        *store = None;
+        return Err(e.into());
     }
     Ok(())
 }

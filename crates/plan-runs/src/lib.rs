@@ -22,6 +22,7 @@ mod cancel;
 mod error;
 mod feedback;
 mod go_on;
+pub mod goal;
 mod held;
 mod lease;
 pub mod load;

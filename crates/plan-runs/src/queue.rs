@@ -1,20 +1,21 @@
-//! The queue on a store: runs submitted held by nobody ([`submit`]), and workers that
-//! take them up ([`Worker`]) on any machine sharing the store, each run with the
-//! guarantees of `resume` (completed calls never requested again; a `write` call in
-//! flight not sent again unless allowed).
+//! The queue on a store: runs and goals submitted held by nobody ([`submit`],
+//! [`crate::goal::submit`]), and workers that take them up ([`Worker`]) on any machine
+//! sharing the store, each run with the guarantees of `resume` (completed calls never
+//! requested again; a `write` call in flight not sent again unless allowed), each goal
+//! asked of the worker's planner (or ended by its runs: [`crate::goal::next`]).
 //!
 //! A worker takes runs in batches ([`plan_store::RunStore::reserve`]: in PostgreSQL
 //! `FOR UPDATE SKIP LOCKED`, so workers never wait for each other), each under a token of
 //! its own that fences its commits: a worker that lost a run (paused past its lease, then
 //! taken over) cannot write another step into it. A run whose worker died is ready again
-//! once its lease lapses. A worker wakes when runs are submitted (PostgreSQL's
-//! `LISTEN/NOTIFY`), and polls as well, for runs whose lease lapsed.
+//! once its lease lapses; so is a goal. A worker wakes when runs or goals are submitted
+//! (PostgreSQL's `LISTEN/NOTIFY`), and polls as well, for those whose lease lapsed.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use plan_host::{Host, Journal, RunReport};
-use plan_store::{OwnedNewRun, Owner};
+use plan_store::{GoalInfo, GoalStatus, OwnedNewRun, Owner};
 use tokio::task::JoinSet;
 
 use crate::open::{Access, StoreAt};
@@ -45,9 +46,11 @@ pub struct Worker {
     /// found only so).
     pub poll: Duration,
     pub warn: fn(&Error),
-    /// A journal of the caller's for each run taken, beside the store's (a service's live
-    /// events), by run id.
+    /// A journal of the caller's for each run and goal taken, beside the store's (a
+    /// service's live events), by run or goal id.
     pub watch: Option<Watch>,
+    /// Asks the goals of the queue; None: this worker takes runs only.
+    pub planner: Option<Arc<crate::goal::GoalPlanner>>,
 }
 
 /// See [`Worker::watch`].
@@ -57,6 +60,8 @@ pub type Watch = Arc<dyn Fn(&str) -> Box<dyn Journal + Send> + Send + Sync>;
 pub enum Event<'a> {
     /// A run ended here (or stopped, when the worker was stopping).
     Finished { id: &'a str, report: &'a RunReport },
+    /// A goal taken here was asked (or gone on with): as it stands now.
+    Asked { goal: &'a GoalInfo },
     /// A run taken could not go on: it was ended failed with this reason, or (`Busy`)
     /// another process has it.
     Refused { id: &'a str, error: &'a Error },
@@ -72,6 +77,15 @@ pub struct Tally {
     pub refused: u64,
     /// Stopped at their next commit point because the worker was stopping.
     pub stopped: u64,
+    /// Goals answered here, and ended without an answer.
+    pub answered: u64,
+    pub unanswered: u64,
+}
+
+/// What one task of a worker did.
+enum Done {
+    Run(String, Result<RunReport, Error>),
+    Goal(String, Result<GoalInfo, Error>),
 }
 
 impl Worker {
@@ -91,7 +105,7 @@ impl Worker {
             plan_store::PgStore::listen(url, move || woken.notify_one())?;
         }
         let mut tally = Tally::default();
-        let mut running: JoinSet<(String, Result<RunReport, Error>)> = JoinSet::new();
+        let mut running: JoinSet<Done> = JoinSet::new();
         let mut stop = std::pin::pin!(stop);
         let mut stopping = false;
         loop {
@@ -109,14 +123,42 @@ impl Worker {
                         }
                         Vec::new()
                     });
+                let free = free - taken.len();
                 for (id, owner) in taken {
                     let (at, host) = (self.at.clone(), self.host.clone());
                     let (retry, warn) = (self.retry_unknown_writes, self.warn);
                     let watch = self.watch.as_ref().map(|w| w(&id));
                     running.spawn(async move {
                         let report = go_on(&at, &host, (&id, owner), (retry, warn), watch).await;
-                        (id, report)
+                        Done::Run(id, report)
                     });
+                }
+                // NB: runs first: they are further on than goals not yet planned.
+                if let Some(planner) = self.planner.as_ref().filter(|_| free > 0) {
+                    let goals = reserver
+                        .reserve_goals(free, &mut Owner::for_run)
+                        .unwrap_or_else(|e| {
+                            on(Event::Unavailable { error: &e.into() });
+                            Vec::new()
+                        });
+                    for (id, owner) in goals {
+                        let (at, host) = (self.at.clone(), self.host.clone());
+                        let planner = planner.clone();
+                        let (retry, warn) = (self.retry_unknown_writes, self.warn);
+                        let mut also = self.watch.as_ref().map(|w| w(&id));
+                        running.spawn(async move {
+                            let also: &mut dyn Journal = match &mut also {
+                                Some(j) => &mut **j,
+                                None => &mut (),
+                            };
+                            let planner = (&*host, &*planner);
+                            let taken = (id.as_str(), &owner);
+                            let asked =
+                                crate::goal::take_up(&at, planner, taken, (retry, warn), also)
+                                    .await;
+                            Done::Goal(id, asked)
+                        });
+                    }
                 }
             }
             if stopping && running.is_empty() {
@@ -129,8 +171,8 @@ impl Worker {
                     self.host.drain();
                 }
                 done = running.join_next(), if !running.is_empty() => {
-                    if let Some(Ok((id, ended))) = done {
-                        count(&mut tally, &id, &ended, on);
+                    if let Some(Ok(done)) = done {
+                        count(&mut tally, &done, on);
                     }
                 }
                 () = woken.notified() => {}
@@ -140,13 +182,27 @@ impl Worker {
     }
 }
 
-/// Tallies run `id`'s end and tells `on`.
-fn count(
-    tally: &mut Tally,
-    id: &str,
-    ended: &Result<RunReport, Error>,
-    on: &mut (dyn FnMut(Event<'_>) + Send),
-) {
+/// Tallies what a task did and tells `on`.
+fn count(tally: &mut Tally, done: &Done, on: &mut (dyn FnMut(Event<'_>) + Send)) {
+    let (id, ended) = match done {
+        Done::Run(id, ended) => (id, ended),
+        Done::Goal(id, Err(error)) => {
+            tally.refused += 1;
+            on(Event::Refused { id, error });
+            return;
+        }
+        Done::Goal(_, Ok(goal)) => {
+            match goal.status {
+                GoalStatus::Answered => tally.answered += 1,
+                GoalStatus::Failed => tally.unanswered += 1,
+                // NB: left to go on later (the worker stopping, its run elsewhere), or
+                // waiting for a person.
+                _ => tally.stopped += 1,
+            }
+            on(Event::Asked { goal });
+            return;
+        }
+    };
     match ended {
         Ok(report) => {
             match report.status {

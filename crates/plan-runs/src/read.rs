@@ -48,6 +48,20 @@ pub fn list(store: &dyn RunStore) -> Result<Vec<RunInfo>, Error> {
     checked(store, store.runs())
 }
 
+/// Every goal none of whose plans has run yet (queued, being planned, or failed before
+/// a plan ran), oldest first: the goals a list of `runs` leaves out.
+pub fn goals_without_runs(
+    store: &dyn RunStore,
+    runs: &[RunInfo],
+) -> Result<Vec<plan_store::GoalInfo>, Error> {
+    let ran: std::collections::HashSet<&str> = runs.iter().map(|r| r.id.as_str()).collect();
+    let goals = checked(store, store.goals())?;
+    Ok(goals
+        .into_iter()
+        .filter(|g| !ran.contains(g.id.as_str()))
+        .collect())
+}
+
 /// Run `id` with its steps and calls.
 pub fn show(store: &dyn RunStore, id: &str) -> Result<Shown, Error> {
     let read = || {

@@ -66,22 +66,33 @@ pub fn resume(
         None => store.run(id)?,
     };
     let limits = limits.apply(&run.limits);
-    Ok(
-        match crate::take_up(&*store, &run, &limits, retry_unknown_writes, input)? {
-            Taken::Finished(report) => Resume::Finished(report),
-            Taken::Going(going) => {
-                let goal = goal_to_settle(&*store, &run, going.input.is_some())?;
-                Resume::Ready(Box::new(Ready {
-                    at: at.clone(),
-                    store,
-                    run,
-                    going: *going,
-                    limits,
-                    goal,
-                }))
-            }
-        },
-    )
+    let taken = crate::take_up(&*store, &run, &limits, retry_unknown_writes, input)?;
+    ready(at, store, run, taken, limits)
+}
+
+/// Run `run`, as [`crate::take_up`] found it: finished, or ready to go on (with the goal
+/// it settles, if any).
+fn ready(
+    at: &StoreAt,
+    store: Box<dyn RunStore>,
+    run: RunInfo,
+    taken: Taken,
+    limits: Limits,
+) -> Result<Resume, Error> {
+    Ok(match taken {
+        Taken::Finished(report) => Resume::Finished(report),
+        Taken::Going(going) => {
+            let goal = goal_to_settle(&*store, &run, going.input.is_some())?;
+            Resume::Ready(Box::new(Ready {
+                at: at.clone(),
+                store,
+                run,
+                going: *going,
+                limits,
+                goal,
+            }))
+        }
+    })
 }
 
 /// Reads run `id`, which this process has just taken from the queue as `owner`
@@ -104,19 +115,9 @@ pub(crate) fn resume_taken(
     // NB: held by this process, as taken: not a run another one goes on with.
     run.status = plan_store::RunStatus::Interrupted;
     let limits = run.limits.clone();
-    Ok(
-        match crate::take_up(&*store, &run, &limits, retry_unknown_writes, None)? {
-            Taken::Finished(report) => Resume::Finished(report),
-            Taken::Going(going) => Resume::Ready(Box::new(Ready {
-                at: at.clone(),
-                store,
-                run,
-                going: *going,
-                limits,
-                goal: None,
-            })),
-        },
-    )
+    // NB: a run of a goal whose asker died ends the goal too.
+    let taken = crate::take_up(&*store, &run, &limits, retry_unknown_writes, None)?;
+    ready(at, store, run, taken, limits)
 }
 
 /// The goal that run `run` answers and that goes on with it, if any: the run must be the
@@ -138,7 +139,8 @@ fn goal_to_settle(
     let takes = match goal.status {
         GoalStatus::NeedsInput | GoalStatus::Interrupted => true,
         GoalStatus::Open => answered,
-        GoalStatus::Answered | GoalStatus::Failed => false,
+        // NB: a queued goal has no run yet: its worker asks it.
+        GoalStatus::Answered | GoalStatus::Failed | GoalStatus::Queued => false,
     };
     Ok((latest && takes).then_some(goal.id))
 }

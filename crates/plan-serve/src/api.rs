@@ -13,7 +13,7 @@ use axum::{Json, Router};
 use plan_bytecode::ValidatedProgram;
 use plan_host::Deadline;
 use plan_runs::{Claimed, ErrorKind, read};
-use plan_store::{GoalInfo, GoalStatus, OwnedNewRun, RunInfo};
+use plan_store::{GoalInfo, OwnedNewRun, RunInfo};
 use plan_vm::Limits;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -210,7 +210,7 @@ pub(crate) async fn start(
                     .timeout
                     .map(|t| positive_secs(t).map(|_| t))
                     .transpose()?,
-                conversation: None,
+                ..Request::default()
             };
             let memory = submit.session.map_or(Memory::None, Memory::Session);
             let asked = (goal, submit.response_format, memory);
@@ -326,7 +326,7 @@ pub(crate) async fn start_goal(
     request: Request,
     trace: Option<plan_telemetry::Trace>,
 ) -> Result<(RunSummary, tokio::task::JoinHandle<crate::goals::Asked>), ApiError> {
-    if let Err(why) = &state.model {
+    if let Err(why) = &state.planner {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "no_planner",
@@ -373,14 +373,7 @@ pub(crate) fn goal_summary(goal: &GoalInfo, latest: Option<&RunInfo>) -> RunSumm
         Some(run) => summary(run),
         None => RunSummary {
             id: goal.id.clone(),
-            status: match goal.status {
-                GoalStatus::Open => "planning",
-                GoalStatus::Answered => "ok",
-                GoalStatus::Failed => "failed",
-                GoalStatus::Interrupted => "interrupted",
-                GoalStatus::NeedsInput => "needs_input",
-            }
-            .to_owned(),
+            status: plan_runs::goal::listed_status(goal.status).to_owned(),
             plan: "goal".to_owned(),
             created_at: goal.created_at,
             updated_at: goal.updated_at,

@@ -6,48 +6,19 @@
 //! run, else its last run is resumed and gives the goal its outcome.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use plan_planner::{AskOptions, AskOutcome, Conversation, Planner};
+use plan_planner::{AskOutcome, Conversation, Planner};
 use plan_runs::ask::AskStore;
+use plan_runs::goal::Next;
 use plan_runs::open::Access;
 use plan_runs::{Claimed, Error, ErrorKind};
-use plan_store::{GoalInfo, GoalStatus, RunInfo, RunStatus, RunStore};
-use serde_json::{Map, Value, json};
+use plan_store::{GoalInfo, GoalStatus, Owner, RunStatus, RunStore};
+use serde_json::{Value, json};
 use tokio::task::JoinHandle;
 
 use crate::State;
 
-/// What a goal was asked with besides its text: stored with it, to ask again after a
-/// crash.
-#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Request {
-    #[serde(default)]
-    pub(crate) vars: Map<String, Value>,
-    pub(crate) max_steps: Option<u64>,
-    /// Seconds the whole ask may take, from when it starts.
-    pub(crate) timeout: Option<f64>,
-    /// The conversation the request gave (a chat's earlier messages), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) conversation: Option<Conversation>,
-}
-
-impl Request {
-    fn options(&self, max_examples: usize) -> AskOptions {
-        let mut options = AskOptions {
-            max_examples,
-            vars: self.vars.clone().into_iter().collect(),
-            deadline: self
-                .timeout
-                .and_then(|t| Duration::try_from_secs_f64(t).ok()),
-            ..AskOptions::default()
-        };
-        if let Some(n) = self.max_steps {
-            options.limits.max_steps = n;
-        }
-        options
-    }
-}
+pub(crate) use plan_runs::goal::Request;
 
 /// How a goal ended, once it has: its answer, or `{code, message}`.
 pub(crate) type Ended = Result<Value, Value>;
@@ -84,12 +55,16 @@ pub(crate) fn spawn_ask(
     trace: Option<plan_telemetry::Trace>,
 ) -> JoinHandle<Asked> {
     let mut notifier = state.live.start(&id);
+    // NB: the goal's lease is renewed from now on, while it waits for a slot too: no
+    // worker takes it up meanwhile.
+    let lease = state.at.lease(Owner::this_process(), state.warn);
     tokio::spawn(async move {
+        let _lease = lease;
         let Some(_slot) = state.slot().await else {
             return Err(json!({"code": "stopped", "message": "the service is stopping"})).into();
         };
-        let model = match &state.model {
-            Ok(m) => m.clone(),
+        let (model, planning) = match &state.planner {
+            Ok(p) => (p.model.clone(), &p.planning),
             Err(why) => {
                 let error = json!({"code": "no_planner", "message": why});
                 let _ = plan_runs::ask::end_goal(&state.at, &id, Err(&error));
@@ -103,9 +78,9 @@ pub(crate) fn spawn_ask(
         let mut planner = Planner {
             host: &state.host,
             model,
-            template: state.planning.template.clone(),
-            examples: state.planning.examples.clone(),
-            options: request.options(state.planning.max_examples),
+            template: planning.template.clone(),
+            examples: planning.examples.clone(),
+            options: request.options(planning.max_examples),
         };
         planner.options.conversation = match memory {
             Memory::None => Conversation::default(),
@@ -128,6 +103,7 @@ pub(crate) fn spawn_ask(
         let store = AskStore {
             at: state.at.clone(),
             goal_id: id,
+            owner: None,
             also: &mut also,
             warn: state.warn,
             started: |_| {},
@@ -160,26 +136,6 @@ fn outcome(outcome: &AskOutcome) -> Ended {
                        "message": "the plan asks the user a question"}))
         }
         _ => Err(plan_runs::ask::goal_error(outcome)),
-    }
-}
-
-/// How a goal's last run ended, as the goal's outcome (None: it has not).
-fn ended_by(run: &RunInfo) -> Option<Ended> {
-    match run.status {
-        RunStatus::Ok => Some(Ok(run.final_answer.clone().unwrap_or(Value::Null))),
-        RunStatus::Failed => {
-            let message = run
-                .error
-                .as_ref()
-                .and_then(|e| e.get("message"))
-                .and_then(Value::as_str)
-                .unwrap_or("the run failed");
-            Some(Err(json!({"code": "run_failed", "message": message})))
-        }
-        // NB: a run waiting for a person is not over: its goal waits with it.
-        RunStatus::Running | RunStatus::Interrupted | RunStatus::NeedsInput | RunStatus::Queued => {
-            None
-        }
     }
 }
 
@@ -223,7 +179,16 @@ fn take_up(
     }
     let runs = plan_runs::ask::goal_runs(&*store, &goal.id)?;
     drop(store);
-    let Some(last) = runs.last() else {
+    let last = match plan_runs::goal::next(&runs) {
+        Next::Ask => None,
+        Next::End(ended) => return plan_runs::ask::end_goal(&state.at, &goal.id, ended.as_ref()),
+        // NB: its run waits for a person: so does the goal, until someone answers.
+        Next::NeedsInput(run) => {
+            return plan_runs::ask::goal_needs_input(&state.at, &goal.id, &run);
+        }
+        Next::GoOn(run) => Some(run),
+    };
+    let Some(last) = last else {
         let request: Request = serde_json::from_value(goal.request).unwrap_or_default();
         let memory = match (request.conversation.clone(), goal.session) {
             (Some(given), _) => Memory::Given(given),
@@ -239,15 +204,8 @@ fn take_up(
         );
         return Ok(());
     };
-    if let Some(ended) = ended_by(last) {
-        return plan_runs::ask::end_goal(&state.at, &goal.id, ended.as_ref());
-    }
-    // NB: its run waits for a person: so does the goal, until someone answers.
-    if last.status == RunStatus::NeedsInput {
-        return plan_runs::ask::goal_needs_input(&state.at, &goal.id, &last.id);
-    }
-    taken_runs.push(last.id.clone());
-    let resumed = state.claim(&last.id, retry_unknown_writes);
+    taken_runs.push(last.clone());
+    let resumed = state.claim(&last, retry_unknown_writes);
     // NB: a goal whose run cannot go on ends with why, rather than staying open; one
     // whose run another live process goes on with (`planvm resume`) is left open.
     let resumed = match resumed {
@@ -260,7 +218,7 @@ fn take_up(
         }
     };
     match resumed {
-        None => end_by_run(&state.at, &goal.id, &last.id),
+        None => end_by_run(&state.at, &goal.id, &last),
         Some(claimed) => {
             spawn_goal_run(state.clone(), goal.id, claimed);
             Ok(())
@@ -275,7 +233,7 @@ fn end_by_run(at: &plan_runs::StoreAt, goal: &str, run: &str) -> Result<(), Erro
     if row.status == RunStatus::NeedsInput {
         return plan_runs::ask::goal_needs_input(at, goal, run);
     }
-    let ended = ended_by(&row).unwrap_or(Err(
+    let ended = plan_runs::goal::ended_by(&row).unwrap_or(Err(
         json!({"code": "run_failed", "message": "the run did not finish"}),
     ));
     plan_runs::ask::end_goal(at, goal, ended.as_ref())

@@ -29,7 +29,7 @@ use std::sync::Arc;
 
 use plan_host::{Host, HostOptions};
 use plan_manifest::Manifest;
-use plan_planner::{Examples, PlannerModel, Template};
+pub use plan_runs::goal::Planning;
 use plan_runs::{Error, LimitsOverride, Resume, StoreAt, read};
 use plan_store::{RunStatus, RunStore};
 use tokio::sync::Semaphore;
@@ -57,14 +57,6 @@ pub struct Config {
     pub planning: Planning,
 }
 
-/// What the planner of the service's goals is given.
-pub struct Planning {
-    pub template: Template,
-    pub examples: Examples,
-    /// Examples put into each prompt.
-    pub max_examples: usize,
-}
-
 /// The service's state, shared by its requests and its runs.
 pub(crate) struct State {
     pub(crate) at: StoreAt,
@@ -76,9 +68,9 @@ pub(crate) struct State {
     pub(crate) max_runs: u32,
     pub(crate) max_body: usize,
     pub(crate) warn: fn(&Error),
-    pub(crate) planning: Planning,
-    /// The planner's LLM, or why there is none (goals are refused then).
-    pub(crate) model: Result<Arc<dyn PlannerModel>, String>,
+    /// How goals are planned: the planner's LLM and what it is given, or why there is no
+    /// LLM (goals are refused then).
+    pub(crate) planner: Result<Arc<plan_runs::goal::GoalPlanner>, String>,
     /// The runs and goals going here, for their event streams.
     pub(crate) live: Arc<live::Live>,
     /// Writes the new runs, each commit point in a group transaction.
@@ -226,7 +218,10 @@ impl Service {
         let host = Host::new(config.manifest.clone(), config.host_options)
             .map_err(|e| StartError::Host(e.to_string()))?;
         let host = Arc::new(host);
-        let model = plan_planner::model_for(&host).map_err(|e| e.message);
+        let planning = config.planning;
+        let planner = plan_planner::model_for(&host)
+            .map(|model| Arc::new(plan_runs::goal::GoalPlanner { model, planning }))
+            .map_err(|e| e.message);
         let max_runs = u32::try_from(config.max_runs.max(1)).unwrap_or(u32::MAX);
         let mut warnings = host.warnings().to_vec();
         let telemetry = match plan_telemetry::Telemetry::from_env(host.redactor().clone()) {
@@ -251,8 +246,7 @@ impl Service {
                 max_runs,
                 max_body: config.max_body,
                 warn: config.warn,
-                planning: config.planning,
-                model,
+                planner,
                 live: Arc::default(),
                 writer,
                 readers: std::sync::Mutex::default(),
@@ -318,7 +312,7 @@ impl Service {
 
     /// Why goals are refused (no planner's LLM configured), if they are.
     pub fn no_planner(&self) -> Option<&str> {
-        self.state.model.as_ref().err().map(String::as_str)
+        self.state.planner.as_ref().err().map(String::as_str)
     }
 
     /// Serves requests on `listener` until `shutdown` resolves. From then on the runs

@@ -51,6 +51,7 @@ pub(crate) fn work(state: Arc<State>, retry_unknown_writes: bool) -> tokio::task
         poll: POLL,
         warn: state.warn,
         watch: Some(Arc::new(move |id| Box::new(live.start(id)))),
+        planner: state.planner.as_ref().ok().cloned(),
     };
     state.queueing.store(true, Ordering::Relaxed);
     tokio::spawn(async move {
@@ -68,7 +69,7 @@ pub(crate) fn work(state: Arc<State>, retry_unknown_writes: bool) -> tokio::task
                     error.kind,
                     format!("cannot take runs now (tried again): {error}"),
                 )),
-                Event::Finished { .. } => {}
+                Event::Finished { .. } | Event::Asked { .. } => {}
             })
             .await;
         // NB: runs are queued only while this service takes them.

@@ -129,6 +129,8 @@ pub enum GoalStatus {
     Interrupted,
     /// Its run stopped at a question to a person: it goes on when the run is answered.
     NeedsInput,
+    /// Submitted (`planvm submit --goal`): no worker has taken it yet.
+    Queued,
 }
 
 impl GoalStatus {
@@ -139,6 +141,7 @@ impl GoalStatus {
             GoalStatus::Failed => "failed",
             GoalStatus::Interrupted => "interrupted",
             GoalStatus::NeedsInput => "needs_input",
+            GoalStatus::Queued => "queued",
         }
     }
 }
@@ -720,8 +723,9 @@ pub trait RunStore: Send {
     /// Lets go of run `id` if `owner` still holds it unfinished (its process stops running
     /// it): it reads as interrupted at once, not held until the process ends.
     fn release(&mut self, id: &str, owner: &Owner) -> Result<(), StoreError>;
-    /// Extends `owner`'s lease on every run it is running.
-    fn renew(&mut self, owner: &Owner) -> Result<(), StoreError>;
+    /// Extends the leases of `owners` on every run they are running and every goal they
+    /// are asking, in one statement where the store can.
+    fn renew(&mut self, owners: &[Owner]) -> Result<(), StoreError>;
     /// A commit point of `owner`'s, in one transaction; refused (`Busy`) when another
     /// process has taken the run over.
     fn commit(&mut self, id: &str, owner: &Owner, point: &CommitPoint) -> Result<(), StoreError>;
@@ -756,14 +760,32 @@ pub trait RunStore: Send {
     /// The latest commit point: (instructions committed, VmState JSON).
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError>;
 
-    /// Stores goal `goal.id`, open and owned by `owner` (`DuplicateRun` when the id is a
-    /// goal's or a run's already).
+    /// Stores goal `goal.id`, open and owned by `owner` under a lease (`DuplicateRun` when
+    /// the id is a goal's or a run's already).
     fn create_goal(&mut self, goal: &NewGoal<'_>, owner: &Owner) -> Result<(), StoreError>;
+    /// Stores `goals` held by nobody, for a worker to ask (`planvm submit --goal`), in one
+    /// transaction: all of them, or none when one's id is taken (`DuplicateRun`).
+    fn submit_goals(&mut self, goals: &[NewGoal<'_>]) -> Result<(), StoreError>;
+    /// Takes up to `n` goals ready for a worker (queued, or open under a lease that
+    /// lapsed), oldest first, each held from now on by a fresh `owner()` with a lease. Two
+    /// workers never take the same goal.
+    fn reserve_goals(
+        &mut self,
+        n: usize,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Result<Vec<(String, Owner)>, StoreError>;
     /// Ends open (or waiting) goal `id`: answered with `Ok(answer)`, failed with
-    /// `Err({code, message})`. `false`: it had ended, and is left as it was.
-    fn end_goal(&mut self, id: &str, outcome: Result<&Value, &Value>) -> Result<bool, StoreError>;
-    /// Takes over open goal `id` whose owner is gone (its process died): `false` when it
-    /// has ended or its owner may be alive.
+    /// `Err({code, message})`; only while `by` holds it, when given (a worker that lost
+    /// the goal cannot end it). `false`: it had ended, or `by` no longer holds it, and it
+    /// is left as it was.
+    fn end_goal(
+        &mut self,
+        id: &str,
+        by: Option<&Owner>,
+        outcome: Result<&Value, &Value>,
+    ) -> Result<bool, StoreError>;
+    /// Takes over open goal `id` whose owner is gone (its process died, or its lease
+    /// lapsed): `false` when it has ended or its owner may be alive.
     fn take_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError>;
     /// Open goal `id` waits for a person, as its run `run` does (stopped at a question);
     /// `false` when the goal was not open or the run no longer waits (answered already).

@@ -554,7 +554,7 @@ fn run_info(r: &postgres::Row, now: i64) -> Result<RunInfo, StoreError> {
 }
 
 const GOAL_COLUMNS: &str = "id, goal, response_format, status, created_at, updated_at, answer, \
-                            error, owner, request, session";
+                            error, owner, request, session, lease_until";
 
 fn goal_info(r: &postgres::Row) -> Result<GoalInfo, StoreError> {
     let owner: Option<String> = r.get(8);
@@ -563,7 +563,7 @@ fn goal_info(r: &postgres::Row) -> Result<GoalInfo, StoreError> {
         id: r.get(0),
         goal: r.get(1),
         response_format: json_column(r, 2, "response format")?,
-        status: crate::rows::goal_status(&stored, owner.as_deref()),
+        status: crate::rows::goal_status(&stored, owner.as_deref(), r.get(11), now_ms()),
         created_at: r.get(4),
         updated_at: r.get(5),
         answer: json_column(r, 6, "answer")?,
@@ -684,6 +684,42 @@ fn commit(
             &[&id, &steps, &now_ms()],
         )
         .map_err(Failed::Db)?;
+    }
+    Ok(())
+}
+
+/// Inserts goal `goal`, held by `owner` under a lease, or queued (held by nobody) when
+/// None. A goal's id is its first run's: taken by a run, it is taken.
+fn insert_goal(
+    tx: &mut postgres::Transaction<'_>,
+    goal: &NewGoal<'_>,
+    owner: Option<&Owner>,
+) -> Result<(), Failed> {
+    let now = now_ms();
+    let lease = owner.map_or(crate::QUEUED, |_| now + LEASE_MS);
+    let inserted = tx
+        .execute(
+            "INSERT INTO goals (id, goal, response_format, request, status, created_at, updated_at, owner, session, lease_until) \
+             SELECT $1, $2, $3, $6, 'open', $4, $4, $5, $7, $8 \
+             WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = $1) \
+             ON CONFLICT (id) DO NOTHING",
+            &[
+                &goal.id,
+                &goal.goal,
+                &goal.response_format.map(json),
+                &now,
+                &owner.map(|o| o.0.as_str()),
+                &json(goal.request),
+                &goal.session,
+                &lease,
+            ],
+        )
+        .map_err(Failed::Db)?;
+    if inserted == 0 {
+        return Err(Failed::Refused(StoreError::new(
+            StoreErrorKind::DuplicateRun,
+            format!("`{}` is already a goal or a run of this store", goal.id),
+        )));
     }
     Ok(())
 }
@@ -900,16 +936,19 @@ impl RunStore for PgStore {
         .map(drop)
     }
 
-    fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {
+    fn renew(&mut self, owners: &[Owner]) -> Result<(), StoreError> {
         let until = now_ms() + LEASE_MS;
+        let owners: Vec<&str> = owners.iter().map(|o| o.0.as_str()).collect();
         self.again(|c| {
             // NB: rows a commit has locked are skipped (their holder is committing them):
             // one UPDATE locking many runs in its own order would deadlock with a group
             // commit locking them in another.
             c.execute(
-                "UPDATE runs SET lease_until = $2 WHERE id IN (SELECT id FROM runs \
-                 WHERE owner = $1 AND status = 'running' FOR UPDATE SKIP LOCKED)",
-                &[&owner.0, &until],
+                "WITH held AS (UPDATE runs SET lease_until = $2 WHERE id IN (SELECT id FROM runs \
+                 WHERE owner = ANY($1) AND status = 'running' FOR UPDATE SKIP LOCKED)) \
+                 UPDATE goals SET lease_until = $2 WHERE id IN (SELECT id FROM goals \
+                 WHERE owner = ANY($1) AND status = 'open' FOR UPDATE SKIP LOCKED)",
+                &[&owners, &until],
             )
         })
         .map(drop)
@@ -1035,44 +1074,68 @@ impl RunStore for PgStore {
     }
 
     fn create_goal(&mut self, goal: &NewGoal<'_>, owner: &Owner) -> Result<(), StoreError> {
-        let now = now_ms();
-        let inserted = self.with(|c| {
-            c.execute(
-                "INSERT INTO goals (id, goal, response_format, request, status, created_at, updated_at, owner, session) \
-                 SELECT $1, $2, $3, $6, 'open', $4, $4, $5, $7 \
-                 WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = $1) \
-                 ON CONFLICT (id) DO NOTHING",
-                &[
-                    &goal.id,
-                    &goal.goal,
-                    &goal.response_format.map(json),
-                    &now,
-                    &owner.0,
-                    &json(goal.request),
-                    &goal.session,
-                ],
-            )
-        })?;
-        if inserted == 0 {
-            return Err(StoreError::new(
-                StoreErrorKind::DuplicateRun,
-                format!("`{}` is already a goal or a run of this store", goal.id),
-            ));
-        }
-        Ok(())
+        self.transaction(|tx, _| insert_goal(tx, goal, Some(owner)))
     }
 
-    fn end_goal(&mut self, id: &str, outcome: Result<&Value, &Value>) -> Result<bool, StoreError> {
+    fn submit_goals(&mut self, goals: &[NewGoal<'_>]) -> Result<(), StoreError> {
+        self.transaction(|tx, _| {
+            for goal in goals {
+                insert_goal(tx, goal, None)?;
+            }
+            // NB: sent when the transaction commits: workers waiting wake up then.
+            tx.batch_execute("NOTIFY planrt_runs").map_err(Failed::Db)
+        })
+    }
+
+    fn reserve_goals(
+        &mut self,
+        n: usize,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Result<Vec<(String, Owner)>, StoreError> {
+        let now = now_ms();
+        let limit = i64::try_from(n).unwrap_or(i64::MAX);
+        // NB: owners are made before the transaction (the closure need not be Send).
+        let owners: Vec<Owner> = (0..n).map(|_| owner()).collect();
+        self.transaction(|tx, _| {
+            let ready = tx
+                .query(
+                    "SELECT id FROM goals WHERE status = 'open' \
+                     AND (owner IS NULL OR lease_until < $1) \
+                     ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED",
+                    &[&now, &limit],
+                )
+                .map_err(Failed::Db)?;
+            let ids: Vec<String> = ready.iter().map(|r| r.get(0)).collect();
+            let tokens: Vec<&str> = owners[..ids.len()].iter().map(|o| o.0.as_str()).collect();
+            tx.execute(
+                "UPDATE goals SET owner = t.owner, lease_until = $3, updated_at = $4 \
+                 FROM unnest($1::text[], $2::text[]) AS t(id, owner) WHERE goals.id = t.id",
+                &[&ids, &tokens, &(now + LEASE_MS), &now],
+            )
+            .map_err(Failed::Db)?;
+            Ok(ids.into_iter().zip(owners.iter().cloned()).collect())
+        })
+    }
+
+    fn end_goal(
+        &mut self,
+        id: &str,
+        by: Option<&Owner>,
+        outcome: Result<&Value, &Value>,
+    ) -> Result<bool, StoreError> {
         let (status, answer, error) = match outcome {
             Ok(answer) => ("answered", Some(json(answer)), None),
             Err(error) => ("failed", None, Some(json(error))),
         };
         let now = now_ms();
+        let by = by.map(|o| o.0.as_str());
         let changed = self.with(|c| {
             c.execute(
-                "UPDATE goals SET status = $2, answer = $3, error = $4, updated_at = $5, owner = NULL \
-                 WHERE id = $1 AND (status = 'open' OR status = 'needs_input')",
-                &[&id, &status, &answer, &error, &now],
+                "UPDATE goals SET status = $2, answer = $3, error = $4, updated_at = $5, \
+                 owner = NULL, lease_until = NULL \
+                 WHERE id = $1 AND (status = 'open' OR status = 'needs_input') \
+                 AND ($6::text IS NULL OR owner = $6)",
+                &[&id, &status, &answer, &error, &now, &by],
             )
         })?;
         if changed == 0 && self.goal(id)?.is_none() {
@@ -1085,20 +1148,21 @@ impl RunStore for PgStore {
         self.transaction(|tx, _| {
             let held = tx
                 .query_opt(
-                    "SELECT owner FROM goals WHERE id = $1 AND status = 'open' FOR UPDATE",
+                    "SELECT owner, lease_until FROM goals WHERE id = $1 AND status = 'open' FOR UPDATE",
                     &[&id],
                 )
                 .map_err(Failed::Db)?;
             let Some(held) = held else {
                 return Ok(false);
             };
-            let held: Option<String> = held.get(0);
-            if held.is_some_and(|h| !Owner(h).is_gone()) {
+            let (held, lease): (Option<String>, Option<i64>) = (held.get(0), held.get(1));
+            let now = now_ms();
+            if held.is_some_and(|h| crate::rows::holds_goal(&h, lease, now)) {
                 return Ok(false);
             }
             tx.execute(
-                "UPDATE goals SET owner = $2, updated_at = $3 WHERE id = $1",
-                &[&id, &owner.0, &now_ms()],
+                "UPDATE goals SET owner = $2, updated_at = $3, lease_until = $4 WHERE id = $1",
+                &[&id, &owner.0, &now, &(now + LEASE_MS)],
             )
             .map_err(Failed::Db)?;
             Ok(true)
@@ -1109,8 +1173,8 @@ impl RunStore for PgStore {
         let now = now_ms();
         let changed = self.with(|c| {
             c.execute(
-                "UPDATE goals SET status = 'needs_input', updated_at = $2, owner = NULL \
-                 WHERE id = $1 AND status = 'open' \
+                "UPDATE goals SET status = 'needs_input', updated_at = $2, owner = NULL, \
+                 lease_until = NULL WHERE id = $1 AND status = 'open' \
                  AND EXISTS (SELECT 1 FROM runs WHERE id = $3 AND status = 'needs_input')",
                 &[&id, &now, &run],
             )
@@ -1122,9 +1186,9 @@ impl RunStore for PgStore {
         let now = now_ms();
         let changed = self.with(|c| {
             c.execute(
-                "UPDATE goals SET status = 'open', updated_at = $3, owner = $2 \
+                "UPDATE goals SET status = 'open', updated_at = $3, owner = $2, lease_until = $4 \
                  WHERE id = $1 AND (status = 'needs_input' OR status = 'open')",
-                &[&id, &owner.0, &now],
+                &[&id, &owner.0, &now, &(now + LEASE_MS)],
             )
         })?;
         Ok(changed == 1)

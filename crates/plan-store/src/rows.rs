@@ -139,14 +139,29 @@ pub(crate) fn run_status(
     }
 }
 
-/// A goal's status from its row's `status` and asker.
-pub(crate) fn goal_status(stored: &str, owner: Option<&str>) -> GoalStatus {
+/// A goal's status from its row's `status`, asker and lease, at `now`. A goal stored
+/// without a lease (by an older planrt) is its asker's while that process may be alive.
+pub(crate) fn goal_status(
+    stored: &str,
+    owner: Option<&str>,
+    lease: Option<i64>,
+    now: i64,
+) -> GoalStatus {
     match stored {
         "answered" => GoalStatus::Answered,
         "failed" => GoalStatus::Failed,
         "needs_input" => GoalStatus::NeedsInput,
-        _ if owner.is_none_or(|o| Owner(o.to_owned()).is_gone()) => GoalStatus::Interrupted,
-        _ => GoalStatus::Open,
+        _ if owner.is_none() && lease == Some(crate::QUEUED) => GoalStatus::Queued,
+        _ if owner.is_some_and(|o| holds_goal(o, lease, now)) => GoalStatus::Open,
+        _ => GoalStatus::Interrupted,
+    }
+}
+
+/// Whether `holder` still asks an open goal (see [`goal_status`]).
+pub(crate) fn holds_goal(holder: &str, lease: Option<i64>, now: i64) -> bool {
+    match lease {
+        None => !Owner(holder.to_owned()).is_gone(),
+        Some(_) => holds(holder, lease, now),
     }
 }
 

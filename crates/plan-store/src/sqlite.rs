@@ -41,11 +41,12 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("migrations/008_usage.sql")),
         M::up(include_str!("migrations/009_planner_usage.sql")),
         M::up(include_str!("migrations/010_by_creation.sql")),
+        M::up(include_str!("migrations/011_goal_leases.sql")),
     ])
 });
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 10;
+const SCHEMA_VERSION: i64 = 11;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1125,14 +1126,21 @@ impl RunStore for SqliteStore {
         journal_head(&self.conn, id).map_err(|e| self.io(e))
     }
 
-    fn renew(&mut self, owner: &Owner) -> Result<(), StoreError> {
-        self.conn
-            .execute(
+    fn renew(&mut self, owners: &[Owner]) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let until = now_ms() + LEASE_MS;
+        let tx = self.write()?;
+        for owner in owners {
+            for sql in [
                 "UPDATE runs SET lease_until = ?2 WHERE owner = ?1 AND status = 'running'",
-                params![owner.0, now_ms() + LEASE_MS],
-            )
-            .map_err(|e| self.io(e))?;
-        Ok(())
+                "UPDATE goals SET lease_until = ?2 WHERE owner = ?1 AND status = 'open'",
+            ] {
+                tx.prepare_cached(sql)
+                    .and_then(|mut st| st.execute(params![owner.0, until]))
+                    .map_err(|e| io(&path, e))?;
+            }
+        }
+        tx.commit().map_err(|e| io(&path, e))
     }
 
     fn commit(&mut self, id: &str, owner: &Owner, point: &CommitPoint) -> Result<(), StoreError> {
@@ -1249,35 +1257,57 @@ impl RunStore for SqliteStore {
     fn create_goal(&mut self, goal: &NewGoal<'_>, owner: &Owner) -> Result<(), StoreError> {
         let path = self.path.clone();
         let tx = self.write()?;
-        let now = now_ms();
-        // NB: a goal's id is its first run's: taken by a run, it is taken.
-        let inserted = tx
-            .execute(
-                "INSERT INTO goals (id, goal, response_format, request, status, created_at, updated_at, owner, session) \
-                 SELECT ?1, ?2, ?3, ?6, 'open', ?4, ?4, ?5, ?7 \
-                 WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ?1) \
-                 ON CONFLICT (id) DO NOTHING",
-                params![
-                    goal.id,
-                    goal.goal,
-                    goal.response_format.map(json),
-                    now,
-                    owner.0,
-                    json(goal.request),
-                    goal.session
-                ],
-            )
-            .map_err(|e| io(&path, e))?;
-        if inserted == 0 {
-            return Err(StoreError::new(
-                StoreErrorKind::DuplicateRun,
-                format!("`{}` is already a goal or a run of this store", goal.id),
-            ));
+        insert_goal(&tx, &path, goal, Some(owner))?;
+        tx.commit().map_err(|e| io(&path, e))
+    }
+
+    fn submit_goals(&mut self, goals: &[NewGoal<'_>]) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let tx = self.write()?;
+        for goal in goals {
+            insert_goal(&tx, &path, goal, None)?;
         }
         tx.commit().map_err(|e| io(&path, e))
     }
 
-    fn end_goal(&mut self, id: &str, outcome: Result<&Value, &Value>) -> Result<bool, StoreError> {
+    fn reserve_goals(
+        &mut self,
+        n: usize,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Result<Vec<(String, Owner)>, StoreError> {
+        let path = self.path.clone();
+        let now = now_ms();
+        let tx = self.write()?;
+        let ids: Vec<String> = tx
+            .prepare_cached(
+                "SELECT id FROM goals WHERE status = 'open' \
+                 AND (owner IS NULL OR lease_until < ?1) ORDER BY created_at, id LIMIT ?2",
+            )
+            .and_then(|mut st| {
+                st.query_map(params![now, to_i64(n as u64)], |r| r.get(0))?
+                    .collect()
+            })
+            .map_err(|e| io(&path, e))?;
+        let mut taken = Vec::with_capacity(ids.len());
+        for id in ids {
+            let o = owner();
+            tx.execute(
+                "UPDATE goals SET owner = ?2, lease_until = ?3, updated_at = ?4 WHERE id = ?1",
+                params![id, o.0, now + LEASE_MS, now],
+            )
+            .map_err(|e| io(&path, e))?;
+            taken.push((id, o));
+        }
+        tx.commit().map_err(|e| io(&path, e))?;
+        Ok(taken)
+    }
+
+    fn end_goal(
+        &mut self,
+        id: &str,
+        by: Option<&Owner>,
+        outcome: Result<&Value, &Value>,
+    ) -> Result<bool, StoreError> {
         let (status, answer, error) = match outcome {
             Ok(answer) => ("answered", Some(json(answer)), None),
             Err(error) => ("failed", None, Some(json(error))),
@@ -1285,9 +1315,11 @@ impl RunStore for SqliteStore {
         let changed = self
             .conn
             .execute(
-                "UPDATE goals SET status = ?2, answer = ?3, error = ?4, updated_at = ?5, owner = NULL \
-                 WHERE id = ?1 AND (status = 'open' OR status = 'needs_input')",
-                params![id, status, answer, error, now_ms()],
+                "UPDATE goals SET status = ?2, answer = ?3, error = ?4, updated_at = ?5, \
+                 owner = NULL, lease_until = NULL \
+                 WHERE id = ?1 AND (status = 'open' OR status = 'needs_input') \
+                 AND (?6 IS NULL OR owner = ?6)",
+                params![id, status, answer, error, now_ms(), by.map(|o| &o.0)],
             )
             .map_err(|e| self.io(e))?;
         if changed == 0 && self.goal(id)?.is_none() {
@@ -1299,23 +1331,24 @@ impl RunStore for SqliteStore {
     fn take_goal(&mut self, id: &str, owner: &Owner) -> Result<bool, StoreError> {
         let path = self.path.clone();
         let tx = self.write()?;
-        let held: Option<Option<String>> = tx
+        let held: Option<(Option<String>, Option<i64>)> = tx
             .query_row(
-                "SELECT owner FROM goals WHERE id = ?1 AND status = 'open'",
+                "SELECT owner, lease_until FROM goals WHERE id = ?1 AND status = 'open'",
                 [id],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
             .map_err(|e| io(&path, e))?;
-        let Some(held) = held else {
+        let Some((held, lease)) = held else {
             return Ok(false);
         };
-        if held.is_some_and(|h| !Owner(h).is_gone()) {
+        let now = now_ms();
+        if held.is_some_and(|h| crate::rows::holds_goal(&h, lease, now)) {
             return Ok(false);
         }
         tx.execute(
-            "UPDATE goals SET owner = ?2, updated_at = ?3 WHERE id = ?1",
-            params![id, owner.0, now_ms()],
+            "UPDATE goals SET owner = ?2, updated_at = ?3, lease_until = ?4 WHERE id = ?1",
+            params![id, owner.0, now, now + LEASE_MS],
         )
         .map_err(|e| io(&path, e))?;
         tx.commit().map_err(|e| io(&path, e))?;
@@ -1328,8 +1361,8 @@ impl RunStore for SqliteStore {
         let changed = self
             .conn
             .execute(
-                "UPDATE goals SET status = 'needs_input', updated_at = ?2, owner = NULL \
-                 WHERE id = ?1 AND status = 'open' \
+                "UPDATE goals SET status = 'needs_input', updated_at = ?2, owner = NULL, \
+                 lease_until = NULL WHERE id = ?1 AND status = 'open' \
                  AND EXISTS (SELECT 1 FROM runs WHERE id = ?3 AND status = 'needs_input')",
                 params![id, now_ms(), run],
             )
@@ -1341,9 +1374,9 @@ impl RunStore for SqliteStore {
         let changed = self
             .conn
             .execute(
-                "UPDATE goals SET status = 'open', updated_at = ?3, owner = ?2 \
+                "UPDATE goals SET status = 'open', updated_at = ?3, owner = ?2, lease_until = ?4 \
                  WHERE id = ?1 AND (status = 'needs_input' OR status = 'open')",
-                params![id, owner.0, now_ms()],
+                params![id, owner.0, now_ms(), now_ms() + LEASE_MS],
             )
             .map_err(|e| self.io(e))?;
         Ok(changed == 1)
@@ -1618,12 +1651,12 @@ fn eval_case_at(r: &rusqlite::Row<'_>, at: usize) -> rusqlite::Result<EvalCase> 
 }
 
 const GOAL_COLUMNS: &str = "id, goal, response_format, status, created_at, updated_at, answer, \
-                            error, owner, request, session";
+                            error, owner, request, session, lease_until";
 
 fn goal_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<GoalInfo> {
     let owner: Option<String> = r.get(8)?;
     let stored: String = r.get(3)?;
-    let status = crate::rows::goal_status(&stored, owner.as_deref());
+    let status = crate::rows::goal_status(&stored, owner.as_deref(), r.get(11)?, now_ms());
     Ok(GoalInfo {
         id: r.get(0)?,
         goal: r.get(1)?,
@@ -1637,6 +1670,45 @@ fn goal_info(r: &rusqlite::Row<'_>) -> rusqlite::Result<GoalInfo> {
         request: json_column(r, 9, "request")?.unwrap_or_default(),
         session: r.get(10)?,
     })
+}
+
+/// Inserts goal `goal`, held by `owner` under a lease, or queued (held by nobody) when
+/// None. A goal's id is its first run's: taken by a run, it is taken.
+fn insert_goal(
+    tx: &rusqlite::Connection,
+    path: &str,
+    goal: &NewGoal<'_>,
+    owner: Option<&Owner>,
+) -> Result<(), StoreError> {
+    let now = now_ms();
+    let lease = owner.map_or(crate::QUEUED, |_| now + LEASE_MS);
+    let inserted = tx
+        .prepare_cached(
+            "INSERT INTO goals (id, goal, response_format, request, status, created_at, updated_at, owner, session, lease_until) \
+             SELECT ?1, ?2, ?3, ?6, 'open', ?4, ?4, ?5, ?7, ?8 \
+             WHERE NOT EXISTS (SELECT 1 FROM runs WHERE id = ?1) \
+             ON CONFLICT (id) DO NOTHING",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
+                goal.id,
+                goal.goal,
+                goal.response_format.map(json),
+                now,
+                owner.map(|o| &o.0),
+                json(goal.request),
+                goal.session,
+                lease
+            ])
+        })
+        .map_err(|e| io(path, e))?;
+    if inserted == 0 {
+        return Err(StoreError::new(
+            StoreErrorKind::DuplicateRun,
+            format!("`{}` is already a goal or a run of this store", goal.id),
+        ));
+    }
+    Ok(())
 }
 
 /// Stores the program (once per hash) and creates the run, inside `tx`, with its `first`

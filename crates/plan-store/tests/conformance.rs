@@ -149,6 +149,7 @@ macro_rules! on_every_backend {
 on_every_backend!(
     pruning_deletes_old_ended_runs_and_keeps_what_others_need,
     the_queue_gives_each_ready_run_to_one_taker,
+    the_queue_gives_each_goal_to_one_asker_that_alone_ends_it,
     outputs_keep_their_key_order_and_runs_their_tokens,
     goals_sessions_and_cancels,
     a_run_held_by_a_live_process_cannot_be_claimed_but_one_of_a_dead_process_can,
@@ -819,6 +820,83 @@ fn outputs_keep_their_key_order_and_runs_their_tokens(b: &dyn Backend) {
     assert_eq!(ended.tool_calls, 1);
 }
 
+/// Goals submitted wait queued; each is taken by one asker, under a lease its renewals
+/// extend; only that asker ends it, until its lease lapses and another takes it.
+fn the_queue_gives_each_goal_to_one_asker_that_alone_ends_it(b: &dyn Backend) {
+    use plan_store::GoalStatus;
+    let mut store = b.open();
+    let request = json!({"vars": {"n": 1}});
+    let goal = |id| plan_store::NewGoal {
+        id,
+        goal: "What is TiDB?",
+        response_format: None,
+        request: &request,
+        session: None,
+    };
+    store.submit_goals(&[goal("q1"), goal("q2")]).unwrap();
+    let status = |store: &dyn RunStore, id| store.goal(id).unwrap().unwrap().status;
+    assert_eq!(status(&*store, "q1"), GoalStatus::Queued);
+    assert_eq!(
+        store
+            .submit_goals(&[goal("q3"), goal("q1")])
+            .unwrap_err()
+            .kind,
+        StoreErrorKind::DuplicateRun
+    );
+    assert!(store.goal("q3").unwrap().is_none(), "all or none");
+    let mut n = 0;
+    let mut token = || {
+        n += 1;
+        Owner(format!("elsewhere:1:{n}"))
+    };
+    let first = store.reserve_goals(1, &mut token).unwrap();
+    assert_eq!(first.len(), 1);
+    let (id, holder) = first[0].clone();
+    assert_eq!(id, "q1", "oldest first");
+    assert_eq!(status(&*store, "q1"), GoalStatus::Open);
+    let rest = store.reserve_goals(5, &mut token).unwrap();
+    assert_eq!(
+        rest.iter().map(|(i, _)| i.as_str()).collect::<Vec<_>>(),
+        ["q2"]
+    );
+    assert!(store.reserve_goals(5, &mut token).unwrap().is_empty());
+
+    // Its lease lapses: another takes it, and the first can no longer end it.
+    let before = b.numbers("SELECT lease_until FROM goals WHERE id = 'q1'")[0];
+    store.renew(std::slice::from_ref(&holder)).unwrap();
+    assert!(b.numbers("SELECT lease_until FROM goals WHERE id = 'q1'")[0] >= before);
+    b.execute("UPDATE goals SET lease_until = 1 WHERE id = 'q1'");
+    assert_eq!(status(&*store, "q1"), GoalStatus::Interrupted);
+    let taken = store.reserve_goals(5, &mut token).unwrap();
+    assert_eq!(taken.len(), 1);
+    let (_, second) = &taken[0];
+    assert!(
+        !store
+            .end_goal("q1", Some(&holder), Ok(&json!("stale")))
+            .unwrap()
+    );
+    assert!(
+        store
+            .end_goal("q1", Some(second), Ok(&json!("fresh")))
+            .unwrap()
+    );
+    let q1 = store.goal("q1").unwrap().unwrap();
+    assert_eq!(
+        (q1.status, q1.answer),
+        (GoalStatus::Answered, Some(json!("fresh")))
+    );
+
+    // A goal this process asks is its own while its lease runs.
+    let me = Owner::this_process();
+    store.create_goal(&goal("mine"), &me).unwrap();
+    assert!(store.reserve_goals(5, &mut token).unwrap().is_empty());
+    assert!(
+        !store
+            .take_goal("mine", &Owner("elsewhere:2:x".into()))
+            .unwrap()
+    );
+}
+
 /// Goals, their sessions and summaries; a cancelled run ends failed and is not
 /// cancelled twice; branches are found under their parent, a batch's runs by prefix.
 fn goals_sessions_and_cancels(b: &dyn Backend) {
@@ -856,9 +934,9 @@ fn goals_sessions_and_cancels(b: &dyn Backend) {
             .unwrap(),
         "held here"
     );
-    assert!(store.end_goal("g1", Ok(&json!("an answer"))).unwrap());
+    assert!(store.end_goal("g1", None, Ok(&json!("an answer"))).unwrap());
     assert!(
-        !store.end_goal("g1", Ok(&json!("again"))).unwrap(),
+        !store.end_goal("g1", None, Ok(&json!("again"))).unwrap(),
         "ended once"
     );
     let g1 = store.goal("g1").unwrap().unwrap();

@@ -200,6 +200,7 @@ pub(crate) fn _ask_now<'py>(
         let ask_store = plan_runs::ask::AskStore {
             at,
             goal_id: goal_id.clone(),
+            owner: None,
             also: &mut (),
             warn: Store::lease_warning(),
             started: |_| {},

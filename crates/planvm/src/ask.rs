@@ -235,6 +235,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             let store = AskStore {
                 at,
                 goal_id,
+                owner: None,
                 also: &mut tracer,
                 warn: session::lease_warning,
                 started: |id| eprintln!("run {id}"),

@@ -1,7 +1,7 @@
-//! `planvm submit` and `planvm worker`: runs put in a store's queue, and processes on any
-//! machine sharing the store that take them up (docs/scale-out.md). The engine is
-//! `plan_runs::queue`; this module parses, compiles the plans, prints ids and lines, and
-//! stops a worker on SIGTERM or SIGINT.
+//! `planvm submit` and `planvm worker`: runs and goals put in a store's queue, and
+//! processes on any machine sharing the store that take them up (docs/scale-out.md). The
+//! engine is `plan_runs::queue` and `plan_runs::goal`; this module parses, compiles the
+//! plans, prints ids and lines, and stops a worker on SIGTERM or SIGINT.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -21,7 +21,7 @@ use crate::args::{DurabilityArg, HostArgs, LimitArgs, parse_run_id, parse_secs, 
 use crate::session::{self, fail};
 
 #[derive(Args, Debug)]
-#[command(group(ArgGroup::new("input").required(true).args(["plan", "list"])))]
+#[command(group(ArgGroup::new("input").required(true).args(["plan", "list", "goal"])))]
 pub(crate) struct SubmitArgs {
     /// The plan to run (source or .pbc).
     #[arg(value_name = "PLAN")]
@@ -30,6 +30,16 @@ pub(crate) struct SubmitArgs {
     /// of `planvm batch`, without cassettes: a worker's --replay serves them).
     #[arg(long, value_name = "FILE", conflicts_with = "run_id")]
     list: Option<PathBuf>,
+    /// Submit this goal: a worker with a planner (`[planner]` in its tools file) asks it
+    /// as `planvm ask --store` would.
+    #[arg(long, value_name = "TEXT")]
+    goal: Option<String>,
+    /// The goal's expected answer format (JSON, or text).
+    #[arg(long, value_name = "JSON", requires = "goal")]
+    response_format: Option<String>,
+    /// The conversation the goal is a round of (see `planvm ask --session`).
+    #[arg(long, value_name = "ID", requires = "goal", value_parser = parse_run_id)]
+    session: Option<String>,
     /// The store whose queue takes the runs. Default: $PLANVM_STORE.
     #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
     store: PathBuf,
@@ -89,6 +99,16 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
+    if let Some(goal) = &args.goal {
+        return submit_goal(&args, goal);
+    }
+    let times = args.limits.times();
+    if times.deadline.is_some() || times.tool_timeout.is_some() {
+        return fail(
+            exit::USAGE,
+            "a submitted run keeps no --timeout or --tool-timeout: give them to its worker (--tool-timeout)",
+        );
+    }
     let jobs: Vec<(PathBuf, Vec<(String, Value)>)> = match (&args.plan, &args.list) {
         (Some(plan), _) => vec![(plan.clone(), Vec::new())],
         (None, Some(list)) => match plan_runs::batch::read_list(list) {
@@ -151,9 +171,42 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
     exit::OK
 }
 
+/// `submit --goal`: the goal stored for a worker to ask; its id printed.
+fn submit_goal(args: &SubmitArgs, goal: &str) -> u8 {
+    let times = args.limits.times();
+    if times.tool_timeout.is_some() {
+        return fail(
+            exit::USAGE,
+            "a submitted goal keeps no --tool-timeout: give it to its worker",
+        );
+    }
+    let limits = args.limits.limits();
+    let request = plan_runs::goal::Request {
+        vars: args.vars.iter().cloned().collect(),
+        max_steps: Some(limits.max_steps),
+        max_bytes: Some(limits.max_total_bytes),
+        max_concurrency: Some(limits.max_concurrency),
+        timeout: times.deadline.map(|d| d.as_secs_f64()),
+        conversation: None,
+    };
+    let response_format = args
+        .response_format
+        .as_deref()
+        .map(|s| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_owned())));
+    let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
+    let at = StoreAt::new(&args.store, args.durability.get());
+    let about = (response_format.as_ref(), args.session.as_deref());
+    let goals = [(id.clone(), goal.to_owned())];
+    if let Err(e) = plan_runs::goal::submit(&at, &goals, about, &request) {
+        return session::failed(e);
+    }
+    println!("{id}");
+    exit::OK
+}
+
 pub(crate) fn worker(args: WorkerArgs) -> u8 {
-    let manifest = match session::load_manifest(args.tools.as_deref()) {
-        Ok(m) => m,
+    let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
+        Ok(loaded) => loaded,
         Err(code) => return code,
     };
     let options = args.host.options();
@@ -164,6 +217,14 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
     for w in host.warnings() {
         eprintln!("warning: {w}");
     }
+    let planner = match plan_planner::model_for(&host) {
+        Ok(model) => Some(Arc::new(plan_runs::goal::GoalPlanner { model, planning })),
+        Err(e) if e.usage => return fail(exit::USAGE, e.message),
+        Err(e) => {
+            eprintln!("worker: taking runs only, no goals: {}", e.message);
+            None
+        }
+    };
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,
         Err(code) => return code,
@@ -176,12 +237,17 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
         poll: args.poll,
         warn: session::lease_warning,
         watch: None,
+        planner,
     };
     let worked = session::block_on(&runtime, &host, async {
         let signals = crate::serve::signals()
             .map_err(|e| fail(exit::RUN_FAILED, format_args!("cannot handle SIGTERM: {e}")))?;
+        let what = match worker.planner {
+            Some(_) => "runs and goals",
+            None => "runs",
+        };
         eprintln!(
-            "worker {}: taking runs from {}",
+            "worker {}: taking {what} from {}",
             std::process::id(),
             worker.at.shown()
         );
@@ -196,8 +262,8 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
     match worked {
         Ok(t) => {
             eprintln!(
-                "worker: {} ok, {} failed, {} refused, {} stopped to go on elsewhere",
-                t.ok, t.failed, t.refused, t.stopped
+                "worker: runs {} ok, {} failed; goals {} answered, {} unanswered; {} refused, {} stopped to go on elsewhere",
+                t.ok, t.failed, t.answered, t.unanswered, t.refused, t.stopped
             );
             exit::OK
         }
@@ -216,6 +282,12 @@ fn print_event(out: &mut impl Write, e: &Event<'_>) {
             }
             v
         }
+        Event::Asked { goal } => serde_json::json!({
+            "goal_id": goal.id,
+            "status": goal.status,
+            "answer": goal.answer,
+            "error": goal.error,
+        }),
         Event::Refused { id, error } => {
             serde_json::json!({"run_id": id, "status": "refused", "error": error.to_json()})
         }

@@ -17,8 +17,9 @@ use crate::session::failed;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum RunsCommand {
-    /// One line per run: id, status (running, ok, failed, interrupted), steps, tool
-    /// calls, last update, plan.
+    /// One line per run: id, status (running, ok, failed, interrupted, queued), steps,
+    /// tool calls, last update, plan; and one per goal none of whose plans has run yet
+    /// (queued, planning, ...), its plan `goal`.
     List {
         /// The store. Default: $PLANVM_STORE.
         #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
@@ -156,12 +157,49 @@ pub(crate) fn open_to_read(path: &Path) -> Result<Box<dyn RunStore>, u8> {
 }
 
 fn list(path: &Path, format: Format) -> u8 {
-    let runs = match open_to_read(path).and_then(|store| read::list(&*store).map_err(failed)) {
+    let read = open_to_read(path).and_then(|store| {
+        let runs = read::list(&*store).map_err(failed)?;
+        let goals = read::goals_without_runs(&*store, &runs).map_err(failed)?;
+        Ok((runs, goals))
+    });
+    let (runs, goals) = match read {
         Ok(r) => r,
         Err(code) => return code,
     };
     let mut out = std::io::stdout().lock();
-    let width = runs.iter().map(|r| r.id.len()).max().unwrap_or(0);
+    let ids = runs
+        .iter()
+        .map(|r| &r.id)
+        .chain(goals.iter().map(|g| &g.id));
+    let width = ids.map(String::len).max().unwrap_or(0);
+    for g in &goals {
+        let status = plan_runs::goal::listed_status(g.status);
+        let line = match format {
+            Format::Json => json!({
+                "id": g.id,
+                "status": status,
+                "plan": "goal",
+                "goal": g.goal,
+                "created_at": utc(g.created_at),
+                "updated_at": utc(g.updated_at),
+                "steps": 0,
+                "tool_calls": 0,
+                "error": g.error,
+            })
+            .to_string(),
+            Format::Text => format!(
+                "{:<width$}  {status:<11}  {:>6} steps  {:>4} calls  {}  goal: {}",
+                g.id,
+                0,
+                0,
+                utc(g.updated_at),
+                plan_value::preview(&Value::String(g.goal.clone()), SHOW_PREVIEW)
+            ),
+        };
+        if writeln!(out, "{line}").is_err() {
+            return exit::OK;
+        }
+    }
     for r in &runs {
         let line = match format {
             Format::Json => {
@@ -205,6 +243,32 @@ fn list(path: &Path, format: Format) -> u8 {
     exit::OK
 }
 
+/// A goal none of whose plans has run yet, as `runs show` shows it.
+fn show_goal(out: &mut impl Write, goal: &plan_store::GoalInfo, format: Format) -> u8 {
+    let status = plan_runs::goal::listed_status(goal.status);
+    let _ = match format {
+        Format::Json => writeln!(out, "{}", json!({"goal": goal, "status": status})),
+        Format::Text => {
+            let mut t = format!(
+                "goal {}  {status}\n  {}\n  created {}, updated {}; no plan of it has run yet\n",
+                goal.id,
+                goal.goal,
+                utc(goal.created_at),
+                utc(goal.updated_at)
+            );
+            if let Some(e) = &goal.error {
+                t.push_str(&format!(
+                    "  error[{}]: {}\n",
+                    e["code"].as_str().unwrap_or("?"),
+                    e["message"].as_str().unwrap_or("")
+                ));
+            }
+            write!(out, "{t}")
+        }
+    };
+    exit::OK
+}
+
 /// Characters of a value shown by `runs show` in text form.
 const SHOW_PREVIEW: usize = 100;
 
@@ -236,6 +300,12 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
     }
     let shown = match read::show(&*store, id) {
         Ok(s) => s,
+        Err(e) if e.kind == plan_runs::ErrorKind::UnknownRun => {
+            return match store.goal(id) {
+                Ok(Some(goal)) => show_goal(&mut out, &goal, format),
+                _ => failed(e),
+            };
+        }
         Err(e) => return failed(e),
     };
     let read::Shown {

@@ -1,8 +1,9 @@
 //! The queue on a PostgreSQL store (`planvm submit`, `planvm worker`) against a loopback
 //! tool server: workers killed mid-way leave their runs to the others, every run ends with
 //! the answer of an uninterrupted run, and a completed call is never requested again; a
-//! worker paused past its lease cannot write into a run another took. Skipped, saying
-//! so, without a PostgreSQL server (`scripts/test` starts one, and requires it).
+//! worker paused past its lease cannot write into a run another took; goals submitted are
+//! planned once, and end on another worker when theirs dies. Skipped, saying so, without
+//! a PostgreSQL server (`scripts/test` starts one, and requires it).
 
 mod common;
 
@@ -30,6 +31,19 @@ impl wiremock::Respond for Echo {
             .set_delay(LATENCY)
     }
 }
+
+/// The planner: writes the chain for every goal.
+struct Planner;
+
+impl wiremock::Respond for Planner {
+    fn respond(&self, _: &wiremock::Request) -> wiremock::ResponseTemplate {
+        wiremock::ResponseTemplate::new(200).set_body_json(json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": chain()}}]
+        }))
+    }
+}
+
+const PLANNER_PATH: &str = "/v1/chat/completions";
 
 /// A plan of `CALLS` searches, each for what the one before found, from `r${n}`.
 fn chain() -> String {
@@ -64,16 +78,27 @@ impl Setup {
     async fn new() -> Option<Setup> {
         let pg = PgSchema::new()?;
         let server = wiremock::MockServer::start().await;
+        wiremock::Mock::given(wiremock::matchers::path(PLANNER_PATH))
+            .respond_with(Planner)
+            .with_priority(1)
+            .mount(&server)
+            .await;
         wiremock::Mock::given(wiremock::matchers::method("POST"))
             .respond_with(Echo)
             .mount(&server)
             .await;
         let dir = tempfile::tempdir().unwrap();
-        http_tools(
+        let tools = http_tools(
             dir.path(),
             &server.uri(),
             &[("vector_search", "/search", Some("/text"))],
         );
+        let planner = format!(
+            "[planner.backend]\nkind = \"openai\"\nbase_url = \"{}/v1\"\nmodel = \"m\"\nmax_retries = 0\n\n",
+            server.uri()
+        );
+        let text = std::fs::read_to_string(&tools).unwrap();
+        std::fs::write(&tools, planner + &text).unwrap();
         std::fs::write(dir.path().join("chain.json"), chain()).unwrap();
         Some(Setup { server, dir, pg })
     }
@@ -162,7 +187,8 @@ impl Setup {
     /// How often each query was sent to the tool server.
     async fn sent(&self) -> HashMap<String, usize> {
         let mut counts = HashMap::new();
-        for r in self.server.received_requests().await.unwrap() {
+        let requests = self.server.received_requests().await.unwrap();
+        for r in requests.iter().filter(|r| r.url.path() != PLANNER_PATH) {
             let body: Value = serde_json::from_slice(&r.body).unwrap();
             *counts
                 .entry(body["query"].as_str().unwrap().to_owned())
@@ -300,6 +326,98 @@ async fn a_worker_paused_past_its_lease_cannot_write_into_runs_another_took() {
         }
     }
     all_answered(&after, &ids, 0);
+}
+
+/// Goals submitted read as queued until a worker asks each of them once; a worker killed
+/// while their plans run leaves them to another, which ends each with the answer of an
+/// uninterrupted run, sends no completed call again and does not ask the planner again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goals_submitted_are_planned_once_and_end_elsewhere_when_their_worker_dies() {
+    let Some(q) = Setup::new().await else {
+        return;
+    };
+    const GOALS: usize = 4;
+    let mut ids = Vec::new();
+    for n in 0..GOALS {
+        let (goal, var) = (format!("goal {n}"), format!("n=\"{n}\""));
+        let args = [
+            "submit",
+            "--goal",
+            &goal,
+            "--var",
+            &var,
+            "--tools",
+            &q.tools(),
+        ];
+        let out = planvm(q.with_store(&args), &[]).await;
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        ids.push(out.stdout.trim().to_owned());
+    }
+    let listed = planvm(q.with_store(&["runs", "list", "--format", "json"]), &[]).await;
+    assert_eq!(
+        listed.stdout.matches("\"queued\"").count(),
+        GOALS,
+        "{}",
+        listed.stdout
+    );
+    let first = q.worker(8);
+    // Killed once every goal's plan has its first call out.
+    let start = Instant::now();
+    while q.sent().await.len() < GOALS {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the goals' plans did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    kill(first);
+    let second = q.worker(8);
+    let goals = || -> HashMap<String, (String, Value)> {
+        q.pg.select("SELECT id, status, answer FROM goals")
+            .into_iter()
+            .map(|r| {
+                let answer = r[2]
+                    .as_deref()
+                    .map_or(Value::Null, |a| serde_json::from_str(a).unwrap());
+                (r[0].clone().unwrap(), (r[1].clone().unwrap(), answer))
+            })
+            .collect()
+    };
+    let start = Instant::now();
+    while goals().values().any(|(status, _)| status != "answered") {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "goals not answered: {:?}",
+            goals()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(stop(second), Some(0));
+    let ended = goals();
+    for (n, id) in ids.iter().enumerate() {
+        assert_eq!(
+            ended[id],
+            ("answered".to_owned(), json!(answer(n))),
+            "goal {id}"
+        );
+    }
+    let asked = q.server.received_requests().await.unwrap();
+    let planned = asked
+        .iter()
+        .filter(|r| r.url.path() == PLANNER_PATH)
+        .count();
+    assert_eq!(planned, GOALS, "each goal planned once");
+    let sent = q.sent().await;
+    assert_eq!(
+        sent.len(),
+        GOALS * CALLS,
+        "every call of every plan was made"
+    );
+    let again: usize = sent.values().map(|n| n - 1).sum();
+    assert!(
+        again <= GOALS,
+        "{again} calls sent again, more than were in flight at the kill"
+    );
 }
 
 /// A store whose connections the server drops while a run waits for a long call (a

@@ -1,0 +1,7 @@
+-- Version 11: goals under a lease, as runs are, so that a goal whose asker died on
+-- another machine reads as interrupted and a worker takes it up; goals submitted to the
+-- queue (held by nobody, `lease_until` 0) wait for a worker. The goals a worker may take
+-- are found without reading past the goals that ended.
+
+ALTER TABLE goals ADD COLUMN lease_until INTEGER;
+CREATE INDEX goals_ready ON goals(created_at, id) WHERE status = 'open';

@@ -1,0 +1,6 @@
+-- Goals under a lease, as runs are, so that a goal whose asker died on another machine
+-- reads as interrupted and a worker takes it up; goals submitted to the queue (held by
+-- nobody, `lease_until` 0) wait for a worker. The goals a worker may take are found
+-- without reading past the goals that ended.
+ALTER TABLE goals ADD COLUMN lease_until BIGINT;
+CREATE INDEX goals_ready ON goals(created_at, id) WHERE status = 'open';
