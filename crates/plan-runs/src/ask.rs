@@ -204,7 +204,10 @@ fn conversation_of(
         .iter()
         .take_while(|g| {
             Some(g.id.as_str()) != before
-                && !matches!(g.status, GoalStatus::Open | GoalStatus::NeedsInput)
+                && !matches!(
+                    g.status,
+                    GoalStatus::Open | GoalStatus::NeedsInput | GoalStatus::Queued
+                )
         })
         .filter(|g| matches!(g.status, GoalStatus::Answered | GoalStatus::Failed))
         .map(|g| Turn {
@@ -227,14 +230,11 @@ fn conversation_of(
 /// What a goal was asked with besides its text, as stored with it (to ask it again after
 /// a crash): the variables and the limits of its runs.
 pub fn request_of(options: &plan_planner::AskOptions) -> Value {
-    let limits = &options.limits;
-    json!(crate::goal::Request {
-        vars: options.vars.iter().cloned().collect::<Map<String, Value>>(),
-        max_steps: Some(limits.max_steps),
-        max_bytes: Some(limits.max_total_bytes),
-        max_concurrency: Some(limits.max_concurrency),
-        ..Default::default()
-    })
+    json!(crate::goal::Request::new(
+        &options.vars,
+        &options.limits,
+        options.deadline
+    ))
 }
 
 /// The runs of goal `id` in order (`ID`, `ID.2`, ...).
@@ -264,8 +264,8 @@ pub struct AskStore<'a> {
     /// The goal, stored ([`create_goal`]): its runs are `ID`, `ID.2`, ...; it is ended
     /// with the ask's outcome.
     pub goal_id: String,
-    /// Who holds the goal when a worker took it from the queue (it is ended, and its
-    /// plans run, only while that holds); None: this process, which stored it.
+    /// Who holds the goal (it is ended, and its plans run, only while that holds): the
+    /// token a worker took it from the queue with; None: this process, which stored it.
     pub owner: Option<Owner>,
     /// Hears every event as well (a trace).
     pub also: &'a mut dyn Journal,
@@ -294,19 +294,26 @@ pub async fn ask(
     // NB: the goal's lease is renewed while it is asked, so that no worker takes it up
     // meanwhile (a planner may think for minutes with no run going).
     let holder = store.owner.clone().unwrap_or_else(Owner::this_process);
-    let _lease = store.at.lease(holder, store.warn);
+    let _lease = store.at.lease(holder.clone(), store.warn);
     let mut sink = Sink {
         store,
+        holder,
         current: None,
         ids: Vec::new(),
         failed: None,
     };
     let outcome = planner.ask_into(goal, response_format, &mut sink).await;
     let Sink {
-        store, ids, failed, ..
+        store,
+        holder,
+        ids,
+        failed,
+        ..
     } = sink;
-    let (at, id, by) = (&store.at, store.goal_id.as_str(), store.owner.as_ref());
+    let (at, id, by) = (&store.at, store.goal_id.as_str(), Some(&holder));
     let ended = match (&failed, outcome.status) {
+        // NB: another process took the goal over: it is theirs to end.
+        (Some(e), _) if e.kind == ErrorKind::Busy => Ok(()),
         (Some(e), _) => end_goal_by(at, id, by, Err(&e.to_json())),
         (None, AskStatus::Answered) => end_goal_by(at, id, by, Ok(&outcome.answer)),
         // NB: not ended: it waits with its run, and ends when the run does.
@@ -328,6 +335,8 @@ pub async fn ask(
 
 struct Sink<'a> {
     store: AskStore<'a>,
+    /// Who holds the goal ([`AskStore::owner`]).
+    holder: Owner,
     current: Option<Held>,
     ids: Vec<String>,
     failed: Option<Error>,
@@ -342,17 +351,15 @@ impl Sink<'_> {
             .at
             .open(Access::Existing)?
             .goal(&self.store.goal_id)?;
-        match (goal, &self.store.owner) {
-            (Some(g), _) if g.status != plan_store::GoalStatus::Open => Err(Error::new(
+        match goal {
+            Some(g) if g.status != plan_store::GoalStatus::Open => Err(Error::new(
                 ErrorKind::Cancelled,
                 format!("goal `{}` has ended (cancelled)", g.id),
             )),
-            (Some(g), Some(owner)) if g.owner.as_deref() != Some(owner.0.as_str()) => {
-                Err(Error::new(
-                    ErrorKind::Busy,
-                    format!("goal `{}` was taken over by another process", g.id),
-                ))
-            }
+            Some(g) if g.owner.as_deref() != Some(self.holder.0.as_str()) => Err(Error::new(
+                ErrorKind::Busy,
+                format!("goal `{}` was taken over by another process", g.id),
+            )),
             _ => Ok(()),
         }
     }
@@ -398,6 +405,18 @@ impl RunSink for Sink<'_> {
                 Ok(Box::new((&mut *self.store.also, held.journal(run.program))))
             }
             Err(e) => {
+                // NB: its next run is there already: another process took the goal over
+                // between the check and the run's creation.
+                let e = match e.kind {
+                    ErrorKind::DuplicateRun => Error::new(
+                        ErrorKind::Busy,
+                        format!(
+                            "goal `{}` was taken over by another process ({e})",
+                            self.store.goal_id
+                        ),
+                    ),
+                    _ => e,
+                };
                 let message = e.message.clone();
                 self.failed = Some(e);
                 Err(message)

@@ -35,6 +35,22 @@ pub struct Request {
 }
 
 impl Request {
+    /// What was asked: `vars` and `limits` for every run, `timeout` for the whole ask.
+    pub fn new(
+        vars: &[(String, Value)],
+        limits: &plan_vm::Limits,
+        timeout: Option<Duration>,
+    ) -> Request {
+        Request {
+            vars: vars.iter().cloned().collect(),
+            max_steps: Some(limits.max_steps),
+            max_bytes: Some(limits.max_total_bytes),
+            max_concurrency: Some(limits.max_concurrency),
+            timeout: timeout.map(|d| d.as_secs_f64()),
+            conversation: None,
+        }
+    }
+
     /// The options of an ask of this request, `max_examples` examples in each prompt.
     pub fn options(&self, max_examples: usize) -> AskOptions {
         let mut options = AskOptions {
@@ -65,6 +81,58 @@ pub struct Planning {
 pub struct GoalPlanner {
     pub model: Arc<dyn PlannerModel>,
     pub planning: Planning,
+}
+
+impl GoalPlanner {
+    /// The planner of one goal asked with `request`, on `host`.
+    pub fn planner<'h>(&self, host: &'h Host, request: &Request) -> Planner<'h> {
+        Planner {
+            host,
+            model: self.model.clone(),
+            template: self.planning.template.clone(),
+            examples: self.planning.examples.clone(),
+            options: request.options(self.planning.max_examples),
+        }
+    }
+}
+
+/// What the planner is told of the conversation before a goal.
+pub enum Memory {
+    None,
+    /// A stored session's earlier goals (summarized over the budget).
+    Session(String),
+    /// Given whole by the asker (a chat's earlier messages).
+    Given(Conversation),
+}
+
+impl Memory {
+    /// What a stored goal was asked with: the conversation its request gave, else its
+    /// session's.
+    pub fn of(goal: &GoalInfo, request: &Request) -> Memory {
+        match (&request.conversation, &goal.session) {
+            (Some(given), _) => Memory::Given(given.clone()),
+            (None, Some(session)) => Memory::Session(session.clone()),
+            (None, None) => Memory::None,
+        }
+    }
+
+    /// Tells `planner` this conversation before goal `goal` (see
+    /// [`crate::ask::remember`]); a warning when a session's summary could not be made.
+    pub async fn tell(
+        self,
+        planner: &mut Planner<'_>,
+        at: &StoreAt,
+        goal: &str,
+    ) -> Result<Option<String>, Error> {
+        match self {
+            Memory::None => Ok(None),
+            Memory::Given(c) => {
+                planner.options.conversation = c;
+                Ok(None)
+            }
+            Memory::Session(s) => crate::ask::remember(planner, at, (&s, Some(goal))).await,
+        }
+    }
 }
 
 /// What becomes of a goal taken up, from its runs.
@@ -221,23 +289,10 @@ async fn ask(
     // NB: a request this planvm cannot read is asked with none (the goal's text is what
     // matters), rather than never.
     let request: Request = serde_json::from_value(goal.request.clone()).unwrap_or_default();
-    let planning = &planner.planning;
-    let mut planner = Planner {
-        host,
-        model: planner.model.clone(),
-        template: planning.template.clone(),
-        examples: planning.examples.clone(),
-        options: request.options(planning.max_examples),
-    };
-    match (request.conversation, &goal.session) {
-        (Some(given), _) => planner.options.conversation = given,
-        (None, Some(session)) => {
-            let asked = (session.as_str(), Some(goal.id.as_str()));
-            if let Some(why) = crate::ask::remember(&mut planner, at, asked).await? {
-                warn(&Error::new(ErrorKind::Io, why));
-            }
-        }
-        (None, None) => {}
+    let mut planner = planner.planner(host, &request);
+    let memory = Memory::of(goal, &request);
+    if let Some(why) = memory.tell(&mut planner, at, &goal.id).await? {
+        warn(&Error::new(ErrorKind::Io, why));
     }
     let store = AskStore {
         at: at.clone(),
@@ -248,12 +303,13 @@ async fn ask(
         started: |_| {},
     };
     let rf = goal.response_format.as_ref();
+    // NB: an ask that failed otherwise has ended the goal with why: the goal tells.
     match crate::ask::ask(&planner, &goal.goal, rf, store)
         .await
         .failed
     {
-        Some(e) => Err(e),
-        None => Ok(()),
+        Some(e) if e.kind == ErrorKind::Busy => Err(e),
+        _ => Ok(()),
     }
 }
 

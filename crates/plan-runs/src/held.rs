@@ -104,8 +104,9 @@ pub struct Claimed {
     pub(crate) held: Held,
     pub(crate) going: Going,
     pub(crate) limits: Limits,
-    /// The goal this run answers, when it went on after a question: it ends with the run.
-    pub(crate) goal: Option<String>,
+    /// The goal this run answers, when it went on after a question or was taken up after
+    /// its asker died: it ends with the run, and is leased by this process meanwhile.
+    pub(crate) goal: Option<(String, crate::Lease)>,
 }
 
 impl Claimed {
@@ -141,7 +142,7 @@ impl Claimed {
             limits,
         };
         let report = crate::go_on(&mut *held.store, held.owner.clone(), run, host, also).await;
-        if let Some(goal) = goal {
+        if let Some((goal, _lease)) = goal {
             // NB: a failure here leaves the goal open with its owner gone: it reads as
             // interrupted, and its run's row has the outcome.
             let _ = crate::ask::settle_goal(&mut *held.store, (&goal, &held.id), None, &report);

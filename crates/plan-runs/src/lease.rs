@@ -97,11 +97,8 @@ fn renew_all(
     let Some(renewer) = renewer.upgrade() else {
         return Ok(());
     };
-    // NB: with this process itself, which asks the goals it stores or takes up (their
-    // runs each hold a lease of their own).
     let mut owners = lock(&renewer.owners).clone();
     drop(renewer);
-    owners.push(Owner::this_process());
     owners.sort_by(|a, b| a.0.cmp(&b.0));
     owners.dedup();
     let held = match store {

@@ -62,9 +62,13 @@ pub enum Event<'a> {
     Finished { id: &'a str, report: &'a RunReport },
     /// A goal taken here was asked (or gone on with): as it stands now.
     Asked { goal: &'a GoalInfo },
-    /// A run taken could not go on: it was ended failed with this reason, or (`Busy`)
-    /// another process has it.
-    Refused { id: &'a str, error: &'a Error },
+    /// A run (or, `goal`, a goal) taken could not go on: it was ended failed with this
+    /// reason, or (`Busy`) another process has it.
+    Refused {
+        id: &'a str,
+        goal: bool,
+        error: &'a Error,
+    },
     /// Runs could not be taken this time (the store is unreachable): tried again.
     Unavailable { error: &'a Error },
 }
@@ -77,9 +81,10 @@ pub struct Tally {
     pub refused: u64,
     /// Stopped at their next commit point because the worker was stopping.
     pub stopped: u64,
-    /// Goals answered here, and ended without an answer.
+    /// Goals answered here, ended without an answer, and waiting for a person's.
     pub answered: u64,
     pub unanswered: u64,
+    pub waiting: u64,
 }
 
 /// What one task of a worker did.
@@ -188,16 +193,19 @@ fn count(tally: &mut Tally, done: &Done, on: &mut (dyn FnMut(Event<'_>) + Send))
         Done::Run(id, ended) => (id, ended),
         Done::Goal(id, Err(error)) => {
             tally.refused += 1;
-            on(Event::Refused { id, error });
+            let goal = true;
+            on(Event::Refused { id, goal, error });
             return;
         }
         Done::Goal(_, Ok(goal)) => {
             match goal.status {
                 GoalStatus::Answered => tally.answered += 1,
                 GoalStatus::Failed => tally.unanswered += 1,
-                // NB: left to go on later (the worker stopping, its run elsewhere), or
-                // waiting for a person.
-                _ => tally.stopped += 1,
+                GoalStatus::NeedsInput => tally.waiting += 1,
+                // NB: left to go on later (the worker stopping).
+                GoalStatus::Open | GoalStatus::Interrupted | GoalStatus::Queued => {
+                    tally.stopped += 1;
+                }
             }
             on(Event::Asked { goal });
             return;
@@ -216,7 +224,11 @@ fn count(tally: &mut Tally, done: &Done, on: &mut (dyn FnMut(Event<'_>) + Send))
         }
         Err(error) => {
             tally.refused += 1;
-            on(Event::Refused { id, error });
+            on(Event::Refused {
+                id,
+                goal: false,
+                error,
+            });
         }
     }
 }

@@ -184,7 +184,11 @@ impl Ready {
         store.claim(&run.id, &owner, going.seen)?;
         // NB: the goal is this process's again while its run goes on, and ends with it.
         let goal = match goal {
-            Some(g) => store.reopen_goal(&g, &Owner::this_process())?.then_some(g),
+            Some(g) => {
+                let this = Owner::this_process();
+                let reopened = store.reopen_goal(&g, &this)?;
+                reopened.then(|| (g, at.lease(this, warn)))
+            }
             None => None,
         };
         Ok(Claimed {

@@ -239,8 +239,9 @@ fn read_on(
                     Some(r) => Some(with_source(read::show(store, &r.id)?)),
                     None => None,
                 };
+                // NB: a queued goal is still to be asked: its stream waits for it.
                 let ended = match goal.status {
-                    GoalStatus::Open | GoalStatus::NeedsInput => None,
+                    GoalStatus::Open | GoalStatus::NeedsInput | GoalStatus::Queued => None,
                     _ => Some(
                         json!({"status": goal.status, "answer": goal.answer, "error": goal.error}),
                     ),

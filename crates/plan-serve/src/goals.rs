@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 
-use plan_planner::{AskOutcome, Conversation, Planner};
+use plan_planner::AskOutcome;
 use plan_runs::ask::AskStore;
 use plan_runs::goal::Next;
 use plan_runs::open::Access;
@@ -36,14 +36,7 @@ impl From<Ended> for Asked {
     }
 }
 
-/// What the planner is told of the conversation before a goal.
-pub(crate) enum Memory {
-    None,
-    /// A stored session's earlier goals (summarized over the budget).
-    Session(String),
-    /// Given whole by the request (a chat's earlier messages).
-    Given(Conversation),
-}
+pub(crate) use plan_runs::goal::Memory;
 
 /// Asks the planner for goal `id` (stored, open) in the service, once a slot is free; the
 /// task ends with the goal's outcome.
@@ -63,41 +56,25 @@ pub(crate) fn spawn_ask(
         let Some(_slot) = state.slot().await else {
             return Err(json!({"code": "stopped", "message": "the service is stopping"})).into();
         };
-        let (model, planning) = match &state.planner {
-            Ok(p) => (p.model.clone(), &p.planning),
+        let mut planner = match &state.planner {
+            Ok(p) => p.planner(&state.host, &request),
             Err(why) => {
                 let error = json!({"code": "no_planner", "message": why});
                 let _ = plan_runs::ask::end_goal(&state.at, &id, Err(&error));
                 return Err(error).into();
             }
         };
-        let model = match &trace {
-            Some(t) => t.model(model, &plan_planner::model_name(&state.host)),
-            None => model,
-        };
-        let mut planner = Planner {
-            host: &state.host,
-            model,
-            template: planning.template.clone(),
-            examples: planning.examples.clone(),
-            options: request.options(planning.max_examples),
-        };
-        planner.options.conversation = match memory {
-            Memory::None => Conversation::default(),
-            Memory::Given(c) => c,
-            Memory::Session(session) => {
-                let asked = (session.as_str(), Some(id.as_str()));
-                match plan_runs::ask::remember(&mut planner, &state.at, asked).await {
-                    Ok(None) => {}
-                    Ok(Some(why)) => (state.warn)(&Error::new(ErrorKind::Io, why)),
-                    Err(e) => {
-                        let _ = plan_runs::ask::end_goal(&state.at, &id, Err(&e.to_json()));
-                        return Err(e.to_json()).into();
-                    }
-                }
-                std::mem::take(&mut planner.options.conversation)
+        if let Some(t) = &trace {
+            planner.model = t.model(planner.model, &plan_planner::model_name(&state.host));
+        }
+        match memory.tell(&mut planner, &state.at, &id).await {
+            Ok(None) => {}
+            Ok(Some(why)) => (state.warn)(&Error::new(ErrorKind::Io, why)),
+            Err(e) => {
+                let _ = plan_runs::ask::end_goal(&state.at, &id, Err(&e.to_json()));
+                return Err(e.to_json()).into();
             }
-        };
+        }
         let spans = trace.as_ref().map(|t| t.journal(&state.manifest));
         let mut also = (&mut notifier, spans);
         let store = AskStore {
@@ -189,12 +166,8 @@ fn take_up(
         Next::GoOn(run) => Some(run),
     };
     let Some(last) = last else {
-        let request: Request = serde_json::from_value(goal.request).unwrap_or_default();
-        let memory = match (request.conversation.clone(), goal.session) {
-            (Some(given), _) => Memory::Given(given),
-            (None, Some(session)) => Memory::Session(session),
-            (None, None) => Memory::None,
-        };
+        let request: Request = serde_json::from_value(goal.request.clone()).unwrap_or_default();
+        let memory = Memory::of(&goal, &request);
         spawn_ask(
             state.clone(),
             goal.id,
@@ -244,7 +217,10 @@ fn end_by_run(at: &plan_runs::StoreAt, goal: &str, run: &str) -> Result<(), Erro
 fn spawn_goal_run(state: Arc<State>, goal: String, claimed: Claimed) {
     let run = claimed.id().to_owned();
     let mut notifier = state.live.start(&goal);
+    // NB: the goal, taken up by this process, is leased with its run.
+    let lease = state.at.lease(Owner::this_process(), state.warn);
     tokio::spawn(async move {
+        let _lease = lease;
         let Some(_slot) = state.slot().await else {
             return;
         };

@@ -61,9 +61,12 @@ pub(crate) fn work(state: Arc<State>, retry_unknown_writes: bool) -> tokio::task
             .work(async move { stopped.stopped().await }, &mut |e| match e {
                 // NB: another process has it: not this service's concern.
                 Event::Refused { error, .. } if error.kind == ErrorKind::Busy => {}
-                Event::Refused { id, error } => warn(&Error::new(
+                Event::Refused { id, goal, error } => warn(&Error::new(
                     error.kind,
-                    format!("run {id} was not taken up: {error}"),
+                    format!(
+                        "{} {id} was not taken up: {error}",
+                        if goal { "goal" } else { "run" }
+                    ),
                 )),
                 Event::Unavailable { error } => warn(&Error::new(
                     error.kind,

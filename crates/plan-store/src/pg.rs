@@ -757,6 +757,49 @@ fn end_run(
     Ok(())
 }
 
+/// The statements that take the runs ready for a worker: up to `$2` of them at `$1`,
+/// oldest first; then each given its token (`$1` ids, `$2` tokens) and lease (`$3`, at
+/// `$4`).
+const READY_RUNS: (&str, &str) = (
+    "SELECT id FROM runs WHERE status = 'running' \
+     AND (owner IS NULL OR lease_until IS NULL OR lease_until < $1) \
+     ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED",
+    "UPDATE runs SET owner = t.owner, lease_until = $3, updated_at = $4 \
+     FROM unnest($1::text[], $2::text[]) AS t(id, owner) WHERE runs.id = t.id",
+);
+
+/// [`READY_RUNS`] for goals: queued, or open under a lease that lapsed.
+const READY_GOALS: (&str, &str) = (
+    "SELECT id FROM goals WHERE status = 'open' AND (owner IS NULL OR lease_until < $1) \
+     ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED",
+    "UPDATE goals SET owner = t.owner, lease_until = $3, updated_at = $4 \
+     FROM unnest($1::text[], $2::text[]) AS t(id, owner) WHERE goals.id = t.id",
+);
+
+impl PgStore {
+    /// Takes up to `n` rows that `(select, update)` find ready ([`READY_RUNS`]), each
+    /// held from now on by a fresh `owner()` under a lease.
+    fn reserve_from(
+        &mut self,
+        (select, update): (&str, &str),
+        n: usize,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Result<Vec<(String, Owner)>, StoreError> {
+        let now = now_ms();
+        let limit = i64::try_from(n).unwrap_or(i64::MAX);
+        // NB: owners are made before the transaction (the closure need not be Send).
+        let owners: Vec<Owner> = (0..n).map(|_| owner()).collect();
+        self.transaction(|tx, _| {
+            let ready = tx.query(select, &[&now, &limit]).map_err(Failed::Db)?;
+            let ids: Vec<String> = ready.iter().map(|r| r.get(0)).collect();
+            let tokens: Vec<&str> = owners[..ids.len()].iter().map(|o| o.0.as_str()).collect();
+            tx.execute(update, &[&ids, &tokens, &(now + LEASE_MS), &now])
+                .map_err(Failed::Db)?;
+            Ok(ids.into_iter().zip(owners.iter().cloned()).collect())
+        })
+    }
+}
+
 impl RunStore for PgStore {
     fn name(&self) -> &str {
         &self.pool.shown
@@ -811,26 +854,7 @@ impl RunStore for PgStore {
         n: usize,
         owner: &mut dyn FnMut() -> Owner,
     ) -> Result<Vec<(String, Owner)>, StoreError> {
-        let now = now_ms();
-        let limit = i64::try_from(n).unwrap_or(i64::MAX);
-        // NB: owners are made before the transaction (the closure need not be Send).
-        let owners: Vec<Owner> = (0..n).map(|_| owner()).collect();
-        self.transaction(|tx, _| {
-            let ready = tx
-                .query(
-                    "SELECT id FROM runs WHERE status = 'running'                      AND (owner IS NULL OR lease_until IS NULL OR lease_until < $1)                      ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED",
-                    &[&now, &limit],
-                )
-                .map_err(Failed::Db)?;
-            let ids: Vec<String> = ready.iter().map(|r| r.get(0)).collect();
-            let tokens: Vec<&str> = owners[..ids.len()].iter().map(|o| o.0.as_str()).collect();
-            tx.execute(
-                "UPDATE runs SET owner = t.owner, lease_until = $3, updated_at = $4                  FROM unnest($1::text[], $2::text[]) AS t(id, owner) WHERE runs.id = t.id",
-                &[&ids, &tokens, &(now + LEASE_MS), &now],
-            )
-            .map_err(Failed::Db)?;
-            Ok(ids.into_iter().zip(owners.iter().cloned()).collect())
-        })
+        self.reserve_from(READY_RUNS, n, owner)
     }
 
     fn first_taken(&mut self, ids: &[&str]) -> Result<Option<usize>, StoreError> {
@@ -1092,29 +1116,7 @@ impl RunStore for PgStore {
         n: usize,
         owner: &mut dyn FnMut() -> Owner,
     ) -> Result<Vec<(String, Owner)>, StoreError> {
-        let now = now_ms();
-        let limit = i64::try_from(n).unwrap_or(i64::MAX);
-        // NB: owners are made before the transaction (the closure need not be Send).
-        let owners: Vec<Owner> = (0..n).map(|_| owner()).collect();
-        self.transaction(|tx, _| {
-            let ready = tx
-                .query(
-                    "SELECT id FROM goals WHERE status = 'open' \
-                     AND (owner IS NULL OR lease_until < $1) \
-                     ORDER BY created_at, id LIMIT $2 FOR UPDATE SKIP LOCKED",
-                    &[&now, &limit],
-                )
-                .map_err(Failed::Db)?;
-            let ids: Vec<String> = ready.iter().map(|r| r.get(0)).collect();
-            let tokens: Vec<&str> = owners[..ids.len()].iter().map(|o| o.0.as_str()).collect();
-            tx.execute(
-                "UPDATE goals SET owner = t.owner, lease_until = $3, updated_at = $4 \
-                 FROM unnest($1::text[], $2::text[]) AS t(id, owner) WHERE goals.id = t.id",
-                &[&ids, &tokens, &(now + LEASE_MS), &now],
-            )
-            .map_err(Failed::Db)?;
-            Ok(ids.into_iter().zip(owners.iter().cloned()).collect())
-        })
+        self.reserve_from(READY_GOALS, n, owner)
     }
 
     fn end_goal(

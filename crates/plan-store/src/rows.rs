@@ -157,12 +157,12 @@ pub(crate) fn goal_status(
     }
 }
 
-/// Whether `holder` still asks an open goal (see [`goal_status`]).
+/// Whether `holder` still asks an open goal (see [`goal_status`]): its lease runs and it
+/// is not known gone. Unlike a run's, a goal's lease alone decides for a live process of
+/// this machine, as it does for the workers that take goals whose lease lapsed.
 pub(crate) fn holds_goal(holder: &str, lease: Option<i64>, now: i64) -> bool {
-    match lease {
-        None => !Owner(holder.to_owned()).is_gone(),
-        Some(_) => holds(holder, lease, now),
-    }
+    let gone = Owner(holder.to_owned()).is_gone();
+    !gone && lease.is_none_or(|l| l >= now)
 }
 
 /// The tokens of a run's calls and of the planner's replies that wrote it, together.

@@ -937,6 +937,54 @@ fn run_columns(r: &rusqlite::Row<'_>, now: i64) -> rusqlite::Result<RunInfo> {
     })
 }
 
+/// The statements that take the runs ready for a worker: up to `?2` of them at `?1`,
+/// oldest first; then each given its token (`?2`) and lease (`?3`, at `?4`).
+const READY_RUNS: (&str, &str) = (
+    "SELECT id FROM runs WHERE status = 'running' \
+     AND (owner IS NULL OR lease_until IS NULL OR lease_until < ?1) \
+     ORDER BY created_at, id LIMIT ?2",
+    "UPDATE runs SET owner = ?2, lease_until = ?3, updated_at = ?4 WHERE id = ?1",
+);
+
+/// [`READY_RUNS`] for goals: queued, or open under a lease that lapsed.
+const READY_GOALS: (&str, &str) = (
+    "SELECT id FROM goals WHERE status = 'open' AND (owner IS NULL OR lease_until < ?1) \
+     ORDER BY created_at, id LIMIT ?2",
+    "UPDATE goals SET owner = ?2, lease_until = ?3, updated_at = ?4 WHERE id = ?1",
+);
+
+impl SqliteStore {
+    /// Takes up to `n` rows that `(select, update)` find ready ([`READY_RUNS`]), each
+    /// held from now on by a fresh `owner()` under a lease.
+    fn reserve_from(
+        &mut self,
+        (select, update): (&str, &str),
+        n: usize,
+        owner: &mut dyn FnMut() -> Owner,
+    ) -> Result<Vec<(String, Owner)>, StoreError> {
+        let path = self.path.clone();
+        let now = now_ms();
+        let tx = self.write()?;
+        let ids: Vec<String> = tx
+            .prepare_cached(select)
+            .and_then(|mut st| {
+                st.query_map(params![now, to_i64(n as u64)], |r| r.get(0))?
+                    .collect()
+            })
+            .map_err(|e| io(&path, e))?;
+        let mut taken = Vec::with_capacity(ids.len());
+        for id in ids {
+            let o = owner();
+            tx.prepare_cached(update)
+                .and_then(|mut st| st.execute(params![id, o.0, now + LEASE_MS, now]))
+                .map_err(|e| io(&path, e))?;
+            taken.push((id, o));
+        }
+        tx.commit().map_err(|e| io(&path, e))?;
+        Ok(taken)
+    }
+}
+
 impl RunStore for SqliteStore {
     /// Lists the runs whose ids start with `prefix` (a batch's runs), in the order they
     /// were created; a damaged row of another run does not stop it. NB: a range of the
@@ -1025,30 +1073,7 @@ impl RunStore for SqliteStore {
         n: usize,
         owner: &mut dyn FnMut() -> Owner,
     ) -> Result<Vec<(String, Owner)>, StoreError> {
-        let path = self.path.clone();
-        let now = now_ms();
-        let tx = self.write()?;
-        let ids: Vec<String> = tx
-            .prepare_cached(
-                "SELECT id FROM runs WHERE status = 'running'                  AND (owner IS NULL OR lease_until IS NULL OR lease_until < ?1)                  ORDER BY created_at, id LIMIT ?2",
-            )
-            .and_then(|mut st| {
-                st.query_map(params![now, to_i64(n as u64)], |r| r.get(0))?
-                    .collect()
-            })
-            .map_err(|e| io(&path, e))?;
-        let mut taken = Vec::with_capacity(ids.len());
-        for id in ids {
-            let o = owner();
-            tx.execute(
-                "UPDATE runs SET owner = ?2, lease_until = ?3, updated_at = ?4 WHERE id = ?1",
-                params![id, o.0, now + LEASE_MS, now],
-            )
-            .map_err(|e| io(&path, e))?;
-            taken.push((id, o));
-        }
-        tx.commit().map_err(|e| io(&path, e))?;
-        Ok(taken)
+        self.reserve_from(READY_RUNS, n, owner)
     }
 
     /// NB: in one read transaction: a batch checks each of its runs' ids before it
@@ -1275,31 +1300,7 @@ impl RunStore for SqliteStore {
         n: usize,
         owner: &mut dyn FnMut() -> Owner,
     ) -> Result<Vec<(String, Owner)>, StoreError> {
-        let path = self.path.clone();
-        let now = now_ms();
-        let tx = self.write()?;
-        let ids: Vec<String> = tx
-            .prepare_cached(
-                "SELECT id FROM goals WHERE status = 'open' \
-                 AND (owner IS NULL OR lease_until < ?1) ORDER BY created_at, id LIMIT ?2",
-            )
-            .and_then(|mut st| {
-                st.query_map(params![now, to_i64(n as u64)], |r| r.get(0))?
-                    .collect()
-            })
-            .map_err(|e| io(&path, e))?;
-        let mut taken = Vec::with_capacity(ids.len());
-        for id in ids {
-            let o = owner();
-            tx.execute(
-                "UPDATE goals SET owner = ?2, lease_until = ?3, updated_at = ?4 WHERE id = ?1",
-                params![id, o.0, now + LEASE_MS, now],
-            )
-            .map_err(|e| io(&path, e))?;
-            taken.push((id, o));
-        }
-        tx.commit().map_err(|e| io(&path, e))?;
-        Ok(taken)
+        self.reserve_from(READY_GOALS, n, owner)
     }
 
     fn end_goal(

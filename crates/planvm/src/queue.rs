@@ -44,7 +44,7 @@ pub(crate) struct SubmitArgs {
     #[arg(long, value_name = "DB", env = "PLANVM_STORE")]
     store: PathBuf,
     /// The tools file the plans are checked against (their workers serve them).
-    #[arg(long, value_name = "FILE.toml")]
+    #[arg(long, value_name = "FILE.toml", conflicts_with = "goal")]
     tools: Option<PathBuf>,
     /// The run's id (default: a new UUID v7).
     #[arg(long, value_name = "ID", value_parser = parse_run_id)]
@@ -95,18 +95,18 @@ pub(crate) fn worker_help() -> String {
 }
 
 pub(crate) fn submit(args: SubmitArgs) -> u8 {
+    if let Some(goal) = &args.goal {
+        return submit_goal(&args, goal);
+    }
     let manifest = match session::load_manifest(args.tools.as_deref()) {
         Ok(m) => m,
         Err(code) => return code,
     };
-    if let Some(goal) = &args.goal {
-        return submit_goal(&args, goal);
-    }
     let times = args.limits.times();
     if times.deadline.is_some() || times.tool_timeout.is_some() {
         return fail(
             exit::USAGE,
-            "a submitted run keeps no --timeout or --tool-timeout: give them to its worker (--tool-timeout)",
+            "a submitted run keeps no --timeout or --tool-timeout: give its worker --tool-timeout (the queue keeps no deadline for a run)",
         );
     }
     let jobs: Vec<(PathBuf, Vec<(String, Value)>)> = match (&args.plan, &args.list) {
@@ -180,15 +180,7 @@ fn submit_goal(args: &SubmitArgs, goal: &str) -> u8 {
             "a submitted goal keeps no --tool-timeout: give it to its worker",
         );
     }
-    let limits = args.limits.limits();
-    let request = plan_runs::goal::Request {
-        vars: args.vars.iter().cloned().collect(),
-        max_steps: Some(limits.max_steps),
-        max_bytes: Some(limits.max_total_bytes),
-        max_concurrency: Some(limits.max_concurrency),
-        timeout: times.deadline.map(|d| d.as_secs_f64()),
-        conversation: None,
-    };
+    let request = plan_runs::goal::Request::new(&args.vars, &args.limits.limits(), times.deadline);
     let response_format = args
         .response_format
         .as_deref()
@@ -262,8 +254,8 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
     match worked {
         Ok(t) => {
             eprintln!(
-                "worker: runs {} ok, {} failed; goals {} answered, {} unanswered; {} refused, {} stopped to go on elsewhere",
-                t.ok, t.failed, t.answered, t.unanswered, t.refused, t.stopped
+                "worker: runs {} ok, {} failed; goals {} answered, {} unanswered, {} waiting for a person; {} refused, {} stopped to go on elsewhere",
+                t.ok, t.failed, t.answered, t.unanswered, t.waiting, t.refused, t.stopped
             );
             exit::OK
         }
@@ -288,8 +280,9 @@ fn print_event(out: &mut impl Write, e: &Event<'_>) {
             "answer": goal.answer,
             "error": goal.error,
         }),
-        Event::Refused { id, error } => {
-            serde_json::json!({"run_id": id, "status": "refused", "error": error.to_json()})
+        Event::Refused { id, goal, error } => {
+            let key = if *goal { "goal_id" } else { "run_id" };
+            serde_json::json!({key: id, "status": "refused", "error": error.to_json()})
         }
         Event::Unavailable { error } => {
             eprintln!("warning: cannot take runs now (tried again): {error}");
