@@ -60,7 +60,7 @@ pub(crate) async fn events(
     if let Some(rx) = &mut watched {
         rx.borrow_and_update();
     }
-    let first = read(&state, (&id, None, None)).await?;
+    let first = read(&state, (&id, None, None), false).await?;
     let is_goal = matches!(first, Read::Goal { .. });
     let (goal_run, after, done) = match (is_goal, last) {
         (true, Some("end")) => (Some(1), None, true),
@@ -100,7 +100,10 @@ pub(crate) async fn events(
                     if let Some(rx) = &mut changed {
                         rx.borrow_and_update();
                     }
-                    (read(&c.state, (&c.id, c.goal_run, c.after)).await, changed)
+                    // NB: a stream that is not a goal's is a run's: no goal is looked up.
+                    let run = c.goal_run.is_none();
+                    let read = read(&c.state, (&c.id, c.goal_run, c.after), run).await;
+                    (read, changed)
                 }
             };
             let read = match read {
@@ -206,19 +209,21 @@ impl Cursor {
 
 /// Run `id`, or for a goal its run number `goal_run` (and the goal's state).
 /// NB: the plan's source only when the plan is still to be sent (`after` None).
+/// `run`: `id` is known to be a run's, not a goal's.
 async fn read(
     state: &Arc<Shared>,
     (id, goal_run, after): (&str, Option<usize>, Option<u64>),
+    run: bool,
 ) -> Result<Read, ApiError> {
     let id = id.to_owned();
     state
-        .read(move |store| read_on(store, &id, goal_run, after))
+        .read(move |store| read_on(store, (&id, run), goal_run, after))
         .await
 }
 
 fn read_on(
     store: &dyn RunStore,
-    id: &str,
+    (id, run): (&str, bool),
     goal_run: Option<usize>,
     after: Option<u64>,
 ) -> Result<Read, plan_runs::Error> {
@@ -230,13 +235,17 @@ fn read_on(
             };
             Box::new((shown, source))
         };
-        let read = match store.goal(id)? {
-            None => Read::Run(with_source(read::show(store, id)?)),
+        let goal = match run {
+            true => None,
+            false => store.goal(id)?,
+        };
+        let read = match goal {
+            None => Read::Run(with_source(journal(store, id)?)),
             Some(goal) => {
                 let k = goal_run.unwrap_or(1).max(1);
                 let runs = plan_runs::ask::goal_runs(store, id)?;
                 let run = match runs.get(k - 1) {
-                    Some(r) => Some(with_source(read::show(store, &r.id)?)),
+                    Some(r) => Some(with_source(journal(store, &r.id)?)),
                     None => None,
                 };
                 // NB: a queued goal is still to be asked: its stream waits for it.
@@ -258,6 +267,31 @@ fn read_on(
     }
 }
 
+/// Run `id` with its steps and calls: what its events are made of (not the verdicts
+/// and evaluation `runs show` adds).
+fn journal(store: &dyn RunStore, id: &str) -> Result<Shown, plan_runs::Error> {
+    Ok(Shown {
+        run: store.run(id)?,
+        steps: store.steps(id)?,
+        calls: store.calls(id)?,
+        feedback: None,
+        eval: None,
+    })
+}
+
+/// A call's row as its `finished` event sends it.
+#[derive(serde::Serialize)]
+struct Finished<'a> {
+    #[serde(flatten)]
+    call: &'a CallRow,
+    phase: &'static str,
+}
+
+/// `value` as an event's data. NB: straight to text, not through a `Value`.
+fn data(value: &impl serde::Serialize) -> String {
+    serde_json::to_string(value).unwrap_or_default()
+}
+
 /// The events of `run` after step `after` (all of them when None), each with the step it
 /// belongs to, and whether the run has ended (its last event is among them). Ids are the
 /// step's number, `K:STEP` for run number K of a goal.
@@ -267,26 +301,22 @@ fn new_events(
     goal_run: Option<usize>,
 ) -> (Vec<(u64, Event)>, bool) {
     let mut out = Vec::new();
-    let event = |id: u64, kind: &str, data: Value| {
+    let event = |id: u64, kind: &str, data: String| {
         let shown = match goal_run {
             Some(k) => format!("{k}:{id}"),
             None => id.to_string(),
         };
-        (
-            id,
-            Event::default()
-                .id(shown)
-                .event(kind)
-                .data(data.to_string()),
-        )
+        (id, Event::default().id(shown).event(kind).data(data))
     };
     if after.is_none() {
-        out.push(event(0, "plan", json!({"id": run.run.id, "plan": source})));
+        let plan = json!({"id": run.run.id, "plan": source});
+        out.push(event(0, "plan", plan.to_string()));
     }
     let after = after.unwrap_or(0);
     let start = |c: &CallRow| {
         json!({"phase": "started", "step": c.step, "seq_no": c.seq_no, "tool": c.tool,
                "args": c.args, "sent_at": c.sent_at})
+        .to_string()
     };
     for s in run.steps.iter().filter(|s| s.step > after) {
         // NB: a call belongs to the step that made it: the one after the `step`
@@ -296,11 +326,13 @@ fn new_events(
             if started.insert(c.step) {
                 out.push(event(s.step, "tool_call", start(c)));
             }
-            let mut finished = json!(c);
-            finished["phase"] = json!("finished");
-            out.push(event(s.step, "tool_call", finished));
+            let finished = Finished {
+                call: c,
+                phase: "finished",
+            };
+            out.push(event(s.step, "tool_call", data(&finished)));
         }
-        out.push(event(s.step, "step", json!(s)));
+        out.push(event(s.step, "step", data(s)));
     }
     // NB: a call out (sent: on record before it goes) starts now, under the id of the
     // last step sent: a client that reconnects from there may see its start again.
@@ -324,13 +356,13 @@ fn new_events(
     // stream. Under the id of its last step: a client that reconnects is asked again.
     if run.run.status == RunStatus::NeedsInput && *asked != Some(end) {
         *asked = Some(end);
-        out.push(event(end - 1, "needs_input", json!(run.run.question)));
+        out.push(event(end - 1, "needs_input", data(&run.run.question)));
     }
     let done = ended.is_some();
     if let Some((kind, data)) = ended
         && after < end
     {
-        out.push(event(end, kind, data));
+        out.push(event(end, kind, data.to_string()));
     }
     (out, done)
 }

@@ -77,6 +77,9 @@ pub(crate) struct State {
     pub(crate) writer: plan_runs::Writer,
     /// Connections kept to read the store, so that a request does not open one.
     readers: std::sync::Mutex<Vec<Box<dyn RunStore>>>,
+    /// Reads going at once: at most one per kept connection (more would open
+    /// connections, and take threads from the runs, for no more reads a second).
+    reading: Semaphore,
     /// Set once the service stops taking requests: streams and waits end then.
     stopping: tokio::sync::watch::Sender<bool>,
     /// Exports each run's trace when the environment asks for it (docs/telemetry.md).
@@ -103,7 +106,7 @@ impl Drop for Answering {
     }
 }
 
-/// Connections kept for reading; more are opened while requests read at once.
+/// Connections kept for reading, and reads at once.
 const READERS: usize = 4;
 
 impl State {
@@ -158,6 +161,8 @@ impl State {
         self: &Arc<Self>,
         f: impl FnOnce(&dyn RunStore) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, api::ApiError> {
+        // NB: never closed.
+        let _reading = self.reading.acquire().await;
         let state = self.clone();
         api::blocking(move || {
             let kept = state
@@ -250,6 +255,7 @@ impl Service {
                 live: Arc::default(),
                 writer,
                 readers: std::sync::Mutex::default(),
+                reading: Semaphore::new(READERS),
                 stopping: tokio::sync::watch::Sender::new(false),
                 telemetry,
                 answering: tokio::sync::watch::Sender::new(0),
