@@ -181,13 +181,13 @@ impl PgStore {
     /// statements that may run twice (reads, a lease renewed).
     fn again<T: Send>(
         &self,
-        f: impl Fn(&mut Client) -> Result<T, postgres::Error> + Send + Sync,
+        f: impl Fn(&mut Conn) -> Result<T, postgres::Error> + Send + Sync,
     ) -> Result<T, StoreError> {
         off_runtime(|| {
             let mut tries = 0;
             loop {
                 let mut conn = self.take()?;
-                let out = f(&mut conn.client);
+                let out = f(&mut conn);
                 if out.is_err() && conn.client.is_closed() && tries < pool::MAX_OPEN {
                     tries += 1;
                     if let Taken::Own(own) = &mut conn {
@@ -277,7 +277,10 @@ impl PgStore {
         sql: &str,
         params: &[&(dyn ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, StoreError> {
-        self.again(|c| c.query(sql, params))
+        self.again(|c| {
+            let st = c.prepared.statement(&mut c.client, sql)?;
+            c.client.query(&st, params)
+        })
     }
 
     /// The rows of `select` (of a table with `created_at` and `id`) created before
@@ -351,10 +354,13 @@ impl PgStore {
 }
 
 /// Refuses a database a newer planvm migrated (see [`newer`]).
-fn check_version(client: &mut Client, shown: &str) -> Result<(), StoreError> {
+fn check_version(conn: &mut Conn, shown: &str) -> Result<(), StoreError> {
     let known = embedded::migrations::runner().get_migrations().len();
-    let applied = client
-        .query_one(&format!("SELECT count(*) FROM {MIGRATION_TABLE}"), &[])
+    let sql = format!("SELECT count(*) FROM {MIGRATION_TABLE}");
+    let applied = conn
+        .prepared
+        .statement(&mut conn.client, &sql)
+        .and_then(|st| conn.client.query_one(&st, &[]))
         .map_err(|e| {
             StoreError::new(
                 StoreErrorKind::Io,
@@ -668,22 +674,28 @@ fn commit(
         return Err(Failed::Refused(not_held(id)));
     }
     if let Some((steps, state)) = &point.state {
-        tx.execute(
-            "INSERT INTO checkpoints (run, steps, state) VALUES ($1, $2, $3) \
-             ON CONFLICT (run) DO UPDATE SET steps = excluded.steps, state = excluded.state",
-            &[&id, &to_i64(*steps), state],
-        )
-        .map_err(Failed::Db)?;
+        let save = prepared
+            .statement(
+                tx,
+                "INSERT INTO checkpoints (run, steps, state) VALUES ($1, $2, $3) \
+                 ON CONFLICT (run) DO UPDATE SET steps = excluded.steps, state = excluded.state",
+            )
+            .map_err(Failed::Db)?;
+        tx.execute(&save, &[&id, &to_i64(*steps), state])
+            .map_err(Failed::Db)?;
     }
     let steps = to_i64(point.total_steps);
     if let Some(end) = &point.end {
-        end_run(tx, id, steps, end)?;
+        end_run(tx, prepared, (id, steps), end)?;
     } else if point.state.is_some() {
-        tx.execute(
-            "UPDATE runs SET steps = $2, updated_at = $3 WHERE id = $1",
-            &[&id, &steps, &now_ms()],
-        )
-        .map_err(Failed::Db)?;
+        let count = prepared
+            .statement(
+                tx,
+                "UPDATE runs SET steps = $2, updated_at = $3 WHERE id = $1",
+            )
+            .map_err(Failed::Db)?;
+        tx.execute(&count, &[&id, &steps, &now_ms()])
+            .map_err(Failed::Db)?;
     }
     Ok(())
 }
@@ -724,24 +736,28 @@ fn insert_goal(
     Ok(())
 }
 
+/// Ends run `$1` (see [`end_run`]).
+const END_RUN: &str = concat!(
+    "UPDATE runs SET steps = $2, updated_at = $3, status = $4, final_answer = $5, \
+                     error = $6, question = $8, lease_until = NULL, \
+                     tool_calls = coalesce($7, ",
+    count_calls!("$1"),
+    "), usage = ",
+    sum_usage!("$1"),
+    " WHERE id = $1"
+);
+
 /// Writes run `id`'s end into its row, its calls counted and its tokens summed from its
 /// journal when the run did not count them.
 fn end_run(
     tx: &mut postgres::Transaction<'_>,
-    id: &str,
-    steps: i64,
+    prepared: &Prepared,
+    (id, steps): (&str, i64),
     end: &RunEnd,
 ) -> Result<(), Failed> {
+    let end_it = prepared.statement(tx, END_RUN).map_err(Failed::Db)?;
     tx.execute(
-        concat!(
-            "UPDATE runs SET steps = $2, updated_at = $3, status = $4, final_answer = $5, \
-                             error = $6, question = $8, lease_until = NULL, \
-                             tool_calls = coalesce($7, ",
-            count_calls!("$1"),
-            "), usage = ",
-            sum_usage!("$1"),
-            " WHERE id = $1"
-        ),
+        &end_it,
         &[
             &id,
             &steps,
@@ -789,11 +805,15 @@ impl PgStore {
         let limit = i64::try_from(n).unwrap_or(i64::MAX);
         // NB: owners are made before the transaction (the closure need not be Send).
         let owners: Vec<Owner> = (0..n).map(|_| owner()).collect();
-        self.transaction(|tx, _| {
-            let ready = tx.query(select, &[&now, &limit]).map_err(Failed::Db)?;
+        self.transaction(|tx, prepared| {
+            let (select, update) = (
+                prepared.statement(tx, select).map_err(Failed::Db)?,
+                prepared.statement(tx, update).map_err(Failed::Db)?,
+            );
+            let ready = tx.query(&select, &[&now, &limit]).map_err(Failed::Db)?;
             let ids: Vec<String> = ready.iter().map(|r| r.get(0)).collect();
             let tokens: Vec<&str> = owners[..ids.len()].iter().map(|o| o.0.as_str()).collect();
-            tx.execute(update, &[&ids, &tokens, &(now + LEASE_MS), &now])
+            tx.execute(&update, &[&ids, &tokens, &(now + LEASE_MS), &now])
                 .map_err(Failed::Db)?;
             Ok(ids.into_iter().zip(owners.iter().cloned()).collect())
         })
@@ -868,13 +888,20 @@ impl RunStore for PgStore {
     }
 
     fn claim(&mut self, id: &str, owner: &Owner, seen: Seen) -> Result<(), StoreError> {
-        self.transaction(|tx, _| {
-            let row = tx
-                .query_opt(
+        self.transaction(|tx, prepared| {
+            let mut prepare = |sql| prepared.statement(tx, sql).map_err(Failed::Db);
+            let (lock, head, take) = (
+                prepare(
                     "SELECT status, owner, lease_until, updated_at FROM runs WHERE id = $1 FOR UPDATE",
-                    &[&id],
-                )
-                .map_err(Failed::Db)?;
+                )?,
+                prepare("SELECT max(seq) FROM journal WHERE run = $1")?,
+                prepare(
+                    "UPDATE runs SET status = 'running', owner = $2, lease_until = $3, updated_at = $4, \
+                                     final_answer = NULL, error = NULL, tool_calls = NULL, question = NULL \
+                     WHERE id = $1",
+                )?,
+            );
+            let row = tx.query_opt(&lock, &[&id]).map_err(Failed::Db)?;
             let Some(row) = row else {
                 return Err(Failed::Refused(unknown_run(id)));
             };
@@ -888,10 +915,7 @@ impl RunStore for PgStore {
                     "run `{id}` has finished meanwhile (another process resumed it)"
                 ));
             }
-            let head: Option<i64> = tx
-                .query_one("SELECT max(seq) FROM journal WHERE run = $1", &[&id])
-                .map_err(Failed::Db)?
-                .get(0);
+            let head: Option<i64> = tx.query_one(&head, &[&id]).map_err(Failed::Db)?.get(0);
             if head != seen.journal_head || seen.updated_at.is_some_and(|at| at != updated_at) {
                 return busy(format!(
                     "run `{id}` changed meanwhile (it went on in another process, or was cancelled); resume it again"
@@ -908,13 +932,8 @@ impl RunStore for PgStore {
                     LEASE_MS / 1000
                 ));
             }
-            tx.execute(
-                "UPDATE runs SET status = 'running', owner = $2, lease_until = $3, updated_at = $4, \
-                                 final_answer = NULL, error = NULL, tool_calls = NULL, question = NULL \
-                 WHERE id = $1",
-                &[&id, &owner.0, &(now + LEASE_MS), &now],
-            )
-            .map_err(Failed::Db)?;
+            tx.execute(&take, &[&id, &owner.0, &(now + LEASE_MS), &now])
+                .map_err(Failed::Db)?;
             Ok(())
         })
     }
@@ -963,7 +982,7 @@ impl RunStore for PgStore {
     fn renew(&mut self, owners: &[Owner]) -> Result<(), StoreError> {
         let until = now_ms() + LEASE_MS;
         let owners: Vec<&str> = owners.iter().map(|o| o.0.as_str()).collect();
-        self.again(|c| {
+        self.again(|Conn { client: c, .. }| {
             // NB: rows a commit has locked are skipped (their holder is committing them):
             // one UPDATE locking many runs in its own order would deadlock with a group
             // commit locking them in another.

@@ -23,13 +23,20 @@ pub(crate) struct Conn {
 }
 
 /// The statements of a commit point, prepared once per connection: an unprepared
-/// statement costs a round trip more each time.
+/// statement costs a round trip more each time. The others this connection runs most
+/// (reads, claims) are prepared at their first use and kept ([`Prepared::statement`]):
+/// the server then parses and plans each once per connection, not once per call.
 pub(crate) struct Prepared {
     /// Fences and journals a point in one statement: a row only when `$2` holds run `$1`.
     pub(crate) journal: postgres::Statement,
     /// Fences a point with nothing to journal.
     pub(crate) held: postgres::Statement,
+    others: std::cell::RefCell<HashMap<String, postgres::Statement>>,
 }
+
+/// Statements kept per connection at most (a list's pages make a few texts; more are
+/// dropped and prepared again).
+const KEPT: usize = 64;
 
 impl Prepared {
     fn new(client: &mut Client) -> Result<Prepared, postgres::Error> {
@@ -44,7 +51,26 @@ impl Prepared {
             held: client.prepare(
                 "SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status = 'running' FOR UPDATE",
             )?,
+            others: std::cell::RefCell::default(),
         })
+    }
+
+    /// `sql` prepared on this connection (`client`, or a transaction on it), once.
+    pub(crate) fn statement(
+        &self,
+        client: &mut impl postgres::GenericClient,
+        sql: &str,
+    ) -> Result<postgres::Statement, postgres::Error> {
+        if let Some(st) = self.others.borrow().get(sql) {
+            return Ok(st.clone());
+        }
+        let st = client.prepare(sql)?;
+        let mut others = self.others.borrow_mut();
+        if others.len() >= KEPT {
+            others.clear();
+        }
+        others.insert(sql.to_owned(), st.clone());
+        Ok(st)
     }
 }
 
@@ -151,7 +177,7 @@ impl Pool {
         let mut tries = 0;
         loop {
             let mut conn = self.take()?;
-            let checked = check_version(&mut conn.client, &self.shown);
+            let checked = check_version(&mut conn, &self.shown);
             let closed = conn.client.is_closed();
             self.give(conn);
             // NB: a connection the server closed while it was idle: the next one.
