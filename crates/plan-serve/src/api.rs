@@ -226,13 +226,16 @@ pub(crate) async fn start(
         }
     };
     let source = plan_text(&plan);
-    let opts = plan_compiler::CompileOptions {
-        manifest: state.manifest.clone(),
-        presets: submit.vars.keys().cloned().collect(),
-        source_name: Some("plan".into()),
-        ..plan_compiler::CompileOptions::default()
-    };
-    let program = compile(&source, &opts)?;
+    let presets: Vec<String> = submit.vars.keys().cloned().collect();
+    let (program, pbc) = state.compiled(&source, presets, |source, presets| {
+        let opts = plan_compiler::CompileOptions {
+            manifest: state.manifest.clone(),
+            presets,
+            source_name: Some("plan".into()),
+            ..plan_compiler::CompileOptions::default()
+        };
+        compile(source, &opts)
+    })?;
     let limits = limits(submit.max_steps);
     let timeout = submit.timeout.map(positive_secs).transpose()?;
     let id = submit.run_id.unwrap_or_else(plan_store::new_run_id);
@@ -240,7 +243,7 @@ pub(crate) async fn start(
         id: id.clone(),
         plan: "submitted".into(),
         source: Some(source),
-        pbc: plan_bytecode::encode(&program),
+        pbc,
         presets: submit.vars,
         limits: limits.clone(),
         parent: None,

@@ -24,6 +24,7 @@ mod page;
 mod queue;
 mod web;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -77,9 +78,12 @@ pub(crate) struct State {
     pub(crate) writer: plan_runs::Writer,
     /// Connections kept to read the store, so that a request does not open one.
     readers: std::sync::Mutex<Vec<Box<dyn RunStore>>>,
+    /// The plans submitted lately, compiled, by source and preset names: a plan posted
+    /// many times (an evaluation's) is compiled once, as a batch's list compiles it.
+    compiled: std::sync::Mutex<HashMap<(String, Vec<String>), Compiled>>,
     /// Reads going at once: at most one per kept connection (more would open
     /// connections, and take threads from the runs, for no more reads a second).
-    reading: Semaphore,
+    reading: Arc<Semaphore>,
     /// Set once the service stops taking requests: streams and waits end then.
     stopping: tokio::sync::watch::Sender<bool>,
     /// Exports each run's trace when the environment asks for it (docs/telemetry.md).
@@ -106,10 +110,39 @@ impl Drop for Answering {
     }
 }
 
+/// A plan compiled, and its bytecode as stored.
+type Compiled = (plan_bytecode::ValidatedProgram, Vec<u8>);
+
+/// Plans kept compiled at most (more clear the cache).
+const COMPILED: usize = 64;
+
 /// Connections kept for reading, and reads at once.
 const READERS: usize = 4;
 
 impl State {
+    /// `source` compiled with `presets` preset, by `compile` unless it was lately.
+    pub(crate) fn compiled<E>(
+        &self,
+        source: &str,
+        mut presets: Vec<String>,
+        compile: impl FnOnce(&str, Vec<String>) -> Result<plan_bytecode::ValidatedProgram, E>,
+    ) -> Result<Compiled, E> {
+        presets.sort();
+        let lock = || self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (source.to_owned(), presets);
+        if let Some(hit) = lock().get(&key) {
+            return Ok(hit.clone());
+        }
+        let program = compile(source, key.1.clone())?;
+        let pbc = plan_bytecode::encode(&program);
+        let mut kept = lock();
+        if kept.len() >= COMPILED {
+            kept.clear();
+        }
+        kept.insert(key, (program.clone(), pbc.clone()));
+        Ok((program, pbc))
+    }
+
     /// A trace for a run or a goal (`command`: `run`, `ask`, `resume`), the child of the
     /// `traceparent` the request sent if any; None when traces are not exported.
     pub(crate) fn trace(
@@ -161,10 +194,12 @@ impl State {
         self: &Arc<Self>,
         f: impl FnOnce(&dyn RunStore) -> Result<T, Error> + Send + 'static,
     ) -> Result<T, api::ApiError> {
-        // NB: never closed.
-        let _reading = self.reading.acquire().await;
+        // NB: never closed; held by the read itself, which goes on when the request that
+        // asked for it is dropped.
+        let reading = self.reading.clone().acquire_owned().await;
         let state = self.clone();
         api::blocking(move || {
+            let _reading = reading;
             let kept = state
                 .readers
                 .lock()
@@ -255,7 +290,8 @@ impl Service {
                 live: Arc::default(),
                 writer,
                 readers: std::sync::Mutex::default(),
-                reading: Semaphore::new(READERS),
+                reading: Arc::new(Semaphore::new(READERS)),
+                compiled: std::sync::Mutex::default(),
                 stopping: tokio::sync::watch::Sender::new(false),
                 telemetry,
                 answering: tokio::sync::watch::Sender::new(0),

@@ -402,8 +402,9 @@ async fn runs_cut_by_a_killed_service_finish_when_it_starts_again_without_repeat
         let (status, body) = post(runs.clone(), &submit).await;
         assert_eq!(status, 201, "{body}");
     }
-    // Killed once each run's second search is out: its first is answered and committed
-    // by then (a call goes out only once the answers before it are on record).
+    // Killed once each run's second search is out and its first is on record (a read
+    // call may go out before the answer it depends on is written: the writer commits
+    // the points of many runs together, at most a transaction later).
     let seconds = || async {
         server
             .received_requests()
@@ -420,6 +421,22 @@ async fn runs_cut_by_a_killed_service_finish_when_it_starts_again_without_repeat
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(seconds().await, 3);
+    for i in 0..3 {
+        let one = format!("{runs}/r{i}");
+        let mut on_record = false;
+        for _ in 0..400 {
+            let shown = call(reqwest::Method::GET, one.clone(), None, None).await.1;
+            let calls = shown["calls"].as_array().cloned().unwrap_or_default();
+            on_record = calls
+                .iter()
+                .any(|c| c["args"]["query"] == "first" && !c["output"].is_null());
+            if on_record {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(on_record, "run r{i}'s first search is not on record");
+    }
     first.child.kill().unwrap();
     first.child.wait().unwrap();
 
