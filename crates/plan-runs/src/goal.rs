@@ -193,8 +193,8 @@ pub fn listed_status(status: GoalStatus) -> &'static str {
     }
 }
 
-/// Submits `goals` (a new id each, given `request`) to the queue of the store at `at`, in
-/// one transaction: all, or none when one's id is taken.
+/// Submits `goals` (each its id and text, all asked with `request`) to the queue of the
+/// store at `at`, in one transaction: all, or none when one's id is taken.
 pub fn submit(
     at: &StoreAt,
     goals: &[(String, String)],
