@@ -187,3 +187,26 @@ pub(crate) fn parse_run_id(s: &str) -> Result<String, String> {
     plan_store::check_run_id(s)?;
     Ok(s.to_owned())
 }
+
+/// A number of days, 0 or more.
+pub(crate) fn parse_days(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(d) if (0.0..=1e6).contains(&d) => Ok(d),
+        _ => Err(format!("`{s}` is not a number of days from 0 to 1e6")),
+    }
+}
+
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(crate) enum Verdict {
+    Good,
+    Bad,
+}
+
+impl Verdict {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Good => "good",
+            Verdict::Bad => "bad",
+        }
+    }
+}

@@ -34,6 +34,7 @@ mod args;
 mod ask;
 mod batch;
 mod eval;
+mod goal_rows;
 mod ground;
 mod mcp;
 mod progress;

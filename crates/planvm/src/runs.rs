@@ -12,7 +12,8 @@ use plan_runs::open::Access;
 use plan_runs::{StoreAt, read};
 use plan_store::{Durability, RunStore};
 
-use crate::args::Format;
+use crate::args::{Format, Verdict, parse_days};
+use crate::goal_rows;
 use crate::session::failed;
 
 #[derive(Subcommand, Debug)]
@@ -126,29 +127,6 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
     }
 }
 
-/// A number of days, 0 or more.
-fn parse_days(s: &str) -> Result<f64, String> {
-    match s.trim().parse::<f64>() {
-        Ok(d) if (0.0..=1e6).contains(&d) => Ok(d),
-        _ => Err(format!("`{s}` is not a number of days from 0 to 1e6")),
-    }
-}
-
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub(crate) enum Verdict {
-    Good,
-    Bad,
-}
-
-impl Verdict {
-    fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Good => "good",
-            Verdict::Bad => "bad",
-        }
-    }
-}
-
 /// Opens the store at `path` to read it, read-only where this process may not write it.
 pub(crate) fn open_to_read(path: &Path) -> Result<Box<dyn RunStore>, u8> {
     StoreAt::new(path, Durability::Normal)
@@ -173,30 +151,7 @@ fn list(path: &Path, format: Format) -> u8 {
         .chain(goals.iter().map(|g| &g.id));
     let width = ids.map(String::len).max().unwrap_or(0);
     for g in &goals {
-        let status = plan_runs::goal::listed_status(g.status);
-        let line = match format {
-            Format::Json => json!({
-                "id": g.id,
-                "status": status,
-                "plan": "goal",
-                "goal": g.goal,
-                "created_at": utc(g.created_at),
-                "updated_at": utc(g.updated_at),
-                "steps": 0,
-                "tool_calls": 0,
-                "error": g.error,
-            })
-            .to_string(),
-            Format::Text => format!(
-                "{:<width$}  {status:<11}  {:>6} steps  {:>4} calls  {}  goal: {}",
-                g.id,
-                0,
-                0,
-                utc(g.updated_at),
-                plan_value::preview(&Value::String(g.goal.clone()), SHOW_PREVIEW)
-            ),
-        };
-        if writeln!(out, "{line}").is_err() {
+        if writeln!(out, "{}", goal_rows::line(g, width, format)).is_err() {
             return exit::OK;
         }
     }
@@ -243,34 +198,8 @@ fn list(path: &Path, format: Format) -> u8 {
     exit::OK
 }
 
-/// A goal none of whose plans has run yet, as `runs show` shows it.
-fn show_goal(out: &mut impl Write, goal: &plan_store::GoalInfo, format: Format) -> u8 {
-    let status = plan_runs::goal::listed_status(goal.status);
-    let _ = match format {
-        Format::Json => writeln!(out, "{}", json!({"goal": goal, "status": status})),
-        Format::Text => {
-            let mut t = format!(
-                "goal {}  {status}\n  {}\n  created {}, updated {}; no plan of it has run yet\n",
-                goal.id,
-                goal.goal,
-                utc(goal.created_at),
-                utc(goal.updated_at)
-            );
-            if let Some(e) = &goal.error {
-                t.push_str(&format!(
-                    "  error[{}]: {}\n",
-                    e["code"].as_str().unwrap_or("?"),
-                    e["message"].as_str().unwrap_or("")
-                ));
-            }
-            write!(out, "{t}")
-        }
-    };
-    exit::OK
-}
-
 /// Characters of a value shown by `runs show` in text form.
-const SHOW_PREVIEW: usize = 100;
+pub(crate) const SHOW_PREVIEW: usize = 100;
 
 fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
     let store = match open_to_read(path) {
@@ -302,7 +231,7 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
         Ok(s) => s,
         Err(e) if e.kind == plan_runs::ErrorKind::UnknownRun => {
             return match store.goal(id) {
-                Ok(Some(goal)) => show_goal(&mut out, &goal, format),
+                Ok(Some(goal)) => goal_rows::show(&mut out, &goal, format),
                 _ => failed(e),
             };
         }
