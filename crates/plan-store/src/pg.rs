@@ -1,5 +1,6 @@
 //! The store in PostgreSQL: the tables of the SQLite store (`pg_migrations/`, applied by
-//! `refinery` under an advisory lock, so that processes starting at once do not race),
+//! `refinery` in one transaction under an advisory lock, so that processes starting at once
+//! do not race and one killed part-way leaves nothing half done),
 //! with the same meaning and guarantees, for runs shared by processes on many machines.
 //!
 //! Why it is shaped this way:
@@ -393,10 +394,17 @@ enum Failed {
 /// Applies the migrations this planvm has and the database lacks, one process at a time;
 /// refuses a database some of whose migrations this planvm does not know (a newer one).
 fn migrate(client: &mut Client, shown: &str) -> Result<(), StoreError> {
-    let failed = |what: &str, e: &dyn std::fmt::Display| {
-        StoreError::new(StoreErrorKind::Io, format!("{shown}: {what}: {e}"))
+    let failed = |what: &str, e: &(dyn std::error::Error + 'static)| {
+        StoreError::new(
+            StoreErrorKind::Io,
+            format!("{shown}: {what}: {}", causes(e)),
+        )
     };
-    let mut runner = embedded::migrations::runner();
+    // NB: one transaction for every migration and its record. Ungrouped, refinery commits
+    // a migration and its row in the table of migrations apart: a process killed between
+    // the two leaves a migration applied but unrecorded, which every later start then
+    // fails to apply again ("already exists").
+    let mut runner = embedded::migrations::runner().set_grouped(true);
     runner.set_migration_table_name(MIGRATION_TABLE);
     let known = runner.get_migrations().len();
     // NB: a store up to date is opened without the lock (a run's connection, a worker's
@@ -424,7 +432,7 @@ fn migrate(client: &mut Client, shown: &str) -> Result<(), StoreError> {
 fn applied_count(
     client: &mut Client,
     runner: &mut refinery::Runner,
-    failed: &dyn Fn(&str, &dyn std::fmt::Display) -> StoreError,
+    failed: &dyn Fn(&str, &(dyn std::error::Error + 'static)) -> StoreError,
 ) -> Result<usize, StoreError> {
     // NB: refinery reads the table of migrations only once it exists.
     let exists: Option<String> = client
@@ -438,6 +446,38 @@ fn applied_count(
         .get_applied_migrations(client)
         .map(|a| a.len())
         .map_err(|e| failed("cannot read the schema's version", &e))
+}
+
+/// An error and its causes, each said once: refinery and the client say "db error" and
+/// leave the database's own message (which relation, which column) to a cause.
+fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut said = String::new();
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        let text = if let Some(db) = cause
+            .downcast_ref::<postgres::Error>()
+            .and_then(postgres::Error::as_db_error)
+        {
+            next = None;
+            db.message().to_owned()
+        } else {
+            next = cause.source();
+            match cause
+                .downcast_ref::<refinery::Error>()
+                .map(refinery::Error::kind)
+            {
+                Some(refinery::error::Kind::Connection(what, _)) => what.clone(),
+                _ => cause.to_string(),
+            }
+        };
+        if !said.contains(&text) {
+            if !said.is_empty() {
+                said.push_str(": ");
+            }
+            said.push_str(&text);
+        }
+    }
+    said
 }
 
 /// A point of run `id` refused: this process no longer holds the run.

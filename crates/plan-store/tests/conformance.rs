@@ -1026,6 +1026,39 @@ fn a_database_down_or_newer_is_refused_and_no_password_is_said() {
     assert!(e.message.contains("newer"), "{}", e.message);
 }
 
+/// The migrations are applied all or none: a process killed, or a migration refused,
+/// part-way leaves the schema as it was, and the database's own reason is said.
+#[test]
+fn a_schema_is_brought_up_to_date_whole_or_not_at_all() {
+    let Some(pg) = Postgres::new() else {
+        return;
+    };
+    // The last migration creates the index `goals_ready`; a table of that name refuses it.
+    pg.execute("CREATE TABLE goals_ready (x int)");
+    let e = PgStore::open(&pg.url(), Durability::Normal).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::Io);
+    assert!(
+        e.message
+            .contains(r#"relation "goals_ready" already exists"#),
+        "{}",
+        e.message
+    );
+    let left = |table: &str| {
+        pg.numbers(&format!(
+            "SELECT count(*) FROM information_schema.tables \
+             WHERE table_schema = current_schema() AND table_name = '{table}'"
+        ))
+    };
+    assert_eq!(left("runs"), [Some(0)]);
+    assert_eq!(
+        pg.numbers("SELECT count(*) FROM planrt_migrations"),
+        [Some(0)]
+    );
+    pg.execute("DROP TABLE goals_ready");
+    drop(pg.open());
+    assert_eq!(left("runs"), [Some(1)]);
+}
+
 /// Runs submitted are queued, held by nobody; each is taken once, oldest first, under a
 /// token of its own; a submission with a taken id submits nothing; a run whose holder's
 /// lease lapsed is ready again, one let go of too.
