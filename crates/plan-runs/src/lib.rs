@@ -41,9 +41,10 @@ pub use go_on::{GoOn, go_on};
 pub use held::{Claimed, Held};
 pub use lease::{Lease, Opener};
 pub use open::StoreAt;
+pub use plan_store::OnWritten;
 pub use resume::{LimitsOverride, Ready, Resume, resume};
 pub use take_up::{
     Going, RunParts, Taken, held_elsewhere, question_of, read_run, saved_state, stored_program,
     stored_report, take_up, unknown_writes,
 };
-pub use writer::{OnWritten, Writer};
+pub use writer::Writer;

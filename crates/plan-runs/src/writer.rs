@@ -4,19 +4,14 @@
 //! own. The runs are held by this process (one lease for all of them), and read as
 //! interrupted once it is gone.
 
-use std::sync::Arc;
-
 use plan_bytecode::ValidatedProgram;
-use plan_host::{Deadline, Durable, Host, Journal, RunReport, TraceEvent};
-use plan_store::{GroupStore, OwnedNewRun, Owner, StoreJournal};
+use plan_host::{Deadline, Host, Journal, RunReport};
+use plan_store::{GroupStore, OnWritten, OwnedNewRun, Owner, StoreJournal};
 use plan_vm::Limits;
 use serde_json::Value;
 
 use crate::open::Access;
 use crate::{Error, ErrorKind, Lease, StoreAt};
-
-/// Called once a run's commit point is in the store (from the runtime's threads).
-pub type OnWritten = Arc<dyn Fn() + Send + Sync>;
 
 /// A store's writer thread, and this process's lease on the runs written through it. The
 /// thread is joined when this is dropped (after every run through it): the last
@@ -64,15 +59,12 @@ impl Writer {
         within: Option<Deadline>,
         (also, on_written): (&mut dyn Journal, Option<OnWritten>),
     ) -> RunReport {
-        let journal =
+        let mut journal =
             StoreJournal::grouped(self.group().clone(), id, self.owner.clone(), 0, program);
-        let mut journal = (
-            also,
-            Watched {
-                journal,
-                on_written,
-            },
-        );
+        if let Some(tell) = on_written {
+            journal = journal.on_written(tell);
+        }
+        let mut journal = (also, journal);
         let mut report = plan_host::run_plan_reusing(
             host,
             program,
@@ -83,13 +75,10 @@ impl Writer {
             within,
         )
         .await;
-        let written = match journal.1.journal.written() {
+        let written = match journal.1.written() {
             Some(wait) => wait.await,
             None => Ok(()),
         };
-        if let Some(tell) = &journal.1.on_written {
-            tell();
-        }
         if let Err(message) = written {
             record_failed(&mut report, message);
         }
@@ -102,46 +91,6 @@ impl Drop for Writer {
         if let Some(group) = self.group.take() {
             group.close();
         }
-    }
-}
-
-/// A run's journal in the store, telling `on_written` when each point is written.
-struct Watched {
-    journal: StoreJournal<'static>,
-    on_written: Option<OnWritten>,
-}
-
-impl Journal for Watched {
-    fn wants_values(&self) -> u64 {
-        self.journal.wants_values()
-    }
-
-    fn wants_states(&self) -> bool {
-        self.journal.wants_states()
-    }
-
-    fn record(&mut self, event: &TraceEvent<'_>) -> Result<(), String> {
-        self.journal.record(event)
-    }
-
-    fn durable(&mut self) -> Option<Durable> {
-        let durable = self.journal.durable();
-        if let Some(tell) = &self.on_written {
-            // NB: the point goes with the writer's next transaction; whoever watches is
-            // told then, without the run waiting for it.
-            match self.journal.written() {
-                Some(wait) => {
-                    let tell = tell.clone();
-                    tokio::spawn(async move {
-                        if wait.await.is_ok() {
-                            tell();
-                        }
-                    });
-                }
-                None => tell(),
-            }
-        }
-        durable
     }
 }
 

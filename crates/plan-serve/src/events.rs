@@ -13,8 +13,8 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
-use plan_runs::read::{self, Shown};
-use plan_store::{CallRow, CallState, GoalStatus, RunStatus, RunStore};
+use plan_runs::read;
+use plan_store::{CallRow, CallState, GoalStatus, JournalFold, RunInfo, RunStatus, RunStore};
 use serde_json::{Value, json};
 
 use crate::State as Shared;
@@ -37,6 +37,8 @@ struct Cursor {
     /// The run's step count when its question was sent (a run that waits for a person
     /// asks once per stream, and again only after it went on).
     asked: Option<u64>,
+    /// That run's journal as far as it was read: each look reads only the entries since.
+    fold: JournalFold,
     done: bool,
 }
 
@@ -60,7 +62,7 @@ pub(crate) async fn events(
     if let Some(rx) = &mut watched {
         rx.borrow_and_update();
     }
-    let first = read(&state, (&id, None, None), false).await?;
+    let (first, fold) = read(&state, (&id, None, None), false, JournalFold::default()).await?;
     let is_goal = matches!(first, Read::Goal { .. });
     let (goal_run, after, done) = match (is_goal, last) {
         (true, Some("end")) => (Some(1), None, true),
@@ -75,6 +77,8 @@ pub(crate) async fn events(
         (true, None) => (Some(1), None, false),
         (false, last) => (None, last.and_then(|l| l.parse::<u64>().ok()), false),
     };
+    // NB: it read a goal's first run: of no use to a stream that starts at a later one.
+    let from_first = goal_run.unwrap_or(1) == 1;
     let cursor = Cursor {
         state,
         id,
@@ -82,10 +86,14 @@ pub(crate) async fn events(
         after,
         started: HashSet::new(),
         asked: None,
+        fold: if from_first {
+            fold
+        } else {
+            JournalFold::default()
+        },
         done,
     };
-    // NB: it read a goal's first run: of no use to a stream that starts at a later one.
-    let first = (goal_run.unwrap_or(1) == 1).then_some((first, watched));
+    let first = from_first.then_some((first, watched));
     let stream = futures::stream::unfold((cursor, first), |(mut c, mut first)| async move {
         if c.done {
             return None;
@@ -102,7 +110,12 @@ pub(crate) async fn events(
                     }
                     // NB: a stream that is not a goal's is a run's: no goal is looked up.
                     let run = c.goal_run.is_none();
-                    let read = read(&c.state, (&c.id, c.goal_run, c.after), run).await;
+                    let fold = std::mem::take(&mut c.fold);
+                    let read = read(&c.state, (&c.id, c.goal_run, c.after), run, fold).await;
+                    let read = read.map(|(read, fold)| {
+                        c.fold = fold;
+                        read
+                    });
                     (read, changed)
                 }
             };
@@ -141,14 +154,18 @@ pub(crate) async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
+/// A run's row as one look found it, with its plan's source when that is still to be
+/// sent; its journal is in the cursor's fold.
+type RunRead = Box<(RunInfo, Option<String>)>;
+
 /// What one look at the store found.
 enum Read {
-    Run(Box<(Shown, Option<String>)>),
+    Run(RunRead),
     Goal {
         /// How the goal ended (None: open).
         ended: Option<Value>,
         /// Its run the cursor is at, if it exists yet, and whether a later one does.
-        run: Option<Box<(Shown, Option<String>)>>,
+        run: Option<RunRead>,
         next: bool,
     },
 }
@@ -174,6 +191,7 @@ impl Cursor {
                     self.after = None;
                     self.started.clear();
                     self.asked = None;
+                    self.fold = JournalFold::default();
                 } else if let Some(ended) = ended.filter(|_| run_done || !next) {
                     out.push(
                         Event::default()
@@ -192,11 +210,11 @@ impl Cursor {
     /// the run has ended.
     fn run_events(
         &mut self,
-        run: &(Shown, Option<String>),
+        run: &(RunInfo, Option<String>),
         goal_run: Option<usize>,
     ) -> (Vec<Event>, bool) {
         let (batch, done) = new_events(
-            run,
+            (&run.0, run.1.as_deref(), &self.fold),
             (self.after, &mut self.started, &mut self.asked),
             goal_run,
         );
@@ -207,17 +225,22 @@ impl Cursor {
     }
 }
 
-/// Run `id`, or for a goal its run number `goal_run` (and the goal's state).
+/// Run `id`, or for a goal its run number `goal_run` (and the goal's state), its journal
+/// folded on into `fold` (which comes back with it).
 /// NB: the plan's source only when the plan is still to be sent (`after` None).
 /// `run`: `id` is known to be a run's, not a goal's.
 async fn read(
     state: &Arc<Shared>,
     (id, goal_run, after): (&str, Option<usize>, Option<u64>),
     run: bool,
-) -> Result<Read, ApiError> {
+    mut fold: JournalFold,
+) -> Result<(Read, JournalFold), ApiError> {
     let id = id.to_owned();
     state
-        .read(move |store| read_on(store, (&id, run), goal_run, after))
+        .read(move |store| {
+            let read = read_on(store, (&id, run), goal_run, after, &mut fold)?;
+            Ok((read, fold))
+        })
         .await
 }
 
@@ -226,57 +249,48 @@ fn read_on(
     (id, run): (&str, bool),
     goal_run: Option<usize>,
     after: Option<u64>,
+    fold: &mut JournalFold,
 ) -> Result<Read, plan_runs::Error> {
-    {
-        let with_source = |shown: Shown| {
-            let source = match after {
-                None => read::source(store, &shown.run),
-                Some(_) => None,
+    // NB: the row before the journal: a run's end is written with its last entry, so a
+    // row read as ended comes with a journal that holds everything before the end.
+    let mut run_of = |id: &str| -> Result<RunRead, plan_runs::Error> {
+        let row = store.run(id)?;
+        store.fold_journal(id, fold)?;
+        let source = match after {
+            None => read::source(store, &row),
+            Some(_) => None,
+        };
+        Ok(Box::new((row, source)))
+    };
+    let goal = match run {
+        true => None,
+        false => store.goal(id)?,
+    };
+    let read = match goal {
+        None => Read::Run(run_of(id)?),
+        Some(goal) => {
+            let k = goal_run.unwrap_or(1).max(1);
+            let runs = plan_runs::ask::goal_runs(store, id)?;
+            let run = match runs.get(k - 1) {
+                Some(r) => Some(run_of(&r.id)?),
+                None => None,
             };
-            Box::new((shown, source))
-        };
-        let goal = match run {
-            true => None,
-            false => store.goal(id)?,
-        };
-        let read = match goal {
-            None => Read::Run(with_source(journal(store, id)?)),
-            Some(goal) => {
-                let k = goal_run.unwrap_or(1).max(1);
-                let runs = plan_runs::ask::goal_runs(store, id)?;
-                let run = match runs.get(k - 1) {
-                    Some(r) => Some(with_source(journal(store, &r.id)?)),
-                    None => None,
-                };
-                // NB: a queued goal is still to be asked: its stream waits for it.
-                let ended = match goal.status {
-                    GoalStatus::Open | GoalStatus::NeedsInput | GoalStatus::Queued => None,
-                    _ => Some(
-                        json!({"status": goal.status, "answer": goal.answer, "error": goal.error}),
-                    ),
-                };
-                Read::Goal {
-                    ended,
-                    run,
-                    next: runs.len() > k,
+            // NB: a queued goal is still to be asked: its stream waits for it.
+            let ended = match goal.status {
+                GoalStatus::Open | GoalStatus::NeedsInput | GoalStatus::Queued => None,
+                _ => {
+                    Some(json!({"status": goal.status, "answer": goal.answer, "error": goal.error}))
                 }
+            };
+            Read::Goal {
+                ended,
+                run,
+                next: runs.len() > k,
             }
-        };
-        store.unchanged()?;
-        Ok(read)
-    }
-}
-
-/// Run `id` with its steps and calls: what its events are made of (not the verdicts
-/// and evaluation `runs show` adds).
-fn journal(store: &dyn RunStore, id: &str) -> Result<Shown, plan_runs::Error> {
-    Ok(Shown {
-        run: store.run(id)?,
-        steps: store.steps(id)?,
-        calls: store.calls(id)?,
-        feedback: None,
-        eval: None,
-    })
+        }
+    };
+    store.unchanged()?;
+    Ok(read)
 }
 
 /// A call's row as its `finished` event sends it.
@@ -296,7 +310,7 @@ fn data(value: &impl serde::Serialize) -> String {
 /// belongs to, and whether the run has ended (its last event is among them). Ids are the
 /// step's number, `K:STEP` for run number K of a goal.
 fn new_events(
-    (run, source): &(Shown, Option<String>),
+    (run, source, fold): (&RunInfo, Option<&str>, &JournalFold),
     (after, started, asked): (Option<u64>, &mut HashSet<u64>, &mut Option<u64>),
     goal_run: Option<usize>,
 ) -> (Vec<(u64, Event)>, bool) {
@@ -309,7 +323,7 @@ fn new_events(
         (id, Event::default().id(shown).event(kind).data(data))
     };
     if after.is_none() {
-        let plan = json!({"id": run.run.id, "plan": source});
+        let plan = json!({"id": run.id, "plan": source});
         out.push(event(0, "plan", plan.to_string()));
     }
     let after = after.unwrap_or(0);
@@ -318,11 +332,11 @@ fn new_events(
                "args": c.args, "sent_at": c.sent_at})
         .to_string()
     };
-    for s in run.steps.iter().filter(|s| s.step > after) {
+    for s in fold.steps().range(after + 1..).map(|(_, s)| s) {
         // NB: a call belongs to the step that made it: the one after the `step`
         // instructions executed before it. It finishes with that step; a call this
         // stream did not see start gets its start first.
-        for c in run.calls.iter().filter(|c| c.step + 1 == s.step) {
+        if let Some(c) = s.step.checked_sub(1).and_then(|k| fold.calls().get(&k)) {
             if started.insert(c.step) {
                 out.push(event(s.step, "tool_call", start(c)));
             }
@@ -336,27 +350,28 @@ fn new_events(
     }
     // NB: a call out (sent: on record before it goes) starts now, under the id of the
     // last step sent: a client that reconnects from there may see its start again.
-    let last = run.steps.last().map_or(0, |s| s.step).max(after);
-    for c in &run.calls {
+    let last_step = fold.steps().last_key_value().map_or(0, |(n, _)| *n);
+    let last = last_step.max(after);
+    for c in fold.calls().range(last..).map(|(_, c)| c) {
         let out_now = matches!(c.state, CallState::Inflight | CallState::Answered);
-        if out_now && c.step + 1 > last && started.insert(c.step) {
+        if out_now && started.insert(c.step) {
             out.push(event(last, "tool_call", start(c)));
         }
     }
     // NB: the end is the event after the last step, sent once.
-    let end = run.steps.last().map_or(0, |s| s.step) + 1;
-    let ended = match run.run.status {
-        RunStatus::Ok => Some(("answer", json!({"final_answer": run.run.final_answer}))),
-        RunStatus::Failed => Some(("failed", json!({"error": run.run.error}))),
+    let end = last_step + 1;
+    let ended = match run.status {
+        RunStatus::Ok => Some(("answer", json!({"final_answer": run.final_answer}))),
+        RunStatus::Failed => Some(("failed", json!({"error": run.error}))),
         RunStatus::Running | RunStatus::Interrupted | RunStatus::NeedsInput | RunStatus::Queued => {
             None
         }
     };
     // NB: not an end: the run goes on once answered, and its events follow on this
     // stream. Under the id of its last step: a client that reconnects is asked again.
-    if run.run.status == RunStatus::NeedsInput && *asked != Some(end) {
+    if run.status == RunStatus::NeedsInput && *asked != Some(end) {
         *asked = Some(end);
-        out.push(event(end - 1, "needs_input", data(&run.run.question)));
+        out.push(event(end - 1, "needs_input", data(&run.question)));
     }
     let done = ended.is_some();
     if let Some((kind, data)) = ended

@@ -81,7 +81,13 @@ struct Buffer {
     failed: Option<StoreError>,
     /// Who waits for which count of points to be written.
     waiters: Vec<(u64, Done)>,
+    /// Told from the writer thread each time points of the run are written.
+    on_written: Option<OnWritten>,
 }
+
+/// Called once points of a run are in the store, from the writer thread: it must be
+/// quick (wake a task, not do its work).
+pub type OnWritten = Arc<dyn Fn() + Send + Sync>;
 
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Buffer> {
     // NB: no code panics while holding the lock; a poisoned buffer is still consistent.
@@ -233,12 +239,23 @@ fn settle(shared: &Shared, upto: u64, result: Result<(), StoreError>) {
         }
     }
     let (written, failed) = (buf.written, buf.failed.clone());
+    let mut answered = Vec::new();
     for (want, done) in std::mem::take(&mut buf.waiters) {
         match &failed {
-            Some(e) => drop(done.send(Err(e.clone()))),
-            None if want <= written => drop(done.send(Ok(()))),
+            Some(e) => answered.push((done, Err(e.clone()))),
+            None if want <= written => answered.push((done, Ok(()))),
             None => buf.waiters.push((want, done)),
         }
+    }
+    let tell = buf.on_written.clone().filter(|_| failed.is_none());
+    drop(buf);
+    // NB: told before the waits end: whoever waited for a run's last point knows that
+    // its watchers were told.
+    if let Some(tell) = tell {
+        tell();
+    }
+    for (done, result) in answered {
+        drop(done.send(result));
     }
 }
 
@@ -289,6 +306,12 @@ impl GroupRun {
             }
         }
         Ok(())
+    }
+
+    /// `tell` hears each time points given are written (not a failed write: the run's
+    /// waits fail with it).
+    pub fn on_written(&self, tell: OnWritten) {
+        lock(&self.shared).on_written = Some(tell);
     }
 
     /// A wait until every point given so far is written, or None when they are.

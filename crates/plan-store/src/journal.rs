@@ -75,6 +75,8 @@ pub struct StoreJournal<'s> {
     /// Calls committed so far, for a journal that has every point of its run (see
     /// [`StoreJournal::continued`]).
     committed_calls: Option<u64>,
+    /// Who hears of each point written directly (see [`StoreJournal::on_written`]).
+    tell: Option<crate::OnWritten>,
 }
 
 impl<'s> StoreJournal<'s> {
@@ -104,6 +106,16 @@ impl<'s> StoreJournal<'s> {
     ) -> StoreJournal<'static> {
         let points = store.run(run, owner.clone());
         StoreJournal::to(Target::Group(points), run, owner, steps_done, program)
+    }
+
+    /// `tell` hears, from the writer thread, each time points of this journal are in
+    /// the store; for a journal that writes its points itself, each time one is.
+    pub fn on_written(mut self, tell: crate::OnWritten) -> Self {
+        match &self.target {
+            Target::Group(points) => points.on_written(tell),
+            Target::Direct(_) => self.tell = Some(tell),
+        }
+        self
     }
 
     /// A wait until every point given so far is written (None: nothing pending).
@@ -147,6 +159,7 @@ impl<'s> StoreJournal<'s> {
             save_state: false,
             kept_bytes: 0,
             committed_calls: Some(0),
+            tell: None,
         }
     }
 
@@ -171,7 +184,13 @@ impl<'s> StoreJournal<'s> {
         point.encoded.clear();
         self.point.finish_into(&mut point.encoded);
         let done = match &mut self.target {
-            Target::Direct(store) => store.commit(&self.run, &self.owner, &point),
+            Target::Direct(store) => {
+                let done = store.commit(&self.run, &self.owner, &point);
+                if let (Ok(()), Some(tell)) = (&done, &self.tell) {
+                    tell();
+                }
+                done
+            }
             Target::Group(points) => points.give(&mut point),
         };
         self.encoded = point.encoded;

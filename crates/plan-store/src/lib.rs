@@ -27,11 +27,12 @@ mod sqlite;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use group::{GroupRun, GroupStore};
+pub use group::{GroupRun, GroupStore, OnWritten};
 pub use journal::{
     CHECKPOINT_INTERVAL, CHECKPOINT_STEPS, MAX_KEPT_RUN_BYTES, MAX_KEPT_VALUE_BYTES, StoreJournal,
 };
 pub use pg::{PgStore, is_postgres_url};
+pub use rows::JournalFold;
 pub use sqlite::{Durability, SqliteStore};
 
 /// How long a run's lease lasts without renewal: past it, a `running` run whose process
@@ -757,6 +758,10 @@ pub trait RunStore: Send {
     fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError>;
     /// Every call of the run, in step order.
     fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError>;
+    /// Folds the entries of run `id`'s journal after the last one `fold` holds into it
+    /// (all of them into a new fold): its steps and calls then read as [`RunStore::steps`]
+    /// and [`RunStore::calls`] would.
+    fn fold_journal(&self, id: &str, fold: &mut JournalFold) -> Result<(), StoreError>;
     /// The latest commit point: (instructions committed, VmState JSON).
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError>;
 

@@ -24,9 +24,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, LEASE_MS, NewGoal, NewRun, Owner,
-    RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind, StoreWrite,
-    StoredProgram, now_ms,
+    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, JournalFold, LEASE_MS, NewGoal,
+    NewRun, Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError,
+    StoreErrorKind, StoreWrite, StoredProgram, now_ms,
 };
 
 mod pool;
@@ -326,12 +326,26 @@ impl PgStore {
         &self,
         id: &str,
     ) -> Result<Vec<(i64, P)>, StoreError> {
+        let mut out = Vec::new();
+        self.entries_after(id, -1, |_, at, points: Vec<P>| {
+            out.extend(points.into_iter().map(|p| (at, p)));
+        })?;
+        Ok(out)
+    }
+
+    /// Each entry of run `id`'s journal after entry `after`, in order: (its number, the
+    /// time of its row, its points).
+    fn entries_after<P: serde::de::DeserializeOwned>(
+        &self,
+        id: &str,
+        after: i64,
+        mut each: impl FnMut(i64, i64, Vec<P>),
+    ) -> Result<(), StoreError> {
         self.exists(id)?;
         let rows = self.rows(
-            "SELECT seq, entry::text, at FROM journal WHERE run = $1 ORDER BY seq",
-            &[&id],
+            "SELECT seq, entry::text, at FROM journal WHERE run = $1 AND seq > $2 ORDER BY seq",
+            &[&id, &after],
         )?;
-        let mut out = Vec::new();
         for r in rows {
             let (seq, text, at): (i64, String, i64) = (r.get(0), r.get(1), r.get(2));
             let points: Vec<P> = serde_json::from_str(&text).map_err(|e| {
@@ -340,9 +354,9 @@ impl PgStore {
                     self.pool.shown
                 ))
             })?;
-            out.extend(points.into_iter().map(|p| (at, p)));
+            each(seq, at, points);
         }
-        Ok(out)
+        Ok(())
     }
 
     fn exists(&self, id: &str) -> Result<(), StoreError> {
@@ -1143,6 +1157,11 @@ impl RunStore for PgStore {
 
     fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError> {
         Ok(crate::rows::calls(self.entries(id)?))
+    }
+
+    fn fold_journal(&self, id: &str, fold: &mut JournalFold) -> Result<(), StoreError> {
+        let after = fold.head().unwrap_or(-1);
+        self.entries_after(id, after, |seq, at, points| fold.apply(seq, at, points))
     }
 
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {

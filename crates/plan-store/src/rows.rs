@@ -53,66 +53,132 @@ struct Answer {
     usage: Option<plan_llm::Usage>,
 }
 
+/// One point of a journal entry, read whole (see [`JournalFold`]).
+#[derive(Default, Deserialize)]
+pub(crate) struct Point {
+    #[serde(default)]
+    steps: Vec<StepRow>,
+    #[serde(default)]
+    sent: Vec<Sent>,
+    #[serde(default)]
+    answered: Vec<Answer>,
+    #[serde(default)]
+    committed: Vec<u64>,
+    #[serde(default)]
+    discarded: Vec<u64>,
+}
+
 /// A run's committed steps from its journal's points in order: a later point about the
 /// same step wins (a resumed run re-executes steps after its last saved state).
 pub(crate) fn steps(points: Vec<(i64, StepsPoint)>) -> Vec<StepRow> {
     let mut steps: BTreeMap<u64, StepRow> = BTreeMap::new();
     for (_, e) in points {
-        for s in e.steps {
-            steps.insert(s.step, s);
-        }
+        fold_steps(&mut steps, e.steps);
     }
     steps.into_values().collect()
+}
+
+fn fold_steps(into: &mut BTreeMap<u64, StepRow>, steps: Vec<StepRow>) {
+    for s in steps {
+        into.insert(s.step, s);
+    }
 }
 
 /// A run's calls from its journal's points in order, each with the time of its row.
 pub(crate) fn calls(points: Vec<(i64, CallsPoint)>) -> Vec<CallRow> {
     let mut calls: BTreeMap<u64, CallRow> = BTreeMap::new();
     for (at, e) in points {
-        for c in e.sent {
-            calls.insert(
-                c.step,
-                CallRow {
-                    step: c.step,
-                    seq_no: c.seq_no,
-                    tool: c.tool,
-                    args: c.args,
-                    state: CallState::Inflight,
-                    output: None,
-                    error: None,
-                    latency_ms: None,
-                    usage: None,
-                    attempts: None,
-                    sent_at: Some(at),
-                },
-            );
+        fold_calls(&mut calls, at, e);
+    }
+    calls.into_values().collect()
+}
+
+fn fold_calls(calls: &mut BTreeMap<u64, CallRow>, at: i64, e: CallsPoint) {
+    for c in e.sent {
+        calls.insert(
+            c.step,
+            CallRow {
+                step: c.step,
+                seq_no: c.seq_no,
+                tool: c.tool,
+                args: c.args,
+                state: CallState::Inflight,
+                output: None,
+                error: None,
+                latency_ms: None,
+                usage: None,
+                attempts: None,
+                sent_at: Some(at),
+            },
+        );
+    }
+    for a in e.answered {
+        if let Some(c) = calls.get_mut(&a.step) {
+            c.state = CallState::Answered;
+            c.output = a.output;
+            c.error = a.error;
+            c.latency_ms = a.latency_ms;
+            c.usage = a.usage;
+            c.attempts = a.attempts;
         }
-        for a in e.answered {
-            if let Some(c) = calls.get_mut(&a.step) {
-                c.state = CallState::Answered;
-                c.output = a.output;
-                c.error = a.error;
-                c.latency_ms = a.latency_ms;
-                c.usage = a.usage;
-                c.attempts = a.attempts;
-            }
-        }
-        for (steps, state) in [
-            (e.committed, CallState::Committed),
-            (e.discarded, CallState::Discarded),
-        ] {
-            for s in steps {
-                // NB: a call with no recorded answer stays in flight (unknown), even if
-                // the run consumed a failure for it (a write that timed out).
-                if let Some(c) = calls.get_mut(&s)
-                    && c.state != CallState::Inflight
-                {
-                    c.state = state;
-                }
+    }
+    for (steps, state) in [
+        (e.committed, CallState::Committed),
+        (e.discarded, CallState::Discarded),
+    ] {
+        for s in steps {
+            // NB: a call with no recorded answer stays in flight (unknown), even if the
+            // run consumed a failure for it (a write that timed out).
+            if let Some(c) = calls.get_mut(&s)
+                && c.state != CallState::Inflight
+            {
+                c.state = state;
             }
         }
     }
-    calls.into_values().collect()
+}
+
+/// A run's steps and calls as [`crate::RunStore::steps`] and [`crate::RunStore::calls`]
+/// read them, folded on entry by entry ([`crate::RunStore::fold_journal`]): a reader that
+/// follows a run (an event stream) reads and parses only the entries written since its
+/// last look, so following a run costs what the run wrote, not that times its looks.
+#[derive(Clone, Debug, Default)]
+pub struct JournalFold {
+    head: Option<i64>,
+    steps: BTreeMap<u64, StepRow>,
+    calls: BTreeMap<u64, CallRow>,
+}
+
+impl JournalFold {
+    /// The number of the last entry folded in (None: none yet).
+    pub fn head(&self) -> Option<i64> {
+        self.head
+    }
+
+    /// The committed steps, by number.
+    pub fn steps(&self) -> &BTreeMap<u64, StepRow> {
+        &self.steps
+    }
+
+    /// The calls, by the step that made them.
+    pub fn calls(&self) -> &BTreeMap<u64, CallRow> {
+        &self.calls
+    }
+
+    /// Folds in entry `seq`, written at `at`.
+    pub(crate) fn apply(&mut self, seq: i64, at: i64, points: Vec<Point>) {
+        for p in points {
+            fold_steps(&mut self.steps, p.steps);
+            let calls = CallsPoint {
+                sent: p.sent,
+                answered: p.answered,
+                committed: p.committed,
+                discarded: p.discarded,
+            };
+            fold_calls(&mut self.calls, at, calls);
+        }
+        self.head = Some(seq);
+    }
 }
 
 /// Whether `holder` (of a `running` run) still holds it: a live process of this machine

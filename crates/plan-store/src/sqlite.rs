@@ -16,9 +16,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, LEASE_MS, NewGoal, NewRun, Owner,
-    RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind, StoreWrite,
-    StoredProgram, now_ms,
+    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, JournalFold, LEASE_MS, NewGoal,
+    NewRun, Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError,
+    StoreErrorKind, StoreWrite, StoredProgram, now_ms,
 };
 
 /// `PRAGMA application_id` of a planvm store ('plnr').
@@ -507,19 +507,35 @@ impl SqliteStore {
         }
     }
 
-    /// The points of the run's journal, in order.
     /// The points of run `id`'s journal, in order, each with the time of its row.
     fn entries<P: serde::de::DeserializeOwned>(
         &self,
         id: &str,
     ) -> Result<Vec<(i64, P)>, StoreError> {
+        let mut out = Vec::new();
+        self.entries_after(id, -1, |_, at, points: Vec<P>| {
+            out.extend(points.into_iter().map(|p| (at, p)));
+        })?;
+        Ok(out)
+    }
+
+    /// Each entry of run `id`'s journal after entry `after`, in order: (its number, the
+    /// time of its row, its points).
+    fn entries_after<P: serde::de::DeserializeOwned>(
+        &self,
+        id: &str,
+        after: i64,
+        mut each: impl FnMut(i64, i64, Vec<P>),
+    ) -> Result<(), StoreError> {
         self.exists(id)?;
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT seq, entry, at FROM journal WHERE run = ?1 ORDER BY seq")
+            .prepare_cached(
+                "SELECT seq, entry, at FROM journal WHERE run = ?1 AND seq > ?2 ORDER BY seq",
+            )
             .map_err(|e| io_run(&self.path, id, e))?;
         let rows = stmt
-            .query_map([id], |r| {
+            .query_map(params![id, after], |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, String>(1)?,
@@ -527,7 +543,6 @@ impl SqliteStore {
                 ))
             })
             .map_err(|e| io_run(&self.path, id, e))?;
-        let mut out = Vec::new();
         for row in rows {
             let (seq, text, at) = row.map_err(|e| io_run(&self.path, id, e))?;
             let points: Vec<P> = serde_json::from_str(&text).map_err(|e| {
@@ -539,9 +554,9 @@ impl SqliteStore {
                     ),
                 )
             })?;
-            out.extend(points.into_iter().map(|p| (at, p)));
+            each(seq, at, points);
         }
-        Ok(out)
+        Ok(())
     }
 
     fn claim_run(&mut self, id: &str, owner: &Owner, seen: Seen) -> Result<(), StoreError> {
@@ -1265,6 +1280,11 @@ impl RunStore for SqliteStore {
 
     fn calls(&self, id: &str) -> Result<Vec<CallRow>, StoreError> {
         Ok(crate::rows::calls(self.entries(id)?))
+    }
+
+    fn fold_journal(&self, id: &str, fold: &mut JournalFold) -> Result<(), StoreError> {
+        let after = fold.head().unwrap_or(-1);
+        self.entries_after(id, after, |seq, at, points| fold.apply(seq, at, points))
     }
 
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {

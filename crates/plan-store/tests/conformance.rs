@@ -5,10 +5,13 @@
 //! lost its run, the journal folded back into calls and steps, evaluations and verdicts.
 
 use plan_store::{
-    CallRow, CallState, CommitPoint, Durability, EvalCase, Feedback, NewRun, OwnedNewRun, Owner,
-    PgStore, RunEnd, RunStatus, RunStore, Seen, SqliteStore, StepRow, StoreErrorKind, StoreWrite,
+    CallRow, CallState, CommitPoint, Durability, EvalCase, Feedback, JournalFold, NewRun,
+    OwnedNewRun, Owner, PgStore, RunEnd, RunStatus, RunStore, Seen, SqliteStore, StepRow,
+    StoreErrorKind, StoreWrite,
 };
 use serde_json::{Map, Value, json};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// A fresh store of one backend, and its rows changed or read behind its back.
 trait Backend {
@@ -505,6 +508,14 @@ fn the_journal_folds_back_into_calls_steps_and_counts(b: &dyn Backend) {
         writes: [(var.to_owned(), v)].into_iter().collect(),
         omitted: Map::new(),
     };
+    // A reader following the run, one look after each point.
+    let mut fold = JournalFold::default();
+    let mut heads = Vec::new();
+    let mut look = |store: &dyn RunStore| {
+        store.fold_journal("r", &mut fold).unwrap();
+        heads.push(fold.head());
+    };
+    look(&*store);
     // Two calls sent; the first answered and committed; then a resumed attempt commits
     // the first again and answers the second.
     let mut answered = call(0, "search");
@@ -520,6 +531,7 @@ fn the_journal_folds_back_into_calls_steps_and_counts(b: &dyn Backend) {
             },
         )
         .unwrap();
+    look(&*store);
     store
         .commit(
             "r",
@@ -532,6 +544,8 @@ fn the_journal_folds_back_into_calls_steps_and_counts(b: &dyn Backend) {
             },
         )
         .unwrap();
+    look(&*store);
+    look(&*store);
     let mut second = call(1, "search");
     second.error = Some("down".into());
     store
@@ -554,7 +568,12 @@ fn the_journal_folds_back_into_calls_steps_and_counts(b: &dyn Backend) {
             },
         )
         .unwrap();
+    look(&*store);
     let calls = store.calls("r").unwrap();
+    assert_eq!(heads, [None, Some(0), Some(1), Some(1), Some(2)]);
+    assert_eq!(fold.calls().values().cloned().collect::<Vec<_>>(), calls);
+    let steps: Vec<_> = fold.steps().values().cloned().collect();
+    assert_eq!(steps, store.steps("r").unwrap());
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[0].state, CallState::Committed);
     assert_eq!(calls[0].output, Some(json!("a0")));
@@ -571,7 +590,8 @@ fn the_journal_folds_back_into_calls_steps_and_counts(b: &dyn Backend) {
 
 /// Many runs handing points to one group store from several threads at once: every
 /// point lands once, in order, whatever transactions they were grouped into; a wait
-/// returns once what was given before it is written.
+/// returns once what was given before it is written, and whoever watches a run is told
+/// by then.
 fn a_group_store_writes_every_point_of_every_run_in_order(b: &dyn Backend) {
     let store = b.open();
     let group = plan_store::GroupStore::spawn(store);
@@ -586,6 +606,11 @@ fn a_group_store_writes_every_point_of_every_run_in_order(b: &dyn Backend) {
                     let id = format!("run{r}");
                     let created = group.create(new_run(&id), me.clone());
                     let run = group.run(&id, me.clone());
+                    let told = Arc::new(AtomicU64::new(0));
+                    let count = told.clone();
+                    run.on_written(Arc::new(move || {
+                        count.fetch_add(1, Ordering::Relaxed);
+                    }));
                     for p in 0..POINTS {
                         let mut point = CommitPoint {
                             sent: vec![call(p, "search")],
@@ -606,6 +631,7 @@ fn a_group_store_writes_every_point_of_every_run_in_order(b: &dyn Backend) {
                                 futures::executor::block_on(wait).unwrap();
                             }
                             assert!(run.written().is_none(), "what was given is written");
+                            assert!(told.load(Ordering::Relaxed) >= 1);
                         }
                     }
                     futures::executor::block_on(created).unwrap();
@@ -613,6 +639,9 @@ fn a_group_store_writes_every_point_of_every_run_in_order(b: &dyn Backend) {
                         futures::executor::block_on(wait).unwrap();
                     }
                     assert!(run.written().is_none(), "everything given is written");
+                    // NB: the points after the wait went in a later transaction.
+                    let told = told.load(Ordering::Relaxed);
+                    assert!((2..=POINTS).contains(&told), "told {told} times");
                 }
             });
         }
