@@ -238,6 +238,8 @@ pub(crate) async fn start(
     })?;
     let limits = limits(submit.max_steps);
     let timeout = submit.timeout.map(positive_secs).transpose()?;
+    // NB: an id the service makes is new: no goal has it.
+    let chosen = submit.run_id.is_some();
     let id = submit.run_id.unwrap_or_else(plan_store::new_run_id);
     let new = OwnedNewRun {
         id: id.clone(),
@@ -249,7 +251,9 @@ pub(crate) async fn start(
         parent: None,
     };
     let presets: Vec<(String, Value)> = new.presets.clone().into_iter().collect();
-    refuse_goal_ids(&state, &id).await?;
+    if chosen {
+        refuse_goal_ids(&state, &id).await?;
+    }
     // NB: a deadline is not kept with a queued run: a run given one is this service's.
     if may_queue && crate::queue::shared(&state) && timeout.is_none() {
         let row = crate::queue::enqueue(&state, new).await?;
@@ -466,8 +470,12 @@ pub(crate) async fn branch(
     let Json(b) = body?;
     let (point, source, program) = branch_parts(&state, parent, &b).await?;
     let limits = limits(b.max_steps);
+    // NB: an id the service makes is new: no goal has it.
+    let chosen = b.run_id.is_some();
     let id = b.run_id.unwrap_or_else(plan_store::new_run_id);
-    refuse_goal_ids(&state, &id).await?;
+    if chosen {
+        refuse_goal_ids(&state, &id).await?;
+    }
     // NB: in a task of its own, as a new run (see `submit`).
     let row = detached(async move {
         let warn = state.warn;

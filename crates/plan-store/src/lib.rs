@@ -556,14 +556,7 @@ pub struct Owner(pub String);
 impl Owner {
     /// This process (the same value for its whole life).
     pub fn this_process() -> Owner {
-        static THIS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        let id = THIS.get_or_init(|| {
-            let pid = std::process::id();
-            let start = start_time(pid).unwrap_or(0);
-            let nonce = uuid::Uuid::now_v7().simple().to_string();
-            format!("{}:{pid}:{start}.{}", host_name(), &nonce[20..])
-        });
-        Owner(id.clone())
+        Owner(this_process_id().to_owned())
     }
 
     /// One run of this process: this process, told apart from its other runs, so that a
@@ -577,11 +570,11 @@ impl Owner {
 
     /// Whether this is this process, or one of its runs ([`Owner::for_run`]).
     pub fn is_this_process(&self) -> bool {
-        let this = Owner::this_process().0;
+        let this = this_process_id();
         self.0 == this
             || self
                 .0
-                .strip_prefix(&this)
+                .strip_prefix(this)
                 .is_some_and(|rest| rest.starts_with('.'))
     }
 
@@ -599,13 +592,14 @@ impl Owner {
     /// Whether the owner is a live process of this machine (`true`), a process of this
     /// machine that is gone (`false`), or cannot be told (None).
     fn on_this_host(&self) -> Option<bool> {
+        // NB: first, and with no system call: a service reads this of every run row.
+        if self.is_this_process() {
+            return Some(true);
+        }
         let mut parts = self.0.rsplitn(3, ':');
         let (tail, pid, host) = (parts.next()?, parts.next()?, parts.next()?);
         if host != host_name() || !std::path::Path::new("/proc/self/stat").exists() {
             return None;
-        }
-        if self.is_this_process() {
-            return Some(true);
         }
         let Ok(pid) = pid.parse::<u32>() else {
             return Some(false);
@@ -629,13 +623,28 @@ fn start_time(pid: u32) -> Option<u64> {
     fields.nth(18)?.parse().ok()
 }
 
-fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "localhost".to_owned())
+/// This process's [`Owner`] id (the same value for its whole life).
+fn this_process_id() -> &'static str {
+    static THIS: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    THIS.get_or_init(|| {
+        let pid = std::process::id();
+        let start = start_time(pid).unwrap_or(0);
+        let nonce = uuid::Uuid::now_v7().simple().to_string();
+        format!("{}:{pid}:{start}.{}", host_name(), &nonce[20..])
+    })
+}
+
+/// The machine's name as this process first read it: the name its owner id carries.
+fn host_name() -> &'static str {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .map(|s| s.trim().to_owned())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "localhost".to_owned())
+    })
 }
 
 /// A store failure: what went wrong, in words a user can act on.
