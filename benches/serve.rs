@@ -1,8 +1,10 @@
 //! `planvm serve` as a whole system, over real HTTP on loopback, against the same work done
 //! without it: runs per second through `POST /v1/runs` + each run's event stream to its
-//! end, against `planvm batch --store` on the same plans (alternated rounds); the latency
-//! a run's submitter sees, against the same run started in-process through the engine as
-//! the service starts it (`plan_runs::Writer`); and memory per queued and per running run (the service's RSS).
+//! end, against `planvm batch --store` on the same plans (alternated rounds), and against
+//! a bare HTTP server answering the same requests from memory (what HTTP alone costs:
+//! this bench, re-run as that server); the latency a run's submitter sees, against the
+//! same run started in-process through the engine as the service starts it
+//! (`plan_runs::Writer`); and memory per queued and per running run (the service's RSS).
 //! The plan is `scripts/batch-bench-data.py`'s 13-call plan, its calls answered from a
 //! cassette (0 ms, or 300 ms for memory).
 //!
@@ -23,6 +25,9 @@ const ROUNDS: usize = 5;
 const LATENCY_RUNS: usize = 300;
 
 fn main() {
+    if let Some(events) = std::env::var_os("PLANRT_BENCH_FLOOR") {
+        return floor_server(&PathBuf::from(events));
+    }
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let bin = std::env::var_os("PLANVM_BIN")
         .map(PathBuf::from)
@@ -47,6 +52,20 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+
+    // The floor: the same requests answered by a bare HTTP server from memory (one run's
+    // events as the service sent them), no store and no VM.
+    let events = {
+        let svc = Service::start(&bin, data, "floor.db", "aspects.0ms.jsonl", &[]);
+        rt.block_on(async {
+            let client = client();
+            let id = submit(&client, &svc.base, &body).await;
+            let url = format!("{}/v1/runs/{id}/events", svc.base);
+            client.get(url).send().await.unwrap().text().await.unwrap()
+        })
+    };
+    std::fs::write(data.join("events.txt"), &events).unwrap();
+    let mut floor = Vec::new();
 
     // Throughput, alternated with the batch.
     let (mut batch, mut served) = (Vec::new(), Vec::new());
@@ -82,6 +101,9 @@ fn main() {
             &[],
         );
         served.push(rt.block_on(throughput(&svc.base, body.clone())));
+        drop(svc);
+        let bare = Floor::start(&data.join("events.txt"));
+        floor.push(rt.block_on(throughput(&bare.0.base, body.clone())));
     }
     let (b, s) = (median(&mut batch), median(&mut served));
     let rate = |d: Duration| RUNS as f64 / d.as_secs_f64();
@@ -95,6 +117,10 @@ fn main() {
         rate(s) / rate(b)
     );
     println!("  batch rounds: {batch:?}\n  serve rounds: {served:?}");
+    println!(
+        "  the HTTP alone (a bare server answering from memory): {:.0} ms, rounds {floor:?}",
+        median(&mut floor).as_secs_f64() * 1e3
+    );
 
     // Latency, one run at a time.
     let svc = Service::start(&bin, data, "lat.db", "aspects.0ms.jsonl", &[]);
@@ -208,6 +234,83 @@ impl Drop for Service {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The bench itself as a bare HTTP server on a free loopback port: `POST /v1/runs` reads
+/// the body as JSON and answers an id; `GET /v1/runs/{id}/events` sends the events in
+/// `events` (one run's, as the service sent them). Stopped when dropped.
+struct Floor(Service);
+
+impl Floor {
+    fn start(events: &Path) -> Floor {
+        use std::io::BufRead;
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .env("PLANRT_BENCH_FLOOR", events)
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let line = lines.next().expect("the server starts").unwrap();
+        let base = line.strip_prefix("listening on ").unwrap().to_owned();
+        Floor(Service { child, base })
+    }
+}
+
+fn floor_server(events: &Path) {
+    use axum::response::sse::{Event, Sse};
+    use axum::serve::ListenerExt;
+    let text = std::fs::read_to_string(events).unwrap();
+    let events: Arc<Vec<(String, String, String)>> = Arc::new(
+        text.split("\n\n")
+            .filter(|e| !e.is_empty())
+            .map(|e| {
+                let field = |name: &str| {
+                    e.lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                (field("id: "), field("event: "), field("data: "))
+            })
+            .collect(),
+    );
+    assert!(events.iter().any(|(_, kind, _)| kind == "answer"));
+    let next = Arc::new(AtomicUsize::new(0));
+    let app = axum::Router::new()
+        .route(
+            "/v1/runs",
+            axum::routing::post(move |axum::Json(body): axum::Json<Value>| async move {
+                assert!(body["plan"].is_string());
+                let id = next.fetch_add(1, Ordering::Relaxed);
+                let created = serde_json::json!({"id": format!("run-{id}"), "status": "running"});
+                (axum::http::StatusCode::CREATED, axum::Json(created))
+            }),
+        )
+        .route(
+            "/v1/runs/{id}/events",
+            axum::routing::get(move || async move {
+                let all = events.iter().map(|(id, kind, data)| {
+                    Ok::<_, std::convert::Infallible>(
+                        Event::default().id(id).event(kind).data(data),
+                    )
+                });
+                Sse::new(futures::stream::iter(all.collect::<Vec<_>>()))
+            }),
+        );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        eprintln!("listening on http://{}", listener.local_addr().unwrap());
+        // NB: as the service does: without it a small write waits for a delayed ACK.
+        let listener = listener.tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
+        axum::serve(listener, app).await.unwrap();
+    });
 }
 
 /// Submits a run and reads its events to the end; its answer event must be there.

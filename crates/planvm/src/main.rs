@@ -49,11 +49,6 @@ mod tools;
 
 use std::process::ExitCode;
 
-// NB: a service allocates per request and per event on many threads at once; with the
-// system's allocator that was a fifth of its time (BENCHMARKS.md, the service).
-#[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use clap::{Parser, Subcommand};
 
 #[derive(Parser, Debug)]
