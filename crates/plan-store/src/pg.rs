@@ -326,11 +326,7 @@ impl PgStore {
         &self,
         id: &str,
     ) -> Result<Vec<(i64, P)>, StoreError> {
-        let mut out = Vec::new();
-        self.entries_after(id, -1, |_, at, points: Vec<P>| {
-            out.extend(points.into_iter().map(|p| (at, p)));
-        })?;
-        Ok(out)
+        crate::rows::points(|each| self.entries_after(id, -1, each))
     }
 
     /// Each entry of run `id`'s journal after entry `after`, in order: (its number, the

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::{CallRow, CallState, GoalStatus, Owner, RunStatus, StepRow};
+use crate::{CallRow, CallState, GoalStatus, Owner, RunStatus, StepRow, StoreError};
 
 /// One point of a journal entry as read back for its calls (see migrations/001_init.sql
 /// and [`crate::CommitPoint::journal_entry`]); its steps are skipped unread.
@@ -53,7 +53,19 @@ struct Answer {
     usage: Option<plan_llm::Usage>,
 }
 
-/// One point of a journal entry, read whole (see [`JournalFold`]).
+/// The points of a run's journal, in order, each with the time of its row: what `read`
+/// hands each entry it reads (its number, its time, its points) to.
+pub(crate) fn points<P>(
+    read: impl FnOnce(&mut dyn FnMut(i64, i64, Vec<P>)) -> Result<(), StoreError>,
+) -> Result<Vec<(i64, P)>, StoreError> {
+    let mut out = Vec::new();
+    read(&mut |_, at, points| out.extend(points.into_iter().map(|p| (at, p))))?;
+    Ok(out)
+}
+
+/// One point of a journal entry, read whole (see [`JournalFold`]). NB: the fields of
+/// [`StepsPoint`] and [`CallsPoint`] together: each of those skips unread the half its
+/// reader does not need.
 #[derive(Default, Deserialize)]
 pub(crate) struct Point {
     #[serde(default)]
