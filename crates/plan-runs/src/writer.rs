@@ -59,11 +59,9 @@ impl Writer {
         within: Option<Deadline>,
         (also, on_written): (&mut dyn Journal, Option<OnWritten>),
     ) -> RunReport {
-        let mut journal =
-            StoreJournal::grouped(self.group().clone(), id, self.owner.clone(), 0, program);
-        if let Some(tell) = on_written {
-            journal = journal.on_written(tell);
-        }
+        let owner = self.owner.clone();
+        let journal =
+            StoreJournal::grouped(self.group().clone(), (id, owner), 0, program, on_written);
         let mut journal = (also, journal);
         let mut report = plan_host::run_plan_reusing(
             host,

@@ -238,9 +238,7 @@ pub(crate) async fn start(
     })?;
     let limits = limits(submit.max_steps);
     let timeout = submit.timeout.map(positive_secs).transpose()?;
-    // NB: an id the service makes is new: no goal has it.
-    let chosen = submit.run_id.is_some();
-    let id = submit.run_id.unwrap_or_else(plan_store::new_run_id);
+    let id = run_id(&state, submit.run_id).await?;
     let new = OwnedNewRun {
         id: id.clone(),
         plan: "submitted".into(),
@@ -251,9 +249,6 @@ pub(crate) async fn start(
         parent: None,
     };
     let presets: Vec<(String, Value)> = new.presets.clone().into_iter().collect();
-    if chosen {
-        refuse_goal_ids(&state, &id).await?;
-    }
     // NB: a deadline is not kept with a queued run: a run given one is this service's.
     if may_queue && crate::queue::shared(&state) && timeout.is_none() {
         let row = crate::queue::enqueue(&state, new).await?;
@@ -285,10 +280,14 @@ async fn detached<T: Send + 'static>(
         .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
 }
 
-/// Refuses (409) to give a run of a plan an id that is a goal's, or one of its runs'
-/// (`G`, `G.2`, ...): the goal's runs would not be its own.
-async fn refuse_goal_ids(state: &Arc<Shared>, id: &str) -> Result<(), ApiError> {
-    let id = id.to_owned();
+/// The id of a new run of a plan: `given`, or a new one. Refuses (409) an id given that is
+/// a goal's, or one of its runs' (`G`, `G.2`, ...): the goal's runs would not be its own.
+/// NB: an id the service makes is new: no goal has it, and none is looked up.
+async fn run_id(state: &Arc<Shared>, given: Option<String>) -> Result<String, ApiError> {
+    let Some(id) = given else {
+        return Ok(plan_store::new_run_id());
+    };
+    let given = id.clone();
     let goal = state
         .read(move |store| {
             let base = id.rsplit_once('.').map_or(id.as_str(), |(b, _)| b);
@@ -306,7 +305,7 @@ async fn refuse_goal_ids(state: &Arc<Shared>, id: &str) -> Result<(), ApiError> 
             "duplicate_run",
             format!("run ids `{g}`, `{g}.2`, ... are goal `{g}`'s"),
         )),
-        None => Ok(()),
+        None => Ok(given),
     }
 }
 
@@ -470,12 +469,7 @@ pub(crate) async fn branch(
     let Json(b) = body?;
     let (point, source, program) = branch_parts(&state, parent, &b).await?;
     let limits = limits(b.max_steps);
-    // NB: an id the service makes is new: no goal has it.
-    let chosen = b.run_id.is_some();
-    let id = b.run_id.unwrap_or_else(plan_store::new_run_id);
-    if chosen {
-        refuse_goal_ids(&state, &id).await?;
-    }
+    let id = run_id(&state, b.run_id).await?;
     // NB: in a task of its own, as a new run (see `submit`).
     let row = detached(async move {
         let warn = state.warn;

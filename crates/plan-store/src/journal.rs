@@ -75,8 +75,6 @@ pub struct StoreJournal<'s> {
     /// Calls committed so far, for a journal that has every point of its run (see
     /// [`StoreJournal::continued`]).
     committed_calls: Option<u64>,
-    /// Who hears of each point written directly (see [`StoreJournal::on_written`]).
-    tell: Option<crate::OnWritten>,
 }
 
 impl<'s> StoreJournal<'s> {
@@ -96,26 +94,20 @@ impl<'s> StoreJournal<'s> {
     /// waits for them ([`Journal::durable`]) only before it sends a call of one of
     /// `program`'s `write` tools, so that a write in flight is always on record; other
     /// points are written while the run goes on, at most a transaction later. The caller
-    /// waits for everything at the end ([`StoreJournal::written`]).
+    /// waits for everything at the end ([`StoreJournal::written`]). `on_written` hears,
+    /// from the writer thread, each time points of the run are in the store.
     pub fn grouped(
         store: GroupStore,
-        run: &str,
-        owner: Owner,
+        (run, owner): (&str, Owner),
         steps_done: u64,
         program: &ValidatedProgram,
+        on_written: Option<crate::OnWritten>,
     ) -> StoreJournal<'static> {
         let points = store.run(run, owner.clone());
-        StoreJournal::to(Target::Group(points), run, owner, steps_done, program)
-    }
-
-    /// `tell` hears, from the writer thread, each time points of this journal are in
-    /// the store; for a journal that writes its points itself, each time one is.
-    pub fn on_written(mut self, tell: crate::OnWritten) -> Self {
-        match &self.target {
-            Target::Group(points) => points.on_written(tell),
-            Target::Direct(_) => self.tell = Some(tell),
+        if let Some(tell) = on_written {
+            points.on_written(tell);
         }
-        self
+        StoreJournal::to(Target::Group(points), run, owner, steps_done, program)
     }
 
     /// A wait until every point given so far is written (None: nothing pending).
@@ -159,7 +151,6 @@ impl<'s> StoreJournal<'s> {
             save_state: false,
             kept_bytes: 0,
             committed_calls: Some(0),
-            tell: None,
         }
     }
 
@@ -184,13 +175,7 @@ impl<'s> StoreJournal<'s> {
         point.encoded.clear();
         self.point.finish_into(&mut point.encoded);
         let done = match &mut self.target {
-            Target::Direct(store) => {
-                let done = store.commit(&self.run, &self.owner, &point);
-                if let (Ok(()), Some(tell)) = (&done, &self.tell) {
-                    tell();
-                }
-                done
-            }
+            Target::Direct(store) => store.commit(&self.run, &self.owner, &point),
             Target::Group(points) => points.give(&mut point),
         };
         self.encoded = point.encoded;

@@ -512,7 +512,7 @@ async fn run_new(
     let created = store.create(new, owner.clone());
     let mut journal = (
         &mut tracer,
-        StoreJournal::grouped(store, id, owner, 0, program),
+        StoreJournal::grouped(store, (id, owner), 0, program, None),
     );
     let mut report =
         plan_host::run_plan_recording(host, program, vars, limits, &mut journal, recorder.as_ref())
@@ -541,8 +541,8 @@ async fn go_on(
 ) -> RunReport {
     let Resumed { going, limits } = r;
     // NB: its earlier process committed calls too: the store counts them at the end.
-    let journal =
-        StoreJournal::grouped(store, id, owner, going.steps_done, &going.program).continued();
+    let journal = StoreJournal::grouped(store, (id, owner), going.steps_done, &going.program, None)
+        .continued();
     let mut journal = (
         &mut tracer,
         (journal, recorder.as_ref().map(RecordJournal::new)),
