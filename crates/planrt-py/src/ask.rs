@@ -172,7 +172,7 @@ pub(crate) fn _ask_now<'py>(
         }
     })?;
     let at = store.map(|s| s.get().at().clone());
-    pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
+    crate::runtime::future_into_py(py, locals, async move {
         let mut planner = Planner {
             host: &host,
             model,

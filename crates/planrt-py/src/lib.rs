@@ -7,12 +7,14 @@
 //! `planvm`, so the same concurrency and determinism), stepping by hand `plan_vm::OwnedVm`,
 //! runs in a store `plan_runs` (the engine of `planvm --store`, `resume` and `runs`).
 //! The GIL is released while Rust compiles or runs; a tool's Python code takes it only for
-//! its own call.
+//! its own call. Runs go on in this module's tokio runtime (`runtime`), shut down at
+//! exit before the interpreter finalizes.
 
 mod ask;
 mod convert;
 mod plan;
 mod run;
+mod runtime;
 mod store;
 mod tools;
 
@@ -57,6 +59,11 @@ fn _planrt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(ask::_ask_now, m)?)?;
     m.add_function(wrap_pyfunction!(plan::check, m)?)?;
     m.add_function(wrap_pyfunction!(plan::compile, m)?)?;
+    m.add_function(wrap_pyfunction!(runtime::_shutdown, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // NB: atexit hooks run before the interpreter finalizes, while threads may still
+    // attach to it (`runtime` explains why the runtime must be gone by then).
+    py.import("atexit")?
+        .call_method1("register", (m.getattr("_shutdown")?,))?;
     Ok(())
 }

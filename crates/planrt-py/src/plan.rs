@@ -517,16 +517,11 @@ impl Plan {
         let program = self.program.clone();
         let RunOptions { vars, limits, .. } = opts;
         let Some((store, id)) = store else {
-            return pyo3_async_runtimes::tokio::future_into_py_with_locals(
-                py,
-                locals,
-                async move {
-                    let report =
-                        plan_host::run_plan(&host, &program, vars, limits, &mut Tracer::none())
-                            .await;
-                    outcome(report, &raised, None)
-                },
-            );
+            return crate::runtime::future_into_py(py, locals, async move {
+                let report =
+                    plan_host::run_plan(&host, &program, vars, limits, &mut Tracer::none()).await;
+                outcome(report, &raised, None)
+            });
         };
         let presets: serde_json::Map<String, Value> = vars.iter().cloned().collect();
         let pbc = plan_bytecode::encode(program.program());
@@ -543,7 +538,7 @@ impl Plan {
         let mut held = py
             .detach(|| Held::create(store.at(), &new, Store::lease_warning()))
             .map_err(crate::store::store_error)?;
-        pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
+        crate::runtime::future_into_py(py, locals, async move {
             let report = held
                 .run(&host, &program, (vars, limits), None, &mut Tracer::none())
                 .await;

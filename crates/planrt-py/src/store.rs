@@ -197,18 +197,14 @@ impl Store {
         let ready = match resumed {
             Resume::Finished(report) => {
                 let outcome = plan::outcome(*report, &Default::default(), Some(id));
-                return pyo3_async_runtimes::tokio::future_into_py_with_locals(
-                    py,
-                    locals,
-                    async move { outcome },
-                );
+                return crate::runtime::future_into_py(py, locals, async move { outcome });
             }
             Resume::Ready(ready) => ready,
         };
         let claimed = py
             .detach(|| ready.claim(lease_warning))
             .map_err(store_error)?;
-        pyo3_async_runtimes::tokio::future_into_py_with_locals(py, locals, async move {
+        crate::runtime::future_into_py(py, locals, async move {
             let report = claimed.go(&host, &mut Tracer::none()).await;
             plan::outcome(report, &raised, Some(id))
         })

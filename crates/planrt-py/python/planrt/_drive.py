@@ -40,6 +40,18 @@ async def resume(store: Store, kwargs: Dict[str, Any]) -> Outcome:
     return await store._resume_now(**kwargs)
 
 
+def _settle(fut: "asyncio.Future[Any]", value: Any, failed: bool) -> None:
+    """A Rust run's end, on the loop of the future it resolves (the runtime's thread
+    schedules this with ``call_soon_threadsafe``). A future cancelled meanwhile keeps
+    its cancellation."""
+    if fut.done():
+        return
+    if failed:
+        fut.set_exception(value)
+    else:
+        fut.set_result(value)
+
+
 async def _call(f: Callable[..., Any], kwargs: Dict[str, Any], is_async: bool) -> Any:
     """One tool call, on the loop's thread."""
     if is_async:
