@@ -22,10 +22,12 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation, Tool,
 };
 use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value};
 use tokio::io::AsyncBufReadExt;
+
+use crate::stdio;
 
 /// How long starting a server, listing its tools or one call may take, unless its table
 /// sets `timeout_secs`.
@@ -245,10 +247,14 @@ impl Servers {
         cfg: &McpServer,
         command: &[String],
         stderr: &Arc<Mutex<VecDeque<String>>>,
-    ) -> Result<TokioChildProcess, CallError> {
+    ) -> Result<stdio::Child, CallError> {
         let config = |m: String| CallError::new(CallErrorKind::Config, m);
         let mut cmd = tokio::process::Command::new(&command[0]);
-        cmd.args(&command[1..]).env_clear();
+        cmd.args(&command[1..])
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         for var in BASE_ENV {
             if let Ok(v) = std::env::var(var) {
                 cmd.env(var, v);
@@ -274,15 +280,15 @@ impl Servers {
         }
         let mut cmd = CommandWrap::from(cmd);
         cmd.wrap(ProcessGroup::leader()).wrap(KillOnDrop);
-        let (transport, err) = TokioChildProcess::builder(cmd)
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| {
-                config(format!(
-                    "MCP server `{}`: cannot start `{}`: {e}",
-                    cfg.name, command[0]
-                ))
-            })?;
+        let cannot = |e: std::io::Error| {
+            config(format!(
+                "MCP server `{}`: cannot start `{}`: {e}",
+                cfg.name, command[0]
+            ))
+        };
+        let mut child = cmd.spawn().map_err(cannot)?;
+        let err = child.stderr().take();
+        let transport = stdio::Child::new(child).map_err(cannot)?;
         if let Some(err) = err {
             let tail = stderr.clone();
             let redactor = self.redactor.clone();
@@ -374,6 +380,17 @@ impl Servers {
                 format!(
                     "MCP server `{server}` stopped while {doing} ({message}); it is started again at the next call{}",
                     self.tail(&conn.stderr)
+                ),
+            );
+        }
+        if let ServiceError::McpError(e) = &e
+            && let Some(bytes) = stdio::too_large(e)
+        {
+            return CallError::new(
+                CallErrorKind::BadResponse,
+                format!(
+                    "MCP server `{server}`, {doing}: answer of {bytes} bytes, larger than {} bytes",
+                    stdio::MAX_MESSAGE_BYTES
                 ),
             );
         }

@@ -4,7 +4,7 @@
 //! replaces the imported tool; two servers importing one name is an error (set a
 //! `prefix`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use plan_llm::{CallError, CallErrorKind, EnvLookup, Redactor};
@@ -78,6 +78,9 @@ pub async fn import(
 
 /// Adds the tools `server` listed to `manifest`, where the tools named `explicit` (the
 /// file's and the built-ins) stay as they are.
+///
+/// Linear in the tools of the listing and of the manifest: every lookup is hashed, since
+/// a server may list tens of thousands of tools.
 pub fn merge(
     manifest: &mut Manifest,
     server: &str,
@@ -89,10 +92,20 @@ pub fn merge(
     };
     let mut problems = Vec::new();
     let listed: HashSet<&str> = tools.iter().map(|t| &*t.name).collect();
-    let names = || {
-        let mut n: Vec<&str> = listed.iter().copied().collect();
-        n.sort_unstable();
-        n.join(", ")
+    let mut all_names = None;
+    let mut names = || -> String {
+        all_names
+            .get_or_insert_with(|| {
+                let mut n: Vec<&str> = listed.iter().copied().collect();
+                n.sort_unstable();
+                let more = n.len().saturating_sub(LISTED_NAMES);
+                let mut text = n[..n.len().min(LISTED_NAMES)].join(", ");
+                if more > 0 {
+                    text.push_str(&format!(" and {more} more"));
+                }
+                text
+            })
+            .clone()
     };
     for wanted in cfg.include.iter().flatten() {
         if !listed.contains(wanted.as_str()) {
@@ -116,29 +129,90 @@ pub fn merge(
             }
         }
     }
-    for t in tools.iter().filter(|t| cfg.imports(&t.name)) {
+    let include: Option<HashSet<&str>> = cfg
+        .include
+        .as_ref()
+        .map(|i| i.iter().map(String::as_str).collect());
+    let exclude: HashSet<&str> = cfg.exclude.iter().map(String::as_str).collect();
+    // NB: who serves each name already known (`None`: not an MCP server), for the
+    // message of a clash.
+    let known: HashMap<&str, Option<&str>> = manifest
+        .tools
+        .iter()
+        .map(|t| {
+            let by = match &t.backend {
+                Some(BackendConfig::Mcp { server, .. }) => Some(server.as_str()),
+                _ => None,
+            };
+            (t.name.as_str(), by)
+        })
+        .collect();
+    let mut ours = HashSet::new();
+    let mut added = Vec::new();
+    for t in tools {
+        let name = &*t.name;
+        if include.as_ref().is_some_and(|i| !i.contains(name)) || exclude.contains(name) {
+            continue;
+        }
+        if let Some(why) = bad_name(name) {
+            // NB: a name a plan cannot call (or the compiled program cannot hold) would
+            // fail every plan that uses it with an internal error; the table can
+            // `exclude` it.
+            problems.push(format!(
+                "MCP server `{server}` lists a tool named {name:?}, which {why}: `exclude` it, or fix the server"
+            ));
+            continue;
+        }
         let spec = tool_spec(&cfg, t);
-        match manifest.get(&spec.name) {
-            None => manifest.tools.push(spec),
+        let clash = match known.get(spec.name.as_str()) {
+            Some(by) => Some(*by),
+            None if ours.contains(&spec.name) => Some(Some(server)),
+            None => None,
+        };
+        match clash {
+            None => {}
             // A `[[tool]]` of the file (or a built-in) of the same name stays.
-            Some(_) if explicit.contains(&spec.name) => {}
-            // NB: imported by an earlier table: a plan could not say which it means.
+            Some(_) if explicit.contains(&spec.name) => continue,
+            // NB: imported by an earlier table (or listed twice): a plan could not say
+            // which it means.
             Some(other) => {
-                let other = match &other.backend {
-                    Some(BackendConfig::Mcp { server, .. }) => server.as_str(),
-                    _ => "?",
-                };
                 problems.push(format!(
-                    "tool `{}` is imported from both MCP servers `{other}` and `{server}`: give one of them a `prefix`",
-                    spec.name
+                    "tool `{}` is imported from both MCP servers `{}` and `{server}`: give one of them a `prefix`",
+                    spec.name,
+                    other.unwrap_or("?")
                 ));
+                continue;
             }
         }
+        ours.insert(spec.name.clone());
+        added.push(spec);
     }
+    manifest.tools.extend(added);
     if problems.is_empty() {
         Ok(())
     } else {
         Err(problems)
+    }
+}
+
+/// Tool names of a server shown at most in a message that lists them.
+const LISTED_NAMES: usize = 50;
+/// The longest tool name imported: far beyond any real one, far below what a plan or
+/// the planner's prompt should carry.
+const MAX_NAME_BYTES: usize = 1024;
+
+/// Why a tool of a server cannot be imported under `name` (its name on the server), if
+/// it cannot: plans name tools by short strings that are neither empty nor hold control
+/// characters, and a compiled program refuses an empty tool name.
+fn bad_name(name: &str) -> Option<&'static str> {
+    if name.trim().is_empty() {
+        Some("is empty")
+    } else if name.chars().any(char::is_control) {
+        Some("holds a control character")
+    } else if name.len() > MAX_NAME_BYTES {
+        Some("is too long")
+    } else {
+        None
     }
 }
 

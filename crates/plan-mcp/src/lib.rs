@@ -7,6 +7,7 @@
 //!   annotations → effects).
 //! - `client`: [`Servers`], one client per table shared by every run of the process,
 //!   started at first use, started again when it died, shut down at exit.
+//! - `stdio`: the transport of a server over stdio, with a cap on the size of its answers.
 //! - `result`: a `tools/call` result as the plan's value.
 //!
 //! The tool host (`plan-host`) serves `kind = "mcp"` backends with [`Servers::call`] and
@@ -17,6 +18,7 @@ mod client;
 mod import;
 mod result;
 mod schema;
+mod stdio;
 
 pub use client::{DEFAULT_TIMEOUT, Servers};
 pub use import::{Listing, import, import_blocking, load, merge};
