@@ -1,78 +1,645 @@
 //! The first guard: a query parsed (sqlparser) and refused for what it says, before any
 //! database sees it. Exactly one statement; only a query when the tool is read-only (no
 //! DML or DDL, not even inside a CTE, no `SELECT INTO`, no row locks); every table it
-//! names, through CTEs, subqueries and aliases, in `allow_tables`; no column of
-//! `deny_columns` (a bare column name that one of its tables denies, and a `*` over such a
-//! table, are refused too: the parser does not know the schema, so it errs towards
-//! refusing; so are the columns a `USING` joins on, and a `NATURAL` join where columns are
-//! denied); no function that reaches outside the database. A writable tool runs queries
-//! and row writes only (no DDL, `PRAGMA`, `VACUUM`), and no insert into a table with a
-//! denied column (an insert names no column the database's guard is told of).
+//! names, through CTEs (resolved in their own scope), subqueries and aliases, in
+//! `allow_tables`, and no internal table of the database (`sqlite_*`, `pg_*`) unless
+//! `allow_tables` names it; no column of `deny_columns` (a bare column name that one of
+//! its tables denies, a `*` over such a table, a whole row of it used as a value
+//! (`row_to_json(s)`, `s::text`), its columns renamed by an alias, and `INDEXED BY` on it
+//! are refused too: the parser does not know the schema, so it errs towards refusing; so
+//! are the columns a `USING` joins on, and a `NATURAL` join where columns are denied);
+//! only functions of an allowlist, wherever they are called (a select list, `FROM`,
+//! `WHERE`, `ORDER BY`, nested). A writable tool runs queries and row writes only (no
+//! DDL, `PRAGMA`, `VACUUM`), and no insert into a table with a denied column (an insert
+//! names no column the database's guard is told of).
+//!
+//! An LLM wrote the query: it is parsed within bounds (operators counted on the tokens
+//! before a tree is built, the parser's recursion limited), so that no syntax tree is
+//! deeper than the stack can walk or drop.
 //!
 //! What it cannot see (a table reached through a view, a column picked by position) the
-//! database's own guard still stops (`sqlite.rs`).
+//! database's own guard still stops on SQLite (`sqlite.rs`); on PostgreSQL, the role's
+//! grants do (docs/sql.md).
 
 use std::collections::{HashMap, HashSet};
 use std::ops::ControlFlow;
 
 use sqlparser::ast::{
-    Expr, JoinConstraint, JoinOperator, ObjectName, Query, Select, SelectItem,
-    SelectItemQualifiedWildcardKind, SetExpr, Statement, TableFactor, TableWithJoins, Visit,
-    Visitor,
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, JoinConstraint, JoinOperator,
+    ObjectName, Query, Select, SelectItem, SelectItemQualifiedWildcardKind, SetExpr, Statement,
+    TableFactor, TableIndexDirective, TableWithJoins, Visit, Visitor,
 };
 use sqlparser::dialect::{Dialect, PostgreSqlDialect, SQLiteDialect};
+use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
+use sqlparser::tokenizer::{Token, Tokenizer};
 
 use crate::Constraints;
 
-/// Functions that reach outside the database (files, extensions, other databases, the
-/// server's settings) or run SQL text the parser never sees.
-pub(crate) const DENIED_FUNCTIONS: &[&str] = &[
-    // SQLite and its shell's extensions.
-    "load_extension",
-    "readfile",
-    "writefile",
-    "edit",
-    "fts3_tokenizer",
-    "zipfile",
-    "sqlar_compress",
-    "sqlar_uncompress",
-    // PostgreSQL.
-    "pg_read_file",
-    "pg_read_binary_file",
-    "pg_ls_dir",
-    "pg_stat_file",
-    "pg_ls_logdir",
-    "pg_ls_waldir",
-    "lo_import",
-    "lo_export",
-    "lo_get",
-    "lo_put",
-    "dblink",
-    "dblink_exec",
-    "dblink_connect",
-    "pg_terminate_backend",
-    "pg_cancel_backend",
-    "pg_reload_conf",
-    "set_config",
-    "pg_sleep",
-    "query_to_xml",
-    "query_to_xmlschema",
-    "query_to_xml_and_xmlschema",
-    "cursor_to_xml",
-    "table_to_xml",
-    "schema_to_xml",
-    "database_to_xml",
+/// Operators (and `UNION`s, casts, `.`s) one query may hold: a chain of them is parsed
+/// into a tree as deep as it is long, which is walked and dropped by recursion.
+pub(crate) const MAX_OPERATORS: usize = 2_000;
+
+/// How deep the parser may recurse (nested parentheses, subqueries, function calls).
+const MAX_NESTING: usize = 50;
+
+/// The SQL dialect a query is checked in.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Flavor {
+    Sqlite,
+    Postgres,
+}
+
+/// Functions a SQLite query may call: SQLite's own, which compute values from their
+/// arguments (core, aggregate, window, date, math, JSON). Anything else (extensions:
+/// `load_extension`, `readfile`, `fts3_tokenizer`, ...) is refused.
+const SQLITE_FUNCTIONS: &[&str] = &[
+    // Core.
+    "abs",
+    "char",
+    "coalesce",
+    "concat",
+    "concat_ws",
+    "format",
+    "glob",
+    "hex",
+    "if",
+    "ifnull",
+    "iif",
+    "instr",
+    "length",
+    "like",
+    "likelihood",
+    "likely",
+    "lower",
+    "ltrim",
+    "max",
+    "min",
+    "nullif",
+    "octet_length",
+    "printf",
+    "quote",
+    "random",
+    "randomblob",
+    "replace",
+    "round",
+    "rtrim",
+    "sign",
+    "soundex",
+    "substr",
+    "substring",
+    "trim",
+    "typeof",
+    "unhex",
+    "unicode",
+    "unistr",
+    "unistr_quote",
+    "unlikely",
+    "upper",
+    "zeroblob",
+    "current_date",
+    "current_time",
+    "current_timestamp",
+    "changes",
+    "total_changes",
+    "last_insert_rowid",
+    // Aggregates.
+    "avg",
+    "count",
+    "group_concat",
+    "string_agg",
+    "sum",
+    "total",
+    "median",
+    "percentile",
+    "percentile_cont",
+    "percentile_disc",
+    // Window.
+    "row_number",
+    "rank",
+    "dense_rank",
+    "percent_rank",
+    "cume_dist",
+    "ntile",
+    "lag",
+    "lead",
+    "first_value",
+    "last_value",
+    "nth_value",
+    // Date and time.
+    "date",
+    "time",
+    "datetime",
+    "julianday",
+    "unixepoch",
+    "strftime",
+    "timediff",
+    // Math.
+    "acos",
+    "acosh",
+    "asin",
+    "asinh",
+    "atan",
+    "atan2",
+    "atanh",
+    "ceil",
+    "ceiling",
+    "cos",
+    "cosh",
+    "degrees",
+    "exp",
+    "floor",
+    "ln",
+    "log",
+    "log10",
+    "log2",
+    "mod",
+    "pi",
+    "pow",
+    "power",
+    "radians",
+    "sin",
+    "sinh",
+    "sqrt",
+    "tan",
+    "tanh",
+    "trunc",
+    // JSON (`->` and `->>` are functions to SQLite's authorizer).
+    "json",
+    "jsonb",
+    "json_array",
+    "jsonb_array",
+    "json_array_length",
+    "json_error_position",
+    "json_extract",
+    "jsonb_extract",
+    "json_insert",
+    "jsonb_insert",
+    "json_object",
+    "jsonb_object",
+    "json_patch",
+    "jsonb_patch",
+    "json_pretty",
+    "json_remove",
+    "jsonb_remove",
+    "json_replace",
+    "jsonb_replace",
+    "json_set",
+    "jsonb_set",
+    "json_type",
+    "json_valid",
+    "json_quote",
+    "json_group_array",
+    "jsonb_group_array",
+    "json_group_object",
+    "jsonb_group_object",
+    "json_each",
+    "json_tree",
+    "->",
+    "->>",
+];
+
+/// Functions a PostgreSQL query may call: pure functions of their arguments (aggregates,
+/// window functions, strings, numbers, dates, JSON, arrays, text search). Left out on
+/// purpose, among others: whatever reads files or settings (`pg_read_file`, `pg_ls_dir`,
+/// `current_setting`), runs SQL text the parser never sees (`query_to_xml` and its family,
+/// `ts_stat`, `ts_rewrite`, `dblink`), writes what a rollback does not undo
+/// (`pg_logical_emit_message`, `nextval`, `setval`, `pg_advisory_lock`, `pg_notify`,
+/// `set_config`, `lo_*`), touches other sessions (`pg_terminate_backend`) or sleeps.
+const POSTGRES_FUNCTIONS: &[&str] = &[
+    // Aggregates.
+    "count",
+    "sum",
+    "avg",
+    "min",
+    "max",
+    "bool_and",
+    "bool_or",
+    "every",
+    "array_agg",
+    "string_agg",
+    "json_agg",
+    "jsonb_agg",
+    "json_object_agg",
+    "jsonb_object_agg",
+    "json_agg_strict",
+    "jsonb_agg_strict",
+    "json_object_agg_strict",
+    "jsonb_object_agg_strict",
+    "json_object_agg_unique",
+    "jsonb_object_agg_unique",
+    "bit_and",
+    "bit_or",
+    "bit_xor",
+    "stddev",
+    "stddev_pop",
+    "stddev_samp",
+    "variance",
+    "var_pop",
+    "var_samp",
+    "corr",
+    "covar_pop",
+    "covar_samp",
+    "regr_avgx",
+    "regr_avgy",
+    "regr_count",
+    "regr_intercept",
+    "regr_r2",
+    "regr_slope",
+    "regr_sxx",
+    "regr_sxy",
+    "regr_syy",
+    "percentile_cont",
+    "percentile_disc",
+    "mode",
+    "any_value",
+    "range_agg",
+    "range_intersect_agg",
+    // Window.
+    "row_number",
+    "rank",
+    "dense_rank",
+    "percent_rank",
+    "cume_dist",
+    "ntile",
+    "lag",
+    "lead",
+    "first_value",
+    "last_value",
+    "nth_value",
+    // Conditionals.
+    "coalesce",
+    "nullif",
+    "greatest",
+    "least",
+    "num_nulls",
+    "num_nonnulls",
+    // Strings.
+    "length",
+    "char_length",
+    "character_length",
+    "octet_length",
+    "bit_length",
+    "lower",
+    "upper",
+    "initcap",
+    "trim",
+    "btrim",
+    "ltrim",
+    "rtrim",
+    "lpad",
+    "rpad",
+    "substr",
+    "substring",
+    "left",
+    "right",
+    "position",
+    "strpos",
+    "replace",
+    "translate",
+    "concat",
+    "concat_ws",
+    "format",
+    "repeat",
+    "reverse",
+    "split_part",
+    "starts_with",
+    "ascii",
+    "chr",
+    "md5",
+    "sha224",
+    "sha256",
+    "sha384",
+    "sha512",
+    "regexp_replace",
+    "regexp_match",
+    "regexp_matches",
+    "regexp_split_to_array",
+    "regexp_split_to_table",
+    "regexp_count",
+    "regexp_instr",
+    "regexp_like",
+    "regexp_substr",
+    "string_to_array",
+    "string_to_table",
+    "array_to_string",
+    "quote_ident",
+    "quote_literal",
+    "quote_nullable",
+    "encode",
+    "decode",
+    "overlay",
+    "normalize",
+    "to_hex",
+    "to_ascii",
+    "unistr",
+    "casefold",
+    // Formatting.
+    "to_char",
+    "to_number",
+    "to_date",
+    "to_timestamp",
+    // Numbers.
+    "abs",
+    "ceil",
+    "ceiling",
+    "floor",
+    "round",
+    "trunc",
+    "sign",
+    "sqrt",
+    "cbrt",
+    "exp",
+    "ln",
+    "log",
+    "log10",
+    "power",
+    "pow",
+    "mod",
+    "div",
+    "pi",
+    "degrees",
+    "radians",
+    "sin",
+    "cos",
+    "tan",
+    "cot",
+    "asin",
+    "acos",
+    "atan",
+    "atan2",
+    "sind",
+    "cosd",
+    "tand",
+    "cotd",
+    "asind",
+    "acosd",
+    "atand",
+    "atan2d",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "width_bucket",
+    "factorial",
+    "gcd",
+    "lcm",
+    "scale",
+    "min_scale",
+    "trim_scale",
+    "random",
+    "random_normal",
+    "erf",
+    "erfc",
+    // Dates and times.
+    "now",
+    "current_date",
+    "current_time",
+    "current_timestamp",
+    "localtime",
+    "localtimestamp",
+    "clock_timestamp",
+    "statement_timestamp",
+    "transaction_timestamp",
+    "timeofday",
+    "date_part",
+    "date_trunc",
+    "date_bin",
+    "extract",
+    "age",
+    "make_date",
+    "make_time",
+    "make_timestamp",
+    "make_timestamptz",
+    "make_interval",
+    "justify_days",
+    "justify_hours",
+    "justify_interval",
+    "isfinite",
+    "date_add",
+    "date_subtract",
+    "timezone",
+    // JSON.
+    "to_json",
+    "to_jsonb",
+    "row_to_json",
+    "array_to_json",
+    "json_build_object",
+    "jsonb_build_object",
+    "json_build_array",
+    "jsonb_build_array",
+    "json_object",
+    "jsonb_object",
+    "json_array_length",
+    "jsonb_array_length",
+    "json_each",
+    "jsonb_each",
+    "json_each_text",
+    "jsonb_each_text",
+    "json_extract_path",
+    "jsonb_extract_path",
+    "json_extract_path_text",
+    "jsonb_extract_path_text",
+    "json_object_keys",
+    "jsonb_object_keys",
+    "json_array_elements",
+    "jsonb_array_elements",
+    "json_array_elements_text",
+    "jsonb_array_elements_text",
+    "json_typeof",
+    "jsonb_typeof",
+    "json_strip_nulls",
+    "jsonb_strip_nulls",
+    "jsonb_pretty",
+    "jsonb_set",
+    "jsonb_set_lax",
+    "jsonb_insert",
+    "jsonb_path_exists",
+    "jsonb_path_match",
+    "jsonb_path_query",
+    "jsonb_path_query_array",
+    "jsonb_path_query_first",
+    "json_scalar",
+    "json_serialize",
+    // Arrays and ranges.
+    "array_length",
+    "cardinality",
+    "array_append",
+    "array_prepend",
+    "array_cat",
+    "array_position",
+    "array_positions",
+    "array_remove",
+    "array_replace",
+    "array_dims",
+    "array_lower",
+    "array_upper",
+    "array_ndims",
+    "array_fill",
+    "trim_array",
+    "unnest",
+    "generate_series",
+    "generate_subscripts",
+    "lower_inc",
+    "upper_inc",
+    "lower_inf",
+    "upper_inf",
+    "isempty",
+    "range_merge",
+    // Text search over values (not `ts_stat` or `ts_rewrite`, which run SQL text).
+    "to_tsvector",
+    "to_tsquery",
+    "plainto_tsquery",
+    "phraseto_tsquery",
+    "websearch_to_tsquery",
+    "ts_rank",
+    "ts_rank_cd",
+    "ts_headline",
+    "setweight",
+    "strip",
+    "numnode",
+    "querytree",
+    "tsvector_to_array",
+    "array_to_tsvector",
+    "ts_delete",
+    "ts_filter",
+    "length",
+    // Values about the session itself.
+    "pg_typeof",
+    "current_user",
+    "session_user",
+    "current_role",
+    "user",
+    "current_catalog",
+    "current_schema",
 ];
 
 /// Checks `sql` (SQLite's dialect) against `c`: Err says what is refused and why.
 pub fn check(sql: &str, c: &Constraints) -> Result<(), String> {
-    check_in(&SQLiteDialect {}, sql, c)
+    check_in(Flavor::Sqlite, sql, c)
 }
 
 /// [`check`] in PostgreSQL's dialect.
 pub fn check_postgres(sql: &str, c: &Constraints) -> Result<(), String> {
-    check_in(&PostgreSqlDialect {}, sql, c)
+    check_in(Flavor::Postgres, sql, c)
+}
+
+/// Whether `name` (as SQLite's authorizer names it) is a function a query may call.
+pub(crate) fn sqlite_function_allowed(name: &str) -> bool {
+    SQLITE_FUNCTIONS.contains(&name.to_lowercase().as_str())
+}
+
+/// The statements of `sql`, parsed within bounds: no more than [`MAX_OPERATORS`]
+/// operators (counted on the tokens, before any tree is built) and [`MAX_NESTING`]
+/// levels of the parser's recursion, so that no tree is deeper than the stack can take.
+pub(crate) fn parse(flavor: Flavor, sql: &str) -> Result<Vec<Statement>, String> {
+    let dialect: &dyn Dialect = match flavor {
+        Flavor::Sqlite => &SQLiteDialect {},
+        Flavor::Postgres => &PostgreSqlDialect {},
+    };
+    let tokens = Tokenizer::new(dialect, sql)
+        .tokenize()
+        .map_err(|e| format!("the query does not parse: {e}"))?;
+    let mut operators = 0usize;
+    let mut previous: [Option<&Token>; 2] = [None, None];
+    for token in &tokens {
+        // NB: `U&"\0073alary"` is the identifier `salary` to PostgreSQL, and `U & "..."`
+        // to the parser: two names it would check, neither the real one.
+        if let (Some(Token::Word(u)), Some(Token::Ampersand), Token::Word(w)) =
+            (previous[0], previous[1], token)
+            && u.quote_style.is_none()
+            && u.value.eq_ignore_ascii_case("u")
+            && w.quote_style.is_some()
+        {
+            return Err(
+                "a Unicode-escaped identifier (U&\"...\") is not allowed: write the name plainly"
+                    .into(),
+            );
+        }
+        if is_operator(token) {
+            operators += 1;
+        }
+        if !matches!(token, Token::Whitespace(_)) {
+            previous = [previous[1], Some(token)];
+        } else {
+            previous = [None, None];
+        }
+    }
+    if operators > MAX_OPERATORS {
+        return Err(format!(
+            "the query is too long to check: {operators} operators, more than {MAX_OPERATORS}: write a shorter one (an IN list, a CASE, or several queries)"
+        ));
+    }
+    Parser::new(dialect)
+        .with_recursion_limit(MAX_NESTING)
+        .try_with_sql(sql)
+        .and_then(|mut p| p.parse_statements())
+        .map_err(|e| {
+            let e = e.to_string();
+            if e.contains("recursion limit") {
+                format!("the query is nested too deeply to check (more than {MAX_NESTING} levels): write it flatter")
+            } else {
+                format!("the query does not parse: {e}")
+            }
+        })
+}
+
+/// Whether `token` may join two expressions into a deeper one: every symbol but
+/// parentheses, commas and `;`, and the keywords that act as operators.
+fn is_operator(token: &Token) -> bool {
+    match token {
+        Token::Word(w) => {
+            w.quote_style.is_none()
+                && matches!(
+                    w.keyword,
+                    Keyword::AND
+                        | Keyword::OR
+                        | Keyword::NOT
+                        | Keyword::IS
+                        | Keyword::IN
+                        | Keyword::LIKE
+                        | Keyword::ILIKE
+                        | Keyword::BETWEEN
+                        | Keyword::SIMILAR
+                        | Keyword::GLOB
+                        | Keyword::REGEXP
+                        | Keyword::RLIKE
+                        | Keyword::MATCH
+                        | Keyword::COLLATE
+                        | Keyword::XOR
+                        | Keyword::DIV
+                        | Keyword::AT
+                        | Keyword::UNION
+                        | Keyword::INTERSECT
+                        | Keyword::EXCEPT
+                        | Keyword::MINUS
+                        | Keyword::OVERLAPS
+                        | Keyword::OPERATOR
+                        | Keyword::NOTNULL
+                        | Keyword::ESCAPE
+                )
+        }
+        Token::Whitespace(_)
+        | Token::Number(..)
+        | Token::SingleQuotedString(_)
+        | Token::DoubleQuotedString(_)
+        | Token::DollarQuotedString(_)
+        | Token::NationalStringLiteral(_)
+        | Token::EscapedStringLiteral(_)
+        | Token::UnicodeStringLiteral(_)
+        | Token::HexStringLiteral(_)
+        | Token::SingleQuotedByteStringLiteral(_)
+        | Token::DoubleQuotedByteStringLiteral(_)
+        | Token::Comma
+        | Token::SemiColon
+        | Token::LParen
+        | Token::RParen
+        | Token::Placeholder(_)
+        | Token::EOF => false,
+        _ => true,
+    }
 }
 
 /// Whether query `q` writes: a CTE's INSERT, UPDATE or DELETE, or SELECT INTO.
@@ -98,9 +665,8 @@ pub(crate) fn query_writes(q: &Query) -> bool {
     q.visit(&mut Writes).is_break()
 }
 
-fn check_in(dialect: &dyn Dialect, sql: &str, c: &Constraints) -> Result<(), String> {
-    let statements =
-        Parser::parse_sql(dialect, sql).map_err(|e| format!("the query does not parse: {e}"))?;
+fn check_in(flavor: Flavor, sql: &str, c: &Constraints) -> Result<(), String> {
+    let statements = parse(flavor, sql)?;
     let statement = match statements.as_slice() {
         [] => return Err("there is no statement".into()),
         [one] => one,
@@ -111,16 +677,25 @@ fn check_in(dialect: &dyn Dialect, sql: &str, c: &Constraints) -> Result<(), Str
             ));
         }
     };
-    let mut names = Names::default();
+    let mut names = Names {
+        c,
+        aliases: HashMap::new(),
+        relations: Vec::new(),
+        rows: HashMap::new(),
+    };
     let _ = statement.visit(&mut names);
-    // NB: every name a relation goes by, a CTE's too: a CTE named like a table may stand
-    // for it in one scope and not in another, and the parser errs towards refusing.
+    // NB: every name a relation goes by, a CTE's too: a bare column may be any of theirs.
     let tables: HashSet<String> = names.relations.iter().cloned().collect();
     let mut walk = Walk {
         c,
-        ctes: &names.ctes,
+        flavor,
         aliases: &names.aliases,
+        rows: &names.rows,
         tables: &tables,
+        scopes: Vec::new(),
+        bodies: HashMap::new(),
+        pushed: Vec::new(),
+        function_name: None,
     };
     match statement.visit(&mut walk) {
         ControlFlow::Break(why) => Err(why),
@@ -135,11 +710,6 @@ fn last(name: &ObjectName) -> String {
         .and_then(|p| p.as_ident())
         .map(|i| i.value.to_ascii_lowercase())
         .unwrap_or_default()
-}
-
-/// Whether `name` may be a CTE's: a qualified name (`main.t`) never is.
-fn may_be_cte(name: &ObjectName, ctes: &HashSet<String>) -> bool {
-    name.0.len() == 1 && ctes.contains(&last(name))
 }
 
 /// A join's constraint, when it has one.
@@ -169,7 +739,9 @@ fn constraint(op: &JoinOperator) -> Option<&JoinConstraint> {
 fn from_tables<'a>(from: &'a TableWithJoins, out: &mut Vec<&'a ObjectName>) {
     for factor in std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)) {
         match factor {
-            TableFactor::Table { name, .. } => out.push(name),
+            TableFactor::Table {
+                name, args: None, ..
+            } => out.push(name),
             TableFactor::NestedJoin {
                 table_with_joins, ..
             } => from_tables(table_with_joins, out),
@@ -178,39 +750,51 @@ fn from_tables<'a>(from: &'a TableWithJoins, out: &mut Vec<&'a ObjectName>) {
     }
 }
 
-/// Names a statement defines or uses: its CTEs, its table aliases, every relation it
-/// names.
-#[derive(Default)]
-struct Names {
-    ctes: HashSet<String>,
+/// The arguments of a function call, as written.
+fn arguments(args: &[FunctionArg]) -> impl Iterator<Item = &FunctionArgExpr> {
+    args.iter().map(|a| match a {
+        FunctionArg::Named { arg, .. }
+        | FunctionArg::ExprNamed { arg, .. }
+        | FunctionArg::Unnamed(arg) => arg,
+    })
+}
+
+/// Names a statement defines or uses: its table aliases, every relation it names, and
+/// the names that stand for a whole row of a table with denied columns.
+struct Names<'a> {
+    c: &'a Constraints,
     /// alias → every table (or CTE) it stands for somewhere in the statement.
     aliases: HashMap<String, Vec<String>>,
     relations: Vec<String>,
+    /// Names (a table's own, its aliases) whose value is a row holding a denied column.
+    rows: HashMap<String, String>,
 }
 
-impl Visitor for Names {
+impl Visitor for Names<'_> {
     type Break = ();
-
-    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
-        if let Some(with) = &query.with {
-            for cte in &with.cte_tables {
-                self.ctes.insert(cte.alias.name.value.to_ascii_lowercase());
-            }
-        }
-        ControlFlow::Continue(())
-    }
 
     fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
         if let TableFactor::Table {
             name,
-            alias: Some(alias),
+            alias,
+            args: None,
             ..
         } = factor
         {
-            self.aliases
-                .entry(alias.name.value.to_ascii_lowercase())
-                .or_default()
-                .push(last(name));
+            let table = last(name);
+            if self.c.denied_column_of(&table).is_some() {
+                self.rows.insert(table.clone(), table.clone());
+                if let Some(alias) = alias {
+                    self.rows
+                        .insert(alias.name.value.to_ascii_lowercase(), table.clone());
+                }
+            }
+            if let Some(alias) = alias {
+                self.aliases
+                    .entry(alias.name.value.to_ascii_lowercase())
+                    .or_default()
+                    .push(table);
+            }
         }
         ControlFlow::Continue(())
     }
@@ -221,15 +805,52 @@ impl Visitor for Names {
     }
 }
 
+/// A scope of CTE names, innermost last.
+enum Scope {
+    /// The CTEs of a `WITH`, seen by its query's body.
+    With(HashSet<String>),
+    /// The body of one CTE of the `WITH` at index `with`: it sees `visible` of its
+    /// siblings, and not `hidden` (a name it shares with a real table is the table there).
+    Body {
+        visible: HashSet<String>,
+        hidden: HashSet<String>,
+        with: usize,
+    },
+}
+
 struct Walk<'a> {
     c: &'a Constraints,
-    ctes: &'a HashSet<String>,
+    flavor: Flavor,
     aliases: &'a HashMap<String, Vec<String>>,
+    rows: &'a HashMap<String, String>,
     /// Every name a relation of the statement goes by.
     tables: &'a HashSet<String>,
+    scopes: Vec<Scope>,
+    /// Each CTE body (by address) → its scope, known once its `WITH` is entered.
+    bodies: HashMap<*const Query, Scope>,
+    /// Scopes each query being walked pushed.
+    pushed: Vec<usize>,
+    /// The name of the table function being walked: not a table.
+    function_name: Option<*const ObjectName>,
 }
 
 impl Walk<'_> {
+    /// Whether `name`, where it is being walked, stands for a CTE.
+    fn is_cte(&self, name: &str) -> bool {
+        let mut i = self.scopes.len();
+        while i > 0 {
+            i -= 1;
+            match &self.scopes[i] {
+                Scope::With(names) if names.contains(name) => return true,
+                Scope::With(_) => {}
+                Scope::Body { visible, .. } if visible.contains(name) => return true,
+                Scope::Body { hidden, with, .. } if hidden.contains(name) => i = *with,
+                Scope::Body { .. } => {}
+            }
+        }
+        false
+    }
+
     /// The tables `qualifier` (an alias, or a table's own name) may stand for.
     fn tables_of(&self, qualifier: &str) -> Vec<String> {
         let q = qualifier.to_ascii_lowercase();
@@ -238,8 +859,16 @@ impl Walk<'_> {
         out
     }
 
-    /// A column named without its table: any of the statement's tables may have it.
+    /// A column named without its table: any of the statement's tables may have it, and
+    /// a table's name or alias stands for its whole row.
     fn bare(&self, column: &str) -> ControlFlow<String> {
+        let lower = column.to_ascii_lowercase();
+        if let Some(table) = self.rows.get(&lower) {
+            let col = self.c.denied_column_of(table).unwrap_or_default();
+            return ControlFlow::Break(format!(
+                "\"{column}\" is a whole row of \"{table}\", which holds \"{table}.{col}\" (in deny_columns): name the columns to read"
+            ));
+        }
         for t in self.tables {
             self.column(t, column)?;
         }
@@ -294,6 +923,96 @@ impl Walk<'_> {
         }
         ControlFlow::Continue(())
     }
+
+    /// A call of function `name` with `args`: an allowed function, and no whole row of a
+    /// table with denied columns among its arguments (`row_to_json(s.*)`).
+    fn function<'f>(
+        &self,
+        name: &ObjectName,
+        args: impl Iterator<Item = &'f FunctionArgExpr>,
+    ) -> ControlFlow<String> {
+        let parts: Vec<_> = name.0.iter().map(|p| p.as_ident()).collect();
+        let Some(Some(ident)) = parts.last() else {
+            return ControlFlow::Break(format!("function `{name}` is not allowed"));
+        };
+        let shown = ident.value.to_lowercase();
+        // NB: PostgreSQL finds `pg_catalog`'s functions first by a bare name; a
+        // qualified one may be another schema's, and a quoted one is case-sensitive.
+        let qualified_ok = match parts.as_slice() {
+            [_] => true,
+            [Some(schema), _] => {
+                self.flavor == Flavor::Postgres && schema.value.eq_ignore_ascii_case("pg_catalog")
+            }
+            _ => false,
+        };
+        let case_ok = self.flavor == Flavor::Sqlite
+            || ident.quote_style.is_none()
+            || ident.value == ident.value.to_lowercase();
+        let known = match self.flavor {
+            Flavor::Sqlite => SQLITE_FUNCTIONS.contains(&shown.as_str()),
+            Flavor::Postgres => POSTGRES_FUNCTIONS.contains(&shown.as_str()),
+        };
+        if !(qualified_ok && case_ok && known) {
+            return ControlFlow::Break(format!(
+                "function \"{shown}\" is not allowed: a query may call only the database's own functions of values (aggregates, strings, numbers, dates, JSON), none that reads files or settings, runs SQL text, writes, or waits"
+            ));
+        }
+        for arg in args {
+            if let FunctionArgExpr::QualifiedWildcard(q) = arg {
+                for t in self.tables_of(&last(q)) {
+                    self.star(&t)?;
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+
+    /// A table as a FROM item: its own checks beyond its name.
+    fn table_factor(&mut self, factor: &TableFactor) -> ControlFlow<String> {
+        match factor {
+            TableFactor::Table {
+                name,
+                args: Some(args),
+                ..
+            } => {
+                self.function_name = Some(name as *const ObjectName);
+                self.function(name, arguments(&args.args))
+            }
+            TableFactor::Table {
+                name,
+                alias,
+                index_directives,
+                ..
+            } => {
+                let table = last(name);
+                let Some(col) = self.c.denied_column_of(&table) else {
+                    return ControlFlow::Continue(());
+                };
+                if alias.as_ref().is_some_and(|a| !a.columns.is_empty()) {
+                    return ControlFlow::Break(format!(
+                        "\"{table}\" has a column in deny_columns (\"{table}.{col}\"): its columns may not be renamed by an alias (AS t(a, b)); alias the table only"
+                    ));
+                }
+                if index_directives
+                    .iter()
+                    .any(|d| matches!(d, TableIndexDirective::IndexedBy(_)))
+                {
+                    return ControlFlow::Break(format!(
+                        "INDEXED BY on \"{table}\", which has a column in deny_columns (\"{table}.{col}\"): an index may order rows by it; leave the choice of index to the database"
+                    ));
+                }
+                ControlFlow::Continue(())
+            }
+            TableFactor::Function { name, args, .. } => self.function(name, arguments(args)),
+            TableFactor::Derived { .. }
+            | TableFactor::NestedJoin { .. }
+            | TableFactor::UNNEST { .. } => ControlFlow::Continue(()),
+            _ => ControlFlow::Break(
+                "this kind of FROM item is not supported: name tables, subqueries, or functions"
+                    .into(),
+            ),
+        }
+    }
 }
 
 impl Visitor for Walk<'_> {
@@ -342,6 +1061,46 @@ impl Visitor for Walk<'_> {
     }
 
     fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<String> {
+        let mut pushed = 0;
+        if let Some(scope) = self.bodies.remove(&(query as *const Query)) {
+            self.scopes.push(scope);
+            pushed += 1;
+        }
+        if let Some(with) = &query.with {
+            let names: Vec<String> = with
+                .cte_tables
+                .iter()
+                .map(|cte| cte.alias.name.value.to_ascii_lowercase())
+                .collect();
+            let index = self.scopes.len();
+            // NB: SQLite resolves a CTE's name anywhere in its WITH (RECURSIVE or not);
+            // PostgreSQL, without RECURSIVE, only in the CTEs after it: before, and in
+            // its own body, the name is a table's.
+            for (i, cte) in with.cte_tables.iter().enumerate() {
+                let sees_all = self.flavor == Flavor::Sqlite || with.recursive;
+                let visible: HashSet<String> = if sees_all {
+                    names.iter().cloned().collect()
+                } else {
+                    names[..i].iter().cloned().collect()
+                };
+                let hidden = names
+                    .iter()
+                    .filter(|n| !visible.contains(*n))
+                    .cloned()
+                    .collect();
+                self.bodies.insert(
+                    &*cte.query as *const Query,
+                    Scope::Body {
+                        visible,
+                        hidden,
+                        with: index,
+                    },
+                );
+            }
+            self.scopes.push(Scope::With(names.into_iter().collect()));
+            pushed += 1;
+        }
+        self.pushed.push(pushed);
         if self.c.read_only && !query.locks.is_empty() {
             return ControlFlow::Break(
                 "the tool is read-only: a query may not lock rows (FOR UPDATE/SHARE)".into(),
@@ -350,6 +1109,12 @@ impl Visitor for Walk<'_> {
         if matches!(*query.body, SetExpr::Table(_)) {
             return ControlFlow::Break("write `TABLE t` as `SELECT ... FROM t`".into());
         }
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _query: &Query) -> ControlFlow<String> {
+        let n = self.pushed.pop().unwrap_or(0);
+        self.scopes.truncate(self.scopes.len().saturating_sub(n));
         ControlFlow::Continue(())
     }
 
@@ -385,9 +1150,32 @@ impl Visitor for Walk<'_> {
         ControlFlow::Continue(())
     }
 
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<String> {
+        self.table_factor(factor)
+    }
+
     fn pre_visit_relation(&mut self, relation: &ObjectName) -> ControlFlow<String> {
+        if self.function_name.take() == Some(relation as *const ObjectName) {
+            return ControlFlow::Continue(());
+        }
         let t = last(relation);
-        if !may_be_cte(relation, self.ctes) && !self.c.table_allowed(&t) {
+        if relation.0.len() == 1 && self.is_cte(&t) {
+            return ControlFlow::Continue(());
+        }
+        // NB: on PostgreSQL, `other.orders` is another schema's table, not the `orders`
+        // that allow_tables means.
+        if self.flavor == Flavor::Postgres && relation.0.len() > 1 {
+            let schema = relation.0[relation.0.len() - 2]
+                .as_ident()
+                .map(|i| i.value.to_ascii_lowercase())
+                .unwrap_or_default();
+            if schema != "public" {
+                return ControlFlow::Break(format!(
+                    "table `{relation}` is in schema \"{schema}\": name tables without their schema"
+                ));
+            }
+        }
+        if !self.c.table_allowed(&t) {
             return ControlFlow::Break(self.c.not_allowed(&t));
         }
         ControlFlow::Continue(())
@@ -402,14 +1190,15 @@ impl Visitor for Walk<'_> {
                     self.column(&table, column)?;
                 }
             }
-            Expr::Function(f) => {
-                let name = last(&f.name);
-                if DENIED_FUNCTIONS.contains(&name.as_str()) {
-                    return ControlFlow::Break(format!(
-                        "function \"{name}\" reaches outside the database and is not allowed"
-                    ));
+            Expr::QualifiedWildcard(q, _) => {
+                for t in self.tables_of(&last(q)) {
+                    self.star(&t)?;
                 }
             }
+            Expr::Function(f) => match &f.args {
+                FunctionArguments::List(list) => self.function(&f.name, arguments(&list.args))?,
+                _ => self.function(&f.name, std::iter::empty())?,
+            },
             _ => {}
         }
         ControlFlow::Continue(())
@@ -443,6 +1232,9 @@ mod tests {
             "SELECT count(*) FROM staff",
             "SELECT o.* FROM orders o JOIN staff s ON s.id = o.staff_id",
             "SELECT id FROM orders UNION SELECT id FROM customers",
+            "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5) SELECT count(*) FROM c",
+            "SELECT upper(name), round(avg(total), 2) FROM orders o JOIN staff s ON s.id = o.staff_id GROUP BY 1",
+            "SELECT 1 + 1 + 1 + 1",
         ];
         for q in pass {
             assert_eq!(check(q, &c), Ok(()), "{q}");
@@ -556,6 +1348,44 @@ mod tests {
         for q in ["VACUUM", "CREATE TABLE x (a)", "PRAGMA foreign_keys = 0"] {
             let e = check(q, &c).unwrap_err();
             assert!(e.contains("only queries and writes to rows"), "{q}: {e}");
+        }
+    }
+
+    /// A tree as deep as the query is long is never built: a chain of operators past the
+    /// bound is refused from its tokens, at any length, on a thread with a small stack.
+    #[test]
+    fn a_long_chain_of_operators_is_refused_before_it_is_parsed() {
+        let run = |q: String| {
+            std::thread::Builder::new()
+                .stack_size(256 << 10)
+                .spawn(move || {
+                    let c = Constraints::default();
+                    (check(&q, &c), check_postgres(&q, &c))
+                })
+                .unwrap()
+                .join()
+                .expect("the check overflowed its stack")
+        };
+        let near = format!("SELECT 1{}", "+1".repeat(MAX_OPERATORS));
+        assert_eq!(run(near), (Ok(()), Ok(())));
+        for q in [
+            format!("SELECT 1{}", "+1".repeat(60_000)),
+            format!("SELECT 1 WHERE 1 = 1{}", " OR 1 = 1".repeat(30_000)),
+            format!("SELECT 1{}", " UNION SELECT 1".repeat(10_000)),
+            format!("SELECT 1{}", "::int".repeat(10_000)),
+        ] {
+            let (a, b) = run(q);
+            for e in [a.unwrap_err(), b.unwrap_err()] {
+                assert!(e.contains("too long to check"), "{e}");
+            }
+        }
+        let (a, b) = run(format!(
+            "SELECT {}1{}",
+            "(".repeat(5_000),
+            ")".repeat(5_000)
+        ));
+        for e in [a.unwrap_err(), b.unwrap_err()] {
+            assert!(e.contains("nested too deeply"), "{e}");
         }
     }
 }

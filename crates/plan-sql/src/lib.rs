@@ -77,10 +77,14 @@ impl Constraints {
             .collect()
     }
 
+    /// Whether a query may read `table`. The database's own tables (`sqlite_*`, `pg_*`)
+    /// only when `allow_tables` names them: `sqlite_stat4` and `pg_stats` hold samples of
+    /// indexed or analyzed values, denied columns' included.
     fn table_allowed(&self, table: &str) -> bool {
-        self.allow_tables
-            .as_ref()
-            .is_none_or(|allowed| allowed.iter().any(|t| t.eq_ignore_ascii_case(table)))
+        match &self.allow_tables {
+            Some(allowed) => allowed.iter().any(|t| t.eq_ignore_ascii_case(table)),
+            None => !internal_table(table),
+        }
     }
 
     fn column_denied(&self, table: &str, column: &str) -> bool {
@@ -98,9 +102,22 @@ impl Constraints {
     }
 
     fn not_allowed(&self, table: &str) -> String {
-        let allowed = self.allow_tables.as_deref().unwrap_or_default().join(", ");
-        format!("table \"{table}\" is not in allow_tables [{allowed}]")
+        match &self.allow_tables {
+            Some(allowed) => format!(
+                "table \"{table}\" is not in allow_tables [{}]",
+                allowed.join(", ")
+            ),
+            None => format!(
+                "table \"{table}\" is the database's own (internal tables are read only when allow_tables names them)"
+            ),
+        }
     }
+}
+
+/// A table the database keeps for itself (SQLite's `sqlite_*`, PostgreSQL's `pg_*`).
+fn internal_table(table: &str) -> bool {
+    let t = table.to_ascii_lowercase();
+    t.starts_with("sqlite_") || t.starts_with("pg_")
 }
 
 /// Why a query did not give rows.

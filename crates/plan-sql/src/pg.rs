@@ -101,19 +101,12 @@ impl Postgres {
                 truncated: false,
             }
         } else if returns_rows_of_a_query(sql) {
-            let body = sql.trim().trim_end_matches(';');
-            // NB: one statement (the parser and the extended protocol both say so): the
-            // query cannot close the parenthesis and start another.
-            let wrapped = format!(
-                "SELECT row_to_json(t)::text FROM ({body}\n) AS t LIMIT {}",
-                c.max_rows.saturating_add(1)
-            );
+            let wrapped = wrap(sql, columns.len(), c.max_rows, c.max_result_bytes);
             let mut out = Rows {
                 columns,
                 rows: Vec::new(),
                 truncated: false,
             };
-            let mut bytes = 0usize;
             let none: [&str; 0] = [];
             let mut rows = tx.query_raw(&wrapped, none).map_err(failed)?;
             use postgres::fallible_iterator::FallibleIterator;
@@ -122,12 +115,12 @@ impl Postgres {
                     out.truncated = true;
                     break;
                 }
-                let text: &str = row.try_get(0).map_err(failed)?;
-                bytes += text.len();
-                if bytes > c.max_result_bytes {
+                // NB: None: the server kept the row back, since the rows so far and it
+                // are over max_result_bytes.
+                let Some(text) = row.try_get::<_, Option<&str>>(0).map_err(failed)? else {
                     out.truncated = true;
                     break;
-                }
+                };
                 out.rows.push(values(text).map_err(QueryError::Failed)?);
             }
             out
@@ -331,11 +324,33 @@ fn quote(name: &str) -> String {
 /// `FROM (...)`. A write with `RETURNING` is not.
 fn returns_rows_of_a_query(sql: &str) -> bool {
     use sqlparser::ast::Statement;
-    use sqlparser::dialect::PostgreSqlDialect;
-    match sqlparser::parser::Parser::parse_sql(&PostgreSqlDialect {}, sql).as_deref() {
+    match crate::check::parse(crate::check::Flavor::Postgres, sql).as_deref() {
         Ok([Statement::Query(q)]) => !crate::check::query_writes(q),
         _ => false,
     }
+}
+
+/// Query `sql` (of `width` columns) as the server runs it: each row as the text of a JSON
+/// object, at most `max_rows + 1` of them, and none past the first whose text makes the
+/// rows so far longer than `max_bytes`: that one is NULL, so that a value of any size is
+/// measured by the server, never sent.
+///
+/// NB: the query's columns are renamed `c1`, `c2`, ...: a column of the query could
+/// otherwise be named like the alias of its rows, and `row_to_json` would be given that
+/// column. The rows keep the query's order (`row_number() OVER ()` numbers them as they
+/// come). One statement (the parser and the extended protocol both say so): the query
+/// cannot close the parenthesis and start another.
+fn wrap(sql: &str, width: usize, max_rows: usize, max_bytes: usize) -> String {
+    let body = sql.trim().trim_end_matches(';');
+    let columns: Vec<String> = (1..=width).map(|i| format!("c{i}")).collect();
+    format!(
+        "SELECT CASE WHEN sum(octet_length(planvm_json)) OVER (ORDER BY planvm_n) <= {max_bytes} \
+         THEN planvm_json END FROM (SELECT row_to_json(planvm_row)::text AS planvm_json, \
+         row_number() OVER () AS planvm_n FROM ({body}\n) AS planvm_row ({}) LIMIT {}) AS planvm_rows \
+         ORDER BY planvm_n",
+        columns.join(", "),
+        max_rows.saturating_add(1)
+    )
 }
 
 /// The values of a row that `row_to_json` wrote, in column order (a name twice is two
@@ -401,25 +416,142 @@ fn text_value(row: &postgres::Row, i: usize) -> Value {
     }
 }
 
-/// `url` with its password (`user:password@`, or `password=...`) masked, for messages.
+/// `url` with its password masked, for messages: `user:password@`, a `password=` of its
+/// query (`?password=...`, as libpq takes it), or the `password` of key=value settings
+/// (quoted or not). Every message that names a PostgreSQL database goes through it.
 pub fn without_password(url: &str) -> String {
-    // NB: `scheme://user:password@host`; key=value settings say `password=...`.
-    if let Some((scheme, rest)) = url.split_once("://")
-        && let Some((auth, host)) = rest.split_once('@')
-        && let Some((user, _)) = auth.split_once(':')
-    {
-        return format!("{scheme}://{user}:***@{host}");
-    }
-    url.split_whitespace()
-        .map(|kv| {
-            if kv.to_ascii_lowercase().starts_with("password=") {
-                "password=***"
-            } else {
-                kv
-            }
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return settings_without_password(url);
+    };
+    // NB: `scheme://user:password@host`: the password ends at the first `@`, which a
+    // password must percent-encode.
+    let (auth, rest) = match rest.split_once('@') {
+        Some((auth, host)) => match auth.split_once(':') {
+            Some((user, _)) => (format!("{user}:***@"), host),
+            None => (format!("{auth}@"), host),
+        },
+        None => (String::new(), rest),
+    };
+    let Some((path, query)) = rest.split_once('?') else {
+        return format!("{scheme}://{auth}{rest}");
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|kv| match kv.split_once('=') {
+            Some((k, _)) if is_password_key(&percent_decoded(k)) => format!("{k}=***"),
+            _ => kv.to_owned(),
         })
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect();
+    format!("{scheme}://{auth}{path}?{}", query.join("&"))
+}
+
+/// Why connecting to the database `config` names failed, for messages. The client's own
+/// words for an error of the database are only "db error": the database's message is
+/// given instead, and a login it refused says for which user (never with what password).
+pub(crate) fn connect_failure(config: &Config, e: &postgres::Error) -> String {
+    let Some(db) = e.as_db_error() else {
+        // NB: "error connecting to server" alone: its cause says why (refused, no route).
+        let mut said = e.to_string();
+        let mut cause = std::error::Error::source(e);
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !said.contains(&text) {
+                said = format!("{said}: {text}");
+            }
+            cause = c.source();
+        }
+        return said;
+    };
+    let code = db.code();
+    if *code == SqlState::INVALID_PASSWORD || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+    {
+        let user = config.get_user().unwrap_or("(none given)");
+        format!(
+            "authentication failed for user `{user}`: {} ({})",
+            db.message(),
+            code.code()
+        )
+    } else {
+        format!("{} ({})", db.message(), code.code())
+    }
+}
+
+fn is_password_key(key: &str) -> bool {
+    key.trim().eq_ignore_ascii_case("password")
+}
+
+/// `%XX` escapes of `s` decoded (others kept), to know a key however it is written.
+fn percent_decoded(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = b
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (b[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Key=value settings (`host=db password='a b'`) with the password's value masked,
+/// read as libpq reads them: spaces around `=`, values in single quotes with `\`
+/// escapes.
+fn settings_without_password(s: &str) -> String {
+    let chars: Vec<char> = s.chars().collect();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    let skip_spaces = |mut i: usize| {
+        while i < chars.len() && chars[i].is_whitespace() {
+            i += 1;
+        }
+        i
+    };
+    while i < chars.len() {
+        let start = i;
+        i = skip_spaces(i);
+        let key_at = i;
+        while i < chars.len() && chars[i] != '=' && !chars[i].is_whitespace() {
+            i += 1;
+        }
+        let key: String = chars[key_at..i].iter().collect();
+        let eq = skip_spaces(i);
+        if eq >= chars.len() || chars[eq] != '=' {
+            out.extend(&chars[start..i]);
+            continue;
+        }
+        let value_at = skip_spaces(eq + 1);
+        let mut end = value_at;
+        if chars.get(value_at) == Some(&'\'') {
+            end += 1;
+            while end < chars.len() && chars[end] != '\'' {
+                end += if chars[end] == '\\' { 2 } else { 1 };
+            }
+            end = (end + 1).min(chars.len());
+        } else {
+            while end < chars.len() && !chars[end].is_whitespace() {
+                end += 1;
+            }
+        }
+        out.extend(&chars[start..value_at]);
+        if is_password_key(&key) {
+            out.push_str("***");
+        } else {
+            out.extend(&chars[value_at..end]);
+        }
+        i = end;
+    }
+    out
 }
 
 #[cfg(test)]
@@ -440,6 +572,27 @@ mod tests {
             without_password("postgres://app@db/shop"),
             "postgres://app@db/shop"
         );
+        for (url, shown) in [
+            (
+                "postgres://app@db/shop?password=s3cret",
+                "postgres://app@db/shop?password=***",
+            ),
+            (
+                "postgresql://app:s3cret@db/shop?sslmode=require&PassWord=s3cret&x=1",
+                "postgresql://app:***@db/shop?sslmode=require&PassWord=***&x=1",
+            ),
+            (
+                "postgres://db/shop?pass%77ord=s3cret",
+                "postgres://db/shop?pass%77ord=***",
+            ),
+            (
+                "host=db password = 's3 cr\\'et' user=app",
+                "host=db password = *** user=app",
+            ),
+            ("password=s3cret", "password=***"),
+        ] {
+            assert_eq!(without_password(url), shown, "{url}");
+        }
         let e = Postgres::open("postgres://app:s3cret@[bad", Constraints::default()).unwrap_err();
         assert!(!e.contains("s3cret"), "{e}");
     }

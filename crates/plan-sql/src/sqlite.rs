@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::{Arc, Mutex, Once, mpsc};
+use std::time::{Duration, Instant};
 
 use rusqlite::ffi::ErrorCode;
 use rusqlite::hooks::{AuthAction, AuthContext, Authorization};
@@ -17,7 +17,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
 
-use crate::check::DENIED_FUNCTIONS;
+use crate::check::sqlite_function_allowed;
 use crate::{Constraints, QueryError, Rows};
 
 const SCHEMA: &str = "only queries and writes to rows of allowed tables may run: no schema changes";
@@ -27,6 +27,49 @@ const MAX_VALUE_BYTES: usize = 64 << 20;
 
 /// SQLite instructions between two looks at the clock.
 const PROGRESS_OPS: i32 = 10_000;
+
+/// Bytes SQLite may hold in this process, all connections together. SQLite has no limit
+/// per connection, and a query can make it allocate far more than it returns (a CTE read
+/// twice by each of twenty others is expanded into a million copies; a row of sixty
+/// 60 MB blobs is 3.6 GB before its first value is looked at): past this, an allocation
+/// fails and so does the query, with "out of memory".
+const SQLITE_HEAP_LIMIT: i64 = 1 << 30;
+
+/// Sets [`SQLITE_HEAP_LIMIT`] for the process, through `conn`, unless a lower limit is
+/// set already (the pragma only lowers it).
+fn limit_sqlite_heap(conn: &Connection) -> rusqlite::Result<()> {
+    static SET: Once = Once::new();
+    let mut done = Ok(());
+    SET.call_once(|| {
+        done = conn.execute_batch(&format!("PRAGMA hard_heap_limit = {SQLITE_HEAP_LIMIT}"));
+    });
+    done
+}
+
+/// Interrupts a connection at its deadline from a thread of its own, unless dropped
+/// first. NB: SQLite calls the progress handler while a statement runs, seldom while it
+/// is prepared, and preparing a query of a few hundred bytes can take minutes (each use
+/// of a CTE is a copy of it).
+struct Alarm {
+    _disarm: mpsc::Sender<()>,
+}
+
+impl Alarm {
+    fn set(conn: &Connection, timeout: Duration) -> Option<Alarm> {
+        let handle = conn.get_interrupt_handle();
+        let (disarm, disarmed) = mpsc::channel::<()>();
+        std::thread::Builder::new()
+            .name("sql-timeout".into())
+            .stack_size(64 << 10)
+            .spawn(move || {
+                if let Err(mpsc::RecvTimeoutError::Timeout) = disarmed.recv_timeout(timeout) {
+                    handle.interrupt();
+                }
+            })
+            .ok()?;
+        Some(Alarm { _disarm: disarm })
+    }
+}
 
 /// A SQLite database a tool queries under its constraints.
 #[derive(Clone, Debug)]
@@ -115,7 +158,15 @@ impl Sqlite {
                 self.path.display()
             ))
         })?;
-        let failed = |e: rusqlite::Error| match e.sqlite_error_code() {
+        let start = Instant::now();
+        let timeout = c.timeout;
+        // NB: held until the rows are read; the progress handler below stops a running
+        // statement sooner, the alarm one being prepared.
+        let _alarm = Alarm::set(&conn, timeout);
+        let failed = move |e: rusqlite::Error| match e.sqlite_error_code() {
+            Some(ErrorCode::OperationInterrupted) if start.elapsed() >= timeout => {
+                QueryError::Timeout(timeout)
+            }
             Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
                 QueryError::Unavailable(e.to_string())
             }
@@ -127,22 +178,33 @@ impl Sqlite {
         let length = i32::try_from(c.max_result_bytes.max(MAX_VALUE_BYTES)).unwrap_or(i32::MAX);
         conn.set_limit(Limit::SQLITE_LIMIT_LENGTH, length)
             .map_err(failed)?;
+        limit_sqlite_heap(&conn).map_err(failed)?;
         // NB: read before the authorizer, which would deny reading the schema.
         let layout = Layout::needed(&conn, c).map_err(|e| match e {
             Ok(why) => QueryError::Refused(why),
             Err(e) => failed(e),
         })?;
-        let seen = guard(&conn, &self.constraints).map_err(failed)?;
-        let start = Instant::now();
-        let timeout = c.timeout;
+        let seen = guard(
+            &conn,
+            &self.constraints,
+            layout.as_ref(),
+            Some(start + timeout),
+        )
+        .map_err(failed)?;
         conn.progress_handler(PROGRESS_OPS, Some(move || start.elapsed() >= timeout))
             .map_err(failed)?;
         // NB: the authorizer speaks while the statement is compiled: a denial fails it
         // here, with SQLite's "not authorized", which says less than what it saw.
-        let why = |e: rusqlite::Error| match seen.lock().ok().and_then(|mut r| r.refused.take()) {
-            Some(m) => QueryError::Refused(m),
-            None if start.elapsed() >= timeout => QueryError::Timeout(timeout),
-            None => failed(e),
+        let why = |e: rusqlite::Error| {
+            let mut seen = seen.lock().ok();
+            if seen.as_ref().is_some_and(|s| s.timed_out) {
+                return QueryError::Timeout(timeout);
+            }
+            match seen.as_mut().and_then(|r| r.refused.take()) {
+                Some(m) => QueryError::Refused(m),
+                None if start.elapsed() >= timeout => QueryError::Timeout(timeout),
+                None => failed(e),
+            }
         };
         let mut stmt = conn.prepare(sql).map_err(why)?;
         if c.read_only && !stmt.readonly() {
@@ -158,8 +220,8 @@ impl Sqlite {
         }
         if let Some(layout) = &layout {
             program_check(&conn, sql, c, layout).map_err(|e| match e {
-                Ok(why) => QueryError::Refused(why),
-                Err(e) => failed(e),
+                Ok(refused) => QueryError::Refused(refused),
+                Err(e) => why(e),
             })?;
         }
         let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
@@ -200,6 +262,8 @@ struct Seen {
     statement: bool,
     /// Why it denied, the first time.
     refused: Option<String>,
+    /// It denied because the time limit had passed.
+    timed_out: bool,
 }
 
 /// A b-tree of the database: the table it holds or indexes, and for an index, the denied
@@ -214,14 +278,23 @@ struct Tree {
 struct Layout {
     roots: HashMap<i64, Tree>,
     stored: HashMap<String, Vec<String>>,
+    /// The names of the database's tables and views (lowercase), its own included.
+    names: std::collections::HashSet<String>,
 }
 
 /// Installs the tool's authorizer on `conn`: what it sees and why it denied.
-fn guard(conn: &Connection, c: &Arc<Constraints>) -> rusqlite::Result<Arc<Mutex<Seen>>> {
+fn guard(
+    conn: &Connection,
+    c: &Arc<Constraints>,
+    layout: Option<&Layout>,
+    deadline: Option<Instant>,
+) -> rusqlite::Result<Arc<Mutex<Seen>>> {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let guard = Guard {
         c: c.clone(),
         seen: seen.clone(),
+        names: layout.map(|l| l.names.clone()),
+        deadline,
     };
     conn.authorizer(Some(move |ctx: AuthContext<'_>| guard.authorize(&ctx)))?;
     Ok(seen)
@@ -250,17 +323,41 @@ impl Layout {
                 index: None,
             },
         );
+        let mut names: std::collections::HashSet<String> = [
+            "sqlite_schema",
+            "sqlite_master",
+            "sqlite_temp_schema",
+            "sqlite_temp_master",
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
         let mut stmt = conn
             .prepare(
-                "SELECT type, name, tbl_name, rootpage FROM sqlite_schema \
-                 WHERE rootpage > 0 AND type IN ('table', 'index')",
+                "SELECT type, name, tbl_name, rootpage, coalesce(sql, '') FROM sqlite_schema \
+                 WHERE type IN ('table', 'index', 'view')",
             )
             .map_err(Err)?;
-        let listed: Vec<(String, String, String, i64)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-            .map_err(Err)?
-            .collect::<Result<_, _>>()
+        let mut listed: Vec<(String, String, String, i64)> = Vec::new();
+        let mut index_sql: HashMap<String, String> = HashMap::new();
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
             .map_err(Err)?;
+        for row in rows {
+            let (kind, name, table, root, sql): (String, String, String, i64, String) =
+                row.map_err(Err)?;
+            if kind != "index" {
+                names.insert(name.to_ascii_lowercase());
+            }
+            if kind == "index" {
+                index_sql.insert(name.clone(), sql);
+            }
+            if root > 0 && kind != "view" {
+                listed.push((kind, name, table, root));
+            }
+        }
         // Declared columns (cid order) and their storage order, per table with denied
         // columns.
         let mut declared: HashMap<String, Vec<String>> = HashMap::new();
@@ -288,16 +385,31 @@ impl Layout {
         }
         for (kind, name, table, root) in listed {
             let index = (kind == "index").then(|| {
-                let names = declared.get(&table.to_ascii_lowercase())?;
+                let columns = declared.get(&table.to_ascii_lowercase())?;
                 let cids = pragma_cids(conn, &name).ok()?;
-                cids.iter()
-                    .filter_map(|&cid| names.get(usize::try_from(cid).ok()?))
-                    .find(|col| c.column_denied(&table, col))
+                let by_column = cids
+                    .iter()
+                    .filter_map(|&cid| columns.get(usize::try_from(cid).ok()?))
+                    .find(|col| c.column_denied(&table, col));
+                // NB: an index on an expression of a denied column (`-salary`), or one
+                // whose WHERE names it, orders or picks rows by it as surely as an index
+                // on the column: its text is searched for the column's name.
+                let by_expression = || {
+                    let sql = index_sql.get(&name)?;
+                    identifiers(sql).find(|word| c.column_denied(&table, word))
+                };
+                by_column
+                    .cloned()
+                    .or_else(by_expression)
                     .map(|col| format!("index \"{name}\" holds \"{table}.{col}\""))
             });
             roots.insert(root, Tree { table, index });
         }
-        Ok(Layout { roots, stored })
+        Ok(Layout {
+            roots,
+            stored,
+            names,
+        })
     }
 
     fn stored_column(&self, table: &str, p2: i64) -> Option<&str> {
@@ -322,6 +434,14 @@ fn columns(conn: &Connection, table: &str) -> rusqlite::Result<(Vec<String>, Vec
         .map(|(n, _)| n.clone())
         .collect();
     Ok((names, virtual_last))
+}
+
+/// The words of SQL text `sql` that may name a column, unquoted: a conservative reading
+/// (a word in a string literal counts too).
+fn identifiers(sql: &str) -> impl Iterator<Item = String> + '_ {
+    sql.split(|ch: char| !(ch.is_alphanumeric() || ch == '_' || ch == '$'))
+        .filter(|w| !w.is_empty())
+        .map(str::to_owned)
 }
 
 /// The table column (cid) of each column of index `index`, in the index's order.
@@ -513,7 +633,7 @@ impl Sqlite {
             Ok(why) => why,
             Err(e) => err(e),
         })?;
-        let seen = guard(&conn, &self.constraints).map_err(err)?;
+        let seen = guard(&conn, &self.constraints, layout.as_ref(), None).map_err(err)?;
         let started = Arc::new(Mutex::new(Instant::now()));
         let (clock, timeout) = (started.clone(), c.timeout);
         conn.progress_handler(
@@ -627,6 +747,13 @@ fn json(v: ValueRef<'_>) -> Value {
 struct Guard {
     c: Arc<Constraints>,
     seen: Arc<Mutex<Seen>>,
+    /// The database's tables and views, when the tool names tables: a name that is none
+    /// of them is a CTE's.
+    names: Option<std::collections::HashSet<String>>,
+    /// NB: SQLite asks the authorizer about every use of every CTE while it prepares a
+    /// statement, and calls neither the progress handler nor looks at an interrupt then:
+    /// the authorizer is the one to stop a preparation that runs past the time limit.
+    deadline: Option<Instant>,
 }
 
 impl Guard {
@@ -635,6 +762,10 @@ impl Guard {
         let Ok(mut seen) = self.seen.lock() else {
             return Authorization::Deny;
         };
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            seen.timed_out = true;
+            return Authorization::Deny;
+        }
         if matches!(
             ctx.action,
             AuthAction::Select
@@ -672,6 +803,18 @@ impl Guard {
         };
         match *action {
             AuthAction::Select | AuthAction::Recursive => Ok(()),
+            // NB: `count(*)` over a CTE is a read of no column from a table of the CTE's
+            // name; over a table, the compiled program's check sees the table opened.
+            AuthAction::Read {
+                table_name,
+                column_name: "",
+            } if self
+                .names
+                .as_ref()
+                .is_some_and(|n| !n.contains(&table_name.to_ascii_lowercase())) =>
+            {
+                Ok(())
+            }
             AuthAction::Read {
                 table_name,
                 column_name,
@@ -685,10 +828,10 @@ impl Guard {
                 Ok(())
             }
             AuthAction::Function { function_name } => {
-                let name = function_name.to_lowercase();
-                if DENIED_FUNCTIONS.contains(&name.as_str()) {
+                if !sqlite_function_allowed(function_name) {
+                    let name = function_name.to_lowercase();
                     return Err(format!(
-                        "function \"{name}\" reaches outside the database and is not allowed"
+                        "function \"{name}\" is not allowed: a query may call only SQLite's own functions of values"
                     ));
                 }
                 Ok(())
@@ -923,6 +1066,106 @@ mod tests {
                 ("INSERT INTO copy SELECT * FROM people", "people"),
             ],
         );
+    }
+
+    /// A query that takes long and much memory to prepare (each CTE read twice by the
+    /// next: SQLite copies each use) stops at the time limit, before it holds much, and
+    /// SQLite's heap limit is set.
+    #[test]
+    fn a_query_slow_to_prepare_stops_at_the_time_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db(dir.path());
+        let c = Constraints {
+            timeout: Duration::from_secs(1),
+            ..Constraints::default()
+        };
+        let sql = Sqlite::open(&path, c).unwrap();
+        let mut q = String::from("WITH c0(x) AS (SELECT 1)");
+        for i in 1..=20 {
+            q.push_str(&format!(
+                ", c{i}(x) AS (SELECT a.x + b.x FROM c{} a, c{} b)",
+                i - 1,
+                i - 1
+            ));
+        }
+        q.push_str(" SELECT count(*) FROM c20");
+        let start = Instant::now();
+        assert_eq!(
+            sql.query(&q),
+            Err(QueryError::Timeout(Duration::from_secs(1)))
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            start.elapsed()
+        );
+        let limit: i64 = Connection::open_in_memory()
+            .unwrap()
+            .query_row("PRAGMA hard_heap_limit", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(limit, SQLITE_HEAP_LIMIT);
+    }
+
+    /// The database's guard alone: SQLite's own tables (`sqlite_stat4` holds samples of
+    /// the indexed salaries) unless allow_tables names them, an index on an expression of
+    /// a denied column, and a recursive CTE counted with `count(*)` is no table.
+    #[test]
+    fn internal_tables_and_expression_indexes_are_guarded_and_ctes_are_not_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db(dir.path());
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE INDEX staff_salary ON staff(salary);
+                 CREATE INDEX staff_less ON staff(-salary);
+                 CREATE INDEX staff_rich ON staff(name) WHERE salary > 95;
+                 ANALYZE;",
+            )
+            .unwrap();
+        let open = Sqlite::open(
+            &path,
+            Constraints {
+                deny_columns: Constraints::deny(&["staff.salary".into()]).unwrap(),
+                ..Constraints::default()
+            },
+        )
+        .unwrap();
+        let listed = Sqlite::open(&path, constraints()).unwrap();
+        let counted = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5) SELECT count(*) FROM c";
+        for sql in [&open, &listed] {
+            assert_eq!(sql.execute(counted).unwrap().rows, [[Value::from(5)]]);
+            assert_eq!(sql.query(counted).unwrap().rows, [[Value::from(5)]]);
+        }
+        for sql in [&open, &listed] {
+            refused_unchanged(
+                sql,
+                &path,
+                &[
+                    ("SELECT * FROM sqlite_stat4", "sqlite_stat4"),
+                    ("SELECT * FROM sqlite_stat1", "sqlite_stat1"),
+                    ("SELECT sql FROM sqlite_master", "sqlite_master"),
+                    (
+                        "SELECT name FROM staff INDEXED BY staff_less",
+                        "staff.salary",
+                    ),
+                    (
+                        "SELECT name FROM staff INDEXED BY staff_rich WHERE salary > 95",
+                        "staff.salary",
+                    ),
+                ],
+            );
+        }
+        let e = open.execute("SELECT * FROM sqlite_stat4").unwrap_err();
+        assert!(e.to_string().contains("the database's own"), "{e}");
+        let trusted = Sqlite::open(
+            &path,
+            Constraints {
+                allow_tables: Some(vec!["sqlite_stat1".into()]),
+                ..Constraints::default()
+            },
+        )
+        .unwrap();
+        assert!(trusted.query("SELECT tbl FROM sqlite_stat1").is_ok());
     }
 
     #[test]

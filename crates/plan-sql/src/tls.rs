@@ -21,7 +21,9 @@ pub fn name_connections(config: &mut Config) {
 /// module docs).
 pub fn connect_postgres(config: &Config) -> Result<Client, String> {
     if config.get_ssl_mode() == SslMode::Disable {
-        return config.connect(NoTls).map_err(|e| e.to_string());
+        return config
+            .connect(NoTls)
+            .map_err(|e| crate::pg::connect_failure(config, &e));
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider)
@@ -31,5 +33,5 @@ pub fn connect_postgres(config: &Config) -> Result<Client, String> {
         .with_no_client_auth();
     config
         .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
-        .map_err(|e| e.to_string())
+        .map_err(|e| crate::pg::connect_failure(config, &e))
 }
