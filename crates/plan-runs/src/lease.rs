@@ -1,6 +1,6 @@
 //! Leases: renewed while their runs and goals go on, so that a run waiting minutes for
 //! one call still shows as `running`, and a run whose process died shows as `interrupted`
-//! within [`plan_store::LEASE_MS`]. One thread per store renews, in one statement, the
+//! within [`plan_store::lease_ms`]. One thread per store renews, in one statement, the
 //! leases of every run and goal this process holds there, on a connection of its own: a
 //! process running many runs at once (Python, a service, a worker) has one renewer per
 //! store, not one per run.
@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
-use plan_store::{LEASE_MS, Owner, RunStore};
+use plan_store::{Owner, RunStore, lease_ms};
 
 use crate::Error;
 
@@ -39,7 +39,7 @@ fn renewers() -> &'static Mutex<HashMap<String, Arc<Renewer>>> {
 
 impl Lease {
     /// Renews `owner`'s leases in the store `key` names (opened with `open` when this
-    /// process has no renewer there yet) every [`LEASE_MS`] / 4. `warn` hears, once per
+    /// process has no renewer there yet) every quarter of [`lease_ms`]. `warn` hears, once per
     /// renewer, that the store could not be opened or a renewal failed: not the run's
     /// failure (at worst another process takes the run over once the lease lapses, and
     /// from then on this one's commit points are refused, which fails the run).
@@ -63,7 +63,7 @@ impl Renewer {
             stop: Mutex::new(Some(tx)),
             thread: Mutex::new(None),
         });
-        let every = Duration::from_millis(u64::try_from(LEASE_MS / 4).unwrap_or(2_500));
+        let every = Duration::from_millis(u64::try_from(lease_ms() / 4).unwrap_or(2_500));
         let shared = Arc::downgrade(&renewer);
         let thread = std::thread::spawn(move || {
             let mut store = None;

@@ -24,7 +24,7 @@ use crate::openapi::{Cancelled, RunList, RunSummary};
 
 type AppState = State<Arc<Shared>>;
 
-pub(crate) fn router(state: Arc<Shared>) -> Router {
+pub(crate) fn router(state: Arc<Shared>, hosts: Arc<crate::origin::Hosts>) -> Router {
     let max_body = state.max_body;
     let mcp = crate::mcp::http(&state);
     let api = Router::new()
@@ -40,6 +40,8 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
         .route("/v1/evals", get(crate::evals::list))
         .route("/v1/evals/{id}", get(crate::evals::show))
         .route("/v1/chat/completions", post(crate::chat::completions))
+        .route("/v1/models", get(crate::chat::models))
+        .route("/v1/models/{id}", get(crate::chat::model_by_id))
         .route("/openapi.json", get(crate::openapi::openapi_json))
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
         .layer(axum::middleware::from_fn_with_state(
@@ -48,7 +50,58 @@ pub(crate) fn router(state: Arc<Shared>) -> Router {
         ))
         .layer(DefaultBodyLimit::max(max_body));
     // NB: the pages hold no data and are served without the token; they send it.
-    crate::web::router().merge(api).with_state(state)
+    crate::web::router()
+        .merge(api)
+        .layer(axum::middleware::from_fn(json_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            hosts,
+            crate::origin::guard,
+        ))
+        .with_state(state)
+}
+
+/// Every error answered as JSON (`ApiError`'s shape), also those axum and the routes'
+/// extractors make: a method a route does not take (405, with `Allow`), a path that does
+/// not decode, a page that is not there.
+async fn json_errors(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let method = request.method().clone();
+    let response = next.run(request).await;
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&text);
+    let error = match status {
+        StatusCode::METHOD_NOT_ALLOWED => {
+            let allowed = parts
+                .headers
+                .get(axum::http::header::ALLOW)
+                .and_then(|a| a.to_str().ok())
+                .unwrap_or_default();
+            ApiError::new(
+                status,
+                "method_not_allowed",
+                format!("`{method}` is not taken here; these are: {allowed}"),
+            )
+        }
+        StatusCode::NOT_FOUND => ApiError::new(status, "not_found", "no such route"),
+        StatusCode::BAD_REQUEST => ApiError::new(status, "bad_request", text.trim()),
+        _ => ApiError::new(status, "http_error", text.trim()),
+    };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    parts.headers.insert(
+        axum::http::header::CONTENT_TYPE,
+        axum::http::HeaderValue::from_static("application/json"),
+    );
+    Response::from_parts(parts, axum::body::Body::from(error.body().to_string()))
 }
 
 /// An error answer: its status, a stable code and a message for people.
@@ -72,14 +125,30 @@ impl ApiError {
 }
 
 impl ApiError {
-    /// The body it answers with: `{"error": {"code", "message"}, ...}`.
+    /// The body it answers with: `{"error": {"code", "message", "type", "param"}, ...}`,
+    /// which is also OpenAI's shape, so that its clients read the service's errors.
     pub(crate) fn body(&self) -> Value {
         let mut body = self.extra.clone();
-        body.insert(
-            "error".into(),
-            json!({"code": self.code, "message": self.message}),
-        );
+        body.insert("error".into(), self.error());
         Value::Object(body)
+    }
+
+    /// The `error` object of its body.
+    pub(crate) fn error(&self) -> Value {
+        json!({"code": self.code, "message": self.message, "type": error_type(self.status),
+               "param": null})
+    }
+}
+
+/// The kind of an error by its status, as OpenAI names them.
+fn error_type(status: StatusCode) -> &'static str {
+    match status.as_u16() {
+        401 => "authentication_error",
+        403 => "permission_error",
+        404 => "not_found_error",
+        429 => "rate_limit_error",
+        500.. => "server_error",
+        _ => "invalid_request_error",
     }
 }
 
@@ -111,6 +180,13 @@ impl From<plan_runs::Error> for ApiError {
 
 impl From<JsonRejection> for ApiError {
     fn from(e: JsonRejection) -> ApiError {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
+        while let Some(c) = cause {
+            if c.is::<crate::listen::BodyTimedOut>() {
+                return ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", c.to_string());
+            }
+            cause = c.source();
+        }
         match e.status() {
             StatusCode::PAYLOAD_TOO_LARGE => {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", e.body_text())
@@ -226,6 +302,8 @@ pub(crate) async fn start(
         }
     };
     let source = plan_text(&plan);
+    drop(plan);
+    let large = source.len() > crate::trim::LARGE;
     let presets: Vec<String> = submit.vars.keys().cloned().collect();
     let (program, pbc) = state.compiled(&source, presets, |source, presets| {
         let opts = plan_compiler::CompileOptions {
@@ -264,7 +342,13 @@ pub(crate) async fn start(
         // NB: watched from before the answer, so that a stream opened at once is woken.
         let notifier = state.live.start(&id);
         let row = state.read(move |store| Ok(store.run(&id)?)).await;
-        spawn_new(state, notifier, program, (presets, limits, timeout), trace);
+        spawn_new(
+            state,
+            notifier,
+            program,
+            (presets, limits, timeout),
+            (trace, large),
+        );
         row
     })
     .await?;
@@ -332,6 +416,14 @@ pub(crate) async fn start_goal(
     request: Request,
     trace: Option<plan_telemetry::Trace>,
 ) -> Result<(RunSummary, tokio::task::JoinHandle<crate::goals::Asked>), ApiError> {
+    // NB: before anything is stored or asked: the planner's reply to nothing is paid for.
+    if goal.trim().is_empty() {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_goal",
+            "the goal is empty: say in words what the answer should achieve",
+        ));
+    }
     if let Err(why) = &state.planner {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -556,7 +648,7 @@ fn spawn_new(
     notifier: crate::live::Notifier,
     program: ValidatedProgram,
     (presets, limits, timeout): (Vec<(String, Value)>, Limits, Option<Duration>),
-    trace: Option<plan_telemetry::Trace>,
+    (trace, large): (Option<plan_telemetry::Trace>, bool),
 ) {
     tokio::spawn(async move {
         let Some(_slot) = state.slot().await else {
@@ -579,6 +671,10 @@ fn spawn_new(
         let report = plan_telemetry::within(trace.as_ref(), run).await;
         if let Some(t) = trace {
             t.end(&plan_telemetry::Ended::run(&report, Some(notifier.id())));
+        }
+        drop((report, program));
+        if large {
+            state.trimmer.note();
         }
     });
 }

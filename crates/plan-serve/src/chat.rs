@@ -127,8 +127,9 @@ pub(crate) async fn completions(
                 out.push(chunk(json!({}), Some("stop")));
             }
             Err(error) => {
-                // NB: OpenAI streams an error as a data event with an `error` object.
-                out.push(json!({"error": error}));
+                // NB: OpenAI streams an error as a data event with an `error` object: the
+                // same object a request without `stream` is answered with.
+                out.push(json!({"error": failure(&error, &usage_id).error()}));
             }
         }
         if include_usage {
@@ -239,19 +240,52 @@ fn answered(ended: crate::goals::Ended, id: &str) -> Result<String, ApiError> {
         // this exchange in its conversation (the run that asked stays answerable through
         // `POST /v1/runs/{id}/input`).
         Err(error) if error["code"] == "needs_input" => Ok(question_text(&error["question"])),
-        Err(error) => {
-            let message = error["message"]
-                .as_str()
-                .unwrap_or("the goal was not answered");
-            let (status, code) = match error["code"].as_str() {
-                Some("stopping") => (StatusCode::SERVICE_UNAVAILABLE, "stopping"),
-                _ => (StatusCode::UNPROCESSABLE_ENTITY, "not_answered"),
-            };
-            Err(ApiError::new(
-                status,
-                code,
-                format!("goal `{id}`: {message}"),
-            ))
-        }
+        Err(error) => Err(failure(&error, id)),
     }
+}
+
+/// Why goal `id` has no answer (`error`: its `{code, message}`), as an error.
+fn failure(error: &Value, id: &str) -> ApiError {
+    let message = error["message"]
+        .as_str()
+        .unwrap_or("the goal was not answered");
+    let (status, code) = match error["code"].as_str() {
+        Some("stopping") => (StatusCode::SERVICE_UNAVAILABLE, "stopping"),
+        _ => (StatusCode::UNPROCESSABLE_ENTITY, "not_answered"),
+    };
+    ApiError::new(status, code, format!("goal `{id}`: {message}"))
+}
+
+/// The one model the service is, as `GET /v1/models` lists it.
+const MODEL: &str = "planrt";
+
+fn model() -> Value {
+    // NB: a fixed creation time: the model is the service's planner, whenever it started.
+    json!({"id": MODEL, "object": "model", "created": 0, "owned_by": "planrt"})
+}
+
+/// `GET /v1/models`: the models chat completions take, in OpenAI's shape (chat clients
+/// list them before anything else). Completions take any model name; this is the one.
+#[utoipa::path(get, path = "/v1/models", responses(
+    (status = 200, description = "`{\"object\": \"list\", \"data\": [model]}`", body = Object),
+    (status = 401, body = crate::openapi::ErrorBody)))]
+pub(crate) async fn models() -> Json<Value> {
+    Json(json!({"object": "list", "data": [model()]}))
+}
+
+/// `GET /v1/models/{id}`.
+#[utoipa::path(get, path = "/v1/models/{id}", params(("id" = String, Path)), responses(
+    (status = 200, description = "the model", body = Object),
+    (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+pub(crate) async fn model_by_id(
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if id == MODEL {
+        return Ok(Json(model()));
+    }
+    Err(ApiError::new(
+        StatusCode::NOT_FOUND,
+        "model_not_found",
+        format!("the model `{id}` does not exist here: the one model is `{MODEL}`"),
+    ))
 }

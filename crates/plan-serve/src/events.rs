@@ -1,8 +1,11 @@
 //! `GET /v1/runs/{id}/events`: a run as a stream of server-sent events, from what its
 //! journal holds: every event journaled so far, then the new ones as the run commits
-//! them, until it ends. Each event's `id` is the number of the step it belongs to (0 for
-//! the plan), so a client that reconnects with `Last-Event-ID: N` gets what came after
-//! step N and nothing twice. A client that goes away changes nothing for the run.
+//! them, until it ends. The events follow the journal's entries in order, whether the
+//! run is live or long finished, so each has an id of its own that grows along the
+//! stream: `E.N`, the N-th event of the run's journal entry E - 1 (`0.0`, the plan, comes
+//! before any), `K:E.N` for run number K of a goal, and `end` for the last one. A client
+//! that reconnects with `Last-Event-ID` gets exactly what came after that event, nothing
+//! lost and nothing twice. A client that goes away changes nothing for the run.
 
 use std::collections::HashSet;
 use std::convert::Infallible;
@@ -14,7 +17,7 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
 use plan_runs::read;
-use plan_store::{CallRow, CallState, GoalStatus, JournalFold, RunInfo, RunStatus, RunStore};
+use plan_store::{CallRow, EntryChange, GoalStatus, JournalFold, RunInfo, RunStatus, RunStore};
 use serde_json::{Value, json};
 
 use crate::State as Shared;
@@ -24,21 +27,37 @@ use crate::api::ApiError;
 /// of another process; see `live`).
 const POLL: Duration = Duration::from_millis(100);
 
+/// Where an event stands in its run's stream: its journal entry's number + 1 (0: the
+/// plan's, before any entry), and its place among that entry's events.
+type Pos = (i64, u32);
+
+/// Where a stream stands in one run's events.
+#[derive(Default)]
+struct RunCursor {
+    /// The plan's event was sent (or is before where the client reconnected).
+    plan_sent: bool,
+    /// The last step sent.
+    after: u64,
+    /// The calls whose start was sent, by step.
+    started: HashSet<u64>,
+    /// Where the next event goes: after the last entry read, its next place.
+    next: Pos,
+    /// The entry (its position) at which the run's question was sent: a run asks once
+    /// per stop.
+    asked: Option<i64>,
+    /// Events up to here were received before (`Last-Event-ID`): made, not sent.
+    skip: Option<Pos>,
+    /// That run's journal as far as it was read: each look reads only the entries since.
+    fold: JournalFold,
+}
+
 /// Where a stream stands.
 struct Cursor {
     state: Arc<Shared>,
     id: String,
     /// For a goal's stream: the number of the run being sent (1: `ID`, 2: `ID.2`, ...).
     goal_run: Option<usize>,
-    /// The last step of that run sent (0: its plan; None: nothing of it yet).
-    after: Option<u64>,
-    /// The calls of that run whose start was sent, by step.
-    started: HashSet<u64>,
-    /// The run's step count when its question was sent (a run that waits for a person
-    /// asks once per stream, and again only after it went on).
-    asked: Option<u64>,
-    /// That run's journal as far as it was read: each look reads only the entries since.
-    fold: JournalFold,
+    run: RunCursor,
     done: bool,
 }
 
@@ -62,20 +81,25 @@ pub(crate) async fn events(
     if let Some(rx) = &mut watched {
         rx.borrow_and_update();
     }
-    let (first, fold) = read(&state, (&id, None, None), false, JournalFold::default()).await?;
+    let (first, fold) = read(&state, (&id, None, false), false, JournalFold::default()).await?;
     let is_goal = matches!(first, Read::Goal { .. });
-    let (goal_run, after, done) = match (is_goal, last) {
-        (true, Some("end")) => (Some(1), None, true),
-        // NB: runs are numbered from 1; an id that names no event starts from the start.
-        (true, Some(last)) => match last.split_once(':').and_then(|(k, step)| {
-            let k = k.parse::<usize>().ok().filter(|k| *k >= 1)?;
-            Some((k, step.parse::<u64>().ok()?))
-        }) {
-            Some((k, step)) => (Some(k), Some(step), false),
+    // NB: an id that names no event starts from the start.
+    let (goal_run, skip, done) = match (is_goal, last) {
+        (_, Some("end")) => (is_goal.then_some(1), None, true),
+        (true, Some(last)) => match last
+            .split_once(':')
+            .and_then(|(k, pos)| Some((k.parse::<usize>().ok().filter(|k| *k >= 1)?, pos)))
+        {
+            // NB: run K's end was received: the stream goes on at run K + 1.
+            Some((k, "end")) => (Some(k + 1), None, false),
+            Some((k, pos)) => match parse_pos(pos) {
+                Some(pos) => (Some(k), Some(pos), false),
+                None => (Some(1), None, false),
+            },
             None => (Some(1), None, false),
         },
         (true, None) => (Some(1), None, false),
-        (false, last) => (None, last.and_then(|l| l.parse::<u64>().ok()), false),
+        (false, last) => (None, last.and_then(parse_pos), false),
     };
     // NB: it read a goal's first run: of no use to a stream that starts at a later one.
     let from_first = goal_run.unwrap_or(1) == 1;
@@ -83,13 +107,15 @@ pub(crate) async fn events(
         state,
         id,
         goal_run,
-        after,
-        started: HashSet::new(),
-        asked: None,
-        fold: if from_first {
-            fold
-        } else {
-            JournalFold::default()
+        run: RunCursor {
+            plan_sent: skip.is_some(),
+            skip,
+            fold: if from_first {
+                fold
+            } else {
+                JournalFold::default()
+            },
+            ..RunCursor::default()
         },
         done,
     };
@@ -110,10 +136,11 @@ pub(crate) async fn events(
                     }
                     // NB: a stream that is not a goal's is a run's: no goal is looked up.
                     let run = c.goal_run.is_none();
-                    let fold = std::mem::take(&mut c.fold);
-                    let read = read(&c.state, (&c.id, c.goal_run, c.after), run, fold).await;
+                    let fold = std::mem::take(&mut c.run.fold);
+                    let at = (c.id.as_str(), c.goal_run, c.run.plan_sent);
+                    let read = read(&c.state, at, run, fold).await;
                     let read = read.map(|(read, fold)| {
-                        c.fold = fold;
+                        c.run.fold = fold;
                         read
                     });
                     (read, changed)
@@ -123,7 +150,7 @@ pub(crate) async fn events(
                 Ok(r) => r,
                 Err(_) => {
                     c.done = true;
-                    let gone = Event::default().event("failed").data(
+                    let gone = Event::default().id("end").event("failed").data(
                         json!({"error": {"code": "unreadable", "message": "the run can no longer be read"}})
                             .to_string(),
                     );
@@ -154,6 +181,12 @@ pub(crate) async fn events(
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
 
+/// `E.N` as a position (see the module's doc).
+fn parse_pos(text: &str) -> Option<Pos> {
+    let (entry, n) = text.split_once('.')?;
+    Some((entry.parse().ok()?, n.parse().ok()?))
+}
+
 /// A run's row as one look found it, with its plan's source when that is still to be
 /// sent; its journal is in the cursor's fold.
 type RunRead = Box<(RunInfo, Option<String>)>;
@@ -176,22 +209,19 @@ impl Cursor {
     fn advance(&mut self, read: Read) -> Vec<Event> {
         match read {
             Read::Run(run) => {
-                let (events, done) = self.run_events(&run, None);
+                let (events, done) = self.run.events(&run, None);
                 self.done = done;
                 events
             }
             Read::Goal { ended, run, next } => {
                 let k = self.goal_run.unwrap_or(1);
                 let (mut out, run_done) = match run {
-                    Some(run) => self.run_events(&run, Some(k)),
+                    Some(run) => self.run.events(&run, Some(k)),
                     None => (Vec::new(), true),
                 };
                 if run_done && next {
                     self.goal_run = Some(k + 1);
-                    self.after = None;
-                    self.started.clear();
-                    self.asked = None;
-                    self.fold = JournalFold::default();
+                    self.run = RunCursor::default();
                 } else if let Some(ended) = ended.filter(|_| run_done || !next) {
                     out.push(
                         Event::default()
@@ -205,40 +235,22 @@ impl Cursor {
             }
         }
     }
-
-    /// The events of `run` beyond what was sent, the cursor moved past them; and whether
-    /// the run has ended.
-    fn run_events(
-        &mut self,
-        run: &(RunInfo, Option<String>),
-        goal_run: Option<usize>,
-    ) -> (Vec<Event>, bool) {
-        let (batch, done) = new_events(
-            (&run.0, run.1.as_deref(), &self.fold),
-            (self.after, &mut self.started, &mut self.asked),
-            goal_run,
-        );
-        if let Some((last, _)) = batch.last() {
-            self.after = Some(*last);
-        }
-        (batch.into_iter().map(|(_, e)| e).collect(), done)
-    }
 }
 
 /// Run `id`, or for a goal its run number `goal_run` (and the goal's state), its journal
 /// folded on into `fold` (which comes back with it).
-/// NB: the plan's source only when the plan is still to be sent (`after` None).
+/// NB: the plan's source only when the plan is still to be sent (not `plan_sent`).
 /// `run`: `id` is known to be a run's, not a goal's.
 async fn read(
     state: &Arc<Shared>,
-    (id, goal_run, after): (&str, Option<usize>, Option<u64>),
+    (id, goal_run, plan_sent): (&str, Option<usize>, bool),
     run: bool,
     mut fold: JournalFold,
 ) -> Result<(Read, JournalFold), ApiError> {
     let id = id.to_owned();
     state
         .read(move |store| {
-            let read = read_on(store, (&id, run), goal_run, after, &mut fold)?;
+            let read = read_on(store, (&id, run), goal_run, plan_sent, &mut fold)?;
             Ok((read, fold))
         })
         .await
@@ -248,7 +260,7 @@ fn read_on(
     store: &dyn RunStore,
     (id, run): (&str, bool),
     goal_run: Option<usize>,
-    after: Option<u64>,
+    plan_sent: bool,
     fold: &mut JournalFold,
 ) -> Result<Read, plan_runs::Error> {
     // NB: the row before the journal: a run's end is written with its last entry, so a
@@ -256,9 +268,9 @@ fn read_on(
     let mut run_of = |id: &str| -> Result<RunRead, plan_runs::Error> {
         let row = store.run(id)?;
         store.fold_journal(id, fold)?;
-        let source = match after {
-            None => read::source(store, &row),
-            Some(_) => None,
+        let source = match plan_sent {
+            false => read::source(store, &row),
+            true => None,
         };
         Ok(Box::new((row, source)))
     };
@@ -306,78 +318,115 @@ fn data(value: &impl serde::Serialize) -> String {
     serde_json::to_string(value).unwrap_or_default()
 }
 
-/// The events of `run` after step `after` (all of them when None), each with the step it
-/// belongs to, and whether the run has ended (its last event is among them). Ids are the
-/// step's number, `K:STEP` for run number K of a goal.
-fn new_events(
-    (run, source, fold): (&RunInfo, Option<&str>, &JournalFold),
-    (after, started, asked): (Option<u64>, &mut HashSet<u64>, &mut Option<u64>),
-    goal_run: Option<usize>,
-) -> (Vec<(u64, Event)>, bool) {
-    let mut out = Vec::new();
-    let event = |id: u64, kind: &str, data: String| {
-        let shown = match goal_run {
-            Some(k) => format!("{k}:{id}"),
-            None => id.to_string(),
-        };
-        (id, Event::default().id(shown).event(kind).data(data))
-    };
-    if after.is_none() {
-        let plan = json!({"id": run.id, "plan": source});
-        out.push(event(0, "plan", plan.to_string()));
-    }
-    let after = after.unwrap_or(0);
-    let start = |c: &CallRow| {
-        json!({"phase": "started", "step": c.step, "seq_no": c.seq_no, "tool": c.tool,
-               "args": c.args, "sent_at": c.sent_at})
-        .to_string()
-    };
-    for s in fold.steps().range(after + 1..).map(|(_, s)| s) {
-        // NB: a call belongs to the step that made it: the one after the `step`
-        // instructions executed before it. It finishes with that step; a call this
-        // stream did not see start gets its start first.
-        if let Some(c) = s.step.checked_sub(1).and_then(|k| fold.calls().get(&k)) {
-            if started.insert(c.step) {
-                out.push(event(s.step, "tool_call", start(c)));
+/// A call's `started` event's data.
+fn started(c: &CallRow) -> String {
+    json!({"phase": "started", "step": c.step, "seq_no": c.seq_no, "tool": c.tool,
+           "args": c.args, "sent_at": c.sent_at})
+    .to_string()
+}
+
+impl RunCursor {
+    /// The events of `run` (its row as read, its plan's source, the entries its fold
+    /// took in since the last look) beyond what was sent, the cursor moved past them;
+    /// and whether the run has ended (its last event is among them).
+    fn events(
+        &mut self,
+        (run, source): &(RunInfo, Option<String>),
+        goal_run: Option<usize>,
+    ) -> (Vec<Event>, bool) {
+        let mut out = Vec::new();
+        let skip = self.skip;
+        let mut emit = |pos: Pos, kind: &str, data: String| {
+            if skip.is_some_and(|s| pos <= s) {
+                return;
             }
-            let finished = Finished {
-                call: c,
-                phase: "finished",
+            let (entry, n) = pos;
+            let id = match goal_run {
+                Some(k) => format!("{k}:{entry}.{n}"),
+                None => format!("{entry}.{n}"),
             };
-            out.push(event(s.step, "tool_call", data(&finished)));
+            out.push(Event::default().id(id).event(kind).data(data));
+        };
+        if !self.plan_sent {
+            self.plan_sent = true;
+            emit(
+                (0, 0),
+                "plan",
+                json!({"id": run.id, "plan": source}).to_string(),
+            );
         }
-        out.push(event(s.step, "step", data(s)));
-    }
-    // NB: a call out (sent: on record before it goes) starts now, under the id of the
-    // last step sent: a client that reconnects from there may see its start again.
-    let last_step = fold.steps().last_key_value().map_or(0, |(n, _)| *n);
-    let last = last_step.max(after);
-    for c in fold.calls().range(last..).map(|(_, c)| c) {
-        let out_now = matches!(c.state, CallState::Inflight | CallState::Answered);
-        if out_now && started.insert(c.step) {
-            out.push(event(last, "tool_call", start(c)));
+        self.next = self.next.max((0, 1));
+        for change in self.fold.take_entries() {
+            let n = self.entry_events(&change, &mut emit);
+            self.next = (change.seq + 1, n);
         }
-    }
-    // NB: the end is the event after the last step, sent once.
-    let end = last_step + 1;
-    let ended = match run.status {
-        RunStatus::Ok => Some(("answer", json!({"final_answer": run.final_answer}))),
-        RunStatus::Failed => Some(("failed", json!({"error": run.error}))),
-        RunStatus::Running | RunStatus::Interrupted | RunStatus::NeedsInput | RunStatus::Queued => {
-            None
+        // NB: not an end: the run goes on once answered, and its events follow on this
+        // stream; asked once per stop.
+        if run.status == RunStatus::NeedsInput && self.asked != Some(self.next.0) {
+            self.asked = Some(self.next.0);
+            emit(self.next, "needs_input", data(&run.question));
+            self.next.1 += 1;
         }
-    };
-    // NB: not an end: the run goes on once answered, and its events follow on this
-    // stream. Under the id of its last step: a client that reconnects is asked again.
-    if run.status == RunStatus::NeedsInput && *asked != Some(end) {
-        *asked = Some(end);
-        out.push(event(end - 1, "needs_input", data(&run.question)));
+        let ended = match run.status {
+            RunStatus::Ok => Some(("answer", json!({"final_answer": run.final_answer}))),
+            RunStatus::Failed => Some(("failed", json!({"error": run.error}))),
+            RunStatus::Running
+            | RunStatus::Interrupted
+            | RunStatus::NeedsInput
+            | RunStatus::Queued => None,
+        };
+        let done = ended.is_some();
+        if let Some((kind, data)) = ended {
+            // NB: for a goal's run, not the stream's end: the goal's own event is.
+            let id = match goal_run {
+                Some(k) => format!("{k}:end"),
+                None => "end".to_owned(),
+            };
+            out.push(Event::default().id(id).event(kind).data(data.to_string()));
+        }
+        (out, done)
     }
-    let done = ended.is_some();
-    if let Some((kind, data)) = ended
-        && after < end
-    {
-        out.push(event(end, kind, data.to_string()));
+
+    /// The events of one journal entry, given to `emit` with their positions; how many.
+    fn entry_events(
+        &mut self,
+        change: &EntryChange,
+        emit: &mut impl FnMut(Pos, &str, String),
+    ) -> u32 {
+        let (steps, calls) = (self.fold.steps(), self.fold.calls());
+        let mut n = 0;
+        let mut at = || {
+            n += 1;
+            (change.seq + 1, n - 1)
+        };
+        for &k in &change.steps {
+            // NB: a resumed run commits again steps it had committed: sent once.
+            let Some(s) = steps.get(&k).filter(|_| k > self.after) else {
+                continue;
+            };
+            // NB: a call belongs to the step that made it: the one after the `step`
+            // instructions executed before it. It finishes with that step; a call whose
+            // start was not sent gets its start first.
+            if let Some(c) = k.checked_sub(1).and_then(|c| calls.get(&c)) {
+                if self.started.insert(c.step) {
+                    emit(at(), "tool_call", started(c));
+                }
+                let finished = Finished {
+                    call: c,
+                    phase: "finished",
+                };
+                emit(at(), "tool_call", data(&finished));
+            }
+            emit(at(), "step", data(s));
+            self.after = k;
+        }
+        for k in &change.sent {
+            if let Some(c) = calls.get(k)
+                && self.started.insert(*k)
+            {
+                emit(at(), "tool_call", started(c));
+            }
+        }
+        n
     }
-    (out, done)
 }

@@ -17,11 +17,14 @@ mod chat;
 mod evals;
 mod events;
 mod goals;
+mod listen;
 mod live;
 mod mcp;
 mod openapi;
+mod origin;
 mod page;
 mod queue;
+mod trim;
 mod web;
 
 use std::collections::HashMap;
@@ -34,6 +37,8 @@ pub use plan_runs::goal::Planning;
 use plan_runs::{Error, LimitsOverride, Resume, StoreAt, read};
 use plan_store::{RunStatus, RunStore};
 use tokio::sync::Semaphore;
+
+pub use listen::{ConnLimits, default_max_connections};
 
 /// How the service runs.
 pub struct Config {
@@ -56,6 +61,11 @@ pub struct Config {
     pub warn: fn(&Error),
     /// How goals are planned.
     pub planning: Planning,
+    /// Host names it answers to beside loopback's and its listening address's (see
+    /// `origin`).
+    pub allowed_hosts: Vec<String>,
+    /// How connections are held.
+    pub conn_limits: ConnLimits,
 }
 
 /// The service's state, shared by its requests and its runs.
@@ -78,9 +88,10 @@ pub(crate) struct State {
     pub(crate) writer: plan_runs::Writer,
     /// Connections kept to read the store, so that a request does not open one.
     readers: std::sync::Mutex<Vec<Box<dyn RunStore>>>,
-    /// The plans submitted lately, compiled, by source and preset names: a plan posted
-    /// many times (an evaluation's) is compiled once, as a batch's list compiles it.
-    compiled: std::sync::Mutex<HashMap<(String, Vec<String>), Compiled>>,
+    /// The plans submitted lately, compiled, by the SHA-256 of their source and preset
+    /// names: a plan posted many times (an evaluation's) is compiled once, as a batch's
+    /// list compiles it. NB: by digest, so that the cache holds no source.
+    compiled: std::sync::Mutex<HashMap<[u8; 32], Compiled>>,
     /// Reads going at once: at most one per kept connection (more would open
     /// connections, and take threads from the runs, for no more reads a second).
     reading: Arc<Semaphore>,
@@ -92,6 +103,8 @@ pub(crate) struct State {
     answering: tokio::sync::watch::Sender<usize>,
     /// Whether runs of plans go into the store's queue (see `queue::shared`).
     pub(crate) queueing: std::sync::atomic::AtomicBool,
+    /// Gives memory back after large requests and runs.
+    pub(crate) trimmer: trim::Trimmer,
 }
 
 /// Counts a run given a person's answer while it goes (see `State::answering`).
@@ -116,6 +129,10 @@ type Compiled = (plan_bytecode::ValidatedProgram, Vec<u8>);
 /// Plans kept compiled at most (more clear the cache).
 const COMPILED: usize = 64;
 
+/// The largest plan kept compiled, in bytes of source: a large plan is seldom posted
+/// twice, and 64 of them would hold the memory of 64 large programs.
+const COMPILED_SOURCE: usize = 256 << 10;
+
 /// Connections kept for reading, and reads at once.
 const READERS: usize = 4;
 
@@ -127,13 +144,26 @@ impl State {
         mut presets: Vec<String>,
         compile: impl FnOnce(&str, Vec<String>) -> Result<plan_bytecode::ValidatedProgram, E>,
     ) -> Result<Compiled, E> {
+        use sha2::Digest;
+        if source.len() > COMPILED_SOURCE {
+            let program = compile(source, presets)?;
+            let pbc = plan_bytecode::encode(&program);
+            return Ok((program, pbc));
+        }
         presets.sort();
         let lock = || self.compiled.lock().unwrap_or_else(|e| e.into_inner());
-        let key = (source.to_owned(), presets);
+        let mut digest = sha2::Sha256::new();
+        digest.update((source.len() as u64).to_le_bytes());
+        digest.update(source);
+        for p in &presets {
+            digest.update((p.len() as u64).to_le_bytes());
+            digest.update(p);
+        }
+        let key: [u8; 32] = digest.finalize().into();
         if let Some(hit) = lock().get(&key) {
             return Ok(hit.clone());
         }
-        let program = compile(source, key.1.clone())?;
+        let program = compile(source, presets)?;
         let pbc = plan_bytecode::encode(&program);
         let mut kept = lock();
         if kept.len() >= COMPILED {
@@ -239,6 +269,8 @@ pub struct Service {
     retry_unknown_writes: bool,
     /// What the operator should know before it serves.
     warnings: Vec<String>,
+    allowed_hosts: Vec<String>,
+    conn_limits: ConnLimits,
     /// Takes runs from the store's queue while the service serves, on a PostgreSQL
     /// store (see `queue`).
     worker: std::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -253,6 +285,7 @@ impl Service {
     /// The service over `config`'s store (opened, or created, now: a file that is not a
     /// store is refused here) and tools.
     pub fn new(config: Config) -> Result<Service, StartError> {
+        trim::map_large_blocks();
         let writer =
             plan_runs::Writer::start(&config.store, config.warn).map_err(StartError::Store)?;
         let host = Host::new(config.manifest.clone(), config.host_options)
@@ -296,9 +329,12 @@ impl Service {
                 telemetry,
                 answering: tokio::sync::watch::Sender::new(0),
                 queueing: std::sync::atomic::AtomicBool::new(false),
+                trimmer: trim::Trimmer::default(),
             }),
             retry_unknown_writes: config.retry_unknown_writes,
             warnings,
+            allowed_hosts: config.allowed_hosts,
+            conn_limits: config.conn_limits,
             worker: std::sync::Mutex::default(),
         })
     }
@@ -373,12 +409,6 @@ impl Service {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        use axum::serve::ListenerExt;
-        // NB: without TCP_NODELAY a small write (an event, a short answer) waits for the
-        // client's delayed ACK: 40 ms a response here.
-        let listener = listener.tap_io(|tcp| {
-            let _ = tcp.set_nodelay(true);
-        });
         // NB: the server waits for its open connections: event streams and waits for an
         // answer end once told.
         if queue::store_shares(&self.state) {
@@ -391,9 +421,23 @@ impl Service {
             state.host.drain();
             state.stopping.send_replace(true);
         };
-        axum::serve(listener, api::router(self.state.clone()))
-            .with_graceful_shutdown(shutdown)
-            .await
+        let hosts = origin::Hosts::new(
+            &self.allowed_hosts,
+            listener.local_addr()?,
+            self.state.token.is_some(),
+        );
+        let app = api::router(self.state.clone(), Arc::new(hosts));
+        let max_body = self.state.max_body;
+        self.state.trimmer.start();
+        let trimmer = self.state.trimmer.clone();
+        listen::serve(
+            listener,
+            app,
+            (self.conn_limits, max_body),
+            trimmer,
+            shutdown,
+        )
+        .await
     }
 
     /// How many runs or goals hold a slot now (running, or stopping); runs taken from a

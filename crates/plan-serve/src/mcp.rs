@@ -44,16 +44,13 @@ fn schema(v: Value) -> Arc<JsonObject> {
     }
 }
 
-/// The streamable HTTP endpoint (`/mcp`), one MCP session per client. With a token (the
-/// service may listen off loopback), any `Host` is accepted: the token guards it; without
-/// one, only loopback names, against DNS rebinding. It stops when the service does, so
-/// that no open event stream holds the shutdown.
+/// The streamable HTTP endpoint (`/mcp`), one MCP session per client. `Host` is checked
+/// as on every route (see `origin`). It stops when the service does, so that no open
+/// event stream holds the shutdown.
 pub(crate) fn http(state: &Arc<Shared>) -> StreamableHttpService<Planrt, LocalSessionManager> {
     let mut config = StreamableHttpServerConfig::default();
     config.max_request_body_bytes = state.max_body;
-    if state.token.is_some() {
-        config = config.disable_allowed_hosts();
-    }
+    config = config.disable_allowed_hosts();
     let stop = config.cancellation_token.clone();
     let watched = state.clone();
     tokio::spawn(async move {

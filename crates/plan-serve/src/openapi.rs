@@ -160,6 +160,13 @@ pub(crate) struct ErrorDetail {
     /// Stable: `bad_json`, `unauthorized`, `unknown_run`, `invalid_plan`, ...
     pub(crate) code: String,
     pub(crate) message: String,
+    /// Whose fault, as OpenAI names it: `invalid_request_error`, `authentication_error`,
+    /// `permission_error`, `not_found_error`, `rate_limit_error`, `server_error`.
+    #[serde(rename = "type")]
+    pub(crate) kind: String,
+    /// Always null (OpenAI's field: the parameter at fault).
+    #[schema(value_type = Option<String>)]
+    pub(crate) param: Option<String>,
 }
 
 #[derive(OpenApi)]
@@ -178,6 +185,8 @@ pub(crate) struct ErrorDetail {
         crate::evals::list,
         crate::evals::show,
         crate::chat::completions,
+        crate::chat::models,
+        crate::chat::model_by_id,
         openapi_json,
     ),
     components(schemas(

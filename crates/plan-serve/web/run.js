@@ -174,7 +174,7 @@ function renderDetail() {
       el("div", {}, "arguments"), el("pre", {}, shown(c.args)),
       el("div", {}, c.error ? "error" : "output"), el("pre", { class: c.error ? "error" : "" }, c.error ? c.error : shown(c.output)),
       el("div", {}, "latency"), el("div", {}, c.latency_ms !== null && c.latency_ms !== undefined ? duration(c.latency_ms) : "—"),
-      el("div", {}, "attempts"), el("div", {}, c.state === "inflight" ? "—" : String(c.attempts || 1)),
+      el("div", {}, "attempts"), el("div", {}, ["inflight", "cancelled"].includes(c.state) ? "—" : String(c.attempts || 1)),
       el("div", {}, "sent"), el("div", {}, when(c.sent_at))));
   }
   if (runs.length > 0) {
@@ -211,7 +211,7 @@ function renderTimeline() {
     ...calls.map((c) => {
       const left = ((c.sent_at - t0) / span) * 100;
       const width = Math.max(((end(c) - c.sent_at) / span) * 100, 0.3);
-      const cls = c.error ? "failed" : (c.state === "inflight" ? "" : "ok");
+      const cls = c.error || c.state === "cancelled" ? "failed" : (c.state === "inflight" ? "" : "ok");
       return el("div", { class: "tl-row", title: `${c.tool} · ${duration(end(c) - c.sent_at)}` },
         el("span", { class: "tl-label" }, (c.seq_no ?? "?") + " " + c.tool),
         el("div", { class: "tl-track" },

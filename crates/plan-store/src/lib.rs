@@ -32,12 +32,38 @@ pub use journal::{
     CHECKPOINT_INTERVAL, CHECKPOINT_STEPS, MAX_KEPT_RUN_BYTES, MAX_KEPT_VALUE_BYTES, StoreJournal,
 };
 pub use pg::{PgStore, is_postgres_url};
-pub use rows::JournalFold;
+pub use rows::{EntryChange, JournalFold};
 pub use sqlite::{Durability, SqliteStore};
 
-/// How long a run's lease lasts without renewal: past it, a `running` run whose process
-/// stopped renewing is `interrupted` and may be resumed elsewhere.
+/// How long a run's lease lasts without renewal, unless the process sets its own
+/// ([`set_lease_ms`]): past it, a `running` run whose process stopped renewing is
+/// `interrupted` and may be resumed elsewhere.
 pub const LEASE_MS: i64 = 10_000;
+/// The shortest lease a process may set: renewed every quarter of it, a shorter one
+/// would be lost to a pause of the process or a slow commit of the store.
+pub const MIN_LEASE_MS: i64 = 2_000;
+/// The longest: a run whose process died waits this long to be taken up elsewhere.
+pub const MAX_LEASE_MS: i64 = 3_600_000;
+
+static LEASE: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(LEASE_MS);
+
+/// This process's lease ([`LEASE_MS`] unless [`set_lease_ms`] set it): what the leases
+/// it takes and renews last.
+pub fn lease_ms() -> i64 {
+    LEASE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Sets this process's lease to `ms`, before it holds any run (`planvm worker --lease`):
+/// refused outside [`MIN_LEASE_MS`]..=[`MAX_LEASE_MS`].
+pub fn set_lease_ms(ms: i64) -> Result<(), String> {
+    if !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&ms) {
+        return Err(format!(
+            "a lease of {ms} ms is outside {MIN_LEASE_MS}..={MAX_LEASE_MS} ms"
+        ));
+    }
+    LEASE.store(ms, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
 
 /// The `lease_until` of a run submitted to the queue and never held: it reads as
 /// `queued` (a run let go of has none, and reads as `interrupted`).
@@ -303,6 +329,9 @@ pub enum CallState {
     Committed,
     /// Issued ahead; the run ended before reaching it.
     Discarded,
+    /// Sent, no answer stored, and the run was cancelled meanwhile: its answer, if any
+    /// came, was never taken.
+    Cancelled,
 }
 
 impl CallState {
@@ -312,6 +341,7 @@ impl CallState {
             CallState::Answered => "answered",
             CallState::Committed => "committed",
             CallState::Discarded => "discarded",
+            CallState::Cancelled => "cancelled",
         }
     }
 }

@@ -24,9 +24,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, JournalFold, LEASE_MS, NewGoal,
-    NewRun, Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError,
-    StoreErrorKind, StoreWrite, StoredProgram, now_ms,
+    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, JournalFold, NewGoal, NewRun,
+    Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind,
+    StoreWrite, StoredProgram, now_ms,
 };
 
 mod pool;
@@ -46,9 +46,56 @@ const LOCK_TIMEOUT_MS: u32 = 10_000;
 /// Held while migrating, so that processes opening a new store at once do not race.
 const MIGRATION_LOCK: i64 = 0x706c_6e72;
 
-/// Whether `url` names a PostgreSQL store rather than a file.
+/// Whether `url` names a PostgreSQL store rather than a file: a URL (`postgres://...`), or
+/// libpq's key=value settings (`host=db user=app dbname=runs`), which would otherwise be
+/// taken for a file's name (created, with a password in it). A file whose name begins
+/// like settings is written `./host=...`.
 pub fn is_postgres_url(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
+    url.starts_with("postgres://") || url.starts_with("postgresql://") || is_settings(url)
+}
+
+/// The keys of libpq's settings that tokio-postgres reads.
+const SETTINGS: [&str; 22] = [
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "password",
+    "options",
+    "application_name",
+    "sslmode",
+    "sslnegotiation",
+    "sslrootcert",
+    "connect_timeout",
+    "tcp_user_timeout",
+    "keepalives",
+    "keepalives_idle",
+    "keepalives_interval",
+    "keepalives_retries",
+    "target_session_attrs",
+    "channel_binding",
+    "load_balance_hosts",
+    "passfile",
+    "service",
+];
+
+/// Whether `s` reads as key=value settings: it begins with a key of theirs, or sets a
+/// `password` anywhere.
+fn is_settings(s: &str) -> bool {
+    let key = |token: &str| token.split_once('=').map(|(k, _)| k.to_ascii_lowercase());
+    let mut tokens = s.split_whitespace();
+    let first = tokens.next().unwrap_or("");
+    // NB: `host = db`: the key, then `=` in a token of its own.
+    let first_key = key(first).or_else(|| {
+        s.split_whitespace()
+            .nth(1)
+            .filter(|t| t.starts_with('='))
+            .map(|_| first.to_ascii_lowercase())
+    });
+    first_key.is_some_and(|k| SETTINGS.contains(&k.as_str()))
+        || s.split_whitespace()
+            .any(|t| key(t).is_some_and(|k| k == "password"))
 }
 
 /// A run store in a PostgreSQL database: a handle on this process's connections to it
@@ -690,7 +737,7 @@ fn create_held_by(
                 &json(run.limits),
                 &now,
                 &owner.map(|o| o.0.as_str()),
-                &owner.map_or(crate::QUEUED, |_| now + LEASE_MS),
+                &owner.map_or(crate::QUEUED, |_| now + crate::lease_ms()),
             ],
         )
         .map_err(Failed::Db)?;
@@ -758,7 +805,7 @@ fn insert_goal(
     owner: Option<&Owner>,
 ) -> Result<(), Failed> {
     let now = now_ms();
-    let lease = owner.map_or(crate::QUEUED, |_| now + LEASE_MS);
+    let lease = owner.map_or(crate::QUEUED, |_| now + crate::lease_ms());
     let inserted = tx
         .execute(
             "INSERT INTO goals (id, goal, response_format, request, status, created_at, updated_at, owner, session, lease_until) \
@@ -863,7 +910,7 @@ impl PgStore {
             let ready = tx.query(&select, &[&now, &limit]).map_err(Failed::Db)?;
             let ids: Vec<String> = ready.iter().map(|r| r.get(0)).collect();
             let tokens: Vec<&str> = owners[..ids.len()].iter().map(|o| o.0.as_str()).collect();
-            tx.execute(&update, &[&ids, &tokens, &(now + LEASE_MS), &now])
+            tx.execute(&update, &[&ids, &tokens, &(now + crate::lease_ms()), &now])
                 .map_err(Failed::Db)?;
             Ok(ids.into_iter().zip(owners.iter().cloned()).collect())
         })
@@ -979,10 +1026,10 @@ impl RunStore for PgStore {
             {
                 return busy(format!(
                     "run `{id}` is being run by another process ({holder}); wait for it to end, or for its lease to lapse ({} s after it stops)",
-                    LEASE_MS / 1000
+                    crate::lease_ms() / 1000
                 ));
             }
-            tx.execute(&take, &[&id, &owner.0, &(now + LEASE_MS), &now])
+            tx.execute(&take, &[&id, &owner.0, &(now + crate::lease_ms()), &now])
                 .map_err(Failed::Db)?;
             Ok(())
         })
@@ -1009,6 +1056,14 @@ impl RunStore for PgStore {
                 &[&id, &now_ms(), &json(error)],
             )
             .map_err(Failed::Db)?;
+            // NB: no commit point of the run's can follow (its holder's is refused): its
+            // calls in flight end here.
+            tx.execute(
+                "INSERT INTO journal (run, seq, at, entry) \
+                 SELECT $1, coalesce(max(seq), -1) + 1, $2, $3::text::json FROM journal WHERE run = $1",
+                &[&id, &now_ms(), &crate::rows::CANCEL_ENTRY],
+            )
+            .map_err(Failed::Db)?;
             Ok(true)
         })
     }
@@ -1030,7 +1085,7 @@ impl RunStore for PgStore {
     }
 
     fn renew(&mut self, owners: &[Owner]) -> Result<(), StoreError> {
-        let until = now_ms() + LEASE_MS;
+        let until = now_ms() + crate::lease_ms();
         let owners: Vec<&str> = owners.iter().map(|o| o.0.as_str()).collect();
         self.again(|Conn { client: c, .. }| {
             // NB: rows a commit has locked are skipped (their holder is committing them):
@@ -1238,7 +1293,7 @@ impl RunStore for PgStore {
             }
             tx.execute(
                 "UPDATE goals SET owner = $2, updated_at = $3, lease_until = $4 WHERE id = $1",
-                &[&id, &owner.0, &now, &(now + LEASE_MS)],
+                &[&id, &owner.0, &now, &(now + crate::lease_ms())],
             )
             .map_err(Failed::Db)?;
             Ok(true)
@@ -1264,7 +1319,7 @@ impl RunStore for PgStore {
             c.execute(
                 "UPDATE goals SET status = 'open', updated_at = $3, owner = $2, lease_until = $4 \
                  WHERE id = $1 AND (status = 'needs_input' OR status = 'open')",
-                &[&id, &owner.0, &now, &(now + LEASE_MS)],
+                &[&id, &owner.0, &now, &(now + crate::lease_ms())],
             )
         })?;
         Ok(changed == 1)

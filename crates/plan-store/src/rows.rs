@@ -21,7 +21,13 @@ pub(crate) struct CallsPoint {
     committed: Vec<u64>,
     #[serde(default)]
     discarded: Vec<u64>,
+    /// The run was cancelled here: its calls in flight end (see [`CANCEL_ENTRY`]).
+    #[serde(default)]
+    cancelled: bool,
 }
+
+/// The journal entry a cancel writes: the run's calls in flight end as cancelled.
+pub(crate) const CANCEL_ENTRY: &str = r#"[{"cancelled":true}]"#;
 
 /// One point of a journal entry as read back for its steps.
 #[derive(Default, Deserialize)]
@@ -78,6 +84,8 @@ pub(crate) struct Point {
     committed: Vec<u64>,
     #[serde(default)]
     discarded: Vec<u64>,
+    #[serde(default)]
+    cancelled: bool,
 }
 
 /// A run's committed steps from its journal's points in order: a later point about the
@@ -148,6 +156,13 @@ fn fold_calls(calls: &mut BTreeMap<u64, CallRow>, at: i64, e: CallsPoint) {
             }
         }
     }
+    if e.cancelled {
+        for c in calls.values_mut() {
+            if c.state == CallState::Inflight {
+                c.state = CallState::Cancelled;
+            }
+        }
+    }
 }
 
 /// A run's steps and calls as [`crate::RunStore::steps`] and [`crate::RunStore::calls`]
@@ -159,6 +174,21 @@ pub struct JournalFold {
     head: Option<i64>,
     steps: BTreeMap<u64, StepRow>,
     calls: BTreeMap<u64, CallRow>,
+    /// What each entry folded in since the last [`JournalFold::take_entries`] changed.
+    entries: Vec<EntryChange>,
+}
+
+/// What one journal entry changed, as a reader that follows the run in journal order
+/// (an event stream) needs it: the same entries give the same changes, however many
+/// looks they were read in.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EntryChange {
+    /// The entry's number: it grows along a run's journal.
+    pub seq: i64,
+    /// The steps it committed, in order (a resumed run may commit a step again).
+    pub steps: Vec<u64>,
+    /// The calls it recorded as sent, by the step that made them.
+    pub sent: Vec<u64>,
 }
 
 impl JournalFold {
@@ -177,18 +207,31 @@ impl JournalFold {
         &self.calls
     }
 
+    /// What each entry folded in since the last call changed, in journal order.
+    pub fn take_entries(&mut self) -> Vec<EntryChange> {
+        std::mem::take(&mut self.entries)
+    }
+
     /// Folds in entry `seq`, written at `at`.
     pub(crate) fn apply(&mut self, seq: i64, at: i64, points: Vec<Point>) {
+        let mut change = EntryChange {
+            seq,
+            ..EntryChange::default()
+        };
         for p in points {
+            change.steps.extend(p.steps.iter().map(|s| s.step));
+            change.sent.extend(p.sent.iter().map(|c| c.step));
             fold_steps(&mut self.steps, p.steps);
             let calls = CallsPoint {
                 sent: p.sent,
                 answered: p.answered,
                 committed: p.committed,
                 discarded: p.discarded,
+                cancelled: p.cancelled,
             };
             fold_calls(&mut self.calls, at, calls);
         }
+        self.entries.push(change);
         self.head = Some(seq);
     }
 }

@@ -16,9 +16,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, JournalFold, LEASE_MS, NewGoal,
-    NewRun, Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError,
-    StoreErrorKind, StoreWrite, StoredProgram, now_ms,
+    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, JournalFold, NewGoal, NewRun,
+    Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind,
+    StoreWrite, StoredProgram, now_ms,
 };
 
 /// `PRAGMA application_id` of a planvm store ('plnr').
@@ -160,6 +160,9 @@ struct Programs {
     last: Option<(Vec<u8>, String)>,
 }
 
+/// The largest program [`Programs`] keeps the bytes of.
+const LAST_PROGRAM: usize = 1 << 20;
+
 impl Programs {
     fn hash(&mut self, pbc: &[u8]) -> String {
         if let Some((bytes, hash)) = &self.last
@@ -168,7 +171,8 @@ impl Programs {
             return hash.clone();
         }
         let hash = format!("{:x}", Sha256::digest(pbc));
-        self.last = Some((pbc.to_vec(), hash.clone()));
+        // NB: a large program is not kept: its copy would stay for the store's life.
+        self.last = (pbc.len() <= LAST_PROGRAM).then(|| (pbc.to_vec(), hash.clone()));
         hash
     }
 }
@@ -595,7 +599,7 @@ impl SqliteStore {
                 StoreErrorKind::Busy,
                 format!(
                     "run `{id}` is being run by another process ({holder}); wait for it to end, or for its lease to lapse ({} s after it stops)",
-                    LEASE_MS / 1000
+                    crate::lease_ms() / 1000
                 ),
             ));
         }
@@ -603,7 +607,7 @@ impl SqliteStore {
             "UPDATE runs SET status = 'running', owner = ?2, lease_until = ?3, updated_at = ?4, \
                              final_answer = NULL, error = NULL, tool_calls = NULL, question = NULL \
              WHERE id = ?1",
-            params![id, owner.0, now + LEASE_MS, now],
+            params![id, owner.0, now + crate::lease_ms(), now],
         )
         .map_err(|e| io(&path, e))?;
         tx.commit().map_err(|e| io(&path, e))
@@ -987,7 +991,7 @@ impl SqliteStore {
         for id in ids {
             let o = owner();
             tx.prepare_cached(update)
-                .and_then(|mut st| st.execute(params![id, o.0, now + LEASE_MS, now]))
+                .and_then(|mut st| st.execute(params![id, o.0, now + crate::lease_ms(), now]))
                 .map_err(|e| io(&path, e))?;
             taken.push((id, o));
         }
@@ -1154,6 +1158,14 @@ impl RunStore for SqliteStore {
             params![id, now_ms(), json(error)],
         )
         .map_err(|e| io(&path, e))?;
+        // NB: no commit point of the run's can follow (its holder's is refused): its
+        // calls in flight end here.
+        tx.execute(
+            "INSERT INTO journal (run, seq, at, entry) \
+             SELECT ?1, coalesce(max(seq), -1) + 1, ?2, ?3 FROM journal WHERE run = ?1",
+            params![id, now_ms(), crate::rows::CANCEL_ENTRY],
+        )
+        .map_err(|e| io(&path, e))?;
         tx.commit().map_err(|e| io(&path, e))?;
         Ok(true)
     }
@@ -1164,7 +1176,7 @@ impl RunStore for SqliteStore {
 
     fn renew(&mut self, owners: &[Owner]) -> Result<(), StoreError> {
         let path = self.path.clone();
-        let until = now_ms() + LEASE_MS;
+        let until = now_ms() + crate::lease_ms();
         let tx = self.write()?;
         for owner in owners {
             for sql in [
@@ -1365,7 +1377,7 @@ impl RunStore for SqliteStore {
         }
         tx.execute(
             "UPDATE goals SET owner = ?2, updated_at = ?3, lease_until = ?4 WHERE id = ?1",
-            params![id, owner.0, now, now + LEASE_MS],
+            params![id, owner.0, now, now + crate::lease_ms()],
         )
         .map_err(|e| io(&path, e))?;
         tx.commit().map_err(|e| io(&path, e))?;
@@ -1393,7 +1405,7 @@ impl RunStore for SqliteStore {
             .execute(
                 "UPDATE goals SET status = 'open', updated_at = ?3, owner = ?2, lease_until = ?4 \
                  WHERE id = ?1 AND (status = 'needs_input' OR status = 'open')",
-                params![id, owner.0, now_ms(), now_ms() + LEASE_MS],
+                params![id, owner.0, now_ms(), now_ms() + crate::lease_ms()],
             )
             .map_err(|e| self.io(e))?;
         Ok(changed == 1)
@@ -1698,7 +1710,7 @@ fn insert_goal(
     owner: Option<&Owner>,
 ) -> Result<(), StoreError> {
     let now = now_ms();
-    let lease = owner.map_or(crate::QUEUED, |_| now + LEASE_MS);
+    let lease = owner.map_or(crate::QUEUED, |_| now + crate::lease_ms());
     let inserted = tx
         .prepare_cached(
             "INSERT INTO goals (id, goal, response_format, request, status, created_at, updated_at, owner, session, lease_until) \
@@ -1780,7 +1792,7 @@ fn create(
                 owner.map(|o| o.0.as_str()),
                 match owner {
                     None => Some(crate::QUEUED),
-                    Some(_) => end.is_none().then_some(now + LEASE_MS),
+                    Some(_) => end.is_none().then_some(now + crate::lease_ms()),
                 },
                 steps,
                 end.filter(|e| e.ok).map(|e| json(&e.final_answer)),

@@ -28,7 +28,7 @@ with --replay it answers from the cassette, as the tools do. See docs/planner.md
 #[derive(Args, Debug)]
 pub(crate) struct AskArgs {
     /// What the answer should achieve, in words.
-    #[arg(value_name = "GOAL")]
+    #[arg(value_name = "GOAL", value_parser = goal_text)]
     goal: String,
     /// What the answer must look like: JSON such as '{"lang": "Japanese"}', or text.
     #[arg(long, value_name = "JSON")]
@@ -364,4 +364,12 @@ fn print_outcome(outcome: &AskOutcome, args: &AskArgs, run_id: Option<&str>) -> 
         }
     }
     code
+}
+
+/// A goal, refused when empty: the planner's reply to nothing would be paid for.
+fn goal_text(text: &str) -> Result<String, String> {
+    if text.trim().is_empty() {
+        return Err("the goal is empty: say in words what the answer should achieve".into());
+    }
+    Ok(text.to_owned())
 }

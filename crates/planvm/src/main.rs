@@ -13,6 +13,7 @@
 //! planvm branch ID --at SEQ --plan NEW_PLAN --store DB [run's options]
 //! planvm runs list|show|cancel [ID] --store DB [--at SEQ] [--format text|json]
 //! planvm serve --store DB [--tools FILE] [--listen ADDR] [--token-env NAME] [--max-runs N]
+//!                 [--allowed-host NAME] [--header-timeout SECS] [--body-timeout SECS]
 //! planvm ground QUESTION --tools FILE [--format text|json]
 //! planvm tools list|refresh --tools FILE [--format text|json]
 //! planvm mcp [--tools FILE] [--store DB] [--replay FILE]

@@ -65,6 +65,8 @@ pub(crate) fn mcp(args: McpArgs) -> u8 {
         retry_unknown_writes: false,
         warn: session::lease_warning,
         planning,
+        allowed_hosts: Vec::new(),
+        conn_limits: plan_serve::ConnLimits::default(),
     };
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,

@@ -74,6 +74,12 @@ pub(crate) struct WorkerArgs {
     /// is found so, once its lease lapses), in seconds.
     #[arg(long, value_name = "SECS", default_value = "1", value_parser = parse_secs)]
     poll: Duration,
+    /// How long the lease on each run it holds lasts without renewal, in seconds (2 to
+    /// 3600; renewed every quarter of it). Once it lapses, a run whose worker died is
+    /// taken up elsewhere: shorter, sooner; longer, a worker may pause longer (a slow
+    /// store, a stopped VM) without losing its runs.
+    #[arg(long, value_name = "SECS", default_value = "10", value_parser = parse_lease)]
+    lease: Duration,
     /// Send again the `write` calls a run taken up left in flight (their outcome is
     /// unknown). Without it, such a run ends failed with its reason.
     #[arg(long)]
@@ -82,6 +88,20 @@ pub(crate) struct WorkerArgs {
     host: HostArgs,
     #[command(flatten)]
     durability: DurabilityArg,
+}
+
+/// `--lease`: seconds within the store's bounds.
+fn parse_lease(s: &str) -> Result<Duration, String> {
+    let lease = parse_secs(s)?;
+    let ms = i64::try_from(lease.as_millis()).unwrap_or(i64::MAX);
+    if !(plan_store::MIN_LEASE_MS..=plan_store::MAX_LEASE_MS).contains(&ms) {
+        return Err(format!(
+            "expected {} to {} seconds, got {s}",
+            plan_store::MIN_LEASE_MS / 1000,
+            plan_store::MAX_LEASE_MS / 1000
+        ));
+    }
+    Ok(lease)
 }
 
 /// `submit --help`'s text after the options.
@@ -197,6 +217,11 @@ fn submit_goal(args: &SubmitArgs, goal: &str) -> u8 {
 }
 
 pub(crate) fn worker(args: WorkerArgs) -> u8 {
+    // NB: before anything is held: every lease this process takes and renews lasts it.
+    let lease = i64::try_from(args.lease.as_millis()).unwrap_or(i64::MAX);
+    if let Err(e) = plan_store::set_lease_ms(lease) {
+        return fail(exit::USAGE, format_args!("--lease: {e}"));
+    }
     let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
         Ok(loaded) => loaded,
         Err(code) => return code,

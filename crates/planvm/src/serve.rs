@@ -40,6 +40,22 @@ pub(crate) struct ServeArgs {
     /// flight (their outcome is unknown). Without it, such a run is left as it is.
     #[arg(long)]
     retry_unknown_writes: bool,
+    /// A host name the service also answers to (repeat for more): by default only
+    /// loopback names and the listening address, against DNS rebinding. With a token,
+    /// any name unless some are given.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
+    /// Seconds a request's headers may take to arrive (an idle connection is closed
+    /// after as long).
+    #[arg(long, value_name = "SECS", default_value_t = 10.0, value_parser = positive_secs)]
+    header_timeout: f64,
+    /// Seconds a request's body may take to arrive, from its headers.
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = positive_secs)]
+    body_timeout: f64,
+    /// Connections open at once (default: half the process's file limit, at most 4096);
+    /// past it, the oldest connection not in a request is closed for a new one.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    max_connections: Option<u32>,
     #[command(flatten)]
     host: HostArgs,
     #[command(flatten)]
@@ -70,6 +86,14 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         retry_unknown_writes: args.retry_unknown_writes,
         warn: session::lease_warning,
         planning,
+        allowed_hosts: args.allowed_hosts.clone(),
+        conn_limits: plan_serve::ConnLimits {
+            header_timeout: std::time::Duration::from_secs_f64(args.header_timeout),
+            body_timeout: std::time::Duration::from_secs_f64(args.body_timeout),
+            max_connections: args
+                .max_connections
+                .map_or_else(plan_serve::default_max_connections, |n| n as usize),
+        },
     };
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,
@@ -114,6 +138,16 @@ fn planning(
             .max_examples
             .unwrap_or(plan_planner::DEFAULT_MAX_EXAMPLES),
     })
+}
+
+/// A positive number of seconds, at most a day.
+fn positive_secs(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(t) if t > 0.0 && t <= 86_400.0 => Ok(t),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds over 0 and at most 86400"
+        )),
+    }
 }
 
 /// The token, from the environment; refused when missing off loopback.

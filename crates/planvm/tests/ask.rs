@@ -384,6 +384,18 @@ async fn a_planner_that_never_writes_a_plan_fails_clearly_after_the_repairs() {
 }
 
 #[tokio::test]
+async fn an_empty_goal_is_refused_before_the_planner_is_asked() {
+    let f = fixture(|_| "never asked".to_owned()).await;
+    for goal in ["", "   ", "\n\t "] {
+        let args = vec!["ask".into(), goal.into(), "--tools".into(), s(&f.tools)];
+        let out = planvm(args, &[("PLANNER_KEY", "k")]).await;
+        assert_eq!(out.code, Some(2), "{goal:?}: {}", out.stderr);
+        assert!(out.stderr.contains("the goal is empty"), "{}", out.stderr);
+    }
+    assert!(f.requests("/v1/chat/completions").await.is_empty());
+}
+
+#[tokio::test]
 async fn missing_planner_backend_and_key_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let tools = dir.path().join("t.toml");

@@ -218,18 +218,17 @@ async fn a_plan_calls_several_mcp_tools_and_two_long_ones_at_once() {
             long(),
         ],
     );
-    // NB: the first run lists the server's tools (and keeps them): not part of the timing.
-    let warm = dir.planvm(&["run", &one, "--tools", &tools], &[]).await;
-    assert_eq!(warm.code, Some(0), "{}", warm.stderr);
-    let t = Instant::now();
     let out = dir.planvm(&["run", &one, "--tools", &tools], &[]).await;
-    let single = t.elapsed();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let t = Instant::now();
+    let trace = dir.path("trace.jsonl");
     let out = dir
-        .planvm(&["run", &plan, "--tools", &tools, "--format", "json"], &[])
+        .planvm(
+            &[
+                "run", &plan, "--tools", &tools, "--format", "json", "--trace", &trace,
+            ],
+            &[],
+        )
         .await;
-    let both = t.elapsed();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let report: Value = serde_json::from_str(&out.stdout).unwrap();
     let answer = report["final_answer"].as_str().unwrap();
@@ -244,10 +243,28 @@ async fn a_plan_calls_several_mcp_tools_and_two_long_ones_at_once() {
         "{answer}"
     );
     assert_eq!(parts[3], parts[4]);
-    // Two 2-second operations at once take about as long as one, not twice as long.
+    // Two 2-second operations at once: both started before either ended (an order, not a
+    // time, so a loaded machine cannot fail it).
+    let events: Vec<Value> = std::fs::read_to_string(&trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let long_calls = |event: &str| -> Vec<usize> {
+        events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| {
+                e["event"] == event && e["tool"] == "ev_trigger-long-running-operation"
+            })
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let (started, ended) = (long_calls("tool_call_start"), long_calls("tool_call_end"));
+    assert_eq!((started.len(), ended.len()), (2, 2), "{events:?}");
     assert!(
-        both < single.mul_f64(1.5),
-        "two long calls {both:?}, one {single:?}: not run at once"
+        started[1] < ended[0],
+        "the second long call started after the first ended: not run at once"
     );
 }
 
@@ -336,7 +353,9 @@ async fn errors_a_dead_server_and_a_restart() {
         .await;
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert!(out.stderr.contains("timed out after 1 s"), "{}", out.stderr);
-    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    // NB: far above the 1 s limit (a loaded machine starts the server slowly), below the
+    // 30 s call it stopped.
+    assert!(t.elapsed() < Duration::from_secs(25), "{:?}", t.elapsed());
 }
 
 #[tokio::test]
@@ -559,6 +578,7 @@ fn server_calls() -> Value {
         ], "vars": {"who": "agent"}}],
         ["run_plan", {"plan": "[{\"seq_no\": 0, \"type\": \"calling\", \"parameters\": {\"tool_name\": \"web_serch\", \"tool_params\": {}, \"output_vars\": [\"final_answer\"]}}]"}],
         ["ask", {"goal": "Does TiDB support SQL?", "response_format": {"lang": "Japanese"}}],
+        ["ask", {"goal": " \n "}],
     ])
 }
 
@@ -594,6 +614,10 @@ fn check_server(out: &Value) {
         "{}",
         r[2]
     );
+    // An empty goal is refused before the planner is asked (the cassette holds no reply
+    // to it: asked, it would fail otherwise).
+    assert_eq!(r[3]["isError"], true, "{}", r[3]);
+    assert_eq!(r[3]["structured"]["error"]["code"], "bad_goal", "{}", r[3]);
 }
 
 #[tokio::test]

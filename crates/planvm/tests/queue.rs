@@ -482,8 +482,10 @@ async fn a_run_whose_connections_are_dropped_keeps_its_lease_and_resumes() {
     let before = lease();
     let start = Instant::now();
     while lease() <= before {
+        // NB: renewed every 2.5 s; the bound is the lease itself (10 s), past which the
+        // run would be lost, however loaded the machine.
         assert!(
-            start.elapsed() < Duration::from_secs(4),
+            start.elapsed() < Duration::from_secs(10),
             "the lease was not renewed once its connection was dropped"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -512,41 +512,36 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
     let (status, body) = post(runs.clone(), &submit).await;
     assert_eq!(status, 201, "{body}");
     // Connected while the run goes on: everything, in order, ending with the answer; a
-    // call as it starts (under the id of the last step sent: which one depends on when
-    // the stream looked), then as it finishes.
+    // call as it starts, then as it finishes; each event under an id of its own.
     let all = read_events(format!("{runs}/live/events"), None).await;
-    let seen: Vec<(&str, &str, &str)> = all
+    let seen: Vec<(&str, &str)> = all
         .iter()
-        .map(|(id, k, d)| {
-            let phase = d["phase"].as_str().unwrap_or("");
-            let id = if phase == "started" { "" } else { id.as_str() };
-            (id, k.as_str(), phase)
-        })
+        .map(|(_, k, d)| (k.as_str(), d["phase"].as_str().unwrap_or("")))
         .collect();
     assert_eq!(
         seen,
         [
-            ("0", "plan", ""),
-            ("", "tool_call", "started"),
-            ("1", "tool_call", "finished"),
-            ("1", "step", ""),
-            ("", "tool_call", "started"),
-            ("2", "tool_call", "finished"),
-            ("2", "step", ""),
-            ("3", "step", ""),
-            ("4", "answer", "")
+            ("plan", ""),
+            ("tool_call", "started"),
+            ("tool_call", "finished"),
+            ("step", ""),
+            ("tool_call", "started"),
+            ("tool_call", "finished"),
+            ("step", ""),
+            ("step", ""),
+            ("answer", "")
         ],
         "{all:?}"
     );
+    assert_eq!(all[0].0, "0.0");
+    assert_eq!(all[8].0, "end");
     assert!(all[0].2["plan"].as_str().unwrap().contains("then ${a}"));
     assert_eq!(all[1].2["args"]["query"], "first");
     let answer = &all.last().unwrap().2["final_answer"];
     assert!(answer.as_str().unwrap().starts_with("/search("), "{answer}");
-    // Reconnected after step 2: only what came after, nothing twice.
-    let rest = read_events(format!("{runs}/live/events"), Some("2")).await;
-    let kinds: Vec<&str> = rest.iter().map(|(_, k, _)| k.as_str()).collect();
-    assert_eq!(kinds, ["step", "answer"], "{rest:?}");
-    assert_eq!(rest[0].0, "3");
+    // Reconnected after the second step: only what came after, nothing twice.
+    let rest = read_events(format!("{runs}/live/events"), Some(&all[6].0)).await;
+    assert_eq!(rest, all[7..], "{rest:?}");
     let (status, _) = call(
         reqwest::Method::GET,
         format!("{runs}/nope/events"),
@@ -720,37 +715,40 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
     assert_eq!(body["status"], "planning");
     assert_eq!(body["goal"], "look up x");
     let events = read_events(format!("{runs}/g1/events"), None).await;
-    // NB: a call's start goes under the last step sent, which depends on when the stream
-    // looked.
     let seen: Vec<(&str, &str)> = events
         .iter()
-        .map(|(id, k, d)| match d["phase"].as_str() {
-            Some("started") => ("", k.as_str()),
-            _ => (id.as_str(), k.as_str()),
+        .map(|(id, k, _)| {
+            (
+                id.split_once('.').map_or(id.as_str(), |(k, _)| k),
+                k.as_str(),
+            )
         })
         .collect();
     assert_eq!(
         seen,
         [
             ("1:0", "plan"),
-            ("", "tool_call"),
             ("1:1", "tool_call"),
-            ("1:1", "step"),
-            ("1:2", "failed"),
+            ("1:2", "tool_call"),
+            ("1:2", "step"),
+            ("1:end", "failed"),
             ("2:0", "plan"),
             ("2:1", "step"),
-            ("2:2", "answer"),
+            ("2:end", "answer"),
             ("end", "goal")
         ],
         "{events:?}"
     );
     assert_eq!(events[8].2["status"], "answered");
     assert_eq!(events[8].2["answer"], "looked up without it");
-    // From where a client left: the rest only; a run number that is none, from the start.
-    let rest = read_events(format!("{runs}/g1/events"), Some("2:1")).await;
+    // From where a client left: the rest only, across runs too; a run number that is
+    // none, from the start.
+    let rest = read_events(format!("{runs}/g1/events"), Some(&events[6].0)).await;
     let kinds: Vec<&str> = rest.iter().map(|(_, k, _)| k.as_str()).collect();
     assert_eq!(kinds, ["answer", "goal"], "{rest:?}");
-    let again = read_events(format!("{runs}/g1/events"), Some("0:5")).await;
+    let rest = read_events(format!("{runs}/g1/events"), Some("1:end")).await;
+    assert_eq!(rest, events[5..], "{rest:?}");
+    let again = read_events(format!("{runs}/g1/events"), Some("0:5.0")).await;
     assert_eq!(again.len(), events.len(), "{again:?}");
     // A goal's run ids are its own.
     for taken in ["g1", "g1.3"] {

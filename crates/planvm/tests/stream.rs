@@ -247,12 +247,6 @@ async fn calls_start_while_the_plan_arrives_and_the_answer_is_the_same() {
     let (streamed, t_streamed) = f.ask(&["--record", &s(&cassette)]).await;
     assert_eq!(streamed["answer"], plain["answer"]);
     assert_eq!(streamed["status"], "answered");
-    // Not streamed: 2.5 s of planning, then 4 × 1 s of calls. Streamed: each call starts
-    // when it has arrived and the call before it is done, so the last ends at about 5 s.
-    assert!(
-        t_streamed <= 0.85 * t_plain,
-        "streamed {t_streamed:.2} s vs not streamed {t_plain:.2} s"
-    );
     // Each call was made once per ask: the early results were taken, not made again.
     let searches = f
         .paths()
@@ -297,6 +291,18 @@ async fn calls_start_while_the_plan_arrives_and_the_answer_is_the_same() {
     // The first searches start while the plan arrives; the ones that wait for them may
     // start only once the plan is whole.
     assert!(named("call_started_early") >= 1, "{trace}");
+    // Not streamed: 2.5 s of planning, then 4 × 1 s of calls. Streamed: each call starts
+    // when it has arrived and the call before it is done, so the calls overlap the
+    // planning: a call started before the plan's last instruction arrived (an order in
+    // the trace, not a time, so a loaded machine cannot fail it).
+    let first = |name: &str| events.iter().position(|e| e["event"] == name);
+    let last_arrived = events
+        .iter()
+        .rposition(|e| e["event"] == "instruction_arrived");
+    assert!(
+        first("call_started_early") < last_arrived,
+        "no call started while the plan arrived: {trace}"
+    );
     eprintln!("streamed {t_streamed:.2} s, not streamed {t_plain:.2} s");
 }
 

@@ -275,9 +275,13 @@ async fn a_run_is_one_trace_and_a_collector_that_is_down_or_hangs_costs_it_nothi
             worst = worst.max(took);
         }
     }
-    // NB: the slowest run with a bad collector against the fastest without one.
+    // NB: the slowest run with a bad collector against the fastest without one. A bad
+    // collector costs a command its grace for the last spans (3% of its time, at most
+    // 5 s), never the exporter's own 10 s timeout for a batch or its connect timeout per
+    // span: the bound is far above the grace, so that a loaded machine (runs twice as
+    // slow, seconds of spawning) does not fail it, and below what either of those adds.
     assert!(
-        worst.as_secs_f64() < base.as_secs_f64() * 1.05,
+        worst < base * 2 + Duration::from_secs(6),
         "{worst:?} with a bad collector, {base:?} without"
     );
 }
