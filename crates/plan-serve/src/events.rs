@@ -47,6 +47,9 @@ struct RunCursor {
     asked: Option<i64>,
     /// Events up to here were received before (`Last-Event-ID`): made, not sent.
     skip: Option<Pos>,
+    /// The run's end was sent (a goal's stream looks at its ended run again while the
+    /// goal is planning the next).
+    ended: bool,
     /// That run's journal as far as it was read: each look reads only the entries since.
     fold: JournalFold,
 }
@@ -376,7 +379,7 @@ impl RunCursor {
             | RunStatus::Queued => None,
         };
         let done = ended.is_some();
-        if let Some((kind, data)) = ended {
+        if let Some((kind, data)) = ended.filter(|_| !std::mem::replace(&mut self.ended, true)) {
             // NB: for a goal's run, not the stream's end: the goal's own event is.
             let id = match goal_run {
                 Some(k) => format!("{k}:end"),

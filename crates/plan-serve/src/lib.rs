@@ -9,7 +9,8 @@
 //! the OpenAPI document, generated; `evals` evaluations and people's verdicts on runs;
 //! `page` a page of the runs list; `queue` the store's queue shared with other services
 //! and workers (PostgreSQL);
-//! `auth` the bearer token.
+//! `auth` the bearer token; `origin` the `Host` and `Origin` checks; `listen` the
+//! connections and their limits; `trim` memory given back after large plans.
 
 mod api;
 mod auth;
