@@ -42,9 +42,9 @@ struct RunCursor {
     started: HashSet<u64>,
     /// Where the next event goes: after the last entry read, its next place.
     next: Pos,
-    /// The entry (its position) at which the run's question was sent: a run asks once
-    /// per stop.
-    asked: Option<i64>,
+    /// The last step sent when the run's question was sent: a run asks once per stop
+    /// (entries that commit no step, such as an answer refused, do not make it ask again).
+    asked: Option<u64>,
     /// Events up to here were received before (`Last-Event-ID`): made, not sent.
     skip: Option<Pos>,
     /// The run's end was sent (a goal's stream looks at its ended run again while the
@@ -365,8 +365,8 @@ impl RunCursor {
         }
         // NB: not an end: the run goes on once answered, and its events follow on this
         // stream; asked once per stop.
-        if run.status == RunStatus::NeedsInput && self.asked != Some(self.next.0) {
-            self.asked = Some(self.next.0);
+        if run.status == RunStatus::NeedsInput && self.asked != Some(self.after) {
+            self.asked = Some(self.after);
             emit(self.next, "needs_input", data(&run.question));
             self.next.1 += 1;
         }

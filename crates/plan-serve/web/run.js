@@ -4,7 +4,7 @@
 "use strict";
 
 const id = decodeURIComponent(location.pathname.replace(/^\/runs\//, ""));
-const page = { shown: null, plan: null, selected: null, refresh: null, stop: null };
+const page = { shown: null, plan: null, selected: null, refresh: null, stop: null, question: null };
 
 // The plan's instructions from its source, when it is a JSON array (else null: the steps
 // come from the journal alone).
@@ -87,7 +87,11 @@ function renderSummary() {
     }
   }
   if (run && run.status === "needs_input" && run.question) {
-    parts.push(questionBox(run.question));
+    // NB: the same question keeps its box across refreshes: what the person typed, and why
+    // an answer was refused, stay.
+    const key = JSON.stringify(run.question);
+    if (!page.question || page.question.key !== key) page.question = { key, node: questionBox(run.question) };
+    parts.push(page.question.node);
   }
   if (run && run.error) {
     parts.push(el("div", { class: "error", style: "margin-top:8px" },
