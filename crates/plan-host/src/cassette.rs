@@ -428,32 +428,12 @@ impl ReplayBackend {
     }
 }
 
-tokio::task_local! {
-    /// Set when the call being made was answered from a cassette.
-    static REPLAYED: std::cell::Cell<bool>;
-}
-
-/// Runs `fut` (one call): its output, and whether a cassette answered it.
-pub(crate) async fn noting_replay<F: std::future::Future>(fut: F) -> (F::Output, bool) {
-    REPLAYED
-        .scope(std::cell::Cell::new(false), async {
-            let out = fut.await;
-            (out, REPLAYED.with(std::cell::Cell::get))
-        })
-        .await
-}
-
-/// Notes that the call being made was answered from a cassette.
-fn replayed() {
-    let _ = REPLAYED.try_with(|r| r.set(true));
-}
-
 impl Backend for ReplayBackend {
     fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
         Box::pin(async move {
             let answer = self.answer(&req.tool, &req.args, Some(req.instance)).await;
             if answer.is_ok() {
-                replayed();
+                plan_llm::note_replayed();
             }
             answer
         })
@@ -487,7 +467,7 @@ impl Backend for ReplayFirst {
         Box::pin(async move {
             if let Ok(entry) = self.cassette.find(&req.tool, &req.args, Some(req.instance)) {
                 // NB: an answer kept costs nothing now.
-                replayed();
+                plan_llm::note_replayed();
                 return Ok((entry.output.clone(), None));
             }
             let started = std::time::Instant::now();

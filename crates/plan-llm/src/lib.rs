@@ -32,8 +32,8 @@ pub use connect::{
 };
 pub use error::{CallError, CallErrorKind, preview, secs};
 pub use net::{
-    Endpoint, EventSink, MAX_REDIRECTS, Retry, RetryPolicy, TOTAL_TIMEOUT_FACTOR, TRAILER_WAIT,
-    Taken, current_traceparent, noting_retries, with_traceparent,
+    CallNotes, Endpoint, EventSink, MAX_REDIRECTS, Retry, RetryPolicy, TOTAL_TIMEOUT_FACTOR,
+    TRAILER_WAIT, Taken, current_traceparent, note_replayed, noting, with_traceparent,
 };
 pub use redact::{MIN_SECRET_BYTES, REDACTED, Redactor};
 pub use secret::{EnvLookup, Secret, process_env};

@@ -32,7 +32,9 @@ const PROGRESS_OPS: i32 = 10_000;
 /// per connection, and a query can make it allocate far more than it returns (a CTE read
 /// twice by each of twenty others is expanded into a million copies; a row of sixty
 /// 60 MB blobs is 3.6 GB before its first value is looked at): past this, an allocation
-/// fails and so does the query, with "out of memory".
+/// fails and so does the query, with "out of memory". NB: SQLite enforces it only with
+/// its memory statistics on (`SQLITE_DEFAULT_MEMSTATUS`, its default): the build must not
+/// turn them off.
 const SQLITE_HEAP_LIMIT: i64 = 1 << 30;
 
 /// Sets [`SQLITE_HEAP_LIMIT`] for the process, through `conn`, unless a lower limit is
@@ -1243,5 +1245,27 @@ mod tests {
                 ("VACUUM", "only queries and writes to rows"),
             ],
         );
+    }
+
+    /// SQLite's heap limit holds (it needs SQLite's memory statistics, which the build
+    /// keeps on): a row of sixty 60 MB blobs, each under the length limit, fails as out of
+    /// memory instead of taking 3.6 GB.
+    #[test]
+    fn a_row_too_large_for_the_heap_limit_fails() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = db(dir.path());
+        let sql = Sqlite::open(&path, constraints()).unwrap();
+        let blobs = vec!["zeroblob(60000000)"; 60].join(", ");
+        match sql.query(&format!("SELECT {blobs}")) {
+            Err(QueryError::Failed(m)) => assert!(m.contains("out of memory"), "{m}"),
+            other => panic!("{:?}", other.map(|r| r.truncated)),
+        }
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let peak_kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0);
+        assert!(peak_kb < 2 << 20, "peak {peak_kb} kB");
     }
 }
