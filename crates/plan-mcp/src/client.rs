@@ -374,6 +374,17 @@ impl Servers {
             {
                 *slot = None;
             }
+            // NB: over HTTP, an answer past the transport's cap ends the connection, yet
+            // the call had its answer: it failed for its size, not for a lost server.
+            if let Some(cap) = message
+                .split_once(HTTP_TOO_LARGE)
+                .map(|(_, rest)| rest.split(' ').next().unwrap_or_default())
+            {
+                return CallError::new(
+                    CallErrorKind::BadResponse,
+                    format!("MCP server `{server}`, {doing}: answer too large, over {cap} bytes"),
+                );
+            }
             // NB: it may have acted before it died: an unknown outcome.
             return CallError::new(
                 CallErrorKind::Transport,
@@ -416,6 +427,10 @@ impl Servers {
         format!("; its stderr ended with:\n  {}", last.join("\n  "))
     }
 }
+
+/// How the streamable HTTP transport says a body was over its cap (16 MiB, as stdio's),
+/// followed by the cap.
+const HTTP_TOO_LARGE: &str = "exceeded the maximum size of ";
 
 fn timeout(cfg: &McpServer) -> Duration {
     cfg.timeout_secs

@@ -48,6 +48,61 @@ async fn an_answer_over_the_size_cap_fails_at_once_naming_its_size() {
     servers.shutdown().await;
 }
 
+/// A child process killed when the test ends, passed or not.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The same over streamable HTTP: a JSON answer over the cap fails the call at once,
+/// saying it is too large, and the next call is answered.
+#[tokio::test]
+async fn an_http_answer_over_the_size_cap_fails_at_once() {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_server.py");
+    let mut server = Killed(
+        std::process::Command::new("python3")
+            .arg(script)
+            .arg("--http")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut port = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.0.stdout.as_mut().unwrap()),
+        &mut port,
+    )
+    .unwrap();
+    let m = manifest(&format!(
+        "[[mcp]]\nname = \"web\"\nurl = \"http://127.0.0.1:{}/mcp\"\ntimeout_secs = 120\n",
+        port.trim()
+    ));
+    let servers = Servers::new(&m.mcp, plan_llm::process_env(), Arc::new(Redactor::new()));
+    let started = std::time::Instant::now();
+    let e = servers
+        .call("web", "big", args(json!({"bytes": 17_000_000})))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind, CallErrorKind::BadResponse, "{}", e.message);
+    assert!(
+        e.message.contains("web") && e.message.contains("too large"),
+        "{}",
+        e.message
+    );
+    // NB: not the server's 120 s limit: the answer was refused as it came.
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    let ok = servers
+        .call("web", "echo", args(json!({"text": "still here"})))
+        .await
+        .unwrap();
+    assert_eq!(plan_mcp::output("echo", ok).unwrap(), json!("still here"));
+    servers.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_tool_name_no_plan_can_call_is_refused_naming_its_server() {
     let cache = tempfile::tempdir().unwrap();

@@ -50,7 +50,22 @@ pub(crate) enum Flavor {
     Postgres,
 }
 
-/// Functions a SQLite query may call: SQLite's own, which compute values from their
+/// The window functions, the same in both databases, which a query of either may call.
+const WINDOW_FUNCTIONS: &[&str] = &[
+    "row_number",
+    "rank",
+    "dense_rank",
+    "percent_rank",
+    "cume_dist",
+    "ntile",
+    "lag",
+    "lead",
+    "first_value",
+    "last_value",
+    "nth_value",
+];
+
+/// Functions a SQLite query may call (and [`WINDOW_FUNCTIONS`]): SQLite's own, which compute values from their
 /// arguments (core, aggregate, window, date, math, JSON). Anything else (extensions:
 /// `load_extension`, `readfile`, `fts3_tokenizer`, ...) is refused.
 const SQLITE_FUNCTIONS: &[&str] = &[
@@ -114,18 +129,6 @@ const SQLITE_FUNCTIONS: &[&str] = &[
     "percentile",
     "percentile_cont",
     "percentile_disc",
-    // Window.
-    "row_number",
-    "rank",
-    "dense_rank",
-    "percent_rank",
-    "cume_dist",
-    "ntile",
-    "lag",
-    "lead",
-    "first_value",
-    "last_value",
-    "nth_value",
     // Date and time.
     "date",
     "time",
@@ -199,11 +202,11 @@ const SQLITE_FUNCTIONS: &[&str] = &[
     "->>",
 ];
 
-/// Functions a PostgreSQL query may call: pure functions of their arguments (aggregates,
-/// window functions, strings, numbers, dates, JSON, arrays, text search). Left out on
-/// purpose, among others: whatever reads files or settings (`pg_read_file`, `pg_ls_dir`,
-/// `current_setting`), runs SQL text the parser never sees (`query_to_xml` and its family,
-/// `ts_stat`, `ts_rewrite`, `dblink`), writes what a rollback does not undo
+/// Functions a PostgreSQL query may call (and [`WINDOW_FUNCTIONS`]): pure functions of
+/// their arguments (aggregates, strings, numbers, dates, JSON, arrays, text search). Left
+/// out on purpose, among others: whatever reads files or settings (`pg_read_file`,
+/// `pg_ls_dir`, `current_setting`), runs SQL text the parser never sees (`query_to_xml`
+/// and its family, `ts_stat`, `ts_rewrite`, `dblink`), writes what a rollback does not undo
 /// (`pg_logical_emit_message`, `nextval`, `setval`, `pg_advisory_lock`, `pg_notify`,
 /// `set_config`, `lo_*`), touches other sessions (`pg_terminate_backend`) or sleeps.
 const POSTGRES_FUNCTIONS: &[&str] = &[
@@ -255,18 +258,6 @@ const POSTGRES_FUNCTIONS: &[&str] = &[
     "any_value",
     "range_agg",
     "range_intersect_agg",
-    // Window.
-    "row_number",
-    "rank",
-    "dense_rank",
-    "percent_rank",
-    "cume_dist",
-    "ntile",
-    "lag",
-    "lead",
-    "first_value",
-    "last_value",
-    "nth_value",
     // Conditionals.
     "coalesce",
     "nullif",
@@ -528,7 +519,8 @@ pub fn check_postgres(sql: &str, c: &Constraints) -> Result<(), String> {
 
 /// Whether `name` (as SQLite's authorizer names it) is a function a query may call.
 pub(crate) fn sqlite_function_allowed(name: &str) -> bool {
-    SQLITE_FUNCTIONS.contains(&name.to_lowercase().as_str())
+    let name = name.to_lowercase();
+    SQLITE_FUNCTIONS.contains(&name.as_str()) || WINDOW_FUNCTIONS.contains(&name.as_str())
 }
 
 /// The statements of `sql`, parsed within bounds: no more than [`MAX_OPERATORS`]
@@ -948,10 +940,11 @@ impl Walk<'_> {
         let case_ok = self.flavor == Flavor::Sqlite
             || ident.quote_style.is_none()
             || ident.value == ident.value.to_lowercase();
-        let known = match self.flavor {
-            Flavor::Sqlite => SQLITE_FUNCTIONS.contains(&shown.as_str()),
-            Flavor::Postgres => POSTGRES_FUNCTIONS.contains(&shown.as_str()),
-        };
+        let known = WINDOW_FUNCTIONS.contains(&shown.as_str())
+            || match self.flavor {
+                Flavor::Sqlite => SQLITE_FUNCTIONS.contains(&shown.as_str()),
+                Flavor::Postgres => POSTGRES_FUNCTIONS.contains(&shown.as_str()),
+            };
         if !(qualified_ok && case_ok && known) {
             return ControlFlow::Break(format!(
                 "function \"{shown}\" is not allowed: a query may call only the database's own functions of values (aggregates, strings, numbers, dates, JSON), none that reads files or settings, runs SQL text, writes, or waits"

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::Served;
+use common::{Served, search_taking};
 
 use serde_json::{Value, json};
 
@@ -344,44 +344,9 @@ fn an_address_off_loopback_needs_a_token_and_sigterm_stops_the_service() {
     assert_eq!(status.code(), Some(0));
 }
 
-/// Echoes `path(body)` after its delay.
-struct Slow(Duration);
-
-impl wiremock::Respond for Slow {
-    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
-        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-        wiremock::ResponseTemplate::new(200)
-            .set_body_json(json!({"text": format!("{}({body})", req.url.path())}))
-            .set_delay(self.0)
-    }
-}
-
 /// A `vector_search` that answers after 300 ms (see [`search_taking`]).
 async fn slow_search() -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
     search_taking(Duration::from_millis(300)).await
-}
-
-/// A `vector_search` served over loopback by [`Slow`]: the server, a scratch directory and
-/// the tools file in it.
-async fn search_taking(
-    delay: Duration,
-) -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(Slow(delay))
-        .mount(&server)
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.toml");
-    std::fs::write(
-        &tools,
-        format!(
-            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\npointer = \"/text\"\n",
-            server.uri()
-        ),
-    )
-    .unwrap();
-    (server, dir, tools)
 }
 
 const TWO_SEARCHES: &str = r#"[

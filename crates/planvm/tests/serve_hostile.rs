@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use common::Served;
+use common::{Served, search_taking};
 
 fn client() -> reqwest::Client {
     plan_host::install_crypto();
@@ -369,31 +369,6 @@ async fn an_empty_goal_is_refused_before_the_planner_is_asked() {
     assert_eq!(res.status().as_u16(), 201);
 }
 
-/// A `vector_search` served over loopback after `delay`, and a tools file naming it.
-async fn search_taking(delay: Duration) -> (wiremock::MockServer, tempfile::TempDir, String) {
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(
-            wiremock::ResponseTemplate::new(200)
-                .set_body_json(json!({"text": "found"}))
-                .set_delay(delay),
-        )
-        .mount(&server)
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.toml");
-    std::fs::write(
-        &tools,
-        format!(
-            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\npointer = \"/text\"\n",
-            server.uri()
-        ),
-    )
-    .unwrap();
-    let tools = tools.to_str().unwrap().to_owned();
-    (server, dir, tools)
-}
-
 /// Three searches, the last two at once, then the answer.
 const SEARCHES: &str = r#"[
  {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "first"}, "output_vars": ["a"]}},
@@ -452,7 +427,11 @@ fn seen(e: &[Ev]) -> Vec<(String, String, Value)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_reconnected_after_any_event_loses_nothing_and_repeats_nothing() {
     let (_server, dir, tools) = search_taking(Duration::from_millis(400)).await;
-    let s = common::serve_with(&dir.path().join("s.db"), &["--tools", &tools], &[]);
+    let s = common::serve_with(
+        &dir.path().join("s.db"),
+        &["--tools", tools.to_str().unwrap()],
+        &[],
+    );
     let runs = format!("{}/v1/runs", s.base);
     let http = client();
     let submit = |id: String| {
@@ -514,7 +493,11 @@ async fn a_stream_reconnected_after_any_event_loses_nothing_and_repeats_nothing(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_runs_calls_in_flight_end_cancelled() {
     let (_server, dir, tools) = search_taking(Duration::from_secs(30)).await;
-    let s = common::serve_with(&dir.path().join("s.db"), &["--tools", &tools], &[]);
+    let s = common::serve_with(
+        &dir.path().join("s.db"),
+        &["--tools", tools.to_str().unwrap()],
+        &[],
+    );
     let runs = format!("{}/v1/runs", s.base);
     let http = client();
     let res = http

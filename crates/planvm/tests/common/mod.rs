@@ -86,6 +86,37 @@ pub fn http_tools(
     path
 }
 
+/// Echoes `path(body)` after its delay.
+pub struct Slow(pub std::time::Duration);
+
+impl wiremock::Respond for Slow {
+    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        wiremock::ResponseTemplate::new(200)
+            .set_body_json(serde_json::json!({"text": format!("{}({body})", req.url.path())}))
+            .set_delay(self.0)
+    }
+}
+
+/// A `vector_search` served over loopback by [`Slow`]: the server, a scratch directory and
+/// the tools file in it.
+pub async fn search_taking(
+    delay: std::time::Duration,
+) -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::method("POST"))
+        .respond_with(Slow(delay))
+        .mount(&server)
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let tools = http_tools(
+        dir.path(),
+        &server.uri(),
+        &[("vector_search", "/search", Some("/text"))],
+    );
+    (server, dir, tools)
+}
+
 /// A child process killed when dropped: a test that fails leaves none running.
 pub struct Reaped(pub Child);
 
