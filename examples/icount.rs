@@ -5,7 +5,10 @@
 //!
 //! `icount 30 N`: the 30-assign plan; `icount 14 N` (or anything else): the 14-step plan;
 //! `icount compile N`: compiling the 14-step plan (`planc check`'s work), N times;
-//! `icount compile-small N`: the same for the small plan of `compile/planc/small`.
+//! `icount compile-small N`: the same for the small plan of `compile/planc/small`;
+//! `icount batch N` and `icount batch-store N`: N zero-latency replayed runs of the
+//! 14-step plan through the batch engine (64 at a time, one thread; with a run store),
+//! as `planvm batch --list` runs them.
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -31,6 +34,20 @@ fn main() {
             })
             .sum();
         println!("{n} compiles, {instrs} instructions");
+        return;
+    }
+    if let Some(store) = match which.as_str() {
+        "batch" => Some(false),
+        "batch-store" => Some(true),
+        _ => None,
+    } {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let ok = runtime.block_on(common::batch_of_fourteen_step(dir.path(), n, 0, 64, store));
+        println!("{n} batch runs, {ok} ok");
         return;
     }
     let src = if which == "30" {

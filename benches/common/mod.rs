@@ -87,3 +87,87 @@ pub(crate) fn run_instant(program: &ValidatedProgram, limits: Limits, answer: &V
         }
     }
 }
+
+/// The 14-step plan's cassette at `latency_ms` a call: each call answered as
+/// [`run_instant`] answers it, recorded in the order a run one call at a time makes them.
+pub(crate) fn fourteen_step_cassette(latency_ms: u64) -> String {
+    let program = compile_ok(FOURTEEN_STEP, false);
+    let limits = Limits {
+        max_concurrency: 1,
+        ..Limits::default()
+    };
+    let mut vm = Vm::new(&program, limits);
+    let mut lines = String::new();
+    loop {
+        match vm.run() {
+            Halt::Yield(reqs) => {
+                for r in reqs {
+                    let output = json!(format!("{} answer", r.tool));
+                    let entry = json!({"tool": r.tool, "args": r.args, "output": output,
+                                       "latency_ms": latency_ms});
+                    lines.push_str(&format!("{entry}\n"));
+                    vm.resume(r.id, Ok(output)).expect("resume");
+                }
+            }
+            Halt::Done(_) => return lines,
+            Halt::Failed(e) => panic!("bench run failed: {e}"),
+        }
+    }
+}
+
+/// `runs` runs of the 14-step plan replayed at `latency_ms` a call, `jobs` at a time,
+/// through the batch engine as `planvm batch --list` runs them (in `dir`: the plan, its
+/// cassette and, when `store`, a run store); how many ended ok.
+pub(crate) async fn batch_of_fourteen_step(
+    dir: &std::path::Path,
+    runs: usize,
+    latency_ms: u64,
+    jobs: usize,
+    store: bool,
+) -> u64 {
+    use std::sync::Arc;
+    let plan = dir.join("aspects.json");
+    let cassette = dir.join(format!("aspects.{latency_ms}ms.jsonl"));
+    std::fs::write(&plan, FOURTEEN_STEP).unwrap();
+    std::fs::write(&cassette, fourteen_step_cassette(latency_ms)).unwrap();
+    let mut list: Vec<plan_runs::batch::Job> = (0..runs)
+        .map(|i| plan_runs::batch::Job {
+            plan: plan.clone(),
+            cassette: Some(cassette.clone()),
+            vars: Vec::new(),
+            line: Some(i + 1),
+            name: String::new(),
+        })
+        .collect();
+    plan_runs::batch::name_runs(&mut list);
+    let manifest = plan_manifest::Manifest::builtin();
+    let options = plan_host::HostOptions::default();
+    let host = plan_host::Host::new(manifest.clone(), options.clone()).unwrap();
+    let batch = plan_runs::batch::Batch {
+        manifest,
+        host: Arc::new(host),
+        host_options: options,
+        limits: Limits::default(),
+        vars: Vec::new(),
+        replay: None,
+        record_dir: None,
+        trace_dir: None,
+        jobs,
+        color: false,
+        telemetry: None,
+    };
+    let mut stored = store.then(|| {
+        let setup = plan_runs::batch::BatchStore {
+            at: plan_runs::StoreAt::new(dir.join("s.db"), plan_store::Durability::Normal),
+            batch_id: "B".into(),
+            resume: false,
+            retry_unknown_writes: false,
+        };
+        setup.open(&list, &[], |e| panic!("{e}")).unwrap()
+    });
+    let tally = plan_runs::batch::run(&batch, stored.as_mut(), list, &mut |_| {}).await;
+    if let Some(s) = stored {
+        s.close();
+    }
+    tally.ok
+}

@@ -439,6 +439,21 @@ impl Backend for ReplayBackend {
         })
     }
 
+    /// NB: one box, not the default's two (a box of [`Backend::call`]'s box), in each of
+    /// the many calls a batch of replayed runs has out.
+    fn call_with_usage<'a>(
+        &'a self,
+        req: &'a ToolRequest,
+    ) -> BoxFuture<'a, Result<(Value, Option<plan_llm::Usage>), ToolError>> {
+        Box::pin(async move {
+            let answer = self.answer(&req.tool, &req.args, Some(req.instance)).await;
+            if answer.is_ok() {
+                plan_llm::note_replayed();
+            }
+            answer.map(|v| (v, None))
+        })
+    }
+
     fn describe(&self) -> String {
         format!("replay from {}", self.index.source)
     }

@@ -443,17 +443,11 @@ async fn start_plan(
     } = run;
     let start = Instant::now();
     let mut journal = (journal, recorder.map(RecordJournal::new));
-    if let Err(e) = prepare(host, program) {
-        return finish_failed_early(&mut journal, e, start);
-    }
-    let mut vm = plan_vm::Vm::new(program, limits);
-    for (name, value) in vars {
-        if let Err(e) = vm.set_var(&name, value) {
-            let message = format!("--var {name}: {}", e.message);
-            return finish_failed_early(&mut journal, message, start);
-        }
-    }
-    let mut m = VmMachine::new(vm, program, &journal);
+    let vm = prepare(host, program).and_then(|()| new_vm(program, limits, vars));
+    let mut m = match vm {
+        Ok(vm) => VmMachine::new(vm, program, &journal),
+        Err(e) => return finish_failed_early(&mut journal, e, start),
+    };
     drive(
         host,
         &mut m,
@@ -463,6 +457,22 @@ async fn start_plan(
         within,
     )
     .await
+}
+
+/// A VM for `program` with `vars` set. NB: made outside the run's `async fn`, whose
+/// future would otherwise keep room for the VM beside the machine it moves into.
+fn new_vm<'p>(
+    program: &'p ValidatedProgram,
+    limits: Limits,
+    vars: Vec<(String, Value)>,
+) -> Result<plan_vm::Vm<'p>, String> {
+    let mut vm = plan_vm::Vm::new(program, limits);
+    for (name, value) in vars {
+        if let Err(e) = vm.set_var(&name, value) {
+            return Err(format!("--var {name}: {}", e.message));
+        }
+    }
+    Ok(vm)
 }
 
 /// Continues a saved run: `state` as saved at a commit point ([`TraceEvent::Suspended`]),

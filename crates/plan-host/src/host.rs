@@ -91,7 +91,8 @@ impl fmt::Debug for HostOptions {
 /// Serves a run's tool requests.
 pub struct Host {
     warnings: Vec<String>,
-    manifest: Manifest,
+    /// NB: shared: a batch makes a host for each replayed run, all of one manifest.
+    manifest: Arc<Manifest>,
     opts: HostOptions,
     /// Builds network backends; holds every secret this host has read, removed from
     /// outputs and errors.
@@ -122,9 +123,28 @@ impl fmt::Debug for Host {
 }
 
 impl Host {
+    /// A host answering every call from `cassette` (a batch's replayed run: a fresh
+    /// replay of a cassette parsed once); `opts.replay` is not read.
+    pub fn replaying(
+        manifest: impl Into<Arc<Manifest>>,
+        opts: HostOptions,
+        cassette: Arc<ReplayBackend>,
+    ) -> Result<Host, HostError> {
+        let mut host = Host::new(
+            manifest,
+            HostOptions {
+                replay: None,
+                ..opts
+            },
+        )?;
+        host.replay = Some(cassette);
+        Ok(host)
+    }
+
     /// Loads the replay cassette and opens the record file, if any. A malformed cassette
     /// is reported here, before anything runs.
-    pub fn new(manifest: Manifest, opts: HostOptions) -> Result<Host, HostError> {
+    pub fn new(manifest: impl Into<Arc<Manifest>>, opts: HostOptions) -> Result<Host, HostError> {
+        let manifest = manifest.into();
         let replay = match &opts.replay {
             Some(p) => Some(Arc::new(ReplayBackend::load(p)?)),
             None => None,

@@ -2,6 +2,7 @@
 //! and dropped after their last run, each run journaled in the store through its writer
 //! thread (group commit), or taken up from it (`--resume`).
 
+use futures::future::Either;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -10,8 +11,7 @@ use std::time::{Duration, Instant};
 use crate::writer::record_failed;
 use plan_bytecode::ValidatedProgram;
 use plan_host::{
-    Backend, CONDITION_TOOL, Host, HostOptions, Pool, RecordJournal, Recorder, ReplayBackend,
-    RunReport, Tracer,
+    Host, HostOptions, Pool, RecordJournal, Recorder, ReplayBackend, RunReport, Tracer,
 };
 use plan_manifest::Manifest;
 use plan_store::{GroupStore, OwnedNewRun, Owner, RunStore, StoreErrorKind, StoreJournal};
@@ -173,6 +173,8 @@ struct Driver<'a> {
     store_files: Vec<PathBuf>,
     programs: Cache<Result<Arc<Plan>, NotLoaded>>,
     cassettes: Cache<Result<Arc<ReplayBackend>, NotLoaded>>,
+    /// The manifest of every replayed run's host: none of their tools is configured.
+    replay_manifest: Arc<Manifest>,
     tally: Tally,
     on: &'a mut (dyn FnMut(Event<'_>) + Send),
 }
@@ -205,6 +207,15 @@ pub(crate) async fn drive(
         store,
         programs: Cache::new(jobs.iter().map(|j| &j.plan)),
         cassettes: Cache::new(jobs.iter().filter_map(|j| j.cassette.as_ref())),
+        replay_manifest: Arc::new(Manifest {
+            tools: Vec::new(),
+            default_backend: None,
+            planner: None,
+            grounding: None,
+            mcp: Vec::new(),
+            eval: None,
+            pricing: Default::default(),
+        }),
         tally: Tally::default(),
         on,
     };
@@ -289,12 +300,8 @@ impl Driver<'_> {
                 return None;
             }
         };
-        let tools_of = match &start {
-            Start::New(p) => &p.program,
-            Start::Resumed(r) => &r.going.program,
-        };
         let host = match replay {
-            Some(r) => replay_host(&self.batch.host_options, tools_of, &r),
+            Some(r) => replay_host(&self.replay_manifest, &self.batch.host_options, &r),
             None => Ok(self.batch.host.clone()),
         };
         let stored = self.store.as_ref().map(|s| {
@@ -435,19 +442,24 @@ impl Driver<'_> {
 
 /// A run's task: the run, journaled in the store when the batch has one, and traced
 /// when the batch exports traces.
-async fn run_one(mut run: OneRun) -> RunReport {
-    let Some(trace) = run.trace.take() else {
-        return run_untraced(run).await;
-    };
-    let run_id = run.stored.as_ref().map(|(_, _, id)| id.clone());
-    // NB: boxed: the traced run's future would otherwise sit beside the untraced one in
-    // every run's task (the compiler does not overlap them), 3.5 KB more per run in flight.
-    let report = Box::pin(plan_telemetry::within(Some(&trace), run_untraced(run))).await;
-    trace.end(&plan_telemetry::Ended::run(&report, run_id.as_deref()));
-    report
+///
+/// NB: a function that picks a future, not an `async fn`: one would keep the run's parts
+/// twice (as its argument and as the future it awaits), and room for the traced run
+/// beside the untraced one (the compiler does not overlap them), in every run's task.
+fn run_one(mut run: OneRun) -> impl Future<Output = RunReport> + Send {
+    match run.trace.take() {
+        None => Either::Left(run_untraced(run)),
+        Some(trace) => Either::Right(Box::pin(async move {
+            let run_id = run.stored.as_ref().map(|(_, _, id)| id.clone());
+            let report = plan_telemetry::within(Some(&trace), run_untraced(run)).await;
+            trace.end(&plan_telemetry::Ended::run(&report, run_id.as_deref()));
+            report
+        })),
+    }
 }
 
-async fn run_untraced(run: OneRun) -> RunReport {
+/// NB: the run taken apart before its future is made, which so holds its parts once.
+fn run_untraced(run: OneRun) -> impl Future<Output = RunReport> + Send {
     let OneRun {
         host,
         start,
@@ -459,44 +471,48 @@ async fn run_untraced(run: OneRun) -> RunReport {
         recorder,
         trace: _,
     } = run;
-    let host = match host {
-        Ok(h) => h,
-        Err(msg) => return RunReport::failed_before_start(msg, Duration::ZERO),
-    };
-    let Some((store, owner, id)) = stored else {
-        let Start::New(program) = start else {
-            // Taken up only from a store; still, no panic.
-            return RunReport::failed_before_start(
-                "a resumed run without its store".into(),
-                Duration::ZERO,
-            );
+    async move {
+        let host = match host {
+            Ok(h) => h,
+            Err(msg) => return RunReport::failed_before_start(msg, Duration::ZERO),
         };
-        return plan_host::run_plan_recording(
-            &host,
-            &program.program,
-            vars,
-            limits,
-            &mut tracer,
-            recorder.as_ref(),
-        )
-        .await;
-    };
-    // NB: boxed: a run without a store (the common case, thousands in flight) should not
-    // carry room for the journal's state in its task.
-    match start {
-        Start::Resumed(r) => Box::pin(go_on(&host, store, owner, &id, *r, tracer, recorder)).await,
-        Start::New(program) => {
-            let new = OwnedNewRun {
-                id: id.clone(),
-                plan: plan_name,
-                source: program.source.clone(),
-                pbc: program.pbc.clone(),
-                presets: vars.iter().cloned().collect(),
-                limits: limits.clone(),
-                parent: None,
+        let Some((store, owner, id)) = stored else {
+            let Start::New(program) = start else {
+                // Taken up only from a store; still, no panic.
+                return RunReport::failed_before_start(
+                    "a resumed run without its store".into(),
+                    Duration::ZERO,
+                );
             };
-            let run = (&*host, &program.program, vars, limits);
-            Box::pin(run_new(run, (store, owner, &id), new, tracer, recorder)).await
+            return plan_host::run_plan_recording(
+                &host,
+                &program.program,
+                vars,
+                limits,
+                &mut tracer,
+                recorder.as_ref(),
+            )
+            .await;
+        };
+        // NB: boxed: a run without a store (the common case, thousands in flight) should not
+        // carry room for the journal's state in its task.
+        match start {
+            Start::Resumed(r) => {
+                Box::pin(go_on(&host, store, owner, &id, *r, tracer, recorder)).await
+            }
+            Start::New(program) => {
+                let new = OwnedNewRun {
+                    id: id.clone(),
+                    plan: plan_name,
+                    source: program.source.clone(),
+                    pbc: program.pbc.clone(),
+                    presets: vars.iter().cloned().collect(),
+                    limits: limits.clone(),
+                    parent: None,
+                };
+                let run = (&*host, &program.program, vars, limits);
+                Box::pin(run_new(run, (store, owner, &id), new, tracer, recorder)).await
+            }
         }
     }
 }
@@ -690,29 +706,16 @@ fn load_cassette(
     Ok(Arc::new(r))
 }
 
-/// A host serving every tool of `program` from a fresh replay of `cassette`: its own
-/// cursors, the shared parse. Nothing else in it is used, so its manifest is empty.
+/// A host serving every call from a fresh replay of `cassette`: its own cursors, the
+/// shared parse. Nothing else in it is used, so its manifest is empty.
 fn replay_host(
+    manifest: &Arc<Manifest>,
     opts: &HostOptions,
-    program: &ValidatedProgram,
     cassette: &ReplayBackend,
 ) -> Result<Arc<Host>, NotLoaded> {
-    let manifest = Manifest {
-        tools: Vec::new(),
-        default_backend: None,
-        planner: None,
-        grounding: None,
-        mcp: Vec::new(),
-        eval: None,
-        pricing: Default::default(),
-    };
-    let host = Host::new(manifest, opts.clone()).map_err(|e| e.message)?;
-    let backend: Arc<dyn Backend> = Arc::new(cassette.fresh());
-    for t in &program.tools {
-        host.set_backend(&t.name, backend.clone());
-    }
-    host.set_backend(CONDITION_TOOL, backend);
-    Ok(Arc::new(host))
+    Host::replaying(manifest.clone(), opts.clone(), Arc::new(cassette.fresh()))
+        .map(Arc::new)
+        .map_err(|e| e.message)
 }
 
 /// `--var`s, then the line's own pairs; a later pair for the same name wins.
