@@ -233,10 +233,16 @@ pub(crate) struct Submit {
     max_steps: Option<u64>,
     /// Seconds the run (a goal: all of it) may take, from when it starts; positive.
     timeout: Option<f64>,
+    /// Answer with the run's events (`200`, `text/event-stream`, as `GET
+    /// /v1/runs/{id}/events` from the start; the run's id in the `x-run-id` and `Location`
+    /// headers and in the first event) instead of its summary: one request per run.
+    #[serde(default)]
+    stream: bool,
 }
 
 #[utoipa::path(post, path = "/v1/runs", request_body = Submit, responses(
     (status = 201, description = "stored; it goes on in the service (on a PostgreSQL store, a plan's run goes into the store's queue: `queued`)", body = crate::openapi::RunSummary),
+    (status = 200, description = "with `stream`: the run's events as `GET /v1/runs/{id}/events` sends them, its id in `x-run-id`", content_type = "text/event-stream", body = Object),
     (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
     (status = 409, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody),
     (status = 422, description = "the plan has errors; nothing stored", body = crate::openapi::ErrorBody),
@@ -250,11 +256,31 @@ pub(crate) async fn submit(
     let command = if submit.goal.is_some() { "ask" } else { "run" };
     let trace = state.trace(command, submit.goal.as_deref(), &headers);
     let trace_id = trace.as_ref().map(plan_telemetry::Trace::trace_id);
+    let stream = submit.stream;
     let run = start(&state, submit, trace, true).await?;
-    Ok(with_trace_id(
-        (StatusCode::CREATED, Json(run)).into_response(),
-        trace_id,
-    ))
+    if !stream {
+        return Ok(with_trace_id(
+            (StatusCode::CREATED, Json(run)).into_response(),
+            trace_id,
+        ));
+    }
+    // NB: 200, not 201: an EventSource takes a stream only from a 200.
+    let events = crate::events::events(
+        State(state),
+        axum::extract::Path(run.id.clone()),
+        axum::http::HeaderMap::new(),
+    )
+    .await?;
+    let mut response = events.into_response();
+    if let Ok(id) = axum::http::HeaderValue::from_str(&run.id) {
+        response.headers_mut().insert("x-run-id", id);
+    }
+    if let Ok(at) = axum::http::HeaderValue::from_str(&format!("/v1/runs/{}", run.id)) {
+        response
+            .headers_mut()
+            .insert(axum::http::header::LOCATION, at);
+    }
+    Ok(with_trace_id(response, trace_id))
 }
 
 /// `response` with the trace its work goes on in, when traces are exported

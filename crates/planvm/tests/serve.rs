@@ -449,6 +449,11 @@ async fn read_events(url: String, last_event_id: Option<&str>) -> Vec<(String, S
         .await
         .expect("the stream ends with the run")
         .unwrap();
+    parse_events(&text)
+}
+
+/// A stream's text as (id, event, data).
+fn parse_events(text: &str) -> Vec<(String, String, Value)> {
     text.split("\n\n")
         .filter(|block| block.contains("data:"))
         .map(|block| {
@@ -463,6 +468,44 @@ async fn read_events(url: String, last_event_id: Option<&str>) -> Vec<(String, S
             (field("id:"), field("event:"), data)
         })
         .collect()
+}
+
+/// `"stream": true`: one request, answered with the run's events as its events stream
+/// sends them, the run's id in a header and in the first event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_submitted_to_stream_answers_with_its_events() {
+    let (_server, dir, tools) = slow_search().await;
+    let s = serve(
+        &dir.path().join("s.db"),
+        &["--tools", tools.to_str().unwrap()],
+    );
+    let runs = format!("{}/v1/runs", s.base);
+    let res = client()
+        .post(&runs)
+        .json(&json!({"plan": TWO_SEARCHES, "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let header = |name: &str| res.headers()[name].to_str().unwrap().to_owned();
+    assert!(header("content-type").starts_with("text/event-stream"));
+    let id = header("x-run-id");
+    assert_eq!(header("location"), format!("/v1/runs/{id}"));
+    let text = tokio::time::timeout(Duration::from_secs(30), res.text())
+        .await
+        .expect("the stream ends with the run")
+        .unwrap();
+    let streamed = parse_events(&text);
+    assert_eq!(streamed[0].1, "plan");
+    assert_eq!(streamed[0].2["id"], id.as_str());
+    let last = streamed.last().unwrap();
+    assert_eq!(last.1, "answer", "{streamed:?}");
+    // The same events, under the same ids, as the run's own stream sends once it ended.
+    let again = read_events(format!("{runs}/{id}/events"), None).await;
+    assert_eq!(streamed, again);
+    // Without `stream`, as before: 201 and the run's summary.
+    let (status, body) = post(runs.clone(), &json!({"plan": TWO_SEARCHES})).await;
+    assert_eq!(status, 201, "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
