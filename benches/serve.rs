@@ -1,6 +1,6 @@
 //! `planvm serve` as a whole system, over real HTTP on loopback, against the same work done
-//! without it: runs per second through `POST /v1/runs` + each run's event stream to its
-//! end, against `planvm batch --store` on the same plans (alternated rounds), and against
+//! without it: runs per second through `POST /v1/runs` with `"stream": true` (one request
+//! a run, its events to their end), against `planvm batch --store` on the same plans (alternated rounds), and against
 //! a bare HTTP server answering the same requests from memory (what HTTP alone costs:
 //! this bench, re-run as that server); the latency a run's submitter sees, against the
 //! same run started in-process through the engine as the service starts it
@@ -46,7 +46,9 @@ fn main() {
         .unwrap();
     assert!(made.success());
     let plan = std::fs::read_to_string(data.join("aspects.json")).unwrap();
-    let body = Arc::new(serde_json::json!({ "plan": plan }).to_string());
+    // NB: streamed: one request a run, answered with its events.
+    let body = Arc::new(serde_json::json!({ "plan": plan, "stream": true }).to_string());
+    let unstreamed = serde_json::json!({ "plan": plan }).to_string();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -59,7 +61,7 @@ fn main() {
         let svc = Service::start(&bin, data, "floor.db", "aspects.0ms.jsonl", &[]);
         rt.block_on(async {
             let client = client();
-            let id = submit(&client, &svc.base, &body).await;
+            let id = submit(&client, &svc.base, &unstreamed).await;
             let url = format!("{}/v1/runs/{id}/events", svc.base);
             client.get(url).send().await.unwrap().text().await.unwrap()
         })
@@ -109,7 +111,7 @@ fn main() {
     let rate = |d: Duration| RUNS as f64 / d.as_secs_f64();
     println!(
         "throughput, {RUNS} runs, {CLIENTS} at once, median of {ROUNDS}: batch --store {:.0} ms ({:.0} runs/s); \
-         serve POST + events {:.0} ms ({:.0} runs/s): {:.2}x",
+         serve POST streamed {:.0} ms ({:.0} runs/s): {:.2}x",
         b.as_secs_f64() * 1e3,
         rate(b),
         s.as_secs_f64() * 1e3,
@@ -157,7 +159,7 @@ fn main() {
             "aspects.300ms.jsonl",
             &["--max-runs", max_runs],
         );
-        let per = rt.block_on(memory(&svc, body.clone()));
+        let per = rt.block_on(memory(&svc, (&body, &unstreamed)));
         println!(
             "memory per {what} run ({RUNS} runs): {:.1} KB",
             per / 1024.0
@@ -257,6 +259,7 @@ impl Floor {
 }
 
 fn floor_server(events: &Path) {
+    use axum::response::IntoResponse;
     use axum::response::sse::{Event, Sse};
     use axum::serve::ListenerExt;
     let text = std::fs::read_to_string(events).unwrap();
@@ -276,26 +279,29 @@ fn floor_server(events: &Path) {
     );
     assert!(events.iter().any(|(_, kind, _)| kind == "answer"));
     let next = Arc::new(AtomicUsize::new(0));
+    let streamed = events.clone();
+    let sse = |events: &[(String, String, String)]| {
+        let all = events.iter().map(|(id, kind, data)| {
+            Ok::<_, std::convert::Infallible>(Event::default().id(id).event(kind).data(data))
+        });
+        Sse::new(futures::stream::iter(all.collect::<Vec<_>>()))
+    };
     let app = axum::Router::new()
         .route(
             "/v1/runs",
             axum::routing::post(move |axum::Json(body): axum::Json<Value>| async move {
                 assert!(body["plan"].is_string());
+                if body["stream"] == true {
+                    return sse(&streamed).into_response();
+                }
                 let id = next.fetch_add(1, Ordering::Relaxed);
                 let created = serde_json::json!({"id": format!("run-{id}"), "status": "running"});
-                (axum::http::StatusCode::CREATED, axum::Json(created))
+                (axum::http::StatusCode::CREATED, axum::Json(created)).into_response()
             }),
         )
         .route(
             "/v1/runs/{id}/events",
-            axum::routing::get(move || async move {
-                let all = events.iter().map(|(id, kind, data)| {
-                    Ok::<_, std::convert::Infallible>(
-                        Event::default().id(id).event(kind).data(data),
-                    )
-                });
-                Sse::new(futures::stream::iter(all.collect::<Vec<_>>()))
-            }),
+            axum::routing::get(move || async move { sse(&events) }),
         );
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -313,17 +319,18 @@ fn floor_server(events: &Path) {
     });
 }
 
-/// Submits a run and reads its events to the end; its answer event must be there.
+/// Submits a run to stream (`body` says so) and reads its events to the end; its answer
+/// event must be there.
 async fn one_run(client: &reqwest::Client, base: &str, body: &str) {
-    let id = submit(client, base, body).await;
-    let events = client
-        .get(format!("{base}/v1/runs/{id}/events"))
+    let res = client
+        .post(format!("{base}/v1/runs"))
+        .header("content-type", "application/json")
+        .body(body.to_owned())
         .send()
         .await
-        .unwrap()
-        .text()
-        .await
         .unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    let events = res.text().await.unwrap();
     assert!(events.contains("event: answer"), "{events}");
 }
 
@@ -408,14 +415,14 @@ fn in_process(rt: &tokio::runtime::Runtime, dir: &Path, plan: &str) -> Vec<Durat
 /// The service's memory per run while `RUNS` runs are queued or running: its resident
 /// memory once they all are, less before (after one run, so that caches are warm), over
 /// `RUNS`.
-async fn memory(svc: &Service, body: Arc<String>) -> f64 {
+async fn memory(svc: &Service, (streamed, body): (&str, &str)) -> f64 {
     let client = client();
-    one_run(&client, &svc.base, &body).await;
+    one_run(&client, &svc.base, streamed).await;
     let (before, _) = svc.rss();
     // NB: submitted 64 at a time, in ≈ 0.2 s: well within a run's 0.9 s of calls, so
     // that every run is queued or running at once.
     let submitted = futures::StreamExt::buffer_unordered(
-        futures::stream::iter((0..RUNS).map(|_| submit(&client, &svc.base, &body))),
+        futures::stream::iter((0..RUNS).map(|_| submit(&client, &svc.base, body))),
         CLIENTS,
     );
     let ids: Vec<String> = futures::StreamExt::collect(submitted).await;
