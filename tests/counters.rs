@@ -40,31 +40,25 @@ fn paused_runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// The peak heap of a batch of `runs` runs of the 14-step plan, all in flight at once
-/// (300 ms a call on paused time), over the process's peak so far.
-fn batch_peak(runs: usize) -> u64 {
+/// `runs` runs of the 14-step plan through the batch engine on paused time, `jobs` at a
+/// time, `latency_ms` a call; all must end ok.
+fn batch(runs: usize, latency_ms: u64, jobs: usize, store: bool) {
     let dir = tempfile::tempdir().unwrap();
     let ok = paused_runtime().block_on(common::batch_of_fourteen_step(
         dir.path(),
         runs,
-        300,
-        runs,
-        false,
-    ));
-    assert_eq!(ok, runs as u64);
-    dhat::HeapStats::get().max_bytes as u64
-}
-
-fn batch_runs(runs: usize, store: bool) {
-    let dir = tempfile::tempdir().unwrap();
-    let ok = paused_runtime().block_on(common::batch_of_fourteen_step(
-        dir.path(),
-        runs,
-        0,
-        64,
+        latency_ms,
+        jobs,
         store,
     ));
     assert_eq!(ok, runs as u64);
+}
+
+/// The peak heap of a batch of `runs` runs, all in flight at once (300 ms a call), over
+/// the process's peak so far.
+fn batch_peak(runs: usize) -> u64 {
+    batch(runs, 300, runs, false);
+    dhat::HeapStats::get().max_bytes as u64
 }
 
 #[test]
@@ -107,11 +101,11 @@ fn heap_counters_stay_within_their_thresholds() {
     ));
     figures.push((
         "allocations_per_batch_run",
-        per_unit(100, |n| batch_runs(n, false)),
+        per_unit(100, |n| batch(n, 0, 64, false)),
     ));
     figures.push((
         "allocations_per_batch_run_stored",
-        per_unit(100, |n| batch_runs(n, true)),
+        per_unit(100, |n| batch(n, 0, 64, true)),
     ));
     check(&figures);
 }

@@ -428,15 +428,20 @@ impl ReplayBackend {
     }
 }
 
+impl ReplayBackend {
+    /// A call's answer from the cassette, noted as replayed.
+    async fn replay(&self, req: &ToolRequest) -> Result<Value, ToolError> {
+        let answer = self.answer(&req.tool, &req.args, Some(req.instance)).await;
+        if answer.is_ok() {
+            plan_llm::note_replayed();
+        }
+        answer
+    }
+}
+
 impl Backend for ReplayBackend {
     fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
-        Box::pin(async move {
-            let answer = self.answer(&req.tool, &req.args, Some(req.instance)).await;
-            if answer.is_ok() {
-                plan_llm::note_replayed();
-            }
-            answer
-        })
+        Box::pin(self.replay(req))
     }
 
     /// NB: one box, not the default's two (a box of [`Backend::call`]'s box), in each of
@@ -445,13 +450,8 @@ impl Backend for ReplayBackend {
         &'a self,
         req: &'a ToolRequest,
     ) -> BoxFuture<'a, Result<(Value, Option<plan_llm::Usage>), ToolError>> {
-        Box::pin(async move {
-            let answer = self.answer(&req.tool, &req.args, Some(req.instance)).await;
-            if answer.is_ok() {
-                plan_llm::note_replayed();
-            }
-            answer.map(|v| (v, None))
-        })
+        use futures::FutureExt;
+        Box::pin(self.replay(req).map(|answer| answer.map(|v| (v, None))))
     }
 
     fn describe(&self) -> String {

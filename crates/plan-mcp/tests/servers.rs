@@ -78,7 +78,7 @@ async fn an_http_answer_over_the_size_cap_fails_at_once() {
     )
     .unwrap();
     let m = manifest(&format!(
-        "[[mcp]]\nname = \"web\"\nurl = \"http://127.0.0.1:{}/mcp\"\ntimeout_secs = 120\n",
+        "[[mcp]]\nname = \"web\"\nurl = \"http://127.0.0.1:{}/mcp\"\ntimeout_secs = 600\n",
         port.trim()
     ));
     let servers = Servers::new(&m.mcp, plan_llm::process_env(), Arc::new(Redactor::new()));
@@ -93,8 +93,9 @@ async fn an_http_answer_over_the_size_cap_fails_at_once() {
         "{}",
         e.message
     );
-    // NB: not the server's 120 s limit: the answer was refused as it came.
-    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    // NB: not the server's 600 s limit: the answer was refused as it came (in about a
+    // second; half the limit is a bound no load breaks).
+    assert!(started.elapsed() < std::time::Duration::from_secs(300));
     let ok = servers
         .call("web", "echo", args(json!({"text": "still here"})))
         .await

@@ -191,7 +191,7 @@ fn every_constraint_through_the_parser_and_through_the_server() {
         "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
     );
     assert_eq!(slow, Err(QueryError::Timeout(Duration::from_secs(1))));
-    assert!(t.elapsed() < Duration::from_secs(60), "{:?}", t.elapsed());
+    assert!(t.elapsed() < Duration::from_secs(300), "{:?}", t.elapsed());
     let slow = server.execute("SELECT pg_sleep(5)");
     assert_eq!(slow, Err(QueryError::Timeout(Duration::from_secs(1))));
 
