@@ -3,7 +3,7 @@
 
 use plan_bytecode::ValidatedProgram;
 use plan_host::{Deadline, Host, Journal, RunReport};
-use plan_store::{NewRun, Owner, RunStore, StoreJournal};
+use plan_store::{GroupStore, NewRun, Owner, RunStore, StoreJournal};
 use plan_vm::Limits;
 use serde_json::Value;
 
@@ -15,6 +15,8 @@ pub struct Held {
     store: Box<dyn RunStore>,
     id: String,
     owner: Owner,
+    /// The run's end is in the store (its row holds no lease): nothing to let go of.
+    ended: bool,
     _lease: Lease,
 }
 
@@ -43,6 +45,7 @@ impl Held {
             id: id.to_owned(),
             _lease: at.lease(owner.clone(), warn),
             owner,
+            ended: false,
         }
     }
 
@@ -95,7 +98,9 @@ impl Drop for Held {
         // NB: a run dropped before its end (its task cancelled) reads as interrupted at
         // once; one that ended is left as it is. A failure here changes nothing: the
         // lease lapses.
-        let _ = self.store.release(&self.id, &self.owner);
+        if !self.ended {
+            let _ = self.store.release(&self.id, &self.owner);
+        }
     }
 }
 
@@ -145,6 +150,60 @@ impl Claimed {
         if let Some((goal, _lease)) = goal {
             // NB: a failure here leaves the goal open with its owner gone: it reads as
             // interrupted, and its run's row has the outcome.
+            let _ = crate::ask::settle_goal(&mut *held.store, (&goal, &held.id), None, &report);
+        }
+        report
+    }
+
+    /// [`Claimed::go`], its commit points handed to `group`, the writer a worker shares
+    /// among its runs (one transaction for many runs' points, as `batch --store`);
+    /// `on_written` hears, from the writer's thread, each time some are in the store.
+    pub async fn go_through(
+        self,
+        (group, on_written): (GroupStore, Option<plan_store::OnWritten>),
+        host: &Host,
+        also: &mut dyn Journal,
+    ) -> RunReport {
+        let Claimed {
+            mut held,
+            going,
+            limits,
+            goal,
+        } = self;
+        // NB: a run with an earlier part may commit again calls that part committed: the
+        // store counts them at its end.
+        let continued = going.steps_done > 0 || !going.calls.is_empty();
+        let owned = (held.id.as_str(), held.owner.clone());
+        let mut journal =
+            StoreJournal::grouped(group, owned, going.steps_done, &going.program, on_written);
+        if continued {
+            journal = journal.continued();
+        }
+        let mut journal = (also, journal);
+        let known = plan_store::known_answers(&going.calls);
+        let mut report = plan_host::resume_plan_answering(
+            host,
+            &going.program,
+            going.state,
+            (known, going.input),
+            limits,
+            &mut journal,
+        )
+        .await;
+        let written = match journal.1.written() {
+            Some(wait) => wait.await,
+            None => Ok(()),
+        };
+        match written {
+            Err(message) => crate::writer::record_failed(&mut report, message),
+            // NB: stopped (the worker draining) is not an end: the run is let go of, for
+            // another worker at once.
+            Ok(()) => held.ended = report.status != plan_host::RunStatus::Stopped,
+        }
+        if continued && let Ok(r) = held.store.run(&held.id) {
+            report.tool_calls = r.tool_calls;
+        }
+        if let Some((goal, _lease)) = goal {
             let _ = crate::ask::settle_goal(&mut *held.store, (&goal, &held.id), None, &report);
         }
         report

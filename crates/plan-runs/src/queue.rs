@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use plan_host::{Host, Journal, RunReport};
-use plan_store::{GoalInfo, GoalStatus, OwnedNewRun, Owner};
+use plan_store::{GoalInfo, GoalStatus, GroupStore, OwnedNewRun, Owner};
 use tokio::task::JoinSet;
 
 use crate::open::{Access, StoreAt};
@@ -53,8 +53,14 @@ pub struct Worker {
     pub planner: Option<Arc<crate::goal::GoalPlanner>>,
 }
 
-/// See [`Worker::watch`].
-pub type Watch = Arc<dyn Fn(&str) -> Box<dyn Journal + Send> + Send + Sync>;
+/// Where a worker's run writes its points, and who hears once they are written.
+type Writing = (GroupStore, Option<crate::OnWritten>);
+
+/// See [`Worker::watch`]: for a run, besides its journal, what hears each time its
+/// commit points are in the store (its points go through a writer thread: the journal
+/// hears of them before).
+pub type Watch =
+    Arc<dyn Fn(&str) -> (Box<dyn Journal + Send>, Option<crate::OnWritten>) + Send + Sync>;
 
 /// What a worker tells its caller as it goes.
 pub enum Event<'a> {
@@ -104,6 +110,10 @@ impl Worker {
         on: &mut (dyn FnMut(Event<'_>) + Send),
     ) -> Result<Tally, Error> {
         let mut reserver = self.at.open(Access::Create)?;
+        // NB: the commit points of every run this worker takes go through one writer
+        // thread, in group transactions, as `batch --store`'s do. Joined at the end, after
+        // the last run's points.
+        let group = GroupStore::spawn(self.at.open(Access::Create)?);
         let woken = Arc::new(tokio::sync::Notify::new());
         if let Some(url) = self.at.url() {
             let woken = woken.clone();
@@ -113,62 +123,26 @@ impl Worker {
         let mut running: JoinSet<Done> = JoinSet::new();
         let mut stop = std::pin::pin!(stop);
         let mut stopping = false;
+        // NB: one look at the queue takes many runs: under load, slots that free up one
+        // by one are gathered (up to GATHER) rather than each costing a look; and once a
+        // look found the queue empty, the next waits for a submission or the poll.
+        let gather = (self.concurrency / 4).clamp(1, 64);
+        let mut empty = false;
+        let mut looked = tokio::time::Instant::now() - GATHER;
         loop {
             let free = self.concurrency.saturating_sub(running.len());
-            if !stopping && free > 0 {
-                // NB: a store gone for a moment (a server restarting) is tried again at
-                // the next poll; the runs going meanwhile fail at their next commit.
-                let taken = reserver
-                    .reserve(free, &mut Owner::for_run)
-                    .unwrap_or_else(|e| {
-                        on(Event::Unavailable { error: &e.into() });
-                        // NB: a connection lost is opened again for the next poll.
-                        if let Ok(fresh) = self.at.open(Access::Create) {
-                            reserver = fresh;
-                        }
-                        Vec::new()
-                    });
-                let free = free - taken.len();
-                for (id, owner) in taken {
-                    let (at, host) = (self.at.clone(), self.host.clone());
-                    let (retry, warn) = (self.retry_unknown_writes, self.warn);
-                    let watch = self.watch.as_ref().map(|w| w(&id));
-                    running.spawn(async move {
-                        let report = go_on(&at, &host, (&id, owner), (retry, warn), watch).await;
-                        Done::Run(id, report)
-                    });
-                }
-                // NB: runs first: they are further on than goals not yet planned.
-                if let Some(planner) = self.planner.as_ref().filter(|_| free > 0) {
-                    let goals = reserver
-                        .reserve_goals(free, &mut Owner::for_run)
-                        .unwrap_or_else(|e| {
-                            on(Event::Unavailable { error: &e.into() });
-                            Vec::new()
-                        });
-                    for (id, owner) in goals {
-                        let (at, host) = (self.at.clone(), self.host.clone());
-                        let planner = planner.clone();
-                        let (retry, warn) = (self.retry_unknown_writes, self.warn);
-                        let mut also = self.watch.as_ref().map(|w| w(&id));
-                        running.spawn(async move {
-                            let also: &mut dyn Journal = match &mut also {
-                                Some(j) => &mut **j,
-                                None => &mut (),
-                            };
-                            let planner = (&*host, &*planner);
-                            let taken = (id.as_str(), &owner);
-                            let asked =
-                                crate::goal::take_up(&at, planner, taken, (retry, warn), also)
-                                    .await;
-                            Done::Goal(id, asked)
-                        });
-                    }
-                }
+            let ripe = free >= gather || looked.elapsed() >= GATHER;
+            if !stopping && free > 0 && !empty && ripe {
+                let found = self.take(&mut reserver, free, (&group, &mut running), on);
+                empty = found < free;
+                looked = tokio::time::Instant::now();
             }
             if stopping && running.is_empty() {
+                // NB: each run waited for its points: the thread has nothing left to write.
+                group.close();
                 return Ok(tally);
             }
+            let gathering = !stopping && free > 0 && !empty && !ripe;
             // NB: woken early by a run's end (a slot is free) or a submission.
             tokio::select! {
                 () = &mut stop, if !stopping => {
@@ -179,13 +153,85 @@ impl Worker {
                     if let Some(Ok(done)) = done {
                         count(&mut tally, &done, on);
                     }
+                    while let Some(done) = running.try_join_next() {
+                        if let Ok(done) = done {
+                            count(&mut tally, &done, on);
+                        }
+                    }
                 }
-                () = woken.notified() => {}
-                () = tokio::time::sleep(self.poll) => {}
+                () = woken.notified() => empty = false,
+                () = tokio::time::sleep(self.poll) => empty = false,
+                () = tokio::time::sleep_until(looked + GATHER), if gathering => {}
             }
         }
     }
+
+    /// Takes up to `free` ready runs, then goals, from the queue, each going on in a task
+    /// of `running`; returns how many it found. A store that cannot be reached is told to
+    /// `on` and counts as an empty queue (tried again at the next poll, on a connection
+    /// opened again).
+    fn take(
+        &self,
+        reserver: &mut Box<dyn plan_store::RunStore>,
+        free: usize,
+        (group, running): (&GroupStore, &mut JoinSet<Done>),
+        on: &mut (dyn FnMut(Event<'_>) + Send),
+    ) -> usize {
+        let mut unavailable =
+            |e: plan_store::StoreError, reserver: &mut Box<dyn plan_store::RunStore>| {
+                on(Event::Unavailable { error: &e.into() });
+                if let Ok(fresh) = self.at.open(Access::Create) {
+                    *reserver = fresh;
+                }
+                Vec::new()
+            };
+        // NB: the runs going meanwhile fail at their next commit if the store is gone.
+        let taken = reserver
+            .reserve(free, &mut Owner::for_run)
+            .unwrap_or_else(|e| unavailable(e, reserver));
+        let mut found = taken.len();
+        for (id, owner) in taken {
+            let (at, host) = (self.at.clone(), self.host.clone());
+            let (retry, warn) = (self.retry_unknown_writes, self.warn);
+            let (watch, on_written) = self.watch.as_ref().map(|w| w(&id)).unzip();
+            let on_written = on_written.flatten();
+            let group = (group.clone(), on_written);
+            running.spawn(async move {
+                let report = go_on(&at, &host, (&id, owner), (retry, warn), (group, watch)).await;
+                Done::Run(id, report)
+            });
+        }
+        // NB: runs first: they are further on than goals not yet planned.
+        let Some(planner) = self.planner.as_ref().filter(|_| free > found) else {
+            return found;
+        };
+        let goals = reserver
+            .reserve_goals(free - found, &mut Owner::for_run)
+            .unwrap_or_else(|e| unavailable(e, reserver));
+        found += goals.len();
+        for (id, owner) in goals {
+            let (at, host) = (self.at.clone(), self.host.clone());
+            let planner = planner.clone();
+            let (retry, warn) = (self.retry_unknown_writes, self.warn);
+            let mut also = self.watch.as_ref().map(|w| w(&id).0);
+            running.spawn(async move {
+                let also: &mut dyn Journal = match &mut also {
+                    Some(j) => &mut **j,
+                    None => &mut (),
+                };
+                let planner = (&*host, &*planner);
+                let taken = (id.as_str(), &owner);
+                let asked = crate::goal::take_up(&at, planner, taken, (retry, warn), also).await;
+                Done::Goal(id, asked)
+            });
+        }
+        found
+    }
 }
+
+/// How long a worker with a few slots free waits for more to free up before it looks at
+/// the queue (see [`Worker::work`]).
+const GATHER: Duration = Duration::from_millis(10);
 
 /// Tallies what a task did and tells `on`.
 fn count(tally: &mut Tally, done: &Done, on: &mut (dyn FnMut(Event<'_>) + Send)) {
@@ -241,7 +287,7 @@ async fn go_on(
     host: &Host,
     (id, owner): (&str, Owner),
     (retry_unknown_writes, warn): (bool, fn(&Error)),
-    watch: Option<Box<dyn Journal + Send>>,
+    ((group, on_written), watch): (Writing, Option<Box<dyn Journal + Send>>),
 ) -> Result<RunReport, Error> {
     let ready = match crate::resume::resume_taken(at, id, &owner, retry_unknown_writes) {
         Ok(Resume::Ready(ready)) => ready,
@@ -269,9 +315,9 @@ async fn go_on(
             return Err(e);
         }
     };
-    let claimed = ready.claim_as(owner, warn)?;
+    let held = ready.reserved(owner, warn)?;
     Ok(match watch {
-        Some(mut j) => claimed.go(host, &mut *j).await,
-        None => claimed.go(host, &mut ()).await,
+        Some(mut j) => held.go_through((group, on_written), host, &mut *j).await,
+        None => held.go_through((group, on_written), host, &mut ()).await,
     })
 }

@@ -173,6 +173,17 @@ impl Ready {
     /// [`Ready::claim`], the run held by `owner` (the token it was taken from the queue
     /// with).
     pub(crate) fn claim_as(self, owner: Owner, warn: fn(&Error)) -> Result<Claimed, Error> {
+        self.hold(owner, warn, true)
+    }
+
+    /// The run, which this process took from the queue as `owner` ([`resume_taken`]), held
+    /// to go on. NB: not claimed again: taking it set `owner` on its row, which fences
+    /// every commit point, and no other process claims a run whose lease is live.
+    pub(crate) fn reserved(self, owner: Owner, warn: fn(&Error)) -> Result<Claimed, Error> {
+        self.hold(owner, warn, false)
+    }
+
+    fn hold(self, owner: Owner, warn: fn(&Error), claim: bool) -> Result<Claimed, Error> {
         let Ready {
             at,
             mut store,
@@ -181,7 +192,9 @@ impl Ready {
             limits,
             goal,
         } = self;
-        store.claim(&run.id, &owner, going.seen)?;
+        if claim {
+            store.claim(&run.id, &owner, going.seen)?;
+        }
         // NB: the goal is this process's again while its run goes on, and ends with it.
         let goal = match goal {
             Some(g) => {

@@ -50,7 +50,11 @@ pub(crate) fn work(state: Arc<State>, retry_unknown_writes: bool) -> tokio::task
         retry_unknown_writes,
         poll: POLL,
         warn: state.warn,
-        watch: Some(Arc::new(move |id| Box::new(live.start(id)))),
+        watch: Some(Arc::new(move |id| {
+            let notifier = live.start(id);
+            let on_written = notifier.on_written();
+            (Box::new(notifier) as _, Some(on_written))
+        })),
         planner: state.planner.as_ref().ok().cloned(),
     };
     state.queueing.store(true, Ordering::Relaxed);

@@ -75,6 +75,8 @@ pub struct StoreJournal<'s> {
     /// Calls committed so far, for a journal that has every point of its run (see
     /// [`StoreJournal::continued`]).
     committed_calls: Option<u64>,
+    /// The tokens its answers cost so far, as the store would sum them from its rows.
+    usage: Option<plan_llm::Usage>,
 }
 
 impl<'s> StoreJournal<'s> {
@@ -151,6 +153,7 @@ impl<'s> StoreJournal<'s> {
             save_state: false,
             kept_bytes: 0,
             committed_calls: Some(0),
+            usage: None,
         }
     }
 
@@ -436,6 +439,9 @@ impl StoreJournal<'_> {
         };
         let ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
         let attempts = (retries > 0).then(|| u32::try_from(retries + 1).unwrap_or(u32::MAX));
+        if let Some(u) = usage {
+            *self.usage.get_or_insert_default() += u;
+        }
         self.point
             .answered(request.instance, answer, ms, (usage, attempts));
     }
@@ -534,6 +540,7 @@ impl StoreJournal<'_> {
                     final_answer: report.final_answer.clone(),
                     error,
                     tool_calls: self.committed_calls,
+                    usage: self.committed_calls.and(self.usage),
                 };
                 self.flush(None, Some(end))?;
             }

@@ -528,6 +528,9 @@ pub struct RunEnd {
     /// The calls the run committed in all, when its journal knows them (it journaled the
     /// run from its start); None: the store counts them from the run's journal rows.
     pub tool_calls: Option<u64>,
+    /// With `tool_calls`, the tokens its answers cost (None: none said); without, the
+    /// store sums them from the run's journal rows.
+    pub usage: Option<plan_llm::Usage>,
 }
 
 impl RunEnd {

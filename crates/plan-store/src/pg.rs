@@ -384,13 +384,21 @@ impl PgStore {
         after: i64,
         mut each: impl FnMut(i64, i64, Vec<P>),
     ) -> Result<(), StoreError> {
-        self.exists(id)?;
+        // NB: the run's row joined: an unknown run has no row at all, a run with nothing
+        // journaled one of NULLs (a lookup of its own cost a round trip).
         let rows = self.rows(
-            "SELECT seq, entry::text, at FROM journal WHERE run = $1 AND seq > $2 ORDER BY seq",
+            "SELECT j.seq, j.entry::text, j.at FROM runs r \
+             LEFT JOIN journal j ON j.run = r.id AND j.seq > $2 WHERE r.id = $1 ORDER BY j.seq",
             &[&id, &after],
         )?;
+        if rows.is_empty() {
+            return Err(unknown_run(id));
+        }
         for r in rows {
-            let (seq, text, at): (i64, String, i64) = (r.get(0), r.get(1), r.get(2));
+            let Some(seq) = r.get::<_, Option<i64>>(0) else {
+                continue;
+            };
+            let (text, at): (String, i64) = (r.get(1), r.get(2));
             let points: Vec<P> = serde_json::from_str(&text).map_err(|e| {
                 damaged(format!(
                     "{}: run `{id}`: its journal entry {seq} cannot be read ({e}): the store is damaged",
@@ -398,14 +406,6 @@ impl PgStore {
                 ))
             })?;
             each(seq, at, points);
-        }
-        Ok(())
-    }
-
-    fn exists(&self, id: &str) -> Result<(), StoreError> {
-        let found = self.rows("SELECT 1 FROM runs WHERE id = $1", &[&id])?;
-        if found.is_empty() {
-            return Err(unknown_run(id));
         }
         Ok(())
     }
@@ -742,15 +742,84 @@ fn create_held_by(
         )
         .map_err(Failed::Db)?;
     if inserted == 0 {
-        return Err(Failed::Refused(StoreError::new(
-            StoreErrorKind::DuplicateRun,
-            format!(
-                "run `{}` already exists in this store; `planvm resume {}` continues it",
-                run.id, run.id
-            ),
-        )));
+        return Err(Failed::Refused(duplicate_run(run.id)));
     }
     Ok(new.then_some(hash))
+}
+
+fn duplicate_run(id: &str) -> StoreError {
+    StoreError::new(
+        StoreErrorKind::DuplicateRun,
+        format!("run `{id}` already exists in this store; `planvm resume {id}` continues it"),
+    )
+}
+
+/// Runs one statement of a submission inserts at most.
+const SUBMIT_CHUNK: usize = 1000;
+
+/// Inserts `runs` into the queue (held by nobody), inside `tx`, with the programs of
+/// theirs that `programs` (known to be stored) lacks: returns those programs' hashes.
+/// Refused, with the first id taken (by the store or earlier in `runs`), when one is.
+fn queue_runs(
+    tx: &mut postgres::Transaction<'_>,
+    runs: &[NewRun<'_>],
+    programs: &HashSet<String>,
+) -> Result<Vec<String>, Failed> {
+    let mut new = Vec::new();
+    let mut hashes = Vec::with_capacity(runs.len());
+    for run in runs {
+        let hash = format!("{:x}", Sha256::digest(run.pbc));
+        if !programs.contains(&hash) && !new.contains(&hash) {
+            tx.execute(
+                "INSERT INTO programs (hash, source, pbc) VALUES ($1, $2, $3) ON CONFLICT (hash) DO NOTHING",
+                &[&hash, &run.source, &run.pbc],
+            )
+            .map_err(Failed::Db)?;
+            new.push(hash.clone());
+        }
+        hashes.push(hash);
+    }
+    let ids: Vec<&str> = runs.iter().map(|r| r.id).collect();
+    let plans: Vec<&str> = runs.iter().map(|r| r.plan).collect();
+    let parents: Vec<Option<&str>> = runs.iter().map(|r| r.parent.map(|(p, _)| p)).collect();
+    let seqs: Vec<Option<i64>> = runs.iter().map(|r| r.parent.map(|(_, s)| s)).collect();
+    let presets: Vec<String> = runs.iter().map(|r| json(r.presets)).collect();
+    let limits: Vec<String> = runs.iter().map(|r| json(r.limits)).collect();
+    let inserted: HashSet<String> = tx
+        .query(
+            "INSERT INTO runs (id, program, plan, parent, branch_seq, presets, limits, status, \
+                               created_at, updated_at, owner, lease_until) \
+             SELECT t.id, t.program, t.plan, t.parent, t.branch_seq, t.presets, t.limits, \
+                    'running', $8, $8, NULL, $9 \
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], \
+                         $6::text[], $7::text[]) \
+                  WITH ORDINALITY AS t(id, program, plan, parent, branch_seq, presets, limits, n) \
+             ORDER BY t.n \
+             ON CONFLICT (id) DO NOTHING RETURNING id",
+            &[
+                &ids,
+                &hashes,
+                &plans,
+                &parents,
+                &seqs,
+                &presets,
+                &limits,
+                &now_ms(),
+                &crate::QUEUED,
+            ],
+        )
+        .map_err(Failed::Db)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if inserted.len() < runs.len() {
+        // NB: of an id given twice, the first is inserted: the second is the one taken.
+        let mut fresh = inserted;
+        if let Some(taken) = ids.iter().find(|id| !fresh.remove(**id)) {
+            return Err(Failed::Refused(duplicate_run(taken)));
+        }
+    }
+    Ok(new)
 }
 
 /// Writes a commit point of run `id`, inside `tx`; refused, with nothing written, when
@@ -839,13 +908,13 @@ const END_RUN: &str = concat!(
                      error = $6, question = $8, lease_until = NULL, \
                      tool_calls = coalesce($7, ",
     count_calls!("$1"),
-    "), usage = ",
+    "), usage = CASE WHEN $7::bigint IS NULL THEN ",
     sum_usage!("$1"),
-    " WHERE id = $1"
+    " ELSE $9 END WHERE id = $1"
 );
 
 /// Writes run `id`'s end into its row, its calls counted and its tokens summed from its
-/// journal when the run did not count them.
+/// journal when the run did not count them (see [`RunEnd::usage`]).
 fn end_run(
     tx: &mut postgres::Transaction<'_>,
     prepared: &Prepared,
@@ -864,6 +933,7 @@ fn end_run(
             &end.error.as_ref().map(json),
             &end.tool_calls.map(to_i64),
             &end.question.as_ref().map(json),
+            &end.usage.as_ref().map(json),
         ],
     )
     .map_err(Failed::Db)?;
@@ -955,8 +1025,10 @@ impl RunStore for PgStore {
         let programs = &self.programs;
         let mut stored = Vec::new();
         self.transaction(|tx, _| {
-            for run in runs {
-                stored.extend(create_held_by(tx, run, None, programs)?);
+            // NB: many rows a statement: a statement per run was most of a submission's
+            // time.
+            for chunk in runs.chunks(SUBMIT_CHUNK) {
+                stored.extend(queue_runs(tx, chunk, programs)?);
             }
             // NB: sent when the transaction commits: workers waiting wake up then.
             tx.batch_execute("NOTIFY planrt_runs").map_err(Failed::Db)?;
@@ -1185,6 +1257,10 @@ impl RunStore for PgStore {
     }
 
     fn program(&self, hash: &str) -> Result<StoredProgram, StoreError> {
+        // NB: a program is named by its hash: what this process read once holds.
+        if let Some(known) = self.pool.program(hash) {
+            return Ok(known);
+        }
         let rows = self.rows(
             "SELECT hash, source, pbc FROM programs WHERE hash = $1",
             &[&hash],
@@ -1195,11 +1271,13 @@ impl RunStore for PgStore {
                 self.pool.shown
             ))
         })?;
-        Ok(StoredProgram {
+        let program = StoredProgram {
             hash: r.get(0),
             source: r.get(1),
             pbc: r.get(2),
-        })
+        };
+        self.pool.keep_program(&program);
+        Ok(program)
     }
 
     fn steps(&self, id: &str) -> Result<Vec<StepRow>, StoreError> {
@@ -1216,14 +1294,15 @@ impl RunStore for PgStore {
     }
 
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {
-        self.exists(id)?;
         let rows = self.rows(
-            "SELECT steps, state FROM checkpoints WHERE run = $1",
+            "SELECT c.steps, c.state FROM runs r LEFT JOIN checkpoints c ON c.run = r.id \
+             WHERE r.id = $1",
             &[&id],
         )?;
-        Ok(rows
-            .first()
-            .map(|r| (u64::try_from(r.get::<_, i64>(0)).unwrap_or(0), r.get(1))))
+        let row = rows.first().ok_or_else(|| unknown_run(id))?;
+        Ok(row
+            .get::<_, Option<i64>>(0)
+            .map(|steps| (u64::try_from(steps).unwrap_or(0), row.get(1))))
     }
 
     fn create_goal(&mut self, goal: &NewGoal<'_>, owner: &Owner) -> Result<(), StoreError> {

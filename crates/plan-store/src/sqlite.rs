@@ -1886,9 +1886,9 @@ fn write_point(
             "UPDATE runs SET steps = ?2, updated_at = ?3, status = ?4, final_answer = ?5, \
                              error = ?6, question = ?8, lease_until = NULL, tool_calls = coalesce(?7, ",
             count_calls!("?1"),
-            "), usage = ",
+            "), usage = CASE WHEN ?7 IS NULL THEN ",
             sum_usage!("?1"),
-            " WHERE id = ?1"
+            " ELSE ?9 END WHERE id = ?1"
         ))
         .and_then(|mut st| {
             st.execute(params![
@@ -1899,7 +1899,8 @@ fn write_point(
                 end.ok.then(|| json(&end.final_answer)),
                 end.error.as_ref().map(json),
                 end.tool_calls.map(to_i64),
-                end.question.as_ref().map(json)
+                end.question.as_ref().map(json),
+                end.usage.as_ref().map(json)
             ])
         })
         .map_err(|e| io(path, e))?;

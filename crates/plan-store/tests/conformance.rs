@@ -348,6 +348,7 @@ fn a_run_created_and_ended_in_one_group_is_stored_as_one_write_after_another_wou
                 final_answer: json!("done"),
                 error: None,
                 tool_calls: None,
+                usage: None,
             }),
             ..CommitPoint::default()
         };
@@ -368,6 +369,7 @@ fn a_run_created_and_ended_in_one_group_is_stored_as_one_write_after_another_wou
         final_answer: Value::Null,
         error: Some(json!({"code": "R0005"})),
         tool_calls: Some(0),
+        usage: None,
     });
     let writes = [
         StoreWrite::Create(new_run("grouped"), me.clone()),
@@ -562,6 +564,7 @@ fn the_journal_folds_back_into_calls_steps_and_counts(b: &dyn Backend) {
                     final_answer: Value::Null,
                     error: Some(json!({"code": "R0003", "message": "down"})),
                     tool_calls: None,
+                    usage: None,
                 }),
                 total_steps: 1,
                 ..CommitPoint::default()
@@ -620,6 +623,7 @@ fn a_group_store_writes_every_point_of_every_run_in_order(b: &dyn Backend) {
                                 final_answer: json!(r),
                                 error: None,
                                 tool_calls: None,
+                                usage: None,
                             }),
                             total_steps: p + 1,
                             ..CommitPoint::default()
@@ -677,16 +681,22 @@ fn a_refused_point_fails_the_run_s_waits_and_later_points(b: &dyn Backend) {
     assert_eq!(again, e);
 }
 
-/// A finished run's row keeps the count of calls its journal gave (`runs list` reads no
-/// journal for it); a run whose journal could not count (a resumed run) is counted from
-/// its journal rows when it ends; a run taken up again is counted from its journal rows
-/// until it ends again.
+/// A finished run's row keeps the count of calls and the tokens its journal gave (`runs
+/// list` reads no journal for it); a run whose journal could not count (a resumed run) is
+/// counted and summed from its journal rows when it ends; a run taken up again is counted
+/// from its journal rows until it ends again.
 fn a_finished_run_keeps_its_count_of_calls(b: &dyn Backend) {
     let mut store = b.open();
     let me = Owner::this_process();
-    let ended = |tool_calls, ok: bool| {
+    let tokens = |input_tokens, output_tokens| plan_llm::Usage {
+        input_tokens,
+        output_tokens,
+        cost: None,
+    };
+    let ended = |tool_calls: Option<u64>, ok: bool| {
         let mut answered = call(0, "search");
         answered.output = Some(json!("hit"));
+        answered.usage = Some(tokens(10, 3));
         CommitPoint {
             sent: vec![call(0, "search"), call(1, "search")],
             answered: vec![answered],
@@ -698,6 +708,8 @@ fn a_finished_run_keeps_its_count_of_calls(b: &dyn Backend) {
                 final_answer: json!("done"),
                 error: (!ok).then(|| json!({"code": "R0003"})),
                 tool_calls,
+                // NB: unlike the journal's (10, 3), to show which of the two is read.
+                usage: tool_calls.map(|_| tokens(20, 6)),
             }),
             ..CommitPoint::default()
         }
@@ -723,6 +735,8 @@ fn a_finished_run_keeps_its_count_of_calls(b: &dyn Backend) {
         [("counted".to_owned(), 7), ("recounted".to_owned(), 1)]
     );
     assert_eq!(store.run("counted").unwrap().tool_calls, 7);
+    assert_eq!(store.run("counted").unwrap().usage, Some(tokens(20, 6)));
+    assert_eq!(store.run("recounted").unwrap().usage, Some(tokens(10, 3)));
     store.claim("counted", &me, Seen::head(Some(0))).unwrap();
     assert_eq!(
         store.run("counted").unwrap().tool_calls,
@@ -837,6 +851,7 @@ fn outputs_keep_their_key_order_and_runs_their_tokens(b: &dyn Backend) {
             final_answer: json!("done"),
             error: None,
             tool_calls: None,
+            usage: None,
         }),
         total_steps: 2,
         ..CommitPoint::default()
@@ -1050,6 +1065,12 @@ fn a_database_down_or_newer_is_refused_and_no_password_is_said() {
         "INSERT INTO planrt_migrations (version, name, applied_on, checksum) \
          VALUES (99, 'future', '2030-01-01T00:00:00Z', '0')",
     );
+    // NB: a process checks at most once a second (a worker opens the store for each run
+    // it takes): one that has not opened it yet at once, one that had within a second.
+    let e = PgStore::open(&pg.url(), Durability::Full).unwrap_err();
+    assert_eq!(e.kind, StoreErrorKind::NotAStore);
+    assert!(e.message.contains("newer"), "{}", e.message);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
     let e = PgStore::open(&pg.url(), Durability::Normal).unwrap_err();
     assert_eq!(e.kind, StoreErrorKind::NotAStore);
     assert!(e.message.contains("newer"), "{}", e.message);
@@ -1160,6 +1181,7 @@ fn pruning_deletes_old_ended_runs_and_keeps_what_others_need(b: &dyn Backend) {
             final_answer: json!("done"),
             error: (!ok).then(|| json!({"code": "R0003"})),
             tool_calls: None,
+            usage: None,
         }),
         ..CommitPoint::default()
     };

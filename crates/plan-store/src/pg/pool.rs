@@ -6,12 +6,12 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use postgres::Client;
 
 use super::{LOCK_TIMEOUT_MS, check_version, migrate};
-use crate::{Durability, StoreError, StoreErrorKind};
+use crate::{Durability, StoreError, StoreErrorKind, StoredProgram};
 
 /// Connections open at most per database, durability and process.
 pub(crate) const MAX_OPEN: usize = 16;
@@ -83,7 +83,16 @@ pub(crate) struct Pool {
     state: Mutex<State>,
     /// Told when a connection is given back or closed.
     freed: Condvar,
+    /// Programs read, by hash (at most [`KEPT_PROGRAMS`]).
+    programs: Mutex<HashMap<String, StoredProgram>>,
 }
+
+/// Programs a pool keeps at most (a worker's runs share a few).
+const KEPT_PROGRAMS: usize = 64;
+
+/// How long a check that no newer planvm migrated the database holds (see
+/// [`Pool::check`]).
+const CHECK_HOLDS: Duration = Duration::from_secs(1);
 
 struct State {
     idle: Vec<Conn>,
@@ -91,6 +100,8 @@ struct State {
     open: usize,
     /// Whether the schema was brought up to date (by the first connection).
     migrated: bool,
+    /// When the schema's version was last checked.
+    checked: Option<Instant>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -124,8 +135,10 @@ impl Pool {
                 idle: Vec::new(),
                 open: 0,
                 migrated: false,
+                checked: None,
             }),
             freed: Condvar::new(),
+            programs: Mutex::new(HashMap::new()),
         });
         pools.insert(key, pool.clone());
         Ok(pool)
@@ -159,6 +172,19 @@ impl Pool {
         Ok(conn)
     }
 
+    /// Program `hash`, if this process read it already.
+    pub(crate) fn program(&self, hash: &str) -> Option<StoredProgram> {
+        lock(&self.programs).get(hash).cloned()
+    }
+
+    pub(crate) fn keep_program(&self, program: &StoredProgram) {
+        let mut programs = lock(&self.programs);
+        if programs.len() >= KEPT_PROGRAMS {
+            programs.clear();
+        }
+        programs.insert(program.hash.clone(), program.clone());
+    }
+
     /// Gives `conn` back for the next call (one the server closed is let go of).
     pub(crate) fn give(&self, conn: Conn) {
         let mut state = lock(&self.state);
@@ -172,8 +198,23 @@ impl Pool {
     }
 
     /// Brings the schema up to date at the first use; later, checks that no newer planvm
-    /// migrated it since (a round trip). Blocks: call off any runtime.
+    /// migrated it since (a round trip), at most once per [`CHECK_HOLDS`]: a worker opens
+    /// the store for each run it takes. Blocks: call off any runtime.
     pub(crate) fn check(&self) -> Result<(), StoreError> {
+        if lock(&self.state)
+            .checked
+            .is_some_and(|at| at.elapsed() < CHECK_HOLDS)
+        {
+            return Ok(());
+        }
+        let checked = self.check_now();
+        if checked.is_ok() {
+            lock(&self.state).checked = Some(Instant::now());
+        }
+        checked
+    }
+
+    fn check_now(&self) -> Result<(), StoreError> {
         let mut tries = 0;
         loop {
             let mut conn = self.take()?;
