@@ -443,10 +443,14 @@ async fn start_plan(
     } = run;
     let start = Instant::now();
     let mut journal = (journal, recorder.map(RecordJournal::new));
-    let vm = prepare(host, program).and_then(|()| new_vm(program, limits, vars));
-    let mut m = match vm {
-        Ok(vm) => VmMachine::new(vm, program, &journal),
-        Err(e) => return finish_failed_early(&mut journal, e, start),
+    // NB: the VM made in a block of its own: a local of the body (even one moved from)
+    // keeps its room in the run's future across every await, beside the machine.
+    let mut m = {
+        let vm = prepare(host, program).and_then(|()| new_vm(program, limits, vars));
+        match vm {
+            Ok(vm) => VmMachine::new(vm, program, &journal),
+            Err(e) => return finish_failed_early(&mut journal, e, start),
+        }
     };
     drive(
         host,
@@ -509,12 +513,15 @@ pub async fn resume_plan_answering(
     if let Err(e) = prepare(host, program) {
         return finish_failed_early(&mut journal, e, start);
     }
-    let vm = match plan_vm::Vm::from_state(program, state, limits) {
-        Ok(vm) => vm,
-        Err(e) => return finish_refused(&mut journal, e.code, e.message, start),
+    // NB: in a block of its own, as in `start_plan`.
+    let (mut m, reissue) = {
+        let vm = match plan_vm::Vm::from_state(program, state, limits) {
+            Ok(vm) => vm,
+            Err(e) => return finish_refused(&mut journal, e.code, e.message, start),
+        };
+        let reissue = vm.state().unanswered();
+        (VmMachine::new(vm, program, &journal), reissue)
     };
-    let reissue = vm.state().unanswered();
-    let mut m = VmMachine::new(vm, program, &journal);
     let mut known = Known::new(known);
     known.input = input;
     drive(host, &mut m, &mut journal, reissue, known, None).await
@@ -683,134 +690,142 @@ impl Known {
 
 /// The loop: `reissue` are calls a restored VM issued before it was saved and that have
 /// no answer yet; `known` answers calls without sending them.
-async fn drive<M: Machine>(
+// NB: not an `async fn` on purpose (see the body).
+#[allow(clippy::manual_async_fn)]
+fn drive<M: Machine>(
     host: &Host,
     vm: &mut M,
     journal: &mut dyn Journal,
     reissue: Vec<ToolRequest>,
     mut known: Known,
     within: Option<Deadline>,
-) -> RunReport {
-    let start = Instant::now();
-    let deadline = Deadline::earliest(host.options().deadline.and_then(Deadline::after), within);
-    let deadline_at = deadline.map(|d| d.at);
-    // One timer for the run, on the heap: a run without a deadline carries no room for
-    // one, and a run with one does not register a new timer at every wait.
-    let mut deadline_timer = deadline_at.map(|at| Box::pin(tokio::time::sleep_until(at)));
-    let wants_states = journal.wants_states();
-    let mut inflight = FuturesUnordered::new();
-    let mut calls = Calls {
-        journal,
-        answered: Vec::new(),
-        inflight: BTreeMap::new(),
-        committed: 0,
-        journal_error: None,
-        asking: None,
-        usage: None,
-    };
-    let mut steps_seen: u64 = 0;
-    // Ends the run with `err`: the calls still out are settled (counted or discarded).
-    let fail = |calls: &mut Calls<'_>, vm: &M, steps_seen: u64, err| {
-        failed(calls, vm, vm.steps().unwrap_or(steps_seen), start, err)
-    };
-    let deadline_error = |vm: &M, calls: &Calls<'_>| deadline_error(vm, calls, deadline);
+) -> impl Future<Output = RunReport> {
+    // NB: a future made by a block, not an `async fn`: one keeps each argument twice
+    // (as its argument and as the local it is moved into) in every run's future.
+    async move {
+        let start = Instant::now();
+        let deadline =
+            Deadline::earliest(host.options().deadline.and_then(Deadline::after), within);
+        let deadline_at = deadline.map(|d| d.at);
+        // One timer for the run, on the heap: a run without a deadline carries no room for
+        // one, and a run with one does not register a new timer at every wait.
+        let mut deadline_timer = deadline_at.map(|at| Box::pin(tokio::time::sleep_until(at)));
+        let wants_states = journal.wants_states();
+        let mut inflight = FuturesUnordered::new();
+        let mut calls = Calls {
+            journal,
+            answered: Vec::new(),
+            inflight: BTreeMap::new(),
+            committed: 0,
+            journal_error: None,
+            asking: None,
+            usage: None,
+        };
+        let mut steps_seen: u64 = 0;
+        // Ends the run with `err`: the calls still out are settled (counted or discarded).
+        let fail = |calls: &mut Calls<'_>, vm: &M, steps_seen: u64, err| {
+            failed(calls, vm, vm.steps().unwrap_or(steps_seen), start, err)
+        };
+        let deadline_error = |vm: &M, calls: &Calls<'_>| deadline_error(vm, calls, deadline);
 
-    // NB: while the host drains, no call is sent: those the VM asks for are held back
-    // (the run stops once the calls out are in, and a resumed run asks for them again),
-    // all but those answered here (a saved answer, a person's, or a question to one,
-    // which stops the run for its answer): a person's answer given while the service
-    // stops is so on record. True when some were held back.
-    let mut issue = |calls: &mut Calls<'_>,
-                     inflight: &mut FuturesUnordered<_>,
-                     vm: &M,
-                     reqs: Vec<ToolRequest>| {
-        let hold = host.draining();
-        issue(calls, inflight, vm, &mut known, (reqs, hold), |r| {
-            perform(host, r)
-        })
-    };
-    let mut held_back = issue(&mut calls, &mut inflight, vm, reissue);
+        // NB: while the host drains, no call is sent: those the VM asks for are held back
+        // (the run stops once the calls out are in, and a resumed run asks for them again),
+        // all but those answered here (a saved answer, a person's, or a question to one,
+        // which stops the run for its answer): a person's answer given while the service
+        // stops is so on record. True when some were held back.
+        let mut issue = |calls: &mut Calls<'_>,
+                         inflight: &mut FuturesUnordered<_>,
+                         vm: &M,
+                         reqs: Vec<ToolRequest>| {
+            let hold = host.draining();
+            issue(calls, inflight, vm, &mut known, (reqs, hold), |r| {
+                perform(host, r)
+            })
+        };
+        let mut held_back = issue(&mut calls, &mut inflight, vm, reissue);
 
-    loop {
-        // NB: checked on every turn, not only by the timer below: a timer fires only when
-        // the task waits, and calls that answer at once never make it wait.
-        if deadline_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
-            let err = deadline_error(vm, &calls);
-            return fail(&mut calls, vm, steps_seen, err);
-        }
-        let halt = vm.run();
-        for ev in vm.take_events() {
-            if matches!(ev, Event::Step { .. }) {
-                steps_seen += 1;
+        loop {
+            // NB: checked on every turn, not only by the timer below: a timer fires only when
+            // the task waits, and calls that answer at once never make it wait.
+            if deadline_at.is_some_and(|at| tokio::time::Instant::now() >= at) {
+                let err = deadline_error(vm, &calls);
+                return fail(&mut calls, vm, steps_seen, err);
             }
-            calls.emit(&TraceEvent::Vm(&ev));
-        }
-        calls.commit(vm);
-        if let Some(message) = calls.journal_error.take() {
-            return fail(&mut calls, vm, steps_seen, journal_failed(message));
-        }
-        match halt {
-            Halt::Done(outcome) => return done(&mut calls, vm, outcome, start, steps_seen),
-            Halt::Failed(e) => return fail(&mut calls, vm, steps_seen, e.into()),
-            Halt::Yield(reqs) => held_back |= issue(&mut calls, &mut inflight, vm, reqs),
-        }
-
-        if vm.paused() {
-            // A slice of computation is done: let other tasks (a batch's other runs) go
-            // on, then continue, looking at the deadline first.
-            tokio::task::yield_now().await;
-            continue;
-        }
-        if wants_states
-            && let Some(state) = vm.state()
-            && let Err(message) = calls.suspended(state).await
-        {
-            return fail(&mut calls, vm, steps_seen, journal_failed(message));
-        }
-        if held_back && inflight.is_empty() && calls.asking.is_none() {
-            return stopped(&mut calls, vm, start, steps_seen);
-        }
-        // NB: suspension point. Wait for the next call to finish (or the deadline).
-        let next = match &mut deadline_timer {
-            Some(timer) => tokio::select! {
-                c = inflight.next() => c,
-                () = timer.as_mut() => {
-                    let err = deadline_error(vm, &calls);
-                    return fail(&mut calls, vm, steps_seen, err);
+            let halt = vm.run();
+            for ev in vm.take_events() {
+                if matches!(ev, Event::Step { .. }) {
+                    steps_seen += 1;
                 }
-            },
-            None => inflight.next().await,
-        };
-        let Some(done) = next else {
-            if let Some(request) = calls.asking.take() {
-                return needs_input(&mut calls, vm, request, start, steps_seen);
+                calls.emit(&TraceEvent::Vm(&ev));
             }
-            // The VM yielded nothing new while nothing is in flight: it would wait forever.
-            let err = ReportError {
-                code: ErrorCode::Internal,
-                message: "internal: the VM is waiting for tool results but no call is outstanding"
-                    .into(),
-                seq_no: None,
-                line: None,
+            calls.commit(vm);
+            if let Some(message) = calls.journal_error.take() {
+                return fail(&mut calls, vm, steps_seen, journal_failed(message));
+            }
+            match halt {
+                Halt::Done(outcome) => return done(&mut calls, vm, outcome, start, steps_seen),
+                Halt::Failed(e) => return fail(&mut calls, vm, steps_seen, e.into()),
+                Halt::Yield(reqs) => held_back |= issue(&mut calls, &mut inflight, vm, reqs),
+            }
+
+            if vm.paused() {
+                // A slice of computation is done: let other tasks (a batch's other runs) go
+                // on, then continue, looking at the deadline first.
+                tokio::task::yield_now().await;
+                continue;
+            }
+            if wants_states
+                && let Some(state) = vm.state()
+                && let Err(message) = calls.suspended(state).await
+            {
+                return fail(&mut calls, vm, steps_seen, journal_failed(message));
+            }
+            if held_back && inflight.is_empty() && calls.asking.is_none() {
+                return stopped(&mut calls, vm, start, steps_seen);
+            }
+            // NB: suspension point. Wait for the next call to finish (or the deadline).
+            let next = match &mut deadline_timer {
+                Some(timer) => tokio::select! {
+                    c = inflight.next() => c,
+                    () = timer.as_mut() => {
+                        let err = deadline_error(vm, &calls);
+                        return fail(&mut calls, vm, steps_seen, err);
+                    }
+                },
+                None => inflight.next().await,
             };
-            return fail(&mut calls, vm, steps_seen, err);
-        };
-        calls.inflight.remove(&done.req.id);
-        calls.emit(&TraceEvent::CallAnswered {
-            request: &done.req,
-            result: done.result.as_ref(),
-            took: done.took,
-            usage: done.usage,
-            retries: &done.retries,
-            replayed: done.replayed,
-        });
-        if let Some(u) = done.usage {
-            *calls.usage.get_or_insert_with(plan_llm::Usage::default) += u;
-        }
-        let id = done.req.id;
-        calls.answered.push(done.req);
-        if let Err(e) = vm.resume(id, done.result.map_err(|e| e.message)) {
-            return fail(&mut calls, vm, steps_seen, e.into());
+            let Some(done) = next else {
+                if let Some(request) = calls.asking.take() {
+                    return needs_input(&mut calls, vm, request, start, steps_seen);
+                }
+                // The VM yielded nothing new while nothing is in flight: it would wait forever.
+                let err = ReportError {
+                    code: ErrorCode::Internal,
+                    message:
+                        "internal: the VM is waiting for tool results but no call is outstanding"
+                            .into(),
+                    seq_no: None,
+                    line: None,
+                };
+                return fail(&mut calls, vm, steps_seen, err);
+            };
+            calls.inflight.remove(&done.req.id);
+            calls.emit(&TraceEvent::CallAnswered {
+                request: &done.req,
+                result: done.result.as_ref(),
+                took: done.took,
+                usage: done.usage,
+                retries: &done.retries,
+                replayed: done.replayed,
+            });
+            if let Some(u) = done.usage {
+                *calls.usage.get_or_insert_with(plan_llm::Usage::default) += u;
+            }
+            let id = done.req.id;
+            calls.answered.push(done.req);
+            if let Err(e) = vm.resume(id, done.result.map_err(|e| e.message)) {
+                return fail(&mut calls, vm, steps_seen, e.into());
+            }
         }
     }
 }
