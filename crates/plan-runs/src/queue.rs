@@ -129,6 +129,9 @@ impl Worker {
         let gather = (self.concurrency / 4).clamp(1, 64);
         let mut empty = false;
         let mut looked = tokio::time::Instant::now() - GATHER;
+        // NB: a deadline kept across turns: a timer made anew each turn would never fire
+        // while runs keep ending, and runs whose lease lapsed are found only at a poll.
+        let mut poll_at = tokio::time::Instant::now() + self.poll;
         loop {
             let free = self.concurrency.saturating_sub(running.len());
             let ripe = free >= gather || looked.elapsed() >= GATHER;
@@ -160,7 +163,10 @@ impl Worker {
                     }
                 }
                 () = woken.notified() => empty = false,
-                () = tokio::time::sleep(self.poll) => empty = false,
+                () = tokio::time::sleep_until(poll_at) => {
+                    empty = false;
+                    poll_at = tokio::time::Instant::now() + self.poll;
+                }
                 () = tokio::time::sleep_until(looked + GATHER), if gathering => {}
             }
         }
