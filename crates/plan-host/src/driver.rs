@@ -225,11 +225,7 @@ struct Completed {
 /// Sends `req` and times its answer.
 async fn perform(host: &Host, req: Arc<ToolRequest>) -> Completed {
     let start = Instant::now();
-    let (answer, (retries, replayed)) = {
-        let mut call = std::pin::pin!(plan_llm::noting(host.call_with_usage(&req)));
-        let answer = call.as_mut().await;
-        (answer, call.take_value().unwrap_or_default().into_parts())
-    };
+    let (answer, (retries, replayed)) = host.call_noted(&req).await;
     let (result, usage) = match answer {
         Ok((v, usage)) => (Ok(v), usage),
         Err(e) => (Err(e), None),

@@ -30,6 +30,12 @@ pub const CONDITION_TOOL: &str = "jmp_condition";
 const DEFAULT_HTTP_TIMEOUT: Duration = Duration::from_secs(30);
 const DEFAULT_HTTP_CONCURRENCY: usize = 8;
 
+/// A call's answer, with the tokens it cost when its backend says.
+type Answer = Result<(Value, Option<plan_llm::Usage>), ToolError>;
+
+/// A call's attempts that failed and were tried again, and whether a recording answered it.
+pub(crate) type CallNotes = (Vec<plan_llm::Retry>, bool);
+
 /// How a `Host` is set up. `Default` uses the process environment and no cassettes.
 #[derive(Clone)]
 pub struct HostOptions {
@@ -315,7 +321,41 @@ impl Host {
         &self,
         req: &ToolRequest,
     ) -> Result<(Value, Option<plan_llm::Usage>), ToolError> {
-        let out = self.call_unredacted(req).await;
+        let out = match self.backend_for(&req.tool) {
+            Ok(backend) => self.timed(backend.call_with_usage(req)).await,
+            Err(e) => Err(e),
+        };
+        self.redacted(out)
+    }
+
+    /// [`Host::call_with_usage`], with the call's notes: its attempts that failed and were
+    /// tried again, and whether a recording answered it.
+    ///
+    /// NB: when the cassette serves the call, its answer is the note: the task-local
+    /// notes, which cost each poll of the call a swap, are kept for the backends that
+    /// retry (a batch of replayed runs spent about 3% of its time on them).
+    pub(crate) async fn call_noted(&self, req: &ToolRequest) -> (Answer, CallNotes) {
+        let backend = match self.backend_for(&req.tool) {
+            Ok(b) => b,
+            Err(e) => return (self.redacted(Err(e)), (Vec::new(), false)),
+        };
+        let replays = self
+            .replay
+            .as_ref()
+            .is_some_and(|r| std::ptr::addr_eq(Arc::as_ptr(r), Arc::as_ptr(&backend)));
+        if replays {
+            let out = self.redacted(self.timed(backend.call_with_usage(req)).await);
+            let replayed = out.is_ok();
+            return (out, (Vec::new(), replayed));
+        }
+        let mut call = std::pin::pin!(plan_llm::noting(self.timed(backend.call_with_usage(req))));
+        let out = call.as_mut().await;
+        let notes = call.take_value().unwrap_or_default().into_parts();
+        (self.redacted(out), notes)
+    }
+
+    /// `out` with every secret of the host redacted.
+    fn redacted(&self, out: Answer) -> Answer {
         match out {
             Ok((v, usage)) => Ok((self.redactor().value(v), usage)),
             Err(mut e) => {
@@ -327,12 +367,8 @@ impl Host {
         }
     }
 
-    async fn call_unredacted(
-        &self,
-        req: &ToolRequest,
-    ) -> Result<(Value, Option<plan_llm::Usage>), ToolError> {
-        let backend = self.backend_for(&req.tool)?;
-        let fut = backend.call_with_usage(req);
+    /// A backend's answer to `fut`'s call, within the per-call timeout.
+    async fn timed(&self, fut: futures::future::BoxFuture<'_, Answer>) -> Answer {
         match self.opts.tool_timeout {
             // NB: boxed: a timer is large, and a future that only might hold one would
             // reserve its room in every call of every run (a batch holds thousands).
