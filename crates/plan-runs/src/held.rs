@@ -53,6 +53,15 @@ impl Held {
         &self.id
     }
 
+    /// Ends `goal`, the goal this run answers if any, with the run's `report`. NB: a
+    /// failure here leaves the goal open with its owner gone: it reads as interrupted,
+    /// and the run's row has the outcome.
+    fn settle(&mut self, goal: Option<(String, Lease)>, report: &RunReport) {
+        if let Some((goal, _lease)) = goal {
+            let _ = crate::ask::settle_goal(&mut *self.store, (&goal, &self.id), None, report);
+        }
+    }
+
     /// Counts in the run's tokens those of the planner's replies that wrote its plan.
     pub fn set_planner_usage(&mut self, usage: &plan_llm::Usage) -> Result<(), Error> {
         Ok(self.store.set_planner_usage(&self.id, usage)?)
@@ -147,11 +156,7 @@ impl Claimed {
             limits,
         };
         let report = crate::go_on(&mut *held.store, held.owner.clone(), run, host, also).await;
-        if let Some((goal, _lease)) = goal {
-            // NB: a failure here leaves the goal open with its owner gone: it reads as
-            // interrupted, and its run's row has the outcome.
-            let _ = crate::ask::settle_goal(&mut *held.store, (&goal, &held.id), None, &report);
-        }
+        held.settle(goal, &report);
         report
     }
 
@@ -190,22 +195,14 @@ impl Claimed {
             &mut journal,
         )
         .await;
-        let written = match journal.1.written() {
-            Some(wait) => wait.await,
-            None => Ok(()),
-        };
-        match written {
-            Err(message) => crate::writer::record_failed(&mut report, message),
-            // NB: stopped (the worker draining) is not an end: the run is let go of, for
-            // another worker at once.
-            Ok(()) => held.ended = report.status != plan_host::RunStatus::Stopped,
-        }
+        // NB: stopped (the worker draining) is not an end: the run is let go of, for
+        // another worker at once.
+        held.ended = crate::writer::wait_written(&mut journal.1, &mut report).await
+            && report.status != plan_host::RunStatus::Stopped;
         if continued && let Ok(r) = held.store.run(&held.id) {
             report.tool_calls = r.tool_calls;
         }
-        if let Some((goal, _lease)) = goal {
-            let _ = crate::ask::settle_goal(&mut *held.store, (&goal, &held.id), None, &report);
-        }
+        held.settle(goal, &report);
         report
     }
 }

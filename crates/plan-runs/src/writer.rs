@@ -73,14 +73,24 @@ impl Writer {
             within,
         )
         .await;
-        let written = match journal.1.written() {
-            Some(wait) => wait.await,
-            None => Ok(()),
-        };
-        if let Err(message) = written {
-            record_failed(&mut report, message);
-        }
+        wait_written(&mut journal.1, &mut report).await;
         report
+    }
+}
+
+/// Waits until every point `journal` was given is in the store; `report` failed (its run
+/// could not be stored) when one was not. True when they all are.
+pub(crate) async fn wait_written(journal: &mut StoreJournal<'_>, report: &mut RunReport) -> bool {
+    let written = match journal.written() {
+        Some(wait) => wait.await,
+        None => Ok(()),
+    };
+    match written {
+        Ok(()) => true,
+        Err(message) => {
+            record_failed(report, message);
+            false
+        }
     }
 }
 
