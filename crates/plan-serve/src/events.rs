@@ -9,13 +9,15 @@
 
 use std::collections::HashSet;
 use std::convert::Infallible;
+use std::fmt::Display;
+use std::io::Write;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::{Body, Bytes};
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::Response;
 use plan_runs::read;
 use plan_store::{CallRow, EntryChange, GoalStatus, JournalFold, RunInfo, RunStatus, RunStore};
 use serde_json::{Value, json};
@@ -26,6 +28,10 @@ use crate::api::ApiError;
 /// How often a run still going is read again when nothing wakes the stream sooner (a run
 /// of another process; see `live`).
 const POLL: Duration = Duration::from_millis(100);
+
+/// How long a stream stays silent before it sends a comment, so that proxies and clients
+/// that time idle connections out keep it (a call can take minutes).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Where an event stands in its run's stream: its journal entry's number + 1 (0: the
 /// plan's, before any entry), and its place among that entry's events.
@@ -72,7 +78,7 @@ pub(crate) async fn events(
     State(state): State<Arc<Shared>>,
     Path(id): Path<String>,
     headers: HeaderMap,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+) -> Result<Response, ApiError> {
     let last = headers
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
@@ -123,10 +129,13 @@ pub(crate) async fn events(
         done,
     };
     let first = from_first.then_some((first, watched));
+    // NB: each look's events go out as one frame: a run that goes quickly is a few
+    // writes, not one per event.
     let stream = futures::stream::unfold((cursor, first), |(mut c, mut first)| async move {
         if c.done {
             return None;
         }
+        let silent = tokio::time::Instant::now();
         loop {
             let (read, changed) = match first.take() {
                 Some((read, changed)) => (Ok(read), changed),
@@ -153,16 +162,22 @@ pub(crate) async fn events(
                 Ok(r) => r,
                 Err(_) => {
                     c.done = true;
-                    let gone = Event::default().id("end").event("failed").data(
-                        json!({"error": {"code": "unreadable", "message": "the run can no longer be read"}})
-                            .to_string(),
+                    let mut frame = Frame::default();
+                    frame.event(
+                        "end",
+                        "failed",
+                        &json!({"error": {"code": "unreadable", "message": "the run can no longer be read"}}),
                     );
-                    return Some((vec![Ok(gone)], (c, None)));
+                    return Some((frame.done(), (c, None)));
                 }
             };
-            let events = c.advance(read);
-            if !events.is_empty() || c.done {
-                return Some((events.into_iter().map(Ok).collect(), (c, None)));
+            let mut frame = Frame::default();
+            c.advance(read, &mut frame);
+            if !frame.0.is_empty() || c.done {
+                return Some((frame.done(), (c, None)));
+            }
+            if silent.elapsed() >= KEEP_ALIVE {
+                return Some((Ok(Bytes::from_static(b":\n\n")), (c, None)));
             }
             let wait = async {
                 match changed {
@@ -180,8 +195,80 @@ pub(crate) async fn events(
             }
         }
     });
-    let stream = futures::StreamExt::flat_map(stream, futures::stream::iter);
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+    let mut response = Response::new(Body::from_stream(stream));
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(response)
+}
+
+/// Server-sent events written as text into one buffer, to go out as one frame.
+#[derive(Default)]
+struct Frame(Vec<u8>);
+
+impl Frame {
+    /// Appends one event. `data` goes as compact JSON, which has no line break: one
+    /// `data:` line.
+    fn event(&mut self, id: impl Display, kind: &str, data: &impl serde::Serialize) {
+        let b = &mut self.0;
+        // NB: writing into a Vec does not fail.
+        let _ = write!(b, "id: {id}\nevent: {kind}\ndata: ");
+        let at = b.len();
+        if serde_json::to_writer(&mut *b, data).is_err() {
+            b.truncate(at);
+            b.extend_from_slice(b"null");
+        }
+        b.extend_from_slice(b"\n\n");
+    }
+
+    fn done(self) -> Result<Bytes, Infallible> {
+        Ok(Bytes::from(self.0))
+    }
+}
+
+/// An event's id (see the module's doc): `E.N`, or `K:E.N` in a goal's run K.
+struct EventId(Option<usize>, Pos);
+
+impl Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (entry, n) = self.1;
+        match self.0 {
+            Some(k) => write!(f, "{k}:{entry}.{n}"),
+            None => write!(f, "{entry}.{n}"),
+        }
+    }
+}
+
+/// The end of a run's events: `end`, or `K:end` for a goal's run K (the goal's own
+/// event ends its stream).
+struct EndId(Option<usize>);
+
+impl Display for EndId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(k) => write!(f, "{k}:end"),
+            None => f.write_str("end"),
+        }
+    }
+}
+
+/// Where one run's events go: into `out`, those up to `skip` left out.
+struct Emit<'a> {
+    out: &'a mut Frame,
+    skip: Option<Pos>,
+    goal_run: Option<usize>,
+}
+
+impl Emit<'_> {
+    fn event(&mut self, pos: Pos, kind: &str, data: &impl serde::Serialize) {
+        if self.skip.is_some_and(|s| pos <= s) {
+            return;
+        }
+        self.out.event(EventId(self.goal_run, pos), kind, data);
+    }
 }
 
 /// `E.N` as a position (see the module's doc).
@@ -207,34 +294,26 @@ enum Read {
 }
 
 impl Cursor {
-    /// The events `read` holds beyond what was sent; moves on to a goal's next run once
-    /// one ended.
-    fn advance(&mut self, read: Read) -> Vec<Event> {
+    /// Writes into `out` the events `read` holds beyond what was sent; moves on to a
+    /// goal's next run once one ended.
+    fn advance(&mut self, read: Read, out: &mut Frame) {
         match read {
             Read::Run(run) => {
-                let (events, done) = self.run.events(&run, None);
-                self.done = done;
-                events
+                self.done = self.run.events(&run, None, out);
             }
             Read::Goal { ended, run, next } => {
                 let k = self.goal_run.unwrap_or(1);
-                let (mut out, run_done) = match run {
-                    Some(run) => self.run.events(&run, Some(k)),
-                    None => (Vec::new(), true),
+                let run_done = match run {
+                    Some(run) => self.run.events(&run, Some(k), out),
+                    None => true,
                 };
                 if run_done && next {
                     self.goal_run = Some(k + 1);
                     self.run = RunCursor::default();
                 } else if let Some(ended) = ended.filter(|_| run_done || !next) {
-                    out.push(
-                        Event::default()
-                            .id("end")
-                            .event("goal")
-                            .data(ended.to_string()),
-                    );
+                    out.event("end", "goal", &ended);
                     self.done = true;
                 }
-                out
             }
         }
     }
@@ -266,11 +345,10 @@ fn read_on(
     plan_sent: bool,
     fold: &mut JournalFold,
 ) -> Result<Read, plan_runs::Error> {
-    // NB: the row before the journal: a run's end is written with its last entry, so a
-    // row read as ended comes with a journal that holds everything before the end.
+    // NB: the row with the journal (`run_journal`): a run's end is written with its last
+    // entry, so a row read as ended comes with a journal that holds everything before it.
     let mut run_of = |id: &str| -> Result<RunRead, plan_runs::Error> {
-        let row = store.run(id)?;
-        store.fold_journal(id, fold)?;
+        let row = store.run_journal(id, fold)?;
         let source = match plan_sent {
             false => read::source(store, &row),
             true => None,
@@ -316,47 +394,46 @@ struct Finished<'a> {
     phase: &'static str,
 }
 
-/// `value` as an event's data. NB: straight to text, not through a `Value`.
-fn data(value: &impl serde::Serialize) -> String {
-    serde_json::to_string(value).unwrap_or_default()
+/// A call's `started` event's data.
+#[derive(serde::Serialize)]
+struct Started<'a> {
+    phase: &'static str,
+    step: u64,
+    seq_no: Option<i64>,
+    tool: &'a str,
+    args: &'a serde_json::Map<String, Value>,
+    sent_at: Option<i64>,
 }
 
-/// A call's `started` event's data.
-fn started(c: &CallRow) -> String {
-    json!({"phase": "started", "step": c.step, "seq_no": c.seq_no, "tool": c.tool,
-           "args": c.args, "sent_at": c.sent_at})
-    .to_string()
+fn started(c: &CallRow) -> Started<'_> {
+    Started {
+        phase: "started",
+        step: c.step,
+        seq_no: c.seq_no,
+        tool: &c.tool,
+        args: &c.args,
+        sent_at: c.sent_at,
+    }
 }
 
 impl RunCursor {
-    /// The events of `run` (its row as read, its plan's source, the entries its fold
-    /// took in since the last look) beyond what was sent, the cursor moved past them;
-    /// and whether the run has ended (its last event is among them).
+    /// Writes into `out` the events of `run` (its row as read, its plan's source, the
+    /// entries its fold took in since the last look) beyond what was sent, the cursor
+    /// moved past them; true when the run has ended (its last event is among them).
     fn events(
         &mut self,
         (run, source): &(RunInfo, Option<String>),
         goal_run: Option<usize>,
-    ) -> (Vec<Event>, bool) {
-        let mut out = Vec::new();
-        let skip = self.skip;
-        let mut emit = |pos: Pos, kind: &str, data: String| {
-            if skip.is_some_and(|s| pos <= s) {
-                return;
-            }
-            let (entry, n) = pos;
-            let id = match goal_run {
-                Some(k) => format!("{k}:{entry}.{n}"),
-                None => format!("{entry}.{n}"),
-            };
-            out.push(Event::default().id(id).event(kind).data(data));
+        out: &mut Frame,
+    ) -> bool {
+        let mut emit = Emit {
+            out,
+            skip: self.skip,
+            goal_run,
         };
         if !self.plan_sent {
             self.plan_sent = true;
-            emit(
-                (0, 0),
-                "plan",
-                json!({"id": run.id, "plan": source}).to_string(),
-            );
+            emit.event((0, 0), "plan", &json!({"id": run.id, "plan": source}));
         }
         self.next = self.next.max((0, 1));
         for change in self.fold.take_entries() {
@@ -367,7 +444,7 @@ impl RunCursor {
         // stream; asked once per stop.
         if run.status == RunStatus::NeedsInput && self.asked != Some(self.after) {
             self.asked = Some(self.after);
-            emit(self.next, "needs_input", data(&run.question));
+            emit.event(self.next, "needs_input", &run.question);
             self.next.1 += 1;
         }
         let ended = match run.status {
@@ -381,21 +458,13 @@ impl RunCursor {
         let done = ended.is_some();
         if let Some((kind, data)) = ended.filter(|_| !std::mem::replace(&mut self.ended, true)) {
             // NB: for a goal's run, not the stream's end: the goal's own event is.
-            let id = match goal_run {
-                Some(k) => format!("{k}:end"),
-                None => "end".to_owned(),
-            };
-            out.push(Event::default().id(id).event(kind).data(data.to_string()));
+            emit.out.event(EndId(goal_run), kind, &data);
         }
-        (out, done)
+        done
     }
 
     /// The events of one journal entry, given to `emit` with their positions; how many.
-    fn entry_events(
-        &mut self,
-        change: &EntryChange,
-        emit: &mut impl FnMut(Pos, &str, String),
-    ) -> u32 {
+    fn entry_events(&mut self, change: &EntryChange, emit: &mut Emit<'_>) -> u32 {
         let (steps, calls) = (self.fold.steps(), self.fold.calls());
         let mut n = 0;
         let mut at = || {
@@ -412,24 +481,49 @@ impl RunCursor {
             // start was not sent gets its start first.
             if let Some(c) = k.checked_sub(1).and_then(|c| calls.get(&c)) {
                 if self.started.insert(c.step) {
-                    emit(at(), "tool_call", started(c));
+                    emit.event(at(), "tool_call", &started(c));
                 }
                 let finished = Finished {
                     call: c,
                     phase: "finished",
                 };
-                emit(at(), "tool_call", data(&finished));
+                emit.event(at(), "tool_call", &finished);
             }
-            emit(at(), "step", data(s));
+            emit.event(at(), "step", s);
             self.after = k;
         }
         for k in &change.sent {
             if let Some(c) = calls.get(k)
                 && self.started.insert(*k)
             {
-                emit(at(), "tool_call", started(c));
+                emit.event(at(), "tool_call", &started(c));
             }
         }
         n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_holds_its_events_as_server_sent_events_text() {
+        let mut frame = Frame::default();
+        frame.event(
+            EventId(None, (3, 1)),
+            "step",
+            &json!({"text": "two\nlines"}),
+        );
+        frame.event(EventId(Some(2), (0, 0)), "plan", &json!({"id": "r"}));
+        frame.event(EndId(Some(2)), "answer", &json!({"final_answer": 1}));
+        frame.event(EndId(None), "goal", &json!(null));
+        assert_eq!(
+            String::from_utf8(frame.0).unwrap(),
+            "id: 3.1\nevent: step\ndata: {\"text\":\"two\\nlines\"}\n\n\
+             id: 2:0.0\nevent: plan\ndata: {\"id\":\"r\"}\n\n\
+             id: 2:end\nevent: answer\ndata: {\"final_answer\":1}\n\n\
+             id: end\nevent: goal\ndata: null\n\n"
+        );
     }
 }

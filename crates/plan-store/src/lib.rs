@@ -804,6 +804,14 @@ pub trait RunStore: Send {
     /// (all of them into a new fold): its steps and calls then read as [`RunStore::steps`]
     /// and [`RunStore::calls`] would.
     fn fold_journal(&self, id: &str, fold: &mut JournalFold) -> Result<(), StoreError>;
+    /// Run `id`'s row, and its journal folded on into `fold` as
+    /// [`RunStore::fold_journal`] does, read as of one moment where the store can (else
+    /// the row first): a row read as ended comes with every entry up to its end.
+    fn run_journal(&self, id: &str, fold: &mut JournalFold) -> Result<RunInfo, StoreError> {
+        let row = self.run(id)?;
+        self.fold_journal(id, fold)?;
+        Ok(row)
+    }
     /// The latest commit point: (instructions committed, VmState JSON).
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError>;
 

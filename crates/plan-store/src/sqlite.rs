@@ -520,14 +520,28 @@ impl SqliteStore {
     }
 
     /// Each entry of run `id`'s journal after entry `after`, in order: (its number, the
-    /// time of its row, its points).
+    /// time of its row, its points). Fails for a run the store does not hold.
     fn entries_after<P: serde::de::DeserializeOwned>(
         &self,
         id: &str,
         after: i64,
-        mut each: impl FnMut(i64, i64, Vec<P>),
+        each: impl FnMut(i64, i64, Vec<P>),
     ) -> Result<(), StoreError> {
-        self.exists(id)?;
+        // NB: a run with entries exists: asked only when none came.
+        if self.journal_rows(id, after, each)? == 0 {
+            self.exists(id)?;
+        }
+        Ok(())
+    }
+
+    /// [`SqliteStore::entries_after`] of a run known to exist; how many entries.
+    fn journal_rows<P: serde::de::DeserializeOwned>(
+        &self,
+        id: &str,
+        after: i64,
+        mut each: impl FnMut(i64, i64, Vec<P>),
+    ) -> Result<usize, StoreError> {
+        let mut n = 0;
         let mut stmt = self
             .conn
             .prepare_cached(
@@ -555,8 +569,9 @@ impl SqliteStore {
                 )
             })?;
             each(seq, at, points);
+            n += 1;
         }
-        Ok(())
+        Ok(n)
     }
 
     fn claim_run(&mut self, id: &str, owner: &Owner, seen: Seen) -> Result<(), StoreError> {
@@ -628,8 +643,8 @@ impl SqliteStore {
     fn exists(&self, id: &str) -> Result<(), StoreError> {
         let found: Option<i64> = self
             .conn
-            .query_row("SELECT 1 FROM runs WHERE id = ?1", [id], |r| r.get(0))
-            .optional()
+            .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
+            .and_then(|mut st| st.query_row([id], |r| r.get(0)).optional())
             .map_err(|e| io_run(&self.path, id, e))?;
         match found {
             Some(_) => Ok(()),
@@ -1293,6 +1308,20 @@ impl RunStore for SqliteStore {
     fn fold_journal(&self, id: &str, fold: &mut JournalFold) -> Result<(), StoreError> {
         let after = fold.head().unwrap_or(-1);
         self.entries_after(id, after, |seq, at, points| fold.apply(seq, at, points))
+    }
+
+    fn run_journal(&self, id: &str, fold: &mut JournalFold) -> Result<RunInfo, StoreError> {
+        // NB: one read transaction: one state of the store, and the WAL's read lock taken
+        // once rather than for each statement (an event stream looks often).
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(|e| io_run(&self.path, id, e))?;
+        let row = self.run(id)?;
+        let after = fold.head().unwrap_or(-1);
+        self.journal_rows(id, after, |seq, at, points| fold.apply(seq, at, points))?;
+        drop(tx);
+        Ok(row)
     }
 
     fn checkpoint(&self, id: &str) -> Result<Option<(u64, String)>, StoreError> {

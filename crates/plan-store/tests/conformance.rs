@@ -510,11 +510,17 @@ fn the_journal_folds_back_into_calls_steps_and_counts(b: &dyn Backend) {
         writes: [(var.to_owned(), v)].into_iter().collect(),
         omitted: Map::new(),
     };
-    // A reader following the run, one look after each point.
+    // A reader following the run, one look after each point: the journal alone, or with
+    // the run's row, in turn.
     let mut fold = JournalFold::default();
     let mut heads = Vec::new();
     let mut look = |store: &dyn RunStore| {
-        store.fold_journal("r", &mut fold).unwrap();
+        if heads.len() % 2 == 0 {
+            store.fold_journal("r", &mut fold).unwrap();
+        } else {
+            let row = store.run_journal("r", &mut fold).unwrap();
+            assert_eq!(row.id, "r");
+        }
         heads.push(fold.head());
     };
     look(&*store);
