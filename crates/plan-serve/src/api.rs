@@ -366,7 +366,7 @@ pub(crate) async fn start(
     let row = detached(async move {
         state.writer.create(new).await?;
         // NB: watched from before the answer, so that a stream opened at once is woken.
-        let notifier = state.live.start(&id);
+        let notifier = state.live.start_written(&id);
         let row = state.read(move |store| Ok(store.run(&id)?)).await;
         spawn_new(
             state,

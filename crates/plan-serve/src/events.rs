@@ -58,6 +58,8 @@ struct RunCursor {
     ended: bool,
     /// That run's journal as far as it was read: each look reads only the entries since.
     fold: JournalFold,
+    /// A run's row (not a goal's run's) as the last look left it.
+    row: Option<RunRead>,
 }
 
 /// Where a stream stands.
@@ -146,16 +148,27 @@ pub(crate) async fn events(
                     if let Some(rx) = &mut changed {
                         rx.borrow_and_update();
                     }
-                    // NB: a stream that is not a goal's is a run's: no goal is looked up.
-                    let run = c.goal_run.is_none();
-                    let fold = std::mem::take(&mut c.run.fold);
-                    let at = (c.id.as_str(), c.goal_run, c.run.plan_sent);
-                    let read = read(&c.state, at, run, fold).await;
-                    let read = read.map(|(read, fold)| {
-                        c.run.fold = fold;
-                        read
-                    });
-                    (read, changed)
+                    // NB: a run on this service's writer: what it wrote since the last
+                    // look is handed to the stream, not read back from the store.
+                    let RunCursor { fold, row, .. } = &mut c.run;
+                    let handed = match (&changed, c.goal_run, row) {
+                        (Some(_), None, Some(row)) => c.state.live.handed(&c.id, fold, &mut row.0),
+                        _ => None,
+                    };
+                    if handed.is_some() {
+                        (Ok(Read::Handed), changed)
+                    } else {
+                        // NB: a stream that is not a goal's is a run's: no goal is looked up.
+                        let run = c.goal_run.is_none();
+                        let fold = std::mem::take(&mut c.run.fold);
+                        let at = (c.id.as_str(), c.goal_run, c.run.plan_sent);
+                        let read = read(&c.state, at, run, fold).await;
+                        let read = read.map(|(read, fold)| {
+                            c.run.fold = fold;
+                            read
+                        });
+                        (read, changed)
+                    }
                 }
             };
             let read = match read {
@@ -281,9 +294,11 @@ fn parse_pos(text: &str) -> Option<Pos> {
 /// sent; its journal is in the cursor's fold.
 type RunRead = Box<(RunInfo, Option<String>)>;
 
-/// What one look at the store found.
+/// What one look found.
 enum Read {
     Run(RunRead),
+    /// What the run's writer handed since the last look, folded into the cursor.
+    Handed,
     Goal {
         /// How the goal ended (None: open).
         ended: Option<Value>,
@@ -298,8 +313,16 @@ impl Cursor {
     /// goal's next run once one ended.
     fn advance(&mut self, read: Read, out: &mut Frame) {
         match read {
-            Read::Run(run) => {
+            Read::Run(mut run) => {
                 self.done = self.run.events(&run, None, out);
+                run.1 = None;
+                self.run.row = Some(run);
+            }
+            Read::Handed => {
+                if let Some(run) = self.run.row.take() {
+                    self.done = self.run.events(&run, None, out);
+                    self.run.row = Some(run);
+                }
             }
             Read::Goal { ended, run, next } => {
                 let k = self.goal_run.unwrap_or(1);

@@ -51,7 +51,7 @@ pub(crate) fn work(state: Arc<State>, retry_unknown_writes: bool) -> tokio::task
         poll: POLL,
         warn: state.warn,
         watch: Some(Arc::new(move |id| {
-            let notifier = live.start(id);
+            let notifier = live.start_written(id);
             let on_written = notifier.on_written();
             (Box::new(notifier) as _, Some(on_written))
         })),

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex, PoisonError, mpsc};
 
 use futures::channel::oneshot;
 
-use crate::{CommitPoint, Owner, RunEnd, RunStore, StoreError, StoreErrorKind};
+use crate::{CommitPoint, Owner, RunEnd, RunStore, StoreError, StoreErrorKind, Wrote};
 use crate::{OwnedNewRun, StoreWrite};
 
 /// The most jobs one transaction takes (a bound on its size and latency).
@@ -85,9 +85,21 @@ struct Buffer {
     on_written: Option<OnWritten>,
 }
 
-/// Called once points of a run are in the store, from the writer thread: it must be
-/// quick (wake a task, not do its work).
-pub type OnWritten = Arc<dyn Fn() + Send + Sync>;
+/// Called once points of a run are in the store, from the writer thread, with what was
+/// written: it must be quick (keep the entry, wake a task; not do the task's work).
+pub type OnWritten = Arc<dyn Fn(&Written<'_>) + Send + Sync>;
+
+/// What one transaction of the writer wrote of a run, as [`OnWritten`] hears it: a
+/// reader that follows the run (an event stream) takes it from here instead of reading
+/// the store back.
+#[derive(Debug)]
+pub struct Written<'a> {
+    /// The journal row: its number, its time and its text (a JSON array of points, as
+    /// the store holds it); None when the points held no call or step.
+    pub entry: Option<(i64, i64, &'a str)>,
+    /// The run's end, when one of the points ended it (as its row now says).
+    pub end: Option<&'a RunEnd>,
+}
 
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Buffer> {
     // NB: no code panics while holding the lock; a poisoned buffer is still consistent.
@@ -214,12 +226,17 @@ fn write(store: &mut dyn RunStore, group: Vec<Job>) {
         let e = internal("the store's writer panicked");
         writes.iter().map(|_| Err(e.clone())).collect()
     });
-    drop(writes);
-    for (waiting, result) in waiting.into_iter().zip(results) {
+    for ((waiting, result), write) in waiting.into_iter().zip(results).zip(&writes) {
         match waiting {
             // NB: a run that gave up waiting is not the writer's problem.
-            Waiting::Create(done) => drop(done.send(result)),
-            Waiting::Points(shared, upto) => settle(&shared, upto, result),
+            Waiting::Create(done) => drop(done.send(result.map(drop))),
+            Waiting::Points(shared, upto) => {
+                let point = match write {
+                    StoreWrite::Commit(.., point) => Some(point),
+                    StoreWrite::Create(..) => None,
+                };
+                settle(&shared, upto, result.map(|wrote| (wrote, point)));
+            }
         }
     }
 }
@@ -228,12 +245,17 @@ fn internal(why: &str) -> StoreError {
     StoreError::new(StoreErrorKind::Io, format!("internal: {why}"))
 }
 
-/// Records the result of writing a run's points up to `upto` and wakes the waits it
-/// answers: all of them, with the error, once a write failed.
-fn settle(shared: &Shared, upto: u64, result: Result<(), StoreError>) {
+/// Records the result of writing a run's points up to `upto` (what the store wrote of
+/// them, and the points) and wakes the waits it answers: all of them, with the error,
+/// once a write failed.
+fn settle(shared: &Shared, upto: u64, result: Result<(Wrote, Option<&CommitPoint>), StoreError>) {
     let mut buf = lock(shared);
+    let mut wrote = None;
     match result {
-        Ok(()) => buf.written = buf.written.max(upto),
+        Ok(w) => {
+            buf.written = buf.written.max(upto);
+            wrote = Some(w);
+        }
         Err(e) => {
             buf.failed.get_or_insert(e);
         }
@@ -251,8 +273,14 @@ fn settle(shared: &Shared, upto: u64, result: Result<(), StoreError>) {
     drop(buf);
     // NB: told before the waits end: whoever waited for a run's last point knows that
     // its watchers were told.
-    if let Some(tell) = tell {
-        tell();
+    if let (Some(tell), Some((wrote, point))) = (tell, wrote) {
+        // NB: the entry's text as the store holds it, made only for a run someone follows.
+        let text = point.and_then(|p| p.journal_entry().ok().flatten());
+        let entry = wrote.entry.zip(text.as_deref());
+        tell(&Written {
+            entry: entry.map(|((seq, at), text)| (seq, at, text)),
+            end: point.and_then(|p| p.end.as_ref()),
+        });
     }
     for (done, result) in answered {
         drop(done.send(result));

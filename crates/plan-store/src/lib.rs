@@ -27,7 +27,7 @@ mod sqlite;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use group::{GroupRun, GroupStore, OnWritten};
+pub use group::{GroupRun, GroupStore, OnWritten, Written};
 pub use journal::{
     CHECKPOINT_INTERVAL, CHECKPOINT_STEPS, MAX_KEPT_RUN_BYTES, MAX_KEPT_VALUE_BYTES, StoreJournal,
 };
@@ -369,6 +369,14 @@ pub struct CallRow {
     /// (None in a commit point being written).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sent_at: Option<i64>,
+}
+
+/// What a write of a group added to its run's journal ([`RunStore::write_group`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Wrote {
+    /// A commit point's journal row, when it held calls or steps: its number and the
+    /// time written on it. A run's event stream names its events by that number.
+    pub entry: Option<(i64, i64)>,
 }
 
 /// What one commit point writes, in one transaction: the driver is about to wait for
@@ -772,10 +780,10 @@ pub trait RunStore: Send {
     /// A commit point of `owner`'s, in one transaction; refused (`Busy`) when another
     /// process has taken the run over.
     fn commit(&mut self, id: &str, owner: &Owner, point: &CommitPoint) -> Result<(), StoreError>;
-    /// Several writes (of several runs) in one transaction: one result per write. A
-    /// write refused on its own (a duplicate run id) leaves the others; a failure of the
-    /// transaction fails them all.
-    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>>;
+    /// Several writes (of several runs) in one transaction: one result per write, with
+    /// the journal row a commit point added. A write refused on its own (a duplicate run
+    /// id) leaves the others; a failure of the transaction fails them all.
+    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<Wrote, StoreError>>;
 
     fn run(&self, id: &str) -> Result<RunInfo, StoreError>;
     /// Every run, oldest first.

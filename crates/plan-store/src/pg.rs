@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, JournalFold, NewGoal, NewRun,
     Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind,
-    StoreWrite, StoredProgram, now_ms,
+    StoreWrite, StoredProgram, Wrote, now_ms,
 };
 
 mod pool;
@@ -830,13 +830,24 @@ fn commit(
     prepared: &Prepared,
     (id, owner): (&str, &Owner),
     point: &CommitPoint,
-) -> Result<(), Failed> {
+) -> Result<Wrote, Failed> {
+    let mut wrote = Wrote::default();
     let held = match point.journal_entry().map_err(Failed::Refused)? {
-        Some(entry) => tx.execute(&prepared.journal, &[&id, &owner.0, &now_ms(), &entry]),
-        None => tx.execute(&prepared.held, &[&id, &owner.0]),
-    }
-    .map_err(Failed::Db)?;
-    if held == 0 {
+        Some(entry) => {
+            let at = now_ms();
+            let row = tx
+                .query_opt(&prepared.journal, &[&id, &owner.0, &at, &entry])
+                .map_err(Failed::Db)?;
+            wrote.entry = row.map(|r| (r.get(0), at));
+            wrote.entry.is_some()
+        }
+        None => {
+            tx.execute(&prepared.held, &[&id, &owner.0])
+                .map_err(Failed::Db)?
+                > 0
+        }
+    };
+    if !held {
         return Err(Failed::Refused(not_held(id)));
     }
     if let Some((steps, state)) = &point.state {
@@ -863,7 +874,7 @@ fn commit(
         tx.execute(&count, &[&id, &steps, &now_ms()])
             .map_err(Failed::Db)?;
     }
-    Ok(())
+    Ok(wrote)
 }
 
 /// Inserts goal `goal`, held by `owner` under a lease, or queued (held by nobody) when
@@ -1181,7 +1192,8 @@ impl RunStore for PgStore {
             let held = self.with_conn(|c| match &entry {
                 Some(entry) => c
                     .client
-                    .execute(&c.prepared.journal, &[&id, &owner.0, &now_ms(), entry]),
+                    .query_opt(&c.prepared.journal, &[&id, &owner.0, &now_ms(), entry])
+                    .map(|row| u64::from(row.is_some())),
                 None => c.client.execute(&c.prepared.held, &[&id, &owner.0]),
             })?;
             if held == 0 {
@@ -1189,10 +1201,10 @@ impl RunStore for PgStore {
             }
             return Ok(());
         }
-        self.transaction(|tx, prepared| commit(tx, prepared, (id, owner), point))
+        self.transaction(|tx, prepared| commit(tx, prepared, (id, owner), point).map(drop))
     }
 
-    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
+    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<Wrote, StoreError>> {
         let programs = &self.programs;
         let mut new_programs = Vec::new();
         // NB: a refusal is found by a query that fails nothing, so the rest of the group
@@ -1202,13 +1214,16 @@ impl RunStore for PgStore {
             for w in writes {
                 let r = match w {
                     StoreWrite::Create(run, owner) => create(tx, &run.borrow(), owner, programs)
-                        .map(|new| new_programs.extend(new)),
+                        .map(|new| {
+                            new_programs.extend(new);
+                            Wrote::default()
+                        }),
                     StoreWrite::Commit(id, owner, point) => {
                         commit(tx, prepared, (id, owner), point)
                     }
                 };
                 match r {
-                    Ok(()) => results.push(Ok(())),
+                    Ok(wrote) => results.push(Ok(wrote)),
                     Err(Failed::Refused(e)) => results.push(Err(e)),
                     Err(db) => return Err(db),
                 }

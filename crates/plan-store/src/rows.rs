@@ -212,6 +212,18 @@ impl JournalFold {
         std::mem::take(&mut self.entries)
     }
 
+    /// Folds in entry `seq`, written at `at`, from its text (a JSON array of points, as
+    /// the store holds it and [`crate::Written`] hands it). An entry at or before the
+    /// last one folded in is left out: it is in already.
+    pub fn apply_text(&mut self, seq: i64, at: i64, text: &str) -> Result<(), serde_json::Error> {
+        if self.head.is_some_and(|h| seq <= h) {
+            return Ok(());
+        }
+        let points: Vec<Point> = serde_json::from_str(text)?;
+        self.apply(seq, at, points);
+        Ok(())
+    }
+
     /// Folds in entry `seq`, written at `at`.
     pub(crate) fn apply(&mut self, seq: i64, at: i64, points: Vec<Point>) {
         let mut change = EntryChange {

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, JournalFold, NewGoal, NewRun,
     Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind,
-    StoreWrite, StoredProgram, now_ms,
+    StoreWrite, StoredProgram, Wrote, now_ms,
 };
 
 /// `PRAGMA application_id` of a planvm store ('plnr').
@@ -441,7 +441,7 @@ impl SqliteStore {
         writes: &[&StoreWrite],
         programs: &mut Programs,
         new_programs: &mut Vec<String>,
-    ) -> Vec<Result<(), StoreError>> {
+    ) -> Vec<Result<Wrote, StoreError>> {
         let path = self.path.clone();
         let all_failed = |e: StoreError| writes.iter().map(|_| Err(e.clone())).collect();
         let tx = match self.write() {
@@ -469,7 +469,7 @@ impl SqliteStore {
                 }
             }
         }
-        let mut results: Vec<Option<Result<(), StoreError>>> = vec![None; writes.len()];
+        let mut results: Vec<Option<Result<Wrote, StoreError>>> = vec![None; writes.len()];
         for (i, w) in writes.iter().enumerate() {
             if results[i].is_some() {
                 continue;
@@ -485,14 +485,16 @@ impl SqliteStore {
                         StoreWrite::Commit(_, _, point) => Some(point),
                         StoreWrite::Create(..) => None,
                     });
-                    let r = create(&tx, &path, &run.borrow(), Some(owner), programs, point)
-                        .map(|new| new_programs.extend(new));
+                    let r = create(&tx, &path, &run.borrow(), Some(owner), programs, point);
                     // NB: a refused creation wrote nothing: the commit is then tried on
                     // its own, in its turn (the id may name a run this process holds).
-                    if let (Some(j), Ok(())) = (first[i], &r) {
-                        results[j] = Some(Ok(()));
-                    }
-                    r
+                    r.map(|(new, wrote)| {
+                        new_programs.extend(new);
+                        if let Some(j) = first[i] {
+                            results[j] = Some(Ok(wrote));
+                        }
+                        Wrote::default()
+                    })
                 }
                 StoreWrite::Commit(id, owner, point) => commit(&tx, &path, id, owner, point),
             };
@@ -1087,7 +1089,7 @@ impl RunStore for SqliteStore {
         let mut new = Vec::new();
         let created = self.write().and_then(|tx| {
             for run in runs {
-                new.extend(create(&tx, &path, run, None, &mut programs, None)?);
+                new.extend(create(&tx, &path, run, None, &mut programs, None)?.0);
             }
             tx.commit().map_err(|e| io(&path, e))
         });
@@ -1126,7 +1128,7 @@ impl RunStore for SqliteStore {
         let path = self.path.clone();
         let mut programs = std::mem::take(&mut self.programs);
         let created = self.write().and_then(|tx| {
-            let new = create(&tx, &path, run, Some(owner), &mut programs, None)?;
+            let (new, _) = create(&tx, &path, run, Some(owner), &mut programs, None)?;
             tx.commit().map_err(|e| io(&path, e))?;
             Ok(new)
         });
@@ -1213,7 +1215,7 @@ impl RunStore for SqliteStore {
         tx.commit().map_err(|e| io(&path, e))
     }
 
-    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<(), StoreError>> {
+    fn write_group(&mut self, writes: &[&StoreWrite]) -> Vec<Result<Wrote, StoreError>> {
         let mut programs = std::mem::take(&mut self.programs);
         let mut new_programs = Vec::new();
         let results = self.write_group_with(writes, &mut programs, &mut new_programs);
@@ -1771,7 +1773,8 @@ fn insert_goal(
 
 /// Stores the program (once per hash) and creates the run, inside `tx`, with its `first`
 /// commit point if given (its end, if any, in the run's row); returns its program's hash
-/// if the program was not known to be stored (it is now, once `tx` commits). A taken id is
+/// if the program was not known to be stored (it is now, once `tx` commits), and what the
+/// first point wrote. A taken id is
 /// refused with nothing written but the program (which is content-addressed, and may be
 /// shared by any run).
 fn create(
@@ -1781,7 +1784,7 @@ fn create(
     owner: Option<&Owner>,
     programs: &mut Programs,
     first: Option<&CommitPoint>,
-) -> Result<Option<String>, StoreError> {
+) -> Result<(Option<String>, Wrote), StoreError> {
     let hash = programs.hash(run.pbc);
     let now = now_ms();
     let new = !programs.stored.contains(&hash);
@@ -1840,10 +1843,11 @@ fn create(
             ),
         ));
     }
-    if let Some(point) = first {
-        write_point(tx, path, run.id, 0, point, false)?;
-    }
-    Ok(new.then_some(hash))
+    let wrote = match first {
+        Some(point) => write_point(tx, path, run.id, 0, point, false)?,
+        None => Wrote::default(),
+    };
+    Ok((new.then_some(hash), wrote))
 }
 
 /// Writes a commit point, inside `tx`. A run this process does not hold is refused
@@ -1854,7 +1858,7 @@ fn commit(
     id: &str,
     owner: &Owner,
     point: &CommitPoint,
-) -> Result<(), StoreError> {
+) -> Result<Wrote, StoreError> {
     // NB: fencing. A process that lost the run (paused past its lease, then resumed
     // elsewhere) must not write into it: checked under the write lock. The number of the
     // run's last journal row comes with it (one statement, not two, per commit).
@@ -1887,12 +1891,15 @@ fn write_point(
     seq: i64,
     point: &CommitPoint,
     update_run: bool,
-) -> Result<(), StoreError> {
+) -> Result<Wrote, StoreError> {
+    let mut wrote = Wrote::default();
     if let Some(entry) = point.journal_entry()? {
         // NB: one row per commit point, however many calls and steps it holds.
+        let at = now_ms();
         tx.prepare_cached("INSERT INTO journal (run, seq, at, entry) VALUES (?1, ?2, ?3, ?4)")
-            .and_then(|mut st| st.execute(params![id, seq, now_ms(), entry]))
+            .and_then(|mut st| st.execute(params![id, seq, at, entry]))
             .map_err(|e| io(path, e))?;
+        wrote.entry = Some((seq, at));
     }
     if let Some((steps, state)) = &point.state {
         tx.prepare_cached(
@@ -1902,7 +1909,7 @@ fn write_point(
         .map_err(|e| io(path, e))?;
     }
     if !update_run {
-        return Ok(());
+        return Ok(wrote);
     }
     // NB: the run's row only with a saved state or at the end: one page less per
     // commit point (its step count and update time lag by at most a checkpoint).
@@ -1938,7 +1945,7 @@ fn write_point(
             .and_then(|mut st| st.execute(params![id, steps, now_ms()]))
             .map_err(|e| io(path, e))?;
     }
-    Ok(())
+    Ok(wrote)
 }
 
 #[cfg(test)]

@@ -10,8 +10,8 @@ use plan_store::{
     StoreErrorKind, StoreWrite,
 };
 use serde_json::{Map, Value, json};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// A fresh store of one backend, and its rows changed or read behind its back.
 trait Backend {
@@ -607,9 +607,10 @@ fn a_group_store_writes_every_point_of_every_run_in_order(b: &dyn Backend) {
     let me = Owner::this_process();
     const RUNS: usize = 24;
     const POINTS: u64 = 30;
+    let all_handed = Mutex::new(Vec::new());
     std::thread::scope(|s| {
         for t in 0..4 {
-            let (group, me) = (group.clone(), me.clone());
+            let (group, me, all_handed) = (group.clone(), me.clone(), &all_handed);
             s.spawn(move || {
                 for r in (t..RUNS).step_by(4) {
                     let id = format!("run{r}");
@@ -617,8 +618,16 @@ fn a_group_store_writes_every_point_of_every_run_in_order(b: &dyn Backend) {
                     let run = group.run(&id, me.clone());
                     let told = Arc::new(AtomicU64::new(0));
                     let count = told.clone();
-                    run.on_written(Arc::new(move || {
+                    let handed = Arc::new(Mutex::new(Handed::default()));
+                    let keep = handed.clone();
+                    run.on_written(Arc::new(move |w: &plan_store::Written<'_>| {
                         count.fetch_add(1, Ordering::Relaxed);
+                        let mut h = keep.lock().unwrap();
+                        if let Some((seq, at, text)) = w.entry {
+                            h.seqs.push(seq);
+                            h.fold.apply_text(seq, at, text).unwrap();
+                        }
+                        h.ends.extend(w.end.map(|e| e.final_answer.clone()));
                     }));
                     for p in 0..POINTS {
                         let mut point = CommitPoint {
@@ -652,6 +661,8 @@ fn a_group_store_writes_every_point_of_every_run_in_order(b: &dyn Backend) {
                     // NB: the points after the wait went in a later transaction.
                     let told = told.load(Ordering::Relaxed);
                     assert!((2..=POINTS).contains(&told), "told {told} times");
+                    let h = std::mem::take(&mut *handed.lock().unwrap());
+                    all_handed.lock().unwrap().push((id, h));
                 }
             });
         }
@@ -666,6 +677,25 @@ fn a_group_store_writes_every_point_of_every_run_in_order(b: &dyn Backend) {
         assert_eq!(info.final_answer, Some(json!(r)));
         assert_eq!(info.steps, POINTS);
     }
+    // What each run's watcher was handed is its journal as the store holds it: each entry
+    // once, numbered as stored; the end once.
+    for (id, handed) in all_handed.into_inner().unwrap() {
+        let n = handed.seqs.len() as i64;
+        assert_eq!(handed.seqs, (0..n).collect::<Vec<_>>(), "{id}");
+        assert_eq!(handed.ends.len(), 1, "{id}");
+        let mut stored = JournalFold::default();
+        store.fold_journal(&id, &mut stored).unwrap();
+        assert_eq!(stored.head(), handed.fold.head(), "{id}");
+        assert_eq!(stored.calls(), handed.fold.calls(), "{id}");
+    }
+}
+
+/// What a run's watcher kept of what the writer handed it.
+#[derive(Default)]
+struct Handed {
+    seqs: Vec<i64>,
+    fold: JournalFold,
+    ends: Vec<Value>,
 }
 
 /// A point the store refuses (here: of a run that was never created) fails the waits for

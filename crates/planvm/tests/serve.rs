@@ -547,6 +547,10 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
     assert_eq!(all[1].2["args"]["query"], "first");
     let answer = &all.last().unwrap().2["final_answer"];
     assert!(answer.as_str().unwrap().starts_with("/search("), "{answer}");
+    // Read back from the store once the run ended: the same events as those the writer
+    // handed to the stream live.
+    let again = read_events(format!("{runs}/live/events"), None).await;
+    assert_eq!(again, all, "{again:?}");
     // Reconnected after the second step: only what came after, nothing twice.
     let rest = read_events(format!("{runs}/live/events"), Some(&all[6].0)).await;
     assert_eq!(rest, all[7..], "{rest:?}");

@@ -46,7 +46,7 @@ impl Prepared {
                                AND status = 'running' FOR UPDATE) \
                  INSERT INTO journal (run, seq, at, entry) \
                  SELECT $1, coalesce((SELECT max(seq) + 1 FROM journal WHERE run = $1), 0), \
-                        $3, ($4::text)::json FROM held",
+                        $3, ($4::text)::json FROM held RETURNING seq",
             )?,
             held: client.prepare(
                 "SELECT 1 FROM runs WHERE id = $1 AND owner = $2 AND status = 'running' FOR UPDATE",
