@@ -257,7 +257,7 @@ pub(crate) async fn submit(
     let trace = state.trace(command, submit.goal.as_deref(), &headers);
     let trace_id = trace.as_ref().map(plan_telemetry::Trace::trace_id);
     let stream = submit.stream;
-    let run = start(&state, submit, trace, true).await?;
+    let (run, created) = start(&state, submit, trace, true).await?;
     if !stream {
         return Ok(with_trace_id(
             (StatusCode::CREATED, Json(run)).into_response(),
@@ -265,13 +265,7 @@ pub(crate) async fn submit(
         ));
     }
     // NB: 200, not 201: an EventSource takes a stream only from a 200.
-    let events = crate::events::events(
-        State(state),
-        axum::extract::Path(run.id.clone()),
-        axum::http::HeaderMap::new(),
-    )
-    .await?;
-    let mut response = events.into_response();
+    let mut response = crate::events::stream(state, run.id.clone(), None, created).await?;
     if let Ok(id) = axum::http::HeaderValue::from_str(&run.id) {
         response.headers_mut().insert("x-run-id", id);
     }
@@ -294,14 +288,16 @@ pub(crate) fn with_trace_id(mut response: Response, trace_id: Option<String>) ->
 
 /// Stores a run of `submit`'s plan, or its goal, and starts it in the service (see
 /// [`submit`]), traced in `trace` if given; a plan's run goes into the store's queue
-/// instead when `may_queue` and the service takes runs from one (see `queue`).
+/// instead when `may_queue` and the service takes runs from one (see `queue`). With
+/// `stream`, a plan's run started here comes with what its event stream starts from.
 pub(crate) async fn start(
     state: &Arc<Shared>,
     submit: Submit,
     trace: Option<plan_telemetry::Trace>,
     may_queue: bool,
-) -> Result<RunSummary, ApiError> {
+) -> Result<(RunSummary, Option<crate::events::Created>), ApiError> {
     let state = state.clone();
+    let stream = submit.stream;
     let plan = match (submit.plan, submit.goal) {
         (Some(plan), None) if submit.response_format.is_none() && submit.session.is_none() => plan,
         (None, Some(goal)) => {
@@ -317,7 +313,7 @@ pub(crate) async fn start(
             let memory = submit.session.map_or(Memory::None, Memory::Session);
             let asked = (goal, submit.response_format, memory);
             let (id, _) = start_goal(&state, submit.run_id, asked, request, trace).await?;
-            return Ok(id);
+            return Ok((id, None));
         }
         _ => {
             return Err(ApiError::new(
@@ -359,14 +355,18 @@ pub(crate) async fn start(
         if let Some(t) = trace {
             t.end(&plan_telemetry::Ended::nothing_ran("queued", Some(&row.id)));
         }
-        return Ok(summary(&row));
+        return Ok((summary(&row), None));
     }
+    // NB: its stream starts from the source rather than read it back.
+    let source = stream.then(|| new.source.clone()).flatten();
     // NB: in a task of its own: a run once created is run even when its client goes away
     // before the answer.
-    let row = detached(async move {
+    let (row, watched) = detached(async move {
         state.writer.create(new).await?;
-        // NB: watched from before the answer, so that a stream opened at once is woken.
+        // NB: watched from before the answer, so that a stream opened at once is woken
+        // (and, for a stream, handed every point written).
         let notifier = state.live.start_written(&id);
+        let watched = stream.then(|| notifier.watch());
         let row = state.read(move |store| Ok(store.run(&id)?)).await;
         spawn_new(
             state,
@@ -375,10 +375,12 @@ pub(crate) async fn start(
             (presets, limits, timeout),
             (trace, large),
         );
-        row
+        Ok((row?, watched))
     })
     .await?;
-    Ok(summary(&row))
+    let summary = summary(&row);
+    let created = source.zip(watched).map(|(source, rx)| (row, source, rx));
+    Ok((summary, created))
 }
 
 /// `work`, run to its end even when the request that started it is dropped.

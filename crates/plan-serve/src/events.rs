@@ -21,6 +21,7 @@ use axum::response::Response;
 use plan_runs::read;
 use plan_store::{CallRow, EntryChange, GoalStatus, JournalFold, RunInfo, RunStatus, RunStore};
 use serde_json::{Value, json};
+use tokio::sync::watch;
 
 use crate::State as Shared;
 use crate::api::ApiError;
@@ -85,14 +86,35 @@ pub(crate) async fn events(
         .get("last-event-id")
         .and_then(|v| v.to_str().ok())
         .map(str::trim);
+    stream(state, id, last, None).await
+}
+
+/// A run just created by this service, as its stream starts from it: its row as stored,
+/// its plan's source, and its channel, watched from before the run started.
+pub(crate) type Created = (RunInfo, String, watch::Receiver<u64>);
+
+/// The events of run (or goal) `id` from after event `last`, as `GET
+/// /v1/runs/{id}/events` sends them; from `created` when given, without a first read.
+pub(crate) async fn stream(
+    state: Arc<Shared>,
+    id: String,
+    last: Option<&str>,
+    created: Option<Created>,
+) -> Result<Response, ApiError> {
     // NB: an unknown run is a 404, not an empty stream.
     // NB: the first read, done here to answer 404 for an unknown run, is also the
     // stream's first; watched from before it (see below).
-    let mut watched = state.live.watch(&id);
+    let (mut watched, read_first) = match created {
+        Some((row, source, rx)) => (Some(rx), Some(Box::new((row, Some(source))))),
+        None => (state.live.watch(&id), None),
+    };
     if let Some(rx) = &mut watched {
         rx.borrow_and_update();
     }
-    let (first, fold) = read(&state, (&id, None, false), false, JournalFold::default()).await?;
+    let (first, fold) = match read_first {
+        Some(run) => (Read::Run(run), JournalFold::default()),
+        None => read(&state, (&id, None, false), false, JournalFold::default()).await?,
+    };
     let is_goal = matches!(first, Read::Goal { .. });
     // NB: an id that names no event starts from the start.
     let (goal_run, skip, done) = match (is_goal, last) {

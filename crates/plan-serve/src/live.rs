@@ -168,6 +168,11 @@ impl Notifier {
         &self.id
     }
 
+    /// A receiver for the run's changes, as [`Live::watch`] gives.
+    pub(crate) fn watch(&self) -> watch::Receiver<u64> {
+        self.run.tx.subscribe()
+    }
+
     /// What tells the watchers, and hands them what was written, for a journal that
     /// knows when its points are written (`plan_runs::Writer`).
     pub(crate) fn on_written(&self) -> plan_runs::OnWritten {

@@ -319,7 +319,7 @@ impl Planrt {
         let trace = self.state.trace("run", None, &Default::default());
         // NB: run here, not queued: the caller waits for its answer on this service.
         let summary = match api::start(&self.state, submit, trace, false).await {
-            Ok(s) => s,
+            Ok((s, _)) => s,
             Err(e) => return Ok(api_failed(&e)),
         };
         // NB: the run's channel closes when it ends (none: it has already).
