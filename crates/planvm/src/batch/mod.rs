@@ -297,9 +297,13 @@ fn check_output(output: &Path, args: &BatchArgs, jobs: &[Job]) -> Result<(), u8>
             .flatten()
             .map(|p| (plan_runs::open::STORE_FILE, &**p)),
     );
+    // NB: each file once: a list runs the same few plans and cassettes many times, and
+    // each check of a path asks the file system (two calls a path, four a run).
+    let mut seen = std::collections::HashSet::new();
     for j in jobs {
-        inputs.push(("a plan", &j.plan));
-        inputs.extend(j.cassette.as_deref().map(|p| ("a cassette", p)));
+        let files = std::iter::once(("a plan", j.plan.as_path()))
+            .chain(j.cassette.as_deref().map(|p| ("a cassette", p)));
+        inputs.extend(files.filter(|(_, p)| seen.insert(*p)));
     }
     session::check_outputs(&[("--output", output)], &inputs)
         .map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
