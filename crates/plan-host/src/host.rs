@@ -348,9 +348,11 @@ impl Host {
             let replayed = out.is_ok();
             return (out, (Vec::new(), replayed));
         }
-        let mut call = std::pin::pin!(plan_llm::noting(self.timed(backend.call_with_usage(req))));
+        // NB: boxed: a call that goes out waits for its backend anyway, and room for the
+        // notes in the future would be reserved in every replayed call in flight too.
+        let mut call = Box::pin(plan_llm::noting(self.timed(backend.call_with_usage(req))));
         let out = call.as_mut().await;
-        let notes = call.take_value().unwrap_or_default().into_parts();
+        let notes = call.as_mut().take_value().unwrap_or_default().into_parts();
         (self.redacted(out), notes)
     }
 
