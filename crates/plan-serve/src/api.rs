@@ -256,20 +256,22 @@ pub(crate) async fn submit(
     let command = if submit.goal.is_some() { "ask" } else { "run" };
     let trace = state.trace(command, submit.goal.as_deref(), &headers);
     let trace_id = trace.as_ref().map(plan_telemetry::Trace::trace_id);
-    let stream = submit.stream;
-    let (run, created) = start(&state, submit, trace, true).await?;
-    if !stream {
-        return Ok(with_trace_id(
-            (StatusCode::CREATED, Json(run)).into_response(),
-            trace_id,
-        ));
-    }
+    let (id, created) = match start(&state, submit, trace, true).await? {
+        Started::Row(run) => {
+            return Ok(with_trace_id(
+                (StatusCode::CREATED, Json(run)).into_response(),
+                trace_id,
+            ));
+        }
+        Started::Streamed(id) => (id, None),
+        Started::Created(created) => (created.0.clone(), Some(created)),
+    };
     // NB: 200, not 201: an EventSource takes a stream only from a 200.
-    let mut response = crate::events::stream(state, run.id.clone(), None, created).await?;
-    if let Ok(id) = axum::http::HeaderValue::from_str(&run.id) {
+    let mut response = crate::events::stream(state, id.clone(), None, created).await?;
+    if let Ok(id) = axum::http::HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-run-id", id);
     }
-    if let Ok(at) = axum::http::HeaderValue::from_str(&format!("/v1/runs/{}", run.id)) {
+    if let Ok(at) = axum::http::HeaderValue::from_str(&format!("/v1/runs/{id}")) {
         response
             .headers_mut()
             .insert(axum::http::header::LOCATION, at);
@@ -286,16 +288,26 @@ pub(crate) fn with_trace_id(mut response: Response, trace_id: Option<String>) ->
     response
 }
 
+/// A run or goal [`start`] stored and started.
+pub(crate) enum Started {
+    /// Its row as stored.
+    Row(RunSummary),
+    /// Its id: a goal, or a run queued, whose events are to be streamed.
+    Streamed(String),
+    /// A plan's run started here, whose events are to be streamed: what its stream starts
+    /// from (its row is not read back).
+    Created(crate::events::Created),
+}
+
 /// Stores a run of `submit`'s plan, or its goal, and starts it in the service (see
 /// [`submit`]), traced in `trace` if given; a plan's run goes into the store's queue
-/// instead when `may_queue` and the service takes runs from one (see `queue`). With
-/// `stream`, a plan's run started here comes with what its event stream starts from.
+/// instead when `may_queue` and the service takes runs from one (see `queue`).
 pub(crate) async fn start(
     state: &Arc<Shared>,
     submit: Submit,
     trace: Option<plan_telemetry::Trace>,
     may_queue: bool,
-) -> Result<(RunSummary, Option<crate::events::Created>), ApiError> {
+) -> Result<Started, ApiError> {
     let state = state.clone();
     let stream = submit.stream;
     let plan = match (submit.plan, submit.goal) {
@@ -312,8 +324,11 @@ pub(crate) async fn start(
             };
             let memory = submit.session.map_or(Memory::None, Memory::Session);
             let asked = (goal, submit.response_format, memory);
-            let (id, _) = start_goal(&state, submit.run_id, asked, request, trace).await?;
-            return Ok((id, None));
+            let (row, _) = start_goal(&state, submit.run_id, asked, request, trace).await?;
+            return Ok(match stream {
+                true => Started::Streamed(row.id),
+                false => Started::Row(row),
+            });
         }
         _ => {
             return Err(ApiError::new(
@@ -355,19 +370,26 @@ pub(crate) async fn start(
         if let Some(t) = trace {
             t.end(&plan_telemetry::Ended::nothing_ran("queued", Some(&row.id)));
         }
-        return Ok((summary(&row), None));
+        return Ok(match stream {
+            true => Started::Streamed(row.id),
+            false => Started::Row(summary(&row)),
+        });
     }
     // NB: its stream starts from the source rather than read it back.
-    let source = stream.then(|| new.source.clone()).flatten();
+    let source = stream.then(|| new.source.clone().unwrap_or_default());
     // NB: in a task of its own: a run once created is run even when its client goes away
     // before the answer.
-    let (row, watched) = detached(async move {
+    detached(async move {
         state.writer.create(new).await?;
         // NB: watched from before the answer, so that a stream opened at once is woken
         // (and, for a stream, handed every point written).
         let notifier = state.live.start_written(&id);
-        let watched = stream.then(|| notifier.watch());
-        let row = state.read(move |store| Ok(store.run(&id)?)).await;
+        let started = match source {
+            Some(source) => Started::Created((id, source, notifier.watch())),
+            None => Started::Row(summary(
+                &state.read(move |store| Ok(store.run(&id)?)).await?,
+            )),
+        };
         spawn_new(
             state,
             notifier,
@@ -375,12 +397,9 @@ pub(crate) async fn start(
             (presets, limits, timeout),
             (trace, large),
         );
-        Ok((row?, watched))
+        Ok(started)
     })
-    .await?;
-    let summary = summary(&row);
-    let created = source.zip(watched).map(|(source, rx)| (row, source, rx));
-    Ok((summary, created))
+    .await
 }
 
 /// `work`, run to its end even when the request that started it is dropped.

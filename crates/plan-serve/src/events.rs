@@ -89,9 +89,9 @@ pub(crate) async fn events(
     stream(state, id, last, None).await
 }
 
-/// A run just created by this service, as its stream starts from it: its row as stored,
-/// its plan's source, and its channel, watched from before the run started.
-pub(crate) type Created = (RunInfo, String, watch::Receiver<u64>);
+/// A run just created by this service, as its stream starts from it: its id, its plan's
+/// source, and its channel, watched from before the run started.
+pub(crate) type Created = (String, String, watch::Receiver<u64>);
 
 /// The events of run (or goal) `id` from after event `last`, as `GET
 /// /v1/runs/{id}/events` sends them; from `created` when given, without a first read.
@@ -105,7 +105,10 @@ pub(crate) async fn stream(
     // NB: the first read, done here to answer 404 for an unknown run, is also the
     // stream's first; watched from before it (see below).
     let (mut watched, read_first) = match created {
-        Some((row, source, rx)) => (Some(rx), Some(Box::new((row, Some(source))))),
+        Some((id, source, rx)) => (
+            Some(rx),
+            Some(Box::new((RunView::running(id), Some(source)))),
+        ),
         None => (state.live.watch(&id), None),
     };
     if let Some(rx) = &mut watched {
@@ -314,7 +317,41 @@ fn parse_pos(text: &str) -> Option<Pos> {
 
 /// A run's row as one look found it, with its plan's source when that is still to be
 /// sent; its journal is in the cursor's fold.
-type RunRead = Box<(RunInfo, Option<String>)>;
+type RunRead = Box<(RunView, Option<String>)>;
+
+/// What a stream shows of a run's row.
+pub(crate) struct RunView {
+    id: String,
+    pub(crate) status: RunStatus,
+    pub(crate) final_answer: Option<Value>,
+    pub(crate) error: Option<Value>,
+    pub(crate) question: Option<Value>,
+}
+
+impl RunView {
+    /// A run that has just started.
+    fn running(id: String) -> RunView {
+        RunView {
+            id,
+            status: RunStatus::Running,
+            final_answer: None,
+            error: None,
+            question: None,
+        }
+    }
+}
+
+impl From<RunInfo> for RunView {
+    fn from(row: RunInfo) -> RunView {
+        RunView {
+            id: row.id,
+            status: row.status,
+            final_answer: row.final_answer,
+            error: row.error,
+            question: row.question,
+        }
+    }
+}
 
 /// What one look found.
 enum Read {
@@ -398,7 +435,7 @@ fn read_on(
             false => read::source(store, &row),
             true => None,
         };
-        Ok(Box::new((row, source)))
+        Ok(Box::new((row.into(), source)))
     };
     let goal = match run {
         true => None,
@@ -467,7 +504,7 @@ impl RunCursor {
     /// moved past them; true when the run has ended (its last event is among them).
     fn events(
         &mut self,
-        (run, source): &(RunInfo, Option<String>),
+        (run, source): &(RunView, Option<String>),
         goal_run: Option<usize>,
         out: &mut Frame,
     ) -> bool {

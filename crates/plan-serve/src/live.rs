@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use plan_host::{Durable, Journal, TraceEvent};
-use plan_store::{JournalFold, RunInfo, RunStatus, Written};
+use plan_store::{JournalFold, RunStatus, Written};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -94,7 +94,12 @@ impl Live {
     /// handed (its end, if written). None when the store must be read instead: the run
     /// is not on this service's writer (or no longer running here), or an entry after
     /// `fold`'s was written but not kept.
-    pub(crate) fn handed(&self, id: &str, fold: &mut JournalFold, row: &mut RunInfo) -> Option<()> {
+    pub(crate) fn handed(
+        &self,
+        id: &str,
+        fold: &mut JournalFold,
+        row: &mut crate::events::RunView,
+    ) -> Option<()> {
         let run = lock(&self.channels).get(id).cloned()?;
         let handed = lock(run.handed.as_ref()?);
         let next = fold.head().map_or(0, |h| h + 1);

@@ -318,15 +318,15 @@ impl Planrt {
             .map_err(|e| ErrorData::invalid_params(e.to_string(), None))?;
         let trace = self.state.trace("run", None, &Default::default());
         // NB: run here, not queued: the caller waits for its answer on this service.
-        let summary = match api::start(&self.state, submit, trace, false).await {
-            Ok((s, _)) => s,
+        let id = match api::start(&self.state, submit, trace, false).await {
+            Ok(api::Started::Row(s)) => s.id,
+            Ok(api::Started::Streamed(id) | api::Started::Created((id, ..))) => id,
             Err(e) => return Ok(api_failed(&e)),
         };
         // NB: the run's channel closes when it ends (none: it has already).
-        if let Some(mut changes) = self.state.live.watch(&summary.id) {
+        if let Some(mut changes) = self.state.live.watch(&id) {
             while changes.changed().await.is_ok() {}
         }
-        let id = summary.id.clone();
         match self.state.read(move |store| Ok(store.run(&id)?)).await {
             Ok(run) => Ok(answered(run_view(&run))),
             Err(e) => Ok(api_failed(&e)),
