@@ -303,7 +303,7 @@ fn run_shuffled(
     ctx: &str,
 ) -> Result<Outcome, RunError> {
     let mut vm = Vm::new(prog, limits(max_concurrency));
-    let mut out: Vec<ToolRequest> = Vec::new();
+    let mut out: Vec<std::sync::Arc<ToolRequest>> = Vec::new();
     for _ in 0..100_000 {
         match vm.run() {
             Halt::Yield(new) => {

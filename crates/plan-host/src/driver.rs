@@ -256,7 +256,7 @@ struct Calls<'j> {
     journal_error: Option<String>,
     /// A call of a `human` tool at the head, with no answer: the run stops for it once
     /// nothing else is in flight.
-    asking: Option<ToolRequest>,
+    asking: Option<Arc<ToolRequest>>,
     /// The tokens of the calls answered so far.
     usage: Option<plan_llm::Usage>,
 }
@@ -692,7 +692,7 @@ fn drive<M: Machine>(
     host: &Host,
     vm: &mut M,
     journal: &mut dyn Journal,
-    reissue: Vec<ToolRequest>,
+    reissue: Vec<Arc<ToolRequest>>,
     mut known: Known,
     within: Option<Deadline>,
 ) -> impl Future<Output = RunReport> {
@@ -732,7 +732,7 @@ fn drive<M: Machine>(
         let mut issue = |calls: &mut Calls<'_>,
                          inflight: &mut FuturesUnordered<_>,
                          vm: &M,
-                         reqs: Vec<ToolRequest>| {
+                         reqs: Vec<Arc<ToolRequest>>| {
             let hold = host.draining();
             issue(calls, inflight, vm, &mut known, (reqs, hold), |r| {
                 perform(host, r)
@@ -832,7 +832,7 @@ fn issue<M: Machine, F>(
     inflight: &mut FuturesUnordered<Either<future::Ready<Completed>, F>>,
     vm: &M,
     known: &mut Known,
-    (reqs, hold): (Vec<ToolRequest>, bool),
+    (reqs, hold): (Vec<Arc<ToolRequest>>, bool),
     perform: impl Fn(Arc<ToolRequest>) -> F,
 ) -> bool {
     let mut held = false;
@@ -869,7 +869,6 @@ fn issue<M: Machine, F>(
         } else {
             None
         };
-        let request = Arc::new(request);
         calls.inflight.insert(request.id, request.clone());
         // NB: one queue for both, polled in issue order: a call sent next to saved answers
         // starts on the same turn.
@@ -949,7 +948,7 @@ fn stopped<M: Machine>(
 fn needs_input<M: Machine>(
     calls: &mut Calls<'_>,
     vm: &M,
-    request: ToolRequest,
+    request: Arc<ToolRequest>,
     start: Instant,
     steps_seen: u64,
 ) -> RunReport {

@@ -95,7 +95,7 @@ pub fn variables_before(
     let by_step: HashMap<u64, &CallRow> = calls.iter().map(|c| (c.step, c)).collect();
     // NB: requests are answered only after the head has been looked at: a run stopped
     // while waiting for the call at `seq` has no answer for it, and needs none.
-    let mut issued: Vec<plan_vm::ToolRequest> = Vec::new();
+    let mut issued: Vec<std::sync::Arc<plan_vm::ToolRequest>> = Vec::new();
     loop {
         let st = vm.state();
         if matches!(st.status(), Status::Running) && program.seq_no_at(st.pc()) == Some(seq) {

@@ -471,7 +471,7 @@ pub enum Halt {
     /// New tool requests to perform, all at once (possibly empty if only older ones are
     /// outstanding). The first is the head's when the head issued one; the rest were
     /// issued ahead of it (see "Concurrency" in docs/semantics.md).
-    Yield(Vec<ToolRequest>),
+    Yield(Vec<Arc<ToolRequest>>),
     Done(Outcome),
     Failed(RunError),
 }

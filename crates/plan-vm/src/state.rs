@@ -1,6 +1,8 @@
 //! The serializable state of a run between yields, and the checks that make restoring it
 //! safe: a saved state is untrusted input, exactly like a `.pbc` file.
 
+use std::sync::Arc;
+
 use crate::{RunError, ToolRequest};
 use plan_bytecode::{Instr, Pc, ValidatedProgram};
 use plan_value::Val;
@@ -24,7 +26,8 @@ pub enum Status {
 pub struct Pending {
     /// The request as issued (so a restored run can re-issue unanswered requests). Its
     /// `instance` matches it to its instruction however far the head has moved since.
-    pub request: ToolRequest,
+    /// NB: shared with the host that sends it (one copy per call in flight).
+    pub request: Arc<ToolRequest>,
     /// The host's answer, once `resume` delivered it (serialized as the JSON it was).
     pub result: Option<Result<Val, String>>,
 }
@@ -108,7 +111,7 @@ impl VmState {
     }
 
     /// Requests still waiting for the host's answer (re-issue these after a restore).
-    pub fn unanswered(&self) -> Vec<ToolRequest> {
+    pub fn unanswered(&self) -> Vec<Arc<ToolRequest>> {
         self.pending
             .iter()
             .filter(|p| p.result.is_none())

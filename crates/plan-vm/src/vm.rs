@@ -225,7 +225,7 @@ impl<'p> Vm<'p> {
     /// run no longer needs and that have no answer yet. The host should cancel them
     /// (dropping their futures is enough); `resume` for them returns an error, which is
     /// harmless. Empty while the run is going on.
-    pub fn abandoned(&self) -> Vec<ToolRequest> {
+    pub fn abandoned(&self) -> Vec<Arc<ToolRequest>> {
         match self.st.status {
             Status::Running => Vec::new(),
             _ => self.st.unanswered(),
@@ -362,7 +362,7 @@ impl<'p> Vm<'p> {
 
     /// Executes at the head until it waits for an unanswered request (`None`; the head's
     /// new request, if it issued one, is pushed to `issued`) or the run ends.
-    fn dispatch(&mut self, issued: &mut Vec<ToolRequest>) -> Option<Halt> {
+    fn dispatch(&mut self, issued: &mut Vec<Arc<ToolRequest>>) -> Option<Halt> {
         let code = &self.prog.code;
         loop {
             let pc = self.st.pc;
@@ -701,10 +701,10 @@ impl<'p> Vm<'p> {
         tool: ToolName,
         args: Args,
         kind: RequestKind,
-    ) -> ToolRequest {
+    ) -> Arc<ToolRequest> {
         let id = CallId(self.st.next_call);
         self.st.next_call += 1;
-        let request = ToolRequest {
+        let request = Arc::new(ToolRequest {
             id,
             tool,
             args,
@@ -712,7 +712,7 @@ impl<'p> Vm<'p> {
             pc,
             seq_no: self.prog.seq_no_at(pc),
             instance,
-        };
+        });
         self.st.pending.push(Pending {
             request: request.clone(),
             result: None,

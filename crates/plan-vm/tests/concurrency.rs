@@ -4,6 +4,8 @@
 mod common;
 use common::*;
 use plan_bytecode::{Effects, Instr, ValidatedProgram};
+use std::sync::Arc;
+
 use plan_vm::{Halt, Limits, Outcome, RunError, ToolRequest, Vm};
 use serde_json::{Value, json};
 
@@ -22,7 +24,7 @@ enum Order {
 struct Trace {
     halt: Halt,
     /// The requests of each yield, in order.
-    yields: Vec<Vec<ToolRequest>>,
+    yields: Vec<Vec<Arc<ToolRequest>>>,
     /// Most requests outstanding at once.
     peak: usize,
 }
@@ -34,7 +36,7 @@ fn drive_in(
     answer: impl Fn(&ToolRequest) -> Result<Value, String>,
 ) -> Trace {
     let mut vm = Vm::new(prog, limits);
-    let mut outstanding: Vec<ToolRequest> = Vec::new();
+    let mut outstanding: Vec<Arc<ToolRequest>> = Vec::new();
     let mut yields = Vec::new();
     let mut peak = 0;
     let mut rng = match order {
@@ -96,7 +98,7 @@ fn echo(r: &ToolRequest) -> Result<Value, String> {
     )))
 }
 
-fn tools(reqs: &[ToolRequest]) -> Vec<&str> {
+fn tools(reqs: &[Arc<ToolRequest>]) -> Vec<&str> {
     reqs.iter().map(|r| r.tool.as_str()).collect()
 }
 
@@ -171,13 +173,13 @@ fn four_aspects_issue_all_retrievals_at_once() {
             .yields
             .concat()
             .into_iter()
-            .map(|r| (r.pc, r.args))
+            .map(|r| (r.pc, r.args.clone()))
             .collect();
         let mut exp: Vec<_> = want
             .yields
             .concat()
             .into_iter()
-            .map(|r| (r.pc, r.args))
+            .map(|r| (r.pc, r.args.clone()))
             .collect();
         got.sort_by_key(|x| x.0);
         exp.sort_by_key(|x| x.0);
@@ -604,7 +606,7 @@ fn a_run_saved_with_requests_in_flight_continues_elsewhere() {
     for r in resend.iter().rev() {
         vm.resume(r.id, echo(r)).unwrap();
     }
-    let mut out: Vec<ToolRequest> = Vec::new();
+    let mut out: Vec<Arc<ToolRequest>> = Vec::new();
     let o = loop {
         match vm.run() {
             Halt::Yield(reqs) => {

@@ -113,12 +113,12 @@ struct Inner {
     /// When the run must have ended (`timeout`).
     deadline: Option<(Instant, Duration)>,
     /// Answered calls not yet known to be committed.
-    answered: Vec<ToolRequest>,
+    answered: Vec<Arc<ToolRequest>>,
     started: Instant,
     /// From `started` to the end, once ended.
     took: Option<Duration>,
     /// Issued, not yet answered.
-    pending: Vec<ToolRequest>,
+    pending: Vec<Arc<ToolRequest>>,
     tool_calls: u64,
     end: Option<End>,
 }
@@ -137,7 +137,7 @@ pub(crate) struct Run {
 impl Run {
     pub(crate) fn new(
         mut vm: OwnedVm,
-        pending: Vec<ToolRequest>,
+        pending: Vec<Arc<ToolRequest>>,
         timeout: Option<Duration>,
     ) -> Run {
         if timeout.is_some() {

@@ -113,7 +113,13 @@ impl Machine for Script {
     fn run(&mut self) -> Halt {
         if !self.started {
             self.started = true;
-            return Halt::Yield(self.requests.clone());
+            return Halt::Yield(
+                self.requests
+                    .iter()
+                    .cloned()
+                    .map(std::sync::Arc::new)
+                    .collect(),
+            );
         }
         if self.results.len() < self.requests.len() {
             return Halt::Yield(vec![]);

@@ -251,7 +251,7 @@ pub fn drive(
                 for r in reqs {
                     let out = host(&r);
                     vm.resume(r.id, out).expect("resume known id");
-                    seen.push(r);
+                    seen.push(std::sync::Arc::unwrap_or_clone(r));
                 }
             }
             halt => return (halt, seen),
