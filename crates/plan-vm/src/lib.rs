@@ -76,6 +76,7 @@ mod state;
 mod vars;
 mod vm;
 
+pub use codes::ErrorCode;
 pub use owned::OwnedVm;
 pub use sched::WINDOW;
 pub use state::{Pending, STATE_FORMAT, Status, VmState};
@@ -338,99 +339,6 @@ impl Serialize for Args {
 impl<'de> Deserialize<'de> for Args {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Map::deserialize(d).map(Args::from)
-    }
-}
-
-/// What kind of failure a [`RunError`] is: stable codes that scripts and tests match
-/// instead of message text (docs/semantics.md lists them with examples).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum ErrorCode {
-    /// R0001: the step limit (`--max-steps`).
-    #[serde(rename = "R0001")]
-    StepLimit,
-    /// R0002: a value over the per-value byte limit (text, array, object, tool output).
-    #[serde(rename = "R0002")]
-    ValueTooLarge,
-    /// R0003: all variables (or one call's arguments) over `max_total_bytes`.
-    #[serde(rename = "R0003")]
-    TotalTooLarge,
-    /// R0004: a value nested more than 100 levels deep.
-    #[serde(rename = "R0004")]
-    TooDeep,
-    /// R0005: a tool call (or a condition's LLM call) failed after its retries.
-    #[serde(rename = "R0005")]
-    ToolFailed,
-    /// R0006: a call with several output vars got no JSON object with those keys.
-    #[serde(rename = "R0006")]
-    MissingOutput,
-    /// R0007: a condition's answer is not a boolean.
-    #[serde(rename = "R0007")]
-    BadConditionAnswer,
-    /// R0008: the run went past the last instruction without setting final_answer.
-    #[serde(rename = "R0008")]
-    NoFinalAnswer,
-    /// R0009: the run's deadline (`--timeout`) passed.
-    #[serde(rename = "R0009")]
-    Deadline,
-    /// R0010: the run could not start: a preset variable over a limit, a tool with no
-    /// backend or API key.
-    #[serde(rename = "R0010")]
-    NotStarted,
-    /// R0011: a saved run that does not belong to the program, or the VM used wrongly
-    /// (a result for an unknown request).
-    #[serde(rename = "R0011")]
-    BadState,
-    /// R0012: a journal of the run (a `--record` cassette, a run store) could not be
-    /// written.
-    #[serde(rename = "R0012")]
-    RecordFailed,
-    /// R0013: the run was cancelled (`planvm runs cancel`, `Store.cancel`).
-    #[serde(rename = "R0013")]
-    Cancelled,
-    /// R0099: a bug in planvm itself.
-    #[default]
-    #[serde(rename = "R0099")]
-    Internal,
-}
-
-impl ErrorCode {
-    /// Every code, in order.
-    pub const ALL: [ErrorCode; 14] = [
-        ErrorCode::StepLimit,
-        ErrorCode::ValueTooLarge,
-        ErrorCode::TotalTooLarge,
-        ErrorCode::TooDeep,
-        ErrorCode::ToolFailed,
-        ErrorCode::MissingOutput,
-        ErrorCode::BadConditionAnswer,
-        ErrorCode::NoFinalAnswer,
-        ErrorCode::Deadline,
-        ErrorCode::NotStarted,
-        ErrorCode::BadState,
-        ErrorCode::RecordFailed,
-        ErrorCode::Cancelled,
-        ErrorCode::Internal,
-    ];
-
-    /// The code as written in reports: `R0001`, ... (declared with its documentation in
-    /// [`codes`]).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::StepLimit => codes::STEP_LIMIT,
-            ErrorCode::ValueTooLarge => codes::VALUE_TOO_LARGE,
-            ErrorCode::TotalTooLarge => codes::TOTAL_TOO_LARGE,
-            ErrorCode::TooDeep => codes::TOO_DEEP,
-            ErrorCode::ToolFailed => codes::TOOL_FAILED,
-            ErrorCode::MissingOutput => codes::MISSING_OUTPUT,
-            ErrorCode::BadConditionAnswer => codes::BAD_CONDITION_ANSWER,
-            ErrorCode::NoFinalAnswer => codes::NO_FINAL_ANSWER,
-            ErrorCode::Deadline => codes::DEADLINE,
-            ErrorCode::NotStarted => codes::NOT_STARTED,
-            ErrorCode::BadState => codes::BAD_STATE,
-            ErrorCode::RecordFailed => codes::RECORD_FAILED,
-            ErrorCode::Cancelled => codes::CANCELLED,
-            ErrorCode::Internal => codes::INTERNAL,
-        }
     }
 }
 
