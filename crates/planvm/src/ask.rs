@@ -137,7 +137,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         let grounded =
             match plan_host::Host::new(manifest.clone(), plan_host::HostOptions::default()) {
                 Ok(host) => host.ground(&args.goal),
-                Err(e) => return fail(exit::USAGE, e.message),
+                Err(e) => return session::host_failed(e),
             };
         for w in &grounded.warnings {
             eprintln!("warning: {w}");

@@ -41,7 +41,7 @@ pub(crate) fn ground(args: GroundArgs) -> u8 {
     }
     let host = match plan_host::Host::new(manifest, plan_host::HostOptions::default()) {
         Ok(h) => h,
-        Err(e) => return fail(exit::USAGE, e.message),
+        Err(e) => return crate::session::host_failed(e),
     };
     let grounded = host.ground(&args.question);
     for w in &grounded.warnings {

@@ -508,6 +508,15 @@ fn bad_command_lines_and_inputs_have_their_exit_codes() {
         (
             vec![
                 ds.into(),
+                "--replay".into(),
+                d.join("missing.jsonl").display().to_string(),
+            ],
+            66,
+            "missing.jsonl",
+        ),
+        (
+            vec![
+                ds.into(),
                 "--output".into(),
                 d.join("no/such/dir/out").display().to_string(),
             ],

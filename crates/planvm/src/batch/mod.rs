@@ -133,7 +133,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     };
     let host = match Host::new(manifest.clone(), host_options.clone()) {
         Ok(h) => Arc::new(h),
-        Err(e) => return fail(exit::RUN_FAILED, e),
+        Err(e) => return session::host_failed(e),
     };
     for w in host.warnings() {
         eprintln!("warning: {w}");
