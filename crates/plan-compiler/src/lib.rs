@@ -13,6 +13,7 @@
 //! [`load`] is what a runner calls: plan bytes, source or `.pbc`, to a validated program
 //! (`load.rs`).
 
+mod cfg;
 mod codes;
 mod flatten;
 mod load;
@@ -136,7 +137,7 @@ fn compile_inner(
         plan.span,
         &mut lw.diags,
     );
-    let cfg = verify::Cfg::new(&steps, &lw.io, &targets, final_slot, entry.step);
+    let cfg = cfg::Cfg::new(&steps, &lw.io, &targets, final_slot, entry.step);
     // NB: the tables only lowering needed are freed before the dataflow analysis, which
     // is where checking a large plan peaks in memory.
     drop(targets);
@@ -408,7 +409,7 @@ fn entry_of(
     slots: &[String],
     plan_span: plan_syntax::Span,
     diags: &mut Vec<Diagnostic>,
-) -> verify::Entry {
+) -> cfg::Entry {
     let slots_of = |names: &mut dyn Iterator<Item = &String>| {
         let mut set: Vec<plan_bytecode::Slot> = names
             .filter_map(|name| slots.iter().position(|s| s == name))
@@ -419,9 +420,9 @@ fn entry_of(
         set
     };
     let Some(e) = entry else {
-        return verify::Entry {
+        return cfg::Entry {
             preset: slots_of(&mut presets.iter()),
-            ..verify::Entry::default()
+            ..cfg::Entry::default()
         };
     };
     let step = steps
@@ -437,7 +438,7 @@ fn entry_of(
             .with_help("start at the seq_no of an instruction of this plan"),
         );
     }
-    verify::Entry {
+    cfg::Entry {
         step: step.unwrap_or(0),
         preset: slots_of(&mut e.vars.iter().chain(presets)),
         branch: true,
@@ -449,20 +450,20 @@ fn entry_of(
 fn explain_steps(
     steps: &[flatten::Step<'_>],
     lw: &lower::Lowered,
-    cfg: &verify::Cfg,
+    cfg: &cfg::Cfg,
     manifest: &Manifest,
 ) -> Vec<ExplainStep> {
     let n = steps.len();
     // NB: from SSA names, not a set of definitions per step: that was steps × writes bits
     // (a 100k-step chain took 1.4 GB and half a minute).
-    let preds = verify::preds(&cfg.succ, n + 1);
+    let preds = cfg::preds(&cfg.succ, n + 1);
     let ssa = ssa::Ssa::build(
         cfg,
         &preds,
         &lw.io,
         n,
         lw.program.slots.len(),
-        &verify::Entry::default(),
+        &cfg::Entry::default(),
     );
     let mut seen = vec![false; ssa.phi_count()];
     let mut defs: Vec<usize> = Vec::new();

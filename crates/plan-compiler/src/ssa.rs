@@ -18,8 +18,8 @@
 use plan_bytecode::Slot;
 use smallvec::SmallVec;
 
+use crate::cfg::{Cfg, Entry, Lists, Preds, Small, post_order};
 use crate::lower::Io;
-use crate::verify::{Cfg, Entry, Lists, Preds, Small, post_order};
 
 /// What a read sees.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

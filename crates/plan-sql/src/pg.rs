@@ -445,37 +445,6 @@ pub fn without_password(url: &str) -> String {
     format!("{scheme}://{auth}{path}?{}", query.join("&"))
 }
 
-/// Why connecting to the database `config` names failed, for messages. The client's own
-/// words for an error of the database are only "db error": the database's message is
-/// given instead, and a login it refused says for which user (never with what password).
-pub(crate) fn connect_failure(config: &Config, e: &postgres::Error) -> String {
-    let Some(db) = e.as_db_error() else {
-        // NB: "error connecting to server" alone: its cause says why (refused, no route).
-        let mut said = e.to_string();
-        let mut cause = std::error::Error::source(e);
-        while let Some(c) = cause {
-            let text = c.to_string();
-            if !said.contains(&text) {
-                said = format!("{said}: {text}");
-            }
-            cause = c.source();
-        }
-        return said;
-    };
-    let code = db.code();
-    if *code == SqlState::INVALID_PASSWORD || *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
-    {
-        let user = config.get_user().unwrap_or("(none given)");
-        format!(
-            "authentication failed for user `{user}`: {} ({})",
-            db.message(),
-            code.code()
-        )
-    } else {
-        format!("{} ({})", db.message(), code.code())
-    }
-}
-
 fn is_password_key(key: &str) -> bool {
     key.trim().eq_ignore_ascii_case("password")
 }

@@ -23,7 +23,7 @@ pub fn connect_postgres(config: &Config) -> Result<Client, String> {
     if config.get_ssl_mode() == SslMode::Disable {
         return config
             .connect(NoTls)
-            .map_err(|e| crate::pg::connect_failure(config, &e));
+            .map_err(|e| connect_failure(config, &e));
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider)
@@ -33,5 +33,37 @@ pub fn connect_postgres(config: &Config) -> Result<Client, String> {
         .with_no_client_auth();
     config
         .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
-        .map_err(|e| crate::pg::connect_failure(config, &e))
+        .map_err(|e| connect_failure(config, &e))
+}
+
+/// Why connecting to the database `config` names failed, for messages. The client's own
+/// words for an error of the database are only "db error": the database's message is
+/// given instead, and a login it refused says for which user (never with what password).
+fn connect_failure(config: &Config, e: &postgres::Error) -> String {
+    let Some(db) = e.as_db_error() else {
+        // NB: "error connecting to server" alone: its cause says why (refused, no route).
+        let mut said = e.to_string();
+        let mut cause = std::error::Error::source(e);
+        while let Some(c) = cause {
+            let text = c.to_string();
+            if !said.contains(&text) {
+                said = format!("{said}: {text}");
+            }
+            cause = c.source();
+        }
+        return said;
+    };
+    let code = db.code();
+    if *code == postgres::error::SqlState::INVALID_PASSWORD
+        || *code == postgres::error::SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+    {
+        let user = config.get_user().unwrap_or("(none given)");
+        format!(
+            "authentication failed for user `{user}`: {} ({})",
+            db.message(),
+            code.code()
+        )
+    } else {
+        format!("{} ({})", db.message(), code.code())
+    }
 }
