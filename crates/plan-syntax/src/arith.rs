@@ -10,8 +10,9 @@ use logos::Logos;
 use smallvec::SmallVec;
 
 use crate::ast::Dialect;
-use crate::lexer::{ArithTok, brace_refs, var_ref};
+use crate::lexer::{ArithTok, brace_refs};
 use crate::limits;
+use crate::template::var_ref;
 use crate::template::{Expr, VarRef};
 
 lalrpop_util::lalrpop_mod!(

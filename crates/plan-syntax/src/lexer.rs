@@ -10,7 +10,6 @@
 use logos::Logos;
 
 use crate::ast::Dialect;
-use crate::template::{RefStr, VarRef};
 
 /// Tokens of a template. Any text that is not a well-formed reference is `Text` (a `$` or
 /// `{` that does not start a reference lexes as a one-byte `Text`).
@@ -64,24 +63,6 @@ pub(crate) enum ArithTok {
     LParen,
     #[token(")")]
     RParen,
-}
-
-/// Builds the `VarRef` of a reference token's text (`${a.b}` or `{{ a }}`).
-pub(crate) fn var_ref(raw: &str) -> VarRef {
-    ref_str(raw).to_var_ref()
-}
-
-/// Splits a reference token's text (`${a.b}` or `{{ a }}`) into name and key path,
-/// borrowing from it.
-pub(crate) fn ref_str(raw: &str) -> RefStr<'_> {
-    let inner = if let Some(s) = raw.strip_prefix("${") {
-        s.strip_suffix('}').unwrap_or(s)
-    } else {
-        let s = raw.strip_prefix("{{").unwrap_or(raw);
-        s.strip_suffix("}}").unwrap_or(s).trim_matches([' ', '\t'])
-    };
-    let (name, path) = inner.split_once('.').unwrap_or((inner, ""));
-    RefStr { name, path, raw }
 }
 
 /// Whether a `{{name}}` reference counts as a reference in `dialect`.

@@ -12,7 +12,7 @@ use logos::Logos;
 use plan_value::{Op1, Op2};
 
 use crate::ast::Dialect;
-use crate::lexer::{TemplateTok, brace_refs, ref_str};
+use crate::lexer::{TemplateTok, brace_refs};
 
 /// A variable reference `${name.key.sub}` / `{{name}}` / `{"var": "name"}`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -221,4 +221,22 @@ pub fn object_ref(node: &crate::json::Node) -> Option<VarRef> {
         }
         _ => None,
     }
+}
+
+/// Builds the `VarRef` of a reference token's text (`${a.b}` or `{{ a }}`).
+pub(crate) fn var_ref(raw: &str) -> VarRef {
+    ref_str(raw).to_var_ref()
+}
+
+/// Splits a reference token's text (`${a.b}` or `{{ a }}`) into name and key path,
+/// borrowing from it.
+pub(crate) fn ref_str(raw: &str) -> RefStr<'_> {
+    let inner = if let Some(s) = raw.strip_prefix("${") {
+        s.strip_suffix('}').unwrap_or(s)
+    } else {
+        let s = raw.strip_prefix("{{").unwrap_or(raw);
+        s.strip_suffix("}}").unwrap_or(s).trim_matches([' ', '\t'])
+    };
+    let (name, path) = inner.split_once('.').unwrap_or((inner, ""));
+    RefStr { name, path, raw }
 }

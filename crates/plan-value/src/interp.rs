@@ -1,7 +1,7 @@
 //! How values become text: interpolation into templates, its exact length (so the VM can
 //! refuse an oversized template before building it), and short previews for messages.
 
-use crate::repr::write_python_float;
+use crate::repr::{push_ascii, write_python_float};
 use serde_json::Value;
 
 /// Appends `v` as a template inserts it: strings raw, integers in decimal, floats as
@@ -40,17 +40,6 @@ pub fn interpolated(v: &Value) -> String {
     let mut s = String::new();
     write_interpolated(v, &mut s);
     s
-}
-
-/// Appends ASCII text (digits, signs, points) byte by byte: no UTF-8 validation, which
-/// cost more than the digits themselves for short numbers.
-#[inline]
-pub(crate) fn push_ascii(out: &mut String, bytes: &[u8]) {
-    out.reserve(bytes.len());
-    for &b in bytes {
-        // NB: only ASCII is passed; any other byte would still be a valid char.
-        out.push(char::from(b));
-    }
 }
 
 /// The exact number of bytes [`write_interpolated`] appends for `v`, computed without

@@ -209,7 +209,18 @@ fn layout(digits: &[u8], decpt: i32, out: &mut String) {
             put(b".0");
         }
     }
-    crate::interp::push_ascii(out, &buf[..len]);
+    push_ascii(out, &buf[..len]);
+}
+
+/// Appends ASCII text (digits, signs, points) byte by byte: no UTF-8 validation, which
+/// cost more than the digits themselves for short numbers.
+#[inline]
+pub(crate) fn push_ascii(out: &mut String, bytes: &[u8]) {
+    out.reserve(bytes.len());
+    for &b in bytes {
+        // NB: only ASCII is passed; any other byte would still be a valid char.
+        out.push(char::from(b));
+    }
 }
 
 #[cfg(test)]

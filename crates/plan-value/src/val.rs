@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::bytes::{NODE_BYTES, ValueSize, value_size};
-use crate::interp::{interpolated_len, push_ascii, write_interpolated};
+use crate::interp::{interpolated_len, write_interpolated};
 use crate::num::{Num, parse_num, to_num};
+use crate::repr::push_ascii;
 use crate::repr::write_python_float;
 
 /// A value inside the VM (see the module docs).
