@@ -59,7 +59,7 @@ pub(crate) async fn ask(
     goal: &str,
     case: &crate::Case,
 ) -> Result<(plan_planner::AskOutcome, Vec<String>, Option<String>), String> {
-    let request = plan_runs::ask::request_of(&planner.options);
+    let request = plan_runs::goal::request_of(&planner.options);
     let rf = case.response_format.as_ref();
     let goal_id =
         plan_runs::ask::create_goal(&stored.at, Some(goal), (&case.goal, rf, None), &request)

@@ -227,16 +227,6 @@ fn conversation_of(
     }
 }
 
-/// What a goal was asked with besides its text, as stored with it (to ask it again after
-/// a crash): the variables and the limits of its runs.
-pub fn request_of(options: &plan_planner::AskOptions) -> Value {
-    json!(crate::goal::Request::new(
-        &options.vars,
-        &options.limits,
-        options.deadline
-    ))
-}
-
 /// The runs of goal `id` in order (`ID`, `ID.2`, ...).
 pub fn goal_runs(store: &dyn RunStore, id: &str) -> Result<Vec<RunInfo>, Error> {
     let mut runs: Vec<(usize, RunInfo)> = store

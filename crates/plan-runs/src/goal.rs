@@ -34,6 +34,16 @@ pub struct Request {
     pub conversation: Option<Conversation>,
 }
 
+/// What a goal was asked with besides its text, as stored with it (to ask it again after
+/// a crash): the variables and the limits of its runs.
+pub fn request_of(options: &plan_planner::AskOptions) -> Value {
+    serde_json::json!(Request::new(
+        &options.vars,
+        &options.limits,
+        options.deadline
+    ))
+}
+
 impl Request {
     /// What was asked: `vars` and `limits` for every run, `timeout` for the whole ask.
     pub fn new(

@@ -193,7 +193,7 @@ pub(crate) fn _ask_now<'py>(
                 Python::attach(|py| crate::run::warn(py, &[why]))?;
             }
         }
-        let request = plan_runs::ask::request_of(&planner.options);
+        let request = plan_runs::goal::request_of(&planner.options);
         let about = (goal.as_str(), rf, session.as_deref());
         let goal_id = plan_runs::ask::create_goal(&at, run_id.as_deref(), about, &request)
             .map_err(crate::store::store_error)?;

@@ -225,7 +225,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         ),
         Some(path) => {
             let at = StoreAt::new(path, args.store.durability.get());
-            let request = plan_runs::ask::request_of(&planner.options);
+            let request = plan_runs::goal::request_of(&planner.options);
             let run_id = args.store.run_id.as_deref();
             let about = (args.goal.as_str(), rf, args.session.as_deref());
             let goal_id = match plan_runs::ask::create_goal(&at, run_id, about, &request) {
