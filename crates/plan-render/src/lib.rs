@@ -287,9 +287,41 @@ pub fn summary(file_name: &str, counts: Counts, deny_warnings: bool) -> String {
     )
 }
 
+/// Characters of a value shown in a command's text output (`runs show`, `runs list`).
+pub const SHOW_PREVIEW: usize = 100;
+
+/// Unix milliseconds as `YYYY-MM-DDTHH:MM:SSZ` (UTC).
+pub fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_441_543_000), "2026-11-23T13:45:43Z");
+    }
 
     const SRC: &str = "[\n  {\"seq_no\": 0, \"type\": \"calling\",\n   \"parameters\": {\"tool_name\": \"nope\"}}\n]\n";
 

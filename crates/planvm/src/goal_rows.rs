@@ -3,12 +3,11 @@
 
 use std::io::Write;
 
-use plan_render::exit;
+use plan_render::{SHOW_PREVIEW, exit, utc};
 use plan_store::GoalInfo;
 use serde_json::{Value, json};
 
 use crate::args::Format;
-use crate::runs::{SHOW_PREVIEW, utc};
 
 /// Goal `g`'s line in `runs list`, its id padded to `width`.
 pub(crate) fn line(g: &GoalInfo, width: usize, format: Format) -> String {

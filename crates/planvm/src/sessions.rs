@@ -62,8 +62,8 @@ pub(crate) fn sessions(cmd: SessionsCommand) -> u8 {
                         "{}  {} goals  {} .. {}",
                         s.id,
                         s.goals,
-                        crate::runs::utc(s.created_at),
-                        crate::runs::utc(s.updated_at)
+                        plan_render::utc(s.created_at),
+                        plan_render::utc(s.updated_at)
                     ),
                 };
                 if writeln!(out, "{line}").is_err() {
