@@ -74,6 +74,7 @@ mod resolve;
 mod sched;
 mod state;
 mod vars;
+mod view;
 mod vm;
 
 pub use codes::ErrorCode;

@@ -35,7 +35,7 @@ use plan_bytecode::{Effects, Instr, Pc, Slot};
 use plan_value::Val;
 use smallvec::{SmallVec, smallvec};
 
-use crate::resolve::{Over, Overlay};
+use crate::view::{Over, Overlay};
 use crate::vm::Vm;
 use crate::{RequestKind, Status, ToolName};
 

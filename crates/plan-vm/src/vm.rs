@@ -18,8 +18,8 @@ use plan_bytecode::{Instr, Pc, Slot, ValidatedProgram};
 use plan_value::{Val, extract_first_object, parse_condition_answer, preview_val, value_size};
 use serde_json::Value;
 
-use crate::resolve::SlotView;
 use crate::state::{Pending, Status, VmState};
+use crate::view::SlotView;
 use crate::{
     Args, CallId, ErrorCode, Event, Halt, Limits, Outcome, RequestKind, RunError, ToolName,
     ToolRequest,
