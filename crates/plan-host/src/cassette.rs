@@ -492,7 +492,7 @@ impl Backend for ReplayFirst {
                 tool: req.tool.to_string(),
                 args: req.args.to_map(),
                 output: output.clone(),
-                latency_ms: Some(crate::driver::millis(started.elapsed())),
+                latency_ms: Some(crate::report::millis(started.elapsed())),
                 step: Some(req.instance),
                 usage,
             })?;

@@ -21,9 +21,6 @@ pub struct Grounded {
     pub warnings: Vec<String>,
 }
 
-/// A database's index, and the schema version it was built at.
-pub(crate) type Cached = (i64, Arc<Index>);
-
 impl Host {
     /// The parts of every database `[grounding]` covers (every `sql` tool's by default)
     /// that matter for `goal`. Reads the databases (their schemas, when they changed):

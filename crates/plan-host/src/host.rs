@@ -94,6 +94,9 @@ impl fmt::Debug for HostOptions {
     }
 }
 
+/// A database's grounding index, and the schema version it was built at.
+pub(crate) type Cached = (i64, Arc<plan_sql::ground::Index>);
+
 /// Serves a run's tool requests.
 pub struct Host {
     warnings: Vec<String>,
@@ -113,7 +116,7 @@ pub struct Host {
     /// Cassettes named by `kind = "replay"` backends, loaded once per file.
     cassettes: Mutex<HashMap<PathBuf, Arc<ReplayBackend>>>,
     /// Each `sql` tool's database index for grounding, by tool.
-    pub(crate) grounds: Mutex<HashMap<String, crate::grounding::Cached>>,
+    pub(crate) grounds: Mutex<HashMap<String, Cached>>,
     /// The `[[mcp]]` servers, each started at first use; [`Host::shutdown`] stops them.
     mcp: Arc<plan_mcp::Servers>,
     /// Set by [`Host::drain`]: runs send no new call, and stop once none is out.

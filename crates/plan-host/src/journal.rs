@@ -19,8 +19,8 @@ use plan_vm::{CallId, Event, ToolRequest, VmState};
 use serde_json::Value;
 
 use crate::cassette::{CassetteEntry, Recorder};
-use crate::driver::RunReport;
 use crate::error::ToolError;
+use crate::report::RunReport;
 
 /// One thing that happened in a run.
 #[derive(Debug)]
@@ -223,7 +223,7 @@ impl Journal for RecordJournal<'_> {
                     tool: request.tool.to_string(),
                     args: request.args.to_map(),
                     output,
-                    latency_ms: Some(crate::driver::millis(took)),
+                    latency_ms: Some(crate::report::millis(took)),
                     step: Some(request.instance),
                     usage,
                 };

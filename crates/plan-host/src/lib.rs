@@ -48,15 +48,15 @@ mod mcp;
 mod openai;
 mod pool;
 mod prompt;
+mod report;
 mod sql;
 mod trace;
 
 pub use backend::Backend;
 pub use cassette::{Cassette, CassetteEntry, Recorder, ReplayBackend};
 pub use driver::{
-    CallState, Deadline, Machine, PersonsAnswer, Question, ReportError, RunReport, RunStatus,
-    STEP_SLICE, resume_plan, resume_plan_answering, run_machine, run_plan, run_plan_recording,
-    run_plan_reusing,
+    CallState, Deadline, Machine, PersonsAnswer, STEP_SLICE, resume_plan, resume_plan_answering,
+    run_machine, run_plan, run_plan_recording, run_plan_reusing,
 };
 pub use error::{HostError, HostErrorKind, ToolError, ToolErrorKind};
 pub use grounding::Grounded;
@@ -68,4 +68,5 @@ pub use plan_llm::{
 };
 pub use pool::Pool;
 pub use prompt::{CONDITION_INSTRUCTION, format_instruction, keys_instruction, user_message};
+pub use report::{Question, ReportError, RunReport, RunStatus};
 pub use trace::{Observer, Tracer};

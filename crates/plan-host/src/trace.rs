@@ -13,8 +13,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value, json};
 
 use crate::cassette::preview;
-use crate::driver::millis;
 use crate::journal::{Journal, TraceEvent};
+use crate::report::millis;
 
 /// How much of a call's args a `tool_call_start` trace event shows.
 const ARGS_PREVIEW_CHARS: usize = 200;
