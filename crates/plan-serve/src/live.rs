@@ -130,16 +130,23 @@ impl LiveRun {
     fn hand(&self, written: &Written<'_>) {
         let Some(handed) = &self.handed else { return };
         let mut h = lock(handed);
-        if let Some((seq, at, text)) = written.entry {
+        if let Some((seq, at)) = written.row {
             h.last = Some(seq);
             // NB: kept only while a stream follows the run (it subscribed before it read
             // the store), and kept without a gap: past a gap, a stream reads the store.
-            if self.tx.receiver_count() > 0 && h.bytes + text.len() <= MAX_HANDED {
-                h.bytes += text.len();
-                h.entries.push((seq, at, text.into()));
-            } else {
-                h.entries = Vec::new();
-                h.bytes = 0;
+            let text = (self.tx.receiver_count() > 0)
+                .then(|| written.text())
+                .flatten()
+                .filter(|text| h.bytes + text.len() <= MAX_HANDED);
+            match text {
+                Some(text) => {
+                    h.bytes += text.len();
+                    h.entries.push((seq, at, text.into()));
+                }
+                None => {
+                    h.entries = Vec::new();
+                    h.bytes = 0;
+                }
             }
         }
         if let Some(end) = written.end {

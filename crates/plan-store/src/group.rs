@@ -94,11 +94,21 @@ pub type OnWritten = Arc<dyn Fn(&Written<'_>) + Send + Sync>;
 /// the store back.
 #[derive(Debug)]
 pub struct Written<'a> {
-    /// The journal row: its number, its time and its text (a JSON array of points, as
-    /// the store holds it); None when the points held no call or step.
-    pub entry: Option<(i64, i64, &'a str)>,
+    /// The journal row: its number and its time; None when the points held no call or
+    /// step.
+    pub row: Option<(i64, i64)>,
     /// The run's end, when one of the points ended it (as its row now says).
     pub end: Option<&'a RunEnd>,
+    point: Option<&'a CommitPoint>,
+}
+
+impl Written<'_> {
+    /// The journal row's text (a JSON array of points, as the store holds it), made
+    /// when asked: only a reader that keeps it pays for it.
+    pub fn text(&self) -> Option<String> {
+        self.row?;
+        self.point?.journal_entry().ok().flatten()
+    }
 }
 
 fn lock(shared: &Shared) -> std::sync::MutexGuard<'_, Buffer> {
@@ -274,12 +284,10 @@ fn settle(shared: &Shared, upto: u64, result: Result<(Wrote, Option<&CommitPoint
     // NB: told before the waits end: whoever waited for a run's last point knows that
     // its watchers were told.
     if let (Some(tell), Some((wrote, point))) = (tell, wrote) {
-        // NB: the entry's text as the store holds it, made only for a run someone follows.
-        let text = point.and_then(|p| p.journal_entry().ok().flatten());
-        let entry = wrote.entry.zip(text.as_deref());
         tell(&Written {
-            entry: entry.map(|((seq, at), text)| (seq, at, text)),
+            row: wrote.entry,
             end: point.and_then(|p| p.end.as_ref()),
+            point,
         });
     }
     for (done, result) in answered {

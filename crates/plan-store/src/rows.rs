@@ -213,7 +213,7 @@ impl JournalFold {
     }
 
     /// Folds in entry `seq`, written at `at`, from its text (a JSON array of points, as
-    /// the store holds it and [`crate::Written`] hands it). An entry at or before the
+    /// the store holds it and [`crate::Written::text`] makes it). An entry at or before the
     /// last one folded in is left out: it is in already.
     pub fn apply_text(&mut self, seq: i64, at: i64, text: &str) -> Result<(), serde_json::Error> {
         if self.head.is_some_and(|h| seq <= h) {

@@ -623,9 +623,9 @@ fn a_group_store_writes_every_point_of_every_run_in_order(b: &dyn Backend) {
                     run.on_written(Arc::new(move |w: &plan_store::Written<'_>| {
                         count.fetch_add(1, Ordering::Relaxed);
                         let mut h = keep.lock().unwrap();
-                        if let Some((seq, at, text)) = w.entry {
+                        if let Some((seq, at)) = w.row {
                             h.seqs.push(seq);
-                            h.fold.apply_text(seq, at, text).unwrap();
+                            h.fold.apply_text(seq, at, &w.text().unwrap()).unwrap();
                         }
                         h.ends.extend(w.end.map(|e| e.final_answer.clone()));
                     }));
