@@ -1,210 +1,28 @@
-//! The JSON API, under `/v1`: runs submitted, listed, shown and cancelled. Every error is
-//! `{"error": {"code", "message"}}` with a status that says whose fault it is.
+//! The JSON API's handlers for runs, under `/v1`: runs submitted, listed, shown, answered,
+//! branched and cancelled (their routes are in `routes.rs`, their errors in `error.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Json;
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::{Json, Router};
 use plan_bytecode::ValidatedProgram;
 use plan_host::Deadline;
 use plan_runs::{Claimed, ErrorKind, read};
-use plan_store::{GoalInfo, OwnedNewRun, RunInfo};
+use plan_store::OwnedNewRun;
 use plan_vm::Limits;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::State as Shared;
+use crate::error::{ApiError, blocking, with_trace_id};
 use crate::goals::{Memory, Request};
-use crate::openapi::{Cancelled, RunList, RunSummary};
+use crate::schema::{Cancelled, RunList, RunSummary};
 
 type AppState = State<Arc<Shared>>;
-
-pub(crate) fn router(state: Arc<Shared>, hosts: Arc<crate::origin::Hosts>) -> Router {
-    let max_body = state.max_body;
-    let mcp = crate::mcp::http(&state);
-    let api = Router::new()
-        .nest_service("/mcp", mcp)
-        .route("/v1/runs", post(submit).get(list))
-        .route("/v1/runs/{id}", get(show))
-        .route("/v1/runs/{id}/cancel", post(cancel))
-        .route("/v1/runs/{id}/input", post(input))
-        .route("/v1/runs/{id}/branch", post(branch))
-        .route("/v1/runs/{id}/branch/preview", post(preview))
-        .route("/v1/runs/{id}/events", get(crate::events::events))
-        .route("/v1/runs/{id}/feedback", post(crate::evals::feedback))
-        .route("/v1/evals", get(crate::evals::list))
-        .route("/v1/evals/{id}", get(crate::evals::show))
-        .route("/v1/chat/completions", post(crate::chat::completions))
-        .route("/v1/models", get(crate::chat::models))
-        .route("/v1/models/{id}", get(crate::chat::model_by_id))
-        .route("/openapi.json", get(crate::openapi::openapi_json))
-        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route") })
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            crate::auth::require_token,
-        ))
-        .layer(DefaultBodyLimit::max(max_body));
-    // NB: the pages hold no data and are served without the token; they send it.
-    crate::web::router()
-        .merge(api)
-        .layer(axum::middleware::from_fn(json_errors))
-        .layer(axum::middleware::from_fn_with_state(
-            hosts,
-            crate::origin::guard,
-        ))
-        .with_state(state)
-}
-
-/// Every error answered as JSON (`ApiError`'s shape), also those axum and the routes'
-/// extractors make: a method a route does not take (405, with `Allow`), a path that does
-/// not decode, a page that is not there.
-async fn json_errors(request: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    let method = request.method().clone();
-    let response = next.run(request).await;
-    let status = response.status();
-    let is_json = response
-        .headers()
-        .get(axum::http::header::CONTENT_TYPE)
-        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
-    if !(status.is_client_error() || status.is_server_error()) || is_json {
-        return response;
-    }
-    let (mut parts, body) = response.into_parts();
-    let text = axum::body::to_bytes(body, 64 << 10)
-        .await
-        .unwrap_or_default();
-    let text = String::from_utf8_lossy(&text);
-    let error = match status {
-        StatusCode::METHOD_NOT_ALLOWED => {
-            let allowed = parts
-                .headers
-                .get(axum::http::header::ALLOW)
-                .and_then(|a| a.to_str().ok())
-                .unwrap_or_default();
-            ApiError::new(
-                status,
-                "method_not_allowed",
-                format!("`{method}` is not taken here; these are: {allowed}"),
-            )
-        }
-        StatusCode::NOT_FOUND => ApiError::new(status, "not_found", "no such route"),
-        StatusCode::BAD_REQUEST => ApiError::new(status, "bad_request", text.trim()),
-        _ => ApiError::new(status, "http_error", text.trim()),
-    };
-    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
-    parts.headers.insert(
-        axum::http::header::CONTENT_TYPE,
-        axum::http::HeaderValue::from_static("application/json"),
-    );
-    Response::from_parts(parts, axum::body::Body::from(error.body().to_string()))
-}
-
-/// An error answer: its status, a stable code and a message for people.
-pub(crate) struct ApiError {
-    status: StatusCode,
-    code: &'static str,
-    message: String,
-    /// More fields beside `error` (a plan's diagnostics).
-    extra: Map<String, Value>,
-}
-
-impl ApiError {
-    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
-        ApiError {
-            status,
-            code,
-            message: message.into(),
-            extra: Map::new(),
-        }
-    }
-}
-
-impl ApiError {
-    /// The body it answers with: `{"error": {"code", "message", "type", "param"}, ...}`,
-    /// which is also OpenAI's shape, so that its clients read the service's errors.
-    pub(crate) fn body(&self) -> Value {
-        let mut body = self.extra.clone();
-        body.insert("error".into(), self.error());
-        Value::Object(body)
-    }
-
-    /// The `error` object of its body.
-    pub(crate) fn error(&self) -> Value {
-        json!({"code": self.code, "message": self.message, "type": error_type(self.status),
-               "param": null})
-    }
-}
-
-/// The kind of an error by its status, as OpenAI names them.
-fn error_type(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        401 => "authentication_error",
-        403 => "permission_error",
-        404 => "not_found_error",
-        429 => "rate_limit_error",
-        500.. => "server_error",
-        _ => "invalid_request_error",
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
-    }
-}
-
-impl From<plan_runs::Error> for ApiError {
-    fn from(e: plan_runs::Error) -> ApiError {
-        let status = match e.kind {
-            ErrorKind::UnknownRun | ErrorKind::NoStore => StatusCode::NOT_FOUND,
-            ErrorKind::BadRunId => StatusCode::BAD_REQUEST,
-            ErrorKind::DuplicateRun
-            | ErrorKind::Busy
-            | ErrorKind::UnknownWrites
-            | ErrorKind::Cancelled
-            | ErrorKind::NotWaiting => StatusCode::CONFLICT,
-            ErrorKind::NotReached | ErrorKind::Invalid | ErrorKind::BadInput => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
-            ErrorKind::NotAStore | ErrorKind::Damaged => StatusCode::INTERNAL_SERVER_ERROR,
-            ErrorKind::ReadOnly | ErrorKind::Io => StatusCode::SERVICE_UNAVAILABLE,
-        };
-        ApiError::new(status, e.kind.code(), e.message)
-    }
-}
-
-impl From<JsonRejection> for ApiError {
-    fn from(e: JsonRejection) -> ApiError {
-        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&e);
-        while let Some(c) = cause {
-            if c.is::<crate::listen::BodyTimedOut>() {
-                return ApiError::new(StatusCode::REQUEST_TIMEOUT, "body_timeout", c.to_string());
-            }
-            cause = c.source();
-        }
-        match e.status() {
-            StatusCode::PAYLOAD_TOO_LARGE => {
-                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", e.body_text())
-            }
-            _ => ApiError::new(StatusCode::BAD_REQUEST, "bad_json", e.body_text()),
-        }
-    }
-}
-
-/// Runs blocking store work off the runtime's threads.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, plan_runs::Error> + Send + 'static,
-) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?
-        .map_err(ApiError::from)
-}
 
 /// `POST /v1/runs`: `plan`, or `goal` (with `response_format` if wanted); not both.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -241,12 +59,12 @@ pub(crate) struct Submit {
 }
 
 #[utoipa::path(post, path = "/v1/runs", request_body = Submit, responses(
-    (status = 201, description = "stored; it goes on in the service (on a PostgreSQL store, a plan's run goes into the store's queue: `queued`)", body = crate::openapi::RunSummary),
+    (status = 201, description = "stored; it goes on in the service (on a PostgreSQL store, a plan's run goes into the store's queue: `queued`)", body = crate::schema::RunSummary),
     (status = 200, description = "with `stream`: the run's events as `GET /v1/runs/{id}/events` sends them, its id in `x-run-id`", content_type = "text/event-stream", body = Object),
-    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
-    (status = 409, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody),
-    (status = 422, description = "the plan has errors; nothing stored", body = crate::openapi::ErrorBody),
-    (status = 503, description = "a goal, and no planner's LLM is configured", body = crate::openapi::ErrorBody)))]
+    (status = 400, body = crate::schema::ErrorBody), (status = 401, body = crate::schema::ErrorBody),
+    (status = 409, body = crate::schema::ErrorBody), (status = 413, body = crate::schema::ErrorBody),
+    (status = 422, description = "the plan has errors; nothing stored", body = crate::schema::ErrorBody),
+    (status = 503, description = "a goal, and no planner's LLM is configured", body = crate::schema::ErrorBody)))]
 pub(crate) async fn submit(
     State(state): AppState,
     headers: axum::http::HeaderMap,
@@ -277,15 +95,6 @@ pub(crate) async fn submit(
             .insert(axum::http::header::LOCATION, at);
     }
     Ok(with_trace_id(response, trace_id))
-}
-
-/// `response` with the trace its work goes on in, when traces are exported
-/// (`x-trace-id`: 32 hex digits).
-pub(crate) fn with_trace_id(mut response: Response, trace_id: Option<String>) -> Response {
-    if let Some(id) = trace_id.and_then(|id| axum::http::HeaderValue::from_str(&id).ok()) {
-        response.headers_mut().insert("x-trace-id", id);
-    }
-    response
 }
 
 /// A run or goal [`start`] stored and started.
@@ -372,7 +181,7 @@ pub(crate) async fn start(
         }
         return Ok(match stream {
             true => Started::Streamed(row.id),
-            false => Started::Row(summary(&row)),
+            false => Started::Row(RunSummary::of_run(&row)),
         });
     }
     // NB: its stream starts from the source rather than read it back.
@@ -386,7 +195,7 @@ pub(crate) async fn start(
         let notifier = state.live.start_written(&id);
         let started = match source {
             Some(source) => Started::Created((id, source, notifier.watch())),
-            None => Started::Row(summary(
+            None => Started::Row(RunSummary::of_run(
                 &state.read(move |store| Ok(store.run(&id)?)).await?,
             )),
         };
@@ -506,32 +315,9 @@ pub(crate) async fn start_goal(
             request,
             trace,
         );
-        Ok((goal_summary(&row, None), task))
+        Ok((RunSummary::of_goal(&row, None), task))
     })
     .await
-}
-
-/// A goal as lists show it: its own status while no plan of it has run, else its latest
-/// run's.
-pub(crate) fn goal_summary(goal: &GoalInfo, latest: Option<&RunInfo>) -> RunSummary {
-    let mut s = match latest {
-        Some(run) => summary(run),
-        None => RunSummary {
-            id: goal.id.clone(),
-            status: plan_runs::goal::listed_status(goal.status).to_owned(),
-            plan: "goal".to_owned(),
-            created_at: goal.created_at,
-            updated_at: goal.updated_at,
-            steps: 0,
-            tool_calls: 0,
-            parent: None,
-            branch_seq: None,
-            goal: None,
-            usage: None,
-        },
-    };
-    s.goal = Some(goal.goal.clone());
-    s
 }
 
 /// The limits of a run: the defaults, with `max_steps` if given.
@@ -569,14 +355,12 @@ fn compile(
         .iter()
         .filter(|d| d["severity"] == "error")
         .count();
-    let mut e = ApiError::new(
+    Err(ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
         "invalid_plan",
         format!("the plan has {errors} error(s); nothing was run"),
-    );
-    e.extra
-        .insert("diagnostics".into(), Value::Array(diagnostics));
-    Err(e)
+    )
+    .with("diagnostics", Value::Array(diagnostics)))
 }
 
 /// `POST /v1/runs/{id}/branch`.
@@ -596,10 +380,10 @@ pub(crate) struct Branch {
 /// parent is not changed.
 #[utoipa::path(post, path = "/v1/runs/{id}/branch", request_body = Branch,
     params(("id" = String, Path, description = "the parent run")), responses(
-    (status = 201, body = crate::openapi::RunSummary),
-    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
-    (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody),
-    (status = 413, body = crate::openapi::ErrorBody), (status = 422, body = crate::openapi::ErrorBody)))]
+    (status = 201, body = crate::schema::RunSummary),
+    (status = 400, body = crate::schema::ErrorBody), (status = 401, body = crate::schema::ErrorBody),
+    (status = 404, body = crate::schema::ErrorBody), (status = 409, body = crate::schema::ErrorBody),
+    (status = 413, body = crate::schema::ErrorBody), (status = 422, body = crate::schema::ErrorBody)))]
 pub(crate) async fn branch(
     State(state): AppState,
     Path(parent): Path<String>,
@@ -623,7 +407,7 @@ pub(crate) async fn branch(
         Ok(row?)
     })
     .await?;
-    Ok((StatusCode::CREATED, Json(summary(&row))))
+    Ok((StatusCode::CREATED, Json(RunSummary::of_run(&row))))
 }
 
 /// The point of run `parent` that `b` branches from, and its new plan, compiled and
@@ -669,10 +453,10 @@ async fn branch_parts(
 /// the edits before the point it would ignore.
 #[utoipa::path(post, path = "/v1/runs/{id}/branch/preview", request_body = Branch,
     params(("id" = String, Path, description = "the parent run")), responses(
-    (status = 200, body = crate::openapi::BranchPreview),
-    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
-    (status = 404, body = crate::openapi::ErrorBody), (status = 409, body = crate::openapi::ErrorBody),
-    (status = 413, body = crate::openapi::ErrorBody), (status = 422, body = crate::openapi::ErrorBody)))]
+    (status = 200, body = crate::schema::BranchPreview),
+    (status = 400, body = crate::schema::ErrorBody), (status = 401, body = crate::schema::ErrorBody),
+    (status = 404, body = crate::schema::ErrorBody), (status = 409, body = crate::schema::ErrorBody),
+    (status = 413, body = crate::schema::ErrorBody), (status = 422, body = crate::schema::ErrorBody)))]
 pub(crate) async fn preview(
     State(state): AppState,
     Path(parent): Path<String>,
@@ -757,29 +541,12 @@ pub(crate) fn spawn_claimed(
     });
 }
 
-/// A run as lists show it.
-pub(crate) fn summary(r: &RunInfo) -> RunSummary {
-    RunSummary {
-        id: r.id.clone(),
-        status: r.status.as_str().to_owned(),
-        plan: r.plan.clone(),
-        created_at: r.created_at,
-        updated_at: r.updated_at,
-        steps: r.steps,
-        tool_calls: r.tool_calls,
-        parent: r.parent.clone(),
-        branch_seq: r.branch_seq,
-        goal: None,
-        usage: r.usage.map(|u| serde_json::json!(u)),
-    }
-}
-
 /// `GET /v1/runs?status=&limit=&before=`.
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct ListQuery {
     /// Only runs with this status.
-    #[param(value_type = Option<crate::openapi::StatusFilter>, inline)]
+    #[param(value_type = Option<crate::schema::StatusFilter>, inline)]
     status: Option<String>,
     limit: Option<usize>,
     /// Only runs created before this one (the last id of the previous page).
@@ -787,8 +554,8 @@ pub(crate) struct ListQuery {
 }
 
 #[utoipa::path(get, path = "/v1/runs", params(ListQuery), responses(
-    (status = 200, description = "newest first", body = crate::openapi::RunList),
-    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody)))]
+    (status = 200, description = "newest first", body = crate::schema::RunList),
+    (status = 400, body = crate::schema::ErrorBody), (status = 401, body = crate::schema::ErrorBody)))]
 pub(crate) async fn list(
     State(state): AppState,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
@@ -831,8 +598,8 @@ fn parse_status(s: &str) -> Option<&'static str> {
 
 /// `GET /v1/runs/{id}`: the run, its committed steps and its calls.
 #[utoipa::path(get, path = "/v1/runs/{id}", params(("id" = String, Path)), responses(
-    (status = 200, body = crate::openapi::RunShown),
-    (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    (status = 200, body = crate::schema::RunShown),
+    (status = 401, body = crate::schema::ErrorBody), (status = 404, body = crate::schema::ErrorBody)))]
 pub(crate) async fn show(
     State(state): AppState,
     Path(id): Path<String>,
@@ -880,13 +647,13 @@ pub(crate) struct Input {
 /// on in the service (its events continue); its goal, if it answers one, ends with it.
 #[utoipa::path(post, path = "/v1/runs/{id}/input", request_body = Input,
     params(("id" = String, Path)), responses(
-    (status = 202, body = crate::openapi::RunSummary),
-    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
-    (status = 404, body = crate::openapi::ErrorBody),
-    (status = 409, description = "the run is not waiting for input (`not_waiting`), or another request answered it first", body = crate::openapi::ErrorBody),
-    (status = 413, body = crate::openapi::ErrorBody),
-    (status = 422, description = "an empty answer, or one not among the choices (`bad_input`)", body = crate::openapi::ErrorBody),
-    (status = 503, description = "the service is stopping (`stopping`): nothing was taken; give the answer again once it is back", body = crate::openapi::ErrorBody)))]
+    (status = 202, body = crate::schema::RunSummary),
+    (status = 400, body = crate::schema::ErrorBody), (status = 401, body = crate::schema::ErrorBody),
+    (status = 404, body = crate::schema::ErrorBody),
+    (status = 409, description = "the run is not waiting for input (`not_waiting`), or another request answered it first", body = crate::schema::ErrorBody),
+    (status = 413, body = crate::schema::ErrorBody),
+    (status = 422, description = "an empty answer, or one not among the choices (`bad_input`)", body = crate::schema::ErrorBody),
+    (status = 503, description = "the service is stopping (`stopping`): nothing was taken; give the answer again once it is back", body = crate::schema::ErrorBody)))]
 pub(crate) async fn input(
     State(state): AppState,
     Path(id): Path<String>,
@@ -927,13 +694,13 @@ pub(crate) async fn input(
         Ok(row?)
     })
     .await?;
-    Ok((StatusCode::ACCEPTED, Json(summary(&row))))
+    Ok((StatusCode::ACCEPTED, Json(RunSummary::of_run(&row))))
 }
 
 /// `POST /v1/runs/{id}/cancel`.
 #[utoipa::path(post, path = "/v1/runs/{id}/cancel", params(("id" = String, Path)), responses(
-    (status = 200, body = crate::openapi::Cancelled),
-    (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    (status = 200, body = crate::schema::Cancelled),
+    (status = 401, body = crate::schema::ErrorBody), (status = 404, body = crate::schema::ErrorBody)))]
 pub(crate) async fn cancel(
     State(state): AppState,
     Path(id): Path<String>,

@@ -7,7 +7,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::api::ApiError;
+use crate::error::ApiError;
 
 /// Refuses (401) a request without the service's token.
 pub(crate) async fn require_token(

@@ -18,7 +18,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::State as Shared;
-use crate::api::{ApiError, start_goal, with_trace_id};
+use crate::api::start_goal;
+use crate::error::{ApiError, with_trace_id};
 use crate::goals::{Asked, Memory, Request};
 
 /// An OpenAI chat completion request; fields not listed are accepted and ignored (clients
@@ -43,10 +44,10 @@ pub(crate) struct ChatRequest {
 
 #[utoipa::path(post, path = "/v1/chat/completions", request_body = ChatRequest, responses(
     (status = 200, description = "a `chat.completion`, or with `stream`, `chat.completion.chunk` events ending in `data: [DONE]`", body = Object),
-    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
-    (status = 413, body = crate::openapi::ErrorBody),
-    (status = 422, description = "the goal was not answered (the error says why and names the goal)", body = crate::openapi::ErrorBody),
-    (status = 503, description = "no planner's LLM is configured, or the service is stopping", body = crate::openapi::ErrorBody)))]
+    (status = 400, body = crate::schema::ErrorBody), (status = 401, body = crate::schema::ErrorBody),
+    (status = 413, body = crate::schema::ErrorBody),
+    (status = 422, description = "the goal was not answered (the error says why and names the goal)", body = crate::schema::ErrorBody),
+    (status = 503, description = "no planner's LLM is configured, or the service is stopping", body = crate::schema::ErrorBody)))]
 pub(crate) async fn completions(
     State(state): State<Arc<Shared>>,
     headers: axum::http::HeaderMap,
@@ -268,7 +269,7 @@ fn model() -> Value {
 /// list them before anything else). Completions take any model name; this is the one.
 #[utoipa::path(get, path = "/v1/models", responses(
     (status = 200, description = "`{\"object\": \"list\", \"data\": [model]}`", body = Object),
-    (status = 401, body = crate::openapi::ErrorBody)))]
+    (status = 401, body = crate::schema::ErrorBody)))]
 pub(crate) async fn models() -> Json<Value> {
     Json(json!({"object": "list", "data": [model()]}))
 }
@@ -276,7 +277,7 @@ pub(crate) async fn models() -> Json<Value> {
 /// `GET /v1/models/{id}`.
 #[utoipa::path(get, path = "/v1/models/{id}", params(("id" = String, Path)), responses(
     (status = 200, description = "the model", body = Object),
-    (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    (status = 401, body = crate::schema::ErrorBody), (status = 404, body = crate::schema::ErrorBody)))]
 pub(crate) async fn model_by_id(
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Result<Json<Value>, ApiError> {

@@ -12,14 +12,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::State as Shared;
-use crate::api::{ApiError, blocking};
-use crate::openapi::{EvalList, EvalShown, FeedbackGiven};
+use crate::error::{ApiError, blocking};
+use crate::schema::{EvalList, EvalShown, FeedbackGiven};
 
 type AppState = State<Arc<Shared>>;
 
 /// `GET /v1/evals`: every evaluation, newest first.
 #[utoipa::path(get, path = "/v1/evals", responses(
-    (status = 200, body = EvalList), (status = 401, body = crate::openapi::ErrorBody)))]
+    (status = 200, body = EvalList), (status = 401, body = crate::schema::ErrorBody)))]
 pub(crate) async fn list(State(state): AppState) -> Result<Json<EvalList>, ApiError> {
     let mut evals = state.read(|store| read::evals(store)).await?;
     evals.reverse();
@@ -31,7 +31,7 @@ pub(crate) async fn list(State(state): AppState) -> Result<Json<EvalList>, ApiEr
 /// `GET /v1/evals/{id}`: an evaluation and its cases.
 #[utoipa::path(get, path = "/v1/evals/{id}", params(("id" = String, Path)), responses(
     (status = 200, body = EvalShown),
-    (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    (status = 401, body = crate::schema::ErrorBody), (status = 404, body = crate::schema::ErrorBody)))]
 pub(crate) async fn show(
     State(state): AppState,
     Path(id): Path<String>,
@@ -79,9 +79,9 @@ pub(crate) enum Verdict {
 #[utoipa::path(post, path = "/v1/runs/{id}/feedback", params(("id" = String, Path)),
     request_body = Feedback, responses(
     (status = 200, body = FeedbackGiven),
-    (status = 400, body = crate::openapi::ErrorBody), (status = 401, body = crate::openapi::ErrorBody),
-    (status = 404, body = crate::openapi::ErrorBody), (status = 413, body = crate::openapi::ErrorBody),
-    (status = 422, description = "the note is too long", body = crate::openapi::ErrorBody)))]
+    (status = 400, body = crate::schema::ErrorBody), (status = 401, body = crate::schema::ErrorBody),
+    (status = 404, body = crate::schema::ErrorBody), (status = 413, body = crate::schema::ErrorBody),
+    (status = 422, description = "the note is too long", body = crate::schema::ErrorBody)))]
 pub(crate) async fn feedback(
     State(state): AppState,
     Path(id): Path<String>,

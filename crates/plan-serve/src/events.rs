@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::State as Shared;
-use crate::api::ApiError;
+use crate::error::ApiError;
 
 /// How often a run still going is read again when nothing wakes the stream sooner (a run
 /// of another process; see `live`).
@@ -76,7 +76,7 @@ struct Cursor {
 #[utoipa::path(get, path = "/v1/runs/{id}/events", params(("id" = String, Path),
     ("Last-Event-ID" = Option<String>, Header, description = "the last event received")),
     responses((status = 200, description = "server-sent events: plan, tool_call, step, needs_input (the run waits for an answer: POST /v1/runs/{id}/input), answer, failed; for a goal, each run's, then goal", content_type = "text/event-stream", body = Object),
-    (status = 401, body = crate::openapi::ErrorBody), (status = 404, body = crate::openapi::ErrorBody)))]
+    (status = 401, body = crate::schema::ErrorBody), (status = 404, body = crate::schema::ErrorBody)))]
 pub(crate) async fn events(
     State(state): State<Arc<Shared>>,
     Path(id): Path<String>,

@@ -15,6 +15,7 @@
 mod api;
 mod auth;
 mod chat;
+mod error;
 mod evals;
 mod events;
 mod goals;
@@ -25,6 +26,8 @@ mod openapi;
 mod origin;
 mod page;
 mod queue;
+mod routes;
+mod schema;
 mod trim;
 mod web;
 
@@ -224,12 +227,12 @@ impl State {
     pub(crate) async fn read<T: Send + 'static>(
         self: &Arc<Self>,
         f: impl FnOnce(&dyn RunStore) -> Result<T, Error> + Send + 'static,
-    ) -> Result<T, api::ApiError> {
+    ) -> Result<T, error::ApiError> {
         // NB: never closed; held by the read itself, which goes on when the request that
         // asked for it is dropped.
         let reading = self.reading.clone().acquire_owned().await;
         let state = self.clone();
-        api::blocking(move || {
+        error::blocking(move || {
             let _reading = reading;
             let kept = state
                 .readers
@@ -427,7 +430,7 @@ impl Service {
             listener.local_addr()?,
             self.state.token.is_some(),
         );
-        let app = api::router(self.state.clone(), Arc::new(hosts));
+        let app = routes::router(self.state.clone(), Arc::new(hosts));
         let max_body = self.state.max_body;
         self.state.trimmer.start();
         let trimmer = self.state.trimmer.clone();

@@ -27,7 +27,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tower::ServiceExt;
 
-use crate::api::ApiError;
+use crate::error::{ApiError, BodyTimedOut};
 use crate::trim::{LARGE, Trimmer};
 
 /// How connections are held.
@@ -333,18 +333,6 @@ struct Timed {
     body: hyper::body::Incoming,
     sleep: Pin<Box<tokio::time::Sleep>>,
 }
-
-/// A request's body did not arrive in time.
-#[derive(Debug)]
-pub(crate) struct BodyTimedOut;
-
-impl std::fmt::Display for BodyTimedOut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("the request's body did not arrive in time")
-    }
-}
-
-impl std::error::Error for BodyTimedOut {}
 
 impl http_body::Body for Timed {
     type Data = Bytes;

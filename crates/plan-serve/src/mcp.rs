@@ -27,8 +27,9 @@ use rmcp::{ErrorData, ServerHandler, ServiceExt};
 use serde_json::{Value, json};
 
 use crate::State as Shared;
-use crate::api::{self, ApiError};
+use crate::api;
 use crate::chat::text;
+use crate::error::ApiError;
 use crate::goals::{Memory, Request};
 
 /// The MCP face of a service.

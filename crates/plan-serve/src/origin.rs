@@ -16,7 +16,7 @@ use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::api::ApiError;
+use crate::error::ApiError;
 
 /// The names `Host` may give.
 #[derive(Debug)]

@@ -7,8 +7,7 @@ use std::collections::{HashMap, VecDeque};
 
 use plan_store::{GoalInfo, RunInfo, RunStore, StoreErrorKind};
 
-use crate::api::{goal_summary, summary};
-use crate::openapi::RunSummary;
+use crate::schema::RunSummary;
 
 /// Rows read from the store at a time, of runs and of goals.
 const CHUNK: usize = 128;
@@ -47,14 +46,14 @@ pub(crate) fn runs(
         };
         let shown = match entry {
             Entry::Run(run) if any_goal => match goal_of_run(store, &mut goal_of, &run.id)? {
-                Some(goal) => goal_summary(&goal, Some(&run)),
-                None => summary(&run),
+                Some(goal) => RunSummary::of_goal(&goal, Some(&run)),
+                None => RunSummary::of_run(&run),
             },
-            Entry::Run(run) => summary(&run),
+            Entry::Run(run) => RunSummary::of_run(&run),
             // NB: a goal whose first run exists is shown by its runs.
             Entry::Goal(goal) => match store.run(&goal.id) {
                 Ok(_) => continue,
-                Err(e) if e.kind == StoreErrorKind::UnknownRun => goal_summary(&goal, None),
+                Err(e) if e.kind == StoreErrorKind::UnknownRun => RunSummary::of_goal(&goal, None),
                 Err(e) => return Err(e.into()),
             },
         };

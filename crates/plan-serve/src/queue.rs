@@ -14,7 +14,7 @@ use plan_runs::{Error, ErrorKind};
 use plan_store::{OwnedNewRun, RunInfo};
 
 use crate::State;
-use crate::api::ApiError;
+use crate::error::ApiError;
 
 /// How often the service looks for runs besides being told of new ones: runs whose
 /// process died are found so, once their lease lapses.
@@ -34,7 +34,7 @@ pub(crate) fn store_shares(state: &State) -> bool {
 pub(crate) async fn enqueue(state: &Arc<State>, new: OwnedNewRun) -> Result<RunInfo, ApiError> {
     let at = state.at.clone();
     let id = new.id.clone();
-    crate::api::blocking(move || plan_runs::queue::submit(&at, &[new])).await?;
+    crate::error::blocking(move || plan_runs::queue::submit(&at, &[new])).await?;
     state.read(move |store| Ok(store.run(&id)?)).await
 }
 

@@ -13,7 +13,7 @@ use pyo3::types::PyDict;
 use serde_json::Value;
 
 use crate::convert;
-use crate::run::run_error;
+use crate::outcome::run_error;
 use crate::store::Store;
 use crate::tools::{self, PyTool, Raised};
 
@@ -124,16 +124,16 @@ pub(crate) fn _ask_now<'py>(
         .filter(|r| !r.is_none())
         .map(|r| convert::from_py(r, "response_format"))
         .transpose()?;
-    let preset = crate::plan::presets(vars)?;
-    let deadline = crate::plan::deadline(timeout)?;
-    let limits = crate::plan::limits(max_concurrency, max_steps)?;
+    let preset = crate::setup::presets(vars)?;
+    let deadline = crate::setup::deadline(timeout)?;
+    let limits = crate::setup::limits(max_concurrency, max_steps)?;
     let cfg = tools.manifest.planner.clone().unwrap_or_default();
     let examples =
         match examples.or_else(|| plan_planner::examples_dir(&cfg, tools.file.as_deref())) {
             Some(dir) => Examples::load(&dir).map_err(PyValueError::new_err)?,
             None => Examples::default(),
         };
-    crate::run::warn(py, examples.skipped())?;
+    crate::outcome::warn(py, examples.skipped())?;
     let options = AskOptions {
         max_repairs: max_repairs.min(plan_planner::MAX_ROUNDS),
         max_replans: max_replans.min(plan_planner::MAX_ROUNDS),
@@ -158,7 +158,7 @@ pub(crate) fn _ask_now<'py>(
         },
     )
     .map_err(|e| run_error(py, ErrorCode::NotStarted, &e.to_string(), None, None))?;
-    crate::run::warn(py, host.warnings())?;
+    crate::outcome::warn(py, host.warnings())?;
     let raised = Raised::default();
     for (name, func) in tools.callables {
         let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;
@@ -190,7 +190,7 @@ pub(crate) fn _ask_now<'py>(
                 .await
                 .map_err(crate::store::store_error)?;
             if let Some(why) = why {
-                Python::attach(|py| crate::run::warn(py, &[why]))?;
+                Python::attach(|py| crate::outcome::warn(py, &[why]))?;
             }
         }
         let request = plan_runs::goal::request_of(&planner.options);

@@ -12,9 +12,13 @@
 
 mod ask;
 mod convert;
+mod diagnostic;
+mod outcome;
 mod plan;
+mod program;
 mod run;
 mod runtime;
+mod setup;
 mod store;
 mod tools;
 
@@ -49,9 +53,9 @@ fn _planrt(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PlanError", py.get_type::<PlanError>())?;
     m.add("RunError", py.get_type::<RunError>())?;
     m.add("StoreError", py.get_type::<StoreError>())?;
-    m.add_class::<plan::Diagnostic>()?;
-    m.add_class::<plan::Plan>()?;
-    m.add_class::<plan::Outcome>()?;
+    m.add_class::<diagnostic::Diagnostic>()?;
+    m.add_class::<program::Plan>()?;
+    m.add_class::<outcome::Outcome>()?;
     m.add_class::<run::Run>()?;
     m.add_class::<store::Store>()?;
     m.add_class::<run::Request>()?;

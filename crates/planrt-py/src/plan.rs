@@ -1,85 +1,27 @@
-//! `check`, `compile`, `Plan` (load, save, explain, run) and `Outcome`.
+//! `check`, `compile`, and `Plan`'s methods: load, save, explain, run.
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
-use plan_bytecode::ValidatedProgram;
-use plan_compiler::{CompileOptions, LoadError};
-use plan_host::{Host, HostOptions, RunReport, Tracer};
+use plan_compiler::CompileOptions;
+use plan_host::Tracer;
 use plan_manifest::Manifest;
 use plan_runs::Held;
 use plan_store::NewRun;
-use plan_syntax::LineIndex;
-use plan_vm::{ErrorCode, Limits, OwnedVm};
+use plan_vm::OwnedVm;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList};
+use pyo3::types::{PyBytes, PyDict};
 use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
 
+use crate::diagnostic::{Diagnostic, diagnostics, load_error, plan_error};
+use crate::outcome::outcome;
+use crate::program::{Plan, Reduced};
+use crate::run::Run;
+use crate::setup::{RunOptions, host, run_options};
 use crate::store::Store;
-use crate::tools::{self, PyTool, Raised};
-use crate::{PlanError, convert, run::Run};
-
-/// One finding of the compiler: `severity` ("error" or "warning"), a stable `code`
-/// (`planc codes CODE` documents it), `message`, where (`seq_no`, 1-based `line` and
-/// `column`) and what to do (`help`).
-#[pyclass(frozen, get_all, module = "planrt")]
-#[derive(Clone)]
-pub(crate) struct Diagnostic {
-    severity: String,
-    code: String,
-    message: String,
-    seq_no: Option<i64>,
-    line: Option<u32>,
-    column: Option<u32>,
-    help: Option<String>,
-}
-
-#[pymethods]
-impl Diagnostic {
-    fn __repr__(&self) -> String {
-        let at = match (self.seq_no, self.line) {
-            (Some(s), Some(l)) => format!(" (seq_no {s}, line {l})"),
-            (None, Some(l)) => format!(" (line {l})"),
-            (Some(s), None) => format!(" (seq_no {s})"),
-            (None, None) => String::new(),
-        };
-        format!("<{}[{}]{at}: {}>", self.severity, self.code, self.message)
-    }
-}
-
-impl Diagnostic {
-    fn new(d: &plan_syntax::Diagnostic, index: &LineIndex) -> Diagnostic {
-        let (line, column) = d.line_col(index).unzip();
-        Diagnostic {
-            severity: d.severity.as_str().to_owned(),
-            code: d.code.to_owned(),
-            message: d.message.clone(),
-            seq_no: d.seq_no,
-            line,
-            column,
-            help: d.help.clone(),
-        }
-    }
-}
-
-fn diagnostics(ds: &[plan_syntax::Diagnostic], index: &LineIndex) -> Vec<Diagnostic> {
-    ds.iter().map(|d| Diagnostic::new(d, index)).collect()
-}
-
-/// A `PlanError` with `message` and `.diagnostics`.
-pub(crate) fn plan_error(py: Python<'_>, message: String, diags: Vec<Diagnostic>) -> PyErr {
-    let err = PlanError::new_err(message);
-    let list = PyList::new(py, diags).map(Bound::into_any);
-    if let Ok(list) = list {
-        // NB: setting an attribute on a fresh exception cannot fail in practice; if it
-        // did, the error would still say what is wrong.
-        let _ = err.value(py).setattr("diagnostics", list);
-    }
-    err
-}
+use crate::tools::{self};
 
 fn options(manifest: Manifest, strict: bool, presets: Vec<String>) -> CompileOptions {
     CompileOptions {
@@ -146,100 +88,6 @@ pub(crate) fn compile(
             warnings: diagnostics(&l.diagnostics, &l.line_index),
         }),
         Err(e) => Err(load_error(py, e)),
-    }
-}
-
-fn load_error(py: Python<'_>, e: LoadError) -> PyErr {
-    match &e {
-        LoadError::Invalid {
-            diagnostics: ds,
-            line_index,
-            ..
-        } => {
-            let all = diagnostics(ds, line_index);
-            let mut message = format!("the plan has {e}");
-            for d in all.iter().filter(|d| d.severity == "error").take(3) {
-                let at = d
-                    .seq_no
-                    .map(|s| format!(" at seq_no {s}"))
-                    .unwrap_or_default();
-                message.push_str(&format!("\n  {}{at}: {}", d.code, d.message));
-            }
-            plan_error(py, message, all)
-        }
-        _ => plan_error(py, e.to_string(), Vec::new()),
-    }
-}
-
-/// A compiled, verified plan. Immutable; any number of runs may use it at once.
-#[pyclass(frozen, module = "planrt")]
-pub(crate) struct Plan {
-    pub(crate) program: Arc<ValidatedProgram>,
-    source: Option<String>,
-    /// The tools it was compiled against (`explain` compiles the source again).
-    manifest: Manifest,
-    warnings: Vec<Diagnostic>,
-}
-
-/// A plan pickled: what rebuilds it, and its `.pbc` bytes and source.
-type Reduced<'py> = (Bound<'py, PyAny>, (Bound<'py, PyBytes>, Option<String>));
-
-/// What `run`, `run_sync` and `start` take besides the tools.
-struct RunOptions {
-    vars: Vec<(String, Value)>,
-    limits: Limits,
-    deadline: Option<Duration>,
-}
-
-fn run_options(
-    vars: Option<&Bound<'_, PyDict>>,
-    max_concurrency: u32,
-    max_steps: Option<u64>,
-    timeout: Option<f64>,
-) -> PyResult<RunOptions> {
-    Ok(RunOptions {
-        vars: presets(vars)?,
-        limits: limits(max_concurrency, max_steps)?,
-        deadline: deadline(timeout)?,
-    })
-}
-
-/// `vars=`: the variables a run starts with.
-pub(crate) fn presets(vars: Option<&Bound<'_, PyDict>>) -> PyResult<Vec<(String, Value)>> {
-    let mut preset = Vec::new();
-    for (k, v) in vars.into_iter().flat_map(|d| d.iter()) {
-        let name: String = k.extract()?;
-        let value = convert::from_py(&v, &format!("vars[{name:?}]"))?;
-        preset.push((name, value));
-    }
-    Ok(preset)
-}
-
-/// The VM's limits from `max_concurrency=` and `max_steps=`.
-pub(crate) fn limits(max_concurrency: u32, max_steps: Option<u64>) -> PyResult<Limits> {
-    if max_concurrency == 0 {
-        return Err(PyValueError::new_err("max_concurrency must be at least 1"));
-    }
-    let mut limits = Limits {
-        max_concurrency,
-        ..Limits::default()
-    };
-    if let Some(s) = max_steps {
-        limits.max_steps = s;
-    }
-    Ok(limits)
-}
-
-/// `timeout` (seconds) as a duration: positive and finite, or a `ValueError`.
-pub(crate) fn deadline(timeout: Option<f64>) -> PyResult<Option<Duration>> {
-    let Some(t) = timeout else {
-        return Ok(None);
-    };
-    match Duration::try_from_secs_f64(t) {
-        Ok(d) if t > 0.0 => Ok(Some(d)),
-        _ => Err(PyValueError::new_err(format!(
-            "timeout must be a positive, finite number of seconds, not {t}"
-        ))),
     }
 }
 
@@ -487,7 +335,7 @@ impl Plan {
         let mut vm = OwnedVm::new(self.program.clone(), opts.limits);
         for (name, value) in opts.vars {
             vm.with(|vm| vm.set_var(&name, value))
-                .map_err(|e| crate::run::run_error_of(&e))?;
+                .map_err(|e| crate::outcome::run_error_of(&e))?;
         }
         Ok(Run::new(vm, Vec::new(), opts.deadline))
     }
@@ -545,196 +393,4 @@ impl Plan {
             outcome(report, &raised, Some(id))
         })
     }
-}
-
-/// The host of a run from Python: `tools`' manifest and backends, its callables on the
-/// caller's loop (`locals`); the exceptions they raise are kept in the second value.
-pub(crate) fn host(
-    py: Python<'_>,
-    locals: &TaskLocals,
-    tools: tools::Tools,
-    deadline: Option<Duration>,
-) -> PyResult<(Host, Raised)> {
-    let mcp = tools::mcp_servers(&tools.manifest);
-    let host = Host::new(
-        tools.manifest,
-        HostOptions {
-            deadline,
-            mcp,
-            ..HostOptions::default()
-        },
-    )
-    .map_err(|e| crate::run::run_error(py, ErrorCode::NotStarted, &e.to_string(), None, None))?;
-    crate::run::warn(py, host.warnings())?;
-    let raised = Raised::default();
-    for (name, func) in tools.callables {
-        let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;
-        host.set_backend(&name, Arc::new(tool));
-    }
-    Ok((host, raised))
-}
-
-/// The end of a run: its answer, every variable, what it took.
-#[pyclass(frozen, get_all, module = "planrt")]
-pub(crate) struct Outcome {
-    final_answer: Py<PyAny>,
-    /// Every variable set at the end (dict).
-    variables: Py<PyAny>,
-    /// Instructions executed.
-    steps: u64,
-    tool_calls: u64,
-    elapsed_ms: u64,
-    /// The stored run's id (a run with `store=`, or resumed), else `None`.
-    run_id: Option<String>,
-    /// `"ok"`, or `"needs_input"`: the run stopped at a question to a person
-    /// (`ask_user`), and goes on with `Store.resume(run_id, input=...)`.
-    status: String,
-    /// The question, while `needs_input`.
-    question: Option<String>,
-    /// The answers to choose from, if the question has some.
-    choices: Option<Vec<String>>,
-}
-
-/// An outcome's fields, in the order `Outcome._restore` takes them.
-type OutcomeFields = (
-    Py<PyAny>,
-    Py<PyAny>,
-    u64,
-    u64,
-    u64,
-    Option<String>,
-    String,
-    Option<String>,
-    Option<Vec<String>>,
-);
-
-#[pymethods]
-impl Outcome {
-    /// Pickled as plain data (its answer and variables as the Python values they are).
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, OutcomeFields)> {
-        let restore = py.get_type::<Outcome>().getattr("_restore")?;
-        let fields = (
-            self.final_answer.clone_ref(py),
-            self.variables.clone_ref(py),
-            self.steps,
-            self.tool_calls,
-            self.elapsed_ms,
-            self.run_id.clone(),
-            self.status.clone(),
-            self.question.clone(),
-            self.choices.clone(),
-        );
-        Ok((restore, fields))
-    }
-
-    /// An outcome unpickled (see `__reduce__`).
-    #[staticmethod]
-    #[allow(clippy::too_many_arguments)]
-    fn _restore(
-        final_answer: Py<PyAny>,
-        variables: Py<PyAny>,
-        steps: u64,
-        tool_calls: u64,
-        elapsed_ms: u64,
-        run_id: Option<String>,
-        status: String,
-        question: Option<String>,
-        choices: Option<Vec<String>>,
-    ) -> Outcome {
-        Outcome {
-            final_answer,
-            variables,
-            steps,
-            tool_calls,
-            elapsed_ms,
-            run_id,
-            status,
-            question,
-            choices,
-        }
-    }
-
-    fn __repr__(&self, py: Python<'_>) -> String {
-        let answer = self
-            .final_answer
-            .bind(py)
-            .repr()
-            .map(|r| r.to_string())
-            .unwrap_or_default();
-        if let Some(q) = &self.question {
-            return format!(
-                "<Outcome needs_input question={:?}>",
-                plan_llm::preview(q, 80)
-            );
-        }
-        format!(
-            "<Outcome final_answer={} steps={} tool_calls={}>",
-            plan_llm::preview(&answer, 80),
-            self.steps,
-            self.tool_calls
-        )
-    }
-}
-
-impl Outcome {
-    pub(crate) fn new<'a, K: AsRef<str>>(
-        py: Python<'_>,
-        final_answer: &Value,
-        variables: impl IntoIterator<Item = (K, &'a Value)>,
-        steps: u64,
-        tool_calls: u64,
-        elapsed_ms: u64,
-    ) -> PyResult<Outcome> {
-        Ok(Outcome {
-            final_answer: convert::to_py(py, final_answer)?.unbind(),
-            variables: convert::dict(py, variables)?.into_any().unbind(),
-            steps,
-            tool_calls,
-            elapsed_ms,
-            run_id: None,
-            status: "ok".into(),
-            question: None,
-            choices: None,
-        })
-    }
-}
-
-/// A report as Python sees it: an `Outcome`, or `RunError` with the tool's exception as
-/// its cause; both name the stored run, if any, as `run_id`.
-pub(crate) fn outcome(
-    report: RunReport,
-    raised: &Raised,
-    run_id: Option<String>,
-) -> PyResult<Outcome> {
-    Python::attach(|py| {
-        if let Some(e) = &report.error {
-            let err = crate::run::run_error(py, e.code, &e.message, e.seq_no, e.line);
-            // NB: setting an attribute on a fresh exception cannot fail in practice.
-            let _ = err.value(py).setattr("run_id", run_id.as_deref());
-            if e.code == ErrorCode::ToolFailed
-                && let Some(cause) = raised.lock().ok().and_then(|mut r| r.remove(&e.seq_no))
-            {
-                err.set_cause(py, Some(cause));
-            }
-            return Err(err);
-        }
-        // NB: the variables moved out as JSON (a large answer is not copied), then
-        // converted.
-        let vars = report.vars.into_map();
-        let mut outcome = Outcome::new(
-            py,
-            &report.final_answer,
-            &vars,
-            report.steps,
-            report.tool_calls,
-            report.elapsed_ms,
-        )?;
-        outcome.run_id = run_id;
-        if let Some(q) = report.question {
-            outcome.status = "needs_input".into();
-            outcome.question = Some(q.question);
-            outcome.choices = q.choices;
-        }
-        Ok(outcome)
-    })
 }

@@ -12,49 +12,10 @@ use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::PyBytes;
 
-use crate::plan::{Outcome, Plan};
-use crate::{RunError, convert};
-
-/// Each of `messages` as a Python `UserWarning` (a filter that turns warnings into errors
-/// raises the first).
-pub(crate) fn warn<'a>(
-    py: Python<'_>,
-    messages: impl IntoIterator<Item = &'a String>,
-) -> PyResult<()> {
-    let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
-    for m in messages {
-        let text = std::ffi::CString::new(m.replace('\0', " ")).unwrap_or_default();
-        PyErr::warn(py, &category, &text, 1)?;
-    }
-    Ok(())
-}
-
-/// A `RunError` with its attributes: `code` (`R0005`, ...), `seq_no`, `line`.
-pub(crate) fn run_error(
-    py: Python<'_>,
-    code: ErrorCode,
-    message: &str,
-    seq_no: Option<i64>,
-    line: Option<u32>,
-) -> PyErr {
-    let place = match (seq_no, line) {
-        (Some(s), Some(l)) => format!(" (seq_no {s}, line {l})"),
-        (Some(s), None) => format!(" (seq_no {s})"),
-        _ => String::new(),
-    };
-    let err = RunError::new_err(format!("{code}{place}: {message}"));
-    let v = err.value(py);
-    // NB: setting attributes on a fresh exception cannot fail in practice.
-    let _ = v.setattr("code", code.as_str());
-    let _ = v.setattr("seq_no", seq_no);
-    let _ = v.setattr("line", line);
-    let _ = v.setattr("run_id", py.None());
-    err
-}
-
-pub(crate) fn run_error_of(e: &plan_vm::RunError) -> PyErr {
-    Python::attach(|py| run_error(py, e.code, &e.message, e.seq_no, e.line))
-}
+use crate::convert;
+use crate::outcome::Outcome;
+use crate::outcome::{run_error, run_error_of};
+use crate::program::Plan;
 
 /// A call the run waits for: answer it with `Run.resume(request.id, result)`.
 #[pyclass(frozen, get_all, module = "planrt")]
@@ -331,7 +292,7 @@ impl Run {
             })
         })?;
         let pending = state.unanswered();
-        let limits = crate::plan::limits(max_concurrency, max_steps)?;
+        let limits = crate::setup::limits(max_concurrency, max_steps)?;
         let vm = OwnedVm::from_state(plan.get().program.clone(), state, limits)
             .map_err(|e| run_error_of(&e))?;
         Ok(Run::new(vm, pending, None))

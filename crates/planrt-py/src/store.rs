@@ -14,7 +14,6 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::plan;
 use crate::{StoreError, convert, tools};
 
 /// A run store: an SQLite file, created when missing (the same file `planvm --store`
@@ -174,7 +173,7 @@ impl Store {
         if max_concurrency == Some(0) {
             return Err(PyValueError::new_err("max_concurrency must be at least 1"));
         }
-        let deadline = plan::deadline(timeout)?;
+        let deadline = crate::setup::deadline(timeout)?;
         let limits = LimitsOverride {
             max_steps,
             max_concurrency,
@@ -182,7 +181,7 @@ impl Store {
         };
         // NB: the tools and the host first: a refusal there opens nothing of the store.
         let tools = tools::parse(tools, tools_file, &Manifest::builtin())?;
-        let (host, raised) = plan::host(py, &locals, tools, deadline)?;
+        let (host, raised) = crate::setup::host(py, &locals, tools, deadline)?;
         let resumed = py
             .detach(|| {
                 plan_runs::resume(
@@ -196,7 +195,7 @@ impl Store {
             .map_err(store_error)?;
         let ready = match resumed {
             Resume::Finished(report) => {
-                let outcome = plan::outcome(*report, &Default::default(), Some(id));
+                let outcome = crate::outcome::outcome(*report, &Default::default(), Some(id));
                 return crate::runtime::future_into_py(py, locals, async move { outcome });
             }
             Resume::Ready(ready) => ready,
@@ -206,7 +205,7 @@ impl Store {
             .map_err(store_error)?;
         crate::runtime::future_into_py(py, locals, async move {
             let report = claimed.go(&host, &mut Tracer::none()).await;
-            plan::outcome(report, &raised, Some(id))
+            crate::outcome::outcome(report, &raised, Some(id))
         })
     }
 

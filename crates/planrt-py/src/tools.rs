@@ -75,7 +75,7 @@ pub(crate) fn parse(
     }
     let mut manifest = match &file {
         Some(path) => plan_mcp::load(path, plan_host::process_env(), plan_mcp::Listing::Cached)
-            .map_err(|e| Python::attach(|py| crate::plan::plan_error(py, e, Vec::new())))?,
+            .map_err(|e| Python::attach(|py| crate::diagnostic::plan_error(py, e, Vec::new())))?,
         None => base.clone(),
     };
     for (name, _) in &callables {
