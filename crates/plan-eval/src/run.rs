@@ -10,6 +10,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use plan_host::{Host, HostOptions};
 use plan_planner::{AskOptions, AskStatus, Examples, Planner, PlannerModel, RoundKind, Template};
+use plan_runs::engine::{AskAt, AskRequest, Hooks, ask_goal};
 use serde_json::Value;
 
 use crate::{Case, CaseReport, Judge, Stored, grade};
@@ -211,28 +212,39 @@ pub async fn run(
             let mut spans = trace.as_ref().map(|t| t.journal(host.manifest()));
             let mut options = setup.options.clone();
             options.vars = case.vars.clone().into_iter().collect();
-            let planner = Planner {
+            let mut planner = Planner {
                 host,
                 model,
                 template: setup.template.clone(),
                 examples: setup.examples.clone(),
                 options,
             };
-            let (outcome, goal_id, runs, mut store_error) = match &setup.store {
-                None => {
-                    let asked = planner.ask(&case.goal, case.response_format.as_ref(), &mut spans);
-                    let outcome = plan_telemetry::within(trace.as_ref(), asked).await;
-                    (outcome, None, Vec::new(), None)
-                }
-                Some(stored) => {
-                    let goal = crate::store::goal_id(&stored.eval, name);
-                    let asked = crate::store::ask(stored, (&planner, &mut spans), &goal, case);
-                    match plan_telemetry::within(trace.as_ref(), asked).await {
-                        Ok((outcome, runs, failed)) => (outcome, Some(goal), runs, failed),
-                        Err(why) => return (i, not_started(case, why, start)),
-                    }
-                }
+            let goal = setup
+                .store
+                .as_ref()
+                .map(|s| crate::store::goal_id(&s.eval, name));
+            let request = AskRequest {
+                goal: &case.goal,
+                response_format: case.response_format.as_ref(),
+                store: setup.store.as_ref().map(|s| AskAt {
+                    at: s.at.clone(),
+                    id: goal.as_deref(),
+                    session: None,
+                }),
             };
+            // NB: a lease's warning is about a run the report already covers.
+            let hooks = Hooks {
+                journal: &mut spans,
+                warn: |_| {},
+                started: |_| {},
+            };
+            let asked = ask_goal(&mut planner, request, hooks);
+            let asked = match plan_telemetry::within(trace.as_ref(), asked).await {
+                Ok(asked) => asked,
+                Err(e) => return (i, not_started(case, e.message, start)),
+            };
+            let (outcome, goal_id, runs) = (asked.outcome, asked.goal_id, asked.runs);
+            let mut store_error = asked.failed.map(|e| e.message);
             let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
             let why = outcome.error.clone().unwrap_or_else(|| "no answer".into());
             let mut graded = match outcome.status {

@@ -3,7 +3,6 @@
 //! once it ends; and the verdicts people gave on a baseline's runs, for `--compare`.
 
 use plan_runs::StoreAt;
-use plan_runs::ask::AskStore;
 use plan_runs::open::Access;
 use plan_store::{EvalCase, Feedback};
 use serde::Serialize;
@@ -49,37 +48,6 @@ pub fn end(at: &StoreAt, eval: &str, summary: &Value) -> Result<(), plan_runs::E
 /// [`crate::cassette_names`] without the suffix.
 pub(crate) fn goal_id(eval: &str, name: &str) -> String {
     plan_store::run_id_from(&format!("{eval}.{name}"))
-}
-
-/// Asks `case` through `planner` as stored goal `goal`, its events heard by `also` too:
-/// the outcome, the ids of its runs, and what went wrong with the store, if anything.
-pub(crate) async fn ask(
-    stored: &Stored,
-    (planner, also): (&plan_planner::Planner<'_>, &mut dyn plan_host::Journal),
-    goal: &str,
-    case: &crate::Case,
-) -> Result<(plan_planner::AskOutcome, Vec<String>, Option<String>), String> {
-    let request = plan_runs::goal::request_of(&planner.options);
-    let rf = case.response_format.as_ref();
-    let goal_id =
-        plan_runs::ask::create_goal(&stored.at, Some(goal), (&case.goal, rf, None), &request)
-            .map_err(|e| e.message)?;
-    let asked = plan_runs::ask::ask(
-        planner,
-        &case.goal,
-        rf,
-        AskStore {
-            at: stored.at.clone(),
-            goal_id,
-            owner: None,
-            also,
-            // NB: a warning is about a run the report already covers.
-            warn: |_| {},
-            started: |_| {},
-        },
-    )
-    .await;
-    Ok((asked.outcome, asked.runs, asked.failed.map(|e| e.message)))
 }
 
 /// Keeps `report`'s verdict beside its goal.

@@ -3,7 +3,9 @@
 //! resume and branch runs through it, read them back, and map its typed [`Error`]s to
 //! what they show; the engine prints nothing.
 //!
-//! Module map: `ask` (a goal's runs, each stored), `batch` (many runs at once, from a
+//! Module map: `engine` (what a face asks, as requests, and the calls that do it: a goal
+//! asked, a plan's run started, a planner's prompt and examples loaded), `ask` (a goal's
+//! runs, each stored), `batch` (many runs at once, from a
 //! directory or a list, stored and resumed as a batch), `writer` (many runs of one
 //! process through one writer thread: a service's), `load` (a plan file to a validated
 //! program, its diagnostics rendered), `held` (a run this process holds: created or claimed, journaled, its
@@ -19,6 +21,7 @@ pub mod ask;
 pub mod batch;
 mod branch;
 mod cancel;
+pub mod engine;
 mod error;
 mod feedback;
 mod go_on;

@@ -2,10 +2,11 @@
 //! plan, errors go back for repair, a failed step for a re-plan), with Python tools.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 
-use plan_host::{Host, HostOptions, Tracer};
-use plan_planner::{AskOptions, AskOutcome, Examples, Planner, Template};
+use plan_host::Tracer;
+use plan_planner::{AskOptions, AskOutcome, Planner};
+use plan_runs::engine::{AskAt, AskRequest, Hooks, PlanningFiles, ask_goal, load_planning};
+use plan_runs::goal::Planning;
 use plan_vm::ErrorCode;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -15,7 +16,7 @@ use serde_json::Value;
 use crate::convert;
 use crate::outcome::run_error;
 use crate::store::Store;
-use crate::tools::{self, PyTool, Raised};
+use crate::tools::{self};
 
 /// How an `ask` ended: `status` is `"answered"`, `"invalid_plan"` (the last plan still had
 /// errors when the repairs ran out), `"run_failed"`, `"planner_failed"` or `"needs_input"`
@@ -127,19 +128,22 @@ pub(crate) fn _ask_now<'py>(
     let preset = crate::setup::presets(vars)?;
     let deadline = crate::setup::deadline(timeout)?;
     let limits = crate::setup::limits(max_concurrency, max_steps)?;
-    let cfg = tools.manifest.planner.clone().unwrap_or_default();
-    let examples =
-        match examples.or_else(|| plan_planner::examples_dir(&cfg, tools.file.as_deref())) {
-            Some(dir) => Examples::load(&dir).map_err(PyValueError::new_err)?,
-            None => Examples::default(),
-        };
+    let files = PlanningFiles {
+        tools: tools.file.as_deref(),
+        examples,
+        max_examples,
+        prompt: None,
+    };
+    let Planning {
+        template,
+        examples,
+        max_examples,
+    } = load_planning(&tools.manifest, files).map_err(|e| PyValueError::new_err(e.message))?;
     crate::outcome::warn(py, examples.skipped())?;
     let options = AskOptions {
         max_repairs: max_repairs.min(plan_planner::MAX_ROUNDS),
         max_replans: max_replans.min(plan_planner::MAX_ROUNDS),
-        max_examples: max_examples
-            .or(cfg.max_examples)
-            .unwrap_or(plan_planner::DEFAULT_MAX_EXAMPLES),
+        max_examples,
         limits,
         vars: preset,
         strict,
@@ -147,23 +151,7 @@ pub(crate) fn _ask_now<'py>(
         deadline,
         conversation: plan_planner::Conversation::default(),
     };
-    let mcp = tools::mcp_servers(&tools.manifest);
-    let host = Host::new(
-        tools.manifest,
-        HostOptions {
-            replay,
-            deadline,
-            mcp,
-            ..HostOptions::default()
-        },
-    )
-    .map_err(|e| run_error(py, ErrorCode::NotStarted, &e.to_string(), None, None))?;
-    crate::outcome::warn(py, host.warnings())?;
-    let raised = Raised::default();
-    for (name, func) in tools.callables {
-        let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;
-        host.set_backend(&name, Arc::new(tool));
-    }
+    let (host, _) = crate::setup::host(py, &locals, tools, (deadline, replay))?;
     let model = plan_planner::model_for(&host).map_err(|e| {
         if e.usage {
             PyValueError::new_err(e.message)
@@ -176,39 +164,34 @@ pub(crate) fn _ask_now<'py>(
         let mut planner = Planner {
             host: &host,
             model,
-            template: Template::default(),
+            template,
             examples,
             options,
         };
-        let rf = response_format.as_ref();
-        let Some(at) = at else {
-            let outcome = planner.ask(&goal, rf, &mut Tracer::none()).await;
-            return Python::attach(|py| answer(py, outcome, None));
+        let request = AskRequest {
+            goal: &goal,
+            response_format: response_format.as_ref(),
+            store: at.map(|at| AskAt {
+                at,
+                id: run_id.as_deref(),
+                session: session.as_deref(),
+            }),
         };
-        if let Some(s) = &session {
-            let why = plan_runs::ask::remember(&mut planner, &at, (s, None))
-                .await
-                .map_err(crate::store::store_error)?;
-            if let Some(why) = why {
-                Python::attach(|py| crate::outcome::warn(py, &[why]))?;
-            }
-        }
-        let request = plan_runs::goal::request_of(&planner.options);
-        let about = (goal.as_str(), rf, session.as_deref());
-        let goal_id = plan_runs::ask::create_goal(&at, run_id.as_deref(), about, &request)
-            .map_err(crate::store::store_error)?;
-        let ask_store = plan_runs::ask::AskStore {
-            at,
-            goal_id: goal_id.clone(),
-            owner: None,
-            also: &mut (),
+        let hooks = Hooks {
+            journal: &mut Tracer::none(),
             warn: Store::lease_warning(),
             started: |_| {},
         };
-        let stored = plan_runs::ask::ask(&planner, &goal, rf, ask_store).await;
-        if let Some(e) = stored.failed {
+        let asked = ask_goal(&mut planner, request, hooks)
+            .await
+            .map_err(crate::store::store_error)?;
+        if !asked.warnings.is_empty() {
+            Python::attach(|py| crate::outcome::warn(py, &asked.warnings))?;
+        }
+        if let Some(e) = asked.failed {
             return Err(crate::store::store_error(e));
         }
-        Python::attach(|py| answer(py, stored.outcome, Some((goal_id, stored.runs))))
+        let stored = asked.goal_id.map(|id| (id, asked.runs));
+        Python::attach(|py| answer(py, asked.outcome, stored))
     })
 }

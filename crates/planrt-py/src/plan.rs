@@ -6,14 +6,12 @@ use std::sync::Arc;
 use plan_compiler::CompileOptions;
 use plan_host::Tracer;
 use plan_manifest::Manifest;
-use plan_runs::Held;
-use plan_store::NewRun;
+use plan_runs::engine::StartRequest;
 use plan_vm::OwnedVm;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 use pyo3_async_runtimes::TaskLocals;
-use serde_json::Value;
 
 use crate::diagnostic::{Diagnostic, diagnostics, load_error, plan_error};
 use crate::outcome::outcome;
@@ -361,7 +359,7 @@ impl Plan {
     ) -> PyResult<Bound<'py, PyAny>> {
         // NB: the tools the plan was compiled against, unless another file is named.
         let tools = tools::parse(tools, tools_file, &self.manifest)?;
-        let (host, raised) = host(py, &locals, tools, opts.deadline)?;
+        let (host, raised) = host(py, &locals, tools, (opts.deadline, None))?;
         let program = self.program.clone();
         let RunOptions { vars, limits, .. } = opts;
         let Some((store, id)) = store else {
@@ -371,25 +369,21 @@ impl Plan {
                 outcome(report, &raised, None)
             });
         };
-        let presets: serde_json::Map<String, Value> = vars.iter().cloned().collect();
-        let pbc = plan_bytecode::encode(program.program());
-        let new = NewRun {
-            id: &id,
-            plan: "<python>",
+        let request = StartRequest {
+            id: Some(id),
+            name: "<python>",
             source: self.source.as_deref(),
-            pbc: &pbc,
-            presets: &presets,
-            limits: &limits,
-            parent: None,
+            program: &program,
+            vars,
+            limits,
         };
         let store = store.get();
-        let mut held = py
-            .detach(|| Held::create(store.at(), &new, Store::lease_warning()))
+        let created = py
+            .detach(|| plan_runs::engine::create(store.at(), request, Store::lease_warning()))
             .map_err(crate::store::store_error)?;
         crate::runtime::future_into_py(py, locals, async move {
-            let report = held
-                .run(&host, &program, (vars, limits), None, &mut Tracer::none())
-                .await;
+            let id = created.id().to_owned();
+            let report = created.run(&host, &program, &mut Tracer::none()).await;
             outcome(report, &raised, Some(id))
         })
     }

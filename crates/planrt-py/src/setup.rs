@@ -1,6 +1,7 @@
 //! What a run from Python is given: its variables, limits, deadline, and a host of its
 //! tools.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -75,18 +76,20 @@ pub(crate) fn deadline(timeout: Option<f64>) -> PyResult<Option<Duration>> {
 }
 
 /// The host of a run from Python: `tools`' manifest and backends, its callables on the
-/// caller's loop (`locals`); the exceptions they raise are kept in the second value.
+/// caller's loop (`locals`), a cassette answering the calls when `replay` names one; the
+/// exceptions the callables raise are kept in the second value.
 pub(crate) fn host(
     py: Python<'_>,
     locals: &TaskLocals,
     tools: tools::Tools,
-    deadline: Option<Duration>,
+    (deadline, replay): (Option<Duration>, Option<PathBuf>),
 ) -> PyResult<(Host, Raised)> {
     let mcp = tools::mcp_servers(&tools.manifest);
     let host = Host::new(
         tools.manifest,
         HostOptions {
             deadline,
+            replay,
             mcp,
             ..HostOptions::default()
         },

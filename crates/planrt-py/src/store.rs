@@ -181,7 +181,7 @@ impl Store {
         };
         // NB: the tools and the host first: a refusal there opens nothing of the store.
         let tools = tools::parse(tools, tools_file, &Manifest::builtin())?;
-        let (host, raised) = crate::setup::host(py, &locals, tools, deadline)?;
+        let (host, raised) = crate::setup::host(py, &locals, tools, (deadline, None))?;
         let resumed = py
             .detach(|| {
                 plan_runs::resume(

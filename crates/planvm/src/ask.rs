@@ -7,14 +7,15 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use plan_planner::{AskOptions, AskOutcome, AskStatus, Examples, Planner, Template};
+use plan_planner::{AskOptions, AskOutcome, AskStatus, Planner};
 use serde_json::Value;
 
 use crate::args::{Format, LimitArgs, OutputArgs, StoreArgs, ToolArgs, parse_run_id};
 use crate::session::{self, fail};
 use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_runs::ask::AskStore;
+use plan_runs::engine::{AskAt, AskRequest, Hooks, PlanningFiles, ask_goal};
+use plan_runs::goal::Planning;
 
 /// `ask --help`'s text after the options.
 pub(crate) fn help() -> String {
@@ -99,22 +100,30 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let planner_cfg = manifest.planner.clone().unwrap_or_default();
-    let (template, examples) = match prompt_parts(&args, &planner_cfg) {
-        Ok(parts) => parts,
-        Err(code) => return code,
+    let planning = plan_runs::engine::load_planning(
+        &manifest,
+        PlanningFiles {
+            tools: args.io.tools.as_deref(),
+            examples: args.examples.clone(),
+            max_examples: args.max_examples,
+            prompt: args.prompt.as_deref(),
+        },
+    );
+    let planning = match planning {
+        Ok(p) => p,
+        Err(e) => return session::failed(e),
     };
+    for w in planning.examples.skipped() {
+        eprintln!("warning: {w}");
+    }
     let response_format = args
         .response_format
         .as_deref()
         .map(|s| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_owned())));
-    let mut options = AskOptions {
+    let options = AskOptions {
         max_repairs: args.max_repairs,
         max_replans: args.max_replans,
-        max_examples: args
-            .max_examples
-            .or(planner_cfg.max_examples)
-            .unwrap_or(plan_planner::DEFAULT_MAX_EXAMPLES),
+        max_examples: planning.max_examples,
         limits: args.limits.limits(),
         vars: args.io.vars.clone(),
         strict: args.strict,
@@ -122,36 +131,29 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         deadline: args.limits.times().deadline,
         conversation: plan_planner::Conversation::default(),
     };
-
     if args.print_prompt {
-        // NB: the session as stored; a summary due is made by the ask itself.
-        if let (Some(session), Some(path)) = (&args.session, &args.store.store) {
-            let at = StoreAt::new(path, args.store.durability.get());
-            match plan_runs::ask::stored_conversation(&at, session, None) {
-                Ok(c) => options.conversation = c,
-                Err(e) => return session::failed(e),
-            }
-        }
-        let chosen = examples.select(&args.goal, options.max_examples);
-        // NB: a host serves no call here: it only reads the databases grounding covers.
-        let grounded =
-            match plan_host::Host::new(manifest.clone(), plan_host::HostOptions::default()) {
-                Ok(host) => host.ground(&args.goal),
-                Err(e) => return session::host_failed(e),
-            };
-        for w in &grounded.warnings {
-            eprintln!("warning: {w}");
-        }
-        let prompt = template.render(
-            (&args.goal, response_format.as_ref()),
+        return print_prompt(
+            &args,
             &manifest,
-            &chosen,
-            (&options.conversation, &grounded.text),
+            &planning,
+            options,
+            response_format.as_ref(),
         );
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{prompt}");
-        return exit::OK;
     }
+    ask_planned(&args, manifest, planning, options, response_format.as_ref())
+}
+
+/// Asks the planner for the goal and prints what came of it.
+fn ask_planned(
+    args: &AskArgs,
+    manifest: plan_manifest::Manifest,
+    planning: Planning,
+    options: AskOptions,
+    response_format: Option<&Value>,
+) -> u8 {
+    let Planning {
+        template, examples, ..
+    } = planning;
     let session::Session {
         mut tracer,
         status_line,
@@ -197,61 +199,42 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         examples,
         options,
     };
-    if let (Some(session), Some(path)) = (&args.session, &args.store.store) {
-        if !planner.template.uses("conversation") {
-            eprintln!(
-                "warning: the --prompt template has no {{{{conversation}}}}: the planner is not told session `{session}`"
-            );
-        }
-        let at = StoreAt::new(path, args.store.durability.get());
-        let remembered = plan_runs::ask::remember(&mut planner, &at, (session, None));
-        match runtime.block_on(remembered) {
-            Ok(None) => {}
-            Ok(Some(why)) => eprintln!("warning: {why}"),
-            Err(e) => return session::failed(e),
-        }
+    if let Some(session) = &args.session
+        && !planner.template.uses("conversation")
+    {
+        eprintln!(
+            "warning: the --prompt template has no {{{{conversation}}}}: the planner is not told session `{session}`"
+        );
     }
     tracer.restart_clock();
-    let rf = response_format.as_ref();
-    let (outcome, store_failed, last_run) = match &args.store.store {
-        None => (
-            session::block_on(
-                &runtime,
-                &host,
-                session::traced(&telemetry, planner.ask(&args.goal, rf, &mut tracer)),
-            ),
-            None,
-            None,
-        ),
-        Some(path) => {
-            let at = StoreAt::new(path, args.store.durability.get());
-            let request = plan_runs::goal::request_of(&planner.options);
-            let run_id = args.store.run_id.as_deref();
-            let about = (args.goal.as_str(), rf, args.session.as_deref());
-            let goal_id = match plan_runs::ask::create_goal(&at, run_id, about, &request) {
-                Ok(id) => id,
-                Err(e) => return session::failed(e),
-            };
-            let store = AskStore {
-                at,
-                goal_id,
-                owner: None,
-                also: &mut tracer,
-                warn: session::lease_warning,
-                started: |id| eprintln!("run {id}"),
-            };
-            let stored = session::block_on(
-                &runtime,
-                &host,
-                session::traced(
-                    &telemetry,
-                    plan_runs::ask::ask(&planner, &args.goal, rf, store),
-                ),
-            );
-            let failed = stored.failed.map(|e| session::engine_exit(e.kind));
-            (stored.outcome, failed, stored.runs.last().cloned())
-        }
+    let request = AskRequest {
+        goal: &args.goal,
+        response_format,
+        store: args.store.store.as_ref().map(|path| AskAt {
+            at: StoreAt::new(path, args.store.durability.get()),
+            id: args.store.run_id.as_deref(),
+            session: args.session.as_deref(),
+        }),
     };
+    let hooks = Hooks {
+        journal: &mut tracer,
+        warn: session::lease_warning,
+        started: |id| eprintln!("run {id}"),
+    };
+    let asked = session::block_on(
+        &runtime,
+        &host,
+        session::traced(&telemetry, ask_goal(&mut planner, request, hooks)),
+    );
+    let asked = match asked {
+        Ok(asked) => asked,
+        Err(e) => return session::failed(e),
+    };
+    for w in &asked.warnings {
+        eprintln!("warning: {w}");
+    }
+    let store_failed = asked.failed.map(|e| session::engine_exit(e.kind));
+    let (outcome, last_run) = (asked.outcome, asked.runs.last().cloned());
     if let Some(line) = status_line {
         line.finish();
     }
@@ -270,35 +253,44 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             Err(msg) => eprintln!("warning: the example was not saved: {msg}"),
         }
     }
-    let code = print_outcome(&outcome, &args, last_run.as_deref());
+    let code = print_outcome(&outcome, args, last_run.as_deref());
     store_failed.unwrap_or(code)
 }
 
-/// The prompt's template (`--prompt`, else the built-in one) and its examples
-/// (`--examples`, else the tools file's), each refused when it cannot be read.
-fn prompt_parts(
+/// `--print-prompt`: the prompt the planner would get, on stdout.
+fn print_prompt(
     args: &AskArgs,
-    planner_cfg: &plan_manifest::PlannerConfig,
-) -> Result<(Template, Examples), u8> {
-    let template = match &args.prompt {
-        None => Template::default(),
-        Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read the prompt template {}: {e}", path.display()))
-            .and_then(Template::new)
-            .map_err(|msg| fail(exit::USAGE, msg))?,
+    manifest: &plan_manifest::Manifest,
+    planning: &Planning,
+    mut options: AskOptions,
+    response_format: Option<&Value>,
+) -> u8 {
+    // NB: the session as stored; a summary due is made by the ask itself.
+    if let (Some(session), Some(path)) = (&args.session, &args.store.store) {
+        let at = StoreAt::new(path, args.store.durability.get());
+        match plan_runs::ask::stored_conversation(&at, session, None) {
+            Ok(c) => options.conversation = c,
+            Err(e) => return session::failed(e),
+        }
+    }
+    let chosen = planning.examples.select(&args.goal, options.max_examples);
+    // NB: a host serves no call here: it only reads the databases grounding covers.
+    let grounded = match plan_host::Host::new(manifest.clone(), plan_host::HostOptions::default()) {
+        Ok(host) => host.ground(&args.goal),
+        Err(e) => return session::host_failed(e),
     };
-    let examples_dir = args
-        .examples
-        .clone()
-        .or_else(|| plan_planner::examples_dir(planner_cfg, args.io.tools.as_deref()));
-    let examples = match &examples_dir {
-        None => Examples::default(),
-        Some(dir) => Examples::load(dir).map_err(|msg| fail(exit::USAGE, msg))?,
-    };
-    for w in examples.skipped() {
+    for w in &grounded.warnings {
         eprintln!("warning: {w}");
     }
-    Ok((template, examples))
+    let prompt = planning.template.render(
+        (&args.goal, response_format),
+        manifest,
+        &chosen,
+        (&options.conversation, &grounded.text),
+    );
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{prompt}");
+    exit::OK
 }
 
 /// Prints what `ask` came to (`run_id`: its last stored run) and returns the exit code.

@@ -7,11 +7,10 @@ use clap::Args;
 use plan_host::{Host, RunReport, Tracer};
 use plan_manifest::Manifest;
 use plan_render::exit;
-use serde_json::Value;
 
 use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs};
-use plan_runs::{Held, StoreAt};
-use plan_store::NewRun;
+use plan_runs::StoreAt;
+use plan_runs::engine::{Hooks, StartRequest};
 
 use crate::session::{
     self, Session, compile_options, fail, finish, load_manifest, refuse_clobbering, start_session,
@@ -126,38 +125,23 @@ async fn run_loaded(
     args: &RunArgs,
     tracer: &mut Tracer,
 ) -> Result<(RunReport, Option<String>), u8> {
-    let limits = args.limits.limits();
-    let vars = args.io.vars.clone();
-    let program = &loaded.program;
-    Ok(match &args.store.store {
-        None => (
-            plan_host::run_plan(host, program, vars, limits, tracer).await,
-            None,
-        ),
-        Some(path) => {
-            let id = args
-                .store
-                .run_id
-                .clone()
-                .unwrap_or_else(plan_store::new_run_id);
-            let presets: serde_json::Map<String, Value> = vars.iter().cloned().collect();
-            let new = NewRun {
-                id: &id,
-                plan: &args.file.display().to_string(),
-                source: loaded.source.as_deref(),
-                pbc: &plan_bytecode::encode(program),
-                presets: &presets,
-                limits: &limits,
-                parent: None,
-            };
-            let at = StoreAt::new(path, args.store.durability.get());
-            let mut held =
-                Held::create(&at, &new, session::lease_warning).map_err(session::failed)?;
-            eprintln!("run {id}");
-            let report = held.run(host, program, (vars, limits), None, tracer).await;
-            (report, Some(id))
-        }
-    })
+    let request = StartRequest {
+        id: args.store.run_id.clone(),
+        name: &args.file.display().to_string(),
+        source: loaded.source.as_deref(),
+        program: &loaded.program,
+        vars: args.io.vars.clone(),
+        limits: args.limits.limits(),
+    };
+    let at = (args.store.store.as_ref()).map(|p| StoreAt::new(p, args.store.durability.get()));
+    let hooks = Hooks {
+        journal: tracer,
+        warn: session::lease_warning,
+        started: |id| eprintln!("run {id}"),
+    };
+    plan_runs::engine::start(host, at.as_ref(), request, hooks)
+        .await
+        .map_err(session::failed)
 }
 
 /// `planvm run -`: the plan comes from standard input and runs as it arrives: calls that

@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::Args;
-use plan_planner::{Examples, Template};
 use plan_render::exit;
 use plan_runs::StoreAt;
 use plan_serve::{Config, Planning, Service, StartError};
@@ -123,21 +122,15 @@ fn planning(
     manifest: &plan_manifest::Manifest,
     tools: Option<&std::path::Path>,
 ) -> Result<Planning, u8> {
-    let cfg = manifest.planner.clone().unwrap_or_default();
-    let examples = match plan_planner::examples_dir(&cfg, tools) {
-        None => Examples::default(),
-        Some(dir) => Examples::load(&dir).map_err(|msg| fail(exit::USAGE, msg))?,
+    let files = plan_runs::engine::PlanningFiles {
+        tools,
+        ..Default::default()
     };
-    for w in examples.skipped() {
+    let planning = plan_runs::engine::load_planning(manifest, files).map_err(session::failed)?;
+    for w in planning.examples.skipped() {
         eprintln!("warning: {w}");
     }
-    Ok(Planning {
-        template: Template::default(),
-        examples,
-        max_examples: cfg
-            .max_examples
-            .unwrap_or(plan_planner::DEFAULT_MAX_EXAMPLES),
-    })
+    Ok(planning)
 }
 
 /// A positive number of seconds, at most a day.

@@ -168,6 +168,13 @@ impl Setup {
         self.runs().values().filter(|(s, ..)| s == "ok").count()
     }
 
+    /// Whether every run that has not ended `ok` is locked by a transaction: none is
+    /// free to be taken.
+    fn unended_all_locked(&self) -> bool {
+        let free = "SELECT id FROM runs WHERE status <> 'ok' FOR UPDATE SKIP LOCKED";
+        self.pg.select(free).is_empty()
+    }
+
     /// Waits until `n` runs are `ok`.
     async fn until_ok(&self, n: usize, within: Duration) {
         let start = Instant::now();
@@ -289,9 +296,18 @@ async fn a_worker_paused_past_its_lease_cannot_write_into_runs_another_took() {
     signal(&paused, "-STOP");
     let other = q.worker(RUNS as u32);
     // NB: the other takes the paused worker's runs once their leases lapse (10 s), all
-    // but one it was stopped in the middle of committing, if any (its row stays locked
-    // by the stopped transaction): so at least all but one end while it is paused.
-    q.until_ok(RUNS - 1, Duration::from_secs(90)).await;
+    // but those it was stopped in the middle of committing, if any (their rows stay
+    // locked by the stopped transaction, which may hold a group of runs): settled once
+    // some ended and every run not ended is locked.
+    let start = Instant::now();
+    while q.ok() == 0 || !q.unended_all_locked() {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "{} runs ok",
+            q.ok()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     let settled = q.runs();
     // Woken again: what it still had to write into runs the other took is refused and
     // changes nothing; a run it was committing, the other could not take: it ends it.
