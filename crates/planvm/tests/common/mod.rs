@@ -7,6 +7,11 @@ use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
 
+#[path = "../../../plan-serve/tests/common/loopback.rs"]
+mod loopback;
+#[allow(unused_imports)]
+pub use loopback::*;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_planvm");
 
 pub struct Out {
@@ -62,59 +67,6 @@ pub fn lines(p: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
-}
-
-/// A tools file serving each `(tool, path, pointer)` from `base` + path with the `http`
-/// backend, written into `dir`.
-pub fn http_tools(
-    dir: &Path,
-    base: &str,
-    tools: &[(&str, &str, Option<&str>)],
-) -> std::path::PathBuf {
-    let mut text = String::new();
-    for (tool, route, pointer) in tools {
-        text.push_str(&format!(
-            "[[tool]]\nname = \"{tool}\"\n[tool.backend]\nkind = \"http\"\nurl = \"{base}{route}\"\n"
-        ));
-        if let Some(p) = pointer {
-            text.push_str(&format!("pointer = \"{p}\"\n"));
-        }
-        text.push('\n');
-    }
-    let path = dir.join("tools.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-/// Echoes `path(body)` after its delay.
-pub struct Slow(pub std::time::Duration);
-
-impl wiremock::Respond for Slow {
-    fn respond(&self, req: &wiremock::Request) -> wiremock::ResponseTemplate {
-        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-        wiremock::ResponseTemplate::new(200)
-            .set_body_json(serde_json::json!({"text": format!("{}({body})", req.url.path())}))
-            .set_delay(self.0)
-    }
-}
-
-/// A `vector_search` served over loopback by [`Slow`]: the server, a scratch directory and
-/// the tools file in it.
-pub async fn search_taking(
-    delay: std::time::Duration,
-) -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(Slow(delay))
-        .mount(&server)
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let tools = http_tools(
-        dir.path(),
-        &server.uri(),
-        &[("vector_search", "/search", Some("/text"))],
-    );
-    (server, dir, tools)
 }
 
 /// A child process killed when dropped: a test that fails leaves none running.

@@ -1,0 +1,132 @@
+//! The service started in the test's own process, over real HTTP on loopback: what
+//! `planvm serve` does, without the binary. Tools and planners are loopback servers too
+//! (`loopback.rs`, which the binary's tests share).
+#![allow(dead_code, unreachable_pub)]
+
+mod loopback;
+pub use loopback::*;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use plan_host::HostOptions;
+use plan_manifest::Manifest;
+use plan_runs::StoreAt;
+use plan_serve::{Config, ConnLimits, Service};
+use plan_store::Durability;
+
+/// The token of services started with [`Setup::token`].
+pub const TOKEN: &str = "s3cret-token-for-tests";
+
+/// How a test's service is set up; as `planvm serve`'s defaults unless said.
+#[derive(Default)]
+pub struct Setup {
+    /// The tools file (default: the built-in tools).
+    pub tools: Option<PathBuf>,
+    /// Every request needs [`TOKEN`].
+    pub token: bool,
+    /// The environment the tools file's keys are read from.
+    pub env: Vec<(&'static str, &'static str)>,
+    /// Runs at once (default 256).
+    pub max_runs: Option<usize>,
+    /// Host names answered to besides loopback's.
+    pub allowed_hosts: Vec<String>,
+}
+
+/// A service listening on a free loopback port, on a runtime of its own (so that a test,
+/// async or not, talks to it as a client would); stopped when dropped.
+pub struct Served {
+    /// `http://127.0.0.1:PORT`.
+    pub base: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Starts the service over the SQLite store `db` as `setup` says, takes up what was
+/// interrupted, and listens.
+pub fn serve(db: &Path, setup: Setup) -> Served {
+    plan_host::install_crypto();
+    let config = config(db, setup);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (listening, base) = std::sync::mpsc::channel();
+    let thread = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let service = Service::new(config).unwrap_or_else(|_| panic!("the service starts"));
+            for (id, taken) in service.resume_interrupted() {
+                taken.unwrap_or_else(|e| panic!("{id} was not taken up: {e}"));
+            }
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let _ = listening.send(format!("http://{}", listener.local_addr().unwrap()));
+            let shutdown = async {
+                let _ = stopped.await;
+            };
+            service.serve(listener, shutdown).await.unwrap();
+        });
+    });
+    let base = base.recv().expect("the service listens");
+    Served {
+        base,
+        stop: Some(stop),
+        thread: Some(thread),
+    }
+}
+
+/// What `planvm serve` would be given for `setup`.
+fn config(db: &Path, setup: Setup) -> Config {
+    let vars: std::collections::HashMap<String, String> = setup
+        .env
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let env: plan_llm::EnvLookup = Arc::new(move |name| {
+        vars.get(name)
+            .cloned()
+            .ok_or(std::env::VarError::NotPresent)
+    });
+    let manifest = match &setup.tools {
+        Some(path) => plan_mcp::load(path, env.clone(), plan_mcp::Listing::Cached).unwrap(),
+        None => Manifest::builtin(),
+    };
+    let files = plan_runs::engine::PlanningFiles {
+        tools: setup.tools.as_deref(),
+        ..Default::default()
+    };
+    let planning = plan_runs::engine::load_planning(&manifest, files).unwrap();
+    Config {
+        store: StoreAt::new(db, Durability::Full),
+        manifest,
+        host_options: HostOptions {
+            env,
+            ..HostOptions::default()
+        },
+        token: setup.token.then(|| TOKEN.to_owned()),
+        max_runs: setup.max_runs.unwrap_or(256),
+        max_body: 16 << 20,
+        retry_unknown_writes: false,
+        warn: |_| {},
+        planning,
+        allowed_hosts: setup.allowed_hosts,
+        conn_limits: ConnLimits {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections: 1024,
+        },
+    }
+}
