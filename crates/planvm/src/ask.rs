@@ -5,16 +5,18 @@
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
-use plan_planner::{AskOptions, AskOutcome, AskStatus, Planner};
+use plan_planner::{AskOptions, AskOutcome, AskStatus, Planner, PlannerModel};
+use plan_telemetry::CommandTrace;
 use serde_json::Value;
 
 use crate::args::{Format, LimitArgs, OutputArgs, StoreArgs, ToolArgs, parse_run_id};
 use crate::session::{self, fail};
 use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_runs::engine::{AskAt, AskRequest, Hooks, PlanningFiles, ask_goal};
+use plan_runs::engine::{AskAt, AskRequest, Asked, Hooks, PlanningFiles, ask_goal};
 use plan_runs::goal::Planning;
 
 /// `ask --help`'s text after the options.
@@ -170,23 +172,9 @@ fn ask_planned(
         Ok(s) => s,
         Err(code) => return code,
     };
-    let model = match plan_planner::model_for(&host) {
-        Ok(m) => m,
-        Err(e) if e.usage => return fail(exit::USAGE, e.message),
-        Err(e) => return fail(exit::RUN_FAILED, e.message),
-    };
-    let workflow = plan_telemetry::Workflow {
-        command: "ask",
-        plan: None,
-        goal: Some(&args.goal),
-        run_id: None,
-    };
-    let telemetry = session::telemetry(|| {
-        plan_telemetry::CommandTrace::from_env(&workflow, &host, &mut tracer)
-    });
-    let model = match &telemetry {
-        Some(t) => t.trace.model(model, &plan_planner::model_name(&host)),
-        None => model,
+    let (model, telemetry) = match traced_model(args, &host, &mut tracer) {
+        Ok(traced) => traced,
+        Err(code) => return code,
     };
     // NB: also builds each database's index once, which the prompt then reuses.
     for w in host.ground(&args.goal).warnings {
@@ -233,18 +221,24 @@ fn ask_planned(
     for w in &asked.warnings {
         eprintln!("warning: {w}");
     }
-    let store_failed = asked.failed.map(|e| session::engine_exit(e.kind));
-    let (outcome, last_run) = (asked.outcome, asked.runs.last().cloned());
     if let Some(line) = status_line {
         line.finish();
     }
+    let last_run = asked.runs.last().map(String::as_str);
     session::end_trace(
         telemetry,
-        &plan_telemetry::Ended::ask(&outcome, last_run.as_deref()),
+        &plan_telemetry::Ended::ask(&asked.outcome, last_run),
     );
     if let Some(e) = tracer.write_error() {
         eprintln!("warning: writing the trace failed: {e}");
     }
+    finish(args, &asked)
+}
+
+/// Keeps the plan as an example when asked to, prints what the ask came to and picks
+/// the exit code (the store's failure's, if it failed).
+fn finish(args: &AskArgs, asked: &Asked) -> u8 {
+    let outcome = &asked.outcome;
     if outcome.status == AskStatus::Answered
         && let (Some(dir), Some(plan)) = (&args.save_example, &outcome.plan)
     {
@@ -253,8 +247,35 @@ fn ask_planned(
             Err(msg) => eprintln!("warning: the example was not saved: {msg}"),
         }
     }
-    let code = print_outcome(&outcome, args, last_run.as_deref());
+    let code = print_outcome(outcome, args, asked.runs.last().map(String::as_str));
+    let store_failed = asked.failed.as_ref().map(|e| session::engine_exit(e.kind));
     store_failed.unwrap_or(code)
+}
+
+/// The planner's LLM on `host`, and the command's trace, when the environment asks for
+/// one, with the LLM's calls as spans in it.
+fn traced_model(
+    args: &AskArgs,
+    host: &plan_host::Host,
+    tracer: &mut plan_host::Tracer,
+) -> Result<(Arc<dyn PlannerModel>, Option<CommandTrace>), u8> {
+    let model = match plan_planner::model_for(host) {
+        Ok(m) => m,
+        Err(e) if e.usage => return Err(fail(exit::USAGE, e.message)),
+        Err(e) => return Err(fail(exit::RUN_FAILED, e.message)),
+    };
+    let workflow = plan_telemetry::Workflow {
+        command: "ask",
+        plan: None,
+        goal: Some(&args.goal),
+        run_id: None,
+    };
+    let telemetry = session::telemetry(|| CommandTrace::from_env(&workflow, host, tracer));
+    let model = match &telemetry {
+        Some(t) => t.trace.model(model, &plan_planner::model_name(host)),
+        None => model,
+    };
+    Ok((model, telemetry))
 }
 
 /// `--print-prompt`: the prompt the planner would get, on stdout.

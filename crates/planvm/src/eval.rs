@@ -91,19 +91,72 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 }
 
 pub(crate) fn eval(args: EvalArgs) -> u8 {
-    let text = match std::fs::read_to_string(&args.dataset) {
-        Ok(t) => t,
-        Err(e) => {
-            return fail(
-                exit::NO_INPUT,
-                format_args!("cannot read {}: {e}", args.dataset.display()),
-            );
-        }
+    let (cases, skipped) = match read_cases(&args) {
+        Ok(read) => read,
+        Err(code) => return code,
     };
+    let (cassettes, single) = match open_cassettes(&args, &cases) {
+        Ok(opened) => opened,
+        Err(code) => return code,
+    };
+    let baseline = match read_baseline(&args) {
+        Ok(b) => b,
+        Err(code) => return code,
+    };
+    let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
+        Ok(loaded) => loaded,
+        Err(code) => return code,
+    };
+    let times = args.limits.times();
+    let host = match Host::new(
+        manifest,
+        HostOptions {
+            replay: single,
+            tool_timeout: times.tool_timeout,
+            ..HostOptions::default()
+        },
+    ) {
+        Ok(h) => h,
+        Err(e) => return session::host_failed(e),
+    };
+    for w in host.warnings() {
+        eprintln!("warning: {w}");
+    }
+    let (reports, stored) = match ask_cases(&args, &host, (planning, cassettes), &cases) {
+        Ok(asked) => asked,
+        Err(code) => return code,
+    };
+    report(
+        &args,
+        &reports,
+        &skipped,
+        stored.as_ref(),
+        baseline.as_ref(),
+    )
+}
+
+/// The dataset's cases, and the lines skipped (each said on stderr).
+fn read_cases(args: &EvalArgs) -> Result<(Vec<plan_eval::Case>, Vec<String>), u8> {
+    let text = std::fs::read_to_string(&args.dataset).map_err(|e| {
+        fail(
+            exit::NO_INPUT,
+            format_args!("cannot read {}: {e}", args.dataset.display()),
+        )
+    })?;
     let (cases, skipped) = plan_eval::parse(&text);
     for s in &skipped {
         eprintln!("warning: {}: {s}: skipped", args.dataset.display());
     }
+    Ok((cases, skipped))
+}
+
+/// Where each case's calls are recorded or replayed from, and the one cassette all
+/// replay from, if that is what `--replay` names; refused when a cassette written would
+/// be one of the inputs.
+fn open_cassettes(
+    args: &EvalArgs,
+    cases: &[plan_eval::Case],
+) -> Result<(Cassettes, Option<PathBuf>), u8> {
     let opened = Cassettes::open(
         args.record.as_deref(),
         args.tools_from.as_deref(),
@@ -111,8 +164,8 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     );
     let cassettes = match opened {
         Ok(c) => c,
-        Err(CassettesError::Create(e)) => return fail(exit::CANT_CREATE, e),
-        Err(CassettesError::Missing(e)) => return fail(exit::NO_INPUT, e),
+        Err(CassettesError::Create(e)) => return Err(fail(exit::CANT_CREATE, e)),
+        Err(CassettesError::Missing(e)) => return Err(fail(exit::NO_INPUT, e)),
     };
     let single = match &cassettes {
         Cassettes::Shared => args.replay.as_deref(),
@@ -124,7 +177,7 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         Cassettes::Shared | Cassettes::Replay(_) => None,
     };
     let files: Vec<PathBuf> = written.map_or_else(Vec::new, |(_, dir)| {
-        plan_eval::cassette_names(&cases)
+        plan_eval::cassette_names(cases)
             .iter()
             .map(|n| dir.join(n))
             .collect()
@@ -136,73 +189,71 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     if let Some((flag, _)) = written {
         outputs.extend(files.iter().map(|f| (flag, f.as_path())));
     }
-    if let Err(code) = session::refuse_clobbering(
+    session::refuse_clobbering(
         Some(("the dataset", args.dataset.as_path())),
         args.tools.as_deref(),
         single,
         args.store.as_deref(),
         &outputs,
-    ) {
-        return code;
-    }
-    let baseline = match &args.compare {
-        None => None,
-        Some(path) => match std::fs::read_to_string(path)
-            .map_err(|e| e.to_string())
-            .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| e.to_string()))
-        {
-            Ok(v) => Some(v),
-            Err(e) => {
-                return fail(
-                    exit::DATA_ERR,
-                    format_args!("cannot read the baseline {}: {e}", path.display()),
-                );
-            }
-        },
+    )?;
+    let single = single.map(PathBuf::from);
+    Ok((cassettes, single))
+}
+
+/// `--compare`'s earlier report.
+fn read_baseline(args: &EvalArgs) -> Result<Option<Value>, u8> {
+    let Some(path) = &args.compare else {
+        return Ok(None);
     };
-    let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
-        Ok(loaded) => loaded,
-        Err(code) => return code,
-    };
-    let times = args.limits.times();
-    let host = match Host::new(
-        manifest,
-        HostOptions {
-            replay: single.map(PathBuf::from),
-            tool_timeout: times.tool_timeout,
-            ..HostOptions::default()
-        },
-    ) {
-        Ok(h) => h,
-        Err(e) => return session::host_failed(e),
-    };
-    for w in host.warnings() {
-        eprintln!("warning: {w}");
-    }
+    std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| e.to_string()))
+        .map(Some)
+        .map_err(|e| {
+            fail(
+                exit::DATA_ERR,
+                format_args!("cannot read the baseline {}: {e}", path.display()),
+            )
+        })
+}
+
+/// Every case asked on `host`, `--jobs` at once, with a progress bar; with `--store`, as
+/// an evaluation begun there once everything else is ready.
+fn ask_cases(
+    args: &EvalArgs,
+    host: &Host,
+    (planning, cassettes): (plan_serve::Planning, Cassettes),
+    cases: &[plan_eval::Case],
+) -> Result<(Vec<plan_eval::CaseReport>, Option<plan_eval::Stored>), u8> {
     let replays = matches!(cassettes, Cassettes::Replay(_));
     // NB: made before the runtime: its exporter has a blocking client of its own.
     let telemetry =
         session::telemetry(|| plan_telemetry::Telemetry::from_env(host.redactor().clone()));
-    let judge = match plan_eval::Judge::for_host(&host, replays) {
-        Ok(j) => j,
-        Err(e) => return fail(exit::USAGE, e),
-    };
+    let judge = plan_eval::Judge::for_host(host, replays).map_err(|e| fail(exit::USAGE, e))?;
     // NB: each case replays its own planner: none is needed here.
     let model = if replays {
         None
     } else {
-        match plan_planner::model_for(&host) {
+        match plan_planner::model_for(host) {
             Ok(m) => Some(m),
-            Err(e) if e.usage => return fail(exit::USAGE, e.message),
-            Err(e) => return fail(exit::RUN_FAILED, e.message),
+            Err(e) if e.usage => return Err(fail(exit::USAGE, e.message)),
+            Err(e) => return Err(fail(exit::RUN_FAILED, e.message)),
         }
     };
-    let mut setup = Setup {
-        host: &host,
+    let store = match &args.store {
+        None => None,
+        Some(path) => {
+            let at = StoreAt::new(path, args.durability.get());
+            let dataset = args.dataset.display().to_string();
+            Some(plan_eval::begin(at, args.eval_id.clone(), &dataset).map_err(session::failed)?)
+        }
+    };
+    let setup = Setup {
+        host,
         model,
         judge,
         cassettes,
-        store: None,
+        store: store.clone(),
         telemetry: telemetry.as_ref(),
         template: planning.template,
         examples: planning.examples,
@@ -211,29 +262,14 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
             max_replans: args.max_replans,
             max_examples: planning.max_examples,
             limits: args.limits.limits(),
-            deadline: times.deadline,
+            deadline: args.limits.times().deadline,
             ..AskOptions::default()
         },
     };
-    let stored = match &args.store {
-        None => None,
-        Some(path) => {
-            let at = StoreAt::new(path, args.durability.get());
-            let dataset = args.dataset.display().to_string();
-            match plan_eval::begin(at, args.eval_id.clone(), &dataset) {
-                Ok(stored) => Some(stored),
-                Err(e) => return session::failed(e),
-            }
-        }
-    };
-    setup.store = stored.clone();
-    let runtime = match session::multi_thread_runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+    let runtime = session::multi_thread_runtime()?;
     let bar = crate::progress::progress_bar(cases.len(), "cases");
-    let reports = session::block_on(&runtime, &host, async {
-        plan_eval::run(&setup, &cases, args.jobs as usize, &mut |r| {
+    let reports = session::block_on(&runtime, host, async {
+        plan_eval::run(&setup, cases, args.jobs as usize, &mut |r| {
             bar.inc(1);
             if !r.passed() {
                 bar.println(format!("fail {}: {}", r.id, r.reason));
@@ -245,21 +281,33 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
     if let Some(t) = &telemetry {
         session::lost_spans(t.finish());
     }
-    let summary = plan_eval::summarize(&reports);
-    if let Some(st) = &stored {
+    Ok((reports, store))
+}
+
+/// Stores the evaluation's summary, compares it with `baseline`, promotes what passed,
+/// writes the report and picks the exit code from the gates.
+fn report(
+    args: &EvalArgs,
+    reports: &[plan_eval::CaseReport],
+    skipped: &[String],
+    stored: Option<&plan_eval::Stored>,
+    baseline: Option<&Value>,
+) -> u8 {
+    let summary = plan_eval::summarize(reports);
+    if let Some(st) = stored {
         if let Err(e) = plan_eval::end(&st.at, &st.eval, &json!(summary)) {
             eprintln!("warning: cannot store the evaluation's summary: {e}");
         }
         eprintln!("evaluation {} stored in {}", st.eval, st.at.shown());
     }
-    for r in &reports {
+    for r in reports {
         if let Some(e) = &r.store_error {
             eprintln!("warning: case {} not stored whole: {e}", r.id);
         }
     }
-    let comparison = match &baseline {
+    let comparison = match baseline {
         None => None,
-        Some(b) => match plan_eval::compare_with_people(b, &reports, stored.as_ref()) {
+        Some(b) => match plan_eval::compare_with_people(b, reports, stored) {
             Ok((c, unread)) => {
                 if let Some(e) = unread {
                     eprintln!("warning: cannot read people's verdicts: {e}");
@@ -270,26 +318,14 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         },
     };
     if let Some(dir) = &args.promote {
-        for r in reports.iter().filter(|r| r.passed()) {
-            let Some(plan) = &r.plan else { continue };
-            match plan_planner::save_example(dir, &r.goal, &r.labels, plan) {
-                Ok(path) => eprintln!("promoted {}: {}", r.id, path.display()),
-                Err(e) => eprintln!("warning: case {} not promoted: {e}", r.id),
-            }
-        }
+        promote(dir, reports);
     }
     let text = match args.format {
         Format::Json => {
-            let v = plan_eval::report_json(
-                &summary,
-                &reports,
-                &skipped,
-                stored.as_ref(),
-                comparison.as_ref(),
-            );
+            let v = plan_eval::report_json(&summary, reports, skipped, stored, comparison.as_ref());
             format!("{v}\n")
         }
-        Format::Text => plan_eval::text_report(&summary, &reports, comparison.as_ref(), &skipped),
+        Format::Text => plan_eval::text_report(&summary, reports, comparison.as_ref(), skipped),
     };
     let written = match &args.output {
         Some(path) => std::fs::write(path, &text).map_err(|e| (path.display().to_string(), e)),
@@ -317,5 +353,16 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         exit::RUN_FAILED
     } else {
         exit::OK
+    }
+}
+
+/// Each passing case's plan as an example in `dir`.
+fn promote(dir: &std::path::Path, reports: &[plan_eval::CaseReport]) {
+    for r in reports.iter().filter(|r| r.passed()) {
+        let Some(plan) = &r.plan else { continue };
+        match plan_planner::save_example(dir, &r.goal, &r.labels, plan) {
+            Ok(path) => eprintln!("promoted {}: {}", r.id, path.display()),
+            Err(e) => eprintln!("warning: case {} not promoted: {e}", r.id),
+        }
     }
 }

@@ -234,112 +234,122 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
         }
         Err(e) => return failed(e),
     };
-    let read::Shown {
-        run,
-        steps,
-        calls,
-        feedback,
-        eval,
-    } = &shown;
     let _ = match format {
         Format::Json => writeln!(out, "{}", json!(shown)),
         Format::Text => {
-            let mut t = format!(
-                "run {}  {}  {}\n  {} steps, {} tool calls, created {}, updated {}\n",
-                run.id,
-                run.status.as_str(),
-                run.plan,
-                run.steps,
-                run.tool_calls,
-                utc(run.created_at),
-                utc(run.updated_at)
-            );
-            if let (Some(p), Some(s)) = (&run.parent, run.branch_seq) {
-                t.push_str(&format!("  branch of {p} at seq_no {s}\n"));
-            }
-            if let Some(a) = &run.final_answer {
-                t.push_str(&format!(
-                    "  final_answer: {}\n",
-                    plan_value::preview(a, SHOW_PREVIEW)
-                ));
-            }
-            if let Some(q) = plan_runs::question_of(run) {
-                t.push_str(&format!(
-                    "  asks (seq_no {}): {}\n",
-                    q.seq_no.unwrap_or(-1),
-                    q.question
-                ));
-                if let Some(choices) = &q.choices {
-                    t.push_str(&format!("  choices: {}\n", choices.join(" | ")));
-                }
-                t.push_str(&format!(
-                    "  answer with: planvm resume {} --input TEXT\n",
-                    run.id
-                ));
-            }
-            if let Some(e) = &run.error {
-                t.push_str(&format!(
-                    "  error[{}]: {}\n",
-                    e["code"].as_str().unwrap_or("?"),
-                    e["message"].as_str().unwrap_or("")
-                ));
-            }
-            if let Some(e) = eval {
-                t.push_str(&format!(
-                    "  evaluation {}, case {}: {} (score {:.2}){}\n",
-                    e.eval,
-                    e.case.case_id,
-                    e.case.verdict,
-                    e.case.score,
-                    if e.case.reason.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", e.case.reason)
-                    }
-                ));
-            }
-            if let Some(f) = feedback {
-                t.push_str(&format!(
-                    "  a person's verdict: {}{}\n",
-                    f.verdict,
-                    f.note
-                        .as_deref()
-                        .map_or(String::new(), |n| format!(": {n}"))
-                ));
-            }
-            t.push_str("\nsteps:\n");
-            for s in steps {
-                let seq = s.seq_no.map_or("-".to_owned(), |n| n.to_string());
-                t.push_str(&format!("  {:>5}  seq {seq:>3}  {}\n", s.step, s.op));
-                for (name, v) in &s.writes {
-                    t.push_str(&format!(
-                        "           {name} = {}\n",
-                        plan_value::preview(v, SHOW_PREVIEW)
-                    ));
-                }
-                for (name, bytes) in &s.omitted {
-                    t.push_str(&format!("           {name} = ({bytes} bytes, not kept)\n"));
-                }
-            }
-            t.push_str("\ncalls:\n");
-            for c in calls {
-                let seq = c.seq_no.map_or("-".to_owned(), |n| n.to_string());
-                let result = match (&c.output, &c.error) {
-                    (Some(v), _) => plan_value::preview(v, SHOW_PREVIEW),
-                    (None, Some(e)) => format!("error: {e}"),
-                    (None, None) => "(no answer)".to_owned(),
-                };
-                let latency = c.latency_ms.map_or(String::new(), |l| format!(" {l} ms"));
-                t.push_str(&format!(
-                    "  step {:>5}  seq {seq:>3}  {} [{}{latency}]\n    args: {}\n    -> {result}\n",
-                    c.step,
-                    c.tool,
-                    c.state.as_str(),
-                    plan_value::preview(&Value::Object(c.args.clone()), SHOW_PREVIEW),
-                ));
-            }
+            let mut t = run_text(&shown);
+            steps_text(&mut t, &shown.steps);
+            calls_text(&mut t, &shown.calls);
             write!(out, "{t}")
         }
     };
     exit::OK
+}
+
+/// A shown run's row, its question, error, evaluation and a person's verdict, as text.
+fn run_text(shown: &read::Shown) -> String {
+    let read::Shown {
+        run,
+        feedback,
+        eval,
+        ..
+    } = shown;
+    let mut t = format!(
+        "run {}  {}  {}\n  {} steps, {} tool calls, created {}, updated {}\n",
+        run.id,
+        run.status.as_str(),
+        run.plan,
+        run.steps,
+        run.tool_calls,
+        utc(run.created_at),
+        utc(run.updated_at)
+    );
+    if let (Some(p), Some(s)) = (&run.parent, run.branch_seq) {
+        t.push_str(&format!("  branch of {p} at seq_no {s}\n"));
+    }
+    if let Some(a) = &run.final_answer {
+        t.push_str(&format!(
+            "  final_answer: {}\n",
+            plan_value::preview(a, SHOW_PREVIEW)
+        ));
+    }
+    if let Some(q) = plan_runs::question_of(run) {
+        t.push_str(&format!(
+            "  asks (seq_no {}): {}\n",
+            q.seq_no.unwrap_or(-1),
+            q.question
+        ));
+        if let Some(choices) = &q.choices {
+            t.push_str(&format!("  choices: {}\n", choices.join(" | ")));
+        }
+        t.push_str(&format!(
+            "  answer with: planvm resume {} --input TEXT\n",
+            run.id
+        ));
+    }
+    if let Some(e) = &run.error {
+        t.push_str(&format!(
+            "  error[{}]: {}\n",
+            e["code"].as_str().unwrap_or("?"),
+            e["message"].as_str().unwrap_or("")
+        ));
+    }
+    if let Some(e) = eval {
+        let reason = if e.case.reason.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", e.case.reason)
+        };
+        t.push_str(&format!(
+            "  evaluation {}, case {}: {} (score {:.2}){reason}\n",
+            e.eval, e.case.case_id, e.case.verdict, e.case.score,
+        ));
+    }
+    if let Some(f) = feedback {
+        let note = f
+            .note
+            .as_deref()
+            .map_or(String::new(), |n| format!(": {n}"));
+        t.push_str(&format!("  a person's verdict: {}{note}\n", f.verdict));
+    }
+    t
+}
+
+/// A shown run's steps, each with what it wrote, as text.
+fn steps_text(t: &mut String, steps: &[plan_store::StepRow]) {
+    t.push_str("\nsteps:\n");
+    for s in steps {
+        let seq = s.seq_no.map_or("-".to_owned(), |n| n.to_string());
+        t.push_str(&format!("  {:>5}  seq {seq:>3}  {}\n", s.step, s.op));
+        for (name, v) in &s.writes {
+            t.push_str(&format!(
+                "           {name} = {}\n",
+                plan_value::preview(v, SHOW_PREVIEW)
+            ));
+        }
+        for (name, bytes) in &s.omitted {
+            t.push_str(&format!("           {name} = ({bytes} bytes, not kept)\n"));
+        }
+    }
+}
+
+/// A shown run's calls, each with its arguments and answer, as text.
+fn calls_text(t: &mut String, calls: &[plan_store::CallRow]) {
+    t.push_str("\ncalls:\n");
+    for c in calls {
+        let seq = c.seq_no.map_or("-".to_owned(), |n| n.to_string());
+        let result = match (&c.output, &c.error) {
+            (Some(v), _) => plan_value::preview(v, SHOW_PREVIEW),
+            (None, Some(e)) => format!("error: {e}"),
+            (None, None) => "(no answer)".to_owned(),
+        };
+        let latency = c.latency_ms.map_or(String::new(), |l| format!(" {l} ms"));
+        t.push_str(&format!(
+            "  step {:>5}  seq {seq:>3}  {} [{}{latency}]\n    args: {}\n    -> {result}\n",
+            c.step,
+            c.tool,
+            c.state.as_str(),
+            plan_value::preview(&Value::Object(c.args.clone()), SHOW_PREVIEW),
+        ));
+    }
 }
