@@ -9,11 +9,13 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use plan_host::{Host, HostOptions};
-use plan_planner::{AskOptions, AskStatus, Examples, Planner, PlannerModel, RoundKind, Template};
-use plan_runs::engine::{AskAt, AskRequest, Hooks, ask_goal};
+use plan_planner::{
+    AskOptions, AskOutcome, AskStatus, Examples, Planner, PlannerModel, RoundKind, Template,
+};
+use plan_runs::engine::{AskAt, AskRequest, Asked, Hooks, ask_goal};
 use serde_json::Value;
 
-use crate::{Case, CaseReport, Judge, Stored, grade};
+use crate::{Case, CaseReport, Grade, Judge, Stored, Verdict, grade};
 
 /// Where each case's planner, tool and judge calls come from and go to: its own cassette
 /// in a directory, `<case>.cassette.jsonl` (see [`cassette_names`]).
@@ -182,153 +184,7 @@ pub async fn run(
         .iter()
         .zip(&names)
         .enumerate()
-        .map(|(i, (case, name))| async move {
-            let start = Instant::now();
-            let own = match case_host(setup.host, &setup.cassettes, name) {
-                Ok(own) => own,
-                Err(why) => return (i, not_started(case, why, start)),
-            };
-            let host = own.as_ref().unwrap_or(setup.host);
-            let model = match (&setup.cassettes, &setup.model) {
-                (Cassettes::Replay(_), _) | (_, None) => match plan_planner::model_for(host) {
-                    Ok(m) => m,
-                    Err(e) => return (i, not_started(case, e.message, start)),
-                },
-                (_, Some(m)) => m.clone(),
-            };
-            let trace = setup.telemetry.map(|t| {
-                let workflow = plan_telemetry::Workflow {
-                    command: "eval",
-                    plan: None,
-                    goal: Some(&case.goal),
-                    run_id: None,
-                };
-                t.start(&workflow, None)
-            });
-            let model = match &trace {
-                Some(t) => t.model(model, &plan_planner::model_name(host)),
-                None => model,
-            };
-            let mut spans = trace.as_ref().map(|t| t.journal(host.manifest()));
-            let mut options = setup.options.clone();
-            options.vars = case.vars.clone().into_iter().collect();
-            let mut planner = Planner {
-                host,
-                model,
-                template: setup.template.clone(),
-                examples: setup.examples.clone(),
-                options,
-            };
-            let goal = setup
-                .store
-                .as_ref()
-                .map(|s| crate::store::goal_id(&s.eval, name));
-            let request = AskRequest {
-                goal: &case.goal,
-                response_format: case.response_format.as_ref(),
-                store: setup.store.as_ref().map(|s| AskAt {
-                    at: s.at.clone(),
-                    id: goal.as_deref(),
-                    session: None,
-                }),
-            };
-            // NB: a lease's warning is about a run the report already covers.
-            let hooks = Hooks {
-                journal: &mut spans,
-                warn: |_| {},
-                started: |_| {},
-            };
-            let asked = ask_goal(&mut planner, request, hooks);
-            let asked = match plan_telemetry::within(trace.as_ref(), asked).await {
-                Ok(asked) => asked,
-                Err(e) => return (i, not_started(case, e.message, start)),
-            };
-            let (outcome, goal_id, runs) = (asked.outcome, asked.goal_id, asked.runs);
-            let mut store_error = asked.failed.map(|e| e.message);
-            let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
-            let why = outcome.error.clone().unwrap_or_else(|| "no answer".into());
-            let mut graded = match outcome.status {
-                AskStatus::Answered => grade(case, Ok(&outcome.answer)),
-                _ => grade(case, Err(&why)),
-            };
-            // NB: a case passes when every check and the judge pass; its score is the mean
-            // of the checks' and the judge's.
-            let verdict = match &setup.judge {
-                Some(j) if outcome.status == AskStatus::Answered => {
-                    let v = j.grade(host, case, &outcome.answer).await;
-                    graded.score = if graded.checks.is_empty() {
-                        v.score
-                    } else {
-                        (graded.score + v.score) / 2.0
-                    };
-                    if !v.passed {
-                        graded.passed = false;
-                        let why = format!("the judge: {}", v.reason);
-                        graded.reason = if graded.reason.is_empty() {
-                            why
-                        } else {
-                            format!("{}; {why}", graded.reason)
-                        };
-                    }
-                    Some(v)
-                }
-                _ => None,
-            };
-            let count = |k: RoundKind| outcome.rounds.iter().filter(|r| r.kind == k).count();
-            let report = outcome.report.as_ref();
-            let status = outcome.status.as_str().to_owned();
-            if let Some(t) = trace {
-                t.end(&plan_telemetry::Ended::ask(
-                    &outcome,
-                    runs.last().map(String::as_str),
-                ));
-            }
-            let usage = [outcome.usage, verdict.as_ref().and_then(|v| v.usage)]
-                .into_iter()
-                .flatten()
-                .reduce(|mut a, b| {
-                    a += b;
-                    a
-                });
-            let mut report = CaseReport {
-                id: case.id.clone(),
-                line: case.line,
-                goal: case.goal.clone(),
-                labels: case.labels.clone(),
-                status,
-                verdict: if graded.passed { "pass" } else { "fail" },
-                score: graded.score,
-                reason: graded.reason,
-                checks: graded.checks,
-                judge: verdict,
-                answer: if outcome.status == AskStatus::Answered {
-                    outcome.answer
-                } else {
-                    Value::Null
-                },
-                rounds: outcome.rounds.len(),
-                repairs: count(RoundKind::Repair),
-                replans: count(RoundKind::Replan),
-                steps: report.map_or(0, |r| r.steps),
-                tool_calls: report.map_or(0, |r| r.tool_calls),
-                latency_ms,
-                usage,
-                goal_id,
-                runs,
-                store_error: None,
-                plan: outcome.plan,
-            };
-            if let Some(stored) = &setup.store
-                && let Err(e) = crate::store::save(stored, &report)
-            {
-                store_error = Some(match store_error {
-                    Some(first) => format!("{first}; {e}"),
-                    None => e,
-                });
-            }
-            report.store_error = store_error;
-            (i, report)
-        });
+        .map(|(i, (case, name))| async move { (i, ask_case(setup, case, name).await) });
     let mut out: Vec<Option<CaseReport>> = vec![None; cases.len()];
     let mut stream = futures::stream::iter(asked).buffer_unordered(jobs.max(1));
     while let Some((i, report)) = stream.next().await {
@@ -336,6 +192,174 @@ pub async fn run(
         out[i] = Some(report);
     }
     out.into_iter().flatten().collect()
+}
+
+/// `case` asked as a goal of its own (on a host of its own when it has a cassette),
+/// graded, judged, traced and stored.
+async fn ask_case(setup: &Setup<'_>, case: &Case, name: &str) -> CaseReport {
+    let start = Instant::now();
+    let own = match case_host(setup.host, &setup.cassettes, name) {
+        Ok(own) => own,
+        Err(why) => return not_started(case, why, start),
+    };
+    let host = own.as_ref().unwrap_or(setup.host);
+    let model = match (&setup.cassettes, &setup.model) {
+        (Cassettes::Replay(_), _) | (_, None) => match plan_planner::model_for(host) {
+            Ok(m) => m,
+            Err(e) => return not_started(case, e.message, start),
+        },
+        (_, Some(m)) => m.clone(),
+    };
+    let trace = setup.telemetry.map(|t| {
+        let workflow = plan_telemetry::Workflow {
+            command: "eval",
+            plan: None,
+            goal: Some(&case.goal),
+            run_id: None,
+        };
+        t.start(&workflow, None)
+    });
+    let model = match &trace {
+        Some(t) => t.model(model, &plan_planner::model_name(host)),
+        None => model,
+    };
+    let mut spans = trace.as_ref().map(|t| t.journal(host.manifest()));
+    let mut options = setup.options.clone();
+    options.vars = case.vars.clone().into_iter().collect();
+    let mut planner = Planner {
+        host,
+        model,
+        template: setup.template.clone(),
+        examples: setup.examples.clone(),
+        options,
+    };
+    let goal = setup
+        .store
+        .as_ref()
+        .map(|s| crate::store::goal_id(&s.eval, name));
+    let request = AskRequest {
+        goal: &case.goal,
+        response_format: case.response_format.as_ref(),
+        store: setup.store.as_ref().map(|s| AskAt {
+            at: s.at.clone(),
+            id: goal.as_deref(),
+            session: None,
+        }),
+    };
+    // NB: a lease's warning is about a run the report already covers.
+    let hooks = Hooks {
+        journal: &mut spans,
+        warn: |_| {},
+        started: |_| {},
+    };
+    let asked = ask_goal(&mut planner, request, hooks);
+    let asked = match plan_telemetry::within(trace.as_ref(), asked).await {
+        Ok(asked) => asked,
+        Err(e) => return not_started(case, e.message, start),
+    };
+    let latency_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let judged = judged(setup, host, case, &asked.outcome).await;
+    if let Some(t) = trace {
+        let last = asked.runs.last().map(String::as_str);
+        t.end(&plan_telemetry::Ended::ask(&asked.outcome, last));
+    }
+    let mut store_error = asked.failed.as_ref().map(|e| e.message.clone());
+    let mut report = case_report(case, asked, judged, latency_ms);
+    if let Some(stored) = &setup.store
+        && let Err(e) = crate::store::save(stored, &report)
+    {
+        store_error = Some(match store_error {
+            Some(first) => format!("{first}; {e}"),
+            None => e,
+        });
+    }
+    report.store_error = store_error;
+    report
+}
+
+/// What the checks, and the judge if there is one, say of `outcome`. A case passes when
+/// every check and the judge pass; its score is the mean of the checks' and the judge's.
+async fn judged(
+    setup: &Setup<'_>,
+    host: &Host,
+    case: &Case,
+    outcome: &AskOutcome,
+) -> (Grade, Option<Verdict>) {
+    let why = outcome.error.clone().unwrap_or_else(|| "no answer".into());
+    let mut graded = match outcome.status {
+        AskStatus::Answered => grade(case, Ok(&outcome.answer)),
+        _ => grade(case, Err(&why)),
+    };
+    let Some(judge) = setup
+        .judge
+        .as_ref()
+        .filter(|_| outcome.status == AskStatus::Answered)
+    else {
+        return (graded, None);
+    };
+    let v = judge.grade(host, case, &outcome.answer).await;
+    graded.score = if graded.checks.is_empty() {
+        v.score
+    } else {
+        (graded.score + v.score) / 2.0
+    };
+    if !v.passed {
+        graded.passed = false;
+        let why = format!("the judge: {}", v.reason);
+        graded.reason = if graded.reason.is_empty() {
+            why
+        } else {
+            format!("{}; {why}", graded.reason)
+        };
+    }
+    (graded, Some(v))
+}
+
+/// The report of `case`, asked and judged.
+fn case_report(
+    case: &Case,
+    asked: Asked,
+    (graded, verdict): (Grade, Option<Verdict>),
+    latency_ms: u64,
+) -> CaseReport {
+    let outcome = asked.outcome;
+    let count = |k: RoundKind| outcome.rounds.iter().filter(|r| r.kind == k).count();
+    let report = outcome.report.as_ref();
+    let usage = [outcome.usage, verdict.as_ref().and_then(|v| v.usage)]
+        .into_iter()
+        .flatten()
+        .reduce(|mut a, b| {
+            a += b;
+            a
+        });
+    CaseReport {
+        id: case.id.clone(),
+        line: case.line,
+        goal: case.goal.clone(),
+        labels: case.labels.clone(),
+        status: outcome.status.as_str().to_owned(),
+        verdict: if graded.passed { "pass" } else { "fail" },
+        score: graded.score,
+        reason: graded.reason,
+        checks: graded.checks,
+        judge: verdict,
+        rounds: outcome.rounds.len(),
+        repairs: count(RoundKind::Repair),
+        replans: count(RoundKind::Replan),
+        steps: report.map_or(0, |r| r.steps),
+        tool_calls: report.map_or(0, |r| r.tool_calls),
+        answer: if outcome.status == AskStatus::Answered {
+            outcome.answer
+        } else {
+            Value::Null
+        },
+        latency_ms,
+        usage,
+        goal_id: asked.goal_id,
+        runs: asked.runs,
+        store_error: None,
+        plan: outcome.plan,
+    }
 }
 
 /// The report of a case that could not be asked (its host or planner could not be set

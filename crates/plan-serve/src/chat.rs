@@ -104,6 +104,18 @@ pub(crate) async fn completions(
         .stream_options
         .as_ref()
         .is_some_and(|o| o["include_usage"] == json!(true));
+    let response = streamed(ended, (id, created, model), include_usage);
+    Ok(with_trace_id(response, trace_id))
+}
+
+/// What the goal comes to as `chat.completion.chunk` events: the role at once, the
+/// answer (or the question it stopped at, or the error) once it ended, the usage last
+/// when asked for, then `[DONE]`.
+fn streamed(
+    ended: impl std::future::Future<Output = Asked> + Send + 'static,
+    (id, created, model): (String, i64, String),
+    include_usage: bool,
+) -> Response {
     let (usage_id, usage_model) = (id.clone(), model.clone());
     let chunk = move |delta: Value, finish: Option<&str>| {
         json!({
@@ -151,10 +163,9 @@ pub(crate) async fn completions(
         futures::stream::once(async move { Ok(Event::default().data(first.to_string())) }),
         futures::StreamExt::flatten(futures::stream::once(rest)),
     );
-    let response = Sse::new(stream)
+    Sse::new(stream)
         .keep_alive(KeepAlive::default())
-        .into_response();
-    Ok(with_trace_id(response, trace_id))
+        .into_response()
 }
 
 /// The last user message: where it is, and its text.

@@ -89,6 +89,29 @@ pub(crate) async fn events(
     stream(state, id, last, None).await
 }
 
+/// Where a stream picks up after event `last` (a `Last-Event-ID`): for a goal's stream,
+/// the run to send (1: its first); the entry after which a run's events go on; and
+/// whether everything was sent. An id that names no event starts from the start.
+fn resume_point(is_goal: bool, last: Option<&str>) -> (Option<usize>, Option<Pos>, bool) {
+    match (is_goal, last) {
+        (_, Some("end")) => (is_goal.then_some(1), None, true),
+        (true, Some(last)) => match last
+            .split_once(':')
+            .and_then(|(k, pos)| Some((k.parse::<usize>().ok().filter(|k| *k >= 1)?, pos)))
+        {
+            // NB: run K's end was received: the stream goes on at run K + 1.
+            Some((k, "end")) => (Some(k + 1), None, false),
+            Some((k, pos)) => match parse_pos(pos) {
+                Some(pos) => (Some(k), Some(pos), false),
+                None => (Some(1), None, false),
+            },
+            None => (Some(1), None, false),
+        },
+        (true, None) => (Some(1), None, false),
+        (false, last) => (None, last.and_then(parse_pos), false),
+    }
+}
+
 /// A run just created by this service, as its stream starts from it: its id, its plan's
 /// source, and its channel, watched from before the run started.
 pub(crate) type Created = (String, String, watch::Receiver<u64>);
@@ -118,25 +141,7 @@ pub(crate) async fn stream(
         Some(run) => (Read::Run(run), JournalFold::default()),
         None => read(&state, (&id, None, false), false, JournalFold::default()).await?,
     };
-    let is_goal = matches!(first, Read::Goal { .. });
-    // NB: an id that names no event starts from the start.
-    let (goal_run, skip, done) = match (is_goal, last) {
-        (_, Some("end")) => (is_goal.then_some(1), None, true),
-        (true, Some(last)) => match last
-            .split_once(':')
-            .and_then(|(k, pos)| Some((k.parse::<usize>().ok().filter(|k| *k >= 1)?, pos)))
-        {
-            // NB: run K's end was received: the stream goes on at run K + 1.
-            Some((k, "end")) => (Some(k + 1), None, false),
-            Some((k, pos)) => match parse_pos(pos) {
-                Some(pos) => (Some(k), Some(pos), false),
-                None => (Some(1), None, false),
-            },
-            None => (Some(1), None, false),
-        },
-        (true, None) => (Some(1), None, false),
-        (false, last) => (None, last.and_then(parse_pos), false),
-    };
+    let (goal_run, skip, done) = resume_point(matches!(first, Read::Goal { .. }), last);
     // NB: it read a goal's first run: of no use to a stream that starts at a later one.
     let from_first = goal_run.unwrap_or(1) == 1;
     let cursor = Cursor {
@@ -166,47 +171,13 @@ pub(crate) async fn stream(
         loop {
             let (read, changed) = match first.take() {
                 Some((read, changed)) => (Ok(read), changed),
-                None => {
-                    // NB: marked seen before the read: a commit after it wakes the wait
-                    // below.
-                    let mut changed = c.state.live.watch(&c.id);
-                    if let Some(rx) = &mut changed {
-                        rx.borrow_and_update();
-                    }
-                    // NB: a run on this service's writer: what it wrote since the last
-                    // look is handed to the stream, not read back from the store.
-                    let RunCursor { fold, row, .. } = &mut c.run;
-                    let handed = match (&changed, c.goal_run, row) {
-                        (Some(_), None, Some(row)) => c.state.live.handed(&c.id, fold, &mut row.0),
-                        _ => None,
-                    };
-                    if handed.is_some() {
-                        (Ok(Read::Handed), changed)
-                    } else {
-                        // NB: a stream that is not a goal's is a run's: no goal is looked up.
-                        let run = c.goal_run.is_none();
-                        let fold = std::mem::take(&mut c.run.fold);
-                        let at = (c.id.as_str(), c.goal_run, c.run.plan_sent);
-                        let read = read(&c.state, at, run, fold).await;
-                        let read = read.map(|(read, fold)| {
-                            c.run.fold = fold;
-                            read
-                        });
-                        (read, changed)
-                    }
-                }
+                None => c.look().await,
             };
             let read = match read {
                 Ok(r) => r,
                 Err(_) => {
                     c.done = true;
-                    let mut frame = Frame::default();
-                    frame.event(
-                        "end",
-                        "failed",
-                        &json!({"error": {"code": "unreadable", "message": "the run can no longer be read"}}),
-                    );
-                    return Some((frame.done(), (c, None)));
+                    return Some((Frame::unreadable().done(), (c, None)));
                 }
             };
             let mut frame = Frame::default();
@@ -233,14 +204,19 @@ pub(crate) async fn stream(
             }
         }
     });
-    let mut response = Response::new(Body::from_stream(stream));
+    Ok(event_stream(Body::from_stream(stream)))
+}
+
+/// `body` answered as server-sent events, never cached.
+fn event_stream(body: Body) -> Response {
+    let mut response = Response::new(body);
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(response)
+    response
 }
 
 /// Server-sent events written as text into one buffer, to go out as one frame.
@@ -248,6 +224,17 @@ pub(crate) async fn stream(
 struct Frame(Vec<u8>);
 
 impl Frame {
+    /// The end of a stream whose run can no longer be read.
+    fn unreadable() -> Frame {
+        let mut frame = Frame::default();
+        frame.event(
+            "end",
+            "failed",
+            &json!({"error": {"code": "unreadable", "message": "the run can no longer be read"}}),
+        );
+        frame
+    }
+
     /// Appends one event. `data` goes as compact JSON, which has no line break: one
     /// `data:` line.
     fn event(&mut self, id: impl Display, kind: &str, data: &impl serde::Serialize) {
@@ -368,6 +355,36 @@ enum Read {
 }
 
 impl Cursor {
+    /// One look at the run: what its writer handed since the last look, or else a read
+    /// of the store; with the channel whose change says there is more (watched from
+    /// before the look, so that a commit after it wakes the wait).
+    async fn look(&mut self) -> (Result<Read, ApiError>, Option<watch::Receiver<u64>>) {
+        let mut changed = self.state.live.watch(&self.id);
+        if let Some(rx) = &mut changed {
+            rx.borrow_and_update();
+        }
+        // NB: a run on this service's writer: what it wrote since the last look is
+        // handed to the stream, not read back from the store.
+        let RunCursor { fold, row, .. } = &mut self.run;
+        let handed = match (&changed, self.goal_run, row) {
+            (Some(_), None, Some(row)) => self.state.live.handed(&self.id, fold, &mut row.0),
+            _ => None,
+        };
+        if handed.is_some() {
+            return (Ok(Read::Handed), changed);
+        }
+        // NB: a stream that is not a goal's is a run's: no goal is looked up.
+        let run = self.goal_run.is_none();
+        let fold = std::mem::take(&mut self.run.fold);
+        let at = (self.id.as_str(), self.goal_run, self.run.plan_sent);
+        let read = read(&self.state, at, run, fold).await;
+        let read = read.map(|(read, fold)| {
+            self.run.fold = fold;
+            read
+        });
+        (read, changed)
+    }
+
     /// Writes into `out` the events `read` holds beyond what was sent; moves on to a
     /// goal's next run once one ended.
     fn advance(&mut self, read: Read, out: &mut Frame) {

@@ -177,21 +177,27 @@ pub(crate) fn _ask_now<'py>(
                 session: session.as_deref(),
             }),
         };
-        let hooks = Hooks {
-            journal: &mut Tracer::none(),
-            warn: Store::lease_warning(),
-            started: |_| {},
-        };
-        let asked = ask_goal(&mut planner, request, hooks)
-            .await
-            .map_err(crate::store::store_error)?;
-        if !asked.warnings.is_empty() {
-            Python::attach(|py| crate::outcome::warn(py, &asked.warnings))?;
-        }
-        if let Some(e) = asked.failed {
-            return Err(crate::store::store_error(e));
-        }
-        let stored = asked.goal_id.map(|id| (id, asked.runs));
-        Python::attach(|py| answer(py, asked.outcome, stored))
+        asked(&mut planner, request).await
     })
+}
+
+/// `request` asked of `planner`: what it came to as Python sees it (the warnings as
+/// Python warnings, a store that failed as `StoreError`).
+async fn asked(planner: &mut Planner<'_>, request: AskRequest<'_>) -> PyResult<Answer> {
+    let hooks = Hooks {
+        journal: &mut Tracer::none(),
+        warn: Store::lease_warning(),
+        started: |_| {},
+    };
+    let asked = ask_goal(planner, request, hooks)
+        .await
+        .map_err(crate::store::store_error)?;
+    if !asked.warnings.is_empty() {
+        Python::attach(|py| crate::outcome::warn(py, &asked.warnings))?;
+    }
+    if let Some(e) = asked.failed {
+        return Err(crate::store::store_error(e));
+    }
+    let stored = asked.goal_id.map(|id| (id, asked.runs));
+    Python::attach(|py| answer(py, asked.outcome, stored))
 }
