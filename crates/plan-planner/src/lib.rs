@@ -394,6 +394,43 @@ pub struct AskOutcome {
 }
 
 /// A plan of an `ask` about to run.
+impl AskOutcome {
+    /// An ask that has not come to anything yet: failed, unless something else is said.
+    fn not_yet() -> AskOutcome {
+        AskOutcome {
+            status: AskStatus::PlannerFailed,
+            answer: Value::Null,
+            plan: None,
+            rounds: Vec::new(),
+            report: None,
+            error: None,
+            usage: None,
+            diagnostics: Vec::new(),
+        }
+    }
+}
+
+/// Ends `out` with a run that answered, stopped at a question or was stopped; gives back
+/// the report of a run that failed, to re-plan on.
+fn ended(out: &mut AskOutcome, report: RunReport) -> Option<RunReport> {
+    let status = match report.status {
+        plan_host::RunStatus::Ok => AskStatus::Answered,
+        plan_host::RunStatus::NeedsInput => AskStatus::NeedsInput,
+        plan_host::RunStatus::Stopped => AskStatus::Stopped,
+        plan_host::RunStatus::Failed => return Some(report),
+    };
+    match status {
+        AskStatus::Answered => out.answer = report.final_answer.clone(),
+        AskStatus::Stopped => {
+            out.error = Some("the run was stopped before its end: it goes on when resumed".into());
+        }
+        _ => {}
+    }
+    out.status = status;
+    out.report = Some(report);
+    None
+}
+
 #[derive(Clone, Copy, Debug)]
 pub struct PlanRun<'a> {
     /// The planning round that wrote it.
@@ -476,16 +513,7 @@ impl Planner<'_> {
         let prompt = Message::user(self.prompt(goal, response_format));
         // The prompt, then the last reply and the feedback on it.
         let mut messages = vec![prompt];
-        let mut out = AskOutcome {
-            status: AskStatus::PlannerFailed,
-            answer: Value::Null,
-            plan: None,
-            rounds: Vec::new(),
-            report: None,
-            error: None,
-            usage: None,
-            diagnostics: Vec::new(),
-        };
+        let mut out = AskOutcome::not_yet();
         let (mut repairs, mut replans) = (0, 0);
         let mut kind = RoundKind::Plan;
         let mut feedback: Option<String> = None;
@@ -506,31 +534,14 @@ impl Planner<'_> {
                 ),
                 messages: &messages,
             };
-            let asked = Instant::now();
-            let reply = self.reply(&call, streamer.as_ref(), runs, deadline).await;
-            let took = asked.elapsed();
-            let usage = reply
-                .as_ref()
-                .ok()
-                .and_then(|r| r.usage)
-                .map(|u| u.priced(self.host.manifest().pricing.get(&model_name(self.host))));
-            if let Some(u) = usage {
+            let (mut r, reply) = self
+                .round_reply(&call, kind, (streamer.as_ref(), deadline), runs)
+                .await;
+            if let Some(u) = r.usage {
                 *out.usage.get_or_insert_with(Usage::default) += u;
                 *unspent.get_or_insert_with(Usage::default) += u;
             }
-            let mut r = Round {
-                kind,
-                plan: None,
-                planner_error: None,
-                diagnostics: Vec::new(),
-                run_error: None,
-                planner_ms: millis(took),
-                usage,
-            };
-            // NB: a server may quote the request, key included: redacted before anything
-            // keeps the reply.
-            let reply = reply.map(|r| self.host.redactor().text(&r.text).into_owned());
-            let reply = match reply.and_then(|text| self.record(&call, text, (took, usage))) {
+            let reply = match reply {
                 Ok(text) => text,
                 Err(e) => {
                     self.planner_failed(&mut out, r, &e);
@@ -577,26 +588,9 @@ impl Planner<'_> {
             };
             r.run_error = report.error.clone();
             out.rounds.push(r);
-            if report.is_ok() {
-                out.status = AskStatus::Answered;
-                out.answer = report.final_answer.clone();
-                out.report = Some(report);
+            let Some(report) = ended(&mut out, report) else {
                 return out;
-            }
-            let stopped = match report.status {
-                plan_host::RunStatus::NeedsInput => Some(AskStatus::NeedsInput),
-                plan_host::RunStatus::Stopped => Some(AskStatus::Stopped),
-                plan_host::RunStatus::Ok | plan_host::RunStatus::Failed => None,
             };
-            if let Some(status) = stopped {
-                if status == AskStatus::Stopped {
-                    out.error =
-                        Some("the run was stopped before its end: it goes on when resumed".into());
-                }
-                out.status = status;
-                out.report = Some(report);
-                return out;
-            }
             let Some(error) = replan_on(&mut out, report, replans, opts.max_replans, deadline)
             else {
                 return out;
@@ -609,6 +603,39 @@ impl Planner<'_> {
             feedback = Some(message);
         }
         unreachable!("the loop returns")
+    }
+
+    /// Round `round`'s reply from the planner (redacted and recorded), and the round as
+    /// far as it goes: how long the planner took and what it cost.
+    async fn round_reply(
+        &self,
+        call: &PlannerCall<'_>,
+        kind: RoundKind,
+        (streamer, deadline): (Option<&Streamer<'_>>, Option<Deadline>),
+        runs: &mut dyn RunSink,
+    ) -> (Round, Result<String, CallError>) {
+        let asked = Instant::now();
+        let reply = self.reply(call, streamer, runs, deadline).await;
+        let took = asked.elapsed();
+        let usage = reply
+            .as_ref()
+            .ok()
+            .and_then(|r| r.usage)
+            .map(|u| u.priced(self.host.manifest().pricing.get(&model_name(self.host))));
+        let r = Round {
+            kind,
+            plan: None,
+            planner_error: None,
+            diagnostics: Vec::new(),
+            run_error: None,
+            planner_ms: millis(took),
+            usage,
+        };
+        // NB: a server may quote the request, key included: redacted before anything
+        // keeps the reply.
+        let reply = reply.map(|r| self.host.redactor().text(&r.text).into_owned());
+        let reply = reply.and_then(|text| self.record(call, text, (took, usage)));
+        (r, reply)
     }
 
     /// The outcome of an ask whose planner failed in round `r` with `e`.

@@ -227,9 +227,40 @@ impl Index {
 
     /// The tables, columns and values of the schema that matter for `question`.
     pub fn ground(&self, question: &str, budget: Budget) -> Selection {
+        let Scores {
+            table: score,
+            column: column_score,
+            values: value_hits,
+        } = self.scores(question);
+        let n = self.schema.tables.len();
+        let mut ranked: Vec<usize> = (0..n).filter(|&t| score[t] > 0.0).collect();
+        ranked.sort_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
+        let chosen = self.choose_tables(&ranked, budget.tables);
+        let set: HashSet<usize> = chosen.iter().copied().collect();
+        let ordered = self.choose_columns(&chosen, &set, &column_score, budget.columns);
+        let values = self.choose_values(value_hits, &set, budget.values);
+        Selection {
+            tables: chosen
+                .iter()
+                .map(|&t| self.schema.tables[t].name.clone())
+                .collect(),
+            columns: ordered
+                .iter()
+                .map(|&(t, c)| {
+                    let table = &self.schema.tables[t];
+                    format!("{}.{}", table.name, table.columns[c].name)
+                })
+                .collect(),
+            values,
+        }
+    }
+
+    /// How well each table, column and sampled value matches `question`. A table's score
+    /// is its own match and its best column's and value's, with a bonus for the tables
+    /// joined to the best one.
+    fn scores(&self, question: &str) -> Scores {
         let n = self.schema.tables.len();
         let q = words(question);
-        // Every table's score: its own match, and its best column's and value's.
         let mut score = vec![0f32; n];
         for r in self.tables.search(&q, n) {
             score[r.document.id as usize] += r.score;
@@ -265,14 +296,19 @@ impl Index {
                 }
             }
         }
-        let mut ranked: Vec<usize> = (0..n).filter(|&t| score[t] > 0.0).collect();
-        ranked.sort_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
+        Scores {
+            table: score,
+            column: column_score,
+            values: value_hits,
+        }
+    }
 
-        // The best tables, each joined to those before it by the tables on the shortest
-        // foreign-key path between them, while the budget lasts.
+    /// The best tables of `ranked`, each joined to those before it by the tables on the
+    /// shortest foreign-key path between them, while `budget` lasts.
+    fn choose_tables(&self, ranked: &[usize], budget: usize) -> Vec<usize> {
         let mut chosen: Vec<usize> = Vec::new();
-        for &t in &ranked {
-            if chosen.len() >= budget.tables {
+        for &t in ranked {
+            if chosen.len() >= budget {
                 break;
             }
             if chosen.contains(&t) {
@@ -280,25 +316,36 @@ impl Index {
             }
             let path = self.path_to(t, &chosen);
             let new: Vec<usize> = path.into_iter().filter(|p| !chosen.contains(p)).collect();
-            if chosen.len() + new.len() < budget.tables || chosen.is_empty() {
+            if chosen.len() + new.len() < budget || chosen.is_empty() {
                 chosen.push(t);
                 chosen.extend(new);
-            } else if chosen.len() < budget.tables {
+            } else if chosen.len() < budget {
                 chosen.push(t);
             }
         }
-        chosen.truncate(budget.tables);
+        chosen.truncate(budget);
+        chosen
+    }
 
-        // Columns: the keys that join chosen tables, and the best-matching and primary
-        // keys, within the budget (see below).
-        let set: HashSet<usize> = chosen.iter().copied().collect();
-        let mut cols: Vec<(usize, usize)> = Vec::new();
+    /// The columns of the `chosen` tables (`set`) to show, at most `budget`: the
+    /// best-matching ones first (the selection is best first), leaving room for the keys
+    /// that join the chosen tables, then those keys, then the chosen tables' other
+    /// columns, best table first: a query needs the columns a question does not name too
+    /// (`name`, `id`).
+    fn choose_columns(
+        &self,
+        chosen: &[usize],
+        set: &HashSet<usize>,
+        column_score: &HashMap<(usize, usize), f32>,
+        budget: usize,
+    ) -> Vec<(usize, usize)> {
         let push = |cols: &mut Vec<(usize, usize)>, tc: (usize, usize)| {
             if !cols.contains(&tc) {
                 cols.push(tc);
             }
         };
-        for &t in &chosen {
+        let mut cols: Vec<(usize, usize)> = Vec::new();
+        for &t in chosen {
             for &(o, a, _) in &self.links[t] {
                 if set.contains(&o) {
                     push(&mut cols, (t, a));
@@ -312,7 +359,7 @@ impl Index {
             .collect();
         matched.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         let mut best: Vec<(usize, usize)> = matched.into_iter().map(|(k, _)| k).collect();
-        for &t in &chosen {
+        for &t in chosen {
             if let Some(c) = self.schema.tables[t]
                 .columns
                 .iter()
@@ -321,11 +368,7 @@ impl Index {
                 best.push((t, c));
             }
         }
-        // NB: best-matching columns first (the selection is best first), leaving room for
-        // the keys that join the chosen tables, then those keys, then the chosen tables'
-        // other columns, best table first, while the budget lasts: a query needs the
-        // columns a question does not name too (`name`, `id`).
-        let room = budget.columns.saturating_sub(cols.len()).max(1);
+        let room = budget.saturating_sub(cols.len()).max(1);
         let mut ordered: Vec<(usize, usize)> = Vec::new();
         for tc in best.iter().filter(|tc| !cols.contains(tc)).take(room) {
             push(&mut ordered, *tc);
@@ -333,32 +376,41 @@ impl Index {
         for tc in cols {
             push(&mut ordered, tc);
         }
-        for &t in &chosen {
+        for &t in chosen {
             for c in 0..self.schema.tables[t].columns.len() {
-                if ordered.len() >= budget.columns {
+                if ordered.len() >= budget {
                     break;
                 }
                 push(&mut ordered, (t, c));
             }
         }
-        ordered.truncate(budget.columns.max(1));
+        ordered.truncate(budget.max(1));
+        ordered
+    }
 
+    /// The best of the values that matched, of the chosen tables (`set`), at most
+    /// `budget`. NB: a few values per column: the planner learns how a column spells its
+    /// values; ten of one column teach it nothing more than three.
+    fn choose_values(
+        &self,
+        mut value_hits: Vec<(f32, usize, usize, usize)>,
+        set: &HashSet<usize>,
+        budget: usize,
+    ) -> Vec<ValueMatch> {
         value_hits.retain(|(_, t, _, _)| set.contains(t));
         value_hits.sort_by(|a, b| {
             b.0.total_cmp(&a.0)
                 .then((a.1, a.2, a.3).cmp(&(b.1, b.2, b.3)))
         });
-        // NB: a few values per column: the planner learns how a column spells its values;
-        // ten of one column teach it nothing more than three.
         let mut per_column: HashMap<(usize, usize), usize> = HashMap::new();
-        let values = value_hits
+        value_hits
             .into_iter()
             .filter(|(_, t, c, _)| {
                 let n = per_column.entry((*t, *c)).or_default();
                 *n += 1;
                 *n <= VALUES_PER_COLUMN
             })
-            .take(budget.values)
+            .take(budget)
             .map(|(_, t, c, v)| {
                 let table = &self.schema.tables[t];
                 ValueMatch {
@@ -367,21 +419,7 @@ impl Index {
                     value: table.columns[c].values[v].clone(),
                 }
             })
-            .collect();
-        Selection {
-            tables: chosen
-                .iter()
-                .map(|&t| self.schema.tables[t].name.clone())
-                .collect(),
-            columns: ordered
-                .iter()
-                .map(|&(t, c)| {
-                    let table = &self.schema.tables[t];
-                    format!("{}.{}", table.name, table.columns[c].name)
-                })
-                .collect(),
-            values,
-        }
+            .collect()
     }
 
     /// The tables strictly between `from` and the nearest of `to` on the foreign-key
@@ -484,6 +522,14 @@ impl Index {
         }
         out
     }
+}
+
+/// How a question matches a schema: each table's score, each matching column's (table,
+/// column) and each matching sampled value's (score, table, column, value).
+struct Scores {
+    table: Vec<f32>,
+    column: HashMap<(usize, usize), f32>,
+    values: Vec<(f32, usize, usize, usize)>,
 }
 
 #[cfg(test)]
