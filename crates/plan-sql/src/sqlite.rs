@@ -149,17 +149,7 @@ impl Sqlite {
     /// Runs `sql` with the database's guard alone (the parser's check is [`crate::check`]).
     pub fn execute(&self, sql: &str) -> Result<Rows, QueryError> {
         let c = &*self.constraints;
-        let flags = if c.read_only {
-            OpenFlags::SQLITE_OPEN_READ_ONLY
-        } else {
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-        } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-        let conn = Connection::open_with_flags(&self.path, flags).map_err(|e| {
-            QueryError::Unavailable(format!(
-                "cannot open the database {}: {e}",
-                self.path.display()
-            ))
-        })?;
+        let conn = self.connect()?;
         let start = Instant::now();
         let timeout = c.timeout;
         // NB: held until the rows are read; the progress handler below stops a running
@@ -226,35 +216,63 @@ impl Sqlite {
                 Err(e) => why(e),
             })?;
         }
-        let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
-        let width = columns.len();
-        let mut rows = stmt.query([]).map_err(why)?;
-        let mut out = Rows {
-            columns,
-            rows: Vec::new(),
-            truncated: false,
-        };
-        let mut bytes = 0usize;
-        'rows: while let Some(row) = rows.next().map_err(why)? {
-            if out.rows.len() == c.max_rows {
-                out.truncated = true;
-                break;
-            }
-            let mut values = Vec::with_capacity(width);
-            for i in 0..width {
-                let v = row.get_ref(i).map_err(failed)?;
-                // NB: measured before it is converted: a large value is never copied.
-                bytes += json_len(v) + 1;
-                if bytes > c.max_result_bytes {
-                    out.truncated = true;
-                    break 'rows;
-                }
-                values.push(json(v));
-            }
-            out.rows.push(values);
-        }
-        Ok(out)
+        read_rows(&mut stmt, (c.max_rows, c.max_result_bytes), (&why, &failed))
     }
+
+    /// A connection to the database, read-only when the tool is.
+    fn connect(&self) -> Result<Connection, QueryError> {
+        let flags = if self.constraints.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+        } | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        Connection::open_with_flags(&self.path, flags).map_err(|e| {
+            QueryError::Unavailable(format!(
+                "cannot open the database {}: {e}",
+                self.path.display()
+            ))
+        })
+    }
+}
+
+/// The rows `stmt` gives, at most `max_rows` of them and `max_bytes` of values (then
+/// `truncated`); `why` says why the statement failed, `failed` why a value did.
+fn read_rows(
+    stmt: &mut rusqlite::Statement<'_>,
+    (max_rows, max_bytes): (usize, usize),
+    (why, failed): (
+        &dyn Fn(rusqlite::Error) -> QueryError,
+        &dyn Fn(rusqlite::Error) -> QueryError,
+    ),
+) -> Result<Rows, QueryError> {
+    let columns: Vec<String> = stmt.column_names().into_iter().map(str::to_owned).collect();
+    let width = columns.len();
+    let mut rows = stmt.query([]).map_err(why)?;
+    let mut out = Rows {
+        columns,
+        rows: Vec::new(),
+        truncated: false,
+    };
+    let mut bytes = 0usize;
+    'rows: while let Some(row) = rows.next().map_err(why)? {
+        if out.rows.len() == max_rows {
+            out.truncated = true;
+            break;
+        }
+        let mut values = Vec::with_capacity(width);
+        for i in 0..width {
+            let v = row.get_ref(i).map_err(failed)?;
+            // NB: measured before it is converted: a large value is never copied.
+            bytes += json_len(v) + 1;
+            if bytes > max_bytes {
+                out.truncated = true;
+                break 'rows;
+            }
+            values.push(json(v));
+        }
+        out.rows.push(values);
+    }
+    Ok(out)
 }
 
 /// What the authorizer saw of a statement being compiled.
@@ -544,7 +562,7 @@ impl Sqlite {
     /// of the CREATE TABLE text, foreign keys, and distinct short text values sampled from
     /// each text column. Reads the database, off the tool's guard but read-only.
     pub fn schema(&self) -> Result<crate::ground::Schema, String> {
-        use crate::ground::{Column, ForeignKey, Schema, Table};
+        use crate::ground::Schema;
         let c = &*self.constraints;
         let conn = Connection::open_with_flags(
             &self.path,
@@ -567,68 +585,11 @@ impl Sqlite {
         drop(stmt);
         let mut schema = Schema::default();
         for (name, sql) in listed.into_iter().filter(|(n, _)| c.table_allowed(n)) {
-            let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-            let comments = column_comments(&sql);
-            let mut info = conn
-                .prepare(&format!("PRAGMA table_info({quoted})"))
-                .map_err(err)?;
-            let rows: Vec<(String, String, i64)> = info
-                .query_map([], |r| Ok((r.get(1)?, r.get(2)?, r.get(5)?)))
-                .map_err(err)?
-                .collect::<Result<_, _>>()
-                .map_err(err)?;
-            let columns = rows
-                .into_iter()
-                .filter(|(col, _, _)| !c.column_denied(&name, col))
-                .map(|(col, ty, pk)| Column {
-                    comment: comments.get(&col.to_lowercase()).cloned(),
-                    name: col,
-                    ty,
-                    primary_key: pk == 1,
-                    values: Vec::new(),
-                })
-                .collect();
-            let mut fks = conn
-                .prepare(&format!("PRAGMA foreign_key_list({quoted})"))
-                .map_err(err)?;
-            let foreign_keys: Vec<ForeignKey> = fks
-                .query_map([], |r| {
-                    Ok(ForeignKey {
-                        ref_table: r.get(2)?,
-                        column: r.get(3)?,
-                        ref_column: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
-                    })
-                })
-                .map_err(err)?
-                .collect::<Result<_, _>>()
-                .map_err(err)?;
-            schema.tables.push(Table {
-                name,
-                columns,
-                // NB: a join to a table the tool may not read is not shown.
-                foreign_keys: foreign_keys
-                    .into_iter()
-                    .filter(|fk| c.table_allowed(&fk.ref_table))
-                    .collect(),
-            });
+            schema
+                .tables
+                .push(table(&conn, c, name, &sql).map_err(err)?);
         }
-        // NB: a key that names no column is the parent's primary key.
-        let keys: HashMap<String, String> = schema
-            .tables
-            .iter()
-            .filter_map(|t| {
-                let pk = t.columns.iter().find(|c| c.primary_key)?;
-                Some((t.name.to_ascii_lowercase(), pk.name.clone()))
-            })
-            .collect();
-        for fk in schema.tables.iter_mut().flat_map(|t| &mut t.foreign_keys) {
-            if fk.ref_column.is_empty() {
-                fk.ref_column = keys
-                    .get(&fk.ref_table.to_ascii_lowercase())
-                    .cloned()
-                    .unwrap_or_else(|| "rowid".into());
-            }
-        }
+        primary_keys_named(&mut schema);
         // Values, sampled under the tool's own guards: what a query of the tool could not
         // read (a view over a denied column) is never shown, and that column is dropped.
         let layout = Layout::needed(&conn, c).map_err(|e| match e {
@@ -644,47 +605,138 @@ impl Sqlite {
         )
         .map_err(err)?;
         for table in &mut schema.tables {
-            let quoted = format!("\"{}\"", table.name.replace('"', "\"\""));
-            let mut readable = Vec::with_capacity(table.columns.len());
-            for mut column in std::mem::take(&mut table.columns) {
-                let textual = column.ty.is_empty()
-                    || ["CHAR", "CLOB", "TEXT"]
-                        .iter()
-                        .any(|k| column.ty.to_uppercase().contains(k));
-                if let Ok(mut t) = started.lock() {
-                    *t = Instant::now();
-                }
-                // NB: every column is read once as a query of the tool would: one it
-                // could not read is not shown (a column of a view over a denied one).
-                let sql = if textual {
-                    sample_sql(&quoted, &column.name)
-                } else {
-                    let col = format!("\"{}\"", column.name.replace('"', "\"\""));
-                    format!("SELECT {col} FROM {quoted} LIMIT 0")
-                };
-                let checked = layout.as_ref().map_or(Ok(()), |l| {
-                    program_check(&conn, &sql, c, l).map_err(|e| e.is_ok())
-                });
-                let sampled = match checked {
-                    Err(true) => None,
-                    _ => sample_values(&conn, &sql),
-                };
-                let refused = seen.lock().ok().and_then(|mut s| s.refused.take());
-                match (refused, checked, sampled) {
-                    (Some(_), _, _) | (_, Err(true), _) => continue,
-                    (None, _, Some(values)) => column.values = values,
-                    // NB: a broken view or a slow one: its values are left out.
-                    (None, _, None) => {}
-                }
-                readable.push(column);
-            }
-            table.columns = readable;
+            let columns = std::mem::take(&mut table.columns);
+            let sampler = (&conn, c, layout.as_ref(), &*seen, &*started);
+            table.columns = readable_columns(sampler, &table.name, columns);
         }
         // NB: a view over a denied column cannot be read at all (SQLite checks its whole
         // definition): it is not shown.
         schema.tables.retain(|t| !t.columns.is_empty());
         Ok(schema)
     }
+}
+
+/// Table (or view) `name`, created by `sql`, as grounding sees it: its columns that are
+/// not denied, with their types, keys and comments, and its foreign keys to tables the
+/// tool may read.
+fn table(
+    conn: &Connection,
+    c: &Constraints,
+    name: String,
+    sql: &str,
+) -> rusqlite::Result<crate::ground::Table> {
+    use crate::ground::{Column, ForeignKey, Table};
+    let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+    let comments = column_comments(sql);
+    let mut info = conn.prepare(&format!("PRAGMA table_info({quoted})"))?;
+    let rows: Vec<(String, String, i64)> = info
+        .query_map([], |r| Ok((r.get(1)?, r.get(2)?, r.get(5)?)))?
+        .collect::<Result<_, _>>()?;
+    let columns = rows
+        .into_iter()
+        .filter(|(col, _, _)| !c.column_denied(&name, col))
+        .map(|(col, ty, pk)| Column {
+            comment: comments.get(&col.to_lowercase()).cloned(),
+            name: col,
+            ty,
+            primary_key: pk == 1,
+            values: Vec::new(),
+        })
+        .collect();
+    let mut fks = conn.prepare(&format!("PRAGMA foreign_key_list({quoted})"))?;
+    let foreign_keys: Vec<ForeignKey> = fks
+        .query_map([], |r| {
+            Ok(ForeignKey {
+                ref_table: r.get(2)?,
+                column: r.get(3)?,
+                ref_column: r.get::<_, Option<String>>(4)?.unwrap_or_default(),
+            })
+        })?
+        .collect::<Result<_, _>>()?;
+    Ok(Table {
+        name,
+        columns,
+        // NB: a join to a table the tool may not read is not shown.
+        foreign_keys: foreign_keys
+            .into_iter()
+            .filter(|fk| c.table_allowed(&fk.ref_table))
+            .collect(),
+    })
+}
+
+/// Names the column of each foreign key that names none: the parent's primary key (its
+/// rowid when it has none).
+fn primary_keys_named(schema: &mut crate::ground::Schema) {
+    let keys: HashMap<String, String> = schema
+        .tables
+        .iter()
+        .filter_map(|t| {
+            let pk = t.columns.iter().find(|c| c.primary_key)?;
+            Some((t.name.to_ascii_lowercase(), pk.name.clone()))
+        })
+        .collect();
+    for fk in schema.tables.iter_mut().flat_map(|t| &mut t.foreign_keys) {
+        if fk.ref_column.is_empty() {
+            fk.ref_column = keys
+                .get(&fk.ref_table.to_ascii_lowercase())
+                .cloned()
+                .unwrap_or_else(|| "rowid".into());
+        }
+    }
+}
+
+/// What samples a schema's values: the connection, the tool's constraints and layout,
+/// what its guard refused, and when the current column's read started (for the time
+/// limit).
+type Sampler<'a> = (
+    &'a Connection,
+    &'a Constraints,
+    Option<&'a Layout>,
+    &'a Mutex<Seen>,
+    &'a Mutex<Instant>,
+);
+
+/// The `columns` of `table` that a query of the tool can read, each text column with its
+/// sampled values. NB: every column is read once as a query of the tool would: one it
+/// could not read is not shown (a column of a view over a denied one).
+fn readable_columns(
+    (conn, c, layout, seen, started): Sampler<'_>,
+    table: &str,
+    columns: Vec<crate::ground::Column>,
+) -> Vec<crate::ground::Column> {
+    let quoted = format!("\"{}\"", table.replace('"', "\"\""));
+    let mut readable = Vec::with_capacity(columns.len());
+    for mut column in columns {
+        let textual = column.ty.is_empty()
+            || ["CHAR", "CLOB", "TEXT"]
+                .iter()
+                .any(|k| column.ty.to_uppercase().contains(k));
+        if let Ok(mut t) = started.lock() {
+            *t = Instant::now();
+        }
+        let sql = if textual {
+            sample_sql(&quoted, &column.name)
+        } else {
+            let col = format!("\"{}\"", column.name.replace('"', "\"\""));
+            format!("SELECT {col} FROM {quoted} LIMIT 0")
+        };
+        let checked = layout.map_or(Ok(()), |l| {
+            program_check(conn, &sql, c, l).map_err(|e| e.is_ok())
+        });
+        let sampled = match checked {
+            Err(true) => None,
+            _ => sample_values(conn, &sql),
+        };
+        let refused = seen.lock().ok().and_then(|mut s| s.refused.take());
+        match (refused, checked, sampled) {
+            (Some(_), _, _) | (_, Err(true), _) => continue,
+            (None, _, Some(values)) => column.values = values,
+            // NB: a broken view or a slow one: its values are left out.
+            (None, _, None) => {}
+        }
+        readable.push(column);
+    }
+    readable
 }
 
 /// The query that samples column `col` of `table` (quoted): its distinct short text
