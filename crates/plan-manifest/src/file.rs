@@ -336,6 +336,77 @@ fn contains_datetime(v: &toml::Value) -> bool {
     }
 }
 
+impl Ctx<'_> {
+    /// `[pricing."MODEL"]`: each price a number of 0 or more.
+    fn pricing(
+        &self,
+        raw: std::collections::BTreeMap<String, Spanned<crate::Price>>,
+    ) -> Result<std::collections::BTreeMap<String, crate::Price>, ManifestError> {
+        let mut pricing = std::collections::BTreeMap::new();
+        for (model, price) in raw {
+            let span = price.span();
+            let price = price.into_inner();
+            if ![price.input_per_mtok, price.output_per_mtok]
+                .iter()
+                .all(|p| p.is_finite() && *p >= 0.0)
+            {
+                return Err(self.err(
+                    ManifestErrorKind::Syntax,
+                    span,
+                    format!("[pricing.\"{model}\"]: prices are numbers of 0 or more"),
+                ));
+            }
+            pricing.insert(model, price);
+        }
+        Ok(pricing)
+    }
+
+    /// Refuses `tool` (declared at `span`) when it names an MCP server none declares, or
+    /// is answered by a person but has a backend or no `question`.
+    fn check_tool(
+        &self,
+        manifest: &Manifest,
+        tool: &ToolSpec,
+        span: std::ops::Range<usize>,
+    ) -> Result<(), ManifestError> {
+        if let Some(BackendConfig::Mcp { server, .. }) = &tool.backend
+            && manifest.mcp_server(server).is_none()
+        {
+            return Err(self.err(
+                ManifestErrorKind::Mcp,
+                span,
+                format!(
+                    "tool `{}` is served by MCP server `{server}`, which no [[mcp]] table declares",
+                    tool.name
+                ),
+            ));
+        }
+        if tool.effects != Effects::Human {
+            return Ok(());
+        }
+        // NB: a person answers it: the host never sends it anywhere, and what it shows
+        // them is its `question`.
+        let why = if tool.backend.is_some() {
+            "takes no [tool.backend]"
+        } else if tool
+            .param("question")
+            .is_none_or(|p| p.ty != ParamType::String)
+        {
+            "needs a string param `question` (what the person is asked)"
+        } else {
+            return Ok(());
+        };
+        Err(self.err(
+            ManifestErrorKind::HumanTool,
+            span,
+            format!(
+                "tool `{}` is answered by a person (effects = \"human\"): it {why}",
+                tool.name
+            ),
+        ))
+    }
+}
+
 impl Manifest {
     /// The built-in tools with the tools of a TOML manifest added or overridden by name.
     /// `source_name` (usually the file path) prefixes every error message.
@@ -354,26 +425,11 @@ impl Manifest {
         manifest.grounding = raw.grounding;
         manifest.eval = raw.eval;
         manifest.mcp = cx.mcp(raw.mcp)?;
-        for (model, price) in raw.pricing {
-            let span = price.span();
-            let price = price.into_inner();
-            if ![price.input_per_mtok, price.output_per_mtok]
-                .iter()
-                .all(|p| p.is_finite() && *p >= 0.0)
-            {
-                return Err(cx.err(
-                    ManifestErrorKind::Syntax,
-                    span,
-                    format!("[pricing.\"{model}\"]: prices are numbers of 0 or more"),
-                ));
-            }
-            manifest.pricing.insert(model, price);
-        }
-
+        manifest.pricing = cx.pricing(raw.pricing)?;
         let mut declared = HashSet::new();
-        for t in raw.tool {
+        for mut t in raw.tool {
             let span = t.name.span();
-            let name = t.name.into_inner();
+            let name = t.name.get_ref().clone();
             if name.trim().is_empty() {
                 return Err(cx.err(ManifestErrorKind::EmptyName, span, "tool name is empty"));
             }
@@ -384,101 +440,63 @@ impl Manifest {
                     format!("tool `{name}` is declared more than once"),
                 ));
             }
-            let params = t.params.map(|p| cx.params(&name, p)).transpose()?;
-            let i = match manifest
-                .tools
-                .iter()
-                .position(|existing| existing.name == name)
-            {
-                // Overriding a built-in: what the entry leaves out keeps the built-in value.
-                Some(i) => {
-                    let existing = &mut manifest.tools[i];
-                    if let Some(d) = t.description {
-                        existing.description = d;
-                    }
-                    if let Some(e) = t.effects {
-                        existing.effects = e;
-                    }
-                    if let Some(p) = params {
-                        existing.params = p;
-                    }
-                    if t.backend.is_some() {
-                        existing.backend = t.backend;
-                    }
-                    if let Some(r) = t.retrieval {
-                        existing.retrieval = r;
-                    }
-                    i
-                }
-                None => {
-                    // NB: a database tool takes its query, and writes when it may.
-                    let (params, effects) = match &t.backend {
-                        Some(BackendConfig::Sql { read_only, url, .. }) => (
-                            params.unwrap_or_else(|| vec![sql_param(url)]),
-                            t.effects.unwrap_or(if read_only.unwrap_or(true) {
-                                Effects::Read
-                            } else {
-                                Effects::Write
-                            }),
-                        ),
-                        // NB: what an MCP tool does is the server's business: a write
-                        // unless the file says otherwise.
-                        Some(BackendConfig::Mcp { .. }) => (
-                            params.unwrap_or_default(),
-                            t.effects.unwrap_or(Effects::Write),
-                        ),
-                        _ => (params.unwrap_or_default(), t.effects.unwrap_or_default()),
-                    };
-                    manifest.tools.push(ToolSpec {
-                        name,
-                        description: t.description.unwrap_or_default(),
-                        params,
-                        effects,
-                        backend: t.backend,
-                        retrieval: t.retrieval.unwrap_or(false),
-                    });
-                    manifest.tools.len() - 1
-                }
-            };
-            let tool = &manifest.tools[i];
-            if let Some(BackendConfig::Mcp { server, .. }) = &tool.backend
-                && manifest.mcp_server(server).is_none()
-            {
-                return Err(cx.err(
-                    ManifestErrorKind::Mcp,
-                    span,
-                    format!(
-                        "tool `{}` is served by MCP server `{server}`, which no [[mcp]] table declares",
-                        tool.name
-                    ),
-                ));
-            }
-            if tool.effects == Effects::Human {
-                // NB: a person answers it: the host never sends it anywhere, and what
-                // it shows them is its `question`.
-                let why = if tool.backend.is_some() {
-                    Some("takes no [tool.backend]")
-                } else if tool
-                    .param("question")
-                    .is_none_or(|p| p.ty != ParamType::String)
-                {
-                    Some("needs a string param `question` (what the person is asked)")
-                } else {
-                    None
-                };
-                if let Some(why) = why {
-                    return Err(cx.err(
-                        ManifestErrorKind::HumanTool,
-                        span,
-                        format!(
-                            "tool `{}` is answered by a person (effects = \"human\"): it {why}",
-                            tool.name
-                        ),
-                    ));
-                }
-            }
+            let params = t.params.take().map(|p| cx.params(&name, p)).transpose()?;
+            let i = manifest.merge_tool(t, params);
+            cx.check_tool(&manifest, &manifest.tools[i], span)?;
         }
         Ok(manifest)
+    }
+
+    /// Adds tool `t` (`params` checked), or overrides the tool of its name: what the
+    /// entry leaves out keeps the built-in value. Its index.
+    fn merge_tool(&mut self, t: RawTool, params: Option<Vec<ParamSpec>>) -> usize {
+        let name = t.name.into_inner();
+        if let Some(i) = self.tools.iter().position(|existing| existing.name == name) {
+            let existing = &mut self.tools[i];
+            if let Some(d) = t.description {
+                existing.description = d;
+            }
+            if let Some(e) = t.effects {
+                existing.effects = e;
+            }
+            if let Some(p) = params {
+                existing.params = p;
+            }
+            if t.backend.is_some() {
+                existing.backend = t.backend;
+            }
+            if let Some(r) = t.retrieval {
+                existing.retrieval = r;
+            }
+            return i;
+        }
+        // NB: a database tool takes its query, and writes when it may.
+        let (params, effects) = match &t.backend {
+            Some(BackendConfig::Sql { read_only, url, .. }) => (
+                params.unwrap_or_else(|| vec![sql_param(url)]),
+                t.effects.unwrap_or(if read_only.unwrap_or(true) {
+                    Effects::Read
+                } else {
+                    Effects::Write
+                }),
+            ),
+            // NB: what an MCP tool does is the server's business: a write unless the file
+            // says otherwise.
+            Some(BackendConfig::Mcp { .. }) => (
+                params.unwrap_or_default(),
+                t.effects.unwrap_or(Effects::Write),
+            ),
+            _ => (params.unwrap_or_default(), t.effects.unwrap_or_default()),
+        };
+        self.tools.push(ToolSpec {
+            name,
+            description: t.description.unwrap_or_default(),
+            params,
+            effects,
+            backend: t.backend,
+            retrieval: t.retrieval.unwrap_or(false),
+        });
+        self.tools.len() - 1
     }
 
     /// Reads a TOML manifest file; see [`Manifest::from_toml_str`]. Paths in it (a `sql`

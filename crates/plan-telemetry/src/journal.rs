@@ -107,55 +107,7 @@ impl Journal for ToolSpans {
                 request,
                 ahead,
                 reused,
-            } => {
-                let tool = request.tool.as_str();
-                if *reused {
-                    self.shared.root.span().add_event(
-                        "planrt.call.reused",
-                        vec![
-                            KeyValue::new("gen_ai.tool.name", tool.to_owned()),
-                            KeyValue::new("planrt.step", to_i64(request.instance)),
-                        ],
-                    );
-                    return Ok(());
-                }
-                let (effect, retrieval) = self.effects.get(tool).copied().unzip();
-                let operation = if retrieval == Some(true) {
-                    "retrieval"
-                } else {
-                    "execute_tool"
-                };
-                let mut attrs = vec![
-                    KeyValue::new("gen_ai.operation.name", operation),
-                    KeyValue::new("gen_ai.tool.name", tool.to_owned()),
-                    KeyValue::new("gen_ai.tool.call.id", request.id.0.to_string()),
-                    KeyValue::new("planrt.step", to_i64(request.instance)),
-                    KeyValue::new("planrt.call.ahead", *ahead),
-                ];
-                if let Some(seq) = request.seq_no {
-                    attrs.push(KeyValue::new("planrt.seq_no", seq));
-                }
-                if let Some(effect) = effect {
-                    attrs.push(KeyValue::new("planrt.tool.effect", effect));
-                }
-                if retrieval == Some(true) {
-                    attrs.push(KeyValue::new("gen_ai.data_source.id", tool.to_owned()));
-                }
-                if self.shared.capture {
-                    let args = serde_json::to_string(&request.args).unwrap_or_default();
-                    attrs.push(KeyValue::new(
-                        "gen_ai.tool.call.arguments",
-                        self.shared.captured(&args),
-                    ));
-                }
-                let open = Open {
-                    name: format!("{operation} {tool}"),
-                    attrs,
-                    sent: SystemTime::now(),
-                    human: effect == Some("human"),
-                };
-                self.open.insert(request.id, open);
-            }
+            } => self.issued(request, *ahead, *reused),
             TraceEvent::CallAnswered {
                 request,
                 result,
@@ -173,49 +125,8 @@ impl Journal for ToolSpans {
                     .human
                     .then(|| SystemTime::now().checked_sub(*took))
                     .flatten();
-                let mut attrs = vec![
-                    KeyValue::new(
-                        "planrt.latency_ms",
-                        i64::try_from(took.as_millis()).unwrap_or(i64::MAX),
-                    ),
-                    KeyValue::new(
-                        "planrt.call.attempts",
-                        i64::try_from(retries.len() + 1).unwrap_or(i64::MAX),
-                    ),
-                ];
-                if *replayed {
-                    attrs.push(KeyValue::new("planrt.call.replayed", true));
-                }
-                if let Some(u) = usage {
-                    attrs.push(KeyValue::new(
-                        "gen_ai.usage.input_tokens",
-                        to_i64(u.input_tokens),
-                    ));
-                    attrs.push(KeyValue::new(
-                        "gen_ai.usage.output_tokens",
-                        to_i64(u.output_tokens),
-                    ));
-                }
-                let status = match result {
-                    Ok(output) => {
-                        if self.shared.capture {
-                            let text = match output {
-                                serde_json::Value::String(s) => s.clone(),
-                                other => other.to_string(),
-                            };
-                            attrs.push(KeyValue::new(
-                                "gen_ai.tool.call.result",
-                                self.shared.captured(&text),
-                            ));
-                        }
-                        Status::Unset
-                    }
-                    Err(e) => {
-                        attrs.push(KeyValue::new("error.type", e.kind.as_str()));
-                        Status::error(self.shared.captured(&e.message))
-                    }
-                };
-                self.end(request.id, start, (attrs, status), retries);
+                let ended = self.answered(result, (*took, *usage, retries.len()), *replayed);
+                self.end(request.id, start, ended, retries);
             }
             TraceEvent::CallDiscarded { request, .. } => {
                 let attrs = vec![KeyValue::new("planrt.call.discarded", true)];
@@ -238,5 +149,112 @@ impl Journal for ToolSpans {
             _ => {}
         }
         Ok(())
+    }
+}
+
+impl ToolSpans {
+    /// A call sent (`ahead` of its turn): its span opened; a call answered from a saved
+    /// result (`reused`) is an event on the workflow's span instead.
+    fn issued(&mut self, request: &plan_vm::ToolRequest, ahead: bool, reused: bool) {
+        let tool = request.tool.as_str();
+        if reused {
+            self.shared.root.span().add_event(
+                "planrt.call.reused",
+                vec![
+                    KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+                    KeyValue::new("planrt.step", to_i64(request.instance)),
+                ],
+            );
+            return;
+        }
+        let (effect, retrieval) = self.effects.get(tool).copied().unzip();
+        let operation = if retrieval == Some(true) {
+            "retrieval"
+        } else {
+            "execute_tool"
+        };
+        let mut attrs = vec![
+            KeyValue::new("gen_ai.operation.name", operation),
+            KeyValue::new("gen_ai.tool.name", tool.to_owned()),
+            KeyValue::new("gen_ai.tool.call.id", request.id.0.to_string()),
+            KeyValue::new("planrt.step", to_i64(request.instance)),
+            KeyValue::new("planrt.call.ahead", ahead),
+        ];
+        if let Some(seq) = request.seq_no {
+            attrs.push(KeyValue::new("planrt.seq_no", seq));
+        }
+        if let Some(effect) = effect {
+            attrs.push(KeyValue::new("planrt.tool.effect", effect));
+        }
+        if retrieval == Some(true) {
+            attrs.push(KeyValue::new("gen_ai.data_source.id", tool.to_owned()));
+        }
+        if self.shared.capture {
+            let args = serde_json::to_string(&request.args).unwrap_or_default();
+            attrs.push(KeyValue::new(
+                "gen_ai.tool.call.arguments",
+                self.shared.captured(&args),
+            ));
+        }
+        let open = Open {
+            name: format!("{operation} {tool}"),
+            attrs,
+            sent: SystemTime::now(),
+            human: effect == Some("human"),
+        };
+        self.open.insert(request.id, open);
+    }
+
+    /// What a call's answer adds to its span: its latency, attempts and tokens, its
+    /// result when captured, and its status.
+    fn answered(
+        &self,
+        result: &Result<&serde_json::Value, &plan_host::ToolError>,
+        (took, usage, retries): (std::time::Duration, Option<plan_llm::Usage>, usize),
+        replayed: bool,
+    ) -> (Vec<KeyValue>, Status) {
+        let mut attrs = vec![
+            KeyValue::new(
+                "planrt.latency_ms",
+                i64::try_from(took.as_millis()).unwrap_or(i64::MAX),
+            ),
+            KeyValue::new(
+                "planrt.call.attempts",
+                i64::try_from(retries + 1).unwrap_or(i64::MAX),
+            ),
+        ];
+        if replayed {
+            attrs.push(KeyValue::new("planrt.call.replayed", true));
+        }
+        if let Some(u) = usage {
+            attrs.push(KeyValue::new(
+                "gen_ai.usage.input_tokens",
+                to_i64(u.input_tokens),
+            ));
+            attrs.push(KeyValue::new(
+                "gen_ai.usage.output_tokens",
+                to_i64(u.output_tokens),
+            ));
+        }
+        let status = match result {
+            Ok(output) => {
+                if self.shared.capture {
+                    let text = match output {
+                        serde_json::Value::String(s) => s.clone(),
+                        other => other.to_string(),
+                    };
+                    attrs.push(KeyValue::new(
+                        "gen_ai.tool.call.result",
+                        self.shared.captured(&text),
+                    ));
+                }
+                Status::Unset
+            }
+            Err(e) => {
+                attrs.push(KeyValue::new("error.type", e.kind.as_str()));
+                Status::error(self.shared.captured(&e.message))
+            }
+        };
+        (attrs, status)
     }
 }
