@@ -619,13 +619,7 @@ fn drive<M: Machine>(
                 return fail(&mut calls, vm, steps_seen, err);
             }
             let halt = vm.run();
-            for ev in vm.take_events() {
-                if matches!(ev, Event::Step { .. }) {
-                    steps_seen += 1;
-                }
-                calls.emit(&TraceEvent::Vm(&ev));
-            }
-            calls.commit(vm);
+            steps_seen += calls.heard(vm);
             if let Some(message) = calls.journal_error.take() {
                 return fail(&mut calls, vm, steps_seen, journal_failed(message));
             }
@@ -665,35 +659,58 @@ fn drive<M: Machine>(
                 if let Some(request) = calls.asking.take() {
                     return needs_input(&mut calls, vm, request, start, steps_seen);
                 }
-                // The VM yielded nothing new while nothing is in flight: it would wait forever.
-                let err = ReportError {
-                    code: ErrorCode::Internal,
-                    message:
-                        "internal: the VM is waiting for tool results but no call is outstanding"
-                            .into(),
-                    seq_no: None,
-                    line: None,
-                };
-                return fail(&mut calls, vm, steps_seen, err);
+                return fail(&mut calls, vm, steps_seen, stuck());
             };
-            calls.inflight.remove(&done.req.id);
-            calls.emit(&TraceEvent::CallAnswered {
-                request: &done.req,
-                result: done.result.as_ref(),
-                took: done.took,
-                usage: done.usage,
-                retries: &done.retries,
-                replayed: done.replayed,
-            });
-            if let Some(u) = done.usage {
-                *calls.usage.get_or_insert_with(plan_llm::Usage::default) += u;
-            }
-            let id = done.req.id;
-            calls.answered.push(done.req);
-            if let Err(e) = vm.resume(id, done.result.map_err(|e| e.message)) {
+            if let Err(e) = calls.answered(vm, done) {
                 return fail(&mut calls, vm, steps_seen, e.into());
             }
         }
+    }
+}
+
+/// The VM yielded nothing new while nothing is in flight: it would wait forever.
+#[cold]
+fn stuck() -> ReportError {
+    ReportError {
+        code: ErrorCode::Internal,
+        message: "internal: the VM is waiting for tool results but no call is outstanding".into(),
+        seq_no: None,
+        line: None,
+    }
+}
+
+impl Calls<'_> {
+    /// Hears what the VM did since it last ran and commits what it may; the steps it
+    /// took.
+    fn heard<M: Machine>(&mut self, vm: &mut M) -> u64 {
+        let mut steps = 0;
+        for ev in vm.take_events() {
+            if matches!(ev, Event::Step { .. }) {
+                steps += 1;
+            }
+            self.emit(&TraceEvent::Vm(&ev));
+        }
+        self.commit(vm);
+        steps
+    }
+
+    /// Call `done` answered: heard, its tokens counted, its answer given to the VM.
+    fn answered<M: Machine>(&mut self, vm: &mut M, done: Completed) -> Result<(), RunError> {
+        self.inflight.remove(&done.req.id);
+        self.emit(&TraceEvent::CallAnswered {
+            request: &done.req,
+            result: done.result.as_ref(),
+            took: done.took,
+            usage: done.usage,
+            retries: &done.retries,
+            replayed: done.replayed,
+        });
+        if let Some(u) = done.usage {
+            *self.usage.get_or_insert_with(plan_llm::Usage::default) += u;
+        }
+        let id = done.req.id;
+        self.answered.push(done.req);
+        vm.resume(id, done.result.map_err(|e| e.message))
     }
 }
 
