@@ -445,6 +445,63 @@ fn entry_of(
     }
 }
 
+/// How `explain` names step `i`, which writes `writes`: its kind and what it does.
+fn step_title(
+    steps: &[flatten::Step<'_>],
+    i: usize,
+    (cfg, manifest): (&cfg::Cfg, &Manifest),
+    writes: &[String],
+) -> String {
+    let seq_of = |t: usize| {
+        steps
+            .get(t)
+            .and_then(|t| t.seq_no())
+            .map_or("end".to_owned(), |t| t.to_string())
+    };
+    match &steps[i].kind {
+        flatten::StepKind::Nop => "reasoning".to_owned(),
+        flatten::StepKind::Assign(_) => format!("assign {}", writes.join(", ")),
+        flatten::StepKind::Call { tool, params, .. } => {
+            let q = params.iter().find_map(|(_, v)| v.as_str()).map(|q| {
+                let short: String = q.chars().take(48).collect();
+                if short.len() < q.len() {
+                    format!(" \"{short}…\"")
+                } else {
+                    format!(" \"{short}\"")
+                }
+            });
+            let defaults: Vec<String> =
+                lower::defaulted(manifest, &tool.text, &lower::last_of_each_name(params))
+                    .iter()
+                    .map(|(name, v)| format!("{name} = {v}"))
+                    .collect();
+            let defaults = if defaults.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} by default)", defaults.join(", "))
+            };
+            let out = if writes.is_empty() {
+                String::new()
+            } else {
+                format!(" -> {}", writes.join(", "))
+            };
+            format!("{}{}{defaults}{}", tool.text, q.unwrap_or_default(), out)
+        }
+        flatten::StepKind::Jump(_) => {
+            let to = cfg.succ[i].first().map_or("end".to_owned(), |&t| seq_of(t));
+            format!("jump to {to}")
+        }
+        flatten::StepKind::Branch { .. } => {
+            let seqs: Vec<String> = cfg.succ[i].iter().map(|&t| seq_of(t)).collect();
+            format!(
+                "if condition then {} else {}",
+                seqs.first().map_or("?", |s| s),
+                seqs.get(1).map_or("?", |s| s)
+            )
+        }
+    }
+}
+
 /// For each step, the steps whose writes of a variable it reads may still be live when it
 /// runs (reaching definitions, from the SSA names of `ssa.rs`).
 fn explain_steps(
@@ -484,59 +541,7 @@ fn explain_steps(
             depends_on.sort_unstable();
             depends_on.dedup();
             let writes: Vec<String> = lw.io.writes(i).iter().map(name).collect();
-            let title = match &s.kind {
-                flatten::StepKind::Nop => "reasoning".to_owned(),
-                flatten::StepKind::Assign(_) => format!("assign {}", writes.join(", ")),
-                flatten::StepKind::Call { tool, params, .. } => {
-                    let q = params.iter().find_map(|(_, v)| v.as_str()).map(|q| {
-                        let short: String = q.chars().take(48).collect();
-                        if short.len() < q.len() {
-                            format!(" \"{short}…\"")
-                        } else {
-                            format!(" \"{short}\"")
-                        }
-                    });
-                    let defaults: Vec<String> =
-                        lower::defaulted(manifest, &tool.text, &lower::last_of_each_name(params))
-                            .iter()
-                            .map(|(name, v)| format!("{name} = {v}"))
-                            .collect();
-                    let defaults = if defaults.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({} by default)", defaults.join(", "))
-                    };
-                    let out = if writes.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" -> {}", writes.join(", "))
-                    };
-                    format!("{}{}{defaults}{}", tool.text, q.unwrap_or_default(), out)
-                }
-                flatten::StepKind::Jump(_) => {
-                    let to = cfg.succ[i]
-                        .first()
-                        .and_then(|&t| steps.get(t))
-                        .and_then(|t| t.seq_no());
-                    format!("jump to {}", to.map_or("end".to_owned(), |t| t.to_string()))
-                }
-                flatten::StepKind::Branch { .. } => {
-                    let seqs: Vec<String> = cfg.succ[i]
-                        .iter()
-                        .map(|&t| {
-                            steps
-                                .get(t)
-                                .and_then(|t| t.seq_no())
-                                .map_or("end".to_owned(), |t| t.to_string())
-                        })
-                        .collect();
-                    format!(
-                        "if condition then {} else {}",
-                        seqs.first().map_or("?", |s| s),
-                        seqs.get(1).map_or("?", |s| s)
-                    )
-                }
-            };
+            let title = step_title(steps, i, (cfg, manifest), &writes);
             ExplainStep {
                 seq_no: s.seq_no().unwrap_or(-1),
                 kind: s.ty().to_owned(),

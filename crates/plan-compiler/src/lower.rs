@@ -587,48 +587,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
                 tool,
                 params,
                 outputs,
-            } => {
-                let args = self.call_args(tool, params, seq);
-                let mut outs = Vec::with_capacity(outputs.len());
-                for o in outputs.iter() {
-                    self.check_var_name(o, seq);
-                    let s = self.slot(&o.text);
-                    if outs.contains(&s) {
-                        self.diags.push(
-                            Diagnostic::error(
-                                codes::DUPLICATE_OUTPUT,
-                                format!("output variable `{}` is listed twice", o.text),
-                            )
-                            .with_span(o.span)
-                            .with_seq(seq)
-                            .with_help("list each output variable once"),
-                        );
-                    }
-                    outs.push(s);
-                }
-                if outputs.is_empty() {
-                    self.diags.push(
-                        Diagnostic::warning(
-                            codes::OUTPUT_DISCARDED,
-                            format!("the output of `{}` is discarded", tool.text),
-                        )
-                        .with_span(tool.span)
-                        .with_seq(seq)
-                        .with_help("add \"output_vars\": [\"name\"] to keep the result"),
-                    );
-                }
-                self.check_list(args.len(), "this call's tool_params", step.span());
-                self.check_list(outs.len(), "this call's output_vars", step.span());
-                let tool = self.tool_index(&tool.text);
-                self.program.calls.push(CallDef {
-                    tool,
-                    args,
-                    outputs: outs,
-                });
-                Instr::Call {
-                    call: (self.program.calls.len() - 1) as u32,
-                }
-            }
+            } => self.call(tool, params, outputs, step.span()),
             StepKind::Jump(_) => Instr::Jump { target: target(0) },
             StepKind::Branch {
                 prompt, context, ..
@@ -654,6 +613,57 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             self.check_sibling_refs(&value_ends, seq);
         }
         instr
+    }
+
+    /// Lowers a call of `tool` with `params` into `outputs`.
+    fn call(
+        &mut self,
+        tool: &'p Name,
+        params: &'p [(Name, Node)],
+        outputs: &'p [Name],
+        span: Span,
+    ) -> Instr {
+        let seq = self.seq;
+        let args = self.call_args(tool, params, seq);
+        let mut outs = Vec::with_capacity(outputs.len());
+        for o in outputs {
+            self.check_var_name(o, seq);
+            let s = self.slot(&o.text);
+            if outs.contains(&s) {
+                self.diags.push(
+                    Diagnostic::error(
+                        codes::DUPLICATE_OUTPUT,
+                        format!("output variable `{}` is listed twice", o.text),
+                    )
+                    .with_span(o.span)
+                    .with_seq(seq)
+                    .with_help("list each output variable once"),
+                );
+            }
+            outs.push(s);
+        }
+        if outputs.is_empty() {
+            self.diags.push(
+                Diagnostic::warning(
+                    codes::OUTPUT_DISCARDED,
+                    format!("the output of `{}` is discarded", tool.text),
+                )
+                .with_span(tool.span)
+                .with_seq(seq)
+                .with_help("add \"output_vars\": [\"name\"] to keep the result"),
+            );
+        }
+        self.check_list(args.len(), "this call's tool_params", span);
+        self.check_list(outs.len(), "this call's output_vars", span);
+        let tool = self.tool_index(&tool.text);
+        self.program.calls.push(CallDef {
+            tool,
+            args,
+            outputs: outs,
+        });
+        Instr::Call {
+            call: (self.program.calls.len() - 1) as u32,
+        }
     }
 
     /// Appends what `instr` (just lowered) reads and writes to `io`, each read with the
@@ -756,28 +766,9 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             let declared = spec.map(|s| (s.params.is_empty(), s.param(&name.text)));
             let ps = match declared {
                 Some((false, None)) => {
-                    let Some(spec) = spec else { continue };
-                    let known: Vec<&str> = spec.params.iter().map(|p| p.name.as_str()).collect();
-                    let help = match crate::suggest(&name.text, &known) {
-                        Some(s) => format!(
-                            "did you mean `{s}`? `{}` takes: {}",
-                            spec.name,
-                            known.join(", ")
-                        ),
-                        None => format!("`{}` takes: {}", spec.name, known.join(", ")),
-                    };
-                    self.diags.push(
-                        Diagnostic::warning(
-                            codes::UNKNOWN_PARAM,
-                            format!(
-                                "`{}` has no parameter `{}`; it is dropped",
-                                spec.name, name.text
-                            ),
-                        )
-                        .with_span(name.span)
-                        .with_seq(seq)
-                        .with_help(help),
-                    );
+                    if let Some(spec) = spec {
+                        self.unknown_param(spec, name, seq);
+                    }
                     continue;
                 }
                 Some((_, ps)) => ps,
@@ -789,50 +780,7 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             }
             let op = self.operand(value, Ctx::Param, seq);
             if let (Some(ps), Operand::Const(k)) = (&ps, op) {
-                let v = &self.program.consts[k as usize];
-                // NB: null stands for "absent" where a param is optional.
-                let absent = v.is_null() && !ps.required;
-                if !absent && !ps.ty.accepts(v) {
-                    self.diags.push(
-                        Diagnostic::error(
-                            codes::PARAM_TYPE,
-                            format!(
-                                "parameter `{}` of `{}` must be {}, found {}",
-                                name.text,
-                                tool.text,
-                                article(ps.ty.as_str()),
-                                value.type_name()
-                            ),
-                        )
-                        .with_span(value.span)
-                        .with_seq(seq)
-                        .with_help(format!(
-                            "write {} here (e.g. {}), or a variable reference \"${{name}}\"",
-                            article(ps.ty.as_str()),
-                            example_of(ps.ty)
-                        )),
-                    );
-                } else if !absent
-                    && let Some(choices) = ps.choices.as_ref().filter(|c| !c.contains(v))
-                {
-                    let list = choices
-                        .iter()
-                        .map(|c| c.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ");
-                    self.diags.push(
-                        Diagnostic::error(
-                            codes::PARAM_TYPE,
-                            format!(
-                                "parameter `{}` of `{}` must be one of {list}, found {v}",
-                                name.text, tool.text
-                            ),
-                        )
-                        .with_span(value.span)
-                        .with_seq(seq)
-                        .with_help(format!("write one of {list} here")),
-                    );
-                }
+                self.check_const_arg((tool, name, value), ps, k, seq);
             }
             let k = self.konst_str(&name.text);
             args.push((k, op));
@@ -862,6 +810,87 @@ impl<'m, 'p> Lowerer<'m, 'p> {
             }
         }
         args
+    }
+
+    /// `name`, which `spec` does not declare: warned of, with the names it takes.
+    fn unknown_param(&mut self, spec: &plan_manifest::ToolSpec, name: &Name, seq: Option<i64>) {
+        let known: Vec<&str> = spec.params.iter().map(|p| p.name.as_str()).collect();
+        let help = match crate::suggest(&name.text, &known) {
+            Some(s) => format!(
+                "did you mean `{s}`? `{}` takes: {}",
+                spec.name,
+                known.join(", ")
+            ),
+            None => format!("`{}` takes: {}", spec.name, known.join(", ")),
+        };
+        self.diags.push(
+            Diagnostic::warning(
+                codes::UNKNOWN_PARAM,
+                format!(
+                    "`{}` has no parameter `{}`; it is dropped",
+                    spec.name, name.text
+                ),
+            )
+            .with_span(name.span)
+            .with_seq(seq)
+            .with_help(help),
+        );
+    }
+
+    /// Checks constant `k`, given as `value` for param `ps` (`name`) of `tool`, against
+    /// its declared type and choices. NB: null stands for "absent" where a param is
+    /// optional.
+    fn check_const_arg(
+        &mut self,
+        (tool, name, value): (&Name, &Name, &Node),
+        ps: &plan_manifest::ParamSpec,
+        k: ConstIdx,
+        seq: Option<i64>,
+    ) {
+        let v = &self.program.consts[k as usize];
+        let absent = v.is_null() && !ps.required;
+        if absent {
+            return;
+        }
+        if !ps.ty.accepts(v) {
+            self.diags.push(
+                Diagnostic::error(
+                    codes::PARAM_TYPE,
+                    format!(
+                        "parameter `{}` of `{}` must be {}, found {}",
+                        name.text,
+                        tool.text,
+                        article(ps.ty.as_str()),
+                        value.type_name()
+                    ),
+                )
+                .with_span(value.span)
+                .with_seq(seq)
+                .with_help(format!(
+                    "write {} here (e.g. {}), or a variable reference \"${{name}}\"",
+                    article(ps.ty.as_str()),
+                    example_of(ps.ty)
+                )),
+            );
+        } else if let Some(choices) = ps.choices.as_ref().filter(|c| !c.contains(v)) {
+            let list = choices
+                .iter()
+                .map(|c| c.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            self.diags.push(
+                Diagnostic::error(
+                    codes::PARAM_TYPE,
+                    format!(
+                        "parameter `{}` of `{}` must be one of {list}, found {v}",
+                        name.text, tool.text
+                    ),
+                )
+                .with_span(value.span)
+                .with_seq(seq)
+                .with_help(format!("write one of {list} here")),
+            );
+        }
     }
 }
 
