@@ -130,19 +130,7 @@ fn get_section(p: &mut Program, id: u8, r: &mut Reader<'_>) -> Result<()> {
         }
         SEC_TEMPLATES => {
             p.templates = list(r, MAX_TABLE, 1, "template count", |r| {
-                list(r, MAX_LIST, 2, "template length", |r| {
-                    let at = r.offset();
-                    let tag = r.u8("piece tag")?;
-                    let idx = r.u32v("piece index")?;
-                    match tag {
-                        PIECE_LIT => Ok(Piece::Lit(idx)),
-                        PIECE_REF => Ok(Piece::Ref(idx)),
-                        other => Err(BytecodeError::at(
-                            at,
-                            format!("unknown template piece tag {other}"),
-                        )),
-                    }
-                })
+                list(r, MAX_LIST, 2, "template length", get_piece)
             })?
         }
         SEC_ARITHS => {
@@ -176,47 +164,9 @@ fn get_section(p: &mut Program, id: u8, r: &mut Reader<'_>) -> Result<()> {
                 })
             })?
         }
-        SEC_CALLS => {
-            p.calls = list(r, MAX_TABLE, 3, "call count", |r| {
-                Ok(CallDef {
-                    tool: r.u32v("call tool")?,
-                    args: list(r, MAX_LIST, 3, "argument count", |r| {
-                        Ok((r.u32v("argument name")?, get_operand(r, "argument value")?))
-                    })?,
-                    outputs: list(r, MAX_LIST, 1, "output count", |r| r.u32v("output slot"))?,
-                })
-            })?
-        }
-        SEC_CONDS => {
-            p.conds = list(r, MAX_TABLE, 3, "cond count", |r| {
-                let prompt = get_operand(r, "cond prompt")?;
-                let context = if get_bool(r, "cond context flag")? {
-                    Some(get_operand(r, "cond context")?)
-                } else {
-                    None
-                };
-                Ok(CondDef { prompt, context })
-            })?
-        }
-        SEC_TOOLS => {
-            p.tools = list(r, MAX_TOOLS, 2, "tool count", |r| {
-                let name = r.str("tool name")?.to_owned();
-                let at = r.offset();
-                let effects = match r.u8("tool effects")? {
-                    0 => Effects::Pure,
-                    1 => Effects::Read,
-                    2 => Effects::Write,
-                    3 => Effects::Human,
-                    other => {
-                        return Err(BytecodeError::at(
-                            at,
-                            format!("unknown tool effects {other}"),
-                        ));
-                    }
-                };
-                Ok(ToolDef { name, effects })
-            })?
-        }
+        SEC_CALLS => p.calls = list(r, MAX_TABLE, 3, "call count", get_call)?,
+        SEC_CONDS => p.conds = list(r, MAX_TABLE, 3, "cond count", get_cond)?,
+        SEC_TOOLS => p.tools = list(r, MAX_TOOLS, 2, "tool count", get_tool)?,
         SEC_DEBUG => p.debug = Some(get_debug(r)?),
         // Callers check the id first; kept total so no input can reach a panic.
         other => {
@@ -227,6 +177,62 @@ fn get_section(p: &mut Program, id: u8, r: &mut Reader<'_>) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// One piece of a template: a literal's or a reference's index.
+fn get_piece(r: &mut Reader<'_>) -> Result<Piece> {
+    let at = r.offset();
+    let tag = r.u8("piece tag")?;
+    let idx = r.u32v("piece index")?;
+    match tag {
+        PIECE_LIT => Ok(Piece::Lit(idx)),
+        PIECE_REF => Ok(Piece::Ref(idx)),
+        other => Err(BytecodeError::at(
+            at,
+            format!("unknown template piece tag {other}"),
+        )),
+    }
+}
+
+/// One call: its tool, arguments and output slots.
+fn get_call(r: &mut Reader<'_>) -> Result<CallDef> {
+    Ok(CallDef {
+        tool: r.u32v("call tool")?,
+        args: list(r, MAX_LIST, 3, "argument count", |r| {
+            Ok((r.u32v("argument name")?, get_operand(r, "argument value")?))
+        })?,
+        outputs: list(r, MAX_LIST, 1, "output count", |r| r.u32v("output slot"))?,
+    })
+}
+
+/// One condition: its prompt and its context, if any.
+fn get_cond(r: &mut Reader<'_>) -> Result<CondDef> {
+    let prompt = get_operand(r, "cond prompt")?;
+    let context = if get_bool(r, "cond context flag")? {
+        Some(get_operand(r, "cond context")?)
+    } else {
+        None
+    };
+    Ok(CondDef { prompt, context })
+}
+
+/// One tool: its name and effects.
+fn get_tool(r: &mut Reader<'_>) -> Result<ToolDef> {
+    let name = r.str("tool name")?.to_owned();
+    let at = r.offset();
+    let effects = match r.u8("tool effects")? {
+        0 => Effects::Pure,
+        1 => Effects::Read,
+        2 => Effects::Write,
+        3 => Effects::Human,
+        other => {
+            return Err(BytecodeError::at(
+                at,
+                format!("unknown tool effects {other}"),
+            ));
+        }
+    };
+    Ok(ToolDef { name, effects })
 }
 
 fn table_len(p: &Program, id: u8) -> usize {

@@ -132,6 +132,21 @@ struct Calls<'j> {
     usage: Option<plan_llm::Usage>,
 }
 
+impl<'j> Calls<'j> {
+    /// No call yet, each event heard by `journal`.
+    fn new(journal: &'j mut dyn Journal) -> Calls<'j> {
+        Calls {
+            journal,
+            answered: Vec::new(),
+            inflight: BTreeMap::new(),
+            committed: 0,
+            journal_error: None,
+            asking: None,
+            usage: None,
+        }
+    }
+}
+
 impl Calls<'_> {
     /// The run is suspended in `state`: the journal hears it, and, writing in the
     /// background, gets it on record. NB: the calls just issued go out only when the
@@ -579,15 +594,7 @@ fn drive<M: Machine>(
         let mut deadline_timer = deadline_at.map(|at| Box::pin(tokio::time::sleep_until(at)));
         let wants_states = journal.wants_states();
         let mut inflight = FuturesUnordered::new();
-        let mut calls = Calls {
-            journal,
-            answered: Vec::new(),
-            inflight: BTreeMap::new(),
-            committed: 0,
-            journal_error: None,
-            asking: None,
-            usage: None,
-        };
+        let mut calls = Calls::new(journal);
         let mut steps_seen: u64 = 0;
         // Ends the run with `err`: the calls still out are settled (counted or discarded).
         let fail = |calls: &mut Calls<'_>, vm: &M, steps_seen: u64, err| {

@@ -510,9 +510,8 @@ impl Planner<'_> {
         runs: &mut dyn RunSink,
     ) -> AskOutcome {
         let opts = &self.options;
-        let prompt = Message::user(self.prompt(goal, response_format));
         // The prompt, then the last reply and the feedback on it.
-        let mut messages = vec![prompt];
+        let mut messages = vec![Message::user(self.prompt(goal, response_format))];
         let mut out = AskOutcome::not_yet();
         let (mut repairs, mut replans) = (0, 0);
         let mut kind = RoundKind::Plan;
