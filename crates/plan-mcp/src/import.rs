@@ -90,45 +90,8 @@ pub fn merge(
     let Some(cfg) = manifest.mcp_server(server).cloned() else {
         return Err(vec![format!("no [[mcp]] table named `{server}`")]);
     };
-    let mut problems = Vec::new();
     let listed: HashSet<&str> = tools.iter().map(|t| &*t.name).collect();
-    let mut all_names = None;
-    let mut names = || -> String {
-        all_names
-            .get_or_insert_with(|| {
-                let mut n: Vec<&str> = listed.iter().copied().collect();
-                n.sort_unstable();
-                let more = n.len().saturating_sub(LISTED_NAMES);
-                let mut text = n[..n.len().min(LISTED_NAMES)].join(", ");
-                if more > 0 {
-                    text.push_str(&format!(" and {more} more"));
-                }
-                text
-            })
-            .clone()
-    };
-    for wanted in cfg.include.iter().flatten() {
-        if !listed.contains(wanted.as_str()) {
-            problems.push(format!(
-                "[[mcp]] `{server}` includes `{wanted}`, which the server does not list; it has: {}",
-                names()
-            ));
-        }
-    }
-    for t in &manifest.tools {
-        if let Some(BackendConfig::Mcp { server: s, tool }) = &t.backend
-            && *s == server
-        {
-            let remote = tool.as_deref().unwrap_or(&t.name);
-            if !listed.contains(remote) {
-                problems.push(format!(
-                    "tool `{}` calls `{remote}` of MCP server `{server}`, which does not list it; it has: {}",
-                    t.name,
-                    names()
-                ));
-            }
-        }
-    }
+    let mut problems = unlisted(manifest, (server, &cfg), &listed);
     let include: Option<HashSet<&str>> = cfg
         .include
         .as_ref()
@@ -193,6 +156,54 @@ pub fn merge(
     } else {
         Err(problems)
     }
+}
+
+/// What names a tool of server `server` (`cfg`) that it does not list: its table's
+/// `include`, and the manifest's tools served by it; each problem says what it lists.
+fn unlisted(
+    manifest: &Manifest,
+    (server, cfg): (&str, &plan_manifest::McpServer),
+    listed: &HashSet<&str>,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut all_names = None;
+    let mut names = || -> String {
+        all_names
+            .get_or_insert_with(|| {
+                let mut n: Vec<&str> = listed.iter().copied().collect();
+                n.sort_unstable();
+                let more = n.len().saturating_sub(LISTED_NAMES);
+                let mut text = n[..n.len().min(LISTED_NAMES)].join(", ");
+                if more > 0 {
+                    text.push_str(&format!(" and {more} more"));
+                }
+                text
+            })
+            .clone()
+    };
+    for wanted in cfg.include.iter().flatten() {
+        if !listed.contains(wanted.as_str()) {
+            problems.push(format!(
+                "[[mcp]] `{server}` includes `{wanted}`, which the server does not list; it has: {}",
+                names()
+            ));
+        }
+    }
+    for t in &manifest.tools {
+        if let Some(BackendConfig::Mcp { server: s, tool }) = &t.backend
+            && *s == server
+        {
+            let remote = tool.as_deref().unwrap_or(&t.name);
+            if !listed.contains(remote) {
+                problems.push(format!(
+                    "tool `{}` calls `{remote}` of MCP server `{server}`, which does not list it; it has: {}",
+                    t.name,
+                    names()
+                ));
+            }
+        }
+    }
+    problems
 }
 
 /// Tool names of a server shown at most in a message that lists them.
