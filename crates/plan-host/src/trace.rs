@@ -157,6 +157,29 @@ impl Tracer {
 
 /// The trace as a journal: each event becomes one JSON line (commit points and commits
 /// are not traced). Never fails: a write error is kept in [`Tracer::write_error`].
+impl Tracer {
+    /// A run's end: its error as an event of its own, if it failed, and its figures and
+    /// answer into `f`, the fields of its `done` event.
+    fn finished(&mut self, report: &crate::RunReport, f: &mut Map<String, Value>) {
+        if let Some(e) = &report.error {
+            let mut f = Map::new();
+            f.insert("code".into(), json!(e.code));
+            f.insert("message".into(), json!(e.message));
+            f.insert("seq_no".into(), json!(e.seq_no));
+            f.insert("line".into(), json!(e.line));
+            self.event("error", f);
+        }
+        f.insert("status".into(), json!(report.status));
+        f.insert("steps".into(), json!(report.steps));
+        f.insert("tool_calls".into(), json!(report.tool_calls));
+        f.insert("elapsed_ms".into(), json!(report.elapsed_ms));
+        f.insert(
+            "final_answer".into(),
+            json!(preview(&plan_value::interpolated(&report.final_answer))),
+        );
+    }
+}
+
 impl Journal for Tracer {
     fn wants_vm_events(&self) -> bool {
         self.is_active()
@@ -230,22 +253,7 @@ impl Journal for Tracer {
                 return Ok(());
             }
             TraceEvent::Finished { report } => {
-                if let Some(e) = &report.error {
-                    let mut f = Map::new();
-                    f.insert("code".into(), json!(e.code));
-                    f.insert("message".into(), json!(e.message));
-                    f.insert("seq_no".into(), json!(e.seq_no));
-                    f.insert("line".into(), json!(e.line));
-                    self.event("error", f);
-                }
-                f.insert("status".into(), json!(report.status));
-                f.insert("steps".into(), json!(report.steps));
-                f.insert("tool_calls".into(), json!(report.tool_calls));
-                f.insert("elapsed_ms".into(), json!(report.elapsed_ms));
-                f.insert(
-                    "final_answer".into(),
-                    json!(preview(&plan_value::interpolated(&report.final_answer))),
-                );
+                self.finished(report, &mut f);
                 "done"
             }
             TraceEvent::Planning {

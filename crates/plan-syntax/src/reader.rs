@@ -911,6 +911,69 @@ impl Reader<'_, '_> {
         (key, span)
     }
 
+    /// The backslash escape at the reader (in a `python` or a JSON string): its character
+    /// appended to `out`, or its text as written when it is not one (an error, and the
+    /// reading goes on).
+    fn escape(&mut self, python: bool, out: &mut String) -> R<()> {
+        let esc = self.pos;
+        self.pos += 1;
+        let Some(e) = self.peek() else {
+            return Ok(());
+        };
+        self.pos += 1;
+        let mut python_only = false;
+        let decoded: Option<char> = match e {
+            b'"' => Some('"'),
+            b'\\' => Some('\\'),
+            b'/' if !python => Some('/'),
+            b'b' => Some('\u{8}'),
+            b'f' => Some('\u{c}'),
+            b'n' => Some('\n'),
+            b'r' => Some('\r'),
+            b't' => Some('\t'),
+            b'\'' => {
+                python_only = true;
+                Some('\'')
+            }
+            b'u' => self.unicode_escape(esc)?,
+            b'x' => {
+                python_only = true;
+                self.hex(2).map(|v| char::from(v as u8))
+            }
+            b'U' => {
+                python_only = true;
+                self.hex(8).and_then(char::from_u32)
+            }
+            _ => None,
+        };
+        match decoded {
+            Some(ch) => {
+                out.push(ch);
+                if python_only && !python {
+                    let span = Span::new(esc, self.pos);
+                    self.warn(
+                        Diagnostic::warning(codes::PYTHON_ESCAPE, "escape sequence is Python, not JSON")
+                            .with_span(span)
+                            .with_help("in JSON write `'` without a backslash, and other characters as `\\uXXXX`"),
+                    );
+                }
+            }
+            None => {
+                // Keep the text as written and go on: one bad escape should not hide
+                // the rest of the plan's problems.
+                let bad_end = self.char_end(esc + 1).max(self.pos);
+                let bad = self.text.get(esc..bad_end).unwrap_or("\\");
+                out.push_str(bad);
+                self.pos = bad_end;
+                let d = Diagnostic::error(codes::BAD_ESCAPE, format!("invalid escape `{}` in string", bad.escape_debug()))
+                    .with_span(Span::new(esc, bad_end))
+                    .with_help("valid escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX; write a literal backslash as \\\\");
+                self.error(d)?;
+            }
+        }
+        Ok(())
+    }
+
     /// A string in `quote`s (`"` JSON, `'` Python): its value is appended to `out` (empty:
     /// the caller's final string, see `value`). Returns the string's span.
     fn string(&mut self, quote: u8, out: &mut String) -> R<Span> {
@@ -959,62 +1022,8 @@ impl Reader<'_, '_> {
                 self.pos += 1;
                 continue;
             }
-            // A backslash escape.
             out.push_str(&self.text[seg..self.pos]);
-            let esc = self.pos;
-            self.pos += 1;
-            let Some(e) = self.peek() else { continue };
-            self.pos += 1;
-            let mut python_only = false;
-            let decoded: Option<char> = match e {
-                b'"' => Some('"'),
-                b'\\' => Some('\\'),
-                b'/' if !python => Some('/'),
-                b'b' => Some('\u{8}'),
-                b'f' => Some('\u{c}'),
-                b'n' => Some('\n'),
-                b'r' => Some('\r'),
-                b't' => Some('\t'),
-                b'\'' => {
-                    python_only = true;
-                    Some('\'')
-                }
-                b'u' => self.unicode_escape(esc)?,
-                b'x' => {
-                    python_only = true;
-                    self.hex(2).map(|v| char::from(v as u8))
-                }
-                b'U' => {
-                    python_only = true;
-                    self.hex(8).and_then(char::from_u32)
-                }
-                _ => None,
-            };
-            match decoded {
-                Some(ch) => {
-                    out.push(ch);
-                    if python_only && !python {
-                        let span = Span::new(esc, self.pos);
-                        self.warn(
-                            Diagnostic::warning(codes::PYTHON_ESCAPE, "escape sequence is Python, not JSON")
-                                .with_span(span)
-                                .with_help("in JSON write `'` without a backslash, and other characters as `\\uXXXX`"),
-                        );
-                    }
-                }
-                None => {
-                    // Keep the text as written and go on: one bad escape should not hide
-                    // the rest of the plan's problems.
-                    let bad_end = self.char_end(esc + 1).max(self.pos);
-                    let bad = self.text.get(esc..bad_end).unwrap_or("\\");
-                    out.push_str(bad);
-                    self.pos = bad_end;
-                    let d = Diagnostic::error(codes::BAD_ESCAPE, format!("invalid escape `{}` in string", bad.escape_debug()))
-                        .with_span(Span::new(esc, bad_end))
-                        .with_help("valid escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX; write a literal backslash as \\\\");
-                    self.error(d)?;
-                }
-            }
+            self.escape(python, out)?;
             seg = self.pos;
         }
     }

@@ -133,29 +133,9 @@ impl Vm<'_> {
             let mut next = pc + 1;
             match instr {
                 Instr::Jump { target } => next = target,
-                Instr::Set { dst, src } => {
-                    if settled {
-                        let Ok(v) = self.resolve_in(&w.view(), pc, src) else {
-                            break;
-                        };
-                        if !self.accept(&mut w, [(dst, Cow::Owned(v))]) {
-                            break;
-                        }
-                    } else {
-                        w.mark_dirty(prog.writes(pc));
-                    }
-                }
-                Instr::Assign { assign } => {
-                    if settled {
-                        let Ok(values) = self.assign_values(&w.view(), pc, assign) else {
-                            break;
-                        };
-                        let values = values.into_iter().map(|(s, v)| (s, Cow::Owned(v)));
-                        if !self.accept(&mut w, values) {
-                            break;
-                        }
-                    } else {
-                        w.mark_dirty(prog.writes(pc));
+                Instr::Set { .. } | Instr::Assign { .. } => {
+                    if !self.scan_assign(&mut w, pc, instr, settled) {
+                        break;
                     }
                 }
                 Instr::Call { call } => {
@@ -205,6 +185,30 @@ impl Vm<'_> {
             n += 1;
         }
         out
+    }
+
+    /// The look-ahead at `Set` or `Assign` instruction `pc`: its values taken into the
+    /// window when what it reads is `settled`, else what it writes marked unknown.
+    /// `false`: the look-ahead stops here.
+    fn scan_assign(&self, w: &mut Window<'_>, pc: Pc, instr: Instr, settled: bool) -> bool {
+        if !settled {
+            w.mark_dirty(self.prog.writes(pc));
+            return true;
+        }
+        match instr {
+            Instr::Set { dst, src } => match self.resolve_in(&w.view(), pc, src) {
+                Ok(v) => self.accept(w, [(dst, Cow::Owned(v))]),
+                Err(_) => false,
+            },
+            Instr::Assign { assign } => match self.assign_values(&w.view(), pc, assign) {
+                Ok(values) => {
+                    let values = values.into_iter().map(|(s, v)| (s, Cow::Owned(v)));
+                    self.accept(w, values)
+                }
+                Err(_) => false,
+            },
+            _ => true,
+        }
     }
 
     /// The look-ahead at call `call` (instruction `pc`, the `n`-th executed): its answer
