@@ -69,6 +69,22 @@ impl BranchPoint {
         &self.vars
     }
 
+    /// How a new plan for the point is compiled against `manifest`: entered at the
+    /// point's seq_no, its variables counted as set.
+    pub fn compile_options(
+        &self,
+        manifest: plan_manifest::Manifest,
+    ) -> plan_compiler::CompileOptions {
+        plan_compiler::CompileOptions {
+            manifest,
+            entry: Some(plan_compiler::Entry {
+                seq_no: self.seq_no,
+                vars: self.vars.keys().cloned().collect(),
+            }),
+            ..plan_compiler::CompileOptions::default()
+        }
+    }
+
     /// Whether `program` can start at the point under `limits` (its instruction at the
     /// point's seq_no, with the point's variables), before anything else is set up.
     pub fn check(

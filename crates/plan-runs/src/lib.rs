@@ -3,7 +3,7 @@
 //! resume and branch runs through it, read them back, and map its typed [`Error`]s to
 //! what they show; the engine prints nothing.
 //!
-//! Module map: `engine` (what a face asks, as requests, and the calls that do it: a goal
+//! Module map: `compiled` (the cache of compiled plans, by source and presets), `engine` (what a face asks, as requests, and the calls that do it: a goal
 //! asked, a plan's run started, a planner's prompt and examples loaded), `ask` (a goal's
 //! runs, each stored), `batch` (many runs at once, from a
 //! directory or a list, stored and resumed as a batch), `writer` (many runs of one
@@ -21,6 +21,7 @@ pub mod ask;
 pub mod batch;
 mod branch;
 mod cancel;
+pub mod compiled;
 pub mod engine;
 mod error;
 mod feedback;

@@ -151,14 +151,16 @@ pub(crate) async fn start(
     drop(plan);
     let large = source.len() > crate::trim::LARGE;
     let presets: Vec<String> = submit.vars.keys().cloned().collect();
-    let (program, pbc) = state.compiled(&source, presets, |source, presets| {
+    let (program, pbc) = state.compiled.get(source.as_bytes(), presets, |presets| {
         let opts = plan_compiler::CompileOptions {
             manifest: state.manifest.clone(),
             presets,
             source_name: Some("plan".into()),
             ..plan_compiler::CompileOptions::default()
         };
-        compile(source, &opts)
+        let program = compile(&source, &opts)?;
+        let pbc = plan_bytecode::encode(&program);
+        Ok::<_, ApiError>((program, pbc))
     })?;
     let limits = limits(submit.max_steps);
     let timeout = submit.timeout.map(positive_secs).transpose()?;
@@ -436,13 +438,8 @@ async fn branch_parts(
     };
     let source = plan_text(&b.plan);
     let opts = plan_compiler::CompileOptions {
-        manifest: state.manifest.clone(),
-        entry: Some(plan_compiler::Entry {
-            seq_no: b.at,
-            vars: point.vars().keys().cloned().collect(),
-        }),
         source_name: Some("plan".into()),
-        ..plan_compiler::CompileOptions::default()
+        ..point.compile_options(state.manifest.clone())
     };
     let program = compile(&source, &opts)?;
     Ok((point, source, program))

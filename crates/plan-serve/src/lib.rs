@@ -31,7 +31,6 @@ mod schema;
 mod trim;
 mod web;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -95,7 +94,7 @@ pub(crate) struct State {
     /// The plans submitted lately, compiled, by the SHA-256 of their source and preset
     /// names: a plan posted many times (an evaluation's) is compiled once, as a batch's
     /// list compiles it. NB: by digest, so that the cache holds no source.
-    compiled: std::sync::Mutex<HashMap<[u8; 32], Compiled>>,
+    compiled: plan_runs::compiled::CompileCache<Compiled>,
     /// Reads going at once: at most one per kept connection (more would open
     /// connections, and take threads from the runs, for no more reads a second).
     reading: Arc<Semaphore>,
@@ -130,53 +129,10 @@ impl Drop for Answering {
 /// A plan compiled, and its bytecode as stored.
 type Compiled = (plan_bytecode::ValidatedProgram, Vec<u8>);
 
-/// Plans kept compiled at most (more clear the cache).
-const COMPILED: usize = 64;
-
-/// The largest plan kept compiled, in bytes of source: a large plan is seldom posted
-/// twice, and 64 of them would hold the memory of 64 large programs.
-const COMPILED_SOURCE: usize = 256 << 10;
-
 /// Connections kept for reading, and reads at once.
 const READERS: usize = 4;
 
 impl State {
-    /// `source` compiled with `presets` preset, by `compile` unless it was lately.
-    pub(crate) fn compiled<E>(
-        &self,
-        source: &str,
-        mut presets: Vec<String>,
-        compile: impl FnOnce(&str, Vec<String>) -> Result<plan_bytecode::ValidatedProgram, E>,
-    ) -> Result<Compiled, E> {
-        use sha2::Digest;
-        if source.len() > COMPILED_SOURCE {
-            let program = compile(source, presets)?;
-            let pbc = plan_bytecode::encode(&program);
-            return Ok((program, pbc));
-        }
-        presets.sort();
-        let lock = || self.compiled.lock().unwrap_or_else(|e| e.into_inner());
-        let mut digest = sha2::Sha256::new();
-        digest.update((source.len() as u64).to_le_bytes());
-        digest.update(source);
-        for p in &presets {
-            digest.update((p.len() as u64).to_le_bytes());
-            digest.update(p);
-        }
-        let key: [u8; 32] = digest.finalize().into();
-        if let Some(hit) = lock().get(&key) {
-            return Ok(hit.clone());
-        }
-        let program = compile(source, presets)?;
-        let pbc = plan_bytecode::encode(&program);
-        let mut kept = lock();
-        if kept.len() >= COMPILED {
-            kept.clear();
-        }
-        kept.insert(key, (program.clone(), pbc.clone()));
-        Ok((program, pbc))
-    }
-
     /// A trace for a run or a goal (`command`: `run`, `ask`, `resume`), the child of the
     /// `traceparent` the request sent if any; None when traces are not exported.
     pub(crate) fn trace(
@@ -328,7 +284,7 @@ impl Service {
                 writer,
                 readers: std::sync::Mutex::default(),
                 reading: Arc::new(Semaphore::new(READERS)),
-                compiled: std::sync::Mutex::default(),
+                compiled: Default::default(),
                 stopping: tokio::sync::watch::Sender::new(false),
                 telemetry,
                 answering: tokio::sync::watch::Sender::new(0),

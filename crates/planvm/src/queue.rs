@@ -3,7 +3,6 @@
 //! engine is `plan_runs::queue` and `plan_runs::goal`; this module parses, compiles the
 //! plans, prints ids and lines, and stops a worker on SIGTERM or SIGINT.
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,6 +12,7 @@ use clap::{ArgGroup, Args};
 use plan_host::Host;
 use plan_render::exit;
 use plan_runs::StoreAt;
+use plan_runs::compiled::CompileCache;
 use plan_runs::queue::{Event, Worker};
 use plan_store::OwnedNewRun;
 use serde_json::Value;
@@ -150,8 +150,9 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
         (None, None) => return fail(exit::USAGE, "give a PLAN or --list FILE"),
     };
     let limits = args.limits.limits();
-    // NB: a list naming one plan many times compiles it once.
-    let mut loaded: HashMap<PathBuf, (String, Option<String>, Vec<u8>)> = HashMap::new();
+    // NB: a list naming one plan many times compiles it once (for each set of presets,
+    // which the verifier counts as set).
+    let compiled: CompileCache<(Option<String>, Vec<u8>)> = CompileCache::default();
     let mut runs = Vec::with_capacity(jobs.len());
     for (plan, line_vars) in jobs {
         let mut vars = args.vars.clone();
@@ -159,22 +160,42 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
             vars.retain(|(n, _)| *n != name);
             vars.push((name, value));
         }
-        if !loaded.contains_key(&plan) {
-            let opts = session::compile_options(&manifest, &vars);
-            let color = plan_render::color_stderr();
-            let l = match session::loaded(plan_runs::load::load_program(&plan, opts, color)) {
-                Ok(l) => l,
-                Err(code) => return code,
+        let bytes = match plan_compiler::read_capped(&plan) {
+            Ok(b) => b,
+            Err(e) => {
+                return fail(
+                    exit::NO_INPUT,
+                    format_args!("cannot read {}: {e}", plan.display()),
+                );
+            }
+        };
+        let presets = vars.iter().map(|(name, _)| name.clone()).collect();
+        let name = plan.display().to_string();
+        let loaded = compiled.get(&bytes, presets, |presets| {
+            let opts = plan_compiler::CompileOptions {
+                manifest: manifest.clone(),
+                presets,
+                ..plan_compiler::CompileOptions::default()
             };
+            let color = plan_render::color_stderr();
+            let l = session::loaded(plan_runs::load::load_bytes(
+                &name,
+                bytes.clone(),
+                opts,
+                color,
+            ))?;
             let pbc = plan_bytecode::encode(&l.program);
-            loaded.insert(plan.clone(), (plan.display().to_string(), l.source, pbc));
-        }
-        let (name, source, pbc) = &loaded[&plan];
+            Ok::<_, u8>((l.source, pbc))
+        });
+        let (source, pbc) = match loaded {
+            Ok(l) => l,
+            Err(code) => return code,
+        };
         runs.push(OwnedNewRun {
             id: args.run_id.clone().unwrap_or_else(plan_store::new_run_id),
-            plan: name.clone(),
-            source: source.clone(),
-            pbc: pbc.clone(),
+            plan: name,
+            source,
+            pbc,
             presets: vars.into_iter().collect(),
             limits: limits.clone(),
             parent: None,

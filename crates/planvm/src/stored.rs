@@ -220,14 +220,7 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         Ok(m) => m,
         Err(code) => return code,
     };
-    let opts = plan_compiler::CompileOptions {
-        manifest: manifest.clone(),
-        entry: Some(plan_compiler::Entry {
-            seq_no: args.at,
-            vars: point.vars().keys().cloned().collect(),
-        }),
-        ..plan_compiler::CompileOptions::default()
-    };
+    let opts = point.compile_options(manifest.clone());
     let loaded = match session::loaded(plan_runs::load::load_program(
         &args.plan,
         opts,
