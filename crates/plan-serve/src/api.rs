@@ -150,18 +150,7 @@ pub(crate) async fn start(
     let source = plan_text(&plan);
     drop(plan);
     let large = source.len() > crate::trim::LARGE;
-    let presets: Vec<String> = submit.vars.keys().cloned().collect();
-    let (program, pbc) = state.compiled.get(source.as_bytes(), presets, |presets| {
-        let opts = plan_compiler::CompileOptions {
-            manifest: state.manifest.clone(),
-            presets,
-            source_name: Some("plan".into()),
-            ..plan_compiler::CompileOptions::default()
-        };
-        let program = compile(&source, &opts)?;
-        let pbc = plan_bytecode::encode(&program);
-        Ok::<_, ApiError>((program, pbc))
-    })?;
+    let (program, pbc) = compiled(&state, &source, submit.vars.keys().cloned().collect())?;
     let limits = limits(submit.max_steps);
     let timeout = submit.timeout.map(positive_secs).transpose()?;
     let id = run_id(&state, submit.run_id).await?;
@@ -211,6 +200,26 @@ pub(crate) async fn start(
         Ok(started)
     })
     .await
+}
+
+/// A posted plan's `source`, compiled with `presets` preset (once, while it is posted
+/// again and again), and its bytecode.
+fn compiled(
+    state: &Shared,
+    source: &str,
+    presets: Vec<String>,
+) -> Result<(ValidatedProgram, Vec<u8>), ApiError> {
+    state.compiled.get(source.as_bytes(), presets, |presets| {
+        let opts = plan_compiler::CompileOptions {
+            manifest: state.manifest.clone(),
+            presets,
+            source_name: Some("plan".into()),
+            ..plan_compiler::CompileOptions::default()
+        };
+        let program = compile(source, &opts)?;
+        let pbc = plan_bytecode::encode(&program);
+        Ok((program, pbc))
+    })
 }
 
 /// `work`, run to its end even when the request that started it is dropped.
