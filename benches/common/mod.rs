@@ -153,7 +153,6 @@ pub(crate) async fn batch_of_fourteen_step(
         record_dir: None,
         trace_dir: None,
         jobs,
-        color: false,
         telemetry: None,
     };
     let mut stored = store.then(|| {

@@ -1,7 +1,6 @@
 //! FILE → validated program, by `plan_compiler::load` (bytecode by its magic bytes, else
-//! compiled source), with its diagnostics rendered like rustc's; the caller decides where
-//! the rendering goes (`run` prints it, `batch` prints it once per distinct plan and only
-//! when the plan is invalid).
+//! compiled source), with its diagnostics as data: the caller renders them where it wants
+//! (`run` prints them, `batch` once per distinct plan and only when the plan is invalid).
 
 use std::path::Path;
 
@@ -13,10 +12,18 @@ pub struct Loaded {
     pub program: ValidatedProgram,
     /// Compiler warnings, one line each (for the trace).
     pub warnings: Vec<String>,
-    /// The compiler's diagnostics rendered rustc-style (empty when there are none).
-    pub rendered: String,
     /// The plan source (None for a `.pbc` file), kept with a stored run.
     pub source: Option<String>,
+    /// The compiler's diagnostics (warnings) of `source`.
+    pub found: Found,
+}
+
+/// What the compiler found in a plan whose messages name it `shown`: its diagnostics,
+/// which the CLIs render over its source (`plan_render::render_human`).
+#[derive(Default)]
+pub struct Found {
+    pub shown: String,
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 pub enum LoadError {
@@ -31,8 +38,10 @@ pub struct Invalid {
     pub message: String,
     /// The compiler's errors, one line each (`file:line:col: error[CODE]: ...`).
     pub errors: Vec<String>,
-    /// All diagnostics rendered rustc-style (empty when there are none).
-    pub rendered: String,
+    /// All its diagnostics (none when it was not read as source).
+    pub found: Found,
+    /// Its source, when it was read as source.
+    pub source: Option<String>,
 }
 
 impl Invalid {
@@ -49,30 +58,18 @@ impl Invalid {
 
 /// `entry`: verify the plan as run from that instruction with those variables set (a
 /// branch), not from its start.
-pub fn load_program(path: &Path, opts: CompileOptions, color: bool) -> Result<Loaded, LoadError> {
+pub fn load_program(path: &Path, opts: CompileOptions) -> Result<Loaded, LoadError> {
     let shown = path.display().to_string();
     let bytes = plan_compiler::read_capped(path)
         .map_err(|e| LoadError::Unreadable(format!("cannot read {shown}: {e}")))?;
-    load_bytes(&shown, bytes, opts, color)
+    load_bytes(&shown, bytes, opts)
 }
 
 /// [`load_program`] of bytes already read; `shown` names them in messages.
-pub fn load_bytes(
-    shown: &str,
-    bytes: Vec<u8>,
-    opts: CompileOptions,
-    color: bool,
-) -> Result<Loaded, LoadError> {
+pub fn load_bytes(shown: &str, bytes: Vec<u8>, opts: CompileOptions) -> Result<Loaded, LoadError> {
     let opts = CompileOptions {
         source_name: Some(shown.to_owned()),
         ..opts
-    };
-    let render = |src: &str, diags: &[Diagnostic]| {
-        if diags.is_empty() {
-            String::new()
-        } else {
-            plan_render::render_human(shown, src, diags, color)
-        }
     };
     let one_lines = |diags: &[Diagnostic], index: &LineIndex, errors: bool| -> Vec<String> {
         diags
@@ -84,29 +81,37 @@ pub fn load_bytes(
     match plan_compiler::load(bytes, &opts) {
         Ok(l) => Ok(Loaded {
             warnings: one_lines(&l.diagnostics, &l.line_index, false),
-            rendered: l
-                .source
-                .as_deref()
-                .map_or_else(String::new, |src| render(src, &l.diagnostics)),
             program: l.program,
+            found: Found {
+                shown: shown.to_owned(),
+                diagnostics: l.diagnostics,
+            },
             source: l.source,
         }),
-        Err(e) => Err(LoadError::Invalid(match &e {
-            Refused::Invalid {
-                source,
-                diagnostics,
-                line_index,
-            } => Invalid {
-                message: format!("{shown}: {e}; the plan was not run"),
-                errors: one_lines(diagnostics, line_index, true),
-                rendered: render(source, diagnostics),
-            },
-            _ => Invalid {
-                message: format!("{shown}: {e}"),
-                errors: Vec::new(),
-                rendered: String::new(),
-            },
-        })),
+        Err(e) => {
+            let message = format!("{shown}: {e}");
+            Err(LoadError::Invalid(match e {
+                Refused::Invalid {
+                    source,
+                    diagnostics,
+                    line_index,
+                } => Invalid {
+                    message: format!("{message}; the plan was not run"),
+                    errors: one_lines(&diagnostics, &line_index, true),
+                    found: Found {
+                        shown: shown.to_owned(),
+                        diagnostics,
+                    },
+                    source: Some(source),
+                },
+                _ => Invalid {
+                    message,
+                    errors: Vec::new(),
+                    found: Found::default(),
+                    source: None,
+                },
+            }))
+        }
     }
 }
 

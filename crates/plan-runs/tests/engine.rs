@@ -410,7 +410,6 @@ async fn a_batch_resumed_reports_what_finished_and_goes_on_with_what_failed() {
         record_dir: None,
         trace_dir: None,
         jobs: 4,
-        color: false,
         telemetry: None,
     };
     let pass = |resume: bool| {

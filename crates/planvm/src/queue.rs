@@ -177,13 +177,7 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
                 presets,
                 ..plan_compiler::CompileOptions::default()
             };
-            let color = plan_render::color_stderr();
-            let l = session::loaded(plan_runs::load::load_bytes(
-                &name,
-                bytes.clone(),
-                opts,
-                color,
-            ))?;
+            let l = session::loaded(plan_runs::load::load_bytes(&name, bytes.clone(), opts))?;
             let pbc = plan_bytecode::encode(&l.program);
             Ok::<_, u8>((l.source, pbc))
         });

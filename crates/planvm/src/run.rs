@@ -56,11 +56,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     }
 
     let opts = compile_options(&manifest, &args.io.vars);
-    let loaded = match session::loaded(load::load_program(
-        &args.file,
-        opts,
-        plan_render::color_stderr(),
-    )) {
+    let loaded = match session::loaded(load::load_program(&args.file, opts)) {
         Ok(l) => l,
         Err(code) => return code,
     };
@@ -174,9 +170,8 @@ fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
             })
             .await
             .map_err(|msg| fail(exit::NO_INPUT, msg))?;
-        let color = plan_render::color_stderr();
         let opts = compile_options(&manifest, &args.io.vars);
-        let loaded = session::loaded(load::load_bytes("<stdin>", bytes, opts, color))?;
+        let loaded = session::loaded(load::load_bytes("<stdin>", bytes, opts))?;
         for w in &loaded.warnings {
             tracer.warning(w);
         }

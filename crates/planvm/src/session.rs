@@ -268,14 +268,26 @@ pub(crate) fn loaded(
 ) -> Result<plan_runs::load::Loaded, u8> {
     match result {
         Ok(l) => {
-            eprint!("{}", l.rendered);
+            eprint!("{}", rendered(&l.found, l.source.as_deref()));
             Ok(l)
         }
         Err(plan_runs::load::LoadError::Unreadable(msg)) => Err(fail(exit::NO_INPUT, msg)),
         Err(plan_runs::load::LoadError::Invalid(inv)) => {
-            eprint!("{}", inv.rendered);
+            eprint!("{}", rendered(&inv.found, inv.source.as_deref()));
             Err(fail(exit::DATA_ERR, inv.message))
         }
+    }
+}
+
+/// What the compiler `found` in a plan of `source`, rendered rustc-style for stderr
+/// (nothing when it found nothing, or the plan was bytecode).
+pub(crate) fn rendered(found: &plan_runs::load::Found, source: Option<&str>) -> String {
+    match source {
+        Some(src) if !found.diagnostics.is_empty() => {
+            let color = plan_render::color_stderr();
+            plan_render::render_human(&found.shown, src, &found.diagnostics, color)
+        }
+        _ => String::new(),
     }
 }
 

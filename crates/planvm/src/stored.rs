@@ -221,11 +221,7 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         Err(code) => return code,
     };
     let opts = point.compile_options(manifest.clone());
-    let loaded = match session::loaded(plan_runs::load::load_program(
-        &args.plan,
-        opts,
-        plan_render::color_stderr(),
-    )) {
+    let loaded = match session::loaded(plan_runs::load::load_program(&args.plan, opts)) {
         Ok(l) => l,
         Err(code) => return code,
     };

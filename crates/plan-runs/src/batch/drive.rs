@@ -372,8 +372,7 @@ impl Driver<'_> {
                 let (batch, for_store) = (self.batch, self.store.is_some());
                 self.programs
                     .take(&job.plan, |p| {
-                        load_plan(p, &batch.manifest, batch.color, &mut *self.on, for_store)
-                            .map(Arc::new)
+                        load_plan(p, &batch.manifest, &mut *self.on, for_store).map(Arc::new)
                     })
                     .map(Start::New)
             }
@@ -664,7 +663,6 @@ type Label = (PathBuf, Option<usize>, Option<String>, bool);
 fn load_plan(
     path: &Path,
     manifest: &Manifest,
-    color: bool,
     on: &mut (dyn FnMut(Event<'_>) + Send),
     for_store: bool,
 ) -> Result<Plan, NotLoaded> {
@@ -674,7 +672,7 @@ fn load_plan(
         manifest: manifest.clone(),
         ..plan_compiler::CompileOptions::default()
     };
-    match load::load_program(path, opts, color) {
+    match load::load_program(path, opts) {
         Ok(l) => Ok(Plan {
             pbc: if for_store {
                 plan_bytecode::encode(&l.program)
@@ -686,9 +684,7 @@ fn load_plan(
         }),
         Err(load::LoadError::Unreadable(msg)) => Err(msg),
         Err(load::LoadError::Invalid(inv)) => {
-            on(Event::Invalid {
-                rendered: &inv.rendered,
-            });
+            on(Event::Invalid(&inv));
             Err(inv.summary())
         }
     }

@@ -57,8 +57,6 @@ pub struct Batch {
     pub trace_dir: Option<PathBuf>,
     /// Runs in flight at once.
     pub jobs: usize,
-    /// Whether an invalid plan's diagnostics are rendered with colour.
-    pub color: bool,
     /// Exports each run as a trace of its own (`invoke_workflow batch`), when set.
     pub telemetry: Option<Arc<plan_telemetry::Telemetry>>,
 }
@@ -67,9 +65,9 @@ pub struct Batch {
 pub enum Event<'a> {
     /// A run ended, or could not start: its line of the batch's output.
     Finished(Finished<'a>),
-    /// A plan that does not load: its diagnostics, rendered (once per plan; warnings
-    /// are not, which across thousands of plans would bury the errors).
-    Invalid { rendered: &'a str },
+    /// A plan that does not load, with its diagnostics (once per plan; its warnings
+    /// alone are not told, which across thousands of plans would bury the errors).
+    Invalid(&'a crate::load::Invalid),
     /// A cassette's warning (once per cassette).
     Warning(&'a str),
 }

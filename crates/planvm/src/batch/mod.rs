@@ -166,7 +166,6 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         record_dir: args.record,
         trace_dir: args.trace,
         jobs: args.jobs as usize,
-        color: plan_render::color_stderr(),
         telemetry: session::telemetry(|| {
             plan_telemetry::Telemetry::from_env(host.redactor().clone())
         })

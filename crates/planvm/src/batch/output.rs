@@ -81,7 +81,10 @@ impl Sink {
                     self.bar.set_message(format!("· {} failed", self.failed));
                 }
             }
-            Event::Invalid { rendered } => self.bar.suspend(|| eprint!("{rendered}")),
+            Event::Invalid(invalid) => {
+                let rendered = crate::session::rendered(&invalid.found, invalid.source.as_deref());
+                self.bar.suspend(|| eprint!("{rendered}"));
+            }
             Event::Warning(w) => self.bar.suspend(|| eprintln!("warning: {w}")),
         }
     }
