@@ -88,6 +88,27 @@ pub fn clobbered<'a>(output: &Path, inputs: &[(&'a str, &'a Path)]) -> Option<(&
     })
 }
 
+/// Refuses outputs that are inputs (by file identity, or by resolved name for files that
+/// do not exist yet) or each other.
+pub fn check_outputs(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<(), String> {
+    for (i, &(flag, out)) in outputs.iter().enumerate() {
+        let others: Vec<(&str, &Path)> = inputs
+            .iter()
+            .copied()
+            .chain(outputs[..i].iter().copied())
+            .collect();
+        let same_name = outputs[..i].iter().find(|(_, o)| *o == out).copied();
+        if let Some((what, p)) = clobbered(out, &others).or(same_name) {
+            return Err(format!(
+                "{flag} {} is the same file as {what} ({}): it would be overwritten; choose another path",
+                out.display(),
+                p.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

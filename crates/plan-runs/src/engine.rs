@@ -107,6 +107,21 @@ pub async fn ask_goal(
     })
 }
 
+/// How a plan whose runs preset the variables `presets` is compiled: against `manifest`,
+/// those variables counted as set.
+pub fn compile_options(manifest: &Manifest, presets: Vec<String>) -> plan_compiler::CompileOptions {
+    plan_compiler::CompileOptions {
+        manifest: manifest.clone(),
+        presets,
+        ..plan_compiler::CompileOptions::default()
+    }
+}
+
+/// The names of `vars`, the variables a run starts with.
+pub fn preset_names(vars: &[(String, Value)]) -> Vec<String> {
+    vars.iter().map(|(name, _)| name.clone()).collect()
+}
+
 /// A plan's run to start.
 pub struct StartRequest<'a> {
     /// The run's id, when stored (default: a new UUID v7).

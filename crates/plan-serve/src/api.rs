@@ -211,10 +211,8 @@ fn compiled(
 ) -> Result<(ValidatedProgram, Vec<u8>), ApiError> {
     state.compiled.get(source.as_bytes(), presets, |presets| {
         let opts = plan_compiler::CompileOptions {
-            manifest: state.manifest.clone(),
-            presets,
             source_name: Some("plan".into()),
-            ..plan_compiler::CompileOptions::default()
+            ..plan_runs::engine::compile_options(&state.manifest, presets)
         };
         let program = compile(source, &opts)?;
         let pbc = plan_bytecode::encode(&program);

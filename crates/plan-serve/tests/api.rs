@@ -7,26 +7,10 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Setup, TOKEN, call, client, ended_goal, parse_events, planner, post, read_events,
-    search_taking, serve,
+    HELLO, Setup, TOKEN, TWO_SEARCHES, call, client, ended_goal, parse_events, planner, post,
+    read_events, serve, slow_search,
 };
 use serde_json::{Value, json};
-
-const HELLO: &str = r#"[
- {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Greet.", "dependency_analysis": "None."}},
- {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "hello ${name}"}}
-]"#;
-
-/// A `vector_search` that answers after 300 ms (see [`search_taking`]).
-async fn slow_search() -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
-    search_taking(Duration::from_millis(300)).await
-}
-
-const TWO_SEARCHES: &str = r#"[
- {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "first"}, "output_vars": ["a"]}},
- {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "then ${a}"}, "output_vars": ["b"]}},
- {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${b}"}}
-]"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_endpoint_answers_and_refuses_as_documented() {

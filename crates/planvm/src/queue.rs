@@ -169,14 +169,10 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
                 );
             }
         };
-        let presets = vars.iter().map(|(name, _)| name.clone()).collect();
+        let presets = plan_runs::engine::preset_names(&vars);
         let name = plan.display().to_string();
         let loaded = compiled.get(&bytes, presets, |presets| {
-            let opts = plan_compiler::CompileOptions {
-                manifest: manifest.clone(),
-                presets,
-                ..plan_compiler::CompileOptions::default()
-            };
+            let opts = plan_runs::engine::compile_options(&manifest, presets);
             let l = session::loaded(plan_runs::load::load_bytes(&name, bytes.clone(), opts))?;
             let pbc = plan_bytecode::encode(&l.program);
             Ok::<_, u8>((l.source, pbc))

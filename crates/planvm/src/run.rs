@@ -10,10 +10,10 @@ use plan_render::exit;
 
 use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs};
 use plan_runs::StoreAt;
-use plan_runs::engine::{Hooks, StartRequest};
+use plan_runs::engine::{self, Hooks, StartRequest};
 
 use crate::session::{
-    self, Session, compile_options, fail, finish, load_manifest, refuse_clobbering, start_session,
+    self, Session, fail, finish, load_manifest, refuse_clobbering, start_session,
 };
 use plan_runs::load;
 
@@ -55,7 +55,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         return run_stdin(args, manifest);
     }
 
-    let opts = compile_options(&manifest, &args.io.vars);
+    let opts = engine::compile_options(&manifest, engine::preset_names(&args.io.vars));
     let loaded = match session::loaded(load::load_program(&args.file, opts)) {
         Ok(l) => l,
         Err(code) => return code,
@@ -170,7 +170,7 @@ fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
             })
             .await
             .map_err(|msg| fail(exit::NO_INPUT, msg))?;
-        let opts = compile_options(&manifest, &args.io.vars);
+        let opts = engine::compile_options(&manifest, engine::preset_names(&args.io.vars));
         let loaded = session::loaded(load::load_bytes("<stdin>", bytes, opts))?;
         for w in &loaded.warnings {
             tracer.warning(w);

@@ -18,47 +18,10 @@ use serde_json::Value;
 use crate::args::{Format, Times};
 use crate::progress;
 
-/// How a plan run with `vars` preset is compiled: against `manifest`, the variables
-/// counted as set.
-pub(crate) fn compile_options(
-    manifest: &Manifest,
-    vars: &[(String, Value)],
-) -> plan_compiler::CompileOptions {
-    plan_compiler::CompileOptions {
-        manifest: manifest.clone(),
-        presets: vars.iter().map(|(name, _)| name.clone()).collect(),
-        ..plan_compiler::CompileOptions::default()
-    }
-}
-
 /// Prints `error: ...` to stderr and returns `code`.
 pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
     eprintln!("error: {message}");
     code
-}
-
-/// Refuses outputs that are inputs (by file identity, or by resolved name for files that
-/// do not exist yet) or each other.
-pub(crate) fn check_outputs(
-    outputs: &[(&str, &Path)],
-    inputs: &[(&str, &Path)],
-) -> Result<(), String> {
-    for (i, &(flag, out)) in outputs.iter().enumerate() {
-        let others: Vec<(&str, &Path)> = inputs
-            .iter()
-            .copied()
-            .chain(outputs[..i].iter().copied())
-            .collect();
-        let same_name = outputs[..i].iter().find(|(_, o)| *o == out).copied();
-        if let Some((what, p)) = plan_render::files::clobbered(out, &others).or(same_name) {
-            return Err(format!(
-                "{flag} {} is the same file as {what} ({}): it would be overwritten; choose another path",
-                out.display(),
-                p.display()
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Refuses (exit 64) `outputs` that are one of a run's inputs (the plan, `--tools`,
@@ -80,7 +43,8 @@ pub(crate) fn refuse_clobbering(
             .flatten()
             .map(|p| (plan_runs::open::STORE_FILE, &**p)),
     );
-    check_outputs(outputs, &inputs).map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
+    plan_render::files::check_outputs(outputs, &inputs)
+        .map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
 }
 
 /// The `--tools` file, or the built-in tools.

@@ -9,16 +9,14 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Served, call, client, ended_goal, planner, post, read_events, search_taking};
+use common::{
+    HELLO, Served, TWO_SEARCHES, call, client, ended_goal, planner, post, read_events,
+    search_taking, slow_search,
+};
 
 use serde_json::{Value, json};
 
 const TOKEN: &str = "s3cret-token-for-tests";
-
-const HELLO: &str = r#"[
- {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Greet.", "dependency_analysis": "None."}},
- {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "hello ${name}"}}
-]"#;
 
 /// Starts `planvm serve` on a free loopback port and waits until it listens.
 fn serve(db: &Path, extra: &[&str]) -> Served {
@@ -60,17 +58,6 @@ fn an_address_off_loopback_needs_a_token_and_sigterm_stops_the_service() {
     let status = s.child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
-
-/// A `vector_search` that answers after 300 ms (see [`search_taking`]).
-async fn slow_search() -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
-    search_taking(Duration::from_millis(300)).await
-}
-
-const TWO_SEARCHES: &str = r#"[
- {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "first"}, "output_vars": ["a"]}},
- {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "then ${a}"}, "output_vars": ["b"]}},
- {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${b}"}}
-]"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_cut_by_a_killed_service_finish_when_it_starts_again_without_repeating_calls() {

@@ -287,3 +287,21 @@ pub fn code(r: &Raw) -> &str {
     );
     e["code"].as_str().unwrap_or_default()
 }
+
+/// A plan that greets `${name}`.
+pub const HELLO: &str = r#"[
+ {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Greet.", "dependency_analysis": "None."}},
+ {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "hello ${name}"}}
+]"#;
+
+/// Two searches, the second on the first's answer, then the answer.
+pub const TWO_SEARCHES: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "first"}, "output_vars": ["a"]}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "then ${a}"}, "output_vars": ["b"]}},
+ {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${b}"}}
+]"#;
+
+/// A `vector_search` that answers after 300 ms (see [`search_taking`]).
+pub async fn slow_search() -> (wiremock::MockServer, tempfile::TempDir, std::path::PathBuf) {
+    search_taking(Duration::from_millis(300)).await
+}

@@ -304,7 +304,7 @@ fn check_output(output: &Path, args: &BatchArgs, jobs: &[Job]) -> Result<(), u8>
             .chain(j.cassette.as_deref().map(|p| ("a cassette", p)));
         inputs.extend(files.filter(|(_, p)| seen.insert(*p)));
     }
-    session::check_outputs(&[("--output", output)], &inputs)
+    plan_render::files::check_outputs(&[("--output", output)], &inputs)
         .map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
 }
 
