@@ -9,6 +9,12 @@
 //! `icount batch N` and `icount batch-store N`: N zero-latency replayed runs of the
 //! 14-step plan through the batch engine (64 at a time, one thread; with a run store),
 //! as `planvm batch --list` runs them.
+//!
+//! Two inputs that were once quadratic, each per unit of input, so that a quadratic
+//! version shows as a per-unit count that grows with N: `icount brackets N` reads a
+//! reply of N `[x ` (prose full of candidate plans, each failing at once), and
+//! `icount objects N` looks for the first JSON object in texts of N repeats of four
+//! unclosed or never-ending openings.
 
 #[path = "../benches/common/mod.rs"]
 mod common;
@@ -35,6 +41,28 @@ fn main() {
             .sum();
         println!("{n} compiles, {instrs} instructions");
         return;
+    }
+    match which.as_str() {
+        "brackets" => {
+            let read = plan_syntax::read(&"[x ".repeat(n));
+            println!("{n} brackets, a plan found: {}", read.value.is_some());
+            return;
+        }
+        "objects" => {
+            let texts = [
+                "{".repeat(n),
+                "{\"a\":[".repeat(n),
+                "{\"".repeat(n),
+                format!("{}{{\"found\": 1}}", "{\"k\": \"v\", ".repeat(n)),
+            ];
+            let found = texts
+                .iter()
+                .filter(|t| plan_value::extract_first_object(t).is_some())
+                .count();
+            println!("4 texts of {n} openings, {found} objects found");
+            return;
+        }
+        _ => {}
     }
     if let Some(store) = match which.as_str() {
         "batch" => Some(false),

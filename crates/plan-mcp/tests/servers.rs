@@ -82,7 +82,9 @@ async fn an_http_answer_over_the_size_cap_fails_at_once() {
         port.trim()
     ));
     let servers = Servers::new(&m.mcp, plan_llm::process_env(), Arc::new(Redactor::new()));
-    let started = std::time::Instant::now();
+    // NB: a client that stopped reading at the cap but kept the connection would leave
+    // the server stuck writing, and the call would end on its 600 s limit as a timeout:
+    // the kind below, not a clock, shows the answer was refused and the connection let go.
     let e = servers
         .call("web", "big", args(json!({"bytes": 17_000_000})))
         .await
@@ -93,9 +95,6 @@ async fn an_http_answer_over_the_size_cap_fails_at_once() {
         "{}",
         e.message
     );
-    // NB: not the server's 600 s limit: the answer was refused as it came (in about a
-    // second; half the limit is a bound no load breaks).
-    assert!(started.elapsed() < std::time::Duration::from_secs(300));
     let ok = servers
         .call("web", "echo", args(json!({"text": "still here"})))
         .await

@@ -6,7 +6,7 @@
 //! typed JSON, a writable tool, and the schema grounding reads.
 
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use plan_sql::{Constraints, Database, QueryError};
 use postgres::NoTls;
@@ -185,13 +185,12 @@ fn every_constraint_through_the_parser_and_through_the_server() {
     }
     assert_eq!(checksum(pg), before, "a refused query changed the database");
 
-    // A slow query stops at the time limit (1 s); without it, it would never end.
-    let t = Instant::now();
+    // A slow query stops at the time limit (1 s): the error says so; without the limit
+    // it would never end.
     let slow = db.query(
         "WITH RECURSIVE r (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r",
     );
     assert_eq!(slow, Err(QueryError::Timeout(Duration::from_secs(1))));
-    assert!(t.elapsed() < Duration::from_secs(300), "{:?}", t.elapsed());
     let slow = server.execute("SELECT pg_sleep(5)");
     assert_eq!(slow, Err(QueryError::Timeout(Duration::from_secs(1))));
 

@@ -149,16 +149,13 @@ fn very_deep_nesting_is_a_clean_error() {
 }
 
 #[test]
-fn many_brackets_in_prose_stay_fast() {
-    // Every `[` is a candidate that fails at once; the candidate cap bounds the work.
+fn many_brackets_in_prose_find_no_plan() {
+    // Every `[` is a candidate that fails at once; the candidate cap bounds the work,
+    // which `scripts/counters` counts per bracket (`icount brackets`): a million took
+    // hours when it was quadratic.
     let s = "[x ".repeat(1_000_000);
-    let start = std::time::Instant::now();
     let r = read(&s);
     assert!(r.value.is_none());
-    // NB: a million candidates: well under a second when linear, ~10^12 steps (hours)
-    // when quadratic, so a bound of a minute fails only the quadratic version, however
-    // loaded the machine.
-    assert!(start.elapsed().as_secs() < 60, "took {:?}", start.elapsed());
 }
 
 #[test]

@@ -3,7 +3,6 @@
 
 use plan_value::*;
 use serde_json::{Value, json};
-use std::time::{Duration, Instant};
 
 #[test]
 fn to_num_accepts_what_python_int_and_float_accept() {
@@ -52,8 +51,8 @@ fn to_num_accepts_what_python_int_and_float_accept() {
 }
 
 #[test]
-fn pow_is_bounded_and_fast() {
-    let start = Instant::now();
+fn pow_is_bounded() {
+    // NB: an unbounded `2 ** i64::MAX` would never end.
     let cases = [
         (Num::Int(2), Num::Int(i64::MAX), None),
         (Num::Int(-3), Num::Int(i64::MAX), None),
@@ -76,9 +75,6 @@ fn pow_is_bounded_and_fast() {
     for (a, b, want) in cases {
         assert_eq!(binary(Op2::Pow, a, b), want, "{a:?} ** {b:?}");
     }
-    // NB: microseconds when bounded; an unbounded `2 ** i64::MAX` never ends. A bound of a
-    // minute fails only that, however loaded the machine.
-    assert!(start.elapsed() < Duration::from_secs(60));
 }
 
 #[test]
@@ -234,26 +230,18 @@ fn extract_first_object_cases() {
 }
 
 #[test]
-fn extract_first_object_is_not_quadratic() {
+fn extract_first_object_through_endless_openings() {
+    // NB: each opening is a candidate that fails; the cost per opening (once quadratic in
+    // their number) is counted by `scripts/counters` (`icount objects`), not timed here.
     let texts = [
         "{".repeat(1 << 20),
         "{\"a\":[".repeat(1 << 17),
         "{\"".repeat(1 << 19),
         format!("{}{{\"found\": 1}}", "{\"k\": \"v\", ".repeat(1 << 18)),
     ];
-    for t in &texts {
-        let start = Instant::now();
-        let _ = extract_first_object(t);
-        eprintln!("{} bytes: {:?}", t.len(), start.elapsed());
-        // NB: 2^17 to 2^20 candidates each: well under a second when linear, 10^10 to
-        // 10^12 steps when quadratic, so a bound of a minute fails only the quadratic
-        // version, however loaded the machine.
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "took {:?}",
-            start.elapsed()
-        );
-    }
+    let found: Vec<_> = texts.iter().map(|t| extract_first_object(t)).collect();
+    let want = json!({"found": 1}).as_object().cloned();
+    assert_eq!(found, [None, None, None, want]);
 }
 
 #[test]

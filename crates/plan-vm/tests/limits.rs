@@ -6,7 +6,6 @@ use common::*;
 use plan_bytecode::Instr;
 use plan_vm::{Halt, Limits};
 use serde_json::json;
-use std::time::{Duration, Instant};
 
 #[test]
 fn step_limit() {
@@ -94,11 +93,8 @@ fn doubling() -> plan_bytecode::ValidatedProgram {
 
 #[test]
 fn doubling_string_stops_on_the_byte_limit() {
-    let start = Instant::now();
+    // NB: 25 doublings reach the limit; one that slipped past it would exhaust memory.
     let e = run_err(&doubling(), Limits::default());
-    // NB: 25 doublings reach the limit in well under a second; one that slipped past it
-    // would exhaust memory long before a minute.
-    assert!(start.elapsed() < Duration::from_secs(60));
     assert!(
         e.message.contains("interpolated text would be"),
         "{}",

@@ -1,15 +1,11 @@
 //! `planvm batch` end to end: a directory of plans with their cassettes, a list file with
 //! per-line cassettes and variables, invalid plans among valid ones, independent replay
-//! cursors per run, the exit codes, and 1,000 concurrent runs of a 13-call plan with
-//! 300 ms of replay latency per call.
+//! cursors per run, and the exit codes. (How a thousand runs overlap is
+//! `plan-runs/tests/batch.rs`, on the paused clock.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-use plan_bytecode::ValidatedProgram;
-use plan_compiler::{CompileOptions, compile};
-use plan_vm::{Halt, Limits, ToolRequest, Vm};
 use serde_json::{Value, json};
 
 const BIN: &str = env!("CARGO_BIN_EXE_planvm");
@@ -531,92 +527,4 @@ fn bad_command_lines_and_inputs_have_their_exit_codes() {
         assert!(r.stderr.contains(needle), "{args:?}: {}", r.stderr);
         assert!(r.lines.is_empty(), "{args:?}");
     }
-}
-
-// ---- 1,000 runs of the 13-call plan -------------------------------------------------
-
-/// The 14-step plan shared with the workspace tests and benches: 4 aspects × (knowledge
-/// graph, vector search → synthesis) → final synthesis: 13 calls, critical path 3 calls.
-const ASPECTS_PLAN: &str = include_str!("../../../tests/corpus/valid/current_retrieval.json");
-
-fn program(src: &str) -> ValidatedProgram {
-    let compiled = compile(src, &CompileOptions::default());
-    let program = compiled
-        .program
-        .unwrap_or_else(|| panic!("plan does not compile: {:#?}", compiled.diagnostics));
-    plan_bytecode::validate(program).expect("compiled program validates")
-}
-
-fn output(r: &ToolRequest) -> Value {
-    json!(format!("{} answer for seq_no {:?}", r.tool, r.seq_no))
-}
-
-/// Runs the program in memory one call at a time and returns its calls as cassette
-/// lines with `latency_ms`, and the final answer.
-fn cassette_for(prog: &ValidatedProgram, latency_ms: u64) -> (String, Value) {
-    let limits = Limits {
-        max_concurrency: 1,
-        ..Limits::default()
-    };
-    let mut vm = Vm::new(prog, limits);
-    let mut lines = String::new();
-    loop {
-        match vm.run() {
-            Halt::Yield(reqs) => {
-                for r in reqs {
-                    let e = json!({"tool": r.tool, "args": r.args, "output": output(&r),
-                                   "latency_ms": latency_ms});
-                    lines.push_str(&format!("{e}\n"));
-                    vm.resume(r.id, Ok(output(&r))).expect("known request");
-                }
-            }
-            Halt::Done(o) => return (lines, o.final_answer),
-            Halt::Failed(e) => panic!("{e}"),
-        }
-    }
-}
-
-#[test]
-fn a_thousand_runs_of_thirteen_slow_calls_take_seconds_not_minutes() {
-    const RUNS: usize = 1000;
-    const LATENCY_MS: u64 = 300;
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    let src = ASPECTS_PLAN;
-    let (cassette, answer) = cassette_for(&program(src), LATENCY_MS);
-    assert_eq!(cassette.lines().count(), 13);
-    std::fs::write(d.join("aspects.json"), src).unwrap();
-    std::fs::write(d.join("aspects.cassette.jsonl"), cassette).unwrap();
-    std::fs::write(
-        d.join("runs.txt"),
-        "aspects.json aspects.cassette.jsonl\n".repeat(RUNS),
-    )
-    .unwrap();
-    let start = Instant::now();
-    let r = batch(&[
-        "--list",
-        d.join("runs.txt").to_str().unwrap(),
-        "--jobs",
-        "1000",
-    ]);
-    let took = start.elapsed();
-    eprintln!(
-        "{RUNS} runs × 13 calls of {LATENCY_MS} ms at --jobs 1000: {} ms wall \
-         (a run's critical path {} ms)",
-        took.as_millis(),
-        3 * LATENCY_MS
-    );
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    assert_eq!(r.lines.len(), RUNS);
-    for v in &r.lines {
-        assert_eq!(v["status"], "ok", "{v}");
-        assert_eq!(v["final_answer"], answer);
-        assert_eq!(v["tool_calls"], 13);
-        // Each run still overlaps its own calls: less than its 13 calls one after another.
-        assert!(v["elapsed_ms"].as_u64().unwrap() < 13 * LATENCY_MS, "{v}");
-    }
-    // The runs overlap: one after another, their critical paths alone would take 900 s.
-    // A third of that is a bound no load breaks (it takes about a second).
-    let one_after_another = Duration::from_millis(RUNS as u64 * 3 * LATENCY_MS);
-    assert!(took < one_after_another / 3, "took {took:?}");
 }

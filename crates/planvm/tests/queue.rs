@@ -9,9 +9,9 @@ mod common;
 
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{BIN, PgSchema, Reaped, http_tools, planvm, s};
+use common::{BIN, PgSchema, Reaped, http_tools, planvm, s, until};
 use serde_json::{Value, json};
 
 /// Each call's latency.
@@ -177,18 +177,8 @@ impl Setup {
 
     /// Waits until `n` runs are `ok`.
     async fn until_ok(&self, n: usize, within: Duration) {
-        let start = Instant::now();
-        loop {
-            let ok = self.ok();
-            if ok >= n {
-                return;
-            }
-            assert!(
-                start.elapsed() < within,
-                "{ok} of {n} runs ok after {within:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let what = || format!("{} of {n} runs ok", self.ok());
+        until(within, what, async || self.ok() >= n).await;
     }
 
     /// How often each query was sent to the tool server.
@@ -285,29 +275,26 @@ async fn a_worker_paused_past_its_lease_cannot_write_into_runs_another_took() {
     let ids = q.submit(0, RUNS).await;
     let paused = q.worker(RUNS as u32);
     // Paused once it holds every run and has calls out.
-    let start = Instant::now();
-    while q.server.received_requests().await.unwrap().len() < RUNS {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the worker took no run"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let held = async || q.server.received_requests().await.unwrap().len() >= RUNS;
+    until(
+        Duration::from_secs(30),
+        || "the worker took no run".into(),
+        held,
+    )
+    .await;
     signal(&paused, "-STOP");
     let other = q.worker(RUNS as u32);
     // NB: the other takes the paused worker's runs once their leases lapse (10 s), all
     // but those it was stopped in the middle of committing, if any (their rows stay
     // locked by the stopped transaction, which may hold a group of runs): settled once
     // some ended and every run not ended is locked.
-    let start = Instant::now();
-    while q.ok() == 0 || !q.unended_all_locked() {
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "{} runs ok",
-            q.ok()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let settled = async || q.ok() > 0 && q.unended_all_locked();
+    until(
+        Duration::from_secs(90),
+        || format!("{} runs ok", q.ok()),
+        settled,
+    )
+    .await;
     let settled = q.runs();
     // Woken again: what it still had to write into runs the other took is refused and
     // changes nothing; a run it was committing, the other could not take: it ends it.
@@ -357,14 +344,9 @@ async fn goals_submitted_are_planned_once_and_end_elsewhere_when_their_worker_di
     );
     let first = q.worker(8);
     // Killed once every goal's plan has its first call out.
-    let start = Instant::now();
-    while q.sent().await.len() < GOALS {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the goals' plans did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    let started = async || q.sent().await.len() >= GOALS;
+    let what = || "the goals' plans did not start".into();
+    until(Duration::from_secs(30), what, started).await;
     kill(first);
     let second = q.worker(8);
     let goals = || -> HashMap<String, (String, Value)> {
@@ -378,15 +360,9 @@ async fn goals_submitted_are_planned_once_and_end_elsewhere_when_their_worker_di
             })
             .collect()
     };
-    let start = Instant::now();
-    while goals().values().any(|(status, _)| status != "answered") {
-        assert!(
-            start.elapsed() < Duration::from_secs(90),
-            "goals not answered: {:?}",
-            goals()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let answered = async || goals().values().all(|(status, _)| status == "answered");
+    let what = || format!("goals not answered: {:?}", goals());
+    until(Duration::from_secs(90), what, answered).await;
     assert_eq!(stop(second), Some(0));
     let ended = goals();
     for (n, id) in ids.iter().enumerate() {
@@ -459,14 +435,8 @@ async fn a_run_whose_connections_are_dropped_keeps_its_lease_and_resumes() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while slow.received_requests().await.unwrap().is_empty() {
-        assert!(
-            start.elapsed() < Duration::from_secs(20),
-            "no call was sent"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let sent = async || !slow.received_requests().await.unwrap().is_empty();
+    until(Duration::from_secs(20), || "no call was sent".into(), sent).await;
     let lease = || -> i64 {
         q.pg.select("SELECT lease_until FROM runs WHERE id = 'slow'")[0][0]
             .as_deref()
@@ -479,16 +449,16 @@ async fn a_run_whose_connections_are_dropped_keeps_its_lease_and_resumes() {
     ));
     assert!(!dropped.is_empty(), "no connection of the run was found");
     let before = lease();
-    let start = Instant::now();
-    while lease() <= before {
-        // NB: renewed every 2.5 s; the bound is the lease itself (10 s), past which the
-        // run would be lost, however loaded the machine.
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "the lease was not renewed once its connection was dropped"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = || "the lease was not renewed once its connection was dropped".into();
+    until(Duration::from_secs(60), what, async || lease() > before).await;
+    // NB: renewed every 2.5 s for 10 s ahead: the renewal (its own clock, on record) came
+    // before the lease it renewed lapsed, else another worker could have taken the run.
+    let renewed = lease();
+    assert!(
+        renewed - plan_store::LEASE_MS < before,
+        "renewed at {} for a lease that lapsed at {before}",
+        renewed - plan_store::LEASE_MS
+    );
     let out = tokio::task::spawn_blocking(move || run.wait_with_output().unwrap())
         .await
         .unwrap();

@@ -253,7 +253,6 @@ async fn sigterm_lets_runs_reach_their_next_commit_point_and_they_go_on_at_the_n
         (text, std::time::Instant::now())
     });
     received(&server, 1).await;
-    let asked = std::time::Instant::now();
     terminate(&s.child);
     let exit = tokio::task::spawn_blocking(move || {
         let code = s.child.wait().unwrap();
@@ -268,11 +267,6 @@ async fn sigterm_lets_runs_reach_their_next_commit_point_and_they_go_on_at_the_n
     assert!(
         ended < exit.1,
         "the event stream ends when the service stops taking requests, not with the runs"
-    );
-    assert!(
-        exit.1 - asked >= Duration::from_millis(500),
-        "the service waited for the call out: {:?}",
-        exit.1 - asked
     );
     assert_eq!(
         server.received_requests().await.unwrap().len(),
@@ -315,7 +309,6 @@ async fn a_second_sigterm_stops_the_service_without_waiting_for_calls() {
     let (status, body) = post(runs.clone(), &submit).await;
     assert_eq!(status, 201, "{body}");
     received(&server, 1).await;
-    let asked = std::time::Instant::now();
     terminate(&s.child);
     // NB: the second signal once the service says it is stopping (it has a run to wait
     // for then).
@@ -342,14 +335,20 @@ async fn a_second_sigterm_stops_the_service_without_waiting_for_calls() {
     .await
     .unwrap()
     .0;
-    let took = asked.elapsed();
     assert_eq!(exit.code(), Some(0));
-    assert!(
-        took < Duration::from_secs(10),
-        "stopping took {took:?}, against a call of 20 s"
-    );
     // The run is left for the next start.
     assert!(listed(&db).contains("\"interrupted\""), "{}", listed(&db));
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let entries: Vec<String> = conn
+        .prepare("SELECT entry FROM journal WHERE run = 'long' ORDER BY seq")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    // Not waited for: the call is on record as sent, and no answer (20 s away) follows.
+    assert_eq!(entries.len(), 1, "{entries:?}");
+    assert!(entries[0].contains("\"sent\""), "{entries:?}");
 }
 
 const ASKS: &str = r#"[

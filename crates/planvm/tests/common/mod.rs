@@ -69,6 +69,26 @@ pub fn lines(p: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Waits for a state that other processes reach: `ready` is looked at every 50 ms until it
+/// holds, and the test fails saying `what()` once `patience` has gone by without it. The
+/// patience is far beyond what reaching the state takes: this waits for it, it does not
+/// check how long it took.
+#[allow(dead_code)]
+pub async fn until(
+    patience: std::time::Duration,
+    what: impl Fn() -> String,
+    mut ready: impl AsyncFnMut() -> bool,
+) {
+    const EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+    for _ in 0..=patience.as_millis() / EVERY.as_millis() {
+        if ready().await {
+            return;
+        }
+        tokio::time::sleep(EVERY).await;
+    }
+    panic!("{} (waited {patience:?})", what());
+}
+
 /// A child process killed when dropped: a test that fails leaves none running.
 pub struct Reaped(pub Child);
 
