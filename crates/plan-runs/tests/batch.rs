@@ -1,15 +1,19 @@
-//! The batch engine in-process, on tokio's paused clock: a replayed call's latency is a
-//! timer, so the virtual time a batch takes is its critical path when its runs and their
-//! calls overlap, and their sum when they do not: counted, not timed, whatever the load.
+//! The batch engine in-process: a list's cassettes and variables per line, a cassette
+//! that every run replays from its start, a record and a trace file per run. And on
+//! tokio's paused clock, where a replayed call's latency is a timer, the virtual time a
+//! batch takes: its critical path when its runs and their calls overlap, their sum when
+//! they do not (counted, not timed, whatever the load).
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use plan_bytecode::ValidatedProgram;
 use plan_compiler::{CompileOptions, compile};
+use plan_host::RunReport;
 use plan_host::{Host, HostOptions, ReplayBackend};
 use plan_manifest::Manifest;
-use plan_runs::batch::{Batch, Event, name_runs, read_list, run};
+use plan_runs::batch::{Batch, Event, Job, name_runs, read_list, run, scan_dir};
 use plan_vm::{Halt, Limits, ToolRequest, Vm};
 use serde_json::{Value, json};
 
@@ -102,4 +106,231 @@ async fn a_thousand_runs_of_thirteen_slow_calls_take_one_critical_path() {
     // The runs overlap each other too: one critical path for all, where one after another
     // they would take 1,000 of them (900 s).
     assert_eq!(took, Duration::from_millis(3 * LATENCY_MS));
+}
+
+/// A batch of the built-in tools, replaying `replay` for runs without a cassette.
+fn batch(replay: Option<&Path>, vars: &[(&str, Value)], jobs: usize) -> Batch {
+    let manifest = Manifest::builtin();
+    Batch {
+        host: Arc::new(Host::new(manifest.clone(), HostOptions::default()).unwrap()),
+        manifest,
+        host_options: HostOptions::default(),
+        limits: Limits::default(),
+        vars: vars
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), v.clone()))
+            .collect(),
+        replay: replay.map(|p| (p.to_owned(), Arc::new(ReplayBackend::load(p).unwrap()))),
+        record_dir: None,
+        trace_dir: None,
+        jobs,
+        telemetry: None,
+    }
+}
+
+/// Runs `jobs` (named first); each finished run's list line (or plan) and report, sorted.
+async fn finished(batch: &Batch, mut jobs: Vec<Job>) -> Vec<(Option<usize>, PathBuf, RunReport)> {
+    name_runs(&mut jobs);
+    let mut out = Vec::new();
+    run(batch, None, jobs, &mut |e| {
+        if let Event::Finished(f) = e {
+            out.push((f.line, f.plan.to_owned(), f.report.clone()));
+        }
+    })
+    .await;
+    out.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    out
+}
+
+/// A one-call plan greeting `${who}`, and cassettes answering for some names.
+fn write_greeting(d: &Path) {
+    std::fs::write(
+        d.join("greet.json"),
+        r#"[{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "llm_generate",
+            "tool_params": {"prompt": "Say hi to ${who}"}, "output_vars": ["final_answer"]}}]"#,
+    )
+    .unwrap();
+    let entry = |who: &str, answer: &str| {
+        json!({"tool": "llm_generate", "args": {"prompt": format!("Say hi to {who}")},
+               "output": answer})
+        .to_string()
+    };
+    std::fs::create_dir_all(d.join("tapes")).unwrap();
+    let tapes = [
+        ("en", [entry("Ann", "Hi Ann"), entry("Bob", "Hi Bob")]),
+        (
+            "fr",
+            [
+                entry("Ann", "Salut Ann"),
+                entry("two words", "Salut vous deux"),
+            ],
+        ),
+    ];
+    for (name, entries) in tapes {
+        std::fs::write(d.join(format!("tapes/{name}.jsonl")), entries.join("\n")).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_list_gives_each_run_its_cassette_and_vars() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_greeting(d);
+    // Relative paths are against the list's directory, wherever the batch runs.
+    let list = "\
+# plan        cassette          vars
+greet.json    tapes/en.jsonl    who=Ann
+greet.json    tapes/fr.jsonl    who=Ann   # same plan, other cassette
+
+greet.json    tapes/fr.jsonl    who=\"two words\"
+greet.json                      who=Bob   # the batch's replay serves lines without one
+greet.json                                # the batch's who=Ann
+greet.json    tapes/en.jsonl    who=Zed   # not in the cassette: fails
+";
+    std::fs::write(d.join("runs.txt"), list).unwrap();
+    let jobs = read_list(&d.join("runs.txt")).unwrap();
+    let b = batch(Some(&d.join("tapes/en.jsonl")), &[("who", json!("Ann"))], 3);
+    let ran = finished(&b, jobs).await;
+    let got: Vec<(Option<usize>, Value)> = ran
+        .iter()
+        .map(|(line, plan, r)| {
+            assert_eq!(plan, &d.join("greet.json"));
+            (*line, r.final_answer.clone())
+        })
+        .collect();
+    let answers = [
+        (2, "Hi Ann"),
+        (3, "Salut Ann"),
+        (5, "Salut vous deux"),
+        (6, "Hi Bob"),
+    ];
+    let mut want: Vec<(Option<usize>, Value)> =
+        answers.iter().map(|(l, a)| (Some(*l), json!(a))).collect();
+    want.extend([(Some(7), json!("Hi Ann")), (Some(8), Value::Null)]);
+    assert_eq!(got, want);
+    let failed = ran[5].2.error.as_ref().expect("line 8 fails");
+    assert!(
+        failed.message.contains("Say hi to Zed"),
+        "{}",
+        failed.message
+    );
+}
+
+#[tokio::test]
+async fn every_run_replays_its_cassette_from_the_start() {
+    // "Entries with the same key are served in recorded order": shared between runs,
+    // the 2nd run would get "second". Every run must get "first".
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("ask.json"),
+        r#"[{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "llm_generate",
+            "tool_params": {"prompt": "q"}, "output_vars": ["final_answer"]}}]"#,
+    )
+    .unwrap();
+    let entry = |out: &str| json!({"tool": "llm_generate", "args": {"prompt": "q"}, "output": out});
+    let tape = d.join("ask.cassette.jsonl");
+    std::fs::write(&tape, format!("{}\n{}\n", entry("first"), entry("second"))).unwrap();
+    let list: String = (0..50)
+        .map(|i| match i % 2 {
+            0 => "ask.json ask.cassette.jsonl\n",
+            _ => "ask.json\n",
+        })
+        .collect();
+    std::fs::write(d.join("runs.txt"), list).unwrap();
+    let jobs = read_list(&d.join("runs.txt")).unwrap();
+    let ran = finished(&batch(Some(&tape), &[], 7), jobs).await;
+    assert_eq!(ran.len(), 50);
+    for (line, _, r) in &ran {
+        assert_eq!(r.final_answer, json!("first"), "line {line:?}");
+    }
+}
+
+#[tokio::test]
+async fn record_and_trace_dirs_get_one_file_per_run_named_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let plans = dir.path().join("plans");
+    std::fs::create_dir(&plans).unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    for entry in std::fs::read_dir(examples).unwrap() {
+        let entry = entry.unwrap();
+        // NB: plans only; `planner/` holds the planner's example plans.
+        if entry.path().is_file() {
+            std::fs::copy(entry.path(), plans.join(entry.file_name())).unwrap();
+        }
+    }
+    let listing = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let (rec, traces) = (dir.path().join("rec"), dir.path().join("traces"));
+    std::fs::create_dir(&rec).unwrap();
+    std::fs::create_dir(&traces).unwrap();
+    let mut b = batch(None, &[], 4);
+    b.record_dir = Some(rec.clone());
+    b.trace_dir = Some(traces.clone());
+    let ran = finished(&b, scan_dir(&plans, true).unwrap()).await;
+    let names = [
+        "countdown_loop",
+        "population_condition",
+        "tidb_overview",
+        "tidb_overview.llm",
+    ];
+    let want = |kind: &str| -> Vec<String> {
+        let mut v: Vec<String> = names.iter().map(|n| format!("{n}.{kind}.jsonl")).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(listing(&rec), want("cassette"));
+    assert_eq!(listing(&traces), want("trace"));
+    for ((_, plan, report), name) in ran.iter().zip(names) {
+        assert!(report.is_ok(), "{name}: {report:?}");
+        // Each trace is its own run's, start to end.
+        let trace = std::fs::read_to_string(traces.join(format!("{name}.trace.jsonl"))).unwrap();
+        let last: Value = serde_json::from_str(trace.lines().last().unwrap()).unwrap();
+        assert_eq!(
+            (&last["event"], &last["status"]),
+            (&json!("done"), &json!("ok")),
+            "{name}"
+        );
+        // Each recording replays its plan to the same answer, every entry with its step.
+        let cassette = rec.join(format!("{name}.cassette.jsonl"));
+        let text = std::fs::read_to_string(&cassette).unwrap();
+        assert!(!text.is_empty(), "{name}");
+        for l in text.lines() {
+            let e: Value = serde_json::from_str(l).unwrap();
+            assert!(e["step"].is_u64(), "{name}: {l}");
+        }
+        let job = Job {
+            plan: plan.clone(),
+            cassette: Some(cassette),
+            vars: Vec::new(),
+            line: None,
+            name: String::new(),
+        };
+        let again = finished(&batch(None, &[], 1), vec![job]).await;
+        assert_eq!(again[0].2.final_answer, report.final_answer, "{name}");
+    }
+
+    // A list names runs by line, so one plan listed twice gets two files.
+    let list = dir.path().join("runs.txt");
+    let line = "plans/countdown_loop.json plans/countdown_loop.cassette.jsonl\n";
+    std::fs::write(&list, format!("{line}\n{line}")).unwrap();
+    let rec2 = dir.path().join("rec2");
+    std::fs::create_dir(&rec2).unwrap();
+    let mut b = batch(None, &[], 4);
+    b.record_dir = Some(rec2.clone());
+    let ran = finished(&b, read_list(&list).unwrap()).await;
+    assert!(ran.iter().all(|(_, _, r)| r.is_ok()), "{ran:?}");
+    assert_eq!(
+        listing(&rec2),
+        [
+            "countdown_loop.line1.cassette.jsonl",
+            "countdown_loop.line3.cassette.jsonl"
+        ]
+    );
 }

@@ -86,33 +86,16 @@ async fn a_query_that_breaks_a_constraint_fails_the_run_and_says_why() {
         s(&p)
     };
     let tools = s(&tools);
-    let out = run(&[
-        "run",
-        &plan("SELECT id FROM orders ORDER BY id"),
-        "--tools",
-        &tools,
-        "--format",
-        "json",
-    ])
-    .await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let report: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
-    assert_eq!(
-        report["final_answer"],
-        serde_json::json!({"columns": ["id"], "rows": [[1], [2], [3]], "truncated": true})
+    // NB: each constraint is plan-sql's (tests/bypass.rs, src/check.rs); here, that a
+    // refusal fails the run (exit 1) and says why.
+    let out = run(&["run", &plan("SELECT name FROM staff"), "--tools", &tools]).await;
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("table \"staff\" is not in allow_tables [orders, products]"),
+        "{}",
+        out.stderr
     );
-    for (sql, why) in [
-        (
-            "SELECT name FROM staff",
-            "table \"staff\" is not in allow_tables [orders, products]",
-        ),
-        ("DELETE FROM orders", "the tool is read-only"),
-        ("SELECT 1; SELECT 2", "one statement at a time"),
-    ] {
-        let out = run(&["run", &plan(sql), "--tools", &tools]).await;
-        assert_eq!(out.code, Some(1), "{sql}: {}", out.stderr);
-        assert!(out.stderr.contains(why), "{sql}: {}", out.stderr);
-    }
     // `planc check` knows the tool's one param from its backend.
     let bad = dir.path().join("bad.json");
     std::fs::write(
@@ -223,7 +206,9 @@ async fn the_sql_example_plans_run_on_the_example_database() {
 
 /// The example shop on PostgreSQL (PLANRT_TEST_POSTGRES, which scripts/test starts;
 /// skipped, saying so, without it unless PLANRT_REQUIRE_POSTGRES is set): a plan's join
-/// answered, a denied column refused, grounding, and a password that never shows.
+/// answered through a tools file naming the password's variable, which never shows, and
+/// a clear error without it. (Constraints and grounding on PostgreSQL: plan-sql's
+/// tests/postgres.rs.)
 #[tokio::test]
 async fn the_shop_on_postgresql() {
     let Ok(url) = std::env::var("PLANRT_TEST_POSTGRES") else {
@@ -303,16 +288,7 @@ async fn the_shop_on_postgresql() {
     .await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stdout.trim(), "Elena Bianchi in Milan");
-    let star = dir.path().join("star.json");
-    std::fs::write(&star, plan("SELECT * FROM staff")).unwrap();
-    let out = planvm(
-        vec!["run".into(), s(&star), "--tools".into(), tools.clone()],
-        &pg_env(&env),
-    )
-    .await;
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
-    assert!(out.stderr.contains("staff.salary"), "{}", out.stderr);
-    assert!(!out.stderr.contains(password));
+    assert!(!out.stderr.contains(password), "{}", out.stderr);
     // Without the password's variable, the tool says which is missing.
     let out = planvm(
         vec!["run".into(), s(&best), "--tools".into(), tools.clone()],
@@ -326,23 +302,4 @@ async fn the_shop_on_postgresql() {
         "{}",
         out.stderr
     );
-    let out = planvm(
-        vec![
-            "ground".into(),
-            "Who sold the most in 2024, and in which city?".into(),
-            "--tools".into(),
-            tools,
-            "--format".into(),
-            "json".into(),
-        ],
-        &pg_env(&env),
-    )
-    .await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let ground: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
-    let tables = ground["tables"].as_array().unwrap();
-    for t in ["staff", "orders", "stores"] {
-        assert!(tables.contains(&json!(t)), "{ground}");
-    }
-    assert!(!out.stdout.contains("salary"), "{ground}");
 }

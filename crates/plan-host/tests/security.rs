@@ -1,15 +1,18 @@
 //! Hardening against tool servers, through real loopback servers: a key a server echoes
-//! back never reaches any output, and redirects never leave the configured origin.
+//! back never reaches a report, a trace or a cassette, and redirects never leave the
+//! configured origin.
 
 mod common;
 
 use std::path::Path;
 
-use serde_json::{Value, json};
+use common::{Script, env, manifest_with, plain, req};
+use plan_host::{Host, HostOptions, RunReport, Tracer, run_machine};
+use plan_manifest::BackendConfig;
+use serde_json::json;
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use common::{Out, planvm, s};
 const KEY: &str = "sk-sec-test-0123456789abcdef";
 
 /// Answers with `status` and a body quoting the request's Authorization header, as
@@ -44,48 +47,59 @@ fn assert_no_key(what: &str, text: &str) {
     }
 }
 
-/// A one-call plan whose `llm_generate` is served by `url` with `key`, recorded and
-/// traced, reported as JSON.
-async fn run_against(dir: &Path, url: &str, key: &str) -> (Out, String, String) {
-    let tools = dir.join("tools.toml");
-    std::fs::write(
-        &tools,
-        format!(
-            "[[tool]]\nname = \"llm_generate\"\n[tool.backend]\nkind = \"http\"\nurl = \"{url}\"\napi_key_env = \"SEC_TEST_KEY\"\nmax_retries = 1\n"
-        ),
-    )
-    .unwrap();
-    let plan = dir.join("plan.json");
-    std::fs::write(
-        &plan,
-        r#"[{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "llm_generate", "tool_params": {"prompt": "hi"}, "output_vars": ["final_answer"]}}]"#,
-    )
-    .unwrap();
-    let trace = dir.join("trace.jsonl");
-    let cassette = dir.join("rec.jsonl");
-    let _ = std::fs::remove_file(&cassette);
-    let out = planvm(
-        vec![
-            "run".into(),
-            s(&plan),
-            "--tools".into(),
-            s(&tools),
-            "--trace".into(),
-            s(&trace),
-            "--record".into(),
-            s(&cassette),
-            "--format".into(),
-            "json".into(),
-        ],
-        &[("SEC_TEST_KEY", key)],
-    )
-    .await;
-    let trace = std::fs::read_to_string(&trace).unwrap();
-    let cassette = std::fs::read_to_string(&cassette).unwrap_or_default();
-    (out, trace, cassette)
+/// What one `llm_generate` call served by `url` with `key` left behind.
+struct Ran {
+    report: RunReport,
+    /// The report as JSON, as `planvm run --format json` prints it.
+    shown: String,
+    warnings: Vec<String>,
+    trace: String,
+    cassette: String,
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+impl Ran {
+    /// The answer, or the error's message.
+    fn said(&self) -> String {
+        match &self.report.error {
+            Some(e) => e.message.clone(),
+            None => self.report.final_answer.to_string(),
+        }
+    }
+}
+
+/// One call of `llm_generate` served over HTTP by `url` with `key`, recorded and traced.
+async fn run_against(dir: &Path, url: &str, key: &str) -> Ran {
+    let backend = BackendConfig::Http {
+        url: url.to_owned(),
+        pointer: None,
+        api_key_env: Some("SEC_TEST_KEY".into()),
+        timeout_secs: None,
+        max_retries: Some(1),
+        concurrency: None,
+    };
+    let cassette = dir.join("rec.jsonl");
+    let _ = std::fs::remove_file(&cassette);
+    let options = HostOptions {
+        env: env(&[("SEC_TEST_KEY", key)]),
+        record: Some(cassette.clone()),
+        ..common::opts()
+    };
+    let host = Host::new(manifest_with("llm_generate", backend), options).unwrap();
+    let trace = dir.join("trace.jsonl");
+    let mut tracer = Tracer::to_writer(Box::new(std::fs::File::create(&trace).unwrap()));
+    let call = req(1, "llm_generate", json!({"prompt": "hi"}), plain());
+    let report = run_machine(&host, &mut Script::new(vec![call]), &mut tracer).await;
+    drop(tracer);
+    Ran {
+        shown: serde_json::to_string(&report).unwrap(),
+        report,
+        warnings: host.warnings().to_vec(),
+        trace: std::fs::read_to_string(&trace).unwrap(),
+        cassette: std::fs::read_to_string(&cassette).unwrap_or_default(),
+    }
+}
+
+#[tokio::test]
 async fn an_echoed_key_is_redacted_from_every_output() {
     let server = MockServer::start().await;
     for (route, status, pad) in [
@@ -107,34 +121,25 @@ async fn an_echoed_key_is_redacted_from_every_output() {
         ("/e200", true),
         ("/e401long", false),
     ] {
-        let (out, trace, cassette) =
-            run_against(dir.path(), &format!("{}{route}", server.uri()), KEY).await;
-        assert_eq!(
-            out.code,
-            Some(if ok { 0 } else { 1 }),
-            "{route}: {}",
-            out.stderr
-        );
+        let ran = run_against(dir.path(), &format!("{}{route}", server.uri()), KEY).await;
+        assert_eq!(ran.report.is_ok(), ok, "{route}: {}", ran.shown);
         for (what, text) in [
-            ("stdout", &out.stdout),
-            ("stderr", &out.stderr),
-            ("trace", &trace),
-            ("cassette", &cassette),
+            ("report", &ran.shown),
+            ("trace", &ran.trace),
+            ("cassette", &ran.cassette),
         ] {
             assert_no_key(&format!("{route} {what}"), text);
         }
-        let report: Value = serde_json::from_str(&out.stdout).unwrap();
-        let shown = if ok {
-            report["final_answer"].to_string()
-        } else {
-            report["error"]["message"].to_string()
-        };
         // The long body is cut inside where the key was: nothing of it is left to show.
         if route != "/e401long" {
-            assert!(shown.contains("[redacted]"), "{route}: {shown}");
+            assert!(ran.said().contains("[redacted]"), "{route}: {}", ran.said());
         }
         if ok {
-            assert!(cassette.contains("[redacted]"), "{route}: {cassette}");
+            assert!(
+                ran.cassette.contains("[redacted]"),
+                "{route}: {}",
+                ran.cassette
+            );
         }
     }
     // The key was sent: the server saw it (so the test is not vacuous).
@@ -145,7 +150,7 @@ async fn an_echoed_key_is_redacted_from_every_output() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn a_key_too_short_to_redact_is_warned_about_and_outputs_stay_whole() {
     let server = MockServer::start().await;
     Mock::given(method("POST"))
@@ -157,25 +162,24 @@ async fn a_key_too_short_to_redact_is_warned_about_and_outputs_stay_whole() {
         .await;
     let dir = tempfile::tempdir().unwrap();
     // A local server's key: one letter, found in almost every text.
-    let (out, trace, cassette) = run_against(dir.path(), &server.uri(), "x").await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let report: Value = serde_json::from_str(&out.stdout).unwrap();
-    let answer = report["final_answer"].to_string();
+    let ran = run_against(dir.path(), &server.uri(), "x").await;
+    assert!(ran.report.is_ok(), "{}", ran.shown);
+    let answer = ran.said();
     assert!(answer.contains(&"x".repeat(40)), "{answer}");
     assert!(answer.contains("Bearer x"), "{answer}");
     for (what, text) in [
         ("answer", &answer),
-        ("trace", &trace),
-        ("cassette", &cassette),
+        ("trace", &ran.trace),
+        ("cassette", &ran.cassette),
     ] {
         assert!(!text.contains("[redacted]"), "{what}: {text}");
     }
     let warning = "the API key in SEC_TEST_KEY is shorter than 8 bytes";
-    assert_eq!(out.stderr.matches(warning).count(), 1, "{}", out.stderr);
-    assert!(trace.contains(warning), "{trace}");
+    let warned = ran.warnings.iter().filter(|w| w.contains(warning)).count();
+    assert_eq!(warned, 1, "{:?}", ran.warnings);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn redirects_stay_within_the_configured_origin() {
     let server = MockServer::start().await;
     let elsewhere = MockServer::start().await;
@@ -215,10 +219,9 @@ async fn redirects_stay_within_the_configured_origin() {
         ("/cross302", other.as_str()),
         ("/metadata", "http://169.254.169.254/latest/meta-data"),
     ] {
-        let (out, _, _) = run_against(dir.path(), &format!("{}{route}", server.uri()), KEY).await;
-        assert_eq!(out.code, Some(1), "{route}: {}", out.stderr);
-        let report: Value = serde_json::from_str(&out.stdout).unwrap();
-        let msg = report["error"]["message"].as_str().unwrap();
+        let ran = run_against(dir.path(), &format!("{}{route}", server.uri()), KEY).await;
+        assert!(!ran.report.is_ok(), "{route}: {}", ran.shown);
+        let msg = ran.said();
         assert!(
             msg.contains(&format!("redirect to {refused} refused")),
             "{route}: {msg}"
@@ -229,11 +232,12 @@ async fn redirects_stay_within_the_configured_origin() {
         "a request left the configured origin"
     );
 
-    let (out, _, _) = run_against(dir.path(), &format!("{}/loop", server.uri()), KEY).await;
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
-    let report: Value = serde_json::from_str(&out.stdout).unwrap();
-    let msg = report["error"]["message"].as_str().unwrap();
-    assert!(msg.contains("more than 3 redirects"), "{msg}");
+    let ran = run_against(dir.path(), &format!("{}/loop", server.uri()), KEY).await;
+    assert!(
+        ran.said().contains("more than 3 redirects"),
+        "{}",
+        ran.said()
+    );
     let loops = server
         .received_requests()
         .await
@@ -243,8 +247,7 @@ async fn redirects_stay_within_the_configured_origin() {
         .count();
     assert_eq!(loops, 4, "one request and three redirects, not retried");
 
-    let (out, _, _) = run_against(dir.path(), &format!("{}/same", server.uri()), KEY).await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let report: Value = serde_json::from_str(&out.stdout).unwrap();
-    assert_eq!(report["final_answer"], "same origin");
+    let ran = run_against(dir.path(), &format!("{}/same", server.uri()), KEY).await;
+    assert!(ran.report.is_ok(), "{}", ran.shown);
+    assert_eq!(ran.report.final_answer, json!("same origin"));
 }
