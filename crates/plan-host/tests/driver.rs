@@ -170,6 +170,45 @@ async fn the_deadline_fails_the_run() {
     assert_eq!(err.seq_no, Some(1));
 }
 
+/// A loop whose every call answers at once from a cassette never waits on a timer: the
+/// deadline must still end it (it once ran for minutes, past the deadline it reported).
+#[tokio::test]
+async fn the_deadline_fires_when_every_call_answers_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cassette = dir.path().join("spin.cassette.jsonl");
+    let entries = [
+        json!({"tool": "llm_generate", "args": {"prompt": "q"}, "output": "x"}),
+        json!({"tool": "jmp_condition", "args": {"prompt": "done?", "context": null}, "output": false}),
+    ];
+    std::fs::write(&cassette, format!("{}\n{}\n", entries[0], entries[1])).unwrap();
+    let src = r#"[{"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "ask forever"}},
+        {"seq_no": 1, "type": "assign", "parameters": {"n": 0}},
+        {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "llm_generate", "tool_params": {"prompt": "q"}, "output_vars": ["x"]}},
+        {"seq_no": 3, "type": "assign", "parameters": {"n": "${n} + 1"}},
+        {"seq_no": 4, "type": "jmp", "parameters": {"condition_prompt": "done?", "jump_if_true": 5, "jump_if_false": 2}},
+        {"seq_no": 5, "type": "assign", "parameters": {"final_answer": "${n}"}}]"#;
+    let compiled = plan_compiler::compile(src, &plan_compiler::CompileOptions::default());
+    let program = plan_bytecode::validate(compiled.program.unwrap()).unwrap();
+    let opts = HostOptions {
+        replay: Some(cassette),
+        deadline: Some(Duration::from_secs(1)),
+        ..opts()
+    };
+    let host = Host::new(Manifest::builtin(), opts).unwrap();
+    let limits = plan_vm::Limits {
+        max_steps: 1_000_000_000,
+        ..plan_vm::Limits::default()
+    };
+    let report =
+        plan_host::run_plan(&host, &program, Vec::new(), limits, &mut Tracer::none()).await;
+    let err = report.error.expect("the deadline ends the run");
+    assert_eq!(
+        (err.code.as_str(), err.message.as_str()),
+        ("R0009", "deadline of 1 s exceeded")
+    );
+    assert!(report.steps > 100, "{}", report.steps);
+}
+
 #[tokio::test]
 async fn the_key_appears_in_no_trace_even_when_calls_fail() {
     let server = MockServer::start().await;
