@@ -691,3 +691,117 @@ async fn an_answer_given_while_the_host_drains_is_on_record_before_the_run_stops
         r#"vector_search({"query":"EU","top_k":10})"#
     );
 }
+
+/// Runs `PLAN` as stored run `id` in `dir`'s store (this process's, as `planvm run
+/// --store` runs it) on `host`: its report.
+async fn run_stored(dir: &tempfile::TempDir, id: &str, host: &Host) -> plan_host::RunReport {
+    let m = manifest();
+    let program = program(&m);
+    let request = plan_runs::engine::StartRequest {
+        id: Some(id.into()),
+        name: "plan.json",
+        source: Some(PLAN),
+        program: &program,
+        vars: Vec::new(),
+        limits: Limits::default(),
+    };
+    let hooks = plan_runs::engine::Hooks {
+        journal: &mut plan_host::Tracer::none(),
+        warn: no_warning,
+        started: |_| {},
+    };
+    let started = plan_runs::engine::start(host, Some(&at(dir)), request, hooks).await;
+    started.unwrap().0
+}
+
+/// Resumes stored run `id` (sending again the writes in flight if `retry`): its report, or
+/// why it was refused.
+async fn resumed(
+    dir: &tempfile::TempDir,
+    id: &str,
+    retry: bool,
+    host: &Host,
+) -> Result<plan_host::RunReport, plan_runs::Error> {
+    let none = plan_runs::LimitsOverride::default();
+    match plan_runs::resume(&at(dir), id, &none, retry, None)? {
+        plan_runs::Resume::Ready(ready) => Ok(ready.claim(no_warning)?.go(host, &mut ()).await),
+        plan_runs::Resume::Finished(report) => Ok(*report),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_run_goes_on_from_its_failed_step_once_its_backend_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = Arc::new(Tools::default());
+    let host = host(&manifest(), &tools);
+    // The second search is refused: the run fails there.
+    *tools.refuse.lock().unwrap() = Some(("vector_search", " b"));
+    let failed = run_stored(&dir, "f", &host).await;
+    assert_eq!(failed.status, plan_host::RunStatus::Failed);
+    assert_eq!(failed.error.as_ref().unwrap().seq_no, Some(1));
+    let before = tools.seen.lock().unwrap().len();
+
+    // Back: the stored search is not asked again; the failed step and the rest are.
+    *tools.refuse.lock().unwrap() = None;
+    let report = resumed(&dir, "f", false, &host).await.unwrap();
+    assert!(report.is_ok(), "{:?}", report.error);
+    let after = tools.seen.lock().unwrap()[before..].to_vec();
+    let tools_of: Vec<&str> = after.iter().map(|c| &c[..c.find('(').unwrap()]).collect();
+    assert_eq!(tools_of, ["vector_search", "post_note"], "{after:?}");
+    assert_eq!(report.tool_calls, 3, "the whole run's calls");
+    let store = at(&dir).open(plan_runs::open::Access::Read).unwrap();
+    let row = plan_runs::read::show(&*store, "f").unwrap().run;
+    assert_eq!((row.status, row.tool_calls), (RunStatus::Ok, 3));
+}
+
+/// Answers after a minute: a call given less than that times out, its outcome unknown.
+struct Slow;
+
+impl Backend for Slow {
+    fn call<'a>(&'a self, req: &'a ToolRequest) -> BoxFuture<'a, Result<Value, ToolError>> {
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_secs(60)).await;
+            Ok(json!(format!("{}(slow)", req.tool)))
+        })
+    }
+
+    fn describe(&self) -> String {
+        "a slow tool".into()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_write_call_that_timed_out_is_unknown_and_sent_again_only_when_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let tools = Arc::new(Tools::default());
+    let m = manifest();
+    let opts = HostOptions {
+        tool_timeout: Some(Duration::from_secs(1)),
+        ..HostOptions::default()
+    };
+    let slow_notes = Host::new(m.clone(), opts).unwrap();
+    slow_notes.set_backend("vector_search", Arc::new(Tool(tools.clone())));
+    slow_notes.set_backend("post_note", Arc::new(Slow));
+    let failed = run_stored(&dir, "t", &slow_notes).await;
+    let error = failed.error.expect("the note times out");
+    assert!(error.message.contains("timed out"), "{}", error.message);
+
+    // The server may have acted on it: not sent again unasked.
+    let host = host(&m, &tools);
+    let before = tools.seen.lock().unwrap().len();
+    let e = resumed(&dir, "t", false, &host).await.err().unwrap();
+    assert_eq!(e.kind, ErrorKind::UnknownWrites, "{e}");
+    assert!(e.message.contains("`post_note` (seq_no 2)"), "{e}");
+    assert_eq!(
+        tools.seen.lock().unwrap().len(),
+        before,
+        "refused without sending"
+    );
+    let report = resumed(&dir, "t", true, &host).await.unwrap();
+    assert!(report.is_ok(), "{:?}", report.error);
+    let sent = tools.seen.lock().unwrap()[before..].to_vec();
+    assert!(
+        sent.len() == 1 && sent[0].starts_with("post_note("),
+        "{sent:?}"
+    );
+}
