@@ -334,3 +334,122 @@ async fn record_and_trace_dirs_get_one_file_per_run_named_after_it() {
         ]
     );
 }
+
+/// Answers each search `vector_search(args)`, keeping every call made.
+#[derive(Default)]
+struct Searches(std::sync::Mutex<Vec<String>>);
+
+struct Search(Arc<Searches>);
+
+impl plan_host::Backend for Search {
+    fn call<'a>(
+        &'a self,
+        req: &'a ToolRequest,
+    ) -> futures::future::BoxFuture<'a, Result<Value, plan_host::ToolError>> {
+        let key = format!(
+            "{}({})",
+            req.tool,
+            serde_json::to_string(&req.args).unwrap()
+        );
+        self.0.0.lock().unwrap().push(key.clone());
+        Box::pin(async move { Ok(json!(key)) })
+    }
+
+    fn describe(&self) -> String {
+        "in-process searches".into()
+    }
+}
+
+/// Two searches on the run's `topic`, then the answer.
+const TOPIC: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "${topic} a"}, "output_vars": ["a"]}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "${topic} b ${a}"}, "output_vars": ["b"]}},
+ {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${b}"}}
+]"#;
+
+/// Batch `b` of the list `lines` (plan `topic.json` in `dir`) journaled in `dir`'s store,
+/// resumed when `resume`: each run's line, id and report.
+async fn stored_batch(
+    dir: &Path,
+    lines: &[String],
+    resume: bool,
+    searches: &Arc<Searches>,
+) -> Vec<(Option<usize>, String, RunReport)> {
+    std::fs::write(dir.join("runs.txt"), lines.join("\n")).unwrap();
+    let mut jobs = read_list(&dir.join("runs.txt")).unwrap();
+    name_runs(&mut jobs);
+    let mut b = batch(None, &[], 2);
+    let host = Host::new(Manifest::builtin(), HostOptions::default()).unwrap();
+    host.set_backend("vector_search", Arc::new(Search(searches.clone())));
+    b.host = Arc::new(host);
+    let setup = plan_runs::batch::BatchStore {
+        at: plan_runs::StoreAt::new(dir.join("s.db"), plan_store::Durability::Normal),
+        batch_id: "b".into(),
+        resume,
+        retry_unknown_writes: false,
+    };
+    let mut stored = setup.open(&jobs, &[], |e| panic!("{e}")).unwrap();
+    let mut out = Vec::new();
+    run(&b, Some(&mut stored), jobs, &mut |e| {
+        if let Event::Finished(f) = e {
+            out.push((f.line, f.run_id.unwrap().to_owned(), f.report.clone()));
+        }
+    })
+    .await;
+    stored.close();
+    out.sort_by_key(|(line, _, _)| *line);
+    out
+}
+
+#[tokio::test]
+async fn a_resumed_batch_pairs_its_lines_with_their_runs_by_what_they_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("topic.json"), TOPIC).unwrap();
+    let searches = Arc::new(Searches::default());
+    let lines: Vec<String> = (1..=6).map(|i| format!("topic.json topic=t{i}")).collect();
+    let first = stored_batch(d, &lines, false, &searches).await;
+    assert!(first.iter().all(|(_, _, r)| r.is_ok()));
+    let asked = searches.0.lock().unwrap().len();
+
+    // Lines moved since (a comment at the top, the order reversed) are paired with their
+    // runs by what they run, not by their numbers: each is reported from its own run.
+    let reversed: Vec<String> = std::iter::once("# the same runs, reversed".to_owned())
+        .chain((1..=6).map(|i| format!("topic.json topic=t{}", 7 - i)))
+        .collect();
+    let again = stored_batch(d, &reversed, true, &searches).await;
+    let paired: Vec<(Option<usize>, String)> =
+        again.iter().map(|(l, id, _)| (*l, id.clone())).collect();
+    let want: Vec<(Option<usize>, String)> = (2..=7)
+        .map(|l| (Some(l), format!("b.topic.line{}", 8 - l)))
+        .collect();
+    assert_eq!(paired, want);
+    for ((_, _, now), (_, _, then)) in again.iter().zip(first.iter().rev()) {
+        assert_eq!(now.final_answer, then.final_answer);
+    }
+    let now = searches.0.lock().unwrap().len();
+    assert_eq!(
+        now, asked,
+        "reported from the store, not run: nothing is asked"
+    );
+
+    // A line whose content matches no stored run is a new run: under its line number's
+    // id, numbered past the run of other content stored there, which is left alone. A
+    // line added twice over a stored one is paired once, in order; the other runs.
+    let mut changed = lines.clone();
+    changed[0] = "topic.json topic=t9".into();
+    changed.push(lines[1].clone());
+    let ran = stored_batch(d, &changed, true, &searches).await;
+    let got: Vec<(Option<usize>, String)> = ran.iter().map(|(l, id, _)| (*l, id.clone())).collect();
+    let mut want = vec![(Some(1), "b.topic.line1.2".to_owned())];
+    want.extend((2..=6).map(|l| (Some(l), format!("b.topic.line{l}"))));
+    want.push((Some(7), "b.topic.line7".into()));
+    assert_eq!(got, want);
+    // Run: t9's two searches and the second t2's; the rest reported from the store.
+    let mut topics: Vec<String> = searches.0.lock().unwrap()[asked..]
+        .iter()
+        .map(|c| c.split("\"query\":\"").nth(1).unwrap()[..2].to_owned())
+        .collect();
+    topics.sort();
+    assert_eq!(topics, ["t2", "t2", "t9", "t9"]);
+}

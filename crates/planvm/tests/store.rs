@@ -1236,76 +1236,7 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(answers(&out.stdout), want);
     assert_eq!(f.requests().await.len(), after.len());
-
-    // Lines moved since (a comment at the top, the order reversed) are paired with their
-    // runs by what they run, not by their numbers: each is reported from its own run.
-    let edited: Vec<String> = std::iter::once("# the same runs, reversed".to_owned())
-        .chain((1..=6).map(|i| format!("topic.json topic=t{}", 7 - i)))
-        .collect();
-    std::fs::write(&list, edited.join("\n")).unwrap();
-    let out = planvm(batch(&["--batch-id", "b", "--resume"]), &[]).await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let mut moved: Vec<(u64, String)> = json_lines(&out.stdout)
-        .iter()
-        .map(|l| {
-            (
-                l["line"].as_u64().unwrap(),
-                l["run_id"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
-    moved.sort();
-    let paired: Vec<(u64, String)> = (2..=7)
-        .map(|l| (l, format!("b.topic.line{}", 8 - l)))
-        .collect();
-    assert_eq!(moved, paired);
-    let reversed: Vec<(u64, Value)> = want
-        .iter()
-        .map(|(line, answer)| (8 - line, answer.clone()))
-        .rev()
-        .collect();
-    assert_eq!(answers(&out.stdout), reversed);
-    assert_eq!(f.requests().await.len(), after.len());
-
-    // A line whose content matches no stored run is a new run: under its line number's
-    // id, numbered past the run of other content stored there, which is left alone.
-    // A line added twice over a stored one is paired once, in order; the other runs.
-    let mut changed = lines.clone();
-    changed[0] = "topic.json topic=t9".into();
-    changed.push(lines[1].clone());
-    std::fs::write(&list, changed.join("\n")).unwrap();
-    let out = planvm(batch(&["--batch-id", "b", "--resume"]), &[]).await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let mut ran: Vec<(u64, String, bool)> = json_lines(&out.stdout)
-        .iter()
-        .map(|l| {
-            (
-                l["line"].as_u64().unwrap(),
-                l["run_id"].as_str().unwrap().to_owned(),
-                l["elapsed_ms"] == 0,
-            )
-        })
-        .collect();
-    ran.sort();
-    let mut expected: Vec<(u64, String, bool)> = vec![(1, "b.topic.line1.2".into(), false)];
-    expected.extend((2..=6).map(|l| (l, format!("b.topic.line{l}"), true)));
-    expected.push((7, "b.topic.line7".into(), false));
-    assert_eq!(ran, expected);
-    let new: Vec<(String, Value)> = f.requests().await[after.len()..].to_vec();
-    assert!(
-        new.iter().any(|(_, b)| b.to_string().contains("t9")),
-        "{new:?}"
-    );
-    assert!(
-        !new.iter().any(|(_, b)| b.to_string().contains("t1 ")),
-        "the run stored for t1 is not run again: {new:?}"
-    );
-    let listed: Vec<String> = runs_json(&db)
-        .await
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_owned())
-        .collect();
-    assert!(listed.contains(&"b.topic.line1".to_owned()), "{listed:?}");
+    // (Lines edited since, paired with their runs by content: plan-runs' tests/batch.rs.)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
