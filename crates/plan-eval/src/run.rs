@@ -97,6 +97,41 @@ pub struct Setup<'h> {
     pub telemetry: Option<&'h plan_telemetry::Telemetry>,
 }
 
+impl<'h> Setup<'h> {
+    /// An evaluation on `host`: the planner's LLM it names (none when every case replays
+    /// its own) and the judge its tools file names; no store and no telemetry, which the
+    /// caller adds. Refused as the planner's model is (`usage` when the tools file is
+    /// wrong, as a judge it cannot make is).
+    pub fn on(
+        host: &'h Host,
+        cassettes: Cassettes,
+        (template, examples): (Template, Examples),
+        options: AskOptions,
+    ) -> Result<Setup<'h>, plan_planner::ModelError> {
+        let replays = matches!(cassettes, Cassettes::Replay(_));
+        let judge = Judge::for_host(host, replays).map_err(|message| plan_planner::ModelError {
+            usage: true,
+            message,
+        })?;
+        // NB: each case replays its own planner: none is needed here.
+        let model = match replays {
+            true => None,
+            false => Some(plan_planner::model_for(host)?),
+        };
+        Ok(Setup {
+            host,
+            model,
+            template,
+            examples,
+            options,
+            judge,
+            cassettes,
+            store: None,
+            telemetry: None,
+        })
+    }
+}
+
 /// What a case's cassette's name ends with.
 const SUFFIX: &str = ".cassette.jsonl";
 

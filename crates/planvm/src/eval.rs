@@ -225,21 +225,22 @@ fn ask_cases(
     (planning, cassettes): (plan_serve::Planning, Cassettes),
     cases: &[plan_eval::Case],
 ) -> Result<(Vec<plan_eval::CaseReport>, Option<plan_eval::Stored>), u8> {
-    let replays = matches!(cassettes, Cassettes::Replay(_));
     // NB: made before the runtime: its exporter has a blocking client of its own.
     let telemetry =
         session::telemetry(|| plan_telemetry::Telemetry::from_env(host.redactor().clone()));
-    let judge = plan_eval::Judge::for_host(host, replays).map_err(|e| fail(exit::USAGE, e))?;
-    // NB: each case replays its own planner: none is needed here.
-    let model = if replays {
-        None
-    } else {
-        match plan_planner::model_for(host) {
-            Ok(m) => Some(m),
-            Err(e) if e.usage => return Err(fail(exit::USAGE, e.message)),
-            Err(e) => return Err(fail(exit::RUN_FAILED, e.message)),
-        }
+    let options = AskOptions {
+        max_repairs: args.max_repairs,
+        max_replans: args.max_replans,
+        max_examples: planning.max_examples,
+        limits: args.limits.limits(),
+        deadline: args.limits.times().deadline,
+        ..AskOptions::default()
     };
+    let planned = (planning.template, planning.examples);
+    let setup = Setup::on(host, cassettes, planned, options).map_err(|e| match e.usage {
+        true => fail(exit::USAGE, e.message),
+        false => fail(exit::RUN_FAILED, e.message),
+    })?;
     let store = match &args.store {
         None => None,
         Some(path) => {
@@ -249,22 +250,9 @@ fn ask_cases(
         }
     };
     let setup = Setup {
-        host,
-        model,
-        judge,
-        cassettes,
         store: store.clone(),
         telemetry: telemetry.as_ref(),
-        template: planning.template,
-        examples: planning.examples,
-        options: AskOptions {
-            max_repairs: args.max_repairs,
-            max_replans: args.max_replans,
-            max_examples: planning.max_examples,
-            limits: args.limits.limits(),
-            deadline: args.limits.times().deadline,
-            ..AskOptions::default()
-        },
+        ..setup
     };
     let runtime = session::multi_thread_runtime()?;
     let bar = crate::progress::progress_bar(cases.len(), "cases");
