@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{fake, manifest};
+use common::{Killed, fake, manifest};
 use plan_llm::{CallErrorKind, Redactor};
 use plan_mcp::{Listing, Servers, import};
 use serde_json::{Map, Value, json};
@@ -46,16 +46,6 @@ async fn an_answer_over_the_size_cap_fails_at_once_naming_its_size() {
         Some(16_000_000)
     );
     servers.shutdown().await;
-}
-
-/// A child process killed when the test ends, passed or not.
-struct Killed(std::process::Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 /// The same over streamable HTTP: a JSON answer over the cap fails the call at once,

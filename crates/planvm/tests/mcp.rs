@@ -1,12 +1,15 @@
-//! Tools from real MCP servers (installed by scripts/mcp-deps): the reference server
-//! `@modelcontextprotocol/server-everything` over stdio, and a server written with the
-//! Python SDK (tests/mcp/server.py) over stdio and streamable HTTP. Without them the
-//! tests say they are skipped, unless PLANRT_REQUIRE_MCP is set (scripts/test sets it).
+//! MCP as only the `planvm` binary shows it, against real MCP software (installed by
+//! scripts/mcp-deps): `planvm tools list` of the reference server
+//! `@modelcontextprotocol/server-everything`, and `planvm mcp` and `planvm serve`'s
+//! endpoint answering the Python SDK's client (tests/mcp/client.py). How the engine
+//! imports, calls, records and replays servers' tools is tested in process, by
+//! plan-mcp's tests/real_servers.rs. Without the servers the tests say they are skipped,
+//! unless PLANRT_REQUIRE_MCP is set (scripts/test sets it).
 
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::{Out, planvm, s};
 use serde_json::{Value, json};
@@ -38,7 +41,7 @@ fn servers(test: &str) -> Option<(PathBuf, PathBuf)> {
     None
 }
 
-/// A test's directory: its tools files, plans and MCP listing cache.
+/// A test's directory: its tools file, store and MCP listing cache.
 struct Dir(tempfile::TempDir);
 
 impl Dir {
@@ -53,29 +56,6 @@ impl Dir {
     fn write(&self, name: &str, text: &str) -> String {
         std::fs::write(self.0.path().join(name), text).unwrap();
         self.path(name)
-    }
-
-    /// A plan of one call each, `final_answer` joining their outputs.
-    fn plan(&self, name: &str, calls: &[(&str, Value)]) -> String {
-        let mut steps: Vec<Value> = calls
-            .iter()
-            .enumerate()
-            .map(|(i, (tool, args))| {
-                json!({"seq_no": i + 1, "type": "calling", "parameters": {
-                    "tool_name": tool, "tool_params": args, "output_vars": [format!("out{i}")]
-                }})
-            })
-            .collect();
-        steps.insert(
-            0,
-            json!({"seq_no": 0, "type": "reasoning", "parameters": {
-                "chain_of_thoughts": "Call the tools.", "dependency_analysis": "None."
-            }}),
-        );
-        let all: Vec<String> = (0..calls.len()).map(|i| format!("${{out{i}}}")).collect();
-        steps.push(json!({"seq_no": calls.len() + 1, "type": "assign",
-            "parameters": {"final_answer": all.join(" | ")}}));
-        self.write(name, &serde_json::to_string_pretty(&steps).unwrap())
     }
 
     async fn planvm(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
@@ -93,17 +73,9 @@ fn everything_toml(everything: &Path) -> String {
     )
 }
 
-fn python_toml(python: &Path, name: &str) -> String {
-    format!(
-        "[[mcp]]\nname = \"{name}\"\ncommand = [\"{}\", \"{}\", \"stdio\"]\n",
-        python.display(),
-        s(&here().join("server.py"))
-    )
-}
-
 #[tokio::test]
-async fn a_server_is_imported_listed_and_checked_against_its_schemas() {
-    let Some((everything, _)) = servers("import") else {
+async fn planvm_tools_list_shows_a_servers_tools() {
+    let Some((everything, _)) = servers("tools list") else {
         return;
     };
     let dir = Dir::new();
@@ -145,45 +117,7 @@ async fn a_server_is_imported_listed_and_checked_against_its_schemas() {
         tool("ev_toggle-simulated-logging").unwrap()["effects"],
         "write"
     );
-
-    // A plan with wrong arguments is refused before anything runs, naming the parameter
-    // and what its schema accepts; the text form lists the same tools.
-    let bad = dir.plan(
-        "bad.json",
-        &[
-            ("ev_get-sum", json!({"a": "two"})),
-            ("ev_get-structured-content", json!({"location": "Paris"})),
-        ],
-    );
-    let out = dir.planvm(&["run", &bad, "--tools", &tools], &[]).await;
-    assert_eq!(out.code, Some(65), "{}", out.stderr);
-    for want in [
-        "`ev_get-sum` requires parameter `b`",
-        "parameter `a` of `ev_get-sum` must be a number, found string",
-        "parameter `location` of `ev_get-structured-content` must be one of \"New York\", \"Chicago\", \"Los Angeles\", found \"Paris\"",
-    ] {
-        assert!(out.stderr.contains(want), "{want}\n{}", out.stderr);
-    }
-    let planc = Path::new(common::BIN).with_file_name("planc");
-    if planc.exists() {
-        let check = std::process::Command::new(&planc)
-            .args(["check", &bad, "--tools", &tools])
-            .env("PLANVM_CACHE_DIR", dir.path("cache"))
-            .output()
-            .unwrap();
-        let stderr = String::from_utf8_lossy(&check.stderr);
-        assert_eq!(check.status.code(), Some(1), "{stderr}");
-        assert!(
-            stderr.contains("`ev_get-sum` requires parameter `b`"),
-            "{stderr}"
-        );
-    } else {
-        assert!(
-            std::env::var_os("PLANRT_REQUIRE_MCP").is_none(),
-            "planc is not built beside planvm"
-        );
-        eprintln!("planc check: SKIPPED: planc is not built (cargo test --workspace builds it)");
-    }
+    // The text form lists the same tools, each with its effects and server.
     let text = dir.planvm(&["tools", "list", "--tools", &tools], &[]).await;
     assert!(
         text.stdout.contains(
@@ -192,345 +126,6 @@ async fn a_server_is_imported_listed_and_checked_against_its_schemas() {
         "{}",
         text.stdout
     );
-}
-
-#[tokio::test]
-async fn a_plan_calls_several_mcp_tools_and_two_long_ones_at_once() {
-    let Some((everything, _)) = servers("several") else {
-        return;
-    };
-    let dir = Dir::new();
-    let tools = dir.write("tools.toml", &everything_toml(&everything));
-    let long = || {
-        (
-            "ev_trigger-long-running-operation",
-            json!({"duration": 2, "steps": 2}),
-        )
-    };
-    let one = dir.plan("one.json", &[long()]);
-    let plan = dir.plan(
-        "plan.json",
-        &[
-            ("ev_echo", json!({"message": "hello"})),
-            ("ev_get-sum", json!({"a": 2, "b": 40})),
-            ("ev_get-structured-content", json!({"location": "Chicago"})),
-            long(),
-            long(),
-        ],
-    );
-    let out = dir.planvm(&["run", &one, "--tools", &tools], &[]).await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let trace = dir.path("trace.jsonl");
-    let out = dir
-        .planvm(
-            &[
-                "run", &plan, "--tools", &tools, "--format", "json", "--trace", &trace,
-            ],
-            &[],
-        )
-        .await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let report: Value = serde_json::from_str(&out.stdout).unwrap();
-    let answer = report["final_answer"].as_str().unwrap();
-    let parts: Vec<&str> = answer.split(" | ").collect();
-    assert_eq!(parts[0], "Echo: hello");
-    assert_eq!(parts[1], "The sum of 2 and 40 is 42.");
-    // structuredContent is the value, as JSON.
-    let weather: Value = serde_json::from_str(parts[2]).unwrap();
-    assert!(weather["temperature"].is_number(), "{weather}");
-    assert!(
-        parts[3].starts_with("Long running operation completed."),
-        "{answer}"
-    );
-    assert_eq!(parts[3], parts[4]);
-    // Two 2-second operations at once: both started before either ended (an order, not a
-    // time, so a loaded machine cannot fail it).
-    let events: Vec<Value> = std::fs::read_to_string(&trace)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let long_calls = |event: &str| -> Vec<usize> {
-        events
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| {
-                e["event"] == event && e["tool"] == "ev_trigger-long-running-operation"
-            })
-            .map(|(i, _)| i)
-            .collect()
-    };
-    let (started, ended) = (long_calls("tool_call_start"), long_calls("tool_call_end"));
-    assert_eq!((started.len(), ended.len()), (2, 2), "{events:?}");
-    assert!(
-        started[1] < ended[0],
-        "the second long call started after the first ended: not run at once"
-    );
-}
-
-#[tokio::test]
-async fn errors_a_dead_server_and_a_restart() {
-    let Some((_, python)) = servers("errors") else {
-        return;
-    };
-    let dir = Dir::new();
-    let tools = dir.write("tools.toml", &python_toml(&python, "py"));
-    // isError: the run fails with the tool's own text.
-    let fail = dir.plan(
-        "fail.json",
-        &[("fail", json!({"reason": "the disk is full"}))],
-    );
-    let out = dir.planvm(&["run", &fail, "--tools", &tools], &[]).await;
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("MCP tool `fail` reported an error: Error executing tool fail: cannot do it: the disk is full"),
-        "{}",
-        out.stderr
-    );
-    // A server that dies mid-call: a clear error with what it said last, at once; the
-    // next run of the same process starts it again.
-    let die = dir.plan("die.json", &[("die", json!({}))]);
-    let lookup = dir.plan("lookup.json", &[("lookup", json!({"city": "Oslo"}))]);
-    let list = dir.write("list.txt", &format!("{die}\n{lookup}\n"));
-    let out = dir
-        .planvm(
-            &["batch", "--list", &list, "--jobs", "1", "--tools", &tools],
-            &[],
-        )
-        .await;
-    let runs: Vec<Value> = out
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert_eq!(runs.len(), 2, "{}\n{}", out.stdout, out.stderr);
-    let died = runs.iter().find(|r| r["status"] == "failed").unwrap();
-    let message = died["error"]["message"].as_str().unwrap();
-    assert!(
-        message.contains("MCP server `py` stopped while calling `die`")
-            && message.contains("dying now"),
-        "{message}"
-    );
-    let ok = runs.iter().find(|r| r["status"] == "ok").unwrap();
-    let answer: Value = serde_json::from_str(ok["final_answer"].as_str().unwrap()).unwrap();
-    assert_eq!(
-        answer,
-        json!({"city": "Oslo", "temperature": 21, "unit": "C"})
-    );
-    // A server that exits between calls is started again before the next one: the
-    // lookup waits for a slow call of another server while the first one quits.
-    let two = dir.write(
-        "two.toml",
-        &format!(
-            "{}{}prefix = \"p2_\"\n",
-            python_toml(&python, "py"),
-            python_toml(&python, "py2")
-        ),
-    );
-    let steps = dir.write(
-        "quits.json",
-        &json!([
-            {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "quit_soon", "tool_params": {"seconds": 0.05}, "output_vars": ["q"]}},
-            {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "p2_slow", "tool_params": {"seconds": 1}, "output_vars": ["w"]}},
-            {"seq_no": 2, "type": "calling", "parameters": {"tool_name": "lookup", "tool_params": {"city": "${w.result}"}, "output_vars": ["final_answer"]}}
-        ])
-        .to_string(),
-    );
-    let out = dir.planvm(&["run", &steps, "--tools", &two], &[]).await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert!(out.stdout.contains("slept 1"), "{}", out.stdout);
-    // A call that outlives its limit is stopped (and cancelled on the server), not waited for.
-    let slow = dir.plan("slow.json", &[("slow", json!({"seconds": 600}))]);
-    let out = dir
-        .planvm(
-            &["run", &slow, "--tools", &tools, "--tool-timeout", "1"],
-            &[],
-        )
-        .await;
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
-    assert!(out.stderr.contains("timed out after 1 s"), "{}", out.stderr);
-}
-
-#[tokio::test]
-async fn a_server_that_exits_at_start_is_a_clear_error() {
-    let Some((_, python)) = servers("exits") else {
-        return;
-    };
-    let dir = Dir::new();
-    let tools = dir.write(
-        "tools.toml",
-        &format!(
-            "[[mcp]]\nname = \"broken\"\ncommand = [\"{}\", \"-c\", \"import sys; print('missing GITHUB_TOKEN', file=sys.stderr); sys.exit(2)\"]\n",
-            python.display()
-        ),
-    );
-    let out = dir.planvm(&["tools", "list", "--tools", &tools], &[]).await;
-    assert_eq!(out.code, Some(2), "{}", out.stderr);
-    assert!(
-        out.stderr.contains("MCP server `broken` did not start")
-            && out.stderr.contains("missing GITHUB_TOKEN"),
-        "{}",
-        out.stderr
-    );
-    let tools = dir.write(
-        "missing.toml",
-        "[[mcp]]\nname = \"gone\"\ncommand = [\"/nonexistent/mcp-server\"]\n",
-    );
-    let out = dir.planvm(&["tools", "list", "--tools", &tools], &[]).await;
-    assert_eq!(out.code, Some(2), "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("MCP server `gone`: cannot start `/nonexistent/mcp-server`"),
-        "{}",
-        out.stderr
-    );
-}
-
-#[tokio::test]
-async fn streamable_http_with_a_key_that_never_shows() {
-    let Some((_, python)) = servers("http") else {
-        return;
-    };
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let mut server = std::process::Command::new(&python)
-        .args([
-            s(&here().join("server.py")),
-            "http".into(),
-            port.to_string(),
-        ])
-        .stderr(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "the HTTP test server did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let dir = Dir::new();
-    let tools = dir.write(
-        "tools.toml",
-        &format!(
-            "[[mcp]]\nname = \"web\"\nurl = \"http://127.0.0.1:{port}/mcp\"\napi_key_env = \"WEB_TOKEN\"\nprefix = \"web_\"\ninclude = [\"whoami\", \"lookup\", \"add_note\"]\n"
-        ),
-    );
-    let key = "sk-mcp-test-0123456789abcdef";
-    let env = [("WEB_TOKEN", key)];
-    let out = dir
-        .planvm(
-            &["tools", "refresh", "--tools", &tools, "--format", "json"],
-            &env,
-        )
-        .await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let names: Vec<String> = out
-        .stdout
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).unwrap()["name"].to_string())
-        .filter(|n| n.starts_with("\"web_"))
-        .collect();
-    assert_eq!(
-        names,
-        ["\"web_lookup\"", "\"web_add_note\"", "\"web_whoami\""]
-    );
-    let plan = dir.plan(
-        "plan.json",
-        &[
-            ("web_whoami", json!({})),
-            ("web_lookup", json!({"city": "Lima", "unit": "F"})),
-        ],
-    );
-    let trace = dir.path("trace.jsonl");
-    let out = dir
-        .planvm(&["run", &plan, "--tools", &tools, "--trace", &trace], &env)
-        .await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    // The server saw the key; planvm's output and trace never show it.
-    let parts: Vec<Value> = out
-        .stdout
-        .split(" | ")
-        .map(|p| serde_json::from_str(p).unwrap())
-        .collect();
-    assert_eq!(
-        parts,
-        [
-            json!({"result": "Bearer [redacted]"}),
-            json!({"city": "Lima", "temperature": 70, "unit": "F"})
-        ]
-    );
-    let trace = std::fs::read_to_string(&trace).unwrap();
-    assert!(!trace.contains(key) && !out.stderr.contains(key));
-    // Without the key, the call fails naming the variable.
-    let out = dir.planvm(&["run", &plan, "--tools", &tools], &[]).await;
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
-    assert!(
-        out.stderr
-            .contains("[[mcp]] `web` reads WEB_TOKEN, and WEB_TOKEN is not set"),
-        "{}",
-        out.stderr
-    );
-    server.kill().unwrap();
-    server.wait().unwrap();
-}
-
-#[tokio::test]
-async fn a_recorded_mcp_run_replays_with_no_server() {
-    let Some((_, python)) = servers("replay") else {
-        return;
-    };
-    let dir = Dir::new();
-    // The server is started through a script that is gone once the run is recorded.
-    let script = dir.write(
-        "server.sh",
-        &format!(
-            "#!/bin/sh\nexec {} {} stdio\n",
-            python.display(),
-            s(&here().join("server.py"))
-        ),
-    );
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let tools = dir.write(
-        "tools.toml",
-        &format!("[[mcp]]\nname = \"py\"\ncommand = [\"{script}\"]\n"),
-    );
-    let plan = dir.plan(
-        "plan.json",
-        &[
-            ("lookup", json!({"city": "Oslo"})),
-            ("add_note", json!({"text": "seen"})),
-        ],
-    );
-    let cassette = dir.path("run.cassette.jsonl");
-    let out = dir
-        .planvm(
-            &["run", &plan, "--tools", &tools, "--record", &cassette],
-            &[],
-        )
-        .await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let recorded = out.stdout.clone();
-    std::fs::remove_file(&script).unwrap();
-    let out = dir
-        .planvm(
-            &["run", &plan, "--tools", &tools, "--replay", &cassette],
-            &[],
-        )
-        .await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert_eq!(out.stdout, recorded);
-    // And without the cassette, the server really is gone.
-    let out = dir.planvm(&["run", &plan, "--tools", &tools], &[]).await;
-    assert_eq!(out.code, Some(1), "{}", out.stderr);
-    assert!(out.stderr.contains("cannot start"), "{}", out.stderr);
 }
 
 /// `calls` made by the Python SDK's client (tests/mcp/client.py) over `transport`: its
