@@ -1,31 +1,44 @@
 //! A run's trace in this process, its spans caught by an exporter of the test's own: one
 //! workflow span with every tool call's span under it, retrieval tools named as such, a
-//! failed call's span in error, a caller's `traceparent` continued, the run's end on the
-//! workflow's span, and no secret in any exported text, captured or not.
+//! failed call's span in error, a caller's `traceparent` continued and the workflow's
+//! sent to an HTTP tool on loopback, the run's end on the workflow's span, an `ask`'s
+//! planner call a `chat` span beside its run's calls, the service named `planvm` unless
+//! the environment names it, and no secret in any exported text, captured or not.
 
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
 use opentelemetry::Value as OtelValue;
 use opentelemetry::trace::{SpanId, Status};
+use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use plan_host::{Backend, Host, HostOptions, ToolError, ToolErrorKind, Tracer};
+use plan_llm::{CallError, Reply, Usage};
 use plan_manifest::Manifest;
+use plan_planner::{AskOptions, Examples, Planner, PlannerCall, PlannerModel, Template};
 use plan_telemetry::{Ended, Telemetry, Workflow};
 use plan_vm::{Limits, ToolRequest};
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-test-0123456789abcdef";
 
-/// Keeps every span exported.
+/// Keeps every span exported, and the service the resource names.
 #[derive(Clone, Debug, Default)]
-struct Caught(Arc<Mutex<Vec<SpanData>>>);
+struct Caught {
+    spans: Arc<Mutex<Vec<SpanData>>>,
+    service: Arc<Mutex<Option<String>>>,
+}
 
 impl SpanExporter for Caught {
     async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        self.0.lock().unwrap().extend(batch);
+        self.spans.lock().unwrap().extend(batch);
         Ok(())
+    }
+
+    fn set_resource(&mut self, resource: &Resource) {
+        let name = resource.get(&opentelemetry::Key::new("service.name"));
+        *self.service.lock().unwrap() = name.map(|v| v.as_str().into_owned());
     }
 }
 
@@ -56,14 +69,29 @@ const PLAN: &str = r#"[
  {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${b}"}}
 ]"#;
 
+/// A host of the built-in tools, `vector_search` answered by [`Echo`], its secret known.
+fn echo_host() -> Host {
+    let host = Host::new(Manifest::builtin(), HostOptions::default()).unwrap();
+    host.set_backend("vector_search", Arc::new(Echo));
+    host.redactor().add(SECRET);
+    host
+}
+
 /// `PLAN` run with `q` preset, traced as `planvm run` would (capturing the text of
 /// calls when `capture`), the caller's `parent` continued: the run's status and the
 /// spans exported.
 async fn traced(q: &str, capture: bool, parent: Option<&str>) -> (String, Vec<SpanData>) {
-    let manifest = Manifest::builtin();
-    let host = Host::new(manifest.clone(), HostOptions::default()).unwrap();
-    host.set_backend("vector_search", Arc::new(Echo));
-    host.redactor().add(SECRET);
+    traced_on(&echo_host(), q, capture, parent).await
+}
+
+/// [`traced`] on `host`.
+async fn traced_on(
+    host: &Host,
+    q: &str,
+    capture: bool,
+    parent: Option<&str>,
+) -> (String, Vec<SpanData>) {
+    let manifest = host.manifest().clone();
     let caught = Caught::default();
     let telemetry = Telemetry::with_exporter(caught.clone(), host.redactor().clone(), capture);
     let workflow = Workflow {
@@ -82,12 +110,12 @@ async fn traced(q: &str, capture: bool, parent: Option<&str>) -> (String, Vec<Sp
     };
     let program = plan_compiler::compile(PLAN, &opts).validate().unwrap();
     let vars = vec![("q".to_owned(), json!(q))];
-    let run = plan_host::run_plan(&host, &program, vars, Limits::default(), &mut tracer);
+    let run = plan_host::run_plan(host, &program, vars, Limits::default(), &mut tracer);
     let report = plan_telemetry::within(Some(&trace), run).await;
     trace.end(&Ended::run(&report, None));
     drop(tracer);
     assert_eq!(telemetry.finish(), 0, "every span reached the exporter");
-    let spans = caught.0.lock().unwrap().clone();
+    let spans = caught.spans.lock().unwrap().clone();
     (format!("{:?}", report.status), spans)
 }
 
@@ -125,6 +153,11 @@ async fn a_run_is_one_trace_with_each_call_a_span_under_the_workflows() {
     for call in &calls {
         // NB: vector_search is a retrieval tool in the built-in manifest.
         assert_eq!(call.name, "retrieval vector_search");
+        assert_eq!(
+            attr(call, "gen_ai.operation.name"),
+            Some(&"retrieval".into())
+        );
+        assert_eq!(attr(call, "planrt.tool.effect"), Some(&"read".into()));
         assert_eq!(call.span_context.trace_id(), root.span_context.trace_id());
         assert_eq!(call.parent_span_id, root.span_context.span_id());
         assert_eq!(call.status, Status::Unset);
@@ -193,5 +226,161 @@ async fn no_secret_is_exported_captured_or_not() {
             false => assert_eq!(goal, None),
         }
         assert!(attr(root(&spans), "planrt.goal.hash").is_some());
+        // A call's arguments and result only when asked for, redacted.
+        let first = spans
+            .iter()
+            .find(|s| attr(s, "planrt.seq_no") == Some(&0i64.into()))
+            .unwrap();
+        let args = attr(first, "gen_ai.tool.call.arguments").map(|v| v.as_str().into_owned());
+        let result = attr(first, "gen_ai.tool.call.result").map(|v| v.as_str().into_owned());
+        match capture {
+            true => {
+                assert!(args.unwrap().contains("a x"));
+                assert!(result.unwrap().starts_with("found a x with"));
+            }
+            false => assert_eq!((args, result), (None, None)),
+        }
     }
+}
+
+#[tokio::test]
+async fn the_service_is_planvm_unless_the_environment_names_it() {
+    let caught = Caught::default();
+    let telemetry = Telemetry::with_exporter(caught.clone(), echo_host().redactor().clone(), false);
+    let workflow = Workflow {
+        command: "run",
+        plan: None,
+        goal: None,
+        run_id: None,
+    };
+    telemetry
+        .start(&workflow, None)
+        .end(&Ended::nothing_ran("not_started", None));
+    assert_eq!(telemetry.finish(), 0);
+    // NB: the SDK names the service from the environment when it says one (the binary's
+    // tests set it); else ours.
+    let expected = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "planvm".into());
+    assert_eq!(*caught.service.lock().unwrap(), Some(expected));
+}
+
+/// A tool behind HTTP is told the workflow's span as its parent: its own spans can join
+/// the run's trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_tool_is_sent_the_workflows_traceparent() {
+    let server = wiremock::MockServer::start().await;
+    wiremock::Mock::given(wiremock::matchers::path("/search"))
+        .respond_with(wiremock::ResponseTemplate::new(200).set_body_json(json!({"text": "hit"})))
+        .mount(&server)
+        .await;
+    let tools = format!(
+        "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\n\
+         url = \"{}/search\"\npointer = \"/text\"\nmax_retries = 0\n",
+        server.uri()
+    );
+    let manifest = Manifest::from_toml_str(&tools, "tools.toml").unwrap();
+    let host = Host::new(manifest, HostOptions::default()).unwrap();
+    let (status, spans) = traced_on(&host, "x", false, None).await;
+    assert_eq!(status, "Ok");
+    let root = root(&spans);
+    let cx = &root.span_context;
+    let parent = format!("00-{}-{}-01", cx.trace_id(), cx.span_id());
+    let requests = server.received_requests().await.unwrap();
+    let told: Vec<Option<&str>> = requests
+        .iter()
+        .map(|r| r.headers.get("traceparent").and_then(|v| v.to_str().ok()))
+        .collect();
+    assert_eq!(told, [Some(parent.as_str()); 2]);
+}
+
+/// The plan [`Scripted`] writes: one search.
+const ASKED: &str = r#"[
+ {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Search.", "dependency_analysis": "None."}},
+ {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search", "tool_params": {"query": "start"}, "output_vars": ["final_answer"]}}
+]"#;
+
+/// A planner's LLM that writes [`ASKED`], saying what it cost.
+struct Scripted;
+
+impl PlannerModel for Scripted {
+    fn reply<'a>(&'a self, _: &'a PlannerCall<'_>) -> BoxFuture<'a, Result<Reply, CallError>> {
+        Box::pin(async move {
+            Ok(Reply {
+                text: format!("```json\n{ASKED}\n```"),
+                usage: Some(Usage {
+                    input_tokens: 321,
+                    output_tokens: 45,
+                    cost: None,
+                }),
+            })
+        })
+    }
+
+    fn describe(&self) -> String {
+        "scripted".into()
+    }
+}
+
+/// An `ask` traced as `planvm ask` would: the planner's call is a `chat {model}` span
+/// beside the run's tool calls, all under the `ask`'s span; the goal goes out only as a
+/// hash.
+#[tokio::test]
+async fn an_ask_traces_its_planner_call_under_the_same_workflow() {
+    let host = echo_host();
+    let caught = Caught::default();
+    let telemetry = Telemetry::with_exporter(caught.clone(), host.redactor().clone(), false);
+    let goal = "What does the first search find?";
+    let workflow = Workflow {
+        command: "ask",
+        plan: None,
+        goal: Some(goal),
+        run_id: None,
+    };
+    let trace = telemetry.start(&workflow, None);
+    let planner = Planner {
+        host: &host,
+        model: trace.model(Arc::new(Scripted), "planner-model"),
+        template: Template::default(),
+        examples: Examples::default(),
+        options: AskOptions {
+            stream: false,
+            ..AskOptions::default()
+        },
+    };
+    let mut journal = trace.journal(host.manifest());
+    let asked = planner.ask(goal, None, &mut journal);
+    let outcome = plan_telemetry::within(Some(&trace), asked).await;
+    trace.end(&Ended::ask(&outcome, None));
+    drop(journal);
+    assert_eq!(telemetry.finish(), 0, "every span reached the exporter");
+    let spans = caught.spans.lock().unwrap().clone();
+    let text = format!("{spans:?}");
+    assert!(!text.contains(SECRET) && !text.contains(goal), "{text}");
+
+    let root = root(&spans);
+    assert_eq!(root.name, "invoke_workflow ask");
+    assert_eq!(root.parent_span_id, SpanId::INVALID);
+    assert_eq!(attr(root, "planrt.status"), Some(&"answered".into()));
+    assert_eq!(attr(root, "planrt.tool_calls"), Some(&1i64.into()));
+    assert!(attr(root, "planrt.goal.hash").is_some());
+    let chat = spans.iter().find(|s| s.name == "chat planner-model");
+    let chat = chat.unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(chat.parent_span_id, root.span_context.span_id());
+    assert_eq!(
+        attr(chat, "gen_ai.request.model"),
+        Some(&"planner-model".into())
+    );
+    assert_eq!(attr(chat, "planrt.planner.round"), Some(&0i64.into()));
+    assert_eq!(
+        attr(chat, "gen_ai.usage.input_tokens"),
+        Some(&321i64.into())
+    );
+    assert_eq!(
+        attr(chat, "gen_ai.usage.output_tokens"),
+        Some(&45i64.into())
+    );
+    let tool = spans.iter().find(|s| s.name == "retrieval vector_search");
+    let tool = tool.unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(tool.parent_span_id, root.span_context.span_id());
+    assert!(tool.start_time >= chat.end_time);
+    assert_eq!(spans.len(), 3, "{text}");
 }

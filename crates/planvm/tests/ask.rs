@@ -315,11 +315,7 @@ async fn missing_planner_backend_and_key_are_clear_errors() {
     let dir = tempfile::tempdir().unwrap();
     let tools = dir.path().join("t.toml");
     std::fs::write(&tools, "").unwrap();
-    let out = planvm(
-        vec!["ask".into(), "g".into(), "--tools".into(), s(&tools)],
-        &[],
-    )
-    .await;
+    let out = planvm(["ask", "g", "--tools", &s(&tools)], &[]).await;
     assert_eq!(out.code, Some(1));
     assert!(
         out.stderr.contains("no backend for the planner"),
@@ -328,11 +324,7 @@ async fn missing_planner_backend_and_key_are_clear_errors() {
     );
 
     let f = fixture(|_| String::new()).await;
-    let out = planvm(
-        vec!["ask".into(), "g".into(), "--tools".into(), s(&f.tools)],
-        &[],
-    )
-    .await;
+    let out = planvm(["ask", "g", "--tools", &s(&f.tools)], &[]).await;
     assert_eq!(out.code, Some(1));
     assert!(
         out.stderr

@@ -213,15 +213,15 @@ async fn recording_over_the_dataset_is_refused() {
 async fn the_example_dataset_replays_offline() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let out = planvm(
-        vec![
-            "eval".into(),
-            s(&root.join("examples/eval/tidb.jsonl")),
-            "--tools".into(),
-            s(&root.join("examples/ask.toml")),
-            "--replay".into(),
-            s(&root.join("examples/eval/recordings")),
-            "--format".into(),
-            "json".into(),
+        [
+            "eval",
+            &s(&root.join("examples/eval/tidb.jsonl")),
+            "--tools",
+            &s(&root.join("examples/ask.toml")),
+            "--replay",
+            &s(&root.join("examples/eval/recordings")),
+            "--format",
+            "json",
         ],
         &[],
     )
@@ -266,9 +266,7 @@ async fn an_evaluation_is_stored_and_peoples_verdicts_show_in_a_comparison() {
             "42 is right",
         ];
         let args = [&args[..], &["--store", &db]].concat();
-        planvm(args.into_iter().map(String::from).collect(), &[])
-            .await
-            .code
+        planvm(args, &[]).await.code
     };
     assert_eq!(feedback("e1.wrong").await, Some(0));
     assert_eq!(feedback("nope").await, Some(66));

@@ -62,7 +62,7 @@ impl Dir {
         let cache = self.path("cache");
         let mut env = env.to_vec();
         env.push(("PLANVM_CACHE_DIR", &cache));
-        planvm(args.iter().map(|a| (*a).to_owned()).collect(), &env).await
+        planvm(args, &env).await
     }
 }
 

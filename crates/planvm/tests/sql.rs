@@ -19,7 +19,6 @@ async fn run(args: &[&str]) -> Out {
     static CACHE: std::sync::LazyLock<tempfile::TempDir> =
         std::sync::LazyLock::new(|| tempfile::tempdir().unwrap());
     let cache = s(CACHE.path());
-    let args = args.iter().map(|a| (*a).to_owned()).collect();
     planvm(args, &[("PLANVM_CACHE_DIR", &cache)]).await
 }
 
@@ -281,20 +280,12 @@ async fn the_shop_on_postgresql() {
         e.push(("PLANVM_CACHE_DIR", &cache));
         e
     };
-    let out = planvm(
-        vec!["run".into(), s(&best), "--tools".into(), tools.clone()],
-        &pg_env(&env),
-    )
-    .await;
+    let out = planvm(["run", &s(&best), "--tools", &tools], &pg_env(&env)).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stdout.trim(), "Elena Bianchi in Milan");
     assert!(!out.stderr.contains(password), "{}", out.stderr);
     // Without the password's variable, the tool says which is missing.
-    let out = planvm(
-        vec!["run".into(), s(&best), "--tools".into(), tools.clone()],
-        &pg_env(&[]),
-    )
-    .await;
+    let out = planvm(["run", &s(&best), "--tools", &tools], &pg_env(&[])).await;
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert!(
         out.stderr

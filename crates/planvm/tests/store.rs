@@ -192,7 +192,7 @@ async fn answered_in_store(db: &Path, id: &str) -> Option<Vec<(String, Value)>> 
 /// `planvm runs show ID --format json`.
 async fn show_json(db: &Path, id: &str) -> Value {
     let args = ["runs", "show", id, "--store", &s(db), "--format", "json"];
-    let out = planvm(args.iter().map(|a| (*a).to_owned()).collect(), &[]).await;
+    let out = planvm(args, &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     serde_json::from_str(&out.stdout).unwrap()
 }
@@ -200,7 +200,7 @@ async fn show_json(db: &Path, id: &str) -> Value {
 /// `planvm runs list --format json`: one object per run.
 async fn runs_json(db: &Path) -> Vec<Value> {
     let args = ["runs", "list", "--store", &s(db), "--format", "json"];
-    let out = planvm(args.iter().map(|a| (*a).to_owned()).collect(), &[]).await;
+    let out = planvm(args, &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     json_lines(&out.stdout)
 }
@@ -228,11 +228,7 @@ async fn run_and_kill(args: Vec<String>, after: Duration) {
 
 /// The uninterrupted answer of `plan`, without a store.
 async fn uninterrupted(f: &Fixture, plan: &Path) -> String {
-    let out = planvm(
-        vec!["run".into(), s(plan), "--tools".into(), s(&f.tools)],
-        &[],
-    )
-    .await;
+    let out = planvm(["run", &s(plan), "--tools", &s(&f.tools)], &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     out.stdout
 }
@@ -511,11 +507,7 @@ async fn a_run_held_by_a_live_process_is_not_resumed_twice() {
         out.stderr
     );
     // Its process is gone now: the run is interrupted and can be resumed at once.
-    let list = planvm(
-        vec!["runs".into(), "list".into(), "--store".into(), s(&db)],
-        &[],
-    )
-    .await;
+    let list = planvm(["runs", "list", "--store", &s(&db)], &[]).await;
     assert!(list.stdout.contains("interrupted"), "{}", list.stdout);
     let out = resume(&f, &db, "b", &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -530,18 +522,7 @@ async fn a_run_cancelled_while_it_runs_stops_at_its_next_commit_point() {
     args.extend(["--run-id".into(), "c".into()]);
     let mut child = spawn_planvm(&args);
     tokio::time::sleep(LATENCY).await;
-    let cancel = || {
-        planvm(
-            vec![
-                "runs".into(),
-                "cancel".into(),
-                "c".into(),
-                "--store".into(),
-                s(&db),
-            ],
-            &[],
-        )
-    };
+    let cancel = || planvm(["runs", "cancel", "c", "--store", &s(&db)], &[]);
     let out = cancel().await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stderr.contains("cancelled run c"), "{}", out.stderr);
@@ -568,16 +549,7 @@ async fn bad_stores_and_ids_get_clear_errors() {
         "just text, long enough to look like a file header........",
     )
     .unwrap();
-    let out = planvm(
-        vec![
-            "runs".into(),
-            "list".into(),
-            "--store".into(),
-            s(&not_sqlite),
-        ],
-        &[],
-    )
-    .await;
+    let out = planvm(["runs", "list", "--store", &s(&not_sqlite)], &[]).await;
     assert_eq!(out.code, Some(65), "{}", out.stderr);
     assert!(
         out.stderr.contains("is not a planvm run store"),
@@ -625,11 +597,7 @@ async fn bad_stores_and_ids_get_clear_errors() {
     assert_eq!(out.code, Some(2), "{}", out.stderr);
 
     // PLANVM_STORE sets the default store.
-    let out = planvm(
-        vec!["runs".into(), "list".into()],
-        &[("PLANVM_STORE", db.to_str().unwrap())],
-    )
-    .await;
+    let out = planvm(["runs", "list"], &[("PLANVM_STORE", db.to_str().unwrap())]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stdout.starts_with("x "), "{}", out.stdout);
 }
@@ -798,16 +766,16 @@ async fn a_branch_from_a_middle_step_makes_only_the_calls_from_that_step_on() {
 
     // `runs show --at` sees the branch point's variables.
     let out = planvm(
-        vec![
-            "runs".into(),
-            "show".into(),
-            "parent".into(),
-            "--store".into(),
-            s(&db),
-            "--at".into(),
-            "4".into(),
-            "--format".into(),
-            "json".into(),
+        [
+            "runs",
+            "show",
+            "parent",
+            "--store",
+            &s(&db),
+            "--at",
+            "4",
+            "--format",
+            "json",
         ],
         &[],
     )
@@ -1140,7 +1108,7 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
             continue;
         }
         let list = ["runs", "list", "--store", &s(&db), "--format", "json"];
-        let out = planvm(list.iter().map(|a| (*a).to_owned()).collect(), &[]).await;
+        let out = planvm(list, &[]).await;
         let runs: Vec<Value> = match out.code {
             Some(0) => json_lines(&out.stdout),
             // The store still being created.

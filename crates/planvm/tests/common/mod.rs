@@ -22,25 +22,32 @@ pub struct Out {
 
 /// Runs planvm with `args` and the environment `env`, off the async runtime (the
 /// loopback servers keep answering meanwhile). Never a panic, whatever the input.
-pub async fn planvm(args: Vec<String>, env: &[(&str, &str)]) -> Out {
+pub fn planvm<S: AsRef<str>>(
+    args: impl IntoIterator<Item = S>,
+    env: &[(&str, &str)],
+) -> futures::future::BoxFuture<'static, Out> {
+    // NB: read now, so that the future borrows nothing of its caller's.
+    let args: Vec<String> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
     let env: Vec<(String, String)> = env
         .iter()
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(BIN)
-            .args(&args)
-            .env_remove("OPENAI_API_KEY")
-            .env_remove("PLANVM_STORE")
-            .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-            .envs(env)
-            .output()
-            .unwrap()
+    Box::pin(async move {
+        let out = tokio::task::spawn_blocking(move || {
+            Command::new(BIN)
+                .args(&args)
+                .env_remove("OPENAI_API_KEY")
+                .env_remove("PLANVM_STORE")
+                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+                .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+                .envs(env)
+                .output()
+                .unwrap()
+        })
+        .await
+        .unwrap();
+        Out::of(out)
     })
-    .await
-    .unwrap();
-    Out::of(out)
 }
 
 impl Out {
