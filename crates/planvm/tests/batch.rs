@@ -3,75 +3,26 @@
 //! lists, replays, records and traces per run, and how a thousand runs overlap, are
 //! `plan-runs/tests/batch.rs`.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_planvm");
+mod common;
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
-}
+use common::{Out, RESULT_KEYS, examples, expected, json_lines, keys, run, s};
 
-fn expected(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/expected")
-        .join(name);
-    std::fs::read_to_string(p).expect("expected answer file")
-}
-
-struct Run {
-    code: i32,
-    lines: Vec<Value>,
-    stdout: String,
-    stderr: String,
-}
-
-fn batch(args: &[&str]) -> Run {
-    let out = Command::new(BIN)
-        .arg("batch")
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .output()
-        .expect("run planvm");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(!stderr.contains("panicked"), "{args:?} panicked:\n{stderr}");
-    let lines = stdout
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
-        .collect();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        lines,
-        stdout,
-        stderr,
-    }
+/// `planvm batch ARGS`, and the JSON lines of its stdout.
+fn batch(args: &[&str]) -> (Out, Vec<Value>) {
+    let r = run(["batch"].iter().chain(args));
+    let lines = json_lines(&r.stdout);
+    (r, lines)
 }
 
 /// The keys of every output line, in order: `plan` (and `line`) first, then the object
 /// `planvm run --format json` prints.
 fn assert_shape(v: &Value, list: bool) {
-    let keys: Vec<&str> = v
-        .as_object()
-        .expect("object")
-        .keys()
-        .map(String::as_str)
-        .collect();
-    let mut want = vec!["plan"];
-    if list {
-        want.push("line");
-    }
-    want.extend([
-        "status",
-        "final_answer",
-        "error",
-        "steps",
-        "tool_calls",
-        "elapsed_ms",
-    ]);
-    assert_eq!(keys, want, "{v}");
+    let head: &[&str] = if list { &["plan", "line"] } else { &["plan"] };
+    assert_eq!(keys(v), [head, &RESULT_KEYS].concat(), "{v}");
 }
 
 /// The line for `plan_name` (by file name).
@@ -96,8 +47,8 @@ fn copy_examples(to: &Path) {
 fn a_directory_runs_every_plan_with_the_cassette_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     copy_examples(dir.path());
-    let r = batch(&[dir.path().to_str().unwrap()]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let (r, lines) = batch(&[&s(dir.path())]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
     // tidb_overview.llm.txt finds tidb_overview.cassette.jsonl (shorter stem);
     // tools.openai.toml and the cassettes are not plans.
     let want = [
@@ -106,9 +57,9 @@ fn a_directory_runs_every_plan_with_the_cassette_beside_it() {
         ("tidb_overview.json", "tidb_overview.txt"),
         ("tidb_overview.llm.txt", "tidb_overview.txt"),
     ];
-    assert_eq!(r.lines.len(), want.len(), "{}", r.stdout);
+    assert_eq!(lines.len(), want.len(), "{}", r.stdout);
     for (plan, answer) in want {
-        let v = line_for(&r.lines, plan);
+        let v = line_for(&lines, plan);
         assert_shape(v, false);
         assert_eq!(v["status"], "ok", "{v}");
         assert_eq!(
@@ -141,14 +92,10 @@ fn invalid_plans_are_reported_as_failed_lines_and_the_rest_still_run() {
     std::fs::copy(d.join("countdown_loop.json"), d.join("copy.json")).unwrap();
     std::fs::write(d.join("copy.cassette.jsonl"), "not json\n").unwrap();
     let out = d.join("out.jsonl");
-    let r = batch(&[d.to_str().unwrap(), "--output", out.to_str().unwrap()]);
-    assert_eq!(r.code, 65, "{}", r.stderr);
+    let (r, _) = batch(&[&s(d), "--output", &s(&out)]);
+    assert_eq!(r.code, Some(65), "{}", r.stderr);
     assert_eq!(r.stdout, "", "--output takes the lines");
-    let lines: Vec<Value> = std::fs::read_to_string(&out)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = common::lines(&out);
     assert_eq!(lines.len(), 7);
     let bad = line_for(&lines, "bad.json");
     assert_shape(bad, false);
@@ -209,20 +156,12 @@ fn a_list_with_vars_a_replay_and_a_trace_dir() {
     std::fs::write(d.join("en.jsonl"), [entry("Ann"), entry("Bob")].join("\n")).unwrap();
     std::fs::write(d.join("runs.txt"), "greet.json who=Bob\ngreet.json\n").unwrap();
     let traces = d.join("out/traces");
-    let (list, replay) = (d.join("runs.txt"), d.join("en.jsonl"));
-    let r = batch(&[
-        "--list",
-        list.to_str().unwrap(),
-        "--replay",
-        replay.to_str().unwrap(),
-        "--var",
-        "who=Ann",
-        "--trace",
-        traces.to_str().unwrap(),
+    let (list, en, t) = (s(&d.join("runs.txt")), s(&d.join("en.jsonl")), s(&traces));
+    let (r, lines) = batch(&[
+        "--list", &list, "--replay", &en, "--var", "who=Ann", "--trace", &t,
     ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let mut answers: Vec<(u64, &Value)> = r
-        .lines
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
+    let mut answers: Vec<(u64, &Value)> = lines
         .iter()
         .map(|v| {
             assert_shape(v, true);
@@ -241,13 +180,10 @@ fn recording_over_a_runs_own_cassette_is_refused() {
     let cassette = dir.path().join("tidb_overview.cassette.jsonl");
     let before = std::fs::read(&cassette).unwrap();
     // DIR is also the record directory: tidb_overview's recording would be its cassette.
-    let r = batch(&[
-        dir.path().to_str().unwrap(),
-        "--record",
-        dir.path().to_str().unwrap(),
-    ]);
-    assert_eq!(r.code, 64, "{}", r.stderr);
-    let v = line_for(&r.lines, "tidb_overview.json");
+    let d = &s(dir.path());
+    let (r, lines) = batch(&[d, "--record", d]);
+    assert_eq!(r.code, Some(64), "{}", r.stderr);
+    let v = line_for(&lines, "tidb_overview.json");
     assert_eq!(v["status"], "failed");
     let msg = v["error"]["message"].as_str().unwrap();
     assert!(msg.contains("would overwrite this run's input"), "{msg}");
@@ -263,71 +199,29 @@ fn bad_command_lines_and_inputs_have_their_exit_codes() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("greet.json"), GREET).unwrap();
-    let ds = d.to_str().unwrap();
     std::fs::write(d.join("bad_list.txt"), "greet.json\ngreet.json a b c\n").unwrap();
-    let bad_list = d.join("bad_list.txt");
-    let empty = tempfile::tempdir().unwrap();
-    let cases: Vec<(Vec<String>, i32, &str)> = vec![
-        (vec![], 2, "required"),
-        (
-            vec![ds.into(), "--list".into(), bad_list.display().to_string()],
-            2,
-            "cannot be used with",
-        ),
-        (vec![ds.into(), "--jobs".into(), "0".into()], 2, "--jobs"),
-        (
-            vec!["--list".into(), bad_list.display().to_string()],
-            2,
-            "bad_list.txt:2: unexpected `b`",
-        ),
-        (
-            vec!["--list".into(), d.join("nope.txt").display().to_string()],
-            2,
-            "cannot read",
-        ),
-        (
-            vec![d.join("nope").display().to_string()],
-            66,
-            "cannot read",
-        ),
-        (
-            vec![empty.path().display().to_string()],
-            66,
-            "no plan files",
-        ),
-        (
-            vec![
-                ds.into(),
-                "--replay".into(),
-                d.join("greet.json").display().to_string(),
-            ],
-            65,
-            "greet.json:1",
-        ),
-        (
-            vec![
-                ds.into(),
-                "--replay".into(),
-                d.join("missing.jsonl").display().to_string(),
-            ],
-            66,
-            "missing.jsonl",
-        ),
-        (
-            vec![
-                ds.into(),
-                "--output".into(),
-                d.join("no/such/dir/out").display().to_string(),
-            ],
-            73,
-            "cannot create",
-        ),
+    let p = |name: &str| s(&d.join(name));
+    let (ds, bad_list, greet) = (&s(d), &p("bad_list.txt"), &p("greet.json"));
+    let (nope, nope_txt, missing) = (&p("nope"), &p("nope.txt"), &p("missing.jsonl"));
+    let no_dir = &p("no/such/dir/out");
+    let empty_dir = tempfile::tempdir().unwrap();
+    let empty = &s(empty_dir.path());
+    let cases: &[(&[&str], i32, &str)] = &[
+        (&[], 2, "required"),
+        (&[ds, "--list", bad_list], 2, "cannot be used with"),
+        (&[ds, "--jobs", "0"], 2, "--jobs"),
+        (&["--list", bad_list], 2, "bad_list.txt:2: unexpected `b`"),
+        (&["--list", nope_txt], 2, "cannot read"),
+        (&[nope], 66, "cannot read"),
+        (&[empty], 66, "no plan files"),
+        (&[ds, "--replay", greet], 65, "greet.json:1"),
+        (&[ds, "--replay", missing], 66, "missing.jsonl"),
+        (&[ds, "--output", no_dir], 73, "cannot create"),
     ];
-    for (args, code, needle) in cases {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let r = batch(&args);
-        assert_eq!(r.code, code, "{args:?}: {}", r.stderr);
+    for &(args, code, needle) in cases {
+        let (r, lines) = batch(args);
+        assert_eq!(r.code, Some(code), "{args:?}: {}", r.stderr);
         assert!(r.stderr.contains(needle), "{args:?}: {}", r.stderr);
-        assert!(r.lines.is_empty(), "{args:?}");
+        assert!(lines.is_empty(), "{args:?}");
     }
 }

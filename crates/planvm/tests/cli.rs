@@ -1,97 +1,38 @@
 //! `planvm` end to end: the built binary on the shipped examples (offline, from their
 //! cassettes), the output formats, and the documented exit code for each kind of bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_planvm");
+mod common;
 
-fn examples() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+use common::{Out, RESULT_KEYS, ex, examples, expected, keys, planvm, run, s};
+
+/// `planvm run PLAN --replay CASSETTE EXTRA...`.
+fn replayed(plan: &str, cassette: &str, extra: &[&str]) -> Out {
+    run(["run", plan, "--replay", cassette].iter().chain(extra))
 }
 
-fn ex(name: &str) -> String {
-    examples().join(name).display().to_string()
+/// The shipped example `name` replayed from its own cassette (`STEM.cassette.jsonl`).
+fn example(name: &str, extra: &[&str]) -> Out {
+    let stem = name.split('.').next().unwrap();
+    replayed(&ex(name), &ex(&format!("{stem}.cassette.jsonl")), extra)
 }
 
-fn planvm(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("OPENAI_API_KEY")
-        .output()
-        .expect("run planvm")
-}
-
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn run(args: &[&str]) -> Run {
-    let out = planvm(args);
-    let r = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    // Whatever the input, never a panic.
-    assert!(
-        !r.stderr.contains("panicked"),
-        "{args:?} panicked:\n{}",
-        r.stderr
-    );
-    assert_ne!(r.code, 101, "{args:?}: {}", r.stderr);
-    r
-}
-
-fn expected(name: &str) -> String {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/expected")
-        .join(name);
-    std::fs::read_to_string(p).expect("expected answer file")
-}
-
-/// (plan file, cassette, expected answer file)
-const EXAMPLES: &[(&str, &str, &str)] = &[
-    (
-        "tidb_overview.json",
-        "tidb_overview.cassette.jsonl",
-        "tidb_overview.txt",
-    ),
-    (
-        "tidb_overview.llm.txt",
-        "tidb_overview.cassette.jsonl",
-        "tidb_overview.txt",
-    ),
-    (
-        "countdown_loop.json",
-        "countdown_loop.cassette.jsonl",
-        "countdown_loop.txt",
-    ),
-    (
-        "population_condition.json",
-        "population_condition.cassette.jsonl",
-        "population_condition.txt",
-    ),
+/// (plan file, expected answer file)
+const EXAMPLES: &[(&str, &str)] = &[
+    ("tidb_overview.json", "tidb_overview.txt"),
+    ("tidb_overview.llm.txt", "tidb_overview.txt"),
+    ("countdown_loop.json", "countdown_loop.txt"),
+    ("population_condition.json", "population_condition.txt"),
 ];
 
 #[test]
 fn every_example_runs_offline_and_prints_its_answer() {
-    for (plan, cassette, answer) in EXAMPLES {
+    for (plan, answer) in EXAMPLES {
         // Independent calls concurrently (default) and one at a time: same answer.
         for concurrency in ["16", "1"] {
-            let r = run(&[
-                "run",
-                &ex(plan),
-                "--replay",
-                &ex(cassette),
-                "--max-concurrency",
-                concurrency,
-            ]);
-            assert_eq!(r.code, 0, "{plan}: {}", r.stderr);
+            let r = example(plan, &["--max-concurrency", concurrency]);
+            assert_eq!(r.code, Some(0), "{plan}: {}", r.stderr);
             assert_eq!(r.stdout, expected(answer), "{plan}");
         }
     }
@@ -99,41 +40,18 @@ fn every_example_runs_offline_and_prints_its_answer() {
 
 #[test]
 fn the_llm_variant_reports_its_repairs_as_warnings_on_stderr() {
-    let r = run(&[
-        "run",
-        &ex("tidb_overview.llm.txt"),
-        "--replay",
-        &ex("tidb_overview.cassette.jsonl"),
-    ]);
-    assert_eq!(r.code, 0);
+    let r = example("tidb_overview.llm.txt", &[]);
+    assert_eq!(r.code, Some(0));
     assert!(r.stderr.contains("warning[W0003]"), "{}", r.stderr);
 }
 
 #[test]
 fn json_format_has_the_documented_shape() {
-    let r = run(&[
-        "run",
-        &ex("tidb_overview.json"),
-        "--replay",
-        &ex("tidb_overview.cassette.jsonl"),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = example("tidb_overview.json", &["--format", "json"]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.stdout.lines().count(), 1);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
-    assert_eq!(
-        keys,
-        [
-            "status",
-            "final_answer",
-            "error",
-            "steps",
-            "tool_calls",
-            "elapsed_ms"
-        ]
-    );
+    assert_eq!(keys(&v), RESULT_KEYS);
     assert_eq!(v["status"], "ok");
     assert_eq!(v["error"], Value::Null);
     assert_eq!(
@@ -147,56 +65,20 @@ fn json_format_has_the_documented_shape() {
     assert!(v["elapsed_ms"].is_u64());
 }
 
+/// A cassette without the entry of a call (the TiDB one without its final synthesis) fails
+/// the run on that tool: on stderr naming the tool, its args and the closest recorded ones;
+/// with `--format json`, as an error with its code and location.
 #[test]
-fn json_format_reports_failures_with_location() {
+fn missing_cassette_entry_fails_naming_the_tool_and_closest_args_and_json_has_location() {
     let dir = tempfile::tempdir().unwrap();
-    let c = write_partial_cassette(&dir);
-    let r = run(&[
-        "run",
-        &ex("tidb_overview.json"),
-        "--replay",
-        &c,
-        "--format",
-        "json",
-    ]);
-    assert_eq!(r.code, 1);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
-    assert_eq!(v["status"], "failed");
-    assert_eq!(v["final_answer"], Value::Null);
-    let keys: Vec<&str> = v["error"]
-        .as_object()
-        .unwrap()
-        .keys()
-        .map(String::as_str)
-        .collect();
-    assert_eq!(keys, ["code", "message", "seq_no", "line"]);
-    // A missing cassette entry is a tool failure.
-    assert_eq!(v["error"]["code"], "R0005");
-    assert_eq!(v["error"]["seq_no"], 10);
-    assert!(v["error"]["line"].is_u64());
-    assert!(
-        v["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("llm_generate")
-    );
-}
-
-/// The TiDB cassette without its last entry (the final synthesis).
-fn write_partial_cassette(dir: &tempfile::TempDir) -> String {
     let text = std::fs::read_to_string(ex("tidb_overview.cassette.jsonl")).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    let p = dir.path().join("partial.jsonl");
-    std::fs::write(&p, lines[..lines.len() - 1].join("\n")).unwrap();
-    p.display().to_string()
-}
+    let c = s(&dir.path().join("partial.jsonl"));
+    std::fs::write(&c, lines[..lines.len() - 1].join("\n")).unwrap();
+    let plan = ex("tidb_overview.json");
 
-#[test]
-fn missing_cassette_entry_fails_naming_the_tool_and_closest_args() {
-    let dir = tempfile::tempdir().unwrap();
-    let c = write_partial_cassette(&dir);
-    let r = run(&["run", &ex("tidb_overview.json"), "--replay", &c]);
-    assert_eq!(r.code, 1);
+    let r = replayed(&plan, &c, &[]);
+    assert_eq!(r.code, Some(1));
     assert_eq!(r.stdout, "");
     assert!(
         r.stderr
@@ -211,6 +93,23 @@ fn missing_cassette_entry_fails_naming_the_tool_and_closest_args() {
         r.stderr
     );
     assert!(r.stderr.contains("seq_no 10"), "{}", r.stderr);
+
+    let r = replayed(&plan, &c, &["--format", "json"]);
+    assert_eq!(r.code, Some(1));
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["final_answer"], Value::Null);
+    assert_eq!(keys(&v["error"]), ["code", "message", "seq_no", "line"]);
+    // A missing cassette entry is a tool failure.
+    assert_eq!(v["error"]["code"], "R0005");
+    assert_eq!(v["error"]["seq_no"], 10);
+    assert!(v["error"]["line"].is_u64());
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("llm_generate")
+    );
 }
 
 fn compile_to_pbc(plan: &str) -> Vec<u8> {
@@ -224,13 +123,8 @@ fn bytecode_is_recognised_by_magic_whatever_its_name() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("compiled-plan.txt");
     std::fs::write(&p, compile_to_pbc("countdown_loop.json")).unwrap();
-    let r = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--replay",
-        &ex("countdown_loop.cassette.jsonl"),
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = replayed(&s(&p), &ex("countdown_loop.cassette.jsonl"), &[]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.stdout, expected("countdown_loop.txt"));
 }
 
@@ -246,16 +140,14 @@ fn truncated_or_corrupted_bytecode_exits_65() {
     let mid = flipped.len() / 2;
     flipped[mid] ^= 0x5a;
     cases.push(("one byte flipped".into(), flipped));
+    let (p, cassette) = (
+        dir.path().join("bad.pbc"),
+        ex("population_condition.cassette.jsonl"),
+    );
     for (what, data) in cases {
-        let p = dir.path().join("bad.pbc");
         std::fs::write(&p, &data).unwrap();
-        let r = run(&[
-            "run",
-            p.to_str().unwrap(),
-            "--replay",
-            &ex("population_condition.cassette.jsonl"),
-        ]);
-        assert_eq!(r.code, 65, "{what}: {}", r.stderr);
+        let r = replayed(&s(&p), &cassette, &[]);
+        assert_eq!(r.code, Some(65), "{what}: {}", r.stderr);
         assert!(
             r.stderr.contains("invalid bytecode"),
             "{what}: {}",
@@ -274,11 +166,11 @@ fn invalid_plans_exit_65_with_rendered_diagnostics() {
         ("binary garbage", &[0xff, 0xfe, 0x00, 0x12, 0x80], "neither .pbc bytecode"),
         ("empty file", b"", "error"),
     ];
+    let p = dir.path().join("plan.json");
     for (what, data, needle) in cases {
-        let p = dir.path().join("plan.json");
         std::fs::write(&p, data).unwrap();
-        let r = run(&["run", p.to_str().unwrap()]);
-        assert_eq!(r.code, 65, "{what}: {}", r.stderr);
+        let r = run(["run", &s(&p)]);
+        assert_eq!(r.code, Some(65), "{what}: {}", r.stderr);
         assert!(r.stderr.contains(needle), "{what}: {}", r.stderr);
     }
 }
@@ -296,8 +188,8 @@ fn usage_errors_exit_2() {
         &["run", "x.json", "--max-steps", "many"],
     ];
     for args in cases {
-        let r = run(args);
-        assert_eq!(r.code, 2, "{args:?}: {}", r.stderr);
+        let r = run(*args);
+        assert_eq!(r.code, Some(2), "{args:?}: {}", r.stderr);
     }
 }
 
@@ -310,13 +202,8 @@ fn malformed_tools_file_exits_2_naming_file_and_line() {
         "[[tool]]\nname = \"llm_generate\"\n[tool.backend]\nkind = \"openai\"\nbase_url = 3\n",
     )
     .unwrap();
-    let r = run(&[
-        "run",
-        &ex("countdown_loop.json"),
-        "--tools",
-        t.to_str().unwrap(),
-    ]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
+    let r = run(["run", &ex("countdown_loop.json"), "--tools", &s(&t)]);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("cannot load tools file"), "{}", r.stderr);
     assert!(r.stderr.contains("tools.toml:"), "{}", r.stderr);
 }
@@ -330,39 +217,27 @@ fn malformed_or_missing_cassette_and_missing_file() {
         "{\"tool\":\"llm_generate\",\"args\":{},\"output\":\"x\"}\nnot json at all\n",
     )
     .unwrap();
-    let r = run(&[
-        "run",
-        &ex("countdown_loop.json"),
-        "--replay",
-        c.to_str().unwrap(),
-    ]);
-    assert_eq!(r.code, 65, "{}", r.stderr);
+    let plan = ex("countdown_loop.json");
+    let r = replayed(&plan, &s(&c), &[]);
+    assert_eq!(r.code, Some(65), "{}", r.stderr);
     assert!(
         r.stderr.contains("bad.jsonl:2: not a JSON object"),
         "{}",
         r.stderr
     );
 
-    let r = run(&[
-        "run",
-        &ex("countdown_loop.json"),
-        "--replay",
-        dir.path().join("none.jsonl").to_str().unwrap(),
-    ]);
-    assert_eq!(r.code, 66, "{}", r.stderr);
+    let r = replayed(&plan, &s(&dir.path().join("none.jsonl")), &[]);
+    assert_eq!(r.code, Some(66), "{}", r.stderr);
 
-    let r = run(&[
-        "run",
-        dir.path().join("missing-plan.json").to_str().unwrap(),
-    ]);
-    assert_eq!(r.code, 66, "{}", r.stderr);
+    let r = run(["run", &s(&dir.path().join("missing-plan.json"))]);
+    assert_eq!(r.code, Some(66), "{}", r.stderr);
     assert!(r.stderr.contains("cannot read"), "{}", r.stderr);
 }
 
 #[test]
 fn no_backend_fails_the_run_before_it_starts() {
-    let r = run(&["run", &ex("population_condition.json")]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    let r = run(["run", &ex("population_condition.json")]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(
         r.stderr.contains(
             "error[R0010]: no backend for tools `retrieve_knowledge_graph`, `llm_generate`, `retrieve_embedded_chunks`, \
@@ -375,30 +250,16 @@ fn no_backend_fails_the_run_before_it_starts() {
 
 #[test]
 fn limits_fail_the_run() {
-    let r = run(&[
-        "run",
-        &ex("countdown_loop.json"),
-        "--replay",
-        &ex("countdown_loop.cassette.jsonl"),
-        "--max-steps",
-        "6",
-    ]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    let r = example("countdown_loop.json", &["--max-steps", "6"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("6"), "{}", r.stderr);
 
-    let r = run(&[
-        "run",
-        &ex("tidb_overview.json"),
-        "--replay",
-        &ex("tidb_overview.cassette.jsonl"),
-        "--max-bytes",
-        "2000",
-    ]);
-    assert_eq!(r.code, 1, "{}", r.stderr);
+    let r = example("tidb_overview.json", &["--max-bytes", "2000"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("2000"), "{}", r.stderr);
 
     let dir = tempfile::tempdir().unwrap();
-    let c = dir.path().join("slow.jsonl");
+    let c = s(&dir.path().join("slow.jsonl"));
     let text = std::fs::read_to_string(ex("countdown_loop.cassette.jsonl")).unwrap();
     let slow: String = text
         .lines()
@@ -409,17 +270,11 @@ fn limits_fail_the_run() {
         })
         .collect();
     std::fs::write(&c, slow).unwrap();
-    let r = run(&[
-        "run",
-        &ex("countdown_loop.json"),
-        "--replay",
-        c.to_str().unwrap(),
-        "--timeout",
-        "0.3",
-    ]);
+    let plan = ex("countdown_loop.json");
+    let r = replayed(&plan, &c, &["--timeout", "0.3"]);
     // NB: the first call alone would take a minute: the error (not the clock) shows the
     // deadline ended it.
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, Some(1));
     assert!(
         r.stderr.contains("deadline of 0.3 s exceeded"),
         "{}",
@@ -427,15 +282,8 @@ fn limits_fail_the_run() {
     );
     assert!(r.stderr.contains("seq_no 2"), "{}", r.stderr);
 
-    let r = run(&[
-        "run",
-        &ex("countdown_loop.json"),
-        "--replay",
-        c.to_str().unwrap(),
-        "--tool-timeout",
-        "0.2",
-    ]);
-    assert_eq!(r.code, 1);
+    let r = replayed(&plan, &c, &["--tool-timeout", "0.2"]);
+    assert_eq!(r.code, Some(1));
     assert!(r.stderr.contains("timed out after 0.2 s"), "{}", r.stderr);
 }
 
@@ -447,27 +295,19 @@ fn outputs_never_overwrite_inputs() {
     }
     let plan = dir.path().join("tidb_overview.json");
     let cassette = dir.path().join("tidb_overview.cassette.jsonl");
-    let before: Vec<Vec<u8>> = [&plan, &cassette]
-        .iter()
-        .map(|p| std::fs::read(p).unwrap())
-        .collect();
-    let (p, c) = (plan.to_str().unwrap(), cassette.to_str().unwrap());
-    let dotted = dir.path().join(".").join("tidb_overview.cassette.jsonl");
-    let fresh = dir.path().join("out.jsonl");
-    let f = fresh.to_str().unwrap();
-    for (args, says) in [
-        (
-            vec!["run", p, "--replay", c, "--trace", dotted.to_str().unwrap()],
-            "--trace",
-        ),
-        (vec!["run", p, "--replay", c, "--record", p], "--record"),
-        (
-            vec!["run", p, "--replay", c, "--trace", f, "--record", f],
-            "--record",
-        ),
-    ] {
-        let r = run(&args);
-        assert_eq!(r.code, 64, "{args:?}: {}", r.stderr);
+    let inputs = || [&plan, &cassette].map(|p| std::fs::read(p).unwrap());
+    let before = inputs();
+    let (p, c) = (&s(&plan), &s(&cassette));
+    let dotted = s(&dir.path().join(".").join("tidb_overview.cassette.jsonl"));
+    let f = &s(&dir.path().join("out.jsonl"));
+    let cases: [(&[&str], &str); 3] = [
+        (&["--trace", &dotted], "--trace"),
+        (&["--record", p], "--record"),
+        (&["--trace", f, "--record", f], "--record"),
+    ];
+    for (extra, says) in cases {
+        let r = replayed(p, c, extra);
+        assert_eq!(r.code, Some(64), "{extra:?}: {}", r.stderr);
         assert!(
             r.stderr.contains(&format!("error: {says} ")),
             "{}",
@@ -475,23 +315,13 @@ fn outputs_never_overwrite_inputs() {
         );
         assert!(r.stderr.contains("would be overwritten"), "{}", r.stderr);
     }
-    let after: Vec<Vec<u8>> = [&plan, &cassette]
-        .iter()
-        .map(|p| std::fs::read(p).unwrap())
-        .collect();
-    assert_eq!(after, before, "an input was changed");
+    assert_eq!(inputs(), before, "an input was changed");
 
-    let list = dir.path().join("runs.txt");
+    let list = s(&dir.path().join("runs.txt"));
     std::fs::write(&list, "tidb_overview.json tidb_overview.cassette.jsonl\n").unwrap();
-    for output in [list.to_str().unwrap(), c] {
-        let out = planvm(&[
-            "batch",
-            "--list",
-            list.to_str().unwrap(),
-            "--output",
-            output,
-        ]);
-        assert_eq!(out.status.code(), Some(64), "{output}");
+    for output in [&list, c] {
+        let r = run(["batch", "--list", &list, "--output", output]);
+        assert_eq!(r.code, Some(64), "{output}");
     }
     assert_eq!(std::fs::read(&cassette).unwrap(), before[1]);
 }
@@ -507,9 +337,10 @@ fn vars_are_parsed_as_json_else_strings() {
             {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${who} asked for ${next} (${cfg.mode})"}}]"#,
     )
     .unwrap();
-    let r = run(&[
+    let ps = &s(&p);
+    let r = run([
         "run",
-        p.to_str().unwrap(),
+        ps,
         "--var",
         "n=41",
         "--var",
@@ -517,11 +348,11 @@ fn vars_are_parsed_as_json_else_strings() {
         "--var",
         r#"cfg={"mode":"fast"}"#,
     ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.stdout, "Ada Lovelace asked for 42 (fast)\n");
     // The variables given are set: no warning that they are never assigned.
     assert!(!r.stderr.contains("never assigned"), "{}", r.stderr);
-    let r = run(&["run", p.to_str().unwrap(), "--var", "n=41"]);
+    let r = run(["run", ps, "--var", "n=41"]);
     assert!(r.stderr.contains("`who` is never assigned"), "{}", r.stderr);
     assert!(!r.stderr.contains("`n` is never assigned"), "{}", r.stderr);
 
@@ -532,13 +363,8 @@ fn vars_are_parsed_as_json_else_strings() {
             {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "${cfg}"}}]"#,
     )
     .unwrap();
-    let r = run(&[
-        "run",
-        p.to_str().unwrap(),
-        "--var",
-        r#"cfg={"mode": "fast", "n": [1, 2]}"#,
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = run(["run", ps, "--var", r#"cfg={"mode": "fast", "n": [1, 2]}"#]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
     assert_eq!(r.stdout, "{\"mode\":\"fast\",\"n\":[1,2]}\n");
 }
 
@@ -546,20 +372,10 @@ fn vars_are_parsed_as_json_else_strings() {
 fn trace_file_has_every_event_kind() {
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path().join("trace.jsonl");
-    let r = run(&[
-        "run",
-        &ex("countdown_loop.json"),
-        "--replay",
-        &ex("countdown_loop.cassette.jsonl"),
-        "--trace",
-        t.to_str().unwrap(),
-    ]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = example("countdown_loop.json", &["--trace", &s(&t)]);
+    assert_eq!(r.code, Some(0), "{}", r.stderr);
     let text = std::fs::read_to_string(&t).unwrap();
-    let events: Vec<Value> = text
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let events = common::json_lines(&text);
     let kinds: std::collections::BTreeSet<&str> =
         events.iter().filter_map(|e| e["event"].as_str()).collect();
     for k in [
@@ -607,23 +423,10 @@ async fn a_tool_that_keeps_failing_exits_1_without_leaking_the_key() {
         ),
     )
     .unwrap();
-    let args = [
-        "run".to_owned(),
-        ex("countdown_loop.json"),
-        "--tools".into(),
-        tools.display().to_string(),
-    ];
-    let out = tokio::task::spawn_blocking(move || {
-        Command::new(BIN)
-            .args(&args)
-            .env("PLANVM_TEST_KEY", KEY)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    let args = ["run", &ex("countdown_loop.json"), "--tools", &s(&tools)];
+    let r = planvm(args, &[("PLANVM_TEST_KEY", KEY)]).await;
+    let stderr = r.stderr;
+    assert_eq!(r.code, Some(1), "{stderr}");
     assert!(
         stderr.contains("HTTP 500 Internal Server Error: model crashed (gave up after 2 attempts)"),
         "{stderr}"

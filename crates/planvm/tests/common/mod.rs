@@ -2,7 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use serde_json::Value;
@@ -33,21 +33,35 @@ pub fn planvm<S: AsRef<str>>(
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     Box::pin(async move {
-        let out = tokio::task::spawn_blocking(move || {
-            Command::new(BIN)
-                .args(&args)
-                .env_remove("OPENAI_API_KEY")
-                .env_remove("PLANVM_STORE")
-                .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
-                .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-                .envs(env)
-                .output()
-                .unwrap()
-        })
-        .await
-        .unwrap();
+        let out = tokio::task::spawn_blocking(move || command(&args, env).output().unwrap())
+            .await
+            .unwrap();
         Out::of(out)
     })
+}
+
+/// Runs planvm with `args` in this thread, as `planvm` does with no environment of its own:
+/// for the tests that need no server answering meanwhile. Never a panic, whatever the input.
+#[allow(dead_code)]
+pub fn run<S: AsRef<str>>(args: impl IntoIterator<Item = S>) -> Out {
+    let args: Vec<String> = args.into_iter().map(|a| a.as_ref().to_owned()).collect();
+    let out = Out::of(command(&args, Vec::new()).output().unwrap());
+    // NB: 101 is the exit code of a panic, whatever its message.
+    assert_ne!(out.code, Some(101), "{args:?}: {}", out.stderr);
+    out
+}
+
+/// planvm with `args`, none of the caller's settings that would reach it (a key, a store,
+/// a telemetry endpoint), and the environment `env`.
+fn command(args: &[String], env: Vec<(String, String)>) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("PLANVM_STORE")
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+        .envs(env);
+    c
 }
 
 impl Out {
@@ -74,6 +88,56 @@ pub fn lines(p: &Path) -> Vec<Value> {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// The JSON lines of a text, each said when it is not JSON.
+#[allow(dead_code)]
+pub fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The keys of a JSON object, in order.
+#[allow(dead_code)]
+pub fn keys(v: &Value) -> Vec<&str> {
+    v.as_object()
+        .expect("object")
+        .keys()
+        .map(String::as_str)
+        .collect()
+}
+
+/// The keys of the object `planvm run --format json` prints, in order.
+#[allow(dead_code)]
+pub const RESULT_KEYS: [&str; 6] = [
+    "status",
+    "final_answer",
+    "error",
+    "steps",
+    "tool_calls",
+    "elapsed_ms",
+];
+
+/// The directory of the shipped examples.
+#[allow(dead_code)]
+pub fn examples() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+/// The path of the shipped example `name`.
+#[allow(dead_code)]
+pub fn ex(name: &str) -> String {
+    s(&examples().join(name))
+}
+
+/// The expected answer `name` (in `tests/expected`).
+#[allow(dead_code)]
+pub fn expected(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/expected")
+        .join(name);
+    std::fs::read_to_string(p).expect("expected answer file")
 }
 
 /// Waits for a state that other processes reach: `ready` is looked at every 50 ms until it
