@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::{method, path};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use common::{planvm, s};
+use common::{planvm, root, s};
 
 /// The fake planner: replies with `script(last user message)`.
 struct FakePlanner(Arc<dyn Fn(&str) -> String + Send + Sync>);
@@ -338,8 +338,7 @@ async fn missing_planner_backend_and_key_are_clear_errors() {
 /// The README's main command: the offline ask example, from any directory.
 #[test]
 fn the_offline_example_answers_in_japanese() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let examples = root.join("examples");
+    let examples = root().join("examples");
     let out = std::process::Command::new(common::BIN)
         .current_dir(std::env::temp_dir())
         .args([
@@ -368,69 +367,41 @@ fn the_offline_example_answers_in_japanese() {
 }
 
 /// `--print-prompt` shows the prompt with the examples closest to the goal, and needs no
-/// planner.
+/// planner; a file of the examples directory that is not an example is skipped with a
+/// warning naming it, and the others still go into the prompt.
 #[test]
-fn the_prompt_holds_the_closest_examples() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = std::process::Command::new(common::BIN)
-        .args([
-            "ask",
-            "Compare optimistic and pessimistic locking",
-            "--tools",
-            &s(&root.join("examples/ask.toml")),
-            "--max-examples",
-            "1",
-            "--print-prompt",
-        ])
-        .output()
-        .unwrap();
-    let prompt = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0));
-    assert!(
-        prompt.contains("## Goal: Compare optimistic and pessimistic transactions"),
-        "{prompt}"
-    );
-    assert_eq!(prompt.matches("## Goal: ").count(), 1, "{prompt}");
-    assert!(prompt.contains("Compare optimistic and pessimistic locking\n"));
-}
-
-/// A file of the examples directory that is not an example is skipped with a warning
-/// naming it; the others still go into the prompt.
-#[test]
-fn a_bad_example_file_is_skipped_with_a_warning() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+fn the_prompt_holds_the_closest_examples_and_a_bad_one_is_skipped() {
     let dir = tempfile::tempdir().unwrap();
-    for entry in std::fs::read_dir(root.join("examples/planner")).unwrap() {
+    for entry in std::fs::read_dir(root().join("examples/planner")).unwrap() {
         let p = entry.unwrap().path();
         std::fs::copy(&p, dir.path().join(p.file_name().unwrap())).unwrap();
     }
+    let tools = s(&root().join("examples/ask.toml"));
+    let goal = "Compare optimistic and pessimistic locking";
+    let prompt = [
+        "ask",
+        goal,
+        "--tools",
+        &tools,
+        "--max-examples",
+        "1",
+        "--print-prompt",
+    ];
+    let shipped = common::run(prompt);
     std::fs::write(dir.path().join("broken.json"), "{\"goal\": ").unwrap();
-    let out = std::process::Command::new(common::BIN)
-        .args([
-            "ask",
-            "Compare optimistic and pessimistic locking",
-            "--tools",
-            &s(&root.join("examples/ask.toml")),
-            "--examples",
-            &s(dir.path()),
-            "--max-examples",
-            "1",
-            "--print-prompt",
-        ])
-        .output()
-        .unwrap();
-    let out = common::Out::of(out);
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let with_bad = common::run(prompt.iter().copied().chain(["--examples", &s(dir.path())]));
+    for out in [&shipped, &with_bad] {
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        let closest = "## Goal: Compare optimistic and pessimistic transactions";
+        assert!(out.stdout.contains(closest), "{}", out.stdout);
+        assert_eq!(out.stdout.matches("## Goal: ").count(), 1, "{}", out.stdout);
+        assert!(out.stdout.contains(&format!("{goal}\n")));
+    }
+    let warned = with_bad.stderr.contains("warning: example");
     assert!(
-        out.stderr.contains("warning: example") && out.stderr.contains("broken.json"),
+        warned && with_bad.stderr.contains("broken.json"),
         "{}",
-        out.stderr
-    );
-    assert!(
-        out.stdout
-            .contains("## Goal: Compare optimistic and pessimistic transactions"),
-        "{}",
-        out.stdout
+        with_bad.stderr
     );
 }
 

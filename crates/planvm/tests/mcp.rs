@@ -11,7 +11,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Out, planvm, s};
+use common::{Out, planvm, root, s};
 use serde_json::{Value, json};
 
 fn here() -> PathBuf {
@@ -151,10 +151,6 @@ async fn client(python: &Path, transport: &[&str], calls: Value) -> Value {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"))
-}
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 /// The calls both transports are tested with: a plan, a plan with an error, a goal from

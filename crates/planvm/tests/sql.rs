@@ -7,12 +7,8 @@ mod common;
 
 use std::path::Path;
 
-use common::{Out, planvm, s};
+use common::{Out, planvm, root, s};
 use serde_json::json;
-
-fn root() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// planvm with `args`, its grounding cache in a directory of the test's own.
 async fn run(args: &[&str]) -> Out {

@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use wiremock::matchers::method;
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-use common::{BIN, Out, planvm, s};
+use common::{BIN, Out, files, json_lines, planvm, s};
 
 /// Tool latency of the loopback server.
 const LATENCY: Duration = Duration::from_millis(250);
@@ -116,6 +116,13 @@ impl Fixture {
                 )
             })
             .collect()
+    }
+
+    /// `planvm run PLAN --run-id ID` with the fixture's tools and the store `db`.
+    fn run_as(&self, id: &str, plan: &Path, db: &Path) -> Vec<String> {
+        let mut args = self.args(&["run"], Some(plan), db);
+        args.extend(["--run-id".into(), id.into()]);
+        args
     }
 
     fn args(&self, cmd: &[&str], plan: Option<&Path>, db: &Path) -> Vec<String> {
@@ -355,8 +362,7 @@ async fn a_write_call_in_flight_is_resent_only_when_asked() {
         r#"[{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "post_note", "tool_params": {"text": "hello"}, "output_vars": ["final_answer"]}}]"#,
     );
     let db = f.dir.path().join("write.db");
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "w".into()]);
+    let args = f.run_as("w", &plan, &db);
     run_and_kill(args, LATENCY / 2 + Duration::from_millis(50)).await;
     let sent = f.requests().await.len();
     assert_eq!(sent, 1, "the write call was sent before the kill");
@@ -395,8 +401,7 @@ async fn a_question_stops_the_run_until_another_process_answers_it_and_nothing_i
     let f = fixture().await;
     let plan = f.plan("asks.json", ASKS);
     let db = f.dir.path().join("asks.db");
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "q".into()]);
+    let args = f.run_as("q", &plan, &db);
     let out = planvm(args, &[]).await;
     assert_eq!(out.code, Some(3), "{}", out.stderr);
     let question = r#"Which region? (/search({"query":"regions","top_k":1}))"#;
@@ -466,8 +471,7 @@ async fn a_run_killed_before_or_at_its_question_is_answered_once_and_repeats_not
     for (i, ms) in [100u64, 300, 1500].into_iter().enumerate() {
         let id = format!("k{i}");
         let db = f.dir.path().join(format!("{id}.db"));
-        let mut args = f.args(&["run"], Some(&plan), &db);
-        args.extend(["--run-id".into(), id.clone()]);
+        let args = f.run_as(&id, &plan, &db);
         run_and_kill(args, Duration::from_millis(ms)).await;
         let Some(saved) = answered_in_store(&db, &id).await else {
             continue;
@@ -493,8 +497,7 @@ async fn a_run_held_by_a_live_process_is_not_resumed_twice() {
     let f = fixture().await;
     let plan = f.plan("dag.json", DAG);
     let db = f.dir.path().join("busy.db");
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "b".into()]);
+    let args = f.run_as("b", &plan, &db);
     let mut child = spawn_planvm(&args);
     tokio::time::sleep(LATENCY).await;
     let out = resume(&f, &db, "b", &[]).await;
@@ -518,8 +521,7 @@ async fn a_run_cancelled_while_it_runs_stops_at_its_next_commit_point() {
     let f = fixture().await;
     let plan = f.plan("dag.json", DAG);
     let db = f.dir.path().join("cancel.db");
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "c".into()]);
+    let args = f.run_as("c", &plan, &db);
     let mut child = spawn_planvm(&args);
     tokio::time::sleep(LATENCY).await;
     let cancel = || planvm(["runs", "cancel", "c", "--store", &s(&db)], &[]);
@@ -573,8 +575,7 @@ async fn bad_stores_and_ids_get_clear_errors() {
         "one.json",
         r#"[{"seq_no": 0, "type": "assign", "parameters": {"final_answer": "x"}}]"#,
     );
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "x".into()]);
+    let args = f.run_as("x", &plan, &db);
     let out = planvm(args.clone(), &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(out.stderr.contains("run x"), "{}", out.stderr);
@@ -591,8 +592,7 @@ async fn bad_stores_and_ids_get_clear_errors() {
     assert_eq!(out.code, Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("already exists"), "{}", out.stderr);
 
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "a/b".into()]);
+    let args = f.run_as("a/b", &plan, &db);
     let out = planvm(args, &[]).await;
     assert_eq!(out.code, Some(2), "{}", out.stderr);
 
@@ -615,14 +615,12 @@ async fn no_output_may_be_written_onto_a_file_sqlite_keeps_beside_the_store() {
     let dir = f.dir.path();
     let db = dir.join("s.db");
     let plan = f.plan("one.json", LOOP);
-    let mut first = f.args(&["run"], Some(&plan), &db);
-    first.extend(["--run-id".into(), "A".into()]);
+    let first = f.run_as("A", &plan, &db);
     let out = planvm(first, &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     // A failed run, which `resume` would go on with (a finished one writes nothing).
     f.down.store(true, Ordering::SeqCst);
-    let mut failed = f.args(&["run"], Some(&plan), &db);
-    failed.extend(["--run-id".into(), "F".into()]);
+    let failed = f.run_as("F", &plan, &db);
     let out = planvm(failed, &[]).await;
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     f.down.store(false, Ordering::SeqCst);
@@ -684,8 +682,7 @@ async fn a_damaged_store_exits_65_naming_it() {
     let f = fixture().await;
     let plan = f.plan("dag.json", DAG);
     let db = f.dir.path().join("s.db");
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "A".into()]);
+    let args = f.run_as("A", &plan, &db);
     let out = planvm(args, &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     rusqlite::Connection::open(&db)
@@ -717,8 +714,7 @@ async fn a_branch_from_a_middle_step_makes_only_the_calls_from_that_step_on() {
     let f = fixture().await;
     let plan = f.plan("dag.json", DAG);
     let db = f.dir.path().join("branch.db");
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "parent".into()]);
+    let args = f.run_as("parent", &plan, &db);
     let out = planvm(args, &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let parent_answer = out.stdout;
@@ -932,28 +928,10 @@ async fn a_finished_run_in_shared(f: &Fixture) -> (PathBuf, PathBuf, PathBuf) {
     std::fs::create_dir(&shared).unwrap();
     let db = shared.join("runs.db");
     let plan = f.plan("dag.json", DAG);
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "done".into()]);
+    let args = f.run_as("done", &plan, &db);
     let out = planvm(args, &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     (shared, db, plan)
-}
-
-/// The JSON lines of `text`.
-fn json_lines(text: &str) -> Vec<Value> {
-    text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// The files beside a store (SQLite's `-wal` and `-shm` included).
-fn files_in(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -963,7 +941,7 @@ async fn a_store_this_process_may_not_write_is_still_listed_and_shown() {
     let listed = runs_json(&db).await;
     let shown = show_json(&db, "done").await;
     let db_arg = s(&db);
-    let before = files_in(&shared);
+    let before = files(&shared);
     assert_eq!(before, ["runs.db"], "the last process merged the WAL");
 
     let Some(reader) = Reader::new(f.dir.path(), &shared, 0o555) else {
@@ -1006,7 +984,7 @@ async fn a_store_this_process_may_not_write_is_still_listed_and_shown() {
         out.stderr
     );
     assert_eq!(
-        files_in(&shared),
+        files(&shared),
         before,
         "a reader leaves nothing beside the store"
     );
@@ -1020,8 +998,7 @@ async fn a_run_going_on_is_listed_by_a_process_that_may_not_write_its_store() {
     let db = shared.join("runs.db");
     // Twenty rounds of two calls: ten seconds (it is killed once listed).
     let plan = f.plan("loop.json", &LOOP.replace("\"n\": 3", "\"n\": 20"));
-    let mut args = f.args(&["run"], Some(&plan), &db);
-    args.extend(["--run-id".into(), "going".into()]);
+    let args = f.run_as("going", &plan, &db);
     let mut child = spawn_planvm(&args);
     let wal = shared.join("runs.db-wal");
     for _ in 0..200 {
@@ -1223,7 +1200,7 @@ async fn a_store_file_read_only_to_this_process_gets_no_files_beside_it() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(json_lines(&out.stdout), listed);
     assert_eq!(
-        files_in(&shared),
+        files(&shared),
         ["runs.db"],
         "a reader leaves nothing beside the store"
     );
@@ -1241,5 +1218,5 @@ async fn a_store_file_read_only_to_this_process_gets_no_files_beside_it() {
         out.stderr
     );
     assert_eq!(f.requests().await.len(), sent, "no tool was called");
-    assert_eq!(files_in(&shared), ["runs.db"]);
+    assert_eq!(files(&shared), ["runs.db"]);
 }

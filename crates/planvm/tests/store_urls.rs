@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, Out, PgSchema, Reaped, http_tools, s, until};
+use common::{BIN, Out, PgSchema, Reaped, files, http_tools, s, until};
 use serde_json::json;
 
 const PLAN: &str = r#"[
@@ -43,16 +43,6 @@ fn planvm_in(dir: &Path, args: &[&str], limit: Duration) -> Out {
 fn closed_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
-}
-
-/// The files of `dir`.
-fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

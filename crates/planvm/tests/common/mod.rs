@@ -119,6 +119,23 @@ pub const RESULT_KEYS: [&str; 6] = [
     "elapsed_ms",
 ];
 
+/// The repository's root.
+#[allow(dead_code)]
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The names of the files in `dir`, sorted.
+#[allow(dead_code)]
+pub fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// The directory of the shipped examples.
 #[allow(dead_code)]
 pub fn examples() -> PathBuf {
