@@ -1,5 +1,4 @@
-//! The engine's runs traced in this process, their spans caught by an exporter of the
-//! test's own: each run of a batch a trace of its own; a question to a person a span from
+//! The engine's runs traced in this process, their spans kept in memory: each run of a batch a trace of its own; a question to a person a span from
 //! when it was asked, across the run that stops at it and the run that goes on with the
 //! answer; a call retried after a 503 one span with the failed attempt as an event (and
 //! its attempts in the store), a tool not declared as retrieval `execute_tool`, and each
@@ -7,43 +6,30 @@
 
 use std::collections::HashSet;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
 use plan_host::{Host, HostOptions, RunReport, RunStatus, Tracer};
 use plan_manifest::Manifest;
 use plan_runs::StoreAt;
 use plan_runs::batch::{Batch, name_runs, scan_dir};
 use plan_runs::engine::{Hooks, StartRequest, start};
 use plan_store::Durability;
-use plan_telemetry::{Ended, Telemetry, Trace, Workflow};
+use plan_telemetry::opentelemetry;
+use plan_telemetry::opentelemetry_sdk::trace::SpanData;
+use plan_telemetry::{Ended, Kept, Telemetry, Trace, Workflow};
 use serde_json::{Value, json};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
 
-/// Keeps every span exported.
-#[derive(Clone, Debug, Default)]
-struct Caught(Arc<Mutex<Vec<SpanData>>>);
-
-impl SpanExporter for Caught {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        self.0.lock().unwrap().extend(batch);
-        Ok(())
-    }
-}
-
 /// Telemetry for `host`'s runs, and what it will have exported.
-fn exporting(host: &Host) -> (Telemetry, Caught) {
-    let caught = Caught::default();
-    let telemetry = Telemetry::with_exporter(caught.clone(), host.redactor().clone(), false);
-    (telemetry, caught)
+fn exporting(host: &Host) -> (Telemetry, Kept) {
+    Telemetry::in_memory(host.redactor().clone(), false)
 }
 
 /// Every span `telemetry` exported, once it has sent them all.
-fn exported(telemetry: &Telemetry, caught: &Caught) -> Vec<SpanData> {
+fn exported(telemetry: &Telemetry, kept: &Kept) -> Vec<SpanData> {
     assert_eq!(telemetry.finish(), 0, "every span reached the exporter");
-    caught.0.lock().unwrap().clone()
+    kept.spans()
 }
 
 fn attr<'a>(span: &'a SpanData, key: &str) -> Option<&'a opentelemetry::Value> {

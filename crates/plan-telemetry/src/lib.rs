@@ -19,6 +19,7 @@
 //! planner's LLM in chat spans.
 
 mod journal;
+mod memory;
 mod model;
 
 use std::sync::Arc;
@@ -32,6 +33,9 @@ use opentelemetry_sdk::error::OTelSdkResult;
 use opentelemetry_sdk::trace::{SdkTracer, SdkTracerProvider, SpanData, SpanExporter};
 
 pub use journal::ToolSpans;
+pub use memory::Kept;
+/// The crates whose types a [`Kept`]'s spans are, for whoever reads them.
+pub use {opentelemetry, opentelemetry_sdk};
 
 /// The environment variables that turn exporting on.
 const ENDPOINT_VARS: [&str; 2] = [

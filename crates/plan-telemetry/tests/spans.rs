@@ -1,18 +1,16 @@
-//! A run's trace in this process, its spans caught by an exporter of the test's own: one
+//! A run's trace in this process, its spans kept in memory (`Telemetry::in_memory`): one
 //! workflow span with every tool call's span under it, retrieval tools named as such, a
 //! failed call's span in error, a caller's `traceparent` continued and the workflow's
 //! sent to an HTTP tool on loopback, the run's end on the workflow's span, an `ask`'s
 //! planner call a `chat` span beside its run's calls, the service named `planvm` unless
 //! the environment names it, and no secret in any exported text, captured or not.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use opentelemetry::Value as OtelValue;
 use opentelemetry::trace::{SpanId, Status};
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::trace::{SpanData, SpanExporter};
+use opentelemetry_sdk::trace::SpanData;
 use plan_host::{Backend, Host, HostOptions, ToolError, ToolErrorKind, Tracer};
 use plan_llm::{CallError, Reply, Usage};
 use plan_manifest::Manifest;
@@ -22,25 +20,6 @@ use plan_vm::{Limits, ToolRequest};
 use serde_json::{Value, json};
 
 const SECRET: &str = "sk-test-0123456789abcdef";
-
-/// Keeps every span exported, and the service the resource names.
-#[derive(Clone, Debug, Default)]
-struct Caught {
-    spans: Arc<Mutex<Vec<SpanData>>>,
-    service: Arc<Mutex<Option<String>>>,
-}
-
-impl SpanExporter for Caught {
-    async fn export(&self, batch: Vec<SpanData>) -> OTelSdkResult {
-        self.spans.lock().unwrap().extend(batch);
-        Ok(())
-    }
-
-    fn set_resource(&mut self, resource: &Resource) {
-        let name = resource.get(&opentelemetry::Key::new("service.name"));
-        *self.service.lock().unwrap() = name.map(|v| v.as_str().into_owned());
-    }
-}
 
 /// Answers a search with its query and the secret (a server that echoes a key); refuses
 /// a query that says `fail`.
@@ -92,8 +71,7 @@ async fn traced_on(
     parent: Option<&str>,
 ) -> (String, Vec<SpanData>) {
     let manifest = host.manifest().clone();
-    let caught = Caught::default();
-    let telemetry = Telemetry::with_exporter(caught.clone(), host.redactor().clone(), capture);
+    let (telemetry, caught) = Telemetry::in_memory(host.redactor().clone(), capture);
     let workflow = Workflow {
         command: "run",
         plan: Some("plan.json"),
@@ -115,7 +93,7 @@ async fn traced_on(
     trace.end(&Ended::run(&report, None));
     drop(tracer);
     assert_eq!(telemetry.finish(), 0, "every span reached the exporter");
-    let spans = caught.spans.lock().unwrap().clone();
+    let spans = caught.spans();
     (format!("{:?}", report.status), spans)
 }
 
@@ -245,8 +223,7 @@ async fn no_secret_is_exported_captured_or_not() {
 
 #[tokio::test]
 async fn the_service_is_planvm_unless_the_environment_names_it() {
-    let caught = Caught::default();
-    let telemetry = Telemetry::with_exporter(caught.clone(), echo_host().redactor().clone(), false);
+    let (telemetry, caught) = Telemetry::in_memory(echo_host().redactor().clone(), false);
     let workflow = Workflow {
         command: "run",
         plan: None,
@@ -260,7 +237,7 @@ async fn the_service_is_planvm_unless_the_environment_names_it() {
     // NB: the SDK names the service from the environment when it says one (the binary's
     // tests set it); else ours.
     let expected = std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "planvm".into());
-    assert_eq!(*caught.service.lock().unwrap(), Some(expected));
+    assert_eq!(caught.service(), Some(expected));
 }
 
 /// A tool behind HTTP is told the workflow's span as its parent: its own spans can join
@@ -326,8 +303,7 @@ impl PlannerModel for Scripted {
 #[tokio::test]
 async fn an_ask_traces_its_planner_call_under_the_same_workflow() {
     let host = echo_host();
-    let caught = Caught::default();
-    let telemetry = Telemetry::with_exporter(caught.clone(), host.redactor().clone(), false);
+    let (telemetry, caught) = Telemetry::in_memory(host.redactor().clone(), false);
     let goal = "What does the first search find?";
     let workflow = Workflow {
         command: "ask",
@@ -352,7 +328,7 @@ async fn an_ask_traces_its_planner_call_under_the_same_workflow() {
     trace.end(&Ended::ask(&outcome, None));
     drop(journal);
     assert_eq!(telemetry.finish(), 0, "every span reached the exporter");
-    let spans = caught.spans.lock().unwrap().clone();
+    let spans = caught.spans();
     let text = format!("{spans:?}");
     assert!(!text.contains(SECRET) && !text.contains(goal), "{text}");
 

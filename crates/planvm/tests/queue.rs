@@ -3,7 +3,9 @@
 //! the answer of an uninterrupted run, and a completed call is never requested again; a
 //! worker paused past its lease cannot write into a run another took; goals submitted are
 //! planned once, and end on another worker when theirs dies. Skipped, saying so, without
-//! a PostgreSQL server (`scripts/test` starts one, and requires it).
+//! a PostgreSQL server (`scripts/test` starts one, and requires it). A run whose store
+//! connections are dropped, which needs no process of its own, is tested in-process:
+//! crates/plan-runs/tests/postgres.rs.
 
 mod common;
 
@@ -388,97 +390,5 @@ async fn goals_submitted_are_planned_once_and_end_elsewhere_when_their_worker_di
     assert!(
         again <= GOALS,
         "{again} calls sent again, more than were in flight at the kill"
-    );
-}
-
-/// A store whose connections the server drops while a run waits for a long call (a
-/// restart, a failover): its lease is still renewed, on a new connection, so no other
-/// process takes the run and sends its call again; the run then commits on a new
-/// connection, or fails at its commit with a store error (R0012) and resumes to its
-/// answer.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_run_whose_connections_are_dropped_keeps_its_lease_and_resumes() {
-    let Some(q) = Setup::new().await else {
-        return;
-    };
-    let slow = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::method("POST"))
-        .respond_with(
-            wiremock::ResponseTemplate::new(200)
-                .set_body_json(json!({"text": "slow answer"}))
-                .set_delay(Duration::from_secs(6)),
-        )
-        .mount(&slow)
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let tools = http_tools(
-        dir.path(),
-        &slow.uri(),
-        &[("llm_generate", "/llm", Some("/text"))],
-    );
-    let plan = dir.path().join("slow.json");
-    let text = json!([{"seq_no": 0, "type": "calling", "parameters": {"tool_name": "llm_generate",
-                       "tool_params": {"prompt": "p"}, "output_vars": ["final_answer"]}}]);
-    std::fs::write(&plan, text.to_string()).unwrap();
-    // NB: the connections of this test's processes, told apart by their name.
-    let name = &q.pg.schema;
-    let url = format!("{}&application_name={name}", q.pg.url);
-    let args = |cmd: &[&str]| -> Vec<String> {
-        let mut a: Vec<String> = cmd.iter().map(|s| (*s).to_owned()).collect();
-        a.extend(["--tools".into(), s(&tools), "--store".into(), url.clone()]);
-        a
-    };
-    let run = Command::new(BIN)
-        .args(args(&["run", &s(&plan), "--run-id", "slow"]))
-        .env_remove("PLANVM_STORE")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let sent = async || !slow.received_requests().await.unwrap().is_empty();
-    until(Duration::from_secs(20), || "no call was sent".into(), sent).await;
-    let lease = || -> i64 {
-        q.pg.select("SELECT lease_until FROM runs WHERE id = 'slow'")[0][0]
-            .as_deref()
-            .unwrap()
-            .parse()
-            .unwrap()
-    };
-    let dropped = q.pg.select(&format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'"
-    ));
-    assert!(!dropped.is_empty(), "no connection of the run was found");
-    let before = lease();
-    let what = || "the lease was not renewed once its connection was dropped".into();
-    until(Duration::from_secs(60), what, async || lease() > before).await;
-    // NB: renewed every 2.5 s for 10 s ahead: the renewal (its own clock, on record) came
-    // before the lease it renewed lapsed, else another worker could have taken the run.
-    let renewed = lease();
-    assert!(
-        renewed - plan_store::LEASE_MS < before,
-        "renewed at {} for a lease that lapsed at {before}",
-        renewed - plan_store::LEASE_MS
-    );
-    let out = tokio::task::spawn_blocking(move || run.wait_with_output().unwrap())
-        .await
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    // NB: its commit goes on a connection of the pool: a new one once the renewals found
-    // the old ones closed (the run ends ok); else a closed one (the run fails with the
-    // store's error, and resumes).
-    let committed = out.status.code() == Some(0);
-    if !committed {
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
-        assert!(stderr.contains("R0012"), "{stderr}");
-    }
-    // NB: a run that ended prints its answer and calls nothing.
-    let out = planvm(args(&["resume", "slow"]), &[]).await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert_eq!(out.stdout.trim(), "slow answer");
-    let sent = slow.received_requests().await.unwrap().len();
-    let want = if committed { 1 } else { 2 };
-    assert_eq!(
-        sent, want,
-        "the call was sent once, and again only by a resume"
     );
 }

@@ -1,7 +1,7 @@
 //! The `planvm serve` process over real HTTP on loopback: an open address refused
 //! without a token, SIGTERM (once, twice), runs and goals cut by a killed service taken
-//! up at its next start, services and workers sharing a PostgreSQL queue. The API itself
-//! is tested in-process: crates/plan-serve/tests.
+//! up at its next start. The API itself is tested in-process: crates/plan-serve/tests,
+//! services and workers sharing a PostgreSQL queue among them (tests/queue.rs).
 
 mod common;
 
@@ -10,8 +10,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::{
-    HELLO, Served, TWO_SEARCHES, call, client, ended_goal, planner, post, read_events,
-    search_taking, slow_search,
+    HELLO, Served, TWO_SEARCHES, call, client, ended_goal, planner, post, search_taking,
+    slow_search,
 };
 
 use serde_json::{Value, json};
@@ -349,88 +349,4 @@ async fn a_second_sigterm_stops_the_service_without_waiting_for_calls() {
     // Not waited for: the call is on record as sent, and no answer (20 s away) follows.
     assert_eq!(entries.len(), 1, "{entries:?}");
     assert!(entries[0].contains("\"sent\""), "{entries:?}");
-}
-
-/// On a PostgreSQL store, services and workers share one queue: runs submitted to one
-/// service are taken by it, by another service and by a `planvm worker`; each is run once,
-/// streams its events from any service, and ends with its answer; SIGTERM stops each.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_postgresql_services_and_workers_share_the_queue() {
-    let Some(pg) = common::PgSchema::new() else {
-        return;
-    };
-    const RUNS: usize = 12;
-    let (server, _dir, tools) = slow_search().await;
-    let store = Path::new(&pg.url);
-    let extra = ["--tools", tools.to_str().unwrap(), "--max-runs", "2"];
-    let mut a = serve(store, &extra);
-    let mut b = serve(store, &extra);
-    let mut worker = common::Reaped(
-        Command::new(common::BIN)
-            .args([
-                "worker",
-                "--store",
-                &pg.url,
-                "--concurrency",
-                "2",
-                "--poll",
-                "0.2",
-            ])
-            .args(&extra[..2])
-            .env_remove("PLANVM_STORE")
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    for i in 0..RUNS {
-        let submit = json!({"plan": TWO_SEARCHES, "run_id": format!("q{i}")});
-        let (status, body) = post(format!("{}/v1/runs", a.base), &submit).await;
-        assert_eq!(status, 201, "{body}");
-        // NB: as read once submitted: a worker may have taken it already.
-        assert!(
-            ["queued", "running"].contains(&body["status"].as_str().unwrap()),
-            "{body}"
-        );
-    }
-    let last = format!("q{}", RUNS - 1);
-    let events = read_events(format!("{}/v1/runs/{last}/events", b.base), None).await;
-    let (_, kind, data) = events.last().unwrap();
-    assert_eq!(kind, "answer", "{events:?}");
-    let a_ = format!("/search({})", json!({"query": "first", "top_k": 10}));
-    let want = format!(
-        "/search({})",
-        json!({"query": format!("then {a_}"), "top_k": 10})
-    );
-    assert_eq!(data["final_answer"], want, "{data}");
-    for i in 0..RUNS {
-        let one = format!("{}/v1/runs/q{i}", b.base);
-        let mut shown = Value::Null;
-        for _ in 0..400 {
-            shown = call(reqwest::Method::GET, one.clone(), None, None).await.1;
-            if shown["run"]["status"] == "ok" {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        assert_eq!(shown["run"]["final_answer"], want, "{shown}");
-    }
-    assert_eq!(
-        server.received_requests().await.unwrap().len(),
-        2 * RUNS,
-        "each run's two calls were sent once"
-    );
-    for child in [&a.child, &b.child, &worker.0] {
-        terminate(child);
-    }
-    assert_eq!(worker.wait().unwrap().code(), Some(0));
-    let mut out = String::new();
-    std::io::Read::read_to_string(&mut worker.stdout.take().unwrap(), &mut out).unwrap();
-    let by_worker = out.lines().filter(|l| l.contains("\"ok\"")).count();
-    assert!(
-        (1..RUNS).contains(&by_worker),
-        "the worker ran {by_worker} of {RUNS} runs: {out}"
-    );
-    assert_eq!(a.child.wait().unwrap().code(), Some(0));
-    assert_eq!(b.child.wait().unwrap().code(), Some(0));
 }

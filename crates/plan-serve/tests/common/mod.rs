@@ -35,18 +35,44 @@ pub struct Setup {
 }
 
 /// A service listening on a free loopback port, on a runtime of its own (so that a test,
-/// async or not, talks to it as a client would); stopped when dropped.
+/// async or not, talks to it as a client would); stopped when dropped, its runs cut as a
+/// killed process's are, or stopped cleanly by [`Served::stop`].
 pub struct Served {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Tells the service to stop: `true` to wait until its runs have drained.
+    stop: Option<tokio::sync::oneshot::Sender<bool>>,
+    /// How the service stopped when told to drain: what serving returned.
+    ended: std::sync::mpsc::Receiver<std::io::Result<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Served {
+    /// Stops the service as `planvm serve` does on SIGTERM: it stops taking requests, and
+    /// the runs it has (its queue worker's too) stop at their next commit point. What
+    /// serving returned; the test fails if the service has not stopped within `patience`
+    /// (a give-up, far beyond what stopping takes).
+    pub fn stop(mut self, patience: Duration) -> std::io::Result<()> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(true);
+        }
+        let ended = self
+            .ended
+            .recv_timeout(patience)
+            .unwrap_or_else(|e| panic!("the service did not stop ({e}; waited {patience:?})"));
+        if let Some(thread) = self.thread.take() {
+            thread
+                .join()
+                .expect("the service's thread ends without a panic");
+        }
+        ended
+    }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+            let _ = stop.send(false);
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -54,13 +80,14 @@ impl Drop for Served {
     }
 }
 
-/// Starts the service over the SQLite store `db` as `setup` says, takes up what was
-/// interrupted, and listens.
+/// Starts the service over the store `db` (an SQLite file, or a PostgreSQL URL as a path)
+/// as `setup` says, takes up what was interrupted, and listens.
 pub fn serve(db: &Path, setup: Setup) -> Served {
     plan_host::install_crypto();
     let config = config(db, setup);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<bool>();
     let (listening, base) = std::sync::mpsc::channel();
+    let (ending, ended) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -74,16 +101,30 @@ pub fn serve(db: &Path, setup: Setup) -> Served {
             }
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let _ = listening.send(format!("http://{}", listener.local_addr().unwrap()));
-            let shutdown = async {
-                let _ = stopped.await;
+            let drain = Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let shutdown = {
+                let drain = drain.clone();
+                async move {
+                    let told = stopped.await.unwrap_or(false);
+                    drain.store(told, std::sync::atomic::Ordering::SeqCst);
+                }
             };
-            service.serve(listener, shutdown).await.unwrap();
+            let served = service.serve(listener, shutdown).await;
+            // NB: dropped rather than stopped, the runs are cut where they are (the
+            // runtime goes with them), as a killed process's would be.
+            if drain.load(std::sync::atomic::Ordering::SeqCst) {
+                service.drained().await;
+                let _ = ending.send(served);
+            } else {
+                served.unwrap();
+            }
         });
     });
     let base = base.recv().expect("the service listens");
     Served {
         base,
         stop: Some(stop),
+        ended,
         thread: Some(thread),
     }
 }
