@@ -438,3 +438,56 @@ async fn an_evaluation_is_stored_and_peoples_verdicts_show_in_a_comparison() {
     let (cmp, _) = plan_eval::compare_with_people(&baseline, &now, None).unwrap();
     assert!(cmp.people.is_empty());
 }
+
+/// The example dataset replayed from its recordings, traced in memory: each case is a
+/// trace of its own, the planner's call and the run's calls in it.
+#[tokio::test]
+async fn each_case_of_an_evaluation_is_a_trace() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let host = host(
+        Manifest::load(root.join("examples/ask.toml")).unwrap(),
+        None,
+    );
+    let recordings = root.join("examples/eval/recordings");
+    let cassettes = Cassettes::open(None, None, Some(&recordings)).unwrap();
+    let (telemetry, kept) = plan_telemetry::Telemetry::in_memory(host.redactor().clone(), false);
+    let setup = Setup {
+        telemetry: Some(&telemetry),
+        ..setup(&host, cassettes, None)
+    };
+    let dataset = std::fs::read_to_string(root.join("examples/eval/tidb.jsonl")).unwrap();
+    let reports = run(&setup, &dataset).await;
+    assert!(reports.iter().all(CaseReport::passed), "{reports:?}");
+    assert_eq!(telemetry.finish(), 0, "every span reached the exporter");
+    let spans = kept.spans();
+    let cases: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "invoke_workflow eval")
+        .collect();
+    assert_eq!(cases.len(), 3);
+    let traces: std::collections::HashSet<_> =
+        cases.iter().map(|c| c.span_context.trace_id()).collect();
+    assert_eq!(traces.len(), 3, "a trace per case");
+    for c in &cases {
+        let status = c
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == "planrt.status");
+        assert_eq!(
+            status.map(|kv| kv.value.as_str().into_owned()).as_deref(),
+            Some("answered")
+        );
+        let mut children = spans
+            .iter()
+            .filter(|s| s.parent_span_id == c.span_context.span_id());
+        let names: Vec<&str> = children.by_ref().map(|s| s.name.as_ref()).collect();
+        assert!(
+            names.contains(&"chat replay"),
+            "the planner's call is in the case's trace: {names:?}"
+        );
+        assert!(
+            names.iter().any(|n| n.starts_with("retrieval ")),
+            "{names:?}"
+        );
+    }
+}

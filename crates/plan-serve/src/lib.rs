@@ -69,7 +69,15 @@ pub struct Config {
     pub allowed_hosts: Vec<String>,
     /// How connections are held.
     pub conn_limits: ConnLimits,
+    /// Makes the service's telemetry from the host's redactor (the secrets no span may
+    /// carry): `Telemetry::from_env` in a process, `Telemetry::in_memory` in a test.
+    pub telemetry: MakeTelemetry,
 }
+
+/// See [`Config::telemetry`]; `Ok(None)`: no trace is exported.
+pub type MakeTelemetry = Box<
+    dyn FnOnce(Arc<plan_llm::Redactor>) -> Result<Option<plan_telemetry::Telemetry>, String> + Send,
+>;
 
 /// The service's state, shared by its requests and its runs.
 pub(crate) struct State {
@@ -257,7 +265,7 @@ impl Service {
             .map_err(|e| e.message);
         let max_runs = u32::try_from(config.max_runs.max(1)).unwrap_or(u32::MAX);
         let mut warnings = host.warnings().to_vec();
-        let telemetry = match plan_telemetry::Telemetry::from_env(host.redactor().clone()) {
+        let telemetry = match (config.telemetry)(host.redactor().clone()) {
             Ok(t) => t,
             Err(e) => {
                 warnings.push(format!("{e}: no trace is exported"));

@@ -67,6 +67,7 @@ pub(crate) fn mcp(args: McpArgs) -> u8 {
         planning,
         allowed_hosts: Vec::new(),
         conn_limits: plan_serve::ConnLimits::default(),
+        telemetry: Box::new(plan_telemetry::Telemetry::from_env),
     };
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,

@@ -93,6 +93,7 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
                 .max_connections
                 .map_or_else(plan_serve::default_max_connections, |n| n as usize),
         },
+        telemetry: Box::new(plan_telemetry::Telemetry::from_env),
     };
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,

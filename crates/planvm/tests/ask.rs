@@ -433,10 +433,8 @@ async fn a_session_is_listed_and_shown() {
         assert_eq!(code, Some(0), "{stderr}");
     }
     let sessions = |args: &[&str]| {
-        let mut all: Vec<String> = vec!["sessions".into()];
-        all.extend(args.iter().map(|a| (*a).to_owned()));
-        all.extend(["--store".into(), db.clone()]);
-        planvm(all, &[])
+        let store = ["--store", db.as_str()];
+        planvm(["sessions"].iter().chain(args).chain(&store), &[])
     };
     let shown = sessions(&["show", "s1", "--format", "json"]).await;
     assert_eq!(shown.code, Some(0), "{}", shown.stderr);

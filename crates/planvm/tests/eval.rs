@@ -13,7 +13,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Out, planvm, s};
+use common::{Out, planvm, root, s};
 use serde_json::{Value, json};
 
 /// A planner reply: a plan whose answer is `answer`.
@@ -76,16 +76,9 @@ impl Setup {
     }
 
     async fn eval(&self, extra: &[&str]) -> Out {
-        let mut args = vec![
-            "eval".to_owned(),
-            self.path("set.jsonl"),
-            "--replay".to_owned(),
-            self.path("planner.jsonl"),
-            "--max-repairs".to_owned(),
-            "1".to_owned(),
-        ];
-        args.extend(extra.iter().map(|a| (*a).to_owned()));
-        planvm(args, &[]).await
+        let (set, planner) = (self.path("set.jsonl"), self.path("planner.jsonl"));
+        let args = ["eval", &set, "--replay", &planner, "--max-repairs", "1"];
+        planvm(args.iter().chain(extra), &[]).await
     }
 }
 
@@ -211,21 +204,10 @@ async fn recording_over_the_dataset_is_refused() {
 /// The README's example: the example dataset replayed from its recordings, offline.
 #[tokio::test]
 async fn the_example_dataset_replays_offline() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = planvm(
-        [
-            "eval",
-            &s(&root.join("examples/eval/tidb.jsonl")),
-            "--tools",
-            &s(&root.join("examples/ask.toml")),
-            "--replay",
-            &s(&root.join("examples/eval/recordings")),
-            "--format",
-            "json",
-        ],
-        &[],
-    )
-    .await;
+    let [data, tools, recordings] = ["eval/tidb.jsonl", "ask.toml", "eval/recordings"]
+        .map(|p| s(&root().join("examples").join(p)));
+    let args = ["eval", &data, "--tools", &tools, "--replay", &recordings];
+    let out = planvm(args.into_iter().chain(["--format", "json"]), &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let r: Value = serde_json::from_str(&out.stdout).unwrap();
     assert_eq!(r["summary"]["cases"], 3, "{r}");

@@ -157,19 +157,8 @@ const LOOP: &str = r#"[
 /// The calls the store holds an answer for: (path, body) as the server saw them. None
 /// when the run is not in the store (killed before it was created).
 async fn answered_in_store(db: &Path, id: &str) -> Option<Vec<(String, Value)>> {
-    let out = planvm(
-        vec![
-            "runs".into(),
-            "show".into(),
-            id.into(),
-            "--store".into(),
-            s(db),
-            "--format".into(),
-            "json".into(),
-        ],
-        &[],
-    )
-    .await;
+    let args = ["runs", "show", id, "--store", &s(db), "--format", "json"];
+    let out = planvm(args, &[]).await;
     if out.code == Some(66) || out.code == Some(65) {
         // Killed before the run (or the store) was created.
         return None;
@@ -761,21 +750,11 @@ async fn a_branch_from_a_middle_step_makes_only_the_calls_from_that_step_on() {
     assert_eq!(rows[1]["tool_calls"], 2);
 
     // `runs show --at` sees the branch point's variables.
-    let out = planvm(
-        [
-            "runs",
-            "show",
-            "parent",
-            "--store",
-            &s(&db),
-            "--at",
-            "4",
-            "--format",
-            "json",
-        ],
-        &[],
-    )
-    .await;
+    let store = s(&db);
+    let show = [
+        "runs", "show", "parent", "--store", &store, "--at", "4", "--format", "json",
+    ];
+    let out = planvm(show, &[]).await;
     let vars: Value = serde_json::from_str(&out.stdout).unwrap();
     let names: Vec<&str> = vars
         .as_object()
@@ -1059,14 +1038,15 @@ async fn a_batch_killed_mid_way_is_resumed_without_asking_again_for_stored_answe
     };
     // The answers of an uninterrupted batch, from a server of its own.
     let g = fixture().await;
-    let mut alone = vec![
-        "batch".into(),
-        "--list".into(),
-        s(&list),
-        "--jobs".into(),
-        "2".into(),
+    let alone = [
+        "batch",
+        "--list",
+        &s(&list),
+        "--jobs",
+        "2",
+        "--tools",
+        &s(&g.tools),
     ];
-    alone.extend(["--tools".into(), s(&g.tools)]);
     let out = planvm(alone, &[]).await;
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let want = answers(&out.stdout);

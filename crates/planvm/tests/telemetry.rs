@@ -2,9 +2,10 @@
 //! real OTLP/HTTP collector on loopback (its requests decoded with the OTLP protobuf
 //! types): a run is one trace under the service the environment names, with no key in any
 //! byte sent; a collector that is down or hangs changes no answer and costs the run next
-//! to nothing; the service continues a caller's trace; each case of an evaluation is a
-//! trace. The spans themselves are tested in-process (crates/plan-telemetry/tests and
-//! crates/plan-runs/tests/telemetry.rs).
+//! to nothing. The spans themselves are tested in-process: a run's, an ask's and a
+//! batch's (crates/plan-telemetry/tests, crates/plan-runs/tests/telemetry.rs), the
+//! service's (crates/plan-serve/tests/telemetry.rs), an evaluation's
+//! (crates/plan-eval/tests/eval.rs).
 
 mod common;
 
@@ -92,10 +93,6 @@ fn text(attrs: &[KeyValue], key: &str) -> Option<String> {
         Some(Any::StringValue(s)) => Some(s.clone()),
         _ => None,
     }
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A collector on loopback that takes OTLP/HTTP protobuf.
@@ -226,129 +223,4 @@ async fn a_run_is_one_trace_and_a_collector_that_is_down_or_hangs_costs_it_nothi
         worst < base * 2 + Duration::from_secs(6),
         "{worst:?} with a bad collector, {base:?} without"
     );
-}
-
-/// `planvm serve`: a run submitted with a `traceparent` is traced as that caller's child,
-/// and the response names the trace.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_service_continues_a_callers_trace_and_names_it() {
-    let server = wiremock::MockServer::start().await;
-    wiremock::Mock::given(wiremock::matchers::path("/search"))
-        .respond_with(Echo)
-        .mount(&server)
-        .await;
-    wiremock::Mock::given(wiremock::matchers::path("/v1/traces"))
-        .respond_with(wiremock::ResponseTemplate::new(200))
-        .mount(&server)
-        .await;
-    let dir = tempfile::tempdir().unwrap();
-    let tools = dir.path().join("tools.toml");
-    std::fs::write(
-        &tools,
-        format!(
-            "[[tool]]\nname = \"vector_search\"\n[tool.backend]\nkind = \"http\"\nurl = \"{}/search\"\npointer = \"/text\"\n",
-            server.uri()
-        ),
-    )
-    .unwrap();
-    let served = common::serve_with(
-        &dir.path().join("s.db"),
-        &["--tools", &s(&tools)],
-        &[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", &server.uri()),
-            // NB: a service sends its spans every 5 s by default.
-            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
-        ],
-    );
-    let plan = json!([
-        {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Search.", "dependency_analysis": "None."}},
-        {"seq_no": 1, "type": "calling", "parameters": {"tool_name": "vector_search",
-         "tool_params": {"query": "start"}, "output_vars": ["final_answer"]}}
-    ]);
-    let caller = "0af7651916cd43dd8448eb211c80319c";
-    plan_host::install_crypto();
-    let res = reqwest::Client::new()
-        .post(format!("{}/v1/runs", served.base))
-        .header("traceparent", format!("00-{caller}-b7ad6b7169203331-01"))
-        .json(&json!({"plan": plan, "run_id": "t1"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status().as_u16(), 201);
-    assert_eq!(
-        res.headers()["x-trace-id"].to_str().unwrap(),
-        caller,
-        "the response names the caller's trace"
-    );
-    let mut spans: Vec<Span> = Vec::new();
-    for _ in 0..200 {
-        spans = exported(&server, &[]).await.0;
-        if spans.iter().any(|s| s.name == "invoke_workflow run") {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    let root = spans
-        .iter()
-        .find(|s| s.name == "invoke_workflow run")
-        .expect("the run's span was exported");
-    assert_eq!(hex(&root.trace_id), caller);
-    assert_eq!(hex(&root.parent_span_id), "b7ad6b7169203331");
-    assert_eq!(
-        text(&root.attributes, "planrt.status").as_deref(),
-        Some("ok")
-    );
-    assert_eq!(
-        text(&root.attributes, "planrt.run.id").as_deref(),
-        Some("t1")
-    );
-    let tool = spans
-        .iter()
-        .find(|s| s.name == "retrieval vector_search")
-        .unwrap();
-    assert_eq!(tool.parent_span_id, root.span_id);
-    assert_eq!(hex(&tool.trace_id), caller);
-}
-
-/// `planvm eval`: each case is a trace of its own.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn each_case_of_an_evaluation_is_a_trace() {
-    let collector = collector().await;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = planvm(
-        vec![
-            "eval".into(),
-            s(&root.join("examples/eval/tidb.jsonl")),
-            "--tools".into(),
-            s(&root.join("examples/ask.toml")),
-            "--replay".into(),
-            s(&root.join("examples/eval/recordings")),
-            "--format".into(),
-            "json".into(),
-        ],
-        &[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.uri())],
-    )
-    .await;
-    assert_eq!(out.code, Some(0), "{}", out.stderr);
-    let (spans, _) = exported(&collector, &[]).await;
-    let cases: Vec<&Span> = spans
-        .iter()
-        .filter(|s| s.name == "invoke_workflow eval")
-        .collect();
-    assert_eq!(cases.len(), 3);
-    let mut traces: Vec<&[u8]> = cases.iter().map(|c| c.trace_id.as_slice()).collect();
-    traces.dedup();
-    assert_eq!(traces.len(), 3, "a trace per case");
-    for c in &cases {
-        assert_eq!(
-            text(&c.attributes, "planrt.status").as_deref(),
-            Some("answered")
-        );
-        let children = spans.iter().filter(|s| s.parent_span_id == c.span_id);
-        assert!(
-            children.clone().any(|s| s.name == "chat replay"),
-            "the planner's call is in the case's trace"
-        );
-        assert!(children.clone().any(|s| s.name.starts_with("retrieval ")));
-    }
 }

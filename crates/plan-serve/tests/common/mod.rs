@@ -32,6 +32,8 @@ pub struct Setup {
     pub max_runs: Option<usize>,
     /// Host names answered to besides loopback's.
     pub allowed_hosts: Vec<String>,
+    /// Its runs' traces (default: none).
+    pub telemetry: Option<plan_serve::MakeTelemetry>,
 }
 
 /// A service listening on a free loopback port, on a runtime of its own (so that a test,
@@ -169,5 +171,6 @@ fn config(db: &Path, setup: Setup) -> Config {
             body_timeout: Duration::from_secs(30),
             max_connections: 1024,
         },
+        telemetry: setup.telemetry.unwrap_or_else(|| Box::new(|_| Ok(None))),
     }
 }
