@@ -5,6 +5,8 @@
 //! `ErrorKind::Damaged` (or `NotAStore`) naming the store, the run and what is wrong,
 //! and calls nothing.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -13,11 +15,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use plan_host::{Backend, Host, HostOptions, RunReport, ToolError, ToolErrorKind, Tracer};
 use plan_manifest::Manifest;
-use plan_runs::engine::{Hooks, StartRequest, start};
 use plan_runs::open::Access;
 use plan_runs::{Error, ErrorKind, LimitsOverride, StoreAt};
 use plan_store::Durability;
-use plan_vm::{Limits, ToolRequest};
+use plan_vm::ToolRequest;
 use serde_json::json;
 
 /// Five searches, each on the last one's answer (over a second in all, so the run saves
@@ -64,22 +65,7 @@ impl Backend for Tool {
 
 /// Runs [`CHAIN`] as stored run `id` at `at`.
 async fn run(at: &StoreAt, id: &str, host: &Host) -> RunReport {
-    let opts = plan_compiler::CompileOptions::default();
-    let program = plan_compiler::compile(CHAIN, &opts).validate().unwrap();
-    let request = StartRequest {
-        id: Some(id.into()),
-        name: "chain.json",
-        source: Some(CHAIN),
-        program: &program,
-        vars: Vec::new(),
-        limits: Limits::default(),
-    };
-    let hooks = Hooks {
-        journal: &mut Tracer::none(),
-        warn: |e| panic!("{e}"),
-        started: |_| {},
-    };
-    start(host, Some(at), request, hooks).await.unwrap().0
+    common::start_plan(host, CHAIN, (Some(at), id), &mut Tracer::none()).await
 }
 
 /// What each operation a person runs on a store comes to.

@@ -6,6 +6,8 @@
 //! a batch resumed reports what finished and goes on with what failed; a cancelled run
 //! stops at its next commit point.
 
+mod common;
+
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
@@ -695,23 +697,8 @@ async fn an_answer_given_while_the_host_drains_is_on_record_before_the_run_stops
 /// Runs `PLAN` as stored run `id` in `dir`'s store (this process's, as `planvm run
 /// --store` runs it) on `host`: its report.
 async fn run_stored(dir: &tempfile::TempDir, id: &str, host: &Host) -> plan_host::RunReport {
-    let m = manifest();
-    let program = program(&m);
-    let request = plan_runs::engine::StartRequest {
-        id: Some(id.into()),
-        name: "plan.json",
-        source: Some(PLAN),
-        program: &program,
-        vars: Vec::new(),
-        limits: Limits::default(),
-    };
-    let hooks = plan_runs::engine::Hooks {
-        journal: &mut plan_host::Tracer::none(),
-        warn: no_warning,
-        started: |_| {},
-    };
-    let started = plan_runs::engine::start(host, Some(&at(dir)), request, hooks).await;
-    started.unwrap().0
+    let tracer = &mut plan_host::Tracer::none();
+    common::start_plan(host, PLAN, (Some(&at(dir)), id), tracer).await
 }
 
 /// Resumes stored run `id` (sending again the writes in flight if `retry`): its report, or

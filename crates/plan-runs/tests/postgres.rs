@@ -4,13 +4,12 @@
 //! sending a completed call again. Skipped, saying so, without a PostgreSQL server
 //! (`scripts/test` starts one, and requires it).
 
-#[path = "common/pg.rs"]
-mod pg;
+mod common;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use pg::{PgSchema, until};
+use common::pg::{PgSchema, until};
 use plan_host::{Host, HostOptions, RunReport, Tracer};
 use plan_manifest::Manifest;
 use plan_runs::engine::{Hooks, StartRequest, start};

@@ -4,6 +4,8 @@
 //! its attempts in the store), a tool not declared as retrieval `execute_tool`, and each
 //! call replayed from the run's cassette said so. Tools are HTTP servers on loopback.
 
+mod common;
+
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
@@ -13,7 +15,6 @@ use plan_host::{Host, HostOptions, RunReport, RunStatus, Tracer};
 use plan_manifest::Manifest;
 use plan_runs::StoreAt;
 use plan_runs::batch::{Batch, name_runs, scan_dir};
-use plan_runs::engine::{Hooks, StartRequest, start};
 use plan_store::Durability;
 use plan_telemetry::opentelemetry;
 use plan_telemetry::opentelemetry_sdk::trace::SpanData;
@@ -98,25 +99,10 @@ async fn run(
     plan: &str,
     (at, id): (Option<&StoreAt>, &str),
 ) -> RunReport {
-    let opts = plan_runs::engine::compile_options(host.manifest(), Vec::new());
-    let program = plan_compiler::compile(plan, &opts).validate().unwrap();
-    let request = StartRequest {
-        id: Some(id.into()),
-        name: "plan.json",
-        source: Some(plan),
-        program: &program,
-        vars: Vec::new(),
-        limits: plan_vm::Limits::default(),
-    };
     let (trace, mut tracer) = traced(telemetry, "run", host);
-    let hooks = Hooks {
-        journal: &mut tracer,
-        warn: no_warning,
-        started: |_| {},
-    };
-    let started = plan_telemetry::within(Some(&trace), start(host, at, request, hooks));
-    let (report, stored) = started.await.unwrap();
-    trace.end(&Ended::run(&report, stored.as_deref()));
+    let started = common::start_plan(host, plan, (at, id), &mut tracer);
+    let report = plan_telemetry::within(Some(&trace), started).await;
+    trace.end(&Ended::run(&report, at.map(|_| id)));
     report
 }
 

@@ -4,6 +4,8 @@
 //! cassette keeps each call's and a replay of it costs nothing; a planned run counts the
 //! planner's tokens (a repair's too) with its calls'.
 
+mod common;
+
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,7 +15,7 @@ use plan_llm::{CallError, Reply, Usage};
 use plan_manifest::Manifest;
 use plan_planner::{AskOptions, Examples, Planner, PlannerCall, PlannerModel, Template};
 use plan_runs::StoreAt;
-use plan_runs::engine::{AskAt, AskRequest, Hooks, StartRequest, ask_goal, start};
+use plan_runs::engine::{AskAt, AskRequest, Hooks, ask_goal};
 use plan_store::Durability;
 use serde_json::{Value, json};
 use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
@@ -58,22 +60,7 @@ fn say(seq: u32, n: u32, out: &str) -> Value {
 
 /// Runs `plan` on `host`, stored at `at` as `id` when given.
 async fn run(host: &Host, plan: &str, at: Option<&StoreAt>, id: &str) -> RunReport {
-    let opts = plan_compiler::CompileOptions::default();
-    let program = plan_compiler::compile(plan, &opts).validate().unwrap();
-    let request = StartRequest {
-        id: Some(id.into()),
-        name: "plan.json",
-        source: Some(plan),
-        program: &program,
-        vars: Vec::new(),
-        limits: plan_vm::Limits::default(),
-    };
-    let hooks = Hooks {
-        journal: &mut Tracer::none(),
-        warn: |e| panic!("{e}"),
-        started: |_| {},
-    };
-    start(host, at, request, hooks).await.unwrap().0
+    common::start_plan(host, plan, (at, id), &mut Tracer::none()).await
 }
 
 fn host(manifest: Manifest, record: Option<&Path>, replay: Option<&Path>) -> Host {
