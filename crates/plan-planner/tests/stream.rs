@@ -237,7 +237,8 @@ async fn calls_start_while_the_plan_arrives_and_the_answer_is_the_same() {
         streamed.events
     );
     // Not streamed: 2.5 s of planning, then 4 calls of 1 s one after another. Streamed,
-    // the first search overlaps the planning.
+    // the first search overlaps the planning. NB: tokio's paused clock (`start_paused`),
+    // which moves only by the timers of the planner and the tools: exact under any load.
     assert_eq!(plain.took, Duration::from_millis(6500));
     assert!(
         streamed.took < plain.took,
@@ -371,6 +372,7 @@ async fn figures_for_streaming() {
         plain.outcome.error
     );
     assert_eq!(streamed.outcome.answer, plain.outcome.answer);
+    // NB: virtual times (the paused clock), as above.
     assert!(streamed.took < plain.took);
     let chained = (
         ask(chain, false, TOOL_LATENCY).await,

@@ -101,6 +101,8 @@ async fn a_thousand_runs_of_thirteen_slow_calls_take_one_critical_path() {
         assert_eq!(r.final_answer, answer);
         assert_eq!(r.tool_calls, 13);
         // Each run overlaps its own calls: its three-call critical path, not its 13 calls.
+        // NB: the paused clock's time (`start_paused`), moved only by the replay's timers:
+        // exact whatever the load.
         assert_eq!(r.elapsed_ms, 3 * LATENCY_MS, "{r:?}");
     }
     // The runs overlap each other too: one critical path for all, where one after another
