@@ -11,10 +11,12 @@
 //! everything; `Compiled::program` is `Some` only when there is no error.
 //!
 //! [`load`] is what a runner calls: plan bytes, source or `.pbc`, to a validated program
-//! (`load.rs`).
+//! (`load.rs`, reading files with a size cap); [`files`] is file identity, so that no
+//! output of a command overwrites one of its inputs (a plan, a cassette, a store).
 
 mod cfg;
 mod codes;
+pub mod files;
 mod flatten;
 mod load;
 mod lower;

@@ -354,3 +354,79 @@ pub fn markdown(table: &[Meaning]) -> String {
     }
     text
 }
+
+/// The one mapping from what went wrong to the exit code, for every `planvm` command.
+/// A failure of the run engine: the store, a run's id, an answer it does not take.
+pub fn of_engine(kind: plan_runs::ErrorKind) -> u8 {
+    use plan_runs::ErrorKind as K;
+    match kind {
+        K::NotAStore | K::Damaged | K::Invalid => DATA_ERR,
+        K::UnknownRun | K::NoStore => NO_INPUT,
+        K::DuplicateRun
+        | K::BadRunId
+        | K::UnknownWrites
+        | K::BadInput
+        | K::NotWaiting
+        | K::NotReached => USAGE,
+        K::Busy => TEMP_FAIL,
+        K::Cancelled => RUN_FAILED,
+        K::ReadOnly | K::Io => IO_ERR,
+    }
+}
+
+/// A host (its tools, cassettes and databases) that could not be set up.
+pub fn of_host(kind: plan_host::HostErrorKind) -> u8 {
+    use plan_host::HostErrorKind as K;
+    match kind {
+        K::InvalidInput => DATA_ERR,
+        K::Io => NO_INPUT,
+        K::Create => CANT_CREATE,
+        K::Config => RUN_FAILED,
+    }
+}
+
+/// A run that ended with `status`.
+pub fn of_run(status: plan_host::RunStatus) -> u8 {
+    use plan_host::RunStatus as S;
+    match status {
+        S::Ok => OK,
+        S::NeedsInput => NEEDS_INPUT,
+        // NB: a command's host never drains; only the service stops its runs.
+        S::Failed | S::Stopped => RUN_FAILED,
+    }
+}
+
+/// A goal asked, that ended with `status`.
+pub fn of_ask(status: plan_planner::AskStatus) -> u8 {
+    use plan_planner::AskStatus as S;
+    match status {
+        S::Answered => OK,
+        S::InvalidPlan => DATA_ERR,
+        S::RunFailed | S::PlannerFailed | S::Stopped => RUN_FAILED,
+        S::NeedsInput => NEEDS_INPUT,
+    }
+}
+
+/// A planner's LLM that cannot be set up: a tools file that names none usable (`usage`),
+/// or one that fails.
+pub fn of_planner(usage: bool) -> u8 {
+    if usage { USAGE } else { RUN_FAILED }
+}
+
+/// A batch, by the worst of its runs: an output over an input, an output not written,
+/// a plan that did not load, a run that failed, a run waiting for a person.
+pub fn of_batch(tally: &plan_runs::batch::Tally) -> u8 {
+    if tally.over_input > 0 {
+        OUTPUT_IS_INPUT
+    } else if tally.unwritable > 0 {
+        CANT_CREATE
+    } else if tally.invalid > 0 {
+        DATA_ERR
+    } else if tally.ok + tally.needs_input < tally.runs {
+        RUN_FAILED
+    } else if tally.needs_input > 0 {
+        NEEDS_INPUT
+    } else {
+        OK
+    }
+}

@@ -1,16 +1,17 @@
-//! `plan-render`: diagnostics → text, shared by the two CLIs (`planc`, `planvm`). This is
-//! the only place plan diagnostics become bytes: the compiler hands back plain data
-//! (`plan_syntax::Diagnostic`) and the CLI picks the format.
+//! `plan-render`: what the two CLIs (`planc`, `planvm`) print, as text. This is the only
+//! place plan diagnostics and runs become bytes for people: the compiler and the engine
+//! hand back plain data (`plan_syntax::Diagnostic`, `RunReport`, store rows) and the CLI
+//! picks the format and writes it.
 //!
 //! - [`render_human`]: rustc-like, with the source snippet (codespan-reporting).
 //! - [`render_json`]: one JSON object per line, for tools and for feeding back to an LLM.
 //! - [`summary`]: the `plan.json: 2 errors, 1 warning` line.
-//! - [`files`]: file identity, so that no output of a CLI overwrites one of its inputs
-//!   (input files are read, with the size cap, by `plan_compiler::read_capped`).
-//!   [`exit`]: the exit codes of both CLIs. [`color_stderr`]: when they colour.
+//! - [`runs`]: reports, `ask`'s outcome, runs, goals and sessions, as text or JSON.
+//! - [`exit`]: the exit codes of both CLIs, and the one mapping from what went wrong to
+//!   them. [`color_stderr`]: when they colour.
 
 pub mod exit;
-pub mod files;
+pub mod runs;
 
 /// Whether diagnostics on stderr get colour: only on a terminal, and not when `NO_COLOR`
 /// is set to a non-empty value (no-color.org). One rule for both CLIs.

@@ -101,7 +101,7 @@ impl StoreAt {
 /// See [`StoreAt::files`] (a link to a store not created yet included).
 pub fn files(path: &Path) -> Vec<PathBuf> {
     let mut files = SqliteStore::files(path).to_vec();
-    if let Some(real) = plan_render::files::resolved(path) {
+    if let Some(real) = plan_compiler::files::resolved(path) {
         files.extend(SqliteStore::files(&real));
     }
     files

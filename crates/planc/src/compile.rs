@@ -37,7 +37,7 @@ pub(crate) fn cmd_compile(a: &CompileArgs) -> u8 {
     if let Some(t) = &a.frontend.tools {
         inputs.push(("the --tools file", t));
     }
-    let clobbered = plan_render::files::clobbered(&output, &inputs)
+    let clobbered = plan_compiler::files::clobbered(&output, &inputs)
         .or_else(|| (output == a.plan).then_some(("the plan", a.plan.as_path())));
     if let Some((what, _)) = clobbered {
         err(&format!(

@@ -17,6 +17,12 @@ pub(crate) enum Format {
     Json,
 }
 
+impl Format {
+    pub(crate) fn is_json(self) -> bool {
+        self == Format::Json
+    }
+}
+
 /// The tools a run calls and where their answers come from and go, with the variables it
 /// starts with (`run`, `ask`).
 #[derive(Args, Debug)]

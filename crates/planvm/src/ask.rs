@@ -8,11 +8,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use plan_planner::{AskOptions, AskOutcome, AskStatus, Planner, PlannerModel};
+use plan_planner::{AskOptions, AskStatus, Planner, PlannerModel};
 use plan_telemetry::CommandTrace;
 use serde_json::Value;
 
-use crate::args::{Format, LimitArgs, OutputArgs, StoreArgs, ToolArgs, parse_run_id};
+use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs, parse_run_id};
 use crate::session::{self, fail};
 use plan_render::exit;
 use plan_runs::StoreAt;
@@ -247,9 +247,17 @@ fn finish(args: &AskArgs, asked: &Asked) -> u8 {
             Err(msg) => eprintln!("warning: the example was not saved: {msg}"),
         }
     }
-    let code = print_outcome(outcome, args, asked.runs.last().map(String::as_str));
-    let store_failed = asked.failed.as_ref().map(|e| session::engine_exit(e.kind));
-    store_failed.unwrap_or(code)
+    let json = args.output.format.is_json();
+    if args.show_plan
+        && !json
+        && let Some(plan) = &outcome.plan
+    {
+        eprintln!("{}", plan.trim_end());
+    }
+    let run_id = asked.runs.last().map(String::as_str);
+    session::print(plan_render::runs::ask_outcome(outcome, json, run_id));
+    let store_failed = asked.failed.as_ref().map(|e| exit::of_engine(e.kind));
+    store_failed.unwrap_or(exit::of_ask(outcome.status))
 }
 
 /// The planner's LLM on `host`, and the command's trace, when the environment asks for
@@ -259,11 +267,8 @@ fn traced_model(
     host: &plan_host::Host,
     tracer: &mut plan_host::Tracer,
 ) -> Result<(Arc<dyn PlannerModel>, Option<CommandTrace>), u8> {
-    let model = match plan_planner::model_for(host) {
-        Ok(m) => m,
-        Err(e) if e.usage => return Err(fail(exit::USAGE, e.message)),
-        Err(e) => return Err(fail(exit::RUN_FAILED, e.message)),
-    };
+    let model =
+        plan_planner::model_for(host).map_err(|e| fail(exit::of_planner(e.usage), e.message))?;
     let workflow = plan_telemetry::Workflow {
         command: "ask",
         plan: None,
@@ -312,71 +317,6 @@ fn print_prompt(
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{prompt}");
     exit::OK
-}
-
-/// Prints what `ask` came to (`run_id`: its last stored run) and returns the exit code.
-fn print_outcome(outcome: &AskOutcome, args: &AskArgs, run_id: Option<&str>) -> u8 {
-    if args.show_plan
-        && args.output.format == Format::Text
-        && let Some(plan) = &outcome.plan
-    {
-        eprintln!("{}", plan.trim_end());
-    }
-    let code = match outcome.status {
-        AskStatus::Answered => exit::OK,
-        AskStatus::InvalidPlan => exit::DATA_ERR,
-        // NB: a command's host never drains; only the service stops its runs.
-        AskStatus::RunFailed | AskStatus::PlannerFailed | AskStatus::Stopped => exit::RUN_FAILED,
-        AskStatus::NeedsInput => exit::NEEDS_INPUT,
-    };
-    if args.output.format == Format::Json {
-        let mut json = serde_json::to_value(outcome).unwrap_or_default();
-        if let Some(obj) = json.as_object_mut() {
-            obj.insert("run_id".into(), run_id.into());
-            // NB: what a program answering the question needs, beside the status.
-            if let Some(q) = outcome.report.as_ref().and_then(|r| r.question.as_ref()) {
-                obj.insert("question".into(), q.question.clone().into());
-                obj.insert(
-                    "choices".into(),
-                    serde_json::to_value(&q.choices).unwrap_or_default(),
-                );
-            }
-        }
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{json}");
-        let _ = out.flush();
-        return code;
-    }
-    match (outcome.status, &outcome.report) {
-        (AskStatus::Answered | AskStatus::RunFailed | AskStatus::NeedsInput, Some(report)) => {
-            if let Some(e) = &outcome.error {
-                eprintln!("error: {e}");
-            }
-            session::print_report(report, Format::Text, run_id);
-        }
-        (AskStatus::InvalidPlan, _) => {
-            // The last plan's diagnostics, rendered as `planc check` shows them.
-            if let Some(plan) = &outcome.plan {
-                let color = plan_render::color_stderr();
-                let shown = "the last plan";
-                eprint!(
-                    "{}",
-                    plan_render::render_human(shown, plan, &outcome.diagnostics, color)
-                );
-            }
-            eprintln!(
-                "error: {}",
-                outcome.error.as_deref().unwrap_or("invalid plan")
-            );
-        }
-        _ => {
-            eprintln!(
-                "error: {}",
-                outcome.error.as_deref().unwrap_or("ask failed")
-            );
-        }
-    }
-    code
 }
 
 /// A goal, refused when empty: the planner's reply to nothing would be paid for.

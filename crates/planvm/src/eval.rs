@@ -237,10 +237,8 @@ fn ask_cases(
         ..AskOptions::default()
     };
     let planned = (planning.template, planning.examples);
-    let setup = Setup::on(host, cassettes, planned, options).map_err(|e| match e.usage {
-        true => fail(exit::USAGE, e.message),
-        false => fail(exit::RUN_FAILED, e.message),
-    })?;
+    let setup = Setup::on(host, cassettes, planned, options)
+        .map_err(|e| fail(exit::of_planner(e.usage), e.message))?;
     let store = match &args.store {
         None => None,
         Some(path) => {

@@ -35,7 +35,6 @@ mod args;
 mod ask;
 mod batch;
 mod eval;
-mod goal_rows;
 mod ground;
 mod mcp;
 mod progress;

@@ -247,7 +247,7 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
     }
     let planner = match plan_planner::model_for(&host) {
         Ok(model) => Some(Arc::new(plan_runs::goal::GoalPlanner { model, planning })),
-        Err(e) if e.usage => return fail(exit::USAGE, e.message),
+        Err(e) if e.usage => return fail(exit::of_planner(true), e.message),
         Err(e) => {
             eprintln!("worker: taking runs only, no goals: {}", e.message);
             None
@@ -282,7 +282,13 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
         let mut out = std::io::stdout();
         let stop = crate::serve::nth(signals, 1);
         worker
-            .work(stop, &mut |e| print_event(&mut out, &e))
+            .work(stop, &mut |e| {
+                if let Event::Unavailable { error } = &e {
+                    eprintln!("warning: cannot take runs now (tried again): {error}");
+                } else if let Some(line) = plan_render::runs::worker_event(&e) {
+                    let _ = writeln!(out, "{line}");
+                }
+            })
             .await
             .map_err(session::failed)
     });
@@ -297,33 +303,4 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
         }
         Err(code) => code,
     }
-}
-
-/// One JSON line per run the worker ended: its id, and the report `run --format json`
-/// prints (or the error that refused it).
-fn print_event(out: &mut impl Write, e: &Event<'_>) {
-    let line = match e {
-        Event::Finished { id, report } => {
-            let mut v = serde_json::to_value(report).unwrap_or_default();
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("run_id".into(), (*id).into());
-            }
-            v
-        }
-        Event::Asked { goal } => serde_json::json!({
-            "goal_id": goal.id,
-            "status": goal.status,
-            "answer": goal.answer,
-            "error": goal.error,
-        }),
-        Event::Refused { id, goal, error } => {
-            let key = if *goal { "goal_id" } else { "run_id" };
-            serde_json::json!({key: id, "status": "refused", "error": error.to_json()})
-        }
-        Event::Unavailable { error } => {
-            eprintln!("warning: cannot take runs now (tried again): {error}");
-            return;
-        }
-    };
-    let _ = writeln!(out, "{line}");
 }

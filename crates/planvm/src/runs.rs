@@ -5,15 +5,14 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
-use plan_render::{SHOW_PREVIEW, exit, utc};
-use serde_json::{Value, json};
+use plan_render::exit;
+use plan_render::runs as text;
 
 use plan_runs::open::Access;
 use plan_runs::{StoreAt, read};
 use plan_store::{Durability, RunStore};
 
 use crate::args::{Format, Verdict, parse_days};
-use crate::goal_rows;
 use crate::session::failed;
 
 #[derive(Subcommand, Debug)]
@@ -144,53 +143,17 @@ fn list(path: &Path, format: Format) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let mut out = std::io::stdout().lock();
+    let json = format.is_json();
     let ids = runs
         .iter()
         .map(|r| &r.id)
         .chain(goals.iter().map(|g| &g.id));
     let width = ids.map(String::len).max().unwrap_or(0);
-    for g in &goals {
-        if writeln!(out, "{}", goal_rows::line(g, width, format)).is_err() {
-            return exit::OK;
-        }
-    }
-    for r in &runs {
-        let line = match format {
-            Format::Json => {
-                let mut line = json!({
-                    "id": r.id,
-                    "status": r.status,
-                    "plan": r.plan,
-                    "created_at": utc(r.created_at),
-                    "updated_at": utc(r.updated_at),
-                    "steps": r.steps,
-                    "tool_calls": r.tool_calls,
-                    "parent": r.parent,
-                    "branch_seq": r.branch_seq,
-                });
-                if let Some(q) = &r.question {
-                    line["question"] = q.clone();
-                }
-                if let Some(u) = &r.usage {
-                    line["usage"] = json!(u);
-                }
-                line.to_string()
-            }
-            Format::Text => format!(
-                "{:<width$}  {:<11}  {:>6} steps  {:>4} calls  {}  {}{}",
-                r.id,
-                r.status.as_str(),
-                r.steps,
-                r.tool_calls,
-                utc(r.updated_at),
-                r.plan,
-                match (&r.parent, r.branch_seq) {
-                    (Some(p), Some(s)) => format!("  (branch of {p} at seq_no {s})"),
-                    _ => String::new(),
-                }
-            ),
-        };
+    let goal_lines = goals.iter().map(|g| text::goal_line(g, width, json));
+    let run_lines = runs.iter().map(|r| text::run_line(r, width, json));
+    let mut out = std::io::stdout().lock();
+    for line in goal_lines.chain(run_lines) {
+        // NB: a closed stdout (`| head`) is the reader's choice.
         if writeln!(out, "{line}").is_err() {
             break;
         }
@@ -203,153 +166,23 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let mut out = std::io::stdout().lock();
-    if let Some(seq) = at {
-        let vars = match read::variables_at(&*store, id, seq) {
-            Ok(v) => v,
-            Err(e) => return failed(e),
-        };
-        let _ = match format {
-            Format::Json => writeln!(out, "{}", Value::Object(vars)),
-            Format::Text => {
-                let mut text = String::new();
-                for (name, v) in &vars {
-                    text.push_str(&format!(
-                        "{name} = {}\n",
-                        plan_value::preview(v, SHOW_PREVIEW)
-                    ));
-                }
-                write!(out, "{text}")
-            }
-        };
-        return exit::OK;
-    }
-    let shown = match read::show(&*store, id) {
-        Ok(s) => s,
-        Err(e) if e.kind == plan_runs::ErrorKind::UnknownRun => {
-            return match store.goal(id) {
-                Ok(Some(goal)) => goal_rows::show(&mut out, &goal, format),
-                _ => failed(e),
-            };
-        }
-        Err(e) => return failed(e),
+    let json = format.is_json();
+    let text = match at {
+        Some(seq) => read::variables_at(&*store, id, seq).map(|vars| text::variables(vars, json)),
+        None => match read::show(&*store, id) {
+            Ok(shown) => Ok(text::run_shown(&shown, json)),
+            Err(e) if e.kind == plan_runs::ErrorKind::UnknownRun => match store.goal(id) {
+                Ok(Some(goal)) => Ok(text::goal_shown(&goal, json)),
+                _ => Err(e),
+            },
+            Err(e) => Err(e),
+        },
     };
-    let _ = match format {
-        Format::Json => writeln!(out, "{}", json!(shown)),
-        Format::Text => {
-            let mut t = run_text(&shown);
-            steps_text(&mut t, &shown.steps);
-            calls_text(&mut t, &shown.calls);
-            write!(out, "{t}")
+    match text {
+        Ok(text) => {
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            exit::OK
         }
-    };
-    exit::OK
-}
-
-/// A shown run's row, its question, error, evaluation and a person's verdict, as text.
-fn run_text(shown: &read::Shown) -> String {
-    let read::Shown {
-        run,
-        feedback,
-        eval,
-        ..
-    } = shown;
-    let mut t = format!(
-        "run {}  {}  {}\n  {} steps, {} tool calls, created {}, updated {}\n",
-        run.id,
-        run.status.as_str(),
-        run.plan,
-        run.steps,
-        run.tool_calls,
-        utc(run.created_at),
-        utc(run.updated_at)
-    );
-    if let (Some(p), Some(s)) = (&run.parent, run.branch_seq) {
-        t.push_str(&format!("  branch of {p} at seq_no {s}\n"));
-    }
-    if let Some(a) = &run.final_answer {
-        t.push_str(&format!(
-            "  final_answer: {}\n",
-            plan_value::preview(a, SHOW_PREVIEW)
-        ));
-    }
-    if let Some(q) = plan_runs::question_of(run) {
-        t.push_str(&format!(
-            "  asks (seq_no {}): {}\n",
-            q.seq_no.unwrap_or(-1),
-            q.question
-        ));
-        if let Some(choices) = &q.choices {
-            t.push_str(&format!("  choices: {}\n", choices.join(" | ")));
-        }
-        t.push_str(&format!(
-            "  answer with: planvm resume {} --input TEXT\n",
-            run.id
-        ));
-    }
-    if let Some(e) = &run.error {
-        t.push_str(&format!(
-            "  error[{}]: {}\n",
-            e["code"].as_str().unwrap_or("?"),
-            e["message"].as_str().unwrap_or("")
-        ));
-    }
-    if let Some(e) = eval {
-        let reason = if e.case.reason.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", e.case.reason)
-        };
-        t.push_str(&format!(
-            "  evaluation {}, case {}: {} (score {:.2}){reason}\n",
-            e.eval, e.case.case_id, e.case.verdict, e.case.score,
-        ));
-    }
-    if let Some(f) = feedback {
-        let note = f
-            .note
-            .as_deref()
-            .map_or(String::new(), |n| format!(": {n}"));
-        t.push_str(&format!("  a person's verdict: {}{note}\n", f.verdict));
-    }
-    t
-}
-
-/// A shown run's steps, each with what it wrote, as text.
-fn steps_text(t: &mut String, steps: &[plan_store::StepRow]) {
-    t.push_str("\nsteps:\n");
-    for s in steps {
-        let seq = s.seq_no.map_or("-".to_owned(), |n| n.to_string());
-        t.push_str(&format!("  {:>5}  seq {seq:>3}  {}\n", s.step, s.op));
-        for (name, v) in &s.writes {
-            t.push_str(&format!(
-                "           {name} = {}\n",
-                plan_value::preview(v, SHOW_PREVIEW)
-            ));
-        }
-        for (name, bytes) in &s.omitted {
-            t.push_str(&format!("           {name} = ({bytes} bytes, not kept)\n"));
-        }
-    }
-}
-
-/// A shown run's calls, each with its arguments and answer, as text.
-fn calls_text(t: &mut String, calls: &[plan_store::CallRow]) {
-    t.push_str("\ncalls:\n");
-    for c in calls {
-        let seq = c.seq_no.map_or("-".to_owned(), |n| n.to_string());
-        let result = match (&c.output, &c.error) {
-            (Some(v), _) => plan_value::preview(v, SHOW_PREVIEW),
-            (None, Some(e)) => format!("error: {e}"),
-            (None, None) => "(no answer)".to_owned(),
-        };
-        let latency = c.latency_ms.map_or(String::new(), |l| format!(" {l} ms"));
-        t.push_str(&format!(
-            "  step {:>5}  seq {seq:>3}  {} [{}{latency}]\n    args: {}\n    -> {result}\n",
-            c.step,
-            c.tool,
-            c.state.as_str(),
-            plan_value::preview(&Value::Object(c.args.clone()), SHOW_PREVIEW),
-        ));
+        Err(e) => failed(e),
     }
 }

@@ -5,15 +5,11 @@
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
-use plan_host::{
-    Host, HostErrorKind, HostOptions, Question, RunReport, RunStatus, Tracer, process_env,
-};
+use plan_host::{Host, HostOptions, RunReport, Tracer, process_env};
 use plan_manifest::Manifest;
 use plan_mcp::Listing;
-use plan_render::exit;
-use plan_runs::ErrorKind;
+use plan_render::{exit, runs};
 use plan_telemetry::CommandTrace;
-use serde_json::Value;
 
 use crate::args::{Format, Times};
 use crate::progress;
@@ -43,7 +39,7 @@ pub(crate) fn refuse_clobbering(
             .flatten()
             .map(|p| (plan_runs::open::STORE_FILE, &**p)),
     );
-    plan_render::files::check_outputs(outputs, &inputs)
+    plan_compiler::files::check_outputs(outputs, &inputs)
         .map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
 }
 
@@ -175,13 +171,7 @@ pub(crate) async fn traced<F: std::future::Future>(
 
 /// A host that could not be set up: its error printed, its exit code.
 pub(crate) fn host_failed(e: plan_host::HostError) -> u8 {
-    let code = match e.kind {
-        HostErrorKind::InvalidInput => exit::DATA_ERR,
-        HostErrorKind::Io => exit::NO_INPUT,
-        HostErrorKind::Create => exit::CANT_CREATE,
-        HostErrorKind::Config => exit::RUN_FAILED,
-    };
-    fail(code, e)
+    fail(exit::of_host(e.kind), e)
 }
 
 fn make_host(
@@ -232,26 +222,14 @@ pub(crate) fn loaded(
 ) -> Result<plan_runs::load::Loaded, u8> {
     match result {
         Ok(l) => {
-            eprint!("{}", rendered(&l.found, l.source.as_deref()));
+            eprint!("{}", runs::found(&l.found, l.source.as_deref()));
             Ok(l)
         }
         Err(plan_runs::load::LoadError::Unreadable(msg)) => Err(fail(exit::NO_INPUT, msg)),
         Err(plan_runs::load::LoadError::Invalid(inv)) => {
-            eprint!("{}", rendered(&inv.found, inv.source.as_deref()));
+            eprint!("{}", runs::found(&inv.found, inv.source.as_deref()));
             Err(fail(exit::DATA_ERR, inv.message))
         }
-    }
-}
-
-/// What the compiler `found` in a plan of `source`, rendered rustc-style for stderr
-/// (nothing when it found nothing, or the plan was bytecode).
-pub(crate) fn rendered(found: &plan_runs::load::Found, source: Option<&str>) -> String {
-    match source {
-        Some(src) if !found.diagnostics.is_empty() => {
-            let color = plan_render::color_stderr();
-            plan_render::render_human(&found.shown, src, &found.diagnostics, color)
-        }
-        _ => String::new(),
     }
 }
 
@@ -268,101 +246,24 @@ pub(crate) fn finish(
     if let Some(e) = tracer.write_error() {
         eprintln!("warning: writing the trace failed: {e}");
     }
-    print_report(&report, format, run_id);
-    report_exit(&report)
+    print(runs::report(&report, format.is_json(), run_id));
+    exit::of_run(report.status)
 }
 
-/// The exit code of a run that ended with `report`.
-pub(crate) fn report_exit(report: &RunReport) -> u8 {
-    match report.status {
-        RunStatus::Ok => exit::OK,
-        RunStatus::NeedsInput => exit::NEEDS_INPUT,
-        // NB: a command's host never drains; only the service stops its runs.
-        RunStatus::Failed | RunStatus::Stopped => exit::RUN_FAILED,
-    }
-}
-
-/// Prints a run's report: the answer on stdout (or the question it stopped at), its
-/// error on stderr; with `--format json`, the report (and `run_id` when stored).
-pub(crate) fn print_report(report: &RunReport, format: Format, run_id: Option<&str>) {
+/// Writes what a command prints: stdout, then stderr.
+pub(crate) fn print(printed: runs::Printed) {
+    // NB: a closed stdout (`planvm run ... | head -0`) is not the command's failure: the
+    // exit code still reports what it did.
     let mut out = std::io::stdout().lock();
-    // NB: a closed stdout (`planvm run ... | head -0`) is not the run's failure: the exit
-    // code still reports the run.
-    match format {
-        Format::Json => {
-            let mut json = serde_json::to_value(report).unwrap_or_default();
-            if let (Some(id), Some(obj)) = (run_id, json.as_object_mut()) {
-                obj.insert("run_id".into(), id.into());
-            }
-            let _ = writeln!(out, "{json}");
-        }
-        Format::Text => {
-            if let Some(e) = &report.error {
-                let mut msg = format!("error[{}]: {}", e.code, e.message);
-                match (e.seq_no, e.line) {
-                    (Some(s), Some(l)) => msg.push_str(&format!("\n  --> seq_no {s}, line {l}")),
-                    (Some(s), None) => msg.push_str(&format!("\n  --> seq_no {s}")),
-                    (None, Some(l)) => msg.push_str(&format!("\n  --> line {l}")),
-                    (None, None) => {}
-                }
-                eprintln!("{msg}");
-                return;
-            }
-            if let Some(q) = &report.question {
-                print_question(&mut out, q, run_id);
-                return;
-            }
-            let text = match &report.final_answer {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            let _ = out.write_all(text.as_bytes());
-            if !text.ends_with('\n') {
-                let _ = out.write_all(b"\n");
-            }
-        }
-    }
+    let _ = out.write_all(printed.out.as_bytes());
     let _ = out.flush();
-}
-
-/// A run's question on stdout (its choices one a line), and on stderr how to answer it.
-fn print_question(out: &mut impl Write, q: &Question, run_id: Option<&str>) {
-    let _ = writeln!(out, "{}", q.question.trim_end());
-    for c in q.choices.iter().flatten() {
-        let _ = writeln!(out, "  - {c}");
-    }
-    let _ = out.flush();
-    match run_id {
-        Some(id) => eprintln!(
-            "run {id} is waiting for input: answer with `planvm resume {id} --input TEXT`"
-        ),
-        None => eprintln!(
-            "the run is waiting for input: with --store it can be answered later (`planvm resume ID --input TEXT`)"
-        ),
-    }
-}
-
-/// The exit code for a failure of the engine.
-pub(crate) fn engine_exit(kind: ErrorKind) -> u8 {
-    match kind {
-        ErrorKind::NotAStore | ErrorKind::Damaged | ErrorKind::Invalid => exit::DATA_ERR,
-        ErrorKind::UnknownRun | ErrorKind::NoStore => exit::NO_INPUT,
-        ErrorKind::DuplicateRun
-        | ErrorKind::BadRunId
-        | ErrorKind::UnknownWrites
-        | ErrorKind::BadInput
-        | ErrorKind::NotWaiting
-        | ErrorKind::NotReached => exit::USAGE,
-        ErrorKind::Busy => exit::TEMP_FAIL,
-        ErrorKind::Cancelled => exit::RUN_FAILED,
-        ErrorKind::ReadOnly | ErrorKind::Io => exit::IO_ERR,
-    }
+    eprint!("{}", printed.err);
 }
 
 /// Reports `e` and returns its exit code.
 pub(crate) fn failed(e: impl Into<plan_runs::Error>) -> u8 {
     let e = e.into();
-    fail(engine_exit(e.kind), e)
+    fail(exit::of_engine(e.kind), e)
 }
 
 /// What a run's lease that cannot be renewed prints (see [`plan_runs::Lease::start`]).

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use clap::Subcommand;
 use plan_render::exit;
+use plan_render::runs as text;
 use plan_runs::read;
-use serde_json::{Value, json};
 
 use crate::args::Format;
 use crate::session::failed;
@@ -35,9 +35,6 @@ pub(crate) enum SessionsCommand {
     },
 }
 
-/// Characters of an answer shown in text form.
-const PREVIEW: usize = 200;
-
 pub(crate) fn sessions(cmd: SessionsCommand) -> u8 {
     let (path, format) = match &cmd {
         SessionsCommand::List { store, format } | SessionsCommand::Show { store, format, .. } => {
@@ -48,6 +45,7 @@ pub(crate) fn sessions(cmd: SessionsCommand) -> u8 {
         Ok(s) => s,
         Err(code) => return code,
     };
+    let json = format.is_json();
     let mut out = std::io::stdout().lock();
     match &cmd {
         SessionsCommand::List { .. } => {
@@ -56,67 +54,15 @@ pub(crate) fn sessions(cmd: SessionsCommand) -> u8 {
                 Err(e) => return failed(e),
             };
             for s in &all {
-                let line = match format {
-                    Format::Json => json!(s).to_string(),
-                    Format::Text => format!(
-                        "{}  {} goals  {} .. {}",
-                        s.id,
-                        s.goals,
-                        plan_render::utc(s.created_at),
-                        plan_render::utc(s.updated_at)
-                    ),
-                };
-                if writeln!(out, "{line}").is_err() {
+                if writeln!(out, "{}", text::session_line(s, json)).is_err() {
                     break;
                 }
             }
         }
-        SessionsCommand::Show { id, .. } => {
-            let shown = match read::session(&*store, id) {
-                Ok(s) => s,
-                Err(e) => return failed(e),
-            };
-            let _ = match format {
-                Format::Json => writeln!(out, "{}", json!(shown)),
-                Format::Text => write!(out, "{}", text(&shown)),
-            };
-        }
+        SessionsCommand::Show { id, .. } => match read::session(&*store, id) {
+            Ok(shown) => _ = write!(out, "{}", text::session_shown(&shown, json)),
+            Err(e) => return failed(e),
+        },
     }
     exit::OK
-}
-
-fn text(shown: &read::SessionShown) -> String {
-    let mut t = format!("session {}\n", shown.id);
-    if let Some(s) = &shown.summary {
-        t.push_str(&format!(
-            "  summary (up to {}): {}\n",
-            s["upto"].as_str().unwrap_or("?"),
-            s["summary"].as_str().unwrap_or("")
-        ));
-    }
-    for g in &shown.goals {
-        t.push_str(&format!(
-            "\n  {}  {}  {}\n",
-            g["id"].as_str().unwrap_or("?"),
-            g["status"].as_str().unwrap_or("?"),
-            g["goal"].as_str().unwrap_or("")
-        ));
-        match (&g["answer"], &g["error"]) {
-            (Value::Null, Value::Null) => {}
-            (Value::Null, e) => t.push_str(&format!(
-                "    error[{}]: {}\n",
-                e["code"].as_str().unwrap_or("?"),
-                e["message"].as_str().unwrap_or("")
-            )),
-            (a, _) => t.push_str(&format!(
-                "    answer: {}\n",
-                plan_value::preview(a, PREVIEW)
-            )),
-        }
-        if let Some(runs) = g["runs"].as_array().filter(|r| !r.is_empty()) {
-            let ids: Vec<&str> = runs.iter().filter_map(Value::as_str).collect();
-            t.push_str(&format!("    runs: {}\n", ids.join(", ")));
-        }
-    }
-    t
 }

@@ -114,9 +114,10 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
         args.input.as_deref(),
     ) {
         Ok(Resume::Finished(report)) => {
-            session::print_report(&report, args.output.format, Some(&args.id));
+            let json = args.output.format.is_json();
+            session::print(plan_render::runs::report(&report, json, Some(&args.id)));
             // NB: a run still waiting for input says so again (exit 3), nothing run.
-            return session::report_exit(&report);
+            return plan_render::exit::of_run(report.status);
         }
         Ok(Resume::Ready(ready)) => ready,
         Err(e) => return failed(e),

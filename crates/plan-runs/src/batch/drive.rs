@@ -614,7 +614,7 @@ fn run_outputs(
     }
     let target = |dir: &Path, kind: &str| -> Result<PathBuf, NotOpened> {
         let path = dir.join(format!("{}.{kind}.jsonl", job.name));
-        match plan_render::files::clobbered(&path, &inputs) {
+        match plan_compiler::files::clobbered(&path, &inputs) {
             Some((what, i)) => Err((
                 true,
                 format!(

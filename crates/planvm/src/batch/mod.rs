@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{ArgGroup, Args};
-use plan_host::{Host, HostErrorKind, HostOptions, ReplayBackend};
+use plan_host::{Host, HostOptions, ReplayBackend};
 use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_runs::batch::{Batch, BatchStore, Job, Stored, Tally};
+use plan_runs::batch::{Batch, BatchStore, Job, Stored};
 use serde_json::Value;
 
 use crate::args::{DurabilityArg, LimitArgs, parse_run_id, parse_var};
@@ -18,7 +18,7 @@ use crate::session::{self, fail};
 
 mod output;
 
-use output::{Sink, summary};
+use output::Sink;
 
 /// `batch --help`'s text after the options.
 pub(crate) fn help() -> String {
@@ -189,11 +189,11 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         session::lost_spans(t.finish());
     }
     let unwritten = sink.finish();
-    summary(&tally);
+    eprintln!("{}", plan_render::runs::batch_summary(&tally));
     if let Some(e) = unwritten {
         return fail(exit::CANT_CREATE, e);
     }
-    exit_code(&tally)
+    exit::of_batch(&tally)
 }
 
 /// The runs of the list or directory, named, with the `--record` and `--trace`
@@ -232,13 +232,7 @@ fn load_replay(path: Option<&Path>) -> Result<Option<(PathBuf, Arc<ReplayBackend
             }
             Ok(Some((p.to_owned(), Arc::new(r))))
         }
-        Err(e) => {
-            let code = match e.kind {
-                HostErrorKind::Io => exit::NO_INPUT,
-                _ => exit::DATA_ERR,
-            };
-            Err(fail(code, e))
-        }
+        Err(e) => Err(session::host_failed(e)),
     }
 }
 
@@ -304,22 +298,6 @@ fn check_output(output: &Path, args: &BatchArgs, jobs: &[Job]) -> Result<(), u8>
             .chain(j.cassette.as_deref().map(|p| ("a cassette", p)));
         inputs.extend(files.filter(|(_, p)| seen.insert(*p)));
     }
-    plan_render::files::check_outputs(&[("--output", output)], &inputs)
+    plan_compiler::files::check_outputs(&[("--output", output)], &inputs)
         .map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
-}
-
-fn exit_code(tally: &Tally) -> u8 {
-    if tally.over_input > 0 {
-        exit::OUTPUT_IS_INPUT
-    } else if tally.unwritable > 0 {
-        exit::CANT_CREATE
-    } else if tally.invalid > 0 {
-        exit::DATA_ERR
-    } else if tally.ok + tally.needs_input < tally.runs {
-        exit::RUN_FAILED
-    } else if tally.needs_input > 0 {
-        exit::NEEDS_INPUT
-    } else {
-        exit::OK
-    }
 }

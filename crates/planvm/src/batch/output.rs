@@ -1,33 +1,13 @@
-//! What `planvm batch` shows: one JSON line per run as it ends, the progress bar, and the
-//! summary.
+//! What `planvm batch` shows as it goes: one JSON line per run as it ends, and the
+//! progress bar.
 
 use std::io::Write;
 use std::path::Path;
 
 use indicatif::ProgressBar;
 use plan_host::RunReport;
-use plan_runs::batch::{Event, Finished, Tally};
+use plan_runs::batch::{Event, Finished};
 use plan_value::json;
-
-pub(super) fn summary(tally: &Tally) {
-    let secs = tally.elapsed.as_secs_f64();
-    let rate = if secs > 0.0 {
-        tally.runs as f64 / secs
-    } else {
-        0.0
-    };
-    let waiting = match tally.needs_input {
-        0 => String::new(),
-        n => format!(", {n} waiting for input"),
-    };
-    eprintln!(
-        "batch: {} runs, {} ok, {} failed ({} not loaded){waiting} in {secs:.2} s ({rate:.1} runs/s)",
-        tally.runs,
-        tally.ok,
-        tally.runs - tally.ok - tally.needs_input,
-        tally.invalid
-    );
-}
 
 /// Where the JSON lines go; remembers the first write failure.
 pub(super) struct Sink {
@@ -82,7 +62,7 @@ impl Sink {
                 }
             }
             Event::Invalid(invalid) => {
-                let rendered = crate::session::rendered(&invalid.found, invalid.source.as_deref());
+                let rendered = plan_render::runs::found(&invalid.found, invalid.source.as_deref());
                 self.bar.suspend(|| eprint!("{rendered}"));
             }
             Event::Warning(w) => self.bar.suspend(|| eprintln!("warning: {w}")),
