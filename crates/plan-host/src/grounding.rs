@@ -32,6 +32,7 @@ impl Host {
             tables: cfg.max_tables.unwrap_or(Budget::default().tables),
             columns: cfg.max_columns.unwrap_or(Budget::default().columns),
             values: cfg.max_values.unwrap_or(Budget::default().values),
+            min_score: cfg.min_score.map(|s| s as f32),
         };
         let mut out = Grounded::default();
         let mut parts = Vec::new();

@@ -422,6 +422,19 @@ impl Manifest {
         if manifest.planner.as_ref().and_then(|p| p.ask_user) == Some(false) {
             manifest.tools.retain(|t| t.name != crate::ASK_USER);
         }
+        if let Some(min) = raw.grounding.as_ref().and_then(|g| g.min_score)
+            && !(0.0..=1.0).contains(&min)
+        {
+            // NB: the value's place, found in the text: `[grounding]` is read unspanned.
+            let at = text.find("min_score").unwrap_or(0);
+            return Err(cx.err(
+                ManifestErrorKind::Syntax,
+                at..at,
+                format!(
+                    "[grounding] min_score = {min}: a share of the best table's score, from 0 to 1"
+                ),
+            ));
+        }
         manifest.grounding = raw.grounding;
         manifest.eval = raw.eval;
         manifest.mcp = cx.mcp(raw.mcp)?;

@@ -404,7 +404,7 @@ pub struct JudgeConfig {
 
 /// The `[grounding]` table of a tools file: the tables, columns and values of the `sql`
 /// tools' databases that matter for a goal go into the planner's prompt.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GroundingConfig {
     /// The `sql` tools whose databases it covers (default: every one).
@@ -419,6 +419,10 @@ pub struct GroundingConfig {
     /// Matching values shown at most per database (default 10).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_values: Option<usize>,
+    /// Tables scoring below this share (0 to 1) of the best table's score are not shown
+    /// (default: the best `max_tables` are, however weakly they match).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_score: Option<f64>,
 }
 
 impl Manifest {

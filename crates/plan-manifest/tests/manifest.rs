@@ -301,6 +301,12 @@ const ERRORS: &[(&str, &str, ManifestErrorKind, &str)] = &[
         "t.toml:1:1: missing field `name`",
     ),
     (
+        "grounding min_score out of range",
+        "[grounding]\nmin_score = 1.5\n",
+        ManifestErrorKind::Syntax,
+        "t.toml:2:1: [grounding] min_score = 1.5: a share of the best table's score, from 0 to 1",
+    ),
+    (
         "bad effects",
         "[[tool]]\nname = \"x\"\neffects = \"destroy\"\n",
         ManifestErrorKind::Syntax,

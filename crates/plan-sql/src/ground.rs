@@ -2,15 +2,18 @@
 //! for the planner's prompt. A schema of hundreds of tables does not fit a prompt, and an
 //! LLM given all of it writes worse SQL; given none, it guesses names.
 //!
-//! An [`Index`] of a [`Schema`] holds three BM25 retrievers (tables: name and column
-//! names; columns: table and column names, type and comment; values: the distinct short
+//! An [`Index`] of a [`Schema`] holds three BM25 retrievers (tables: name, comment and
+//! column names; columns: table and column names and comment; values: the distinct short
 //! text values sampled from each text column), over identifiers split into words
-//! (`store_id` → `store id`, `OrderDate` → `order date`). [`Index::ground`] scores every
-//! table by its own match and its best column's and value's, takes the best, then adds by
-//! structure: the tables on the shortest foreign-key path between two chosen ones (with
-//! their join columns), so a query that needs a join can be written from what the prompt
-//! shows. Columns: the chosen tables' keys, then their best-matching ones; values: the
-//! best-matching ones in the chosen tables.
+//! (`store_id` → `store id`, `OrderDate` → `order date`) with their short forms spelled
+//! out. [`Index::ground`] scores every table by its own match and its best columns' and
+//! value's, spreads the scores along the foreign keys (declared, or inferred from column
+//! names), lets a family of like tables give way after its best, ranks every table, takes
+//! the best, and adds by structure: the tables on the shortest foreign-key path between
+//! two chosen ones (with their join columns), so a query that needs a join can be written
+//! from what the prompt shows. Columns: the best-matching, the keys, then the chosen
+//! tables' first ones; values: the best-matching ones in the chosen tables. Each signal
+//! can be turned off ([`Signals`]) to measure it (docs/sql.md).
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Write;
@@ -28,6 +31,9 @@ pub struct Schema {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Table {
     pub name: String,
+    /// What the schema says the table holds (a comment on it, a catalogue's description).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
     pub columns: Vec<Column>,
     pub foreign_keys: Vec<ForeignKey>,
 }
@@ -54,18 +60,18 @@ pub struct ForeignKey {
     pub ref_column: String,
 }
 
-/// What a table joined to the best-matching one gains, as a share of that one's score.
-const NEIGHBOUR_BONUS: f32 = 0.3;
-
 /// Matching values shown per column, at most.
 const VALUES_PER_COLUMN: usize = 3;
 
 /// How much a selection holds at most.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Budget {
     pub tables: usize,
     pub columns: usize,
     pub values: usize,
+    /// Tables scoring below this share of the best one's are left out (default: none
+    /// is: the best `tables` are shown, however weakly they match).
+    pub min_score: Option<f32>,
 }
 
 impl Default for Budget {
@@ -74,6 +80,7 @@ impl Default for Budget {
             tables: 5,
             columns: 20,
             values: 10,
+            min_score: None,
         }
     }
 }
@@ -94,32 +101,202 @@ pub struct ValueMatch {
     pub value: String,
 }
 
-/// `name` as words: `store_id` → `store id`, `OrderDate` → `order date`.
+/// `name` as words: `store_id` → `store id`, `OrderDate` → `order date`, `HTTPStatus` →
+/// `http status`, `sales2024` → `sales 2024`.
 pub fn words(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 4);
-    let mut prev: Option<char> = None;
-    for c in name.chars() {
+    let chars: Vec<char> = name.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
         if !c.is_alphanumeric() {
             out.push(' ');
-        } else {
-            if c.is_uppercase() && prev.is_some_and(|p| p.is_lowercase() || p.is_ascii_digit()) {
+            continue;
+        }
+        if let Some(&p) = i.checked_sub(1).and_then(|j| chars.get(j)) {
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            let boundary = (c.is_uppercase() && (p.is_lowercase() || p.is_ascii_digit()))
+                // The last capital of a run starts the next word: `HTTPStatus`.
+                || (c.is_uppercase() && p.is_uppercase() && next_lower)
+                || (c.is_ascii_digit() != p.is_ascii_digit() && p.is_alphanumeric());
+            if boundary {
                 out.push(' ');
             }
-            out.extend(c.to_lowercase());
         }
-        prev = Some(c);
+        out.extend(c.to_lowercase());
     }
     out
 }
 
+/// Short forms identifiers use, and the word a question says instead.
+const ABBREVIATIONS: &[(&str, &str)] = &[
+    ("acct", "account"),
+    ("addr", "address"),
+    ("amt", "amount"),
+    ("avg", "average"),
+    ("cat", "category"),
+    ("cnt", "count"),
+    ("cust", "customer"),
+    ("dept", "department"),
+    ("desc", "description"),
+    ("dob", "birth"),
+    ("dt", "date"),
+    ("emp", "employee"),
+    ("geo", "geography"),
+    ("inv", "invoice"),
+    ("lat", "latitude"),
+    ("lng", "longitude"),
+    ("lon", "longitude"),
+    ("mgr", "manager"),
+    ("num", "number"),
+    ("pct", "percent"),
+    ("pop", "population"),
+    ("prod", "product"),
+    ("qty", "quantity"),
+    ("rev", "revenue"),
+    ("ts", "timestamp"),
+    ("tx", "transaction"),
+    ("txn", "transaction"),
+    ("usr", "user"),
+    ("yr", "year"),
+];
+
+/// `name` as words, each short form followed by the word it stands for (`cust_qty` →
+/// `cust customer qty quantity`).
+fn expanded(name: &str) -> String {
+    let mut out = String::new();
+    for w in words(name).split_whitespace() {
+        out.push_str(w);
+        out.push(' ');
+        if let Ok(i) = ABBREVIATIONS.binary_search_by(|(short, _)| short.cmp(&w)) {
+            out.push_str(ABBREVIATIONS[i].1);
+            out.push(' ');
+        }
+    }
+    out
+}
+
+/// The runs of digits in `text`, without leading zeros (`q1`, `2017_5yr`: 1, 2017, 5).
+fn numbers_in(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_ascii_digit())
+        .filter(|run| !run.is_empty())
+        .map(|run| match run.trim_start_matches('0') {
+            "" => "0".to_owned(),
+            n => n.to_owned(),
+        })
+        .collect()
+}
+
+/// `text`'s words, then each two neighbours written as one (`census tracts` →
+/// `censustracts`): identifiers run words together (`censustract_2018`, `zipcodes`).
+fn joined_pairs(text: &str) -> String {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let mut out = words.join(" ");
+    for pair in words.windows(2) {
+        if pair.iter().all(|w| w.chars().all(char::is_alphabetic)) {
+            out.push(' ');
+            out.push_str(pair[0]);
+            out.push_str(pair[1]);
+        }
+    }
+    out
+}
+
+/// Whether `a` and `b` are one noun, singular or plural (`customer`, `customers`;
+/// `category`, `categories`; `address`, `addresses`): enough to tell that `customer_id`
+/// names the table `customers`.
+fn same_noun(a: &str, b: &str) -> bool {
+    let plural = |one: &str, many: &str| {
+        many.strip_prefix(one)
+            .is_some_and(|rest| rest == "s" || rest == "es")
+            || one
+                .strip_suffix('y')
+                .is_some_and(|stem| many.strip_prefix(stem) == Some("ies"))
+    };
+    a == b || plural(a, b) || plural(b, a)
+}
+
+/// The signals grounding weighs, all on by default; each can be turned off to measure
+/// what it brings (`cargo run -p plan-sql --example grounding -- --ablation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signals {
+    /// A column that matches lifts its table.
+    pub columns: bool,
+    /// A sampled value that matches lifts its column's table.
+    pub values: bool,
+    /// What the schema says of a table or column (comments, a catalogue's descriptions).
+    pub comments: bool,
+    /// Short forms in identifiers read as the words they stand for (`qty`: quantity).
+    pub abbreviations: bool,
+    /// Scores spread along the foreign keys (personalized PageRank seeded by the matches):
+    /// a table joined to well-matching ones rises.
+    pub graph: bool,
+    /// Foreign keys inferred from column names (`orders.customer_id` → `customers`) when
+    /// the schema declares none.
+    pub inferred_keys: bool,
+    /// A table on the shortest join path between two chosen ones is chosen with them.
+    pub join_paths: bool,
+    /// Tables of one family (one dataset, the same columns or the same name but for its
+    /// digits: a table per state, per year, per shard) give way to other tables after
+    /// their best: ten of one family would fill the prompt with one thing.
+    pub families: bool,
+    /// Numbers in table names weighed against the question's (`2017`: `county_2017_5yr`
+    /// rather than `county_2015_5yr`). Off by default: it did not help on the
+    /// development sets.
+    pub numbers: bool,
+}
+
+impl Default for Signals {
+    fn default() -> Self {
+        Signals {
+            columns: true,
+            values: true,
+            comments: true,
+            abbreviations: true,
+            graph: true,
+            inferred_keys: true,
+            join_paths: true,
+            families: true,
+            // NB: measured neutral to harmful on the development sets (docs/sql.md).
+            numbers: false,
+        }
+    }
+}
+
+/// What a table's matching columns add to its score, as a share of theirs: the best
+/// [`COLUMNS_COUNTED`] of them, their sum over the square root of that count (a table
+/// matching on two columns outranks one matching on one, but not twofold).
+const COLUMN_WEIGHT: f32 = 0.5;
+const COLUMNS_COUNTED: usize = 2;
+
+/// What a table's best-matching sampled value adds to its score, as a share of its own:
+/// less than a column's name, since one word of a question can match a value anywhere.
+const VALUE_WEIGHT: f32 = 0.5;
+
+/// What a number in a table's name does to its score when the question has numbers: one
+/// the question says lifts it (`2017` for `county_2017_5yr`), one it does not lowers it
+/// (`county_2015_5yr`).
+const NUMBER_ASKED: f32 = 1.5;
+const NUMBER_NOT_ASKED: f32 = 0.7;
+
+/// Of a table's score after the graph, the share that came along its foreign keys
+/// (PageRank's damping): the rest is its own match.
+const GRAPH_DAMPING: f32 = 0.3;
+
+/// What a table joined to the best-matching one gains, as a share of that one's score.
+const NEIGHBOUR_BONUS: f32 = 0.3;
+
+/// What a table keeps of its score for each better table of its family.
+const FAMILY_DECAY: f32 = 0.5;
+
+/// Rounds of score spreading; each reaches one join further.
+const GRAPH_ROUNDS: usize = 8;
+
 /// A schema indexed for grounding.
 pub struct Index {
     schema: Schema,
+    signals: Signals,
     /// Lowercase table name → position.
     by_name: HashMap<String, usize>,
     tables: SearchEngine<u32>,
-    /// Table names alone (the baseline a benchmark compares with).
-    names: SearchEngine<u32>,
     columns: SearchEngine<u32>,
     /// Column document id → (table, column).
     column_ids: Vec<(usize, usize)>,
@@ -129,40 +306,61 @@ pub struct Index {
     /// Tables joined by a foreign key, both ways: table → (other, this side's column,
     /// the other side's column).
     links: Vec<Vec<(usize, usize, usize)>>,
+    /// Each table's family (see [`Signals::families`]).
+    family: Vec<usize>,
+    /// The numbers in each table's name, past its dataset (`county_2017_5yr`: 2017, 5).
+    numbers: Vec<Vec<String>>,
 }
 
 impl Index {
     pub fn new(schema: Schema) -> Index {
+        Index::with(schema, Signals::default())
+    }
+
+    /// An index weighing only `signals`.
+    pub fn with(schema: Schema, signals: Signals) -> Index {
         let by_name: HashMap<String, usize> = schema
             .tables
             .iter()
             .enumerate()
             .map(|(i, t)| (t.name.to_lowercase(), i))
             .collect();
+        let ident = |name: &str| match signals.abbreviations {
+            true => expanded(name),
+            false => words(name),
+        };
         let table_docs: Vec<String> = schema
             .tables
             .iter()
             .map(|t| {
-                let mut d = words(&t.name);
+                let mut d = ident(&t.name);
                 // NB: the table's name counts twice: a table is about what it is called.
                 d.push(' ');
-                d.push_str(&words(&t.name));
+                d.push_str(&ident(&t.name));
+                if signals.comments
+                    && let Some(comment) = &t.comment
+                {
+                    d.push(' ');
+                    d.push_str(comment);
+                }
                 for c in &t.columns {
                     d.push(' ');
-                    d.push_str(&words(&c.name));
+                    d.push_str(&ident(&c.name));
                 }
                 d
             })
             .collect();
-        let name_docs: Vec<String> = schema.tables.iter().map(|t| words(&t.name)).collect();
         let mut column_docs = Vec::new();
         let mut column_ids = Vec::new();
         let mut value_docs = Vec::new();
         let mut value_ids = Vec::new();
         for (ti, t) in schema.tables.iter().enumerate() {
             for (ci, c) in t.columns.iter().enumerate() {
-                let mut d = format!("{} {} {}", words(&c.name), words(&c.name), words(&t.name));
-                if let Some(comment) = &c.comment {
+                let name = ident(&c.name);
+                let mut d = format!("{name} {name} {}", ident(&t.name));
+                if signals.comments
+                    && let Some(comment) = &c.comment
+                {
                     d.push(' ');
                     d.push_str(comment);
                 }
@@ -174,40 +372,28 @@ impl Index {
                 }
             }
         }
-        let mut links = vec![Vec::new(); schema.tables.len()];
-        for (ti, t) in schema.tables.iter().enumerate() {
-            for fk in &t.foreign_keys {
-                let Some(&ri) = by_name.get(&fk.ref_table.to_lowercase()) else {
-                    continue;
-                };
-                let col = |table: &Table, name: &str| {
-                    table
-                        .columns
-                        .iter()
-                        .position(|c| c.name.eq_ignore_ascii_case(name))
-                };
-                let (Some(a), Some(b)) =
-                    (col(t, &fk.column), col(&schema.tables[ri], &fk.ref_column))
-                else {
-                    continue;
-                };
-                links[ti].push((ri, a, b));
-                links[ri].push((ti, b, a));
-            }
-        }
+        let links = links(&schema, &by_name, signals.inferred_keys);
+        let family = families(&schema);
+        let numbers = schema
+            .tables
+            .iter()
+            .map(|t| numbers_in(t.name.rsplit('.').next().unwrap_or(&t.name)))
+            .collect();
         let engine = |docs: Vec<String>| {
             SearchEngineBuilder::<u32>::with_corpus(Language::English, docs).build()
         };
         Index {
             by_name,
             tables: engine(table_docs),
-            names: engine(name_docs),
             columns: engine(column_docs),
-            values: (!value_docs.is_empty()).then(|| engine(value_docs)),
+            values: (signals.values && !value_docs.is_empty()).then(|| engine(value_docs)),
             column_ids,
             value_ids,
             links,
+            family,
+            numbers,
             schema,
+            signals,
         }
     }
 
@@ -215,26 +401,30 @@ impl Index {
         &self.schema
     }
 
-    /// The baseline: the `k` tables whose names alone match `question` best (BM25).
-    pub fn tables_by_name(&self, question: &str, k: usize) -> Vec<String> {
-        self.names
-            .search(&words(question), k)
+    /// Every table, best first, for `question`.
+    pub fn rank(&self, question: &str) -> Vec<String> {
+        let scores = self.scores(question);
+        self.ranked(&scores.table)
             .into_iter()
-            .filter(|r| r.score > 0.0)
-            .map(|r| self.schema.tables[r.document.id as usize].name.clone())
+            .map(|t| self.schema.tables[t].name.clone())
             .collect()
     }
 
-    /// The tables, columns and values of the schema that matter for `question`.
+    /// The tables, columns and values of the schema that matter for `question`: the
+    /// `budget.tables` best tables (fewer only when `budget.min_score` cuts them), with
+    /// the tables that join them, their best columns with their keys, and the values
+    /// that match.
     pub fn ground(&self, question: &str, budget: Budget) -> Selection {
         let Scores {
             table: score,
             column: column_score,
             values: value_hits,
         } = self.scores(question);
-        let n = self.schema.tables.len();
-        let mut ranked: Vec<usize> = (0..n).filter(|&t| score[t] > 0.0).collect();
-        ranked.sort_by(|&a, &b| score[b].total_cmp(&score[a]).then(a.cmp(&b)));
+        let mut ranked = self.ranked(&score);
+        if let (Some(min), Some(&best)) = (budget.min_score, ranked.first()) {
+            let floor = min * score[best];
+            ranked.retain(|&t| score[t] >= floor && score[t] > 0.0);
+        }
         let chosen = self.choose_tables(&ranked, budget.tables);
         let set: HashSet<usize> = chosen.iter().copied().collect();
         let ordered = self.choose_columns(&chosen, &set, &column_score, budget.columns);
@@ -255,22 +445,59 @@ impl Index {
         }
     }
 
-    /// How well each table, column and sampled value matches `question`. A table's score
-    /// is its own match and its best column's and value's, with a bonus for the tables
-    /// joined to the best one.
+    /// Every table, best first: by score, then (among tables nothing matched) the most
+    /// joined first, then in the schema's order. With families, each table's score is
+    /// first halved for every better one of its family.
+    fn ranked(&self, score: &[f32]) -> Vec<usize> {
+        let order = |score: &[f32]| {
+            let mut ranked: Vec<usize> = (0..score.len()).collect();
+            ranked.sort_by(|&a, &b| {
+                score[b]
+                    .total_cmp(&score[a])
+                    .then(self.links[b].len().cmp(&self.links[a].len()))
+                    .then(a.cmp(&b))
+            });
+            ranked
+        };
+        let ranked = order(score);
+        if !self.signals.families {
+            return ranked;
+        }
+        let mut seen: HashMap<usize, i32> = HashMap::new();
+        let mut given = score.to_vec();
+        for &t in &ranked {
+            let before = seen.entry(self.family[t]).or_default();
+            given[t] *= FAMILY_DECAY.powi(*before);
+            *before += 1;
+        }
+        order(&given)
+    }
+
+    /// How well each table, column and sampled value matches `question`. A table's own
+    /// score is its document's match and its best column's and value's; then, with the
+    /// graph, part of every table's score flows along its foreign keys.
     fn scores(&self, question: &str) -> Scores {
         let n = self.schema.tables.len();
-        let q = words(question);
+        let q = joined_pairs(&match self.signals.abbreviations {
+            true => expanded(question),
+            false => words(question),
+        });
         let mut score = vec![0f32; n];
         for r in self.tables.search(&q, n) {
             score[r.document.id as usize] += r.score;
         }
         let mut column_score: HashMap<(usize, usize), f32> = HashMap::new();
         let mut best_column = vec![0f32; n];
+        let mut per_table: HashMap<usize, Vec<f32>> = HashMap::new();
         for r in self.columns.search(&q, 200) {
             let (t, c) = self.column_ids[r.document.id as usize];
             column_score.insert((t, c), r.score);
-            best_column[t] = best_column[t].max(r.score);
+            per_table.entry(t).or_default().push(r.score);
+        }
+        for (t, mut scores) in per_table {
+            scores.sort_by(|a, b| b.total_cmp(a));
+            let best: f32 = scores.iter().take(COLUMNS_COUNTED).sum();
+            best_column[t] = best / (COLUMNS_COUNTED as f32).sqrt();
         }
         let mut value_hits = Vec::new();
         let mut best_value = vec![0f32; n];
@@ -281,18 +508,37 @@ impl Index {
                 value_hits.push((r.score, t, c, v));
             }
         }
-        for t in 0..n {
-            score[t] += 0.5 * best_column[t] + best_value[t];
+        if self.signals.columns {
+            for t in 0..n {
+                score[t] += COLUMN_WEIGHT * best_column[t];
+            }
         }
-        // NB: a table joined to the best one is likelier to be asked about with it than
-        // an equally named one elsewhere (a warehouse repeats `orders` and `customers`).
-        if let Some(top) = (0..n).max_by(|&a, &b| score[a].total_cmp(&score[b]).then(b.cmp(&a)))
-            && score[top] > 0.0
-        {
-            let bonus = NEIGHBOUR_BONUS * score[top];
-            for &(o, _, _) in &self.links[top] {
-                if score[o] > 0.0 {
-                    score[o] += bonus;
+        for t in 0..n {
+            score[t] += VALUE_WEIGHT * best_value[t];
+        }
+        let asked = numbers_in(question);
+        if self.signals.numbers && !asked.is_empty() {
+            for (t, numbers) in self.numbers.iter().enumerate() {
+                for number in numbers {
+                    score[t] *= match asked.contains(number) {
+                        true => NUMBER_ASKED,
+                        false => NUMBER_NOT_ASKED,
+                    };
+                }
+            }
+        }
+        if self.signals.graph {
+            score = self.spread(score);
+            // NB: a table joined to the best one is likelier to be asked about with it
+            // than an equally named one elsewhere (a warehouse repeats `orders`).
+            if let Some(top) = (0..n).max_by(|&a, &b| score[a].total_cmp(&score[b]).then(b.cmp(&a)))
+                && score[top] > 0.0
+            {
+                let bonus = NEIGHBOUR_BONUS * score[top];
+                for &(o, _, _) in &self.links[top] {
+                    if score[o] > 0.0 {
+                        score[o] += bonus;
+                    }
                 }
             }
         }
@@ -301,6 +547,36 @@ impl Index {
             column: column_score,
             values: value_hits,
         }
+    }
+
+    /// Personalized PageRank over the foreign-key graph, seeded by the tables' own
+    /// scores: each round, a table keeps its own score's share and receives the damped
+    /// share of its neighbours' (a table with no join keeps all of its own). The scale is
+    /// the seed's, so that `min_score` reads the same with or without the graph.
+    fn spread(&self, seed: Vec<f32>) -> Vec<f32> {
+        let total: f32 = seed.iter().sum();
+        if total <= 0.0 || self.links.iter().all(Vec::is_empty) {
+            return seed;
+        }
+        let mut rank = seed.clone();
+        let mut next = vec![0f32; seed.len()];
+        for _ in 0..GRAPH_ROUNDS {
+            for (t, out) in next.iter_mut().enumerate() {
+                *out = (1.0 - GRAPH_DAMPING) * seed[t];
+            }
+            for (t, links) in self.links.iter().enumerate() {
+                if links.is_empty() {
+                    next[t] += GRAPH_DAMPING * rank[t];
+                    continue;
+                }
+                let share = GRAPH_DAMPING * rank[t] / links.len() as f32;
+                for &(o, _, _) in links {
+                    next[o] += share;
+                }
+            }
+            std::mem::swap(&mut rank, &mut next);
+        }
+        rank
     }
 
     /// The best tables of `ranked`, each joined to those before it by the tables on the
@@ -314,7 +590,10 @@ impl Index {
             if chosen.contains(&t) {
                 continue;
             }
-            let path = self.path_to(t, &chosen);
+            let path = match self.signals.join_paths {
+                true => self.path_to(t, &chosen),
+                false => Vec::new(),
+            };
             let new: Vec<usize> = path.into_iter().filter(|p| !chosen.contains(p)).collect();
             if chosen.len() + new.len() < budget || chosen.is_empty() {
                 chosen.push(t);
@@ -376,12 +655,21 @@ impl Index {
         for tc in cols {
             push(&mut ordered, tc);
         }
-        for &t in chosen {
-            for c in 0..self.schema.tables[t].columns.len() {
+        // NB: round the chosen tables, each one's first columns first (its keys and names,
+        // as schemas are written): one wide table must not take every place.
+        let widest = chosen
+            .iter()
+            .map(|&t| self.schema.tables[t].columns.len())
+            .max()
+            .unwrap_or(0);
+        'fill: for c in 0..widest {
+            for &t in chosen {
                 if ordered.len() >= budget {
-                    break;
+                    break 'fill;
                 }
-                push(&mut ordered, (t, c));
+                if c < self.schema.tables[t].columns.len() {
+                    push(&mut ordered, (t, c));
+                }
             }
         }
         ordered.truncate(budget.max(1));
@@ -488,18 +776,29 @@ impl Index {
                 if c.primary_key {
                     line.push_str(" PRIMARY KEY");
                 }
-                if let Some(fk) = t
+                let declared = t
                     .foreign_keys
                     .iter()
-                    .find(|fk| fk.column.eq_ignore_ascii_case(&c.name))
-                {
+                    .find(|fk| fk.column.eq_ignore_ascii_case(&c.name));
+                if let Some(fk) = declared {
                     let _ = write!(line, " REFERENCES {}({})", fk.ref_table, fk.ref_column);
                 }
                 if i + 1 < shown.len() || shown.len() < t.columns.len() {
                     line.push(',');
                 }
-                if let Some(comment) = &c.comment {
-                    let _ = write!(line, " -- {comment}");
+                let mut notes: Vec<String> = c.comment.iter().cloned().collect();
+                // NB: keys inferred from names are shown as what they are, not as
+                // declared REFERENCES.
+                if declared.is_none() {
+                    for &(o, a, b) in &self.links[ti] {
+                        if a == ci && selection.tables.contains(&self.schema.tables[o].name) {
+                            let other = &self.schema.tables[o];
+                            notes.push(format!("joins {}({})", other.name, other.columns[b].name));
+                        }
+                    }
+                }
+                if !notes.is_empty() {
+                    let _ = write!(line, " -- {}", notes.join("; "));
                 }
                 let _ = writeln!(out, "{line}");
             }
@@ -522,6 +821,162 @@ impl Index {
         }
         out
     }
+}
+
+/// The tables each table joins, both ways (other table, this side's column, the other
+/// side's): the schema's foreign keys, or, when it declares none and `infer` is set,
+/// those its column names imply (see [`inferred_keys`]).
+fn links(
+    schema: &Schema,
+    by_name: &HashMap<String, usize>,
+    infer: bool,
+) -> Vec<Vec<(usize, usize, usize)>> {
+    let mut links = vec![Vec::new(); schema.tables.len()];
+    let mut add = |a: (usize, usize), b: (usize, usize)| {
+        if a.0 != b.0 && !links[a.0].contains(&(b.0, a.1, b.1)) {
+            links[a.0].push((b.0, a.1, b.1));
+            links[b.0].push((a.0, b.1, a.1));
+        }
+    };
+    let col = |table: &Table, name: &str| {
+        table
+            .columns
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(name))
+    };
+    let mut declared = false;
+    for (ti, t) in schema.tables.iter().enumerate() {
+        for fk in &t.foreign_keys {
+            let Some(&ri) = by_name.get(&fk.ref_table.to_lowercase()) else {
+                continue;
+            };
+            if let (Some(a), Some(b)) =
+                (col(t, &fk.column), col(&schema.tables[ri], &fk.ref_column))
+            {
+                declared = true;
+                add((ti, a), (ri, b));
+            }
+        }
+    }
+    if !declared && infer {
+        for (a, b) in inferred_keys(schema) {
+            add(a, b);
+        }
+    }
+    links
+}
+
+/// Each table's family: tables of one dataset (the part of the name before its last `.`)
+/// with the same column names, or with the same name but for its digits
+/// (`county_2017_5yr`, `county_2018_5yr`).
+fn families(schema: &Schema) -> Vec<usize> {
+    let n = schema.tables.len();
+    let mut parent: Vec<usize> = (0..n).collect();
+    fn root(parent: &mut [usize], mut t: usize) -> usize {
+        while parent[t] != t {
+            parent[t] = parent[parent[t]];
+            t = parent[t];
+        }
+        t
+    }
+    let mut by_columns: HashMap<(String, Vec<String>), usize> = HashMap::new();
+    let mut by_shape: HashMap<String, usize> = HashMap::new();
+    for (i, t) in schema.tables.iter().enumerate() {
+        let name = t.name.to_lowercase();
+        let dataset = name.rsplit_once('.').map_or("", |(d, _)| d).to_owned();
+        let mut columns: Vec<String> = t.columns.iter().map(|c| c.name.to_lowercase()).collect();
+        columns.sort();
+        let shape: String = name.chars().filter(|c| !c.is_ascii_digit()).collect();
+        let firsts = [
+            *by_columns.entry((dataset, columns)).or_insert(i),
+            *by_shape.entry(shape).or_insert(i),
+        ];
+        for first in firsts {
+            let (a, b) = (root(&mut parent, first), root(&mut parent, i));
+            parent[b] = a;
+        }
+    }
+    (0..n).map(|t| root(&mut parent, t)).collect()
+}
+
+/// The words that end a key column's name (`customer_id`, `CustomerKey`, `country_code`).
+const KEY_WORDS: &[&str] = &["id", "key", "code", "no", "num", "number"];
+
+/// Columns shared by more tables than this join only a table they name, not each other:
+/// a `user_id` in forty tables of events is no join between them.
+const MAX_SHARED: usize = 6;
+
+/// The foreign keys column names imply, for schemas that declare none: `orders.customer_id`
+/// joins `customers` (at its own `customer_id`, else its key, else its `id`), and a key
+/// column shared by a few tables joins them where one of them has it as its key (or first
+/// column).
+fn inferred_keys(schema: &Schema) -> Vec<((usize, usize), (usize, usize))> {
+    let tables = &schema.tables;
+    // A table by the last word of its name: `sales.order_items` → `items`.
+    let mut by_noun: HashMap<String, Vec<usize>> = HashMap::new();
+    let mut by_column: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
+    for (ti, t) in tables.iter().enumerate() {
+        let name = words(t.name.rsplit('.').next().unwrap_or(&t.name));
+        by_noun.entry(name.replace(' ', "")).or_default().push(ti);
+        if let Some(last) = name.split_whitespace().last() {
+            by_noun.entry(last.to_owned()).or_default().push(ti);
+        }
+        for (ci, c) in t.columns.iter().enumerate() {
+            by_column
+                .entry(c.name.to_lowercase())
+                .or_default()
+                .push((ti, ci));
+        }
+    }
+    let key_of = |ti: usize, column: &str| {
+        let t = &tables[ti];
+        t.columns
+            .iter()
+            .position(|c| c.name.eq_ignore_ascii_case(column))
+            .or_else(|| t.columns.iter().position(|c| c.primary_key))
+            .or_else(|| {
+                t.columns
+                    .iter()
+                    .position(|c| c.name.eq_ignore_ascii_case("id"))
+            })
+    };
+    let mut out = Vec::new();
+    for (ti, t) in tables.iter().enumerate() {
+        for (ci, c) in t.columns.iter().enumerate() {
+            let w = words(&c.name);
+            let parts: Vec<&str> = w.split_whitespace().collect();
+            let Some((last, stem)) = parts.split_last() else {
+                continue;
+            };
+            if stem.is_empty() || !KEY_WORDS.contains(last) {
+                continue;
+            }
+            // `customer_id` → the table `customers`; `ship_country_code` → `countries`.
+            let nouns = [stem.concat(), stem[stem.len() - 1].to_owned()];
+            let named: Vec<usize> = by_noun
+                .iter()
+                .filter(|(noun, _)| nouns.iter().any(|n| same_noun(n, noun)))
+                .flat_map(|(_, ts)| ts.iter().copied())
+                .filter(|&o| o != ti)
+                .collect();
+            for o in named {
+                if let Some(oc) = key_of(o, &c.name) {
+                    out.push(((ti, ci), (o, oc)));
+                }
+            }
+            // The same key column elsewhere, where it is that table's own key.
+            let shared = &by_column[&c.name.to_lowercase()];
+            if shared.len() <= MAX_SHARED {
+                for &(o, oc) in shared.iter().filter(|(o, _)| *o != ti) {
+                    let theirs = &tables[o].columns[oc];
+                    if theirs.primary_key || (oc == 0 && !t.columns[ci].primary_key && ci != 0) {
+                        out.push(((ti, ci), (o, oc)));
+                    }
+                }
+            }
+        }
+    }
+    out
 }
 
 /// How a question matches a schema: each table's score, each matching column's (table,
@@ -555,6 +1010,7 @@ mod tests {
 
     fn shop() -> Schema {
         let mut staff = Table {
+            comment: None,
             name: "staff".into(),
             columns: vec![
                 col("id", "INTEGER"),
@@ -566,6 +1022,7 @@ mod tests {
         };
         staff.columns[3].values = vec!["manager".into(), "sales".into()];
         let mut stores = Table {
+            comment: None,
             name: "stores".into(),
             columns: vec![
                 col("id", "INTEGER"),
@@ -576,6 +1033,7 @@ mod tests {
         };
         stores.columns[2].values = vec!["Berlin".into(), "Paris".into(), "Milan".into()];
         let orders = Table {
+            comment: None,
             name: "orders".into(),
             columns: vec![
                 col("id", "INTEGER"),
@@ -587,6 +1045,7 @@ mod tests {
             foreign_keys: vec![fk("staff_id", "staff"), fk("product_id", "products")],
         };
         let products = Table {
+            comment: None,
             name: "products".into(),
             columns: vec![
                 col("id", "INTEGER"),
@@ -596,6 +1055,7 @@ mod tests {
             foreign_keys: vec![],
         };
         let noise = (0..50).map(|i| Table {
+            comment: None,
             name: format!("audit_log_{i}"),
             columns: vec![col("id", "INTEGER"), col("event", "TEXT")],
             foreign_keys: vec![],
@@ -612,7 +1072,65 @@ mod tests {
     fn identifiers_split_into_words() {
         assert_eq!(words("store_id"), "store id");
         assert_eq!(words("OrderedAt"), "ordered at");
-        assert_eq!(words("sales2024Total"), "sales2024 total");
+        assert_eq!(words("sales2024Total"), "sales 2024 total");
+        assert_eq!(words("HTTPStatus"), "http status");
+        assert_eq!(words("events_*"), "events  ");
+        assert_eq!(expanded("cust_qty"), "cust customer qty quantity ");
+        assert!(ABBREVIATIONS.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
+    }
+
+    #[test]
+    fn nouns_match_singular_and_plural() {
+        for (a, b) in [
+            ("customer", "customers"),
+            ("category", "categories"),
+            ("address", "addresses"),
+            ("order", "order"),
+        ] {
+            assert!(same_noun(a, b) && same_noun(b, a), "{a} {b}");
+        }
+        assert!(!same_noun("order", "orderly"));
+        assert!(!same_noun("cat", "categories"));
+    }
+
+    #[test]
+    fn every_table_is_ranked_and_a_budget_is_filled() {
+        let index = Index::new(shop());
+        let all = index.rank("nothing here matches at all");
+        assert_eq!(all.len(), shop().tables.len());
+        let s = index.ground("staff", Budget::default());
+        assert_eq!(s.tables.len(), Budget::default().tables, "{s:?}");
+        let cut = Budget {
+            min_score: Some(0.5),
+            ..Budget::default()
+        };
+        assert!(index.ground("staff", cut).tables.len() < Budget::default().tables);
+    }
+
+    #[test]
+    fn keys_are_inferred_from_column_names_when_none_are_declared() {
+        let mut schema = shop();
+        for t in &mut schema.tables {
+            t.foreign_keys.clear();
+            for c in &mut t.columns {
+                c.primary_key = false;
+            }
+        }
+        let index = Index::new(schema.clone());
+        let joined = |a: &str, b: &str| {
+            let (a, b) = (index.by_name[a], index.by_name[b]);
+            index.links[a].iter().any(|&(o, _, _)| o == b)
+        };
+        assert!(joined("orders", "staff"), "orders.staff_id: staff");
+        assert!(joined("orders", "products"), "orders.product_id: products");
+        assert!(joined("staff", "stores"), "staff.store_id: stores");
+        assert!(!joined("orders", "stores"));
+        let off = Signals {
+            inferred_keys: false,
+            ..Signals::default()
+        };
+        let plain = Index::with(schema, off);
+        assert!(plain.links.iter().all(Vec::is_empty));
     }
 
     #[test]

@@ -224,7 +224,7 @@ impl Postgres {
         let err = |e: postgres::Error| format!("reading the schema of {}: {e}", self.shown);
         let tables = client
             .query(
-                "SELECT c.oid, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
+                "SELECT c.oid, c.relname, obj_description(c.oid, 'pg_class') FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
                  WHERE c.relkind IN ('r', 'v', 'm', 'p', 'f') AND pg_table_is_visible(c.oid) \
                  AND n.nspname NOT IN ('pg_catalog', 'information_schema') ORDER BY c.relname",
                 &[],
@@ -293,6 +293,7 @@ impl Postgres {
                 .map_err(err)?;
             schema.tables.push(Table {
                 name,
+                comment: t.get(2),
                 columns: cols,
                 // NB: a join to a table the tool may not read is not shown.
                 foreign_keys: fks

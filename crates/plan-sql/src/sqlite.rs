@@ -655,6 +655,7 @@ fn table(
         .collect::<Result<_, _>>()?;
     Ok(Table {
         name,
+        comment: None,
         columns,
         // NB: a join to a table the tool may not read is not shown.
         foreign_keys: foreign_keys
