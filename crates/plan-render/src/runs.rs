@@ -29,11 +29,7 @@ pub struct Printed {
 pub fn report(report: &RunReport, json: bool, run_id: Option<&str>) -> Printed {
     let mut p = Printed::default();
     if json {
-        let mut v = serde_json::to_value(report).unwrap_or_default();
-        if let (Some(id), Some(obj)) = (run_id, v.as_object_mut()) {
-            obj.insert("run_id".into(), id.into());
-        }
-        p.out = format!("{v}\n");
+        p.out = format!("{}\n", report_json(report, run_id));
         return p;
     }
     if let Some(e) = &report.error {
@@ -58,6 +54,15 @@ pub fn report(report: &RunReport, json: bool, run_id: Option<&str>) -> Printed {
         p.out.push('\n');
     }
     p
+}
+
+/// A run's report as `run --format json` prints it: with its `run_id` when stored.
+fn report_json(report: &RunReport, run_id: Option<&str>) -> Value {
+    let mut v = serde_json::to_value(report).unwrap_or_default();
+    if let (Some(id), Some(obj)) = (run_id, v.as_object_mut()) {
+        obj.insert("run_id".into(), id.into());
+    }
+    v
 }
 
 /// A run's question on stdout (its choices one a line), and on stderr how to answer it.
@@ -384,13 +389,7 @@ pub fn session_shown(shown: &SessionShown, json: bool) -> String {
 pub fn worker_event(e: &plan_runs::queue::Event<'_>) -> Option<String> {
     use plan_runs::queue::Event;
     let line = match e {
-        Event::Finished { id, report } => {
-            let mut v = serde_json::to_value(report).unwrap_or_default();
-            if let Some(obj) = v.as_object_mut() {
-                obj.insert("run_id".into(), (*id).into());
-            }
-            v
-        }
+        Event::Finished { id, report } => report_json(report, Some(id)),
         Event::Asked { goal } => json!({
             "goal_id": goal.id,
             "status": goal.status,

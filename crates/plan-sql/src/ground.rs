@@ -185,6 +185,14 @@ fn numbers_in(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// `text` as the index reads it: its words, short forms spelled out when `signals` say.
+fn identifier_words(text: &str, signals: Signals) -> String {
+    match signals.abbreviations {
+        true => expanded(text),
+        false => words(text),
+    }
+}
+
 /// `text`'s words, then each two neighbours written as one (`census tracts` →
 /// `censustracts`): identifiers run words together (`censustract_2018`, `zipcodes`).
 fn joined_pairs(text: &str) -> String {
@@ -325,10 +333,7 @@ impl Index {
             .enumerate()
             .map(|(i, t)| (t.name.to_lowercase(), i))
             .collect();
-        let ident = |name: &str| match signals.abbreviations {
-            true => expanded(name),
-            false => words(name),
-        };
+        let ident = |name: &str| identifier_words(name, signals);
         let table_docs: Vec<String> = schema
             .tables
             .iter()
@@ -478,10 +483,7 @@ impl Index {
     /// graph, part of every table's score flows along its foreign keys.
     fn scores(&self, question: &str) -> Scores {
         let n = self.schema.tables.len();
-        let q = joined_pairs(&match self.signals.abbreviations {
-            true => expanded(question),
-            false => words(question),
-        });
+        let q = joined_pairs(&identifier_words(question, self.signals));
         let mut score = vec![0f32; n];
         for r in self.tables.search(&q, n) {
             score[r.document.id as usize] += r.score;
