@@ -314,6 +314,16 @@ pub enum RoundKind {
     Replan,
 }
 
+impl RoundKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RoundKind::Plan => "plan",
+            RoundKind::Repair => "repair",
+            RoundKind::Replan => "replan",
+        }
+    }
+}
+
 /// One planning round: what the planner answered and what became of it.
 #[derive(Clone, Debug, Serialize)]
 pub struct Round {
@@ -452,6 +462,35 @@ pub trait RunSink: Send {
 
     /// What happened while a plan was arriving ([`TraceEvent::Planning`]).
     fn planning(&mut self, event: &TraceEvent<'_>);
+
+    /// A round's reply arrived (or the planner failed), before its plan runs, if it does.
+    fn planned(&mut self, _round: &Planned<'_>) {}
+}
+
+/// A planning round once its reply is read: what the planner answered and what the
+/// compiler said of it.
+pub struct Planned<'a> {
+    pub round: u64,
+    pub kind: RoundKind,
+    /// The reply, redacted (None: the planner failed).
+    pub reply: Option<&'a str>,
+    pub diagnostics: &'a [Diag],
+    pub planner_error: Option<&'a str>,
+    /// Its plan compiled and is about to run ([`RunSink::open`] comes next).
+    pub runs: bool,
+}
+
+impl<'a> Planned<'a> {
+    fn of(round: u64, r: &'a Round, runs: bool) -> Planned<'a> {
+        Planned {
+            round,
+            kind: r.kind,
+            reply: r.plan.as_deref(),
+            diagnostics: &r.diagnostics,
+            planner_error: r.planner_error.as_deref(),
+            runs,
+        }
+    }
 }
 
 /// Every run into one journal.
@@ -543,7 +582,7 @@ impl Planner<'_> {
             let reply = match reply {
                 Ok(text) => text,
                 Err(e) => {
-                    self.planner_failed(&mut out, r, &e);
+                    self.planner_failed(&mut out, (round, r), &e, runs);
                     return out;
                 }
             };
@@ -551,9 +590,9 @@ impl Planner<'_> {
             out.plan = Some(reply.clone());
             messages.truncate(1);
             messages.push(Message::assistant(reply.clone()));
-            let (program, diagnostics, raw) = self.compile(&reply, round);
-            r.diagnostics = diagnostics;
-            out.diagnostics = raw;
+            let program;
+            (program, r.diagnostics, out.diagnostics) = self.compile(&reply, round);
+            runs.planned(&Planned::of(round, &r, program.is_some()));
             let Some(program) = program else {
                 let message = repair_message(&r.diagnostics);
                 if !repairable(&mut out, r, repairs, opts.max_repairs) {
@@ -638,7 +677,13 @@ impl Planner<'_> {
     }
 
     /// The outcome of an ask whose planner failed in round `r` with `e`.
-    fn planner_failed(&self, out: &mut AskOutcome, mut r: Round, e: &CallError) {
+    fn planner_failed(
+        &self,
+        out: &mut AskOutcome,
+        (round, mut r): (u64, Round),
+        e: &CallError,
+        runs: &mut dyn RunSink,
+    ) {
         let message = self.host.redactor().text(&e.message).into_owned();
         let mut why = format!("the planner ({}) failed: {message}", self.model.describe());
         if let Some(run_error) = out.rounds.last().and_then(|r| r.run_error.as_ref()) {
@@ -646,6 +691,7 @@ impl Planner<'_> {
         }
         out.error = Some(why);
         r.planner_error = Some(message);
+        runs.planned(&Planned::of(round, &r, false));
         out.rounds.push(r);
         out.status = AskStatus::PlannerFailed;
     }

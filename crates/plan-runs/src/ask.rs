@@ -2,11 +2,12 @@
 //! ([`create_goal`]), ended with the ask's outcome; each plan the planner writes that runs
 //! is a stored run, `ID`, then `ID.2`, `ID.3`, ... A re-plan's run is a branch of the run
 //! it replaces, from its first instruction (it starts over, answering the calls already
-//! made from their stored answers), so the store shows every version of the plan.
+//! made from their stored answers), so the store shows every version of the plan. Every
+//! round's reply is kept with the goal as well ([`GoalRound`]): those that never ran too.
 
 use plan_host::{Journal, TraceEvent};
-use plan_planner::{AskOutcome, AskStatus, Conversation, PlanRun, Planner, RunSink, Turn};
-use plan_store::{GoalInfo, GoalStatus, NewGoal, NewRun, Owner, RunInfo, RunStore};
+use plan_planner::{AskOutcome, AskStatus, Conversation, PlanRun, Planned, Planner, RunSink, Turn};
+use plan_store::{GoalInfo, GoalRound, GoalStatus, NewGoal, NewRun, Owner, RunInfo, RunStore};
 use serde_json::{Map, Value, json};
 
 use crate::open::Access;
@@ -416,6 +417,33 @@ impl RunSink for Sink<'_> {
 
     fn planning(&mut self, event: &TraceEvent<'_>) {
         let _ = self.store.also.record(event);
+    }
+
+    /// Kept with the goal, so that its plan versions can be shown, those that never ran
+    /// too. NB: a round that cannot be kept only warns: the ask goes on.
+    fn planned(&mut self, round: &Planned<'_>) {
+        let run = if round.runs {
+            self.next_id().ok()
+        } else {
+            None
+        };
+        let row = GoalRound {
+            round: round.round,
+            kind: round.kind.as_str().to_owned(),
+            reply: round.reply.map(str::to_owned),
+            diagnostics: json!(round.diagnostics),
+            planner_error: round.planner_error.map(str::to_owned),
+            run,
+            created_at: plan_store::now_ms(),
+        };
+        let saved = self
+            .store
+            .at
+            .open(Access::Existing)
+            .and_then(|mut s| Ok(s.save_goal_round(&self.store.goal_id, &row)?));
+        if let Err(e) = saved {
+            (self.store.warn)(&e);
+        }
     }
 }
 

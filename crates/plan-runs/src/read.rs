@@ -168,3 +168,172 @@ pub fn session(store: &dyn RunStore, id: &str) -> Result<SessionShown, Error> {
         }),
     )
 }
+
+/// A plan's source as the compiler reads it: its instructions, with a reply's prose and
+/// fences read past, and the repairs the reader made to read it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ReadPlan {
+    pub instructions: Vec<Value>,
+    /// `[{code, message}]`: the reader's repairs (`W00xx`): prose around the plan, a
+    /// Markdown fence, a trailing comma, ...
+    pub repairs: Vec<Value>,
+}
+
+/// `source` read as the compiler reads it, when it holds an array (None: nothing in it
+/// reads as one).
+pub fn read_plan(source: &str) -> Option<ReadPlan> {
+    let read = plan_syntax::read(source);
+    let Value::Array(instructions) = read.value?.to_value() else {
+        return None;
+    };
+    let repairs = read
+        .diagnostics
+        .iter()
+        .filter(|d| plan_syntax::codes::is_reader_repair(d.code))
+        .map(|d| serde_json::json!({"code": d.code, "message": d.message}))
+        .collect();
+    Some(ReadPlan {
+        instructions,
+        repairs,
+    })
+}
+
+/// The longest name [`plan_name`] makes, in characters.
+const NAME_CHARS: usize = 120;
+
+/// A name for a plan that came without one: the first line of its first reasoning step
+/// (cut at [`NAME_CHARS`]), if it has one.
+pub fn plan_name(instructions: &[Value]) -> Option<String> {
+    let thought = instructions
+        .iter()
+        .filter(|i| i["type"] == "reasoning")
+        .find_map(|i| i["parameters"]["chain_of_thoughts"].as_str())?;
+    let line = thought.lines().map(str::trim).find(|l| !l.is_empty())?;
+    let mut name: String = line.chars().take(NAME_CHARS).collect();
+    if name.len() < line.len() {
+        name.push('…');
+    }
+    Some(name)
+}
+
+/// One version of a goal's plan: a planning round's reply, and what became of it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Version {
+    pub round: u64,
+    /// `plan`, `repair` (after the compiler's errors) or `replan` (after a failed run).
+    pub kind: String,
+    /// Its run's status; `invalid` when the plan did not compile, `planner_failed` when
+    /// there was no reply, `not_started` when it compiled but its run was never stored.
+    pub status: String,
+    pub run: Option<String>,
+    /// The plan as the compiler read it from the reply.
+    pub plan: Option<ReadPlan>,
+    /// The planner's whole reply, as it came (redacted).
+    pub reply: Option<String>,
+    /// The compiler's diagnostics on it; its errors were sent back for a repair.
+    pub diagnostics: Value,
+    /// How its run failed (`{code, message, seq_no, ...}`), or why the planner failed.
+    pub error: Option<Value>,
+}
+
+/// The versions of goal `id`'s plan, in the order the planner wrote them. A goal stored
+/// before the rounds were kept shows the versions that ran.
+pub fn versions(store: &dyn RunStore, id: &str) -> Result<Vec<Version>, Error> {
+    let runs = crate::ask::goal_runs(store, id)?;
+    let rounds = store.goal_rounds(id)?;
+    let run_of = |run: &Option<String>| runs.iter().find(|r| Some(&r.id) == run.as_ref());
+    let versions = if rounds.is_empty() {
+        runs.iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let reply = source(store, r);
+                Version {
+                    round: i as u64,
+                    kind: if i == 0 { "plan" } else { "replan" }.to_owned(),
+                    status: r.status.as_str().to_owned(),
+                    run: Some(r.id.clone()),
+                    plan: reply.as_deref().and_then(read_plan),
+                    reply,
+                    diagnostics: Value::Array(Vec::new()),
+                    error: r.error.clone(),
+                }
+            })
+            .collect()
+    } else {
+        rounds
+            .into_iter()
+            .map(|g| {
+                let run = run_of(&g.run);
+                let status = match (&g.reply, run) {
+                    (None, _) => "planner_failed",
+                    (Some(_), Some(r)) => r.status.as_str(),
+                    (Some(_), None) if g.run.is_some() => "not_started",
+                    (Some(_), None) => "invalid",
+                };
+                let error = match (run, &g.planner_error) {
+                    (Some(r), _) => r.error.clone(),
+                    (None, Some(why)) => {
+                        Some(serde_json::json!({"code": "planner_failed", "message": why}))
+                    }
+                    (None, None) => None,
+                };
+                Version {
+                    round: g.round,
+                    kind: g.kind,
+                    status: status.to_owned(),
+                    run: run.map(|r| r.id.clone()),
+                    plan: g.reply.as_deref().and_then(read_plan),
+                    reply: g.reply,
+                    diagnostics: g.diagnostics,
+                    error,
+                }
+            })
+            .collect()
+    };
+    checked(store, Ok(versions))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_reply_reads_as_the_plan_in_its_fence_with_the_repairs_noted() {
+        let reply = "Here is the plan:\n```json\n[{\"seq_no\": 0, \"type\": \"assign\", \
+                     \"parameters\": {\"final_answer\": \"hi\"},},]\n```\nDone.";
+        let read = read_plan(reply).unwrap();
+        assert_eq!(
+            read.instructions,
+            [json!({"seq_no": 0, "type": "assign", "parameters": {"final_answer": "hi"}})]
+        );
+        let codes: Vec<&str> = read
+            .repairs
+            .iter()
+            .map(|r| r["code"].as_str().unwrap())
+            .collect();
+        assert!(
+            codes.contains(&"W0003") && codes.contains(&"W0006"),
+            "{codes:?}"
+        );
+        assert_eq!(read_plan("[]").unwrap().repairs, Vec::<Value>::new());
+        assert_eq!(read_plan("I cannot help with that."), None);
+        assert_eq!(read_plan("{\"seq_no\": 0}"), None);
+    }
+
+    #[test]
+    fn a_plan_is_named_by_the_first_line_of_its_first_reasoning() {
+        let plan = [
+            json!({"seq_no": 0, "type": "assign", "parameters": {"x": 1}}),
+            json!({"seq_no": 1, "type": "reasoning", "parameters": {"chain_of_thoughts": "\n  Compare the two.\nThen answer."}}),
+            json!({"seq_no": 2, "type": "reasoning", "parameters": {"chain_of_thoughts": "Later."}}),
+        ];
+        assert_eq!(plan_name(&plan).as_deref(), Some("Compare the two."));
+        assert_eq!(plan_name(&plan[..1]), None);
+        let long =
+            [json!({"type": "reasoning", "parameters": {"chain_of_thoughts": "é".repeat(300)}})];
+        let name = plan_name(&long).unwrap();
+        assert_eq!(name.chars().count(), NAME_CHARS + 1);
+        assert!(name.ends_with('…'));
+    }
+}

@@ -46,6 +46,9 @@ pub(crate) struct Submit {
     #[serde(default)]
     #[schema(value_type = Object)]
     vars: Map<String, Value>,
+    /// With `plan`: what the runs list calls it (at most 200 characters; default: the
+    /// first line of its first `reasoning` step, else `submitted`).
+    name: Option<String>,
     /// The run's id (default: a new UUID v7).
     run_id: Option<String>,
     max_steps: Option<u64>,
@@ -121,6 +124,13 @@ pub(crate) async fn start(
     let stream = submit.stream;
     let plan = match (submit.plan, submit.goal) {
         (Some(plan), None) if submit.response_format.is_none() && submit.session.is_none() => plan,
+        (_, Some(_)) if submit.name.is_some() => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_body",
+                "`name` names a plan; a goal is named by its text",
+            ));
+        }
         (None, Some(goal)) => {
             let request = Request {
                 vars: submit.vars,
@@ -147,6 +157,7 @@ pub(crate) async fn start(
             ));
         }
     };
+    let name = run_name(submit.name, &plan)?;
     let source = plan_text(&plan);
     drop(plan);
     let large = source.len() > crate::trim::LARGE;
@@ -156,7 +167,7 @@ pub(crate) async fn start(
     let id = run_id(&state, submit.run_id).await?;
     let new = OwnedNewRun {
         id: id.clone(),
-        plan: "submitted".into(),
+        plan: name,
         source: Some(source),
         pbc,
         presets: submit.vars,
@@ -339,6 +350,43 @@ fn limits(max_steps: Option<u64>) -> Limits {
 }
 
 /// A plan given as its instructions (a JSON array) or as text, as text.
+/// The longest name a run may be given, in characters.
+const MAX_NAME_CHARS: usize = 200;
+
+/// What the runs list calls a run of `plan`: `given` (checked), else the first line of
+/// its first reasoning step, else `submitted`.
+fn run_name(given: Option<String>, plan: &Value) -> Result<String, ApiError> {
+    if let Some(name) = given {
+        let bad = |why: &str| {
+            Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_body",
+                format!("`name` {why}"),
+            ))
+        };
+        if name.trim().is_empty() {
+            return bad("is empty");
+        }
+        if name.chars().count() > MAX_NAME_CHARS {
+            return bad(&format!("is over {MAX_NAME_CHARS} characters"));
+        }
+        if name.chars().any(char::is_control) {
+            return bad("holds a control character");
+        }
+        return Ok(name.trim().to_owned());
+    }
+    let read;
+    let instructions = match plan {
+        Value::Array(items) => items.as_slice(),
+        Value::String(text) => {
+            read = read::read_plan(text);
+            read.as_ref().map_or(&[][..], |r| r.instructions.as_slice())
+        }
+        _ => &[],
+    };
+    Ok(read::plan_name(instructions).unwrap_or_else(|| "submitted".to_owned()))
+}
+
 fn plan_text(plan: &Value) -> String {
     match plan {
         Value::String(text) => text.clone(),
@@ -555,6 +603,8 @@ pub(crate) struct ListQuery {
     limit: Option<usize>,
     /// Only runs created before this one (the last id of the previous page).
     before: Option<String>,
+    /// Only runs whose name or goal holds this text (letter case aside).
+    q: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/runs", params(ListQuery), responses(
@@ -580,8 +630,17 @@ pub(crate) async fn list(
     };
     let limit = q.limit.unwrap_or(100).min(1000);
     let before = q.before;
+    let text =
+        q.q.map(|t| t.trim().to_lowercase())
+            .filter(|t| !t.is_empty());
     let runs = state
-        .read(move |store| crate::page::runs(store, before.as_deref(), wanted, limit))
+        .read(move |store| {
+            let wanted = crate::page::Wanted {
+                status: wanted,
+                text: text.as_deref(),
+            };
+            crate::page::runs(store, before.as_deref(), wanted, limit)
+        })
         .await?;
     Ok(Json(RunList { runs }))
 }
@@ -614,7 +673,8 @@ pub(crate) async fn show(
 
 /// Run (or goal) `id` as `GET /v1/runs/{id}` shows it.
 pub(crate) fn shown(store: &dyn plan_store::RunStore, id: &str) -> Result<Value, plan_runs::Error> {
-    let goal = match store.goal(id)? {
+    // NB: any run of a goal (`ID.2`, a re-plan) shows the goal with its versions.
+    let goal = match plan_runs::ask::goal_of_run(store, id)? {
         Some(g) => Some(crate::goals::view(store, &g)?),
         None => None,
     };
@@ -623,13 +683,14 @@ pub(crate) fn shown(store: &dyn plan_store::RunStore, id: &str) -> Result<Value,
             let source = read::source(store, &shown.run);
             let children = store.children(id)?;
             let mut v = json!(shown);
+            v["plan"] = json!(source.as_deref().and_then(read::read_plan));
             v["source"] = json!(source);
             v["children"] = json!(children);
             v
         }
         // NB: a goal no plan of which has run yet has no run to show.
         Err(e) if e.kind == ErrorKind::UnknownRun && goal.is_some() => {
-            json!({"run": null, "steps": [], "calls": [], "source": null, "children": []})
+            json!({"run": null, "steps": [], "calls": [], "source": null, "plan": null, "children": []})
         }
         Err(e) => return Err(e),
     };

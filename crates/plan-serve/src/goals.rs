@@ -243,5 +243,21 @@ pub(crate) fn view(store: &dyn RunStore, goal: &GoalInfo) -> Result<Value, Error
         .collect();
     let mut v = json!(goal);
     v["runs"] = Value::Array(runs);
+    v["versions"] = json!(plan_runs::read::versions(store, &goal.id)?);
     Ok(v)
+}
+
+/// `GET /v1/sessions/{id}`: a conversation's rounds, oldest first, each goal with its
+/// answer and its runs.
+#[utoipa::path(get, path = "/v1/sessions/{id}", params(("id" = String, Path)), responses(
+    (status = 200, body = crate::schema::SessionShown),
+    (status = 401, body = crate::schema::ErrorBody), (status = 404, body = crate::schema::ErrorBody)))]
+pub(crate) async fn session(
+    axum::extract::State(state): axum::extract::State<Arc<State>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Result<axum::Json<plan_runs::read::SessionShown>, crate::error::ApiError> {
+    let shown = state
+        .read(move |store| plan_runs::read::session(store, &id))
+        .await?;
+    Ok(axum::Json(shown))
 }

@@ -12,12 +12,34 @@ use crate::schema::RunSummary;
 /// Rows read from the store at a time, of runs and of goals.
 const CHUNK: usize = 128;
 
-/// At most `limit` entries of status `wanted` (any when None) created before the entry
-/// `before` (from the newest when None; none when no run or goal has that id).
+/// Which entries a page shows.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Wanted<'a> {
+    /// Of this status (any when None).
+    pub(crate) status: Option<&'a str>,
+    /// Whose name or goal holds this text, lowercased (any when None).
+    pub(crate) text: Option<&'a str>,
+}
+
+impl Wanted<'_> {
+    fn shows(&self, entry: &RunSummary) -> bool {
+        self.status.is_none_or(|w| entry.status == w)
+            && self.text.is_none_or(|t| {
+                entry.plan.to_lowercase().contains(t)
+                    || entry
+                        .goal
+                        .as_ref()
+                        .is_some_and(|g| g.to_lowercase().contains(t))
+            })
+    }
+}
+
+/// At most `limit` entries `wanted` created before the entry `before` (from the newest
+/// when None; none when no run or goal has that id).
 pub(crate) fn runs(
     store: &dyn RunStore,
     before: Option<&str>,
-    wanted: Option<&str>,
+    wanted: Wanted<'_>,
     limit: usize,
 ) -> Result<Vec<RunSummary>, plan_runs::Error> {
     let start = match before {
@@ -57,7 +79,7 @@ pub(crate) fn runs(
                 Err(e) => return Err(e.into()),
             },
         };
-        if wanted.is_none_or(|w| shown.status == w) {
+        if wanted.shows(&shown) {
             out.push(shown);
         }
     }

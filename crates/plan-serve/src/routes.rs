@@ -26,6 +26,7 @@ pub(crate) fn router(state: Arc<Shared>, hosts: Arc<crate::origin::Hosts>) -> Ro
         .route("/v1/runs/{id}/branch/preview", post(preview))
         .route("/v1/runs/{id}/events", get(crate::events::events))
         .route("/v1/runs/{id}/feedback", post(crate::evals::feedback))
+        .route("/v1/sessions/{id}", get(crate::goals::session))
         .route("/v1/evals", get(crate::evals::list))
         .route("/v1/evals/{id}", get(crate::evals::show))
         .route("/v1/chat/completions", post(crate::chat::completions))

@@ -69,8 +69,13 @@ pub(crate) struct RunShown {
     /// `latency_ms`.
     #[schema(value_type = Vec<Object>)]
     pub(crate) calls: Value,
-    /// The plan's source text.
+    /// The plan's source text (for a goal's run, the planner's whole reply).
     pub(crate) source: Option<String>,
+    /// The plan as the compiler read it from `source`: `instructions` (the JSON array, a
+    /// reply's prose and Markdown fence read past) and `repairs` (`code`, `message`: what
+    /// the reader mended to read it); null when nothing in the source reads as an array.
+    #[schema(value_type = Option<Object>)]
+    pub(crate) plan: Option<Value>,
     /// The runs branched from this one (re-plans included).
     pub(crate) children: Vec<String>,
     /// A person's verdict on the run: `verdict` (`good` or `bad`), `note`, `updated_at`.
@@ -80,12 +85,31 @@ pub(crate) struct RunShown {
     /// `goal`, `verdict` (`pass` or `fail`), `score`, `reason`.
     #[schema(value_type = Option<Object>)]
     pub(crate) eval: Option<Value>,
-    /// For a goal's id: `id`, `goal`, `response_format`, `request`, `status` (`open`,
+    /// For a goal's id, or one of its runs' (`ID.2`, ...): `id`, `goal`, `response_format`, `request`, `status` (`open`,
     /// `answered`, `failed`, `interrupted`, `needs_input`), `answer`, `error`, `created_at`,
-    /// `updated_at`, `session`, and `runs` (each version of the plan: `id`, `status`,
-    /// `plan`).
+    /// `updated_at`, `session`, `runs` (each version of the plan that ran: `id`, `status`,
+    /// `plan`), and `versions`: every planning round in order, those whose plan never ran
+    /// included, each with `round`, `kind` (`plan`, `repair`, `replan`), `status` (its
+    /// run's, or `invalid`: the plan did not compile; `planner_failed`: no reply), `run`,
+    /// `plan` (as above), `reply` (the planner's whole reply), `diagnostics` (the
+    /// compiler's, whose errors were sent back) and `error` (how its run failed).
     #[schema(value_type = Option<Object>)]
     pub(crate) goal: Option<Value>,
+}
+
+/// `GET /v1/sessions/{id}`: a conversation.
+#[derive(Serialize, ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct SessionShown {
+    pub(crate) id: String,
+    /// The summary that stands for its oldest rounds (`upto`: the last goal it covers,
+    /// `summary`), if one was made.
+    #[schema(value_type = Option<Object>)]
+    summary: Option<Value>,
+    /// Its goals (rounds), oldest first, each as `goal` of `GET /v1/runs/{id}` shows it
+    /// but with `runs` the ids of its runs.
+    #[schema(value_type = Vec<Object>)]
+    goals: Vec<Value>,
 }
 
 /// `POST /v1/runs/{id}/branch/preview`: what a branch would do, nothing run.

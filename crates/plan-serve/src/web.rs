@@ -40,6 +40,11 @@ const ASSETS: &[(&str, &str, &str)] = &[
         "text/javascript; charset=utf-8",
     ),
     (
+        "versions.js",
+        include_str!("../web/versions.js"),
+        "text/javascript; charset=utf-8",
+    ),
+    (
         "run.js",
         include_str!("../web/run.js"),
         "text/javascript; charset=utf-8",

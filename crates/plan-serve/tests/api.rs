@@ -117,6 +117,54 @@ async fn every_endpoint_answers_and_refuses_as_documented() {
     );
     let (status, body) = call(Method::GET, format!("{runs}?status=bogus"), None, ok).await;
     assert_eq!(status, 400, "{body}");
+    // Runs named: as given, else by their first reasoning line; found by their name.
+    let named =
+        json!({"plan": HELLO, "vars": {"name": "n"}, "run_id": "named", "name": "Nightly check"});
+    let (status, body) = call(Method::POST, runs.clone(), Some(named.to_string()), ok).await;
+    assert_eq!(
+        (status, &body["plan"]),
+        (201, &json!("Nightly check")),
+        "{body}"
+    );
+    let steps = json!([
+        {"seq_no": 0, "type": "reasoning", "parameters": {"chain_of_thoughts": "Say hi.\nThen stop."}},
+        {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "hi"}}]);
+    let reasoned = json!({"plan": format!("Plan:\n```json\n{steps}\n```"), "run_id": "reasoned"});
+    let (status, body) = call(Method::POST, runs.clone(), Some(reasoned.to_string()), ok).await;
+    assert_eq!((status, &body["plan"]), (201, &json!("Say hi.")), "{body}");
+    assert_eq!(
+        call(Method::GET, one.clone(), None, ok).await.1["run"]["plan"],
+        "Greet."
+    );
+    for (bad, why) in [
+        (json!(" "), "empty"),
+        (json!("a\u{7}b"), "control"),
+        (json!("x".repeat(201)), "over 200"),
+    ] {
+        let body = json!({"plan": HELLO, "vars": {"name": "n"}, "name": bad});
+        let (status, body) = call(Method::POST, runs.clone(), Some(body.to_string()), ok).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains(why),
+            "{body}"
+        );
+    }
+    let (_, body) = call(Method::GET, format!("{runs}?q=nIGHTLY"), None, ok).await;
+    let found: Vec<&Value> = body["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["id"])
+        .collect();
+    assert_eq!(found, [&json!("named")], "{body}");
+    let (_, body) = call(
+        Method::GET,
+        format!("{runs}?q=nothing-like-it&status=ok"),
+        None,
+        ok,
+    )
+    .await;
+    assert_eq!(body["runs"], json!([]), "{body}");
     // The list a page at a time, each from before the last id of the one before: the
     // whole list, newest first; from an id the store does not hold, nothing.
     for i in 0..5 {
@@ -489,6 +537,35 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
     );
     assert_eq!(shown["run"]["status"], "failed");
     assert_eq!(shown["children"], json!(["g1.2"]));
+    // Its versions: each round, its plan as the compiler read it and why it ended; any
+    // run of the goal shows them.
+    let version = |v: &Value| (v["kind"].clone(), v["status"].clone(), v["run"].clone());
+    let versions: Vec<_> = shown["goal"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(version)
+        .collect();
+    assert_eq!(
+        versions,
+        [
+            (json!("plan"), json!("failed"), json!("g1")),
+            (json!("replan"), json!("ok"), json!("g1.2"))
+        ],
+        "{shown}"
+    );
+    let first = &shown["goal"]["versions"][0];
+    assert_eq!(
+        first["plan"]["instructions"][0]["parameters"]["tool_name"],
+        "flaky_tool"
+    );
+    assert_eq!(first["error"]["code"], "R0005", "{first}");
+    assert_eq!(shown["plan"]["instructions"], first["plan"]["instructions"]);
+    let second = call(Method::GET, format!("{runs}/g1.2"), None, None)
+        .await
+        .1;
+    assert_eq!(second["goal"]["id"], "g1", "{second}");
+    assert_eq!(second["goal"]["versions"], shown["goal"]["versions"]);
     let (_, listed) = call(Method::GET, runs.clone(), None, None).await;
     let goals: Vec<&Value> = listed["runs"].as_array().unwrap().iter().collect();
     assert!(goals.iter().all(|r| r["goal"] == "look up x"), "{listed}");
@@ -501,6 +578,20 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
     assert_eq!(shown["goal"]["status"], "failed", "{shown}");
     assert_eq!(shown["goal"]["error"]["code"], "invalid_plan", "{shown}");
     assert_eq!(shown["run"], Value::Null);
+    // Every reply that never ran is kept, with the diagnostics sent back.
+    let versions = shown["goal"]["versions"].as_array().unwrap();
+    assert!(versions.len() >= 2, "{shown}");
+    assert_eq!(versions[0]["kind"], "plan");
+    assert_eq!(versions[1]["kind"], "repair");
+    for v in versions {
+        assert_eq!(v["status"], "invalid", "{v}");
+        assert_eq!(v["reply"], "I cannot help with that.", "{v}");
+        assert_eq!(v["plan"], Value::Null, "{v}");
+        assert!(
+            v["diagnostics"].as_array().is_some_and(|d| !d.is_empty()),
+            "{v}"
+        );
+    }
     let events = read_events(format!("{runs}/g2/events"), None).await;
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(events[0].1, "goal");
@@ -546,6 +637,36 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
         last.contains("User: greet them\nAnswer: hello from a goal"),
         "{last}"
     );
+    let (status, session) = call(
+        Method::GET,
+        format!("{}/v1/sessions/chat-7", s.base),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{session}");
+    let rounds: Vec<(&str, &str)> = session["goals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| (g["goal"].as_str().unwrap(), g["answer"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        rounds,
+        [
+            ("greet them", "hello from a goal"),
+            ("greet them again", "hello from a goal")
+        ]
+    );
+    assert_eq!(session["goals"][1]["runs"], json!(["s-2"]));
+    let (status, body) = call(
+        Method::GET,
+        format!("{}/v1/sessions/none", s.base),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
 
     // The service as an OpenAI chat model; the earlier messages are the conversation.
     let chat = format!("{}/v1/chat/completions", s.base);

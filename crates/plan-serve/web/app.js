@@ -67,6 +67,12 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// Replaces `node`'s children with `children`, those null or false left out (as `el` does;
+// `replaceChildren` would show them as text).
+function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}
+
 function badge(status) {
   return el("span", { class: "badge " + status }, status);
 }
@@ -89,31 +95,68 @@ function duration(ms) {
   return Math.floor(ms / 60000) + " min " + Math.round((ms % 60000) / 1000) + " s";
 }
 
-// A value as text: strings as they are, anything else as indented JSON.
+// A value as text: strings as they are (but a string that holds a JSON object or array,
+// as tools and LLMs often return, as that JSON), anything else as indented JSON.
 function shown(v) {
-  if (typeof v === "string") return v;
+  if (typeof v === "string") {
+    const t = v.trim();
+    if ((t.startsWith("{") && t.endsWith("}")) || (t.startsWith("[") && t.endsWith("]"))) {
+      try { return JSON.stringify(JSON.parse(t), null, 2); } catch (_) { /* text after all */ }
+    }
+    return v;
+  }
   return JSON.stringify(v, null, 2);
 }
 
+// Lines and characters past which a value is folded: its head shows, the rest a click away.
+const FOLD_LINES = 24, FOLD_CHARS = 3000;
+
+// A value in a <pre>, folded when long.
+function valueBox(v, attrs) {
+  const text = shown(v);
+  const lines = text.split("\n");
+  if (lines.length <= FOLD_LINES && text.length <= FOLD_CHARS) return el("pre", attrs || {}, text);
+  const head = lines.slice(0, 12).join("\n").slice(0, 1200);
+  const box = el("pre", Object.assign({ class: "folded" }, attrs || {}), head + "\n…");
+  const more = el("button", { class: "link" }, `show all (${lines.length} lines, ${text.length} characters)`);
+  more.addEventListener("click", () => {
+    const open = box.classList.toggle("open");
+    box.textContent = open ? text : head + "\n…";
+    more.textContent = open ? "fold" : `show all (${lines.length} lines, ${text.length} characters)`;
+  });
+  return el("div", {}, box, more);
+}
+
 // Reads the server-sent events of `path`, calling `onEvent(type, data, id)` for each, and
-// reconnecting from the last id when the connection drops, until `stop()` or the stream
-// ends on its own.
-function follow(path, onEvent) {
+// `onOpen()` each time a connection is made. A connection that drops or ends (the service
+// stopped, or restarted) is made again, from the last id, a little later each time (up
+// to 5 s), until `stop()`: whoever follows reads the state again on `onOpen`, so that what
+// happened while no connection was up shows.
+function follow(path, onEvent, onOpen) {
   let last = null;
   let stopped = false;
+  let wait = 500;
   const controller = new AbortController();
+  const pause = async () => {
+    await new Promise((r) => setTimeout(r, wait));
+    wait = Math.min(wait * 2, 5000);
+  };
   (async () => {
     while (!stopped) {
       try {
         const h = headers(last ? { "Last-Event-ID": last } : {});
         const res = await fetch(path, { headers: h, signal: controller.signal });
-        if (!res.ok) { if (res.status === 401) askToken(); return; }
+        if (res.status === 401) { askToken(); return; }
+        if (res.status === 404) return;
+        if (!res.ok) { await pause(); continue; }
+        wait = 500;
+        if (onOpen) onOpen();
         const reader = res.body.getReader();
         const decoder = new TextDecoder();
         let buf = "";
         for (;;) {
           const { value, done } = await reader.read();
-          if (done) return;
+          if (done) break;
           buf += decoder.decode(value, { stream: true });
           let cut;
           while ((cut = buf.indexOf("\n\n")) >= 0) {
@@ -135,8 +178,8 @@ function follow(path, onEvent) {
         }
       } catch (e) {
         if (stopped) return;
-        await new Promise((r) => setTimeout(r, 1000));
       }
+      if (!stopped) await pause();
     }
   })();
   return () => { stopped = true; controller.abort(); };

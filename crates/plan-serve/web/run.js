@@ -6,18 +6,6 @@
 const id = decodeURIComponent(location.pathname.replace(/^\/runs\//, ""));
 const page = { shown: null, plan: null, selected: null, refresh: null, stop: null, question: null };
 
-// The plan's instructions from its source, when it is a JSON array (else null: the steps
-// come from the journal alone).
-function instructions(source) {
-  if (!source) return null;
-  try {
-    const v = JSON.parse(source);
-    return Array.isArray(v) ? v.filter((i) => i && typeof i === "object") : null;
-  } catch (_) {
-    return null;
-  }
-}
-
 function summaryOf(instr) {
   const p = instr.parameters || {};
   switch (instr.type) {
@@ -65,12 +53,6 @@ function renderSummary() {
   if (goal) {
     parts.push(el("div", {}, el("span", { class: "muted" }, "Goal: "), el("strong", {}, goal.goal),
       " ", badge(goal.status)));
-    if (goal.runs.length > 0) {
-      parts.push(el("div", { class: "list-inline", style: "margin-top:6px" },
-        el("span", { class: "muted" }, "Plan versions:"),
-        goal.runs.map((r, i) => el("span", {}, r.id === id ? el("strong", {}, "v" + (i + 1)) : el("a", { href: "/runs/" + encodeURIComponent(r.id) }, "v" + (i + 1)),
-          " ", badge(r.status)))));
-    }
     if (goal.status === "answered") {
       parts.push(el("div", { style: "margin-top:8px" }, el("div", { class: "muted" }, "Answer"),
         el("div", { class: "answer", id: "answer" }, shown(goal.answer))));
@@ -111,7 +93,7 @@ function renderSummary() {
       badge(e.verdict), " score " + Number(e.score).toFixed(2), e.reason ? " · " + e.reason : ""));
   }
   if (run) parts.push(feedbackBox(page.shown.feedback));
-  box.replaceChildren(...parts);
+  fill(box, ...parts);
 }
 
 function renderSteps() {
@@ -123,7 +105,7 @@ function renderSteps() {
     for (const s of steps) if (!seen.has(s.seq_no)) seen.set(s.seq_no, { seq_no: s.seq_no, type: s.op, parameters: {} });
     items = [...seen.values()];
   }
-  list.replaceChildren(...items.map((instr) => {
+  fill(list, ...items.map((instr) => {
     const status = stepStatus(instr.seq_no);
     const li = el("li", { "data-seq": instr.seq_no, class: instr.seq_no === page.selected ? "selected" : "" },
       el("span", { class: "seq" }, String(instr.seq_no)),
@@ -134,6 +116,18 @@ function renderSteps() {
     return li;
   }));
   if (items.length === 0) list.append(el("li", { class: "muted" }, "No steps yet."));
+  // NB: a goal's plan is the planner's whole reply: what the reader made of it is above,
+  // the reply itself a click away.
+  const read = page.shown.plan;
+  const source = page.shown.source;
+  const raw = document.getElementById("plan-source");
+  const open = raw.querySelector("details") && raw.querySelector("details").open;
+  fill(raw,
+    read && read.repairs.length ? el("div", { class: "muted repairs" }, "Read from the reply: ",
+      read.repairs.map((r) => r.code + " " + r.message).join("; ")) : null,
+    source ? el("details", { class: "raw", open: open || null },
+      el("summary", { class: "muted" }, page.shown.goal ? "the planner's reply as it came" : "the plan as submitted"),
+      valueBox(source)) : null);
 }
 
 // The variables just before step `step` (the number of the instruction executed), from
@@ -152,7 +146,7 @@ function varsTable(vars, changed) {
   if (names.length === 0) return el("p", { class: "muted" }, "none");
   return el("div", { class: "kv" }, names.flatMap((n) => [
     el("div", { class: "mono" }, (changed && changed.has(n) ? "● " : "") + n),
-    el("pre", {}, shown(vars[n])),
+    valueBox(vars[n]),
   ]));
 }
 
@@ -170,13 +164,13 @@ function renderDetail() {
   const instr = (page.plan || []).find((i) => i.seq_no === seq);
   const runs = steps.filter((s) => s.seq_no === seq);
   const parts = [el("h2", {}, "Step ", el("span", { class: "mono" }, String(seq)), " ", badge(stepStatus(seq)))];
-  if (instr) parts.push(el("pre", {}, JSON.stringify(instr, null, 2)));
+  if (instr) parts.push(valueBox(instr));
   const own = calls.filter((c) => c.seq_no === seq);
   for (const c of own) {
     parts.push(el("h2", { style: "margin-top:12px" }, "Call ", el("span", { class: "mono" }, c.tool), " ", badge(c.state)));
     parts.push(el("div", { class: "kv" },
-      el("div", {}, "arguments"), el("pre", {}, shown(c.args)),
-      el("div", {}, c.error ? "error" : "output"), el("pre", { class: c.error ? "error" : "" }, c.error ? c.error : shown(c.output)),
+      el("div", {}, "arguments"), valueBox(c.args),
+      el("div", {}, c.error ? "error" : "output"), c.error ? el("pre", { class: "error" }, c.error) : valueBox(c.output),
       el("div", {}, "latency"), el("div", {}, c.latency_ms !== null && c.latency_ms !== undefined ? duration(c.latency_ms) : "—"),
       el("div", {}, "attempts"), el("div", {}, ["inflight", "cancelled"].includes(c.state) ? "—" : String(c.attempts || 1)),
       el("div", {}, "sent"), el("div", {}, when(c.sent_at))));
@@ -195,14 +189,14 @@ function renderDetail() {
   } else {
     parts.push(el("p", { class: "muted" }, "Not executed."));
   }
-  box.replaceChildren(...parts);
+  fill(box, ...parts);
 }
 
 function renderTimeline() {
   const box = document.getElementById("timeline");
   const calls = page.shown.calls.filter((c) => c.sent_at);
   if (calls.length === 0) {
-    box.replaceChildren(el("p", { class: "muted" }, "No calls."));
+    fill(box, el("p", { class: "muted" }, "No calls."));
     return;
   }
   const now = Date.now();
@@ -210,7 +204,7 @@ function renderTimeline() {
   const t0 = Math.min(...calls.map((c) => c.sent_at));
   const t1 = Math.max(...calls.map(end), t0 + 1);
   const span = t1 - t0;
-  box.replaceChildren(
+  fill(box,
     el("div", { class: "muted", style: "margin-bottom:4px" }, "0 – " + duration(span)),
     ...calls.map((c) => {
       const left = ((c.sent_at - t0) / span) * 100;
@@ -307,7 +301,7 @@ document.getElementById("preview").addEventListener("click", async () => {
     if (p.ignored.length) {
       items.push(el("div", { class: "ignored" }, "Edits before the branch point are not run: seq_no " + p.ignored.join(", ")));
     }
-    out.replaceChildren(el("div", { id: "preview-result" }, items));
+    fill(out, el("div", { id: "preview-result" }, items));
   } catch (err) {
     showBranchError(err);
   }
@@ -332,19 +326,25 @@ function going() {
 
 async function load() {
   const shown = await api("/v1/runs/" + encodeURIComponent(id));
+  const goalWas = page.shown && page.shown.goal && page.shown.goal.status;
   page.shown = shown;
-  page.plan = instructions(shown.source);
+  page.plan = shown.plan ? shown.plan.instructions.filter((i) => i && typeof i === "object") : null;
   document.getElementById("crumb").textContent = id;
   document.title = "planvm · " + id;
   renderSummary();
   renderSteps();
   renderTimeline();
+  renderVersions();
+  if (shown.goal && shown.goal.status !== goalWas) renderConversation().catch(() => {});
   if (page.selected !== null) renderDetail();
   if (going() && !page.stop) {
-    page.stop = follow(`/v1/runs/${encodeURIComponent(id)}/events`, () => {
+    // NB: read again on every event, and on every connection: after the service
+    // restarted, what happened meanwhile shows without a reload.
+    const again = () => {
       clearTimeout(page.refresh);
       page.refresh = setTimeout(() => load().catch(() => {}), 150);
-    });
+    };
+    page.stop = follow(`/v1/runs/${encodeURIComponent(id)}/events`, again, again);
   } else if (!going() && page.stop) {
     page.stop();
     page.stop = null;

@@ -9,7 +9,7 @@ function row(r) {
   const end = ["ok", "failed", "needs_input"].includes(r.status) ? r.updated_at : Date.now();
   const what = r.goal
     ? el("span", {}, el("span", { class: "muted" }, "goal: "), r.goal)
-    : el("span", { class: "mono" }, r.plan);
+    : el("span", {}, el("span", { class: "muted" }, "plan: "), r.plan);
   const branch = r.parent
     ? el("span", { class: "muted" }, " · branch of ", runLink(r.parent), " at " + r.branch_seq)
     : null;
@@ -25,8 +25,10 @@ function row(r) {
 
 async function load(before) {
   const status = document.getElementById("status").value;
+  const text = document.getElementById("q").value.trim();
   const q = new URLSearchParams({ limit: String(PAGE) });
   if (status) q.set("status", status);
+  if (text) q.set("q", text);
   if (before) q.set("before", before);
   const body = await api("/v1/runs?" + q);
   state.runs = before ? state.runs.concat(body.runs) : body.runs;
@@ -36,9 +38,10 @@ async function load(before) {
 
 function render() {
   const tbody = document.getElementById("runs");
-  tbody.replaceChildren(...state.runs.map(row));
+  fill(tbody, ...state.runs.map(row));
   if (state.runs.length === 0) {
-    tbody.append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, "No runs yet.")));
+    const filtered = document.getElementById("q").value.trim() || document.getElementById("status").value;
+    tbody.append(el("tr", {}, el("td", { colspan: 7, class: "muted" }, filtered ? "No run matches." : "No runs yet.")));
   }
   document.getElementById("more").hidden = !state.more;
   const going = state.runs.some((r) => ["running", "planning"].includes(r.status));
@@ -50,6 +53,11 @@ function render() {
 }
 
 document.getElementById("status").addEventListener("change", () => load().catch(show));
+let typing = null;
+document.getElementById("q").addEventListener("input", () => {
+  clearTimeout(typing);
+  typing = setTimeout(() => load().catch(show), 250);
+});
 document.getElementById("more").addEventListener("click", () => {
   const last = state.runs[state.runs.length - 1];
   load(last && last.id).catch(show);

@@ -193,6 +193,24 @@ pub struct GoalInfo {
     pub session: Option<String>,
 }
 
+/// One planning round of a goal: the planner's reply and what became of it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GoalRound {
+    /// 0 for the first plan; one more for each repair and re-plan.
+    pub round: u64,
+    /// `plan`, `repair` (after diagnostics) or `replan` (after a failed run).
+    pub kind: String,
+    /// The planner's reply, redacted (None: the planner failed).
+    pub reply: Option<String>,
+    /// The compiler's diagnostics on the reply: `[{severity, code, message, seq_no, line,
+    /// column, help}]`; its errors were sent back for the next round.
+    pub diagnostics: Value,
+    pub planner_error: Option<String>,
+    /// The run of the reply's plan, when it compiled.
+    pub run: Option<String>,
+    pub created_at: i64,
+}
+
 /// One session: a conversation of goals.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct SessionInfo {
@@ -867,6 +885,11 @@ pub trait RunStore: Send {
         before: Option<(i64, &str)>,
         limit: usize,
     ) -> Result<Vec<GoalInfo>, StoreError>;
+    /// Stores round `round.round` of goal `goal`, in place of any earlier one of that
+    /// number (a goal asked again from the start).
+    fn save_goal_round(&mut self, goal: &str, round: &GoalRound) -> Result<(), StoreError>;
+    /// The planning rounds of goal `goal`, in order.
+    fn goal_rounds(&self, goal: &str) -> Result<Vec<GoalRound>, StoreError>;
     /// The ids of the runs branched from run `id` (re-plans included), oldest first.
     fn children(&self, id: &str) -> Result<Vec<String>, StoreError>;
     /// The goals of session `id`, oldest first.
@@ -974,7 +997,8 @@ pub fn known_answers(calls: &[CallRow]) -> Vec<plan_host::CassetteEntry> {
         .collect()
 }
 
-pub(crate) fn now_ms() -> i64 {
+/// The time now, in Unix milliseconds (as the store writes times).
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -24,9 +24,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, JournalFold, NewGoal, NewRun,
-    Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind,
-    StoreWrite, StoredProgram, Wrote, now_ms,
+    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, GoalRound, JournalFold, NewGoal,
+    NewRun, Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError,
+    StoreErrorKind, StoreWrite, StoredProgram, Wrote, now_ms,
 };
 
 mod pool;
@@ -1439,6 +1439,50 @@ impl RunStore for PgStore {
             .iter()
             .map(goal_info)
             .collect()
+    }
+
+    fn save_goal_round(&mut self, goal: &str, round: &GoalRound) -> Result<(), StoreError> {
+        let number = i64::try_from(round.round).unwrap_or(i64::MAX);
+        let diagnostics = serde_json::to_string(&round.diagnostics).unwrap_or_default();
+        self.with(|c| {
+            c.execute(
+                "INSERT INTO goal_rounds (goal, round, kind, reply, diagnostics, planner_error, \
+                 run, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+                 ON CONFLICT (goal, round) DO UPDATE SET kind = $3, reply = $4, \
+                 diagnostics = $5, planner_error = $6, run = $7, created_at = $8",
+                &[
+                    &goal,
+                    &number,
+                    &round.kind,
+                    &round.reply,
+                    &diagnostics,
+                    &round.planner_error,
+                    &round.run,
+                    &round.created_at,
+                ],
+            )
+        })
+        .map(drop)
+    }
+
+    fn goal_rounds(&self, goal: &str) -> Result<Vec<GoalRound>, StoreError> {
+        let rows = self.rows(
+            "SELECT round, kind, reply, diagnostics, planner_error, run, created_at \
+             FROM goal_rounds WHERE goal = $1 ORDER BY round",
+            &[&goal],
+        )?;
+        Ok(rows
+            .iter()
+            .map(|r| GoalRound {
+                round: u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
+                kind: r.get(1),
+                reply: r.get(2),
+                diagnostics: serde_json::from_str(r.get::<_, &str>(3)).unwrap_or(Value::Null),
+                planner_error: r.get(4),
+                run: r.get(5),
+                created_at: r.get(6),
+            })
+            .collect())
     }
 
     fn children(&self, id: &str) -> Result<Vec<String>, StoreError> {

@@ -16,9 +16,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::{
-    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, JournalFold, NewGoal, NewRun,
-    Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError, StoreErrorKind,
-    StoreWrite, StoredProgram, Wrote, now_ms,
+    CallRow, CommitPoint, EvalCase, EvalInfo, Feedback, GoalInfo, GoalRound, JournalFold, NewGoal,
+    NewRun, Owner, RunEnd, RunInfo, RunStore, Seen, SessionInfo, StepRow, StoreError,
+    StoreErrorKind, StoreWrite, StoredProgram, Wrote, now_ms,
 };
 
 /// `PRAGMA application_id` of a planvm store ('plnr').
@@ -42,11 +42,12 @@ static MIGRATIONS: LazyLock<Migrations<'static>> = LazyLock::new(|| {
         M::up(include_str!("migrations/009_planner_usage.sql")),
         M::up(include_str!("migrations/010_by_creation.sql")),
         M::up(include_str!("migrations/011_goal_leases.sql")),
+        M::up(include_str!("migrations/012_goal_rounds.sql")),
     ])
 });
 
 /// The schema version this planvm writes (the number of migrations).
-const SCHEMA_VERSION: i64 = 11;
+const SCHEMA_VERSION: i64 = 12;
 
 /// What a commit survives (SQLite's `synchronous` in WAL mode).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1678,6 +1679,53 @@ impl RunStore for SqliteStore {
             )
             .optional()
             .map_err(|e| self.io(e))
+    }
+
+    fn save_goal_round(&mut self, goal: &str, round: &GoalRound) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO goal_rounds (goal, round, kind, reply, diagnostics, planner_error, \
+                 run, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+                 ON CONFLICT (goal, round) DO UPDATE SET kind = ?3, reply = ?4, \
+                 diagnostics = ?5, planner_error = ?6, run = ?7, created_at = ?8",
+                params![
+                    goal,
+                    i64::try_from(round.round).unwrap_or(i64::MAX),
+                    round.kind,
+                    round.reply,
+                    json(&round.diagnostics),
+                    round.planner_error,
+                    round.run,
+                    round.created_at
+                ],
+            )
+            .map(drop)
+            .map_err(|e| self.io(e))
+    }
+
+    fn goal_rounds(&self, goal: &str) -> Result<Vec<GoalRound>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT round, kind, reply, diagnostics, planner_error, run, created_at \
+                 FROM goal_rounds WHERE goal = ?1 ORDER BY round",
+            )
+            .map_err(|e| self.io(e))?;
+        let rows = stmt
+            .query_map([goal], |r| {
+                let diagnostics: String = r.get(3)?;
+                Ok(GoalRound {
+                    round: u64::try_from(r.get::<_, i64>(0)?).unwrap_or(0),
+                    kind: r.get(1)?,
+                    reply: r.get(2)?,
+                    diagnostics: serde_json::from_str(&diagnostics).unwrap_or(Value::Null),
+                    planner_error: r.get(4)?,
+                    run: r.get(5)?,
+                    created_at: r.get(6)?,
+                })
+            })
+            .map_err(|e| self.io(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.io(e))
     }
 
     fn children(&self, id: &str) -> Result<Vec<String>, StoreError> {

@@ -155,6 +155,7 @@ on_every_backend!(
     the_queue_gives_each_goal_to_one_asker_that_alone_ends_it,
     outputs_keep_their_key_order_and_runs_their_tokens,
     goals_sessions_and_cancels,
+    a_goal_keeps_its_planning_rounds_in_order,
     a_run_held_by_a_live_process_cannot_be_claimed_but_one_of_a_dead_process_can,
     a_refused_write_in_a_group_leaves_the_others,
     a_run_created_and_ended_in_one_group_is_stored_as_one_write_after_another_would,
@@ -167,6 +168,58 @@ on_every_backend!(
     evaluations_keep_their_cases_and_people_their_latest_verdict_on_a_run,
     pages_of_runs_and_goals_come_newest_first_from_a_cursor,
 );
+
+/// Every planning round of a goal, in order; a round asked again replaces the first.
+fn a_goal_keeps_its_planning_rounds_in_order(b: &dyn Backend) {
+    let mut store = b.open();
+    let request = json!({});
+    let goal = plan_store::NewGoal {
+        id: "g",
+        goal: "What is TiDB?",
+        response_format: None,
+        request: &request,
+        session: None,
+    };
+    store.create_goal(&goal, &Owner::this_process()).unwrap();
+    assert_eq!(store.goal_rounds("g").unwrap(), []);
+    let round =
+        |n: u64, kind: &str, reply: Option<&str>, run: Option<&str>| plan_store::GoalRound {
+            round: n,
+            kind: kind.into(),
+            reply: reply.map(Into::into),
+            diagnostics: json!([{"code": "E0202", "message": "unknown tool `x`", "seq_no": 1}]),
+            planner_error: reply.is_none().then(|| "HTTP 500".to_owned()),
+            run: run.map(Into::into),
+            created_at: 7,
+        };
+    store
+        .save_goal_round("g", &round(1, "repair", Some("[]"), Some("g")))
+        .unwrap();
+    store
+        .save_goal_round("g", &round(0, "plan", Some("prose"), None))
+        .unwrap();
+    store
+        .save_goal_round("g", &round(2, "replan", None, None))
+        .unwrap();
+    let kept = store.goal_rounds("g").unwrap();
+    assert_eq!(
+        kept,
+        [
+            round(0, "plan", Some("prose"), None),
+            round(1, "repair", Some("[]"), Some("g")),
+            round(2, "replan", None, None)
+        ]
+    );
+    // NB: the goal asked again from the start (its process died before a plan ran).
+    store
+        .save_goal_round("g", &round(0, "plan", Some("again"), Some("g")))
+        .unwrap();
+    let kept = store.goal_rounds("g").unwrap();
+    assert_eq!(kept.len(), 3);
+    assert_eq!(kept[0].reply.as_deref(), Some("again"));
+    assert_eq!(kept[0].run.as_deref(), Some("g"));
+    assert_eq!(store.goal_rounds("other").unwrap(), []);
+}
 
 /// Runs and goals read a page at a time: newest first, from before a cursor (creation
 /// time, then id, as ties of one millisecond are common), to the end.

@@ -156,7 +156,7 @@ fn a_version_1_store_is_migrated_with_its_runs_intact() {
             r.get(0)
         })
         .unwrap();
-    assert_eq!(version, 11);
+    assert_eq!(version, 12);
     let counts: Vec<(String, Option<i64>)> = db
         .prepare("SELECT id, tool_calls FROM runs ORDER BY id")
         .unwrap()

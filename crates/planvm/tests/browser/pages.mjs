@@ -2,7 +2,10 @@
 // Playwright: the runs list, a finished run, a step's variables and call, the calls'
 // timeline, a branch from a step with an edited plan, previewed and then run to its
 // answer, a run that asks a question, answered on its page, a person's verdict on a run,
-// and an evaluation stored by `planvm eval --store`, its cases and a case's run. Everything is real and on loopback: a tool server (below), the service (the
+// an evaluation stored by `planvm eval --store`, its cases and a case's run, a goal's plan
+// versions (a repair and a re-plan) compared, a conversation, runs named and filtered,
+// and a page that recovers when the service restarts. Everything is real and on
+// loopback: a tool server and a planner (below), the service (the
 // binary in $PLANVM_BIN) on a fresh store, the browser. Screenshots go to $SHOTS (default:
 // a temporary directory) and must not be blank. Exit 0 when every check holds.
 
@@ -27,14 +30,21 @@ function check(cond, what) {
 }
 
 // `vector_search` over loopback: answers `found(QUERY)` after 300 ms, so that two calls
-// issued together overlap on the timeline.
+// issued together overlap on the timeline; the query `broken` fails (500). On the same
+// server, a planner as an OpenAI-compatible chat completion (streamed when asked) that
+// answers as LLMs do, prose around a ```json fence (see `plannerReply`).
 async function toolServer() {
   const server = http.createServer((req, res) => {
     let body = "";
     req.on("data", (c) => (body += c));
     req.on("end", () => {
       const args = JSON.parse(body || "{}");
+      if (req.url.endsWith("/chat/completions")) return chat(args, res);
       setTimeout(() => {
+        if (args.query === "broken") {
+          res.writeHead(500, { "content-type": "text/plain" });
+          return res.end("the index is offline");
+        }
         res.writeHead(200, { "content-type": "application/json" });
         res.end(JSON.stringify({ text: `found(${args.query})` }));
       }, 300);
@@ -45,10 +55,57 @@ async function toolServer() {
   return server;
 }
 
-// Starts the service and resolves with its base URL once it listens.
-async function service(tools) {
+const step = (seq_no, type, parameters) => ({ seq_no, type, parameters });
+const fenced = (prose, plan) => prose + "\n\n```json\n" + JSON.stringify(plan, null, 2) + "\n```\n\nThis plan should work.";
+
+// The planner's reply to a conversation: for the goal about gamma, first a plan calling a
+// tool that does not exist (the compiler refuses it: a repair), then one whose search
+// fails (a re-plan), then one that answers, in Japanese; any other goal is answered at
+// once.
+function plannerReply(messages) {
+  const prompt = messages[0].content;
+  const last = messages.length > 1 ? messages[messages.length - 2].content : "";
+  // NB: a later round's prompt tells the earlier ones: the newest goal decides.
+  if (prompt.includes("Say thanks.") || !prompt.includes("Look up gamma")) {
+    return fenced("Nothing to look up.", [step(0, "assign", { final_answer: "You are welcome." })]);
+  }
+  if (messages.length === 1) {
+    return fenced("Here is my plan.", [
+      step(0, "reasoning", { chain_of_thoughts: "Search the web for gamma." }),
+      step(1, "calling", { tool_name: "web_lookup", tool_params: { q: "gamma" }, output_vars: ["a"] }),
+      step(2, "assign", { final_answer: "${a}" })]);
+  }
+  if (last.includes("web_lookup")) {
+    return fenced("Sorry, I will use the search tool.", [
+      step(0, "reasoning", { chain_of_thoughts: "Search the index for the broken entry." }),
+      step(1, "calling", { tool_name: "vector_search", tool_params: { query: "broken" }, output_vars: ["a"] }),
+      step(2, "assign", { final_answer: "${a}" })]);
+  }
+  return fenced("The index failed on that query; another one.", [
+    step(0, "reasoning", { chain_of_thoughts: "Look up gamma in the index, then answer in Japanese." }),
+    step(1, "calling", { tool_name: "vector_search", tool_params: { query: "gamma" }, output_vars: ["a"] }),
+    step(2, "assign", { final_answer: "${a}：日本語の答えです" })]);
+}
+
+function chat(body, res) {
+  const text = plannerReply(body.messages);
+  if (!body.stream) {
+    res.writeHead(200, { "content-type": "application/json" });
+    return res.end(JSON.stringify({ id: "c", object: "chat.completion", model: "m",
+      choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }] }));
+  }
+  res.writeHead(200, { "content-type": "text/event-stream" });
+  const chunk = (delta, finish) => "data: " + JSON.stringify({ id: "c", object: "chat.completion.chunk", model: "m",
+    choices: [{ index: 0, delta, finish_reason: finish }] }) + "\n\n";
+  for (let i = 0; i < text.length; i += 40) res.write(chunk({ content: text.slice(i, i + 40) }, null));
+  res.end(chunk({}, "stop") + "data: [DONE]\n\n");
+}
+
+// Starts the service (on `port`, else any) and resolves with its base URL once it listens.
+async function service(tools, port) {
   const child = spawn(BIN, ["serve", "--store", path.join(dir, "s.db"), "--tools", tools,
-    "--listen", "127.0.0.1:0"], { stdio: ["ignore", "inherit", "pipe"] });
+    "--listen", "127.0.0.1:" + (port || 0)], { stdio: ["ignore", "inherit", "pipe"],
+    env: Object.assign({}, process.env, { PLANNER_KEY: "k" }) });
   const lines = readline.createInterface({ input: child.stderr });
   const base = await new Promise((resolve, reject) => {
     child.on("exit", (code) => reject(new Error("planvm serve exited with " + code)));
@@ -131,9 +188,12 @@ const ASKS = [
 async function main() {
   const tools = await toolServer();
   const toolsFile = path.join(dir, "tools.toml");
-  fs.writeFileSync(toolsFile, `[[tool]]\nname = "vector_search"\n[tool.backend]\nkind = "http"\n` +
-    `url = "http://127.0.0.1:${tools.address().port}/search"\npointer = "/text"\n`);
-  const svc = await service(toolsFile);
+  const toolsBase = `http://127.0.0.1:${tools.address().port}`;
+  fs.writeFileSync(toolsFile, `[planner.backend]\nkind = "openai"\nbase_url = "${toolsBase}/v1"\n` +
+    `model = "m"\napi_key_env = "PLANNER_KEY"\nmax_retries = 0\n\n` +
+    `[[tool]]\nname = "vector_search"\n[tool.backend]\nkind = "http"\n` +
+    `url = "${toolsBase}/search"\npointer = "/text"\nmax_retries = 0\n`);
+  let svc = await service(toolsFile);
   let browser = null;
   try {
     const res = await fetch(svc.base + "/v1/runs", {
@@ -266,6 +326,118 @@ async function main() {
     await page.locator("#eval").waitFor();
     check((await page.locator("#eval").textContent()).includes("Evaluation e1, case hello"),
       "a case's run shows the case and its verdict");
+
+    // A goal answered after a repair and a re-plan, as a round of a conversation.
+    const post = (body) => fetch(svc.base + "/v1/runs", { method: "POST",
+      headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const ended = async (goalId) => {
+      for (let i = 0; i < 400; i++) {
+        const shown = await (await fetch(svc.base + "/v1/runs/" + goalId)).json();
+        if (shown.goal && !["open"].includes(shown.goal.status)) return shown;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error("goal " + goalId + " never ended");
+    };
+    check((await post({ goal: "Look up gamma, please.", session: "talk", run_id: "g1" })).status === 201,
+      "a goal is submitted in a session");
+    const g1 = await ended("g1");
+    check(g1.goal.status === "answered" && g1.goal.versions.map((v) => v.kind + ":" + v.status).join(" ") ===
+      "plan:invalid repair:failed replan:ok", "the goal is answered after a repair and a re-plan: " +
+      g1.goal.versions.map((v) => v.kind + ":" + v.status).join(" "));
+    check((await post({ goal: "Say thanks.", session: "talk", run_id: "g2" })).status === 201, "a second round is asked");
+    await ended("g2");
+
+    await page.goto(svc.base + "/runs/g1.2");
+    await page.locator("#answer").waitFor({ timeout: 15000 });
+    check((await page.locator("#answer").textContent()) === "found(gamma)：日本語の答えです",
+      "the goal's page shows its answer");
+    const kinds = await page.locator("#steps li .kind").allTextContents();
+    check(kinds.join(",") === "reasoning,calling,assign",
+      "the run's steps are the plan read from the planner's reply, not its prose: " + kinds.join(","));
+    check((await page.locator("#steps").textContent()).includes("vector_search(query)"),
+      "a step shows its tool and parameters");
+    check((await page.locator("#plan-source .repairs").textContent()).includes("W0003"),
+      "the reader's repairs of the reply are noted");
+    await page.locator("#plan-source details.raw summary").click();
+    check((await page.locator("#plan-source details.raw").textContent()).includes("The index failed on that query"),
+      "the planner's whole reply is behind a toggle");
+    const versions = page.locator("#versions details.version");
+    check((await versions.count()) === 3, "the goal shows its three plan versions");
+    const expected = [
+      ["invalid", "Search the web for gamma.", "web_lookup", "E"],
+      ["failed", "Search the index for the broken entry.", "\"broken\"", "the index is offline"],
+      ["ok", "Look up gamma in the index, then answer in Japanese.", "\"gamma\"", "日本語"],
+    ];
+    for (let i = 0; i < 3; i++) {
+      const v = versions.nth(i);
+      if (!(await v.evaluate((d) => d.open))) await v.locator("summary").first().click();
+      const text = await v.textContent();
+      const [status, thought, param, why] = expected[i];
+      check((await v.locator("summary .badge").first().textContent()) === status, `version ${i + 1} is ${status}`);
+      check(text.includes(thought), `version ${i + 1} shows its reasoning`);
+      check(text.includes(param) && text.includes(why), `version ${i + 1} shows its steps' parameters and why it ended`);
+    }
+    check((await versions.nth(0).textContent()).includes("web_lookup") &&
+      /E\d{4}/.test(await versions.nth(0).locator("ul.diags").textContent()),
+      "the refused version shows the compiler's errors sent back");
+    const diff = page.locator("#diff");
+    const changed = await diff.locator('li.diff-changed[data-seq="1"]').textContent();
+    check(changed.includes("tool_params.query") && changed.includes("broken") && changed.includes("gamma"),
+      "the diff between the last two versions shows the changed parameter");
+    await page.locator("#diff-from").selectOption({ index: 0 });
+    await diff.locator('li.diff-changed[data-seq="1"]').getByText("tool_name").waitFor();
+    check(true, "another pair of versions can be compared");
+    await shot(page, "goal-versions");
+
+    const rounds = page.locator("#conversation ol.rounds > li");
+    await rounds.nth(1).waitFor();
+    check((await rounds.count()) === 2 && (await rounds.nth(1).textContent()).includes("You are welcome."),
+      "the conversation shows its rounds in order, each with its answer");
+    // NB: which fonts Chromium drew the answer with: CJK text needs a CJK font (no tofu).
+    const cdp = await page.context().newCDPSession(page);
+    const { root } = await cdp.send("DOM.getDocument", { depth: -1 });
+    const { nodeId } = await cdp.send("DOM.querySelector", { nodeId: root.nodeId, selector: "#answer" });
+    await cdp.send("CSS.enable");
+    const { fonts } = await cdp.send("CSS.getPlatformFontsForNode", { nodeId });
+    check(fonts.some((f) => /CJK|Han|Hei|Gothic|JP|SC/.test(f.familyName) && f.glyphCount >= 5),
+      "the Japanese answer is drawn with a CJK font: " + fonts.map((f) => f.familyName + "×" + f.glyphCount).join(", "));
+
+    // Runs named: a goal by its text, a plan by its name, else its first reasoning line.
+    check((await post({ plan: PLAN, name: "nightly check", run_id: "named" })).status === 201, "a named plan is submitted");
+    const reasoned = [step(0, "reasoning", { chain_of_thoughts: "Greet the reader.\nThen stop." }),
+      step(1, "assign", { final_answer: "hello" })];
+    check((await post({ plan: reasoned, run_id: "reasoned" })).status === 201, "a plan with a reasoning step is submitted");
+    await page.goto(svc.base + "/");
+    await page.locator('tr[data-id="reasoned"]').waitFor();
+    check((await page.locator('tr[data-id="named"] td.what').textContent()).includes("nightly check"),
+      "a plan's run is listed by the name given with it");
+    check((await page.locator('tr[data-id="reasoned"] td.what').textContent()).includes("Greet the reader."),
+      "a plan's run without a name is listed by its first reasoning line");
+    check((await page.locator('tr[data-id="g1.2"] td.what').textContent()).includes("Look up gamma, please."),
+      "a goal's run is listed by the goal's text");
+    await page.locator("#q").fill("NIGHTLY");
+    await page.waitForFunction(() => document.querySelectorAll("#runs tr[data-id]").length === 1);
+    check((await page.locator("#runs tr[data-id]").getAttribute("data-id")) === "named", "the list filters by text");
+    await shot(page, "runs-named");
+
+    // The page recovers after the service restarts: a run waiting for an answer, answered
+    // while the page stays open, shows its answer without a reload.
+    check((await post({ plan: ASKS, run_id: "asks2" })).status === 201, "a plan that asks is submitted again");
+    await page.goto(svc.base + "/runs/asks2");
+    await page.locator("#question-text").waitFor({ timeout: 15000 });
+    const port = new URL(svc.base).port;
+    svc.child.kill("SIGTERM");
+    await once(svc.child, "exit");
+    svc = await service(toolsFile, port);
+    const answered = await fetch(svc.base + "/v1/runs/asks2/input", { method: "POST",
+      headers: { "content-type": "application/json" }, body: JSON.stringify({ text: "alpha" }) });
+    check(answered.status === 202, "the restarted service takes the run's answer");
+    await page.locator("#answer").waitFor({ timeout: 20000 });
+    check((await page.locator("#answer").textContent()) === "found(alpha)",
+      "the page shows the answer given across a restart, without a reload");
+    check((await page.locator("#summary .badge").first().textContent()) === "ok", "and the run's new status");
+    await shot(page, "after-restart");
+
     check(errors.length === 0, "no script errors: " + errors.join("; "));
   } finally {
     if (browser) await browser.close();
