@@ -132,6 +132,7 @@ pub(crate) async fn start(
             ));
         }
         (None, Some(goal)) => {
+            limits(submit.max_steps)?;
             let request = Request {
                 vars: submit.vars,
                 max_steps: submit.max_steps,
@@ -162,7 +163,7 @@ pub(crate) async fn start(
     drop(plan);
     let large = source.len() > crate::trim::LARGE;
     let (program, pbc) = compiled(&state, &source, submit.vars.keys().cloned().collect())?;
-    let limits = limits(submit.max_steps);
+    let limits = limits(submit.max_steps)?;
     let timeout = submit.timeout.map(positive_secs).transpose()?;
     let id = run_id(&state, submit.run_id).await?;
     let new = OwnedNewRun {
@@ -340,13 +341,21 @@ pub(crate) async fn start_goal(
     .await
 }
 
-/// The limits of a run: the defaults, with `max_steps` if given.
-fn limits(max_steps: Option<u64>) -> Limits {
+/// The limits of a run: the defaults, with `max_steps` if given (at most `i64::MAX`, as
+/// the API's document says: a store keeps it as a signed integer).
+fn limits(max_steps: Option<u64>) -> Result<Limits, ApiError> {
     let mut limits = Limits::default();
     if let Some(n) = max_steps {
+        if i64::try_from(n).is_err() {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_body",
+                format!("`max_steps` {n} is over {}", i64::MAX),
+            ));
+        }
         limits.max_steps = n;
     }
-    limits
+    Ok(limits)
 }
 
 /// A plan given as its instructions (a JSON array) or as text, as text.
@@ -448,7 +457,7 @@ pub(crate) async fn branch(
 ) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let Json(b) = body?;
     let (point, source, program) = branch_parts(&state, parent, &b).await?;
-    let limits = limits(b.max_steps);
+    let limits = limits(b.max_steps)?;
     let id = run_id(&state, b.run_id).await?;
     // NB: in a task of its own, as a new run (see `submit`).
     let row = detached(async move {
@@ -516,7 +525,7 @@ pub(crate) async fn preview(
 ) -> Result<Json<plan_runs::Preview>, ApiError> {
     let Json(b) = body?;
     let (point, source, program) = branch_parts(&state, parent, &b).await?;
-    let limits = limits(b.max_steps);
+    let limits = limits(b.max_steps)?;
     let preview = blocking(move || {
         point.check(&program, &limits, "the plan")?;
         point.preview(&program, &source)

@@ -441,8 +441,23 @@ async fn a_run_streams_its_events_live_and_from_where_a_client_left() {
     assert_eq!(kind, "failed", "{events:?}");
     assert_eq!(data["error"]["code"], "R0009", "{data}");
     let bad = json!({"plan": TWO_SEARCHES, "timeout": -1});
-    let (status, body) = post(runs, &bad).await;
+    let (status, body) = post(runs.clone(), &bad).await;
     assert_eq!(status, 400, "{body}");
+    // NB: over what the document says (int64), for a goal too.
+    for over in [
+        json!({"plan": TWO_SEARCHES, "max_steps": 1u64 << 63}),
+        json!({"goal": "x", "max_steps": 1u64 << 63}),
+    ] {
+        let (status, body) = post(runs.clone(), &over).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("max_steps"),
+            "{body}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
