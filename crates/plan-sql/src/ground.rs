@@ -18,7 +18,9 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Write;
 
-use bm25::{Language, SearchEngine, SearchEngineBuilder};
+use std::sync::{Arc, Mutex};
+
+use bm25::{DefaultTokenizer, Language, SearchEngineBuilder, Tokenizer};
 use serde::{Deserialize, Serialize};
 
 /// A database's schema, as grounding sees it (denied columns and tables outside
@@ -298,17 +300,83 @@ const FAMILY_DECAY: f32 = 0.5;
 /// Rounds of score spreading; each reaches one join further.
 const GRAPH_ROUNDS: usize = 8;
 
+/// BM25 over an index's documents, tokenized by [`Words`].
+type SearchEngine = bm25::SearchEngine<u32, u32, Words>;
+
+/// `bm25`'s English tokenizer (Unicode words, lowercase, stop words left out, stemmed),
+/// each distinct space-separated piece tokenized once while an index is built: its
+/// documents repeat their words (a table's name in each of its columns' documents, the
+/// same values in many columns), and the builder tokenizes every document twice. Stemming
+/// was most of the time an index took to build. The pieces' tokens are the whole text's:
+/// a Unicode word never spans a space. Once built, the cache is dropped (questions are
+/// tokenized as they come, and a service asks many).
+struct Words {
+    inner: DefaultTokenizer,
+    seen: Seen,
+}
+
+/// What [`Words`] tokenized so far, while an index is built; None after.
+type Seen = Arc<Mutex<Option<HashMap<String, Vec<String>>>>>;
+
+impl Words {
+    /// A cache for the [`Words`] of one index, or of several built one after another.
+    fn cache() -> Seen {
+        Arc::new(Mutex::new(Some(HashMap::new())))
+    }
+}
+
+impl Tokenizer for Words {
+    fn tokenize(&self, text: &str) -> Vec<String> {
+        // NB: a poisoned lock only means another thread panicked mid-insert: the map is
+        // still a cache of correct entries.
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(seen) = seen.as_mut() else {
+            return self.inner.tokenize(text);
+        };
+        // NB: transliterated whole first, as `bm25` does: its transliteration of a text
+        // that is not all ASCII drops tabs and newlines, joining the words on either side.
+        let text = deunicode::deunicode_with_tofu_cow(text, "[?]");
+        let mut tokens = Vec::new();
+        for piece in text.split(' ').filter(|p| !p.is_empty()) {
+            match seen.get(piece) {
+                Some(known) => tokens.extend_from_slice(known),
+                None => {
+                    let new = self.inner.tokenize(piece);
+                    tokens.extend_from_slice(&new);
+                    seen.insert(piece.to_owned(), new);
+                }
+            }
+        }
+        tokens
+    }
+}
+
+/// The `limit` documents of `engine` that match `query` best: (id, score), best first,
+/// ties in the documents' order. NB: `bm25` orders ties as a hash set iterates, which
+/// differs from one process to the next: cut at `limit` as it is, which of equally good
+/// columns or values are kept, and so what the planner is shown, would change each time.
+fn best(engine: &SearchEngine, query: &str, limit: usize) -> Vec<(usize, f32)> {
+    let mut found: Vec<(usize, f32)> = engine
+        .search(query, None)
+        .into_iter()
+        .map(|r| (r.document.id as usize, r.score))
+        .collect();
+    found.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    found.truncate(limit);
+    found
+}
+
 /// A schema indexed for grounding.
 pub struct Index {
     schema: Schema,
     signals: Signals,
     /// Lowercase table name → position.
     by_name: HashMap<String, usize>,
-    tables: SearchEngine<u32>,
-    columns: SearchEngine<u32>,
+    tables: SearchEngine,
+    columns: SearchEngine,
     /// Column document id → (table, column).
     column_ids: Vec<(usize, usize)>,
-    values: Option<SearchEngine<u32>>,
+    values: Option<SearchEngine>,
     /// Value document id → (table, column, value).
     value_ids: Vec<(usize, usize, usize)>,
     /// Tables joined by a foreign key, both ways: table → (other, this side's column,
@@ -384,14 +452,34 @@ impl Index {
             .iter()
             .map(|t| numbers_in(t.name.rsplit('.').next().unwrap_or(&t.name)))
             .collect();
-        let engine = |docs: Vec<String>| {
-            SearchEngineBuilder::<u32>::with_corpus(Language::English, docs).build()
+        // NB: the values' index, the largest, is built beside the others (each with a
+        // cache of its own, so that the two do not wait for one lock).
+        let engine = |docs: Vec<String>, seen: &Seen| {
+            let words = Words {
+                inner: DefaultTokenizer::new(Language::English),
+                seen: seen.clone(),
+            };
+            SearchEngineBuilder::<u32, u32, Words>::with_tokenizer_and_corpus(words, docs).build()
         };
+        let (seen, seen_values) = (Words::cache(), Words::cache());
+        let wanted = signals.values && !value_docs.is_empty();
+        let ((tables, columns), values) = std::thread::scope(|scope| {
+            let values = scope.spawn(|| wanted.then(|| engine(value_docs, &seen_values)));
+            let others = (engine(table_docs, &seen), engine(column_docs, &seen));
+            // NB: a panic in the builder is a bug: it is the caller's, as it was.
+            let values = values
+                .join()
+                .unwrap_or_else(|e| std::panic::resume_unwind(e));
+            (others, values)
+        });
+        for seen in [seen, seen_values] {
+            *seen.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
         Index {
             by_name,
-            tables: engine(table_docs),
-            columns: engine(column_docs),
-            values: (signals.values && !value_docs.is_empty()).then(|| engine(value_docs)),
+            tables,
+            columns,
+            values,
             column_ids,
             value_ids,
             links,
@@ -485,16 +573,16 @@ impl Index {
         let n = self.schema.tables.len();
         let q = joined_pairs(&identifier_words(question, self.signals));
         let mut score = vec![0f32; n];
-        for r in self.tables.search(&q, n) {
-            score[r.document.id as usize] += r.score;
+        for (id, s) in best(&self.tables, &q, n) {
+            score[id] += s;
         }
         let mut column_score: HashMap<(usize, usize), f32> = HashMap::new();
         let mut best_column = vec![0f32; n];
         let mut per_table: HashMap<usize, Vec<f32>> = HashMap::new();
-        for r in self.columns.search(&q, 200) {
-            let (t, c) = self.column_ids[r.document.id as usize];
-            column_score.insert((t, c), r.score);
-            per_table.entry(t).or_default().push(r.score);
+        for (id, s) in best(&self.columns, &q, 200) {
+            let (t, c) = self.column_ids[id];
+            column_score.insert((t, c), s);
+            per_table.entry(t).or_default().push(s);
         }
         for (t, mut scores) in per_table {
             scores.sort_by(|a, b| b.total_cmp(a));
@@ -504,10 +592,10 @@ impl Index {
         let mut value_hits = Vec::new();
         let mut best_value = vec![0f32; n];
         if let Some(values) = &self.values {
-            for r in values.search(question, 100) {
-                let (t, c, v) = self.value_ids[r.document.id as usize];
-                best_value[t] = best_value[t].max(r.score);
-                value_hits.push((r.score, t, c, v));
+            for (id, s) in best(values, question, 100) {
+                let (t, c, v) = self.value_ids[id];
+                best_value[t] = best_value[t].max(s);
+                value_hits.push((s, t, c, v));
             }
         }
         if self.signals.columns {
@@ -992,6 +1080,67 @@ struct Scores {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn words_are_tokenized_as_the_whole_text_is() {
+        let default = DefaultTokenizer::new(Language::English);
+        let words = Words {
+            inner: DefaultTokenizer::new(Language::English),
+            seen: Words::cache(),
+        };
+        let texts = [
+            "customer customers customer_id the of orders",
+            "Orders per region, 2019-2020: total (USD)!",
+            "café Zürich naïve  tabs\tand\nnewlines",
+            "東京 の 売上 数字 2024年",
+            "it's O'Brien's e-mail: a@b.com 3.5% x/y",
+            "",
+            "   ",
+        ];
+        for _ in 0..2 {
+            for t in texts {
+                assert_eq!(words.tokenize(t), default.tokenize(t), "{t:?}");
+            }
+        }
+        *words.seen.lock().unwrap() = None;
+        for t in texts {
+            assert_eq!(words.tokenize(t), default.tokenize(t), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn equally_good_tables_columns_and_values_are_chosen_the_same_each_time() {
+        // NB: many ties: every table has the same columns and values, only its name
+        // tells it apart. Each index hashes with its own seeds.
+        let tables = (0..40)
+            .map(|i| {
+                let mut t = Table {
+                    comment: None,
+                    name: format!("region_{i}"),
+                    columns: (0..6)
+                        .map(|c| col(&format!("status_{c}"), "TEXT"))
+                        .collect(),
+                    foreign_keys: vec![],
+                };
+                for c in &mut t.columns {
+                    c.values = vec!["open".into(), "closed".into()];
+                }
+                t
+            })
+            .collect();
+        let schema = Schema { tables };
+        let budget = Budget {
+            tables: 5,
+            columns: 12,
+            values: 6,
+            min_score: None,
+        };
+        let first = Index::new(schema.clone()).ground("open status by region", budget);
+        for _ in 0..5 {
+            let again = Index::new(schema.clone()).ground("open status by region", budget);
+            assert_eq!(again, first);
+        }
+    }
 
     fn col(name: &str, ty: &str) -> Column {
         Column {
