@@ -387,7 +387,8 @@ fn run_name(given: Option<String>, plan: &Value) -> Result<String, ApiError> {
     let read;
     let instructions = match plan {
         Value::Array(items) => items.as_slice(),
-        Value::String(text) => {
+        // NB: a large plan's text is not read twice for its name.
+        Value::String(text) if text.len() <= crate::trim::LARGE => {
             read = read::read_plan(text);
             read.as_ref().map_or(&[][..], |r| r.instructions.as_slice())
         }
@@ -692,7 +693,10 @@ pub(crate) fn shown(store: &dyn plan_store::RunStore, id: &str) -> Result<Value,
             let source = read::source(store, &shown.run);
             let children = store.children(id)?;
             let mut v = json!(shown);
-            v["plan"] = json!(source.as_deref().and_then(read::read_plan));
+            // NB: not for a large plan: its tree would take several times its size for
+            // each request (the page reads such a plan, a JSON array, from `source`).
+            let readable = source.as_deref().filter(|s| s.len() <= crate::trim::LARGE);
+            v["plan"] = json!(readable.and_then(read::read_plan));
             v["source"] = json!(source);
             v["children"] = json!(children);
             v

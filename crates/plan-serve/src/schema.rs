@@ -73,7 +73,8 @@ pub(crate) struct RunShown {
     pub(crate) source: Option<String>,
     /// The plan as the compiler read it from `source`: `instructions` (the JSON array, a
     /// reply's prose and Markdown fence read past) and `repairs` (`code`, `message`: what
-    /// the reader mended to read it); null when nothing in the source reads as an array.
+    /// the reader mended to read it); null when nothing in the source reads as an array,
+    /// or when the source is over 1 MiB.
     #[schema(value_type = Option<Object>)]
     pub(crate) plan: Option<Value>,
     /// The runs branched from this one (re-plans included).

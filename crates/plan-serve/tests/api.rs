@@ -149,6 +149,19 @@ async fn every_endpoint_answers_and_refuses_as_documented() {
             "{body}"
         );
     }
+    // A large plan is shown by its source alone (its tree would cost each request).
+    let long = "x".repeat(1 << 20);
+    let large = json!({"plan": format!("[{{\"seq_no\": 0, \"type\": \"assign\", \"parameters\": {{\"final_answer\": \"{long}\"}}}}]"), "run_id": "large"});
+    let (status, body) = call(Method::POST, runs.clone(), Some(large.to_string()), ok).await;
+    assert_eq!(
+        (status, &body["plan"]),
+        (201, &json!("submitted")),
+        "{}",
+        &body.to_string()[..200.min(body.to_string().len())]
+    );
+    let shown = call(Method::GET, format!("{runs}/large"), None, ok).await.1;
+    assert_eq!(shown["plan"], Value::Null);
+    assert!(shown["source"].as_str().unwrap().len() > 1 << 20);
     let (_, body) = call(Method::GET, format!("{runs}?q=nIGHTLY"), None, ok).await;
     let found: Vec<&Value> = body["runs"]
         .as_array()

@@ -6,6 +6,17 @@
 const id = decodeURIComponent(location.pathname.replace(/^\/runs\//, ""));
 const page = { shown: null, plan: null, selected: null, refresh: null, stop: null, question: null };
 
+// The instructions of a source that is a JSON array (the service does not read a large
+// plan for the page), else null: the steps then come from the journal alone.
+function arrayIn(source) {
+  try {
+    const v = source ? JSON.parse(source) : null;
+    return Array.isArray(v) ? v : null;
+  } catch (_) {
+    return null;
+  }
+}
+
 function summaryOf(instr) {
   const p = instr.parameters || {};
   switch (instr.type) {
@@ -328,7 +339,8 @@ async function load() {
   const shown = await api("/v1/runs/" + encodeURIComponent(id));
   const goalWas = page.shown && page.shown.goal && page.shown.goal.status;
   page.shown = shown;
-  page.plan = shown.plan ? shown.plan.instructions.filter((i) => i && typeof i === "object") : null;
+  const read = shown.plan ? shown.plan.instructions : arrayIn(shown.source);
+  page.plan = read ? read.filter((i) => i && typeof i === "object") : null;
   document.getElementById("crumb").textContent = id;
   document.title = "planvm · " + id;
   renderSummary();
