@@ -12,7 +12,9 @@
 //!   beside it; people's verdicts on a baseline's runs; the JSON report.
 //! - `report`: the summary (pass rate with its 95% interval, latency, failures by cause),
 //!   the comparison with an earlier report, and the report as text for people.
+//! - `conclude`: how an evaluation ends: its summary stored, the comparison, the gates.
 
+mod conclude;
 mod dataset;
 mod grade;
 mod judge;
@@ -20,6 +22,7 @@ mod report;
 mod run;
 mod store;
 
+pub use conclude::{Concluded, conclude};
 pub use dataset::{Case, parse};
 pub use grade::{Check, Grade, grade};
 pub use judge::{JUDGE_TOOL, Judge, Verdict};

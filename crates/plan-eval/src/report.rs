@@ -313,36 +313,42 @@ pub fn text_report(
     out
 }
 
+/// A case's report with only its verdict and latency told, for tests.
+#[cfg(test)]
+pub(crate) fn sample(id: &str, pass: bool, latency_ms: u64) -> CaseReport {
+    CaseReport {
+        id: id.into(),
+        line: 1,
+        goal: "g".into(),
+        labels: Vec::new(),
+        status: if pass { "answered" } else { "run_failed" }.into(),
+        verdict: if pass { "pass" } else { "fail" },
+        score: if pass { 1.0 } else { 0.0 },
+        reason: String::new(),
+        checks: Vec::new(),
+        judge: None,
+        answer: Value::Null,
+        rounds: 1,
+        repairs: 0,
+        replans: 0,
+        steps: 1,
+        tool_calls: 0,
+        latency_ms,
+        usage: None,
+        goal_id: None,
+        runs: Vec::new(),
+        store_error: None,
+        plan: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     fn report(id: &str, pass: bool, latency_ms: u64) -> CaseReport {
-        CaseReport {
-            id: id.into(),
-            line: 1,
-            goal: "g".into(),
-            labels: Vec::new(),
-            status: if pass { "answered" } else { "run_failed" }.into(),
-            verdict: if pass { "pass" } else { "fail" },
-            score: if pass { 1.0 } else { 0.0 },
-            reason: String::new(),
-            checks: Vec::new(),
-            judge: None,
-            answer: Value::Null,
-            rounds: 1,
-            repairs: 0,
-            replans: 0,
-            steps: 1,
-            tool_calls: 0,
-            latency_ms,
-            usage: None,
-            goal_id: None,
-            runs: Vec::new(),
-            store_error: None,
-            plan: None,
-        }
+        sample(id, pass, latency_ms)
     }
 
     #[test]

@@ -11,7 +11,7 @@ use plan_host::{Host, HostOptions};
 use plan_planner::AskOptions;
 use plan_render::exit;
 use plan_runs::StoreAt;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::args::{DurabilityArg, Format, LimitArgs};
 use crate::session::{self, fail};
@@ -270,8 +270,8 @@ fn ask_cases(
     Ok((reports, store))
 }
 
-/// Stores the evaluation's summary, compares it with `baseline`, promotes what passed,
-/// writes the report and picks the exit code from the gates.
+/// Ends the evaluation ([`plan_eval::conclude`]), promotes what passed, writes the
+/// report and picks the exit code from the gates.
 fn report(
     args: &EvalArgs,
     reports: &[plan_eval::CaseReport],
@@ -279,39 +279,27 @@ fn report(
     stored: Option<&plan_eval::Stored>,
     baseline: Option<&Value>,
 ) -> u8 {
-    let summary = plan_eval::summarize(reports);
+    let concluded = plan_eval::conclude(reports, stored, baseline, args.fail_under);
     if let Some(st) = stored {
-        if let Err(e) = plan_eval::end(&st.at, &st.eval, &json!(summary)) {
-            eprintln!("warning: cannot store the evaluation's summary: {e}");
-        }
         eprintln!("evaluation {} stored in {}", st.eval, st.at.shown());
     }
-    for r in reports {
-        if let Some(e) = &r.store_error {
-            eprintln!("warning: case {} not stored whole: {e}", r.id);
-        }
-    }
-    let comparison = match baseline {
-        None => None,
-        Some(b) => match plan_eval::compare_with_people(b, reports, stored) {
-            Ok((c, unread)) => {
-                if let Some(e) = unread {
-                    eprintln!("warning: cannot read people's verdicts: {e}");
-                }
-                Some(c)
-            }
-            Err(e) => return fail(exit::DATA_ERR, e),
-        },
+    let c = match concluded {
+        Ok(c) => c,
+        Err(e) => return fail(exit::DATA_ERR, e),
     };
+    for w in &c.warnings {
+        eprintln!("warning: {w}");
+    }
     if let Some(dir) = &args.promote {
         promote(dir, reports);
     }
+    let comparison = c.comparison.as_ref();
     let text = match args.format {
         Format::Json => {
-            let v = plan_eval::report_json(&summary, reports, skipped, stored, comparison.as_ref());
+            let v = plan_eval::report_json(&c.summary, reports, skipped, stored, comparison);
             format!("{v}\n")
         }
-        Format::Text => plan_eval::text_report(&summary, reports, comparison.as_ref(), skipped),
+        Format::Text => plan_eval::text_report(&c.summary, reports, comparison, skipped),
     };
     let written = match &args.output {
         Some(path) => std::fs::write(path, &text).map_err(|e| (path.display().to_string(), e)),
@@ -326,19 +314,16 @@ fn report(
             format_args!("cannot write the report to {to}: {e}"),
         );
     }
-    let below = args.fail_under.is_some_and(|r| summary.pass_rate < r);
-    if below {
+    if let Some(gate) = c.below {
         eprintln!(
-            "pass rate {:.3} is below --fail-under {}",
-            summary.pass_rate,
-            args.fail_under.unwrap_or_default()
+            "pass rate {:.3} is below --fail-under {gate}",
+            c.summary.pass_rate
         );
     }
-    let regressed = comparison.as_ref().is_some_and(|c| c.regressions > 0);
-    if below || regressed {
-        exit::RUN_FAILED
-    } else {
+    if c.passed() {
         exit::OK
+    } else {
+        exit::RUN_FAILED
     }
 }
 
