@@ -20,7 +20,7 @@ use std::fmt::Write;
 
 use std::sync::{Arc, Mutex};
 
-use bm25::{DefaultTokenizer, Language, SearchEngineBuilder, Tokenizer};
+use bm25::{DefaultTokenizer, Embedder, EmbedderBuilder, Language, Scorer, Tokenizer};
 use serde::{Deserialize, Serialize};
 
 /// A database's schema, as grounding sees it (denied columns and tables outside
@@ -300,8 +300,48 @@ const FAMILY_DECAY: f32 = 0.5;
 /// Rounds of score spreading; each reaches one join further.
 const GRAPH_ROUNDS: usize = 8;
 
-/// BM25 over an index's documents, tokenized by [`Words`].
-type SearchEngine = bm25::SearchEngine<u32, u32, Words>;
+/// BM25 over an index's documents, tokenized by [`Words`]: `bm25`'s embedder and scorer,
+/// as its `SearchEngine` puts them together, without the engine's copy of every document
+/// (a match is wanted by its number only, and copying each out cost more than scoring).
+struct Bm25 {
+    embedder: Embedder<u32, Words>,
+    scorer: Scorer<u32, u32>,
+}
+
+impl Bm25 {
+    fn new(docs: &[String], seen: &Seen) -> Bm25 {
+        let words = Words {
+            inner: DefaultTokenizer::new(Language::English),
+            seen: seen.clone(),
+        };
+        let corpus: Vec<&str> = docs.iter().map(String::as_str).collect();
+        let embedder =
+            EmbedderBuilder::<u32, Words>::with_tokenizer_and_fit_to_corpus(words, &corpus).build();
+        let mut scorer = Scorer::new();
+        for (id, doc) in (0u32..).zip(docs) {
+            scorer.upsert(&id, embedder.embed(doc));
+        }
+        Bm25 { embedder, scorer }
+    }
+
+    /// The `limit` documents that match `query` best: (number, score), best first, ties
+    /// in the documents' order. NB: `bm25` orders ties as a hash set iterates, which
+    /// differs from one process to the next: cut at `limit` as it is, which of equally
+    /// good columns or values are kept, and so what the planner is shown, would change
+    /// each time.
+    fn best(&self, query: &str, limit: usize) -> Vec<(usize, f32)> {
+        let query = self.embedder.embed(query);
+        let mut found: Vec<(usize, f32)> = self
+            .scorer
+            .matches(&query)
+            .into_iter()
+            .map(|m| (m.id as usize, m.score))
+            .collect();
+        found.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        found.truncate(limit);
+        found
+    }
+}
 
 /// `bm25`'s English tokenizer (Unicode words, lowercase, stop words left out, stemmed),
 /// each distinct space-separated piece tokenized once while an index is built: its
@@ -351,32 +391,17 @@ impl Tokenizer for Words {
     }
 }
 
-/// The `limit` documents of `engine` that match `query` best: (id, score), best first,
-/// ties in the documents' order. NB: `bm25` orders ties as a hash set iterates, which
-/// differs from one process to the next: cut at `limit` as it is, which of equally good
-/// columns or values are kept, and so what the planner is shown, would change each time.
-fn best(engine: &SearchEngine, query: &str, limit: usize) -> Vec<(usize, f32)> {
-    let mut found: Vec<(usize, f32)> = engine
-        .search(query, None)
-        .into_iter()
-        .map(|r| (r.document.id as usize, r.score))
-        .collect();
-    found.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    found.truncate(limit);
-    found
-}
-
 /// A schema indexed for grounding.
 pub struct Index {
     schema: Schema,
     signals: Signals,
     /// Lowercase table name → position.
     by_name: HashMap<String, usize>,
-    tables: SearchEngine,
-    columns: SearchEngine,
+    tables: Bm25,
+    columns: Bm25,
     /// Column document id → (table, column).
     column_ids: Vec<(usize, usize)>,
-    values: Option<SearchEngine>,
+    values: Option<Bm25>,
     /// Value document id → (table, column, value).
     value_ids: Vec<(usize, usize, usize)>,
     /// Tables joined by a foreign key, both ways: table → (other, this side's column,
@@ -454,18 +479,14 @@ impl Index {
             .collect();
         // NB: the values' index, the largest, is built beside the others (each with a
         // cache of its own, so that the two do not wait for one lock).
-        let engine = |docs: Vec<String>, seen: &Seen| {
-            let words = Words {
-                inner: DefaultTokenizer::new(Language::English),
-                seen: seen.clone(),
-            };
-            SearchEngineBuilder::<u32, u32, Words>::with_tokenizer_and_corpus(words, docs).build()
-        };
         let (seen, seen_values) = (Words::cache(), Words::cache());
         let wanted = signals.values && !value_docs.is_empty();
         let ((tables, columns), values) = std::thread::scope(|scope| {
-            let values = scope.spawn(|| wanted.then(|| engine(value_docs, &seen_values)));
-            let others = (engine(table_docs, &seen), engine(column_docs, &seen));
+            let values = scope.spawn(|| wanted.then(|| Bm25::new(&value_docs, &seen_values)));
+            let others = (
+                Bm25::new(&table_docs, &seen),
+                Bm25::new(&column_docs, &seen),
+            );
             // NB: a panic in the builder is a bug: it is the caller's, as it was.
             let values = values
                 .join()
@@ -573,13 +594,13 @@ impl Index {
         let n = self.schema.tables.len();
         let q = joined_pairs(&identifier_words(question, self.signals));
         let mut score = vec![0f32; n];
-        for (id, s) in best(&self.tables, &q, n) {
+        for (id, s) in self.tables.best(&q, n) {
             score[id] += s;
         }
         let mut column_score: HashMap<(usize, usize), f32> = HashMap::new();
         let mut best_column = vec![0f32; n];
         let mut per_table: HashMap<usize, Vec<f32>> = HashMap::new();
-        for (id, s) in best(&self.columns, &q, 200) {
+        for (id, s) in self.columns.best(&q, 200) {
             let (t, c) = self.column_ids[id];
             column_score.insert((t, c), s);
             per_table.entry(t).or_default().push(s);
@@ -592,7 +613,7 @@ impl Index {
         let mut value_hits = Vec::new();
         let mut best_value = vec![0f32; n];
         if let Some(values) = &self.values {
-            for (id, s) in best(values, question, 100) {
+            for (id, s) in values.best(question, 100) {
                 let (t, c, v) = self.value_ids[id];
                 best_value[t] = best_value[t].max(s);
                 value_hits.push((s, t, c, v));
