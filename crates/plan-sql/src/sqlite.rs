@@ -1124,8 +1124,8 @@ mod tests {
     }
 
     /// A query that takes long and much memory to prepare (each CTE read twice by the
-    /// next: SQLite copies each use) stops at the time limit, before it holds much, and
-    /// SQLite's heap limit is set.
+    /// next: SQLite copies each use) stops at the time limit, or at SQLite's heap limit
+    /// if it reaches that first (on a loaded machine the two race), before it holds much.
     #[test]
     fn a_query_slow_to_prepare_stops_at_the_time_limit() {
         let dir = tempfile::tempdir().unwrap();
@@ -1145,9 +1145,13 @@ mod tests {
         }
         q.push_str(" SELECT count(*) FROM c20");
         let start = Instant::now();
-        assert_eq!(
-            sql.query(&q),
-            Err(QueryError::Timeout(Duration::from_secs(1)))
+        let stopped = sql.query(&q);
+        assert!(
+            matches!(
+                &stopped,
+                Err(QueryError::Timeout(t)) if *t == Duration::from_secs(1)
+            ) || stopped == Err(QueryError::Failed("out of memory".into())),
+            "{stopped:?}"
         );
         assert!(
             start.elapsed() < Duration::from_secs(30),
