@@ -105,7 +105,7 @@ function shown(v) {
     }
     return v;
   }
-  return JSON.stringify(v, null, 2);
+  return v === undefined ? "" : JSON.stringify(v, null, 2);
 }
 
 // Lines and characters past which a value is folded: its head shows, the rest a click away.
