@@ -19,24 +19,26 @@ pub struct Concluded {
     pub below: Option<f64>,
     /// Cases that passed in the baseline and fail now.
     pub regressed: bool,
+    /// Why the baseline could not be compared with (it is not a report).
+    pub baseline_error: Option<String>,
 }
 
 impl Concluded {
-    /// Whether it met its gates: the pass rate, and no regression.
+    /// Whether it met its gates: the pass rate, and no regression from a baseline that
+    /// could be read.
     pub fn passed(&self) -> bool {
-        self.below.is_none() && !self.regressed
+        self.below.is_none() && !self.regressed && self.baseline_error.is_none()
     }
 }
 
 /// Ends the evaluation of `reports`: its summary stored with it (when `stored`), compared
-/// with `baseline`, and held to `fail_under` (a pass rate). Err: the baseline is not a
-/// report.
+/// with `baseline`, and held to `fail_under` (a pass rate).
 pub fn conclude(
     reports: &[CaseReport],
     stored: Option<&Stored>,
     baseline: Option<&Value>,
     fail_under: Option<f64>,
-) -> Result<Concluded, String> {
+) -> Concluded {
     let summary = crate::summarize(reports);
     let mut warnings = Vec::new();
     if let Some(st) = stored
@@ -49,25 +51,30 @@ pub fn conclude(
             warnings.push(format!("case {} not stored whole: {e}", r.id));
         }
     }
-    let comparison = match baseline {
+    let mut baseline_error = None;
+    let comparison = match baseline.map(|b| crate::compare_with_people(b, reports, stored)) {
         None => None,
-        Some(b) => {
-            let (c, unread) = crate::compare_with_people(b, reports, stored)?;
+        Some(Ok((c, unread))) => {
             if let Some(e) = unread {
                 warnings.push(format!("cannot read people's verdicts: {e}"));
             }
             Some(c)
         }
+        Some(Err(e)) => {
+            baseline_error = Some(e);
+            None
+        }
     };
     let below = fail_under.filter(|gate| summary.pass_rate < *gate);
     let regressed = comparison.as_ref().is_some_and(|c| c.regressions > 0);
-    Ok(Concluded {
+    Concluded {
         summary,
         comparison,
         warnings,
         below,
         regressed,
-    })
+        baseline_error,
+    }
 }
 
 #[cfg(test)]
@@ -78,21 +85,21 @@ mod tests {
     #[test]
     fn an_evaluation_passes_its_gates_or_says_which_it_missed() {
         let reports = [sample("a", true, 10), sample("b", false, 10)];
-        let met = conclude(&reports, None, None, Some(0.5)).unwrap();
+        let met = conclude(&reports, None, None, Some(0.5));
         assert!(met.passed());
         assert_eq!(met.summary.passed, 1);
-        let under = conclude(&reports, None, None, Some(0.75)).unwrap();
+        let under = conclude(&reports, None, None, Some(0.75));
         assert_eq!(under.below, Some(0.75));
         assert!(!under.passed());
         let baseline = json!({"cases": [{"id": "a", "verdict": "pass", "score": 1.0},
                                         {"id": "b", "verdict": "pass", "score": 1.0}]});
-        let regressed = conclude(&reports, None, Some(&baseline), None).unwrap();
+        let regressed = conclude(&reports, None, Some(&baseline), None);
         assert!(regressed.regressed && !regressed.passed());
         assert_eq!(regressed.comparison.unwrap().regressions, 1);
-        assert!(conclude(&reports, None, Some(&json!("not a report")), None).is_err());
         let mut unstored = sample("c", true, 10);
         unstored.store_error = Some("disk full".into());
-        let warned = conclude(&[unstored], None, None, None).unwrap();
-        assert_eq!(warned.warnings, ["case c not stored whole: disk full"]);
+        let unread = conclude(&[unstored], None, Some(&json!("not a report")), None);
+        assert!(unread.baseline_error.is_some() && !unread.passed());
+        assert_eq!(unread.warnings, ["case c not stored whole: disk full"]);
     }
 }

@@ -422,6 +422,11 @@ impl RunSink for Sink<'_> {
     /// Kept with the goal, so that its plan versions can be shown, those that never ran
     /// too. NB: a round that cannot be kept only warns: the ask goes on.
     fn planned(&mut self, round: &Planned<'_>) {
+        // NB: only while the goal is this ask's: a process that lost it (its lease
+        // lapsed, another took it up) must not write over the new owner's rounds.
+        if self.goal_open().is_err() {
+            return;
+        }
         let run = if round.runs {
             self.next_id().ok()
         } else {

@@ -179,9 +179,17 @@ pub struct ReadPlan {
     pub repairs: Vec<Value>,
 }
 
+/// The largest source [`read_plan`] reads, and the largest reply a [`Version`] carries:
+/// a plan's tree takes several times its size, and a page reads a run again on every
+/// event.
+pub const SHOWN_MAX: usize = 1 << 20;
+
 /// `source` read as the compiler reads it, when it holds an array (None: nothing in it
-/// reads as one).
+/// reads as one, or it is over [`SHOWN_MAX`]).
 pub fn read_plan(source: &str) -> Option<ReadPlan> {
+    if source.len() > SHOWN_MAX {
+        return None;
+    }
     let read = plan_syntax::read(source);
     let Value::Array(instructions) = read.value?.to_value() else {
         return None;
@@ -209,6 +217,11 @@ pub fn plan_name(instructions: &[Value]) -> Option<String> {
         .filter(|i| i["type"] == "reasoning")
         .find_map(|i| i["parameters"]["chain_of_thoughts"].as_str())?;
     let line = thought.lines().map(str::trim).find(|l| !l.is_empty())?;
+    // NB: a name is one line of text: a plan's tabs and escapes are not kept in it.
+    let line: String = line
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
     let mut name: String = line.chars().take(NAME_CHARS).collect();
     if name.len() < line.len() {
         name.push('…');
@@ -228,8 +241,10 @@ pub struct Version {
     pub run: Option<String>,
     /// The plan as the compiler read it from the reply.
     pub plan: Option<ReadPlan>,
-    /// The planner's whole reply, as it came (redacted).
+    /// The planner's whole reply, as it came (redacted); None when there was none, or
+    /// when it is over [`SHOWN_MAX`] (`reply_bytes` says how large).
     pub reply: Option<String>,
+    pub reply_bytes: usize,
     /// The compiler's diagnostics on it; its errors were sent back for a repair.
     pub diagnostics: Value,
     /// How its run failed (`{code, message, seq_no, ...}`), or why the planner failed.
@@ -253,7 +268,8 @@ pub fn versions(store: &dyn RunStore, id: &str) -> Result<Vec<Version>, Error> {
                     status: r.status.as_str().to_owned(),
                     run: Some(r.id.clone()),
                     plan: reply.as_deref().and_then(read_plan),
-                    reply,
+                    reply_bytes: reply.as_ref().map_or(0, String::len),
+                    reply: reply.filter(|r| r.len() <= SHOWN_MAX),
                     diagnostics: Value::Array(Vec::new()),
                     error: r.error.clone(),
                 }
@@ -283,7 +299,8 @@ pub fn versions(store: &dyn RunStore, id: &str) -> Result<Vec<Version>, Error> {
                     status: status.to_owned(),
                     run: run.map(|r| r.id.clone()),
                     plan: g.reply.as_deref().and_then(read_plan),
-                    reply: g.reply,
+                    reply_bytes: g.reply.as_ref().map_or(0, String::len),
+                    reply: g.reply.filter(|r| r.len() <= SHOWN_MAX),
                     diagnostics: g.diagnostics,
                     error,
                 }

@@ -387,8 +387,8 @@ fn run_name(given: Option<String>, plan: &Value) -> Result<String, ApiError> {
     let read;
     let instructions = match plan {
         Value::Array(items) => items.as_slice(),
-        // NB: a large plan's text is not read twice for its name.
-        Value::String(text) if text.len() <= crate::trim::LARGE => {
+        // NB: a large plan's text is not read for its name (`read_plan`).
+        Value::String(text) => {
             read = read::read_plan(text);
             read.as_ref().map_or(&[][..], |r| r.instructions.as_slice())
         }
@@ -693,16 +693,18 @@ pub(crate) fn shown(store: &dyn plan_store::RunStore, id: &str) -> Result<Value,
             let source = read::source(store, &shown.run);
             let children = store.children(id)?;
             let mut v = json!(shown);
-            // NB: not for a large plan: its tree would take several times its size for
-            // each request (the page reads such a plan, a JSON array, from `source`).
-            let readable = source.as_deref().filter(|s| s.len() <= crate::trim::LARGE);
-            v["plan"] = json!(readable.and_then(read::read_plan));
+            // NB: not for a large plan (`read_plan`): the page reads such a plan, a JSON
+            // array, from `source`.
+            v["plan"] = json!(source.as_deref().and_then(read::read_plan));
             v["source"] = json!(source);
             v["children"] = json!(children);
             v
         }
-        // NB: a goal no plan of which has run yet has no run to show.
-        Err(e) if e.kind == ErrorKind::UnknownRun && goal.is_some() => {
+        // NB: a goal no plan of which has run yet has no run to show (but `ID.9` of a
+        // goal with one run is no run at all).
+        Err(e)
+            if e.kind == ErrorKind::UnknownRun && goal.as_ref().is_some_and(|g| g["id"] == id) =>
+        {
             json!({"run": null, "steps": [], "calls": [], "source": null, "plan": null, "children": []})
         }
         Err(e) => return Err(e),

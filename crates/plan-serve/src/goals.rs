@@ -233,13 +233,11 @@ fn spawn_goal_run(state: Arc<State>, goal: String, claimed: Claimed) {
 /// Goal `id` as `GET /v1/runs/{id}` shows it: its row, and its runs (the plan's
 /// versions) with each one's source.
 pub(crate) fn view(store: &dyn RunStore, goal: &GoalInfo) -> Result<Value, Error> {
+    // NB: each run's plan is in `versions`, once.
     let runs = plan_runs::ask::goal_runs(store, &goal.id)?;
     let runs: Vec<Value> = runs
         .iter()
-        .map(|r| {
-            let source = plan_runs::read::source(store, r);
-            json!({"id": r.id, "status": r.status, "plan": source})
-        })
+        .map(|r| json!({"id": r.id, "status": r.status}))
         .collect();
     let mut v = json!(goal);
     v["runs"] = Value::Array(runs);

@@ -88,11 +88,12 @@ pub(crate) struct RunShown {
     pub(crate) eval: Option<Value>,
     /// For a goal's id, or one of its runs' (`ID.2`, ...): `id`, `goal`, `response_format`, `request`, `status` (`open`,
     /// `answered`, `failed`, `interrupted`, `needs_input`), `answer`, `error`, `created_at`,
-    /// `updated_at`, `session`, `runs` (each version of the plan that ran: `id`, `status`,
-    /// `plan`), and `versions`: every planning round in order, those whose plan never ran
-    /// included, each with `round`, `kind` (`plan`, `repair`, `replan`), `status` (its
-    /// run's, or `invalid`: the plan did not compile; `planner_failed`: no reply), `run`,
-    /// `plan` (as above), `reply` (the planner's whole reply), `diagnostics` (the
+    /// `updated_at`, `session`, `runs` (each version of the plan that ran: `id`,
+    /// `status`), and `versions`: every planning round in order, those whose plan never
+    /// ran included, each with `round`, `kind` (`plan`, `repair`, `replan`), `status` (its
+    /// run's, or `invalid`: the plan did not compile; `planner_failed`: no reply;
+    /// `not_started`: its run is not in the store), `run`, `plan` (as above), `reply` (the
+    /// planner's whole reply; null over 1 MiB), `reply_bytes`, `diagnostics` (the
     /// compiler's, whose errors were sent back) and `error` (how its run failed).
     #[schema(value_type = Option<Object>)]
     pub(crate) goal: Option<Value>,

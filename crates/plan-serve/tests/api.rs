@@ -558,11 +558,14 @@ async fn a_goal_is_planned_replanned_and_answered_in_the_service_and_as_a_chat_m
         .collect();
     assert_eq!(versions, ["g1", "g1.2"]);
     assert!(
-        shown["goal"]["runs"][0]["plan"]
+        shown["goal"]["versions"][0]["reply"]
             .as_str()
             .unwrap()
             .contains("flaky_tool")
     );
+    // A goal's run number that is none is no run.
+    let (status, body) = call(Method::GET, format!("{runs}/g1.9"), None, None).await;
+    assert_eq!(status, 404, "{body}");
     assert_eq!(shown["run"]["status"], "failed");
     assert_eq!(shown["children"], json!(["g1.2"]));
     // Its versions: each round, its plan as the compiler read it and why it ended; any

@@ -96,11 +96,14 @@ function duration(ms) {
 }
 
 // A value as text: strings as they are (but a string that holds a JSON object or array,
-// as tools and LLMs often return, as that JSON), anything else as indented JSON.
+// as tools and LLMs often return, as that JSON, indented, unless reading it could change
+// it: a number of 16 digits or more would lose its last ones), anything else as indented
+// JSON.
 function shown(v) {
   if (typeof v === "string") {
     const t = v.trim();
-    if ((t.startsWith("{") && t.endsWith("}")) || (t.startsWith("[") && t.endsWith("]"))) {
+    if (((t.startsWith("{") && t.endsWith("}")) || (t.startsWith("[") && t.endsWith("]"))) &&
+        !/\d{16}/.test(t)) {
       try { return JSON.stringify(JSON.parse(t), null, 2); } catch (_) { /* text after all */ }
     }
     return v;
@@ -111,9 +114,9 @@ function shown(v) {
 // Lines and characters past which a value is folded: its head shows, the rest a click away.
 const FOLD_LINES = 24, FOLD_CHARS = 3000;
 
-// A value in a <pre>, folded when long.
-function valueBox(v, attrs) {
-  const text = shown(v);
+// A value in a <pre>, folded when long; `verbatim`: a string exactly as it is.
+function valueBox(v, attrs, verbatim) {
+  const text = verbatim && typeof v === "string" ? v : shown(v);
   const lines = text.split("\n");
   if (lines.length <= FOLD_LINES && text.length <= FOLD_CHARS) return el("pre", attrs || {}, text);
   const head = lines.slice(0, 12).join("\n").slice(0, 1200);
@@ -129,9 +132,9 @@ function valueBox(v, attrs) {
 
 // Reads the server-sent events of `path`, calling `onEvent(type, data, id)` for each, and
 // `onOpen()` each time a connection is made. A connection that drops or ends (the service
-// stopped, or restarted) is made again, from the last id, a little later each time (up
-// to 5 s), until `stop()`: whoever follows reads the state again on `onOpen`, so that what
-// happened while no connection was up shows.
+// stopped, or restarted) is made again, from the last id, a little later each time one
+// brought no event (up to 5 s), until `stop()`: whoever follows reads the state again on
+// `onOpen`, so that what happened while no connection was up shows.
 function follow(path, onEvent, onOpen) {
   let last = null;
   let stopped = false;
@@ -149,7 +152,6 @@ function follow(path, onEvent, onOpen) {
         if (res.status === 401) { askToken(); return; }
         if (res.status === 404) return;
         if (!res.ok) { await pause(); continue; }
-        wait = 500;
         if (onOpen) onOpen();
         const reader = res.body.getReader();
         const decoder = new TextDecoder();
@@ -170,6 +172,8 @@ function follow(path, onEvent, onOpen) {
             }
             if (id !== null) last = id;
             if (data) {
+              // NB: the wait grows only over connections that bring nothing.
+              wait = 500;
               let parsed = null;
               try { parsed = JSON.parse(data); } catch (_) { parsed = data; }
               onEvent(type, parsed, id);

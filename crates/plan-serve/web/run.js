@@ -138,7 +138,7 @@ function renderSteps() {
       read.repairs.map((r) => r.code + " " + r.message).join("; ")) : null,
     source ? el("details", { class: "raw", open: open || null },
       el("summary", { class: "muted" }, page.shown.goal ? "the planner's reply as it came" : "the plan as submitted"),
-      valueBox(source)) : null);
+      valueBox(source, {}, true)) : null);
 }
 
 // The variables just before step `step` (the number of the instruction executed), from
@@ -356,7 +356,11 @@ async function load() {
       clearTimeout(page.refresh);
       page.refresh = setTimeout(() => load().catch(() => {}), 150);
     };
-    page.stop = follow(`/v1/runs/${encodeURIComponent(id)}/events`, again, again);
+    // NB: while its goal is open, the goal's stream (every run of it, then its end):
+    // this run's own ends with it, though a re-plan may follow.
+    const goal = page.shown.goal;
+    const streamed = goal && goal.status === "open" ? goal.id : id;
+    page.stop = follow(`/v1/runs/${encodeURIComponent(streamed)}/events`, again, again);
   } else if (!going() && page.stop) {
     page.stop();
     page.stop = null;

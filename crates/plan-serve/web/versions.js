@@ -41,6 +41,11 @@ function planSteps(instructions) {
         el("td", {}, valueBox(i.parameters || {})))))));
 }
 
+// A read plan's instructions that are objects (an LLM may write anything in the array).
+function objects(plan) {
+  return ((plan && plan.instructions) || []).filter((i) => i && typeof i === "object" && !Array.isArray(i));
+}
+
 function versionBox(v, i, current) {
   const open = versionsView.open.has(v.round);
   const box = el("details", { class: "version", "data-round": v.round, open },
@@ -50,9 +55,10 @@ function versionBox(v, i, current) {
     whyEnded(v),
     v.plan && v.plan.repairs.length ? el("div", { class: "muted repairs" }, "Read from the reply: ",
       v.plan.repairs.map((r) => r.code + " " + r.message).join("; ")) : null,
-    v.plan ? planSteps(v.plan.instructions) : el("p", { class: "muted" }, "No plan could be read from the reply."),
+    v.plan ? planSteps(objects(v.plan)) : el("p", { class: "muted" }, "No plan could be read from the reply."),
     v.reply !== null && v.reply !== undefined ? el("details", { class: "raw" },
-      el("summary", { class: "muted" }, "the planner's reply as it came"), valueBox(v.reply)) : null);
+      el("summary", { class: "muted" }, "the planner's reply as it came"), valueBox(v.reply, {}, true))
+      : v.reply_bytes ? el("p", { class: "muted" }, "The reply (" + v.reply_bytes + " bytes) is too large to show here.") : null);
   box.addEventListener("toggle", () => {
     if (box.open) versionsView.open.add(v.round); else versionsView.open.delete(v.round);
   });
@@ -105,7 +111,7 @@ function diffBox(versions) {
     return s;
   };
   const a = versions[versionsView.from], b = versions[versionsView.to];
-  const { changes, same } = diffPlans(a.plan.instructions, b.plan.instructions);
+  const { changes, same } = diffPlans(objects(a.plan), objects(b.plan));
   const rows = changes.map((c) => {
     if (c.kind !== "changed") {
       return el("li", { class: "diff-" + c.kind, "data-seq": c.seq },

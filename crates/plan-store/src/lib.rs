@@ -886,7 +886,8 @@ pub trait RunStore: Send {
         limit: usize,
     ) -> Result<Vec<GoalInfo>, StoreError>;
     /// Stores round `round.round` of goal `goal`, in place of any earlier one of that
-    /// number (a goal asked again from the start).
+    /// number; round 0 first forgets every earlier round (a goal asked again from the
+    /// start).
     fn save_goal_round(&mut self, goal: &str, round: &GoalRound) -> Result<(), StoreError>;
     /// The planning rounds of goal `goal`, in order.
     fn goal_rounds(&self, goal: &str) -> Result<Vec<GoalRound>, StoreError>;

@@ -1445,6 +1445,9 @@ impl RunStore for PgStore {
         let number = i64::try_from(round.round).unwrap_or(i64::MAX);
         let diagnostics = serde_json::to_string(&round.diagnostics).unwrap_or_default();
         self.with(|c| {
+            if number == 0 {
+                c.execute("DELETE FROM goal_rounds WHERE goal = $1", &[&goal])?;
+            }
             c.execute(
                 "INSERT INTO goal_rounds (goal, round, kind, reply, diagnostics, planner_error, \
                  run, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \

@@ -1682,6 +1682,11 @@ impl RunStore for SqliteStore {
     }
 
     fn save_goal_round(&mut self, goal: &str, round: &GoalRound) -> Result<(), StoreError> {
+        if round.round == 0 {
+            self.conn
+                .execute("DELETE FROM goal_rounds WHERE goal = ?1", [goal])
+                .map_err(|e| self.io(e))?;
+        }
         self.conn
             .execute(
                 "INSERT INTO goal_rounds (goal, round, kind, reply, diagnostics, planner_error, \

@@ -279,16 +279,15 @@ fn report(
     stored: Option<&plan_eval::Stored>,
     baseline: Option<&Value>,
 ) -> u8 {
-    let concluded = plan_eval::conclude(reports, stored, baseline, args.fail_under);
+    let c = plan_eval::conclude(reports, stored, baseline, args.fail_under);
     if let Some(st) = stored {
         eprintln!("evaluation {} stored in {}", st.eval, st.at.shown());
     }
-    let c = match concluded {
-        Ok(c) => c,
-        Err(e) => return fail(exit::DATA_ERR, e),
-    };
     for w in &c.warnings {
         eprintln!("warning: {w}");
+    }
+    if let Some(e) = &c.baseline_error {
+        return fail(exit::DATA_ERR, e);
     }
     if let Some(dir) = &args.promote {
         promote(dir, reports);
