@@ -337,12 +337,12 @@ impl Sink<'_> {
     /// Refused once the goal has ended (it was cancelled), or another process took it
     /// over: no run starts after that.
     fn goal_open(&self) -> Result<(), Error> {
-        let goal = self
-            .store
-            .at
-            .open(Access::Existing)?
-            .goal(&self.store.goal_id)?;
-        match goal {
+        self.goal_open_in(&*self.store.at.open(Access::Existing)?)
+    }
+
+    /// [`Sink::goal_open`], read from `store`.
+    fn goal_open_in(&self, store: &dyn RunStore) -> Result<(), Error> {
+        match store.goal(&self.store.goal_id)? {
             Some(g) if g.status != plan_store::GoalStatus::Open => Err(Error::new(
                 ErrorKind::Cancelled,
                 format!("goal `{}` has ended (cancelled)", g.id),
@@ -422,9 +422,12 @@ impl RunSink for Sink<'_> {
     /// Kept with the goal, so that its plan versions can be shown, those that never ran
     /// too. NB: a round that cannot be kept only warns: the ask goes on.
     fn planned(&mut self, round: &Planned<'_>) {
+        let Ok(mut store) = self.store.at.open(Access::Existing) else {
+            return;
+        };
         // NB: only while the goal is this ask's: a process that lost it (its lease
         // lapsed, another took it up) must not write over the new owner's rounds.
-        if self.goal_open().is_err() {
+        if self.goal_open_in(&*store).is_err() {
             return;
         }
         let run = if round.runs {
@@ -441,13 +444,8 @@ impl RunSink for Sink<'_> {
             run,
             created_at: plan_store::now_ms(),
         };
-        let saved = self
-            .store
-            .at
-            .open(Access::Existing)
-            .and_then(|mut s| Ok(s.save_goal_round(&self.store.goal_id, &row)?));
-        if let Err(e) = saved {
-            (self.store.warn)(&e);
+        if let Err(e) = store.save_goal_round(&self.store.goal_id, &row) {
+            (self.store.warn)(&e.into());
         }
     }
 }
