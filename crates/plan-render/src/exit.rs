@@ -356,7 +356,8 @@ pub fn markdown(table: &[Meaning]) -> String {
 }
 
 /// The one mapping from what went wrong to the exit code, for every `planvm` command.
-/// A failure of the run engine: the store, a run's id, an answer it does not take.
+/// A failure of the run engine: the store, a run's id, an answer it does not take, the
+/// tools file, the host (its cassettes, backends and databases), the planner's LLM.
 pub fn of_engine(kind: plan_runs::ErrorKind) -> u8 {
     use plan_runs::ErrorKind as K;
     match kind {
@@ -369,19 +370,10 @@ pub fn of_engine(kind: plan_runs::ErrorKind) -> u8 {
         | K::NotWaiting
         | K::NotReached => USAGE,
         K::Busy => TEMP_FAIL,
-        K::Cancelled => RUN_FAILED,
+        K::Cancelled | K::Config => RUN_FAILED,
         K::ReadOnly | K::Io => IO_ERR,
-    }
-}
-
-/// A host (its tools, cassettes and databases) that could not be set up.
-pub fn of_host(kind: plan_host::HostErrorKind) -> u8 {
-    use plan_host::HostErrorKind as K;
-    match kind {
-        K::InvalidInput => DATA_ERR,
-        K::Io => NO_INPUT,
-        K::Create => CANT_CREATE,
-        K::Config => RUN_FAILED,
+        K::Unreadable => NO_INPUT,
+        K::CannotCreate => CANT_CREATE,
     }
 }
 
@@ -405,12 +397,6 @@ pub fn of_ask(status: plan_planner::AskStatus) -> u8 {
         S::RunFailed | S::PlannerFailed | S::Stopped => RUN_FAILED,
         S::NeedsInput => NEEDS_INPUT,
     }
-}
-
-/// A planner's LLM that cannot be set up: a tools file that names none usable (`usage`),
-/// or one that fails.
-pub fn of_planner(usage: bool) -> u8 {
-    if usage { USAGE } else { RUN_FAILED }
 }
 
 /// A batch, by the worst of its runs: an output over an input, an output not written,

@@ -1,7 +1,8 @@
 //! Plans compiled once: the cache of compiled plans that every face which takes the same
 //! plan many times shares (a service's posted plans, `planvm submit --list`). A plan is
-//! known by the SHA-256 of its source and of the names of the variables its runs preset
-//! (they change what the verifier accepts); one cache serves one manifest.
+//! known by the SHA-256 of the name its messages give it, its source and the names of the
+//! variables its runs preset (they change what the verifier accepts); one cache serves
+//! one manifest (an [`crate::engine::Engine`]'s).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -29,10 +30,11 @@ impl<T> Default for CompileCache<T> {
 }
 
 impl<T: Clone> CompileCache<T> {
-    /// What `source` with `presets` preset compiles to: by `compile` (given the presets
-    /// sorted) unless it was compiled lately. A failure is not kept.
+    /// What `source`, named `name`, with `presets` preset compiles to: by `compile`
+    /// (given the presets sorted) unless it was compiled lately. A failure is not kept.
     pub fn get<E>(
         &self,
+        name: &str,
         source: &[u8],
         mut presets: Vec<String>,
         compile: impl FnOnce(Vec<String>) -> Result<T, E>,
@@ -41,7 +43,7 @@ impl<T: Clone> CompileCache<T> {
         if source.len() > KEPT_SOURCE {
             return compile(presets);
         }
-        let key = key(source, &presets);
+        let key = key(name, source, &presets);
         let lock = || self.kept.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(hit) = lock().get(&key) {
             return Ok(hit.clone());
@@ -56,10 +58,12 @@ impl<T: Clone> CompileCache<T> {
     }
 }
 
-/// The key of `source` with `presets` (sorted): lengths first, so that no two different
-/// pairs hash the same bytes.
-fn key(source: &[u8], presets: &[String]) -> [u8; 32] {
+/// The key of `source` named `name` with `presets` (sorted): lengths first, so that no
+/// two different triples hash the same bytes.
+fn key(name: &str, source: &[u8], presets: &[String]) -> [u8; 32] {
     let mut digest = sha2::Sha256::new();
+    digest.update((name.len() as u64).to_le_bytes());
+    digest.update(name);
     digest.update((source.len() as u64).to_le_bytes());
     digest.update(source);
     for p in presets {
@@ -80,7 +84,7 @@ mod tests {
         let get = |source: &str, presets: &[&str]| {
             let presets = presets.iter().map(|p| (*p).to_owned()).collect();
             cache
-                .get(source.as_bytes(), presets, |p| {
+                .get("plan", source.as_bytes(), presets, |p| {
                     compiles.set(compiles.get() + 1);
                     if source == "bad" {
                         Err(())
@@ -96,6 +100,12 @@ mod tests {
         assert_eq!(get("bad", &[]), None);
         assert_eq!(get("bad", &[]), None);
         // "a" with x, y (in either order) once, "a" alone once, "bad" each time.
+        assert_eq!(compiles.get(), 4);
+        // Named otherwise, its messages would differ: compiled again.
+        assert_eq!(
+            cache.get("other", b"a", Vec::new(), |_| Ok::<_, ()>(9)),
+            Ok(9)
+        );
         assert_eq!(compiles.get(), 4);
     }
 }

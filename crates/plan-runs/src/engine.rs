@@ -1,22 +1,216 @@
-//! What a face asks of the engine, as data, and the calls that do it: a goal asked
-//! ([`AskRequest`] → [`ask_goal`]), a plan's run started ([`StartRequest`] → [`start`]),
-//! the planner's prompt and examples loaded ([`load_planning`]). The CLI, the Python
-//! package and evaluations fill in a request from their own inputs and render what comes
-//! back; none of them puts the pipeline together itself.
+//! The engine every face asks ([`Engine`]: the tools, the host serving them, the planner
+//! of goals and the one cache of compiled plans), what a face asks of it, as data, and the
+//! calls that do it: a goal asked ([`AskRequest`] → [`ask_goal`]), a plan's run started
+//! ([`StartRequest`] → [`start`]), plans submitted to a store's queue ([`SubmitRequest`]
+//! → [`Engine::submit`]). The CLI, the service, workers, the Python package and
+//! evaluations fill in a request from their own inputs and render what comes back; none
+//! of them puts the pipeline together itself.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use plan_bytecode::ValidatedProgram;
-use plan_host::{Host, Journal, RunReport, Tracer};
+use plan_host::{Host, HostOptions, Journal, RunReport, Tracer};
 use plan_manifest::Manifest;
-use plan_planner::{AskOutcome, Examples, Planner, Template};
-use plan_store::NewRun;
+use plan_planner::{AskOptions, AskOutcome, Examples, Planner, Template};
+use plan_store::{NewRun, OwnedNewRun};
 use plan_vm::Limits;
 use serde_json::{Map, Value};
 
 use crate::ask::AskStore;
-use crate::goal::Planning;
+use crate::compiled::CompileCache;
+use crate::goal::{GoalPlanner, Planning};
+use crate::load::{LoadError, Loaded};
 use crate::{Error, ErrorKind, Held, StoreAt};
+
+/// What a face sets up once and asks everything of: the tools (their manifest), the host
+/// that serves them (made when first needed: submitting plans only compiles them), the
+/// planner of goals (its prompt and examples; its LLM made when first asked for), and the
+/// one cache of compiled plans, by name, source and presets.
+pub struct Engine {
+    manifest: Manifest,
+    host_options: HostOptions,
+    host: OnceLock<Result<Arc<Host>, Error>>,
+    planning: Arc<Planning>,
+    planner: OnceLock<Result<Arc<GoalPlanner>, Error>>,
+    compiled: CompileCache<Arc<Compiled>>,
+}
+
+/// A plan compiled by [`Engine::compile`]: the program with its diagnostics, and its
+/// bytecode as a store keeps it.
+pub struct Compiled {
+    pub loaded: Loaded,
+    pub pbc: Vec<u8>,
+}
+
+impl Engine {
+    /// The engine over `manifest`'s tools, its host to be set up with `host`, its goals
+    /// planned with `planning`.
+    pub fn new(manifest: Manifest, planning: Planning, host: HostOptions) -> Engine {
+        Engine {
+            manifest,
+            host_options: host,
+            host: OnceLock::new(),
+            planning: Arc::new(planning),
+            planner: OnceLock::new(),
+            compiled: CompileCache::default(),
+        }
+    }
+
+    /// The engine over the tools file `files.tools` names (else the built-in tools), its
+    /// planner given `files`' prompt and examples: refused (`bad_input`) when one cannot
+    /// be read.
+    pub fn open(files: PlanningFiles<'_>, host: HostOptions) -> Result<Engine, Error> {
+        let manifest = load_tools(files.tools)?;
+        let planning = load_planning(&manifest, files)?;
+        Ok(Engine::new(manifest, planning, host))
+    }
+
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// What the planner is given: its prompt's template and examples.
+    pub fn planning(&self) -> &Planning {
+        &self.planning
+    }
+
+    /// The host serving the tools, set up on first use (its warnings in
+    /// [`Host::warnings`]); refused when it cannot be (a cassette missing, a backend's
+    /// key unset, ...).
+    pub fn host(&self) -> Result<&Arc<Host>, Error> {
+        let made = self.host.get_or_init(|| {
+            let host = Host::new(self.manifest.clone(), self.host_options.clone())?;
+            Ok(Arc::new(host))
+        });
+        made.as_ref().map_err(Clone::clone)
+    }
+
+    /// The planner of goals: its LLM on [`Engine::host`], what it is given; refused
+    /// (`bad_input`) when the tools file names no usable LLM, (`config`) when the one it
+    /// names cannot be set up.
+    pub fn goal_planner(&self) -> Result<&Arc<GoalPlanner>, Error> {
+        let made = self.planner.get_or_init(|| {
+            let model = plan_planner::model_for(self.host()?)?;
+            let planning = self.planning.clone();
+            Ok(Arc::new(GoalPlanner { model, planning }))
+        });
+        made.as_ref().map_err(Clone::clone)
+    }
+
+    /// A planner of one goal asked with `options`.
+    pub fn planner(&self, options: AskOptions) -> Result<Planner<'_>, Error> {
+        let goals = self.goal_planner()?;
+        Ok(Planner {
+            host: self.host()?,
+            model: goals.model.clone(),
+            template: goals.planning.template.clone(),
+            examples: goals.planning.examples.clone(),
+            options,
+        })
+    }
+
+    /// `source`, which messages call `name`, compiled against the tools with `presets`
+    /// counted as set (once while it comes again: a plan posted or listed many times):
+    /// refused when it is not a valid program. `fresh` hears of each plan compiled anew,
+    /// not from the cache (its warnings said once).
+    pub fn compile(
+        &self,
+        name: &str,
+        source: Vec<u8>,
+        presets: Vec<String>,
+        fresh: &mut dyn FnMut(&Compiled),
+    ) -> Result<Arc<Compiled>, LoadError> {
+        self.compiled.get(name, &source, presets, |presets| {
+            let options = compile_options(&self.manifest, presets);
+            let loaded = crate::load::load_bytes(name, source.clone(), options)?;
+            let pbc = plan_bytecode::encode(&loaded.program);
+            let compiled = Compiled { loaded, pbc };
+            fresh(&compiled);
+            Ok(Arc::new(compiled))
+        })
+    }
+
+    /// Puts `request`'s runs into the queue of the store at `at`, in one transaction
+    /// (all, or none), once every plan compiled: their ids, in order.
+    pub fn submit(
+        &self,
+        at: &StoreAt,
+        request: SubmitRequest,
+        fresh: &mut dyn FnMut(&Compiled),
+    ) -> Result<Vec<String>, Refused> {
+        let mut runs = Vec::with_capacity(request.plans.len());
+        for plan in request.plans {
+            let mut vars = request.vars.clone();
+            for (name, value) in plan.vars {
+                vars.retain(|(n, _)| *n != name);
+                vars.push((name, value));
+            }
+            let compiled = self
+                .compile(&plan.name, plan.source, preset_names(&vars), fresh)
+                .map_err(Refused::Plan)?;
+            runs.push(OwnedNewRun {
+                id: request.id.clone().unwrap_or_else(plan_store::new_run_id),
+                plan: plan.name,
+                source: compiled.loaded.source.clone(),
+                pbc: compiled.pbc.clone(),
+                presets: vars.into_iter().collect(),
+                limits: request.limits.clone(),
+                parent: None,
+            });
+        }
+        crate::queue::submit(at, &runs).map_err(Refused::Engine)?;
+        Ok(runs.into_iter().map(|r| r.id).collect())
+    }
+
+    /// Runs `request`'s plan on the engine's host: stored in `at` when given (its id with
+    /// the report), else in memory only.
+    pub async fn start(
+        &self,
+        at: Option<&StoreAt>,
+        request: StartRequest<'_>,
+        hooks: Hooks<'_, Tracer>,
+    ) -> Result<(RunReport, Option<String>), Error> {
+        start(self.host()?, at, request, hooks).await
+    }
+}
+
+/// The tools file at `path` (its MCP servers' tools as last listed), or the built-in
+/// tools: refused (`bad_input`) when it cannot be read or is not a tools file.
+pub fn load_tools(path: Option<&Path>) -> Result<Manifest, Error> {
+    let Some(path) = path else {
+        return Ok(Manifest::builtin());
+    };
+    plan_mcp::load(path, plan_host::process_env(), plan_mcp::Listing::Cached)
+        .map_err(|e| Error::new(ErrorKind::BadInput, format!("cannot load tools file: {e}")))
+}
+
+/// Plans to put into a store's queue ([`Engine::submit`]).
+pub struct SubmitRequest {
+    pub plans: Vec<PlanToSubmit>,
+    /// The variables every run starts with; a plan's own win.
+    pub vars: Vec<(String, Value)>,
+    /// The run's id, for one plan (default: a new UUID v7 each).
+    pub id: Option<String>,
+    pub limits: Limits,
+}
+
+/// One plan of a [`SubmitRequest`].
+pub struct PlanToSubmit {
+    /// What messages and lists call it (its file's name).
+    pub name: String,
+    /// Its source (or bytecode).
+    pub source: Vec<u8>,
+    /// The variables its run starts with, over the request's.
+    pub vars: Vec<(String, Value)>,
+}
+
+/// Why plans were not submitted: one of them is not a valid program, or the store did
+/// not take them.
+pub enum Refused {
+    Plan(LoadError),
+    Engine(Error),
+}
 
 /// A goal to ask.
 pub struct AskRequest<'a> {

@@ -50,6 +50,13 @@ pub enum ErrorKind {
     BadInput,
     /// An answer given to a run that is not waiting for one.
     NotWaiting,
+    /// A file the engine was given cannot be read (a cassette, a plan).
+    Unreadable,
+    /// A file the engine was to write cannot be created (a cassette recorded).
+    CannotCreate,
+    /// The configuration does not allow it: a tool with no backend, a key's variable
+    /// unset, no LLM for the planner.
+    Config,
 }
 
 impl ErrorKind {
@@ -71,6 +78,9 @@ impl ErrorKind {
             ErrorKind::Cancelled => "cancelled",
             ErrorKind::BadInput => "bad_input",
             ErrorKind::NotWaiting => "not_waiting",
+            ErrorKind::Unreadable => "unreadable",
+            ErrorKind::CannotCreate => "cannot_create",
+            ErrorKind::Config => "config",
         }
     }
 }
@@ -108,6 +118,31 @@ impl From<StoreError> for Error {
             StoreErrorKind::Busy => ErrorKind::Busy,
             StoreErrorKind::ReadOnly => ErrorKind::ReadOnly,
             StoreErrorKind::Io => ErrorKind::Io,
+        };
+        Error::new(kind, e.message)
+    }
+}
+
+impl From<plan_host::HostError> for Error {
+    fn from(e: plan_host::HostError) -> Error {
+        use plan_host::HostErrorKind as K;
+        let kind = match e.kind {
+            K::InvalidInput => ErrorKind::Invalid,
+            K::Io => ErrorKind::Unreadable,
+            K::Create => ErrorKind::CannotCreate,
+            K::Config => ErrorKind::Config,
+        };
+        Error::new(kind, e.to_string())
+    }
+}
+
+impl From<plan_planner::ModelError> for Error {
+    /// A planner's LLM that cannot be set up: a tools file that names none usable is the
+    /// caller's mistake (`bad_input`); one that fails is the configuration's.
+    fn from(e: plan_planner::ModelError) -> Error {
+        let kind = match e.usage {
+            true => ErrorKind::BadInput,
+            false => ErrorKind::Config,
         };
         Error::new(kind, e.message)
     }

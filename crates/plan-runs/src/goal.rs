@@ -87,10 +87,21 @@ pub struct Planning {
     pub max_examples: usize,
 }
 
+impl Default for Planning {
+    /// The built-in prompt, no examples.
+    fn default() -> Planning {
+        Planning {
+            template: Template::default(),
+            examples: Examples::default(),
+            max_examples: plan_planner::DEFAULT_MAX_EXAMPLES,
+        }
+    }
+}
+
 /// The planner of the goals a worker takes: its LLM and what it is given.
 pub struct GoalPlanner {
     pub model: Arc<dyn PlannerModel>,
-    pub planning: Planning,
+    pub planning: Arc<Planning>,
 }
 
 impl GoalPlanner {

@@ -215,21 +215,28 @@ pub(crate) async fn start(
 }
 
 /// A posted plan's `source`, compiled with `presets` preset (once, while it is posted
-/// again and again), and its bytecode.
+/// again and again), and its bytecode; `422` with every diagnostic when it is not a
+/// valid program.
 fn compiled(
     state: &Shared,
     source: &str,
     presets: Vec<String>,
 ) -> Result<(ValidatedProgram, Vec<u8>), ApiError> {
-    state.compiled.get(source.as_bytes(), presets, |presets| {
-        let opts = plan_compiler::CompileOptions {
-            source_name: Some("plan".into()),
-            ..plan_runs::engine::compile_options(&state.manifest, presets)
-        };
-        let program = compile(source, &opts)?;
-        let pbc = plan_bytecode::encode(&program);
-        Ok((program, pbc))
-    })
+    let compiled = state
+        .engine
+        .compile("plan", source.as_bytes().to_vec(), presets, &mut |_| {});
+    match compiled {
+        Ok(c) => Ok((c.loaded.program.clone(), c.pbc.clone())),
+        Err(plan_runs::load::LoadError::Invalid(invalid)) => Err(invalid_plan(
+            &invalid.found.diagnostics,
+            &plan_syntax::LineIndex::new(invalid.source.as_deref().unwrap_or(source)),
+        )),
+        Err(plan_runs::load::LoadError::Unreadable(msg)) => Err(ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_plan",
+            msg,
+        )),
+    }
 }
 
 /// `work`, run to its end even when the request that started it is dropped.
@@ -410,24 +417,28 @@ fn compile(
     opts: &plan_compiler::CompileOptions,
 ) -> Result<ValidatedProgram, ApiError> {
     let mut compiled = plan_compiler::compile(source, opts);
-    if let Some(program) = compiled.validate() {
-        return Ok(program);
+    match compiled.validate() {
+        Some(program) => Ok(program),
+        None => Err(invalid_plan(&compiled.diagnostics, &compiled.line_index)),
     }
-    let diagnostics: Vec<Value> = compiled
-        .diagnostics
+}
+
+/// `422` for a plan with errors, with every diagnostic.
+fn invalid_plan(found: &[plan_syntax::Diagnostic], index: &plan_syntax::LineIndex) -> ApiError {
+    let diagnostics: Vec<Value> = found
         .iter()
-        .map(|d| plan_render::diagnostic_json("plan", d, &compiled.line_index))
+        .map(|d| plan_render::diagnostic_json("plan", d, index))
         .collect();
     let errors = diagnostics
         .iter()
         .filter(|d| d["severity"] == "error")
         .count();
-    Err(ApiError::new(
+    ApiError::new(
         StatusCode::UNPROCESSABLE_ENTITY,
         "invalid_plan",
         format!("the plan has {errors} error(s); nothing was run"),
     )
-    .with("diagnostics", Value::Array(diagnostics)))
+    .with("diagnostics", Value::Array(diagnostics))
 }
 
 /// `POST /v1/runs/{id}/branch`.
@@ -504,7 +515,7 @@ async fn branch_parts(
     let source = plan_text(&b.plan);
     let opts = plan_compiler::CompileOptions {
         source_name: Some("plan".into()),
-        ..point.compile_options(state.manifest.clone())
+        ..point.compile_options(state.engine.manifest().clone())
     };
     let program = compile(&source, &opts)?;
     Ok((point, source, program))
@@ -549,7 +560,7 @@ fn spawn_new(
         };
         // NB: the deadline counts from when the run starts, not while it waits.
         let within = timeout.and_then(Deadline::after);
-        let mut spans = trace.as_ref().map(|t| t.journal(&state.manifest));
+        let mut spans = trace.as_ref().map(|t| t.journal(state.engine.manifest()));
         let watch = (
             &mut spans as &mut dyn plan_host::Journal,
             Some(notifier.on_written()),
@@ -592,7 +603,7 @@ pub(crate) fn spawn_claimed(
         }
         let id = claimed.id().to_owned();
         let trace = state.trace("resume", None, &axum::http::HeaderMap::new());
-        let spans = trace.as_ref().map(|t| t.journal(&state.manifest));
+        let spans = trace.as_ref().map(|t| t.journal(state.engine.manifest()));
         let mut journal = (&mut notifier, spans);
         let report =
             plan_telemetry::within(trace.as_ref(), claimed.go(&state.host, &mut journal)).await;

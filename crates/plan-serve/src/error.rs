@@ -81,7 +81,11 @@ impl From<plan_runs::Error> for ApiError {
             ErrorKind::NotReached | ErrorKind::Invalid | ErrorKind::BadInput => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
-            ErrorKind::NotAStore | ErrorKind::Damaged => StatusCode::INTERNAL_SERVER_ERROR,
+            ErrorKind::NotAStore
+            | ErrorKind::Damaged
+            | ErrorKind::Unreadable
+            | ErrorKind::CannotCreate
+            | ErrorKind::Config => StatusCode::INTERNAL_SERVER_ERROR,
             ErrorKind::ReadOnly | ErrorKind::Io => StatusCode::SERVICE_UNAVAILABLE,
         };
         ApiError::new(status, e.kind.code(), e.message)

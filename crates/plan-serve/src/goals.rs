@@ -75,7 +75,7 @@ pub(crate) fn spawn_ask(
                 return Err(e.to_json()).into();
             }
         }
-        let spans = trace.as_ref().map(|t| t.journal(&state.manifest));
+        let spans = trace.as_ref().map(|t| t.journal(state.engine.manifest()));
         let mut also = (&mut notifier, spans);
         let store = AskStore {
             at: state.at.clone(),

@@ -34,9 +34,8 @@ mod web;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use plan_host::{Host, HostOptions};
-use plan_manifest::Manifest;
-pub use plan_runs::goal::Planning;
+use plan_host::Host;
+pub use plan_runs::engine::Engine;
 use plan_runs::{Error, LimitsOverride, Resume, StoreAt, read};
 use plan_store::{RunStatus, RunStore};
 use tokio::sync::Semaphore;
@@ -46,11 +45,9 @@ pub use listen::{ConnLimits, default_max_connections};
 /// How the service runs.
 pub struct Config {
     pub store: StoreAt,
-    /// The tools plans may call and their backends.
-    pub manifest: Manifest,
-    /// How the tools are reached (`replay` answers them, and the planner, from a
-    /// cassette).
-    pub host_options: HostOptions,
+    /// The tools plans may call, the host that reaches them (`replay` answers them, and
+    /// the planner, from a cassette) and how goals are planned.
+    pub engine: Engine,
     /// Every request must carry `Authorization: Bearer <token>` when set.
     pub token: Option<String>,
     /// Runs executing at once; the rest wait in order.
@@ -62,8 +59,6 @@ pub struct Config {
     pub retry_unknown_writes: bool,
     /// Hears about a lease that cannot be renewed.
     pub warn: fn(&Error),
-    /// How goals are planned.
-    pub planning: Planning,
     /// Host names it answers to beside loopback's and its listening address's (see
     /// `origin`).
     pub allowed_hosts: Vec<String>,
@@ -82,7 +77,9 @@ pub type MakeTelemetry = Box<
 /// The service's state, shared by its requests and its runs.
 pub(crate) struct State {
     pub(crate) at: StoreAt,
-    pub(crate) manifest: Manifest,
+    /// The tools, their host and the plans compiled lately (a plan posted many times, an
+    /// evaluation's, is compiled once).
+    pub(crate) engine: Engine,
     pub(crate) host: Arc<Host>,
     pub(crate) token: Option<Vec<u8>>,
     pub(crate) slots: Arc<Semaphore>,
@@ -99,10 +96,6 @@ pub(crate) struct State {
     pub(crate) writer: plan_runs::Writer,
     /// Connections kept to read the store, so that a request does not open one.
     readers: std::sync::Mutex<Vec<Box<dyn RunStore>>>,
-    /// The plans submitted lately, compiled, by the SHA-256 of their source and preset
-    /// names: a plan posted many times (an evaluation's) is compiled once, as a batch's
-    /// list compiles it. NB: by digest, so that the cache holds no source.
-    compiled: plan_runs::compiled::CompileCache<Compiled>,
     /// Reads going at once: at most one per kept connection (more would open
     /// connections, and take threads from the runs, for no more reads a second).
     reading: Arc<Semaphore>,
@@ -133,9 +126,6 @@ impl Drop for Answering {
         self.0.answering.send_modify(|n| *n -= 1);
     }
 }
-
-/// A plan compiled, and its bytecode as stored.
-type Compiled = (plan_bytecode::ValidatedProgram, Vec<u8>);
 
 /// Connections kept for reading, and reads at once.
 const READERS: usize = 4;
@@ -256,13 +246,12 @@ impl Service {
         trim::map_large_blocks();
         let writer =
             plan_runs::Writer::start(&config.store, config.warn).map_err(StartError::Store)?;
-        let host = Host::new(config.manifest.clone(), config.host_options)
-            .map_err(|e| StartError::Host(e.to_string()))?;
-        let host = Arc::new(host);
-        let planning = config.planning;
-        let planner = plan_planner::model_for(&host)
-            .map(|model| Arc::new(plan_runs::goal::GoalPlanner { model, planning }))
-            .map_err(|e| e.message);
+        let engine = config.engine;
+        let host = engine
+            .host()
+            .map_err(|e| StartError::Host(e.message))?
+            .clone();
+        let planner = engine.goal_planner().cloned().map_err(|e| e.message);
         let max_runs = u32::try_from(config.max_runs.max(1)).unwrap_or(u32::MAX);
         let mut warnings = host.warnings().to_vec();
         let telemetry = match (config.telemetry)(host.redactor().clone()) {
@@ -280,7 +269,7 @@ impl Service {
         Ok(Service {
             state: Arc::new(State {
                 at: config.store,
-                manifest: config.manifest,
+                engine,
                 host,
                 token: config.token.map(String::into_bytes),
                 slots: Arc::new(Semaphore::new(max_runs as usize)),
@@ -292,7 +281,6 @@ impl Service {
                 writer,
                 readers: std::sync::Mutex::default(),
                 reading: Arc::new(Semaphore::new(READERS)),
-                compiled: Default::default(),
                 stopping: tokio::sync::watch::Sender::new(false),
                 telemetry,
                 answering: tokio::sync::watch::Sender::new(0),

@@ -6,7 +6,6 @@ use std::path::PathBuf;
 use plan_host::Tracer;
 use plan_planner::{AskOptions, AskOutcome, Planner};
 use plan_runs::engine::{AskAt, AskRequest, Hooks, PlanningFiles, ask_goal, load_planning};
-use plan_runs::goal::Planning;
 use plan_vm::ErrorCode;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
@@ -134,16 +133,13 @@ pub(crate) fn _ask_now<'py>(
         max_examples,
         prompt: None,
     };
-    let Planning {
-        template,
-        examples,
-        max_examples,
-    } = load_planning(&tools.manifest, files).map_err(|e| PyValueError::new_err(e.message))?;
-    crate::outcome::warn(py, examples.skipped())?;
+    let planning =
+        load_planning(&tools.manifest, files).map_err(|e| PyValueError::new_err(e.message))?;
+    crate::outcome::warn(py, planning.examples.skipped())?;
     let options = AskOptions {
         max_repairs: max_repairs.min(plan_planner::MAX_ROUNDS),
         max_replans: max_replans.min(plan_planner::MAX_ROUNDS),
-        max_examples,
+        max_examples: planning.max_examples,
         limits,
         vars: preset,
         strict,
@@ -151,23 +147,16 @@ pub(crate) fn _ask_now<'py>(
         deadline,
         conversation: plan_planner::Conversation::default(),
     };
-    let (host, _) = crate::setup::host(py, &locals, tools, (deadline, replay))?;
-    let model = plan_planner::model_for(&host).map_err(|e| {
-        if e.usage {
-            PyValueError::new_err(e.message)
-        } else {
-            run_error(py, ErrorCode::NotStarted, &e.message, None, None)
-        }
-    })?;
+    let setup = (tools, planning);
+    let (engine, _, _) = crate::setup::engine(py, &locals, setup, (deadline, replay))?;
+    let not_planned = |e: plan_runs::Error| match e.kind {
+        plan_runs::ErrorKind::BadInput => PyValueError::new_err(e.message),
+        _ => Python::attach(|py| run_error(py, ErrorCode::NotStarted, &e.message, None, None)),
+    };
+    engine.goal_planner().map_err(|e| not_planned(e.clone()))?;
     let at = store.map(|s| s.get().at().clone());
     crate::runtime::future_into_py(py, locals, async move {
-        let mut planner = Planner {
-            host: &host,
-            model,
-            template,
-            examples,
-            options,
-        };
+        let mut planner = engine.planner(options).map_err(not_planned)?;
         let request = AskRequest {
             goal: &goal,
             response_format: response_format.as_ref(),

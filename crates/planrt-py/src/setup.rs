@@ -1,11 +1,13 @@
-//! What a run from Python is given: its variables, limits, deadline, and a host of its
-//! tools.
+//! What a run from Python is given: its variables, limits, deadline, and the engine over
+//! its tools.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use plan_host::{Host, HostOptions};
+use plan_runs::engine::Engine;
+use plan_runs::goal::Planning;
 use plan_vm::{ErrorCode, Limits};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -75,27 +77,26 @@ pub(crate) fn deadline(timeout: Option<f64>) -> PyResult<Option<Duration>> {
     }
 }
 
-/// The host of a run from Python: `tools`' manifest and backends, its callables on the
-/// caller's loop (`locals`), a cassette answering the calls when `replay` names one; the
-/// exceptions the callables raise are kept in the second value.
-pub(crate) fn host(
+/// The engine of a run or a goal from Python over `tools`, and its host: `tools`'
+/// manifest and backends, its callables on the caller's loop (`locals`), a cassette
+/// answering the calls when `replay` names one; the exceptions the callables raise are
+/// kept in the last value. `planning`: what a planner of goals is given.
+pub(crate) fn engine(
     py: Python<'_>,
     locals: &TaskLocals,
-    tools: tools::Tools,
+    (tools, planning): (tools::Tools, Planning),
     (deadline, replay): (Option<Duration>, Option<PathBuf>),
-) -> PyResult<(Host, Raised)> {
+) -> PyResult<(Engine, Arc<Host>, Raised)> {
     let mcp = tools::mcp_servers(&tools.manifest);
-    let host = Host::new(
-        tools.manifest,
-        HostOptions {
-            deadline,
-            replay,
-            mcp,
-            ..HostOptions::default()
-        },
-    )
-    .map_err(|e| {
-        crate::outcome::run_error(py, ErrorCode::NotStarted, &e.to_string(), None, None)
+    let options = HostOptions {
+        deadline,
+        replay,
+        mcp,
+        ..HostOptions::default()
+    };
+    let engine = Engine::new(tools.manifest, planning, options);
+    let host = engine.host().map_err(|e| {
+        crate::outcome::run_error(py, ErrorCode::NotStarted, &e.message, None, None)
     })?;
     crate::outcome::warn(py, host.warnings())?;
     let raised = Raised::default();
@@ -103,5 +104,17 @@ pub(crate) fn host(
         let tool = PyTool::new(py, func, locals.clone(), raised.clone())?;
         host.set_backend(&name, Arc::new(tool));
     }
+    let host = host.clone();
+    Ok((engine, host, raised))
+}
+
+/// The host of a run from Python (see [`engine`]).
+pub(crate) fn host(
+    py: Python<'_>,
+    locals: &TaskLocals,
+    tools: tools::Tools,
+    times: (Option<Duration>, Option<PathBuf>),
+) -> PyResult<(Arc<Host>, Raised)> {
+    let (_, host, raised) = engine(py, locals, (tools, Planning::default()), times)?;
     Ok((host, raised))
 }

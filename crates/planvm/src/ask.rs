@@ -5,19 +5,18 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use clap::Args;
-use plan_planner::{AskOptions, AskStatus, Planner, PlannerModel};
+use plan_host::HostOptions;
+use plan_planner::{AskOptions, AskStatus, Planner};
 use plan_telemetry::CommandTrace;
 use serde_json::Value;
 
 use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs, parse_run_id};
-use crate::session::{self, fail};
+use crate::session;
 use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_runs::engine::{AskAt, AskRequest, Asked, Hooks, PlanningFiles, ask_goal};
-use plan_runs::goal::Planning;
+use plan_runs::engine::{AskAt, AskRequest, Asked, Engine, Hooks, PlanningFiles, ask_goal};
 
 /// `ask --help`'s text after the options.
 pub(crate) fn help() -> String {
@@ -98,26 +97,24 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     ) {
         return code;
     }
-    let manifest = match session::load_manifest(args.io.tools.as_deref()) {
-        Ok(m) => m,
+    let files = PlanningFiles {
+        tools: args.io.tools.as_deref(),
+        examples: args.examples.clone(),
+        max_examples: args.max_examples,
+        prompt: args.prompt.as_deref(),
+    };
+    // NB: a prompt printed calls nothing: its host needs no cassette.
+    let host = match args.print_prompt {
+        true => HostOptions::default(),
+        false => {
+            let (replay, record) = (args.io.replay.clone(), args.io.record.clone());
+            session::host_options(replay, record, &args.limits.times())
+        }
+    };
+    let engine = match session::planning_engine(files, host) {
+        Ok(e) => e,
         Err(code) => return code,
     };
-    let planning = plan_runs::engine::load_planning(
-        &manifest,
-        PlanningFiles {
-            tools: args.io.tools.as_deref(),
-            examples: args.examples.clone(),
-            max_examples: args.max_examples,
-            prompt: args.prompt.as_deref(),
-        },
-    );
-    let planning = match planning {
-        Ok(p) => p,
-        Err(e) => return session::failed(e),
-    };
-    for w in planning.examples.skipped() {
-        eprintln!("warning: {w}");
-    }
     let response_format = args
         .response_format
         .as_deref()
@@ -125,7 +122,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
     let options = AskOptions {
         max_repairs: args.max_repairs,
         max_replans: args.max_replans,
-        max_examples: planning.max_examples,
+        max_examples: engine.planning().max_examples,
         limits: args.limits.limits(),
         vars: args.io.vars.clone(),
         strict: args.strict,
@@ -134,59 +131,40 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         conversation: plan_planner::Conversation::default(),
     };
     if args.print_prompt {
-        return print_prompt(
-            &args,
-            &manifest,
-            &planning,
-            options,
-            response_format.as_ref(),
-        );
+        return print_prompt(&args, &engine, options, response_format.as_ref());
     }
-    ask_planned(&args, manifest, planning, options, response_format.as_ref())
+    ask_planned(&args, &engine, options, response_format.as_ref())
 }
 
 /// Asks the planner for the goal and prints what came of it.
 fn ask_planned(
     args: &AskArgs,
-    manifest: plan_manifest::Manifest,
-    planning: Planning,
+    engine: &Engine,
     options: AskOptions,
     response_format: Option<&Value>,
 ) -> u8 {
-    let Planning {
-        template, examples, ..
-    } = planning;
     let session::Session {
         mut tracer,
         status_line,
         host,
         runtime,
     } = match session::start_session(
-        manifest,
-        args.io.replay.clone(),
-        args.io.record.clone(),
-        &args.limits.times(),
+        engine,
         (args.output.trace.as_deref(), args.output.format),
-        examples.skipped(),
+        engine.planning().examples.skipped(),
     ) {
         Ok(s) => s,
         Err(code) => return code,
     };
-    let (model, telemetry) = match traced_model(args, &host, &mut tracer) {
-        Ok(traced) => traced,
-        Err(code) => return code,
+    let mut planner = match engine.planner(options) {
+        Ok(p) => p,
+        Err(e) => return session::failed(e),
     };
+    let telemetry = traced(args, &mut planner, &mut tracer);
     // NB: also builds each database's index once, which the prompt then reuses.
     for w in host.ground(&args.goal).warnings {
         eprintln!("warning: {w}");
     }
-    let mut planner = Planner {
-        host: &host,
-        model,
-        template,
-        examples,
-        options,
-    };
     if let Some(session) = &args.session
         && !planner.template.uses("conversation")
     {
@@ -260,34 +238,30 @@ fn finish(args: &AskArgs, asked: &Asked) -> u8 {
     store_failed.unwrap_or(exit::of_ask(outcome.status))
 }
 
-/// The planner's LLM on `host`, and the command's trace, when the environment asks for
-/// one, with the LLM's calls as spans in it.
-fn traced_model(
+/// The command's trace, when the environment asks for one, with the calls of `planner`'s
+/// LLM as spans in it.
+fn traced(
     args: &AskArgs,
-    host: &plan_host::Host,
+    planner: &mut Planner<'_>,
     tracer: &mut plan_host::Tracer,
-) -> Result<(Arc<dyn PlannerModel>, Option<CommandTrace>), u8> {
-    let model =
-        plan_planner::model_for(host).map_err(|e| fail(exit::of_planner(e.usage), e.message))?;
+) -> Option<CommandTrace> {
     let workflow = plan_telemetry::Workflow {
         command: "ask",
         plan: None,
         goal: Some(&args.goal),
         run_id: None,
     };
-    let telemetry = session::telemetry(|| CommandTrace::from_env(&workflow, host, tracer));
-    let model = match &telemetry {
-        Some(t) => t.trace.model(model, &plan_planner::model_name(host)),
-        None => model,
-    };
-    Ok((model, telemetry))
+    let host = planner.host;
+    let telemetry = session::telemetry(|| CommandTrace::from_env(&workflow, host, tracer))?;
+    let name = plan_planner::model_name(host);
+    planner.model = telemetry.trace.model(planner.model.clone(), &name);
+    Some(telemetry)
 }
 
 /// `--print-prompt`: the prompt the planner would get, on stdout.
 fn print_prompt(
     args: &AskArgs,
-    manifest: &plan_manifest::Manifest,
-    planning: &Planning,
+    engine: &Engine,
     mut options: AskOptions,
     response_format: Option<&Value>,
 ) -> u8 {
@@ -299,18 +273,19 @@ fn print_prompt(
             Err(e) => return session::failed(e),
         }
     }
+    let planning = engine.planning();
     let chosen = planning.examples.select(&args.goal, options.max_examples);
     // NB: a host serves no call here: it only reads the databases grounding covers.
-    let grounded = match plan_host::Host::new(manifest.clone(), plan_host::HostOptions::default()) {
+    let grounded = match session::host(engine, None) {
         Ok(host) => host.ground(&args.goal),
-        Err(e) => return session::host_failed(e),
+        Err(code) => return code,
     };
     for w in &grounded.warnings {
         eprintln!("warning: {w}");
     }
     let prompt = planning.template.render(
         (&args.goal, response_format),
-        manifest,
+        engine.manifest(),
         &chosen,
         (&options.conversation, &grounded.text),
     );

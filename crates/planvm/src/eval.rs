@@ -103,25 +103,21 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         Ok(b) => b,
         Err(code) => return code,
     };
-    let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
-        Ok(loaded) => loaded,
+    let options = HostOptions {
+        replay: single,
+        tool_timeout: args.limits.times().tool_timeout,
+        ..HostOptions::default()
+    };
+    let tools = crate::serve::tools(args.tools.as_deref());
+    let engine = match session::planning_engine(tools, options) {
+        Ok(e) => e,
         Err(code) => return code,
     };
-    let times = args.limits.times();
-    let host = match Host::new(
-        manifest,
-        HostOptions {
-            replay: single,
-            tool_timeout: times.tool_timeout,
-            ..HostOptions::default()
-        },
-    ) {
+    let host = match session::host(&engine, None) {
         Ok(h) => h,
-        Err(e) => return session::host_failed(e),
+        Err(code) => return code,
     };
-    for w in host.warnings() {
-        eprintln!("warning: {w}");
-    }
+    let planning = engine.planning();
     let (reports, stored) = match ask_cases(&args, &host, (planning, cassettes), &cases) {
         Ok(asked) => asked,
         Err(code) => return code,
@@ -222,7 +218,7 @@ fn read_baseline(args: &EvalArgs) -> Result<Option<Value>, u8> {
 fn ask_cases(
     args: &EvalArgs,
     host: &Host,
-    (planning, cassettes): (plan_serve::Planning, Cassettes),
+    (planning, cassettes): (&plan_runs::goal::Planning, Cassettes),
     cases: &[plan_eval::Case],
 ) -> Result<(Vec<plan_eval::CaseReport>, Option<plan_eval::Stored>), u8> {
     // NB: made before the runtime: its exporter has a blocking client of its own.
@@ -236,9 +232,9 @@ fn ask_cases(
         deadline: args.limits.times().deadline,
         ..AskOptions::default()
     };
-    let planned = (planning.template, planning.examples);
+    let planned = (planning.template.clone(), planning.examples.clone());
     let setup = Setup::on(host, cassettes, planned, options)
-        .map_err(|e| fail(exit::of_planner(e.usage), e.message))?;
+        .map_err(|e| session::failed(plan_runs::Error::from(e)))?;
     let store = match &args.store {
         None => None,
         Some(path) => {

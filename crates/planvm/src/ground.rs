@@ -9,7 +9,7 @@ use plan_render::exit;
 use serde_json::json;
 
 use crate::args::Format;
-use crate::session::{fail, load_manifest};
+use crate::session::fail;
 
 #[derive(Args, Debug)]
 pub(crate) struct GroundArgs {
@@ -26,11 +26,11 @@ pub(crate) struct GroundArgs {
 }
 
 pub(crate) fn ground(args: GroundArgs) -> u8 {
-    let manifest = match load_manifest(Some(&args.tools)) {
-        Ok(m) => m,
+    let engine = match crate::session::engine(Some(&args.tools), Default::default()) {
+        Ok(e) => e,
         Err(code) => return code,
     };
-    if manifest.grounded_tools().is_empty() {
+    if engine.manifest().grounded_tools().is_empty() {
         return fail(
             exit::USAGE,
             format!(
@@ -39,9 +39,9 @@ pub(crate) fn ground(args: GroundArgs) -> u8 {
             ),
         );
     }
-    let host = match plan_host::Host::new(manifest, plan_host::HostOptions::default()) {
+    let host = match engine.host() {
         Ok(h) => h,
-        Err(e) => return crate::session::host_failed(e),
+        Err(e) => return crate::session::failed(e.clone()),
     };
     let grounded = host.ground(&args.question);
     for w in &grounded.warnings {

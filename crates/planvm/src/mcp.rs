@@ -34,8 +34,9 @@ pub(crate) struct McpArgs {
 }
 
 pub(crate) fn mcp(args: McpArgs) -> u8 {
-    let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
-        Ok(loaded) => loaded,
+    let tools = crate::serve::tools(args.tools.as_deref());
+    let engine = match session::planning_engine(tools, args.host.options()) {
+        Ok(e) => e,
         Err(code) => return code,
     };
     // NB: kept until the end: the store of a process that names none lives in it.
@@ -57,14 +58,12 @@ pub(crate) fn mcp(args: McpArgs) -> u8 {
     };
     let config = Config {
         store: StoreAt::new(&store, args.durability.get()),
-        manifest,
-        host_options: args.host.options(),
+        engine,
         token: None,
         max_runs: args.max_runs as usize,
         max_body: usize::MAX,
         retry_unknown_writes: false,
         warn: session::lease_warning,
-        planning,
         allowed_hosts: Vec::new(),
         conn_limits: plan_serve::ConnLimits::default(),
         telemetry: Box::new(plan_telemetry::Telemetry::from_env),

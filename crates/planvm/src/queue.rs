@@ -5,16 +5,14 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args};
-use plan_host::Host;
-use plan_render::exit;
+use plan_host::HostOptions;
+use plan_render::{exit, runs};
 use plan_runs::StoreAt;
-use plan_runs::compiled::CompileCache;
+use plan_runs::engine::{Compiled, PlanToSubmit, Refused, SubmitRequest};
 use plan_runs::queue::{Event, Worker};
-use plan_store::OwnedNewRun;
 use serde_json::Value;
 
 use crate::args::{DurabilityArg, HostArgs, LimitArgs, parse_run_id, parse_secs, parse_var};
@@ -118,8 +116,8 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
     if let Some(goal) = &args.goal {
         return submit_goal(&args, goal);
     }
-    let manifest = match session::load_manifest(args.tools.as_deref()) {
-        Ok(m) => m,
+    let engine = match session::engine(args.tools.as_deref(), HostOptions::default()) {
+        Ok(e) => e,
         Err(code) => return code,
     };
     let times = args.limits.times();
@@ -149,55 +147,45 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
         },
         (None, None) => return fail(exit::USAGE, "give a PLAN or --list FILE"),
     };
-    let limits = args.limits.limits();
-    // NB: a list naming one plan many times compiles it once (for each set of presets,
-    // which the verifier counts as set).
-    let compiled: CompileCache<(Option<String>, Vec<u8>)> = CompileCache::default();
-    let mut runs = Vec::with_capacity(jobs.len());
-    for (plan, line_vars) in jobs {
-        let mut vars = args.vars.clone();
-        for (name, value) in line_vars {
-            vars.retain(|(n, _)| *n != name);
-            vars.push((name, value));
-        }
-        let bytes = match plan_compiler::read_capped(&plan) {
-            Ok(b) => b,
+    let mut plans = Vec::with_capacity(jobs.len());
+    for (plan, vars) in jobs {
+        match plan_compiler::read_capped(&plan) {
+            Ok(source) => plans.push(PlanToSubmit {
+                name: plan.display().to_string(),
+                source,
+                vars,
+            }),
             Err(e) => {
                 return fail(
                     exit::NO_INPUT,
                     format_args!("cannot read {}: {e}", plan.display()),
                 );
             }
-        };
-        let presets = plan_runs::engine::preset_names(&vars);
-        let name = plan.display().to_string();
-        let loaded = compiled.get(&bytes, presets, |presets| {
-            let opts = plan_runs::engine::compile_options(&manifest, presets);
-            let l = session::loaded(plan_runs::load::load_bytes(&name, bytes.clone(), opts))?;
-            let pbc = plan_bytecode::encode(&l.program);
-            Ok::<_, u8>((l.source, pbc))
-        });
-        let (source, pbc) = match loaded {
-            Ok(l) => l,
-            Err(code) => return code,
-        };
-        runs.push(OwnedNewRun {
-            id: args.run_id.clone().unwrap_or_else(plan_store::new_run_id),
-            plan: name,
-            source,
-            pbc,
-            presets: vars.into_iter().collect(),
-            limits: limits.clone(),
-            parent: None,
-        });
+        }
     }
+    let request = SubmitRequest {
+        plans,
+        vars: args.vars.clone(),
+        id: args.run_id.clone(),
+        limits: args.limits.limits(),
+    };
     let at = StoreAt::new(&args.store, args.durability.get());
-    if let Err(e) = plan_runs::queue::submit(&at, &runs) {
-        return session::failed(e);
-    }
+    // NB: a list naming one plan many times compiles it once (for each set of presets,
+    // which the verifier counts as set), its warnings said once.
+    let mut fresh = |c: &Compiled| {
+        eprint!(
+            "{}",
+            runs::found(&c.loaded.found, c.loaded.source.as_deref())
+        )
+    };
+    let ids = match engine.submit(&at, request, &mut fresh) {
+        Ok(ids) => ids,
+        Err(Refused::Plan(e)) => return session::loaded(Err(e)).err().unwrap_or(exit::DATA_ERR),
+        Err(Refused::Engine(e)) => return session::failed(e),
+    };
     let mut out = std::io::stdout().lock();
-    for run in &runs {
-        let _ = writeln!(out, "{}", run.id);
+    for id in &ids {
+        let _ = writeln!(out, "{id}");
     }
     exit::OK
 }
@@ -233,23 +221,20 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
     if let Err(e) = plan_store::set_lease_ms(lease) {
         return fail(exit::USAGE, format_args!("--lease: {e}"));
     }
-    let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
-        Ok(loaded) => loaded,
+    let tools = crate::serve::tools(args.tools.as_deref());
+    let engine = match session::planning_engine(tools, args.host.options()) {
+        Ok(e) => e,
         Err(code) => return code,
     };
-    let options = args.host.options();
-    let host = match Host::new(manifest, options) {
-        Ok(h) => Arc::new(h),
-        Err(e) => return session::host_failed(e),
+    let host = match session::host(&engine, None) {
+        Ok(h) => h,
+        Err(code) => return code,
     };
-    for w in host.warnings() {
-        eprintln!("warning: {w}");
-    }
-    let planner = match plan_planner::model_for(&host) {
-        Ok(model) => Some(Arc::new(plan_runs::goal::GoalPlanner { model, planning })),
-        Err(e) if e.usage => return fail(exit::of_planner(true), e.message),
+    let planner = match engine.goal_planner() {
+        Ok(planner) => Some(planner.clone()),
+        Err(e) if e.kind == plan_runs::ErrorKind::BadInput => return session::failed(e),
         Err(e) => {
-            eprintln!("worker: taking runs only, no goals: {}", e.message);
+            eprintln!("worker: taking runs only, no goals: {e}");
             None
         }
     };

@@ -5,16 +5,13 @@ use std::path::PathBuf;
 
 use clap::Args;
 use plan_host::{Host, RunReport, Tracer};
-use plan_manifest::Manifest;
 use plan_render::exit;
 
 use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs};
 use plan_runs::StoreAt;
-use plan_runs::engine::{self, Hooks, StartRequest};
+use plan_runs::engine::{self, Engine, Hooks, StartRequest};
 
-use crate::session::{
-    self, Session, fail, finish, load_manifest, refuse_clobbering, start_session,
-};
+use crate::session::{self, Session, fail, finish, refuse_clobbering, start_session};
 use plan_runs::load;
 
 #[derive(Args, Debug)]
@@ -47,15 +44,20 @@ pub(crate) fn run(args: RunArgs) -> u8 {
     ) {
         return code;
     }
-    let manifest = match load_manifest(args.io.tools.as_deref()) {
-        Ok(m) => m,
+    let host = session::host_options(
+        args.io.replay.clone(),
+        args.io.record.clone(),
+        &args.limits.times(),
+    );
+    let engine = match session::engine(args.io.tools.as_deref(), host) {
+        Ok(e) => e,
         Err(code) => return code,
     };
     if stdin {
-        return run_stdin(args, manifest);
+        return run_stdin(args, engine);
     }
 
-    let opts = engine::compile_options(&manifest, engine::preset_names(&args.io.vars));
+    let opts = engine::compile_options(engine.manifest(), engine::preset_names(&args.io.vars));
     let loaded = match session::loaded(load::load_program(&args.file, opts)) {
         Ok(l) => l,
         Err(code) => return code,
@@ -67,10 +69,7 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         host,
         runtime,
     } = match start_session(
-        manifest,
-        args.io.replay.clone(),
-        args.io.record.clone(),
-        &args.limits.times(),
+        &engine,
         (args.output.trace.as_deref(), args.output.format),
         &loaded.warnings,
     ) {
@@ -143,17 +142,14 @@ async fn run_loaded(
 /// `planvm run -`: the plan comes from standard input and runs as it arrives: calls that
 /// are certain to run start before the input ends (docs/planner.md, streaming). The whole
 /// plan is then compiled and run as any plan is, taking the early results.
-fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
+fn run_stdin(args: RunArgs, engine: Engine) -> u8 {
     let Session {
         mut tracer,
         status_line,
         host,
         runtime,
     } = match start_session(
-        manifest.clone(),
-        args.io.replay.clone(),
-        args.io.record.clone(),
-        &args.limits.times(),
+        &engine,
         (args.output.trace.as_deref(), args.output.format),
         &[],
     ) {
@@ -170,7 +166,7 @@ fn run_stdin(args: RunArgs, manifest: Manifest) -> u8 {
             })
             .await
             .map_err(|msg| fail(exit::NO_INPUT, msg))?;
-        let opts = engine::compile_options(&manifest, engine::preset_names(&args.io.vars));
+        let opts = engine::compile_options(engine.manifest(), engine::preset_names(&args.io.vars));
         let loaded = session::loaded(load::load_bytes("<stdin>", bytes, opts))?;
         for w in &loaded.warnings {
             tracer.warning(w);

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_serve::{Config, Planning, Service, StartError};
+use plan_serve::{Config, Service, StartError};
 
 use crate::args::{DurabilityArg, HostArgs};
 use crate::session::{self, fail};
@@ -71,20 +71,18 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         Ok(t) => t,
         Err(code) => return code,
     };
-    let (manifest, planning) = match crate::serve::load_planning(args.tools.as_deref()) {
-        Ok(loaded) => loaded,
+    let engine = match session::planning_engine(tools(args.tools.as_deref()), args.host.options()) {
+        Ok(e) => e,
         Err(code) => return code,
     };
     let config = Config {
         store: StoreAt::new(&args.store, args.durability.get()),
-        manifest,
-        host_options: args.host.options(),
+        engine,
         token,
         max_runs: args.max_runs as usize,
         max_body: MAX_BODY,
         retry_unknown_writes: args.retry_unknown_writes,
         warn: session::lease_warning,
-        planning,
         allowed_hosts: args.allowed_hosts.clone(),
         conn_limits: plan_serve::ConnLimits {
             header_timeout: std::time::Duration::from_secs_f64(args.header_timeout),
@@ -107,31 +105,13 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
     code
 }
 
-/// The `--tools` file (or the built-in tools) and what the planner of goals is given, as
-/// `serve`, `mcp` and `eval` load them.
-pub(crate) fn load_planning(
-    tools: Option<&std::path::Path>,
-) -> Result<(plan_manifest::Manifest, Planning), u8> {
-    let manifest = session::load_manifest(tools)?;
-    let planning = planning(&manifest, tools)?;
-    Ok((manifest, planning))
-}
-
-/// What the planner of goals is given: the built-in prompt, and the examples of the
-/// tools file's `[planner] examples` (a directory that cannot be read is refused).
-fn planning(
-    manifest: &plan_manifest::Manifest,
-    tools: Option<&std::path::Path>,
-) -> Result<Planning, u8> {
-    let files = plan_runs::engine::PlanningFiles {
+/// Where `serve`, `mcp`, `worker` and `eval` find their tools and what the planner of
+/// goals is given: the tools file, and its `[planner]` examples.
+pub(crate) fn tools(tools: Option<&std::path::Path>) -> plan_runs::engine::PlanningFiles<'_> {
+    plan_runs::engine::PlanningFiles {
         tools,
         ..Default::default()
-    };
-    let planning = plan_runs::engine::load_planning(manifest, files).map_err(session::failed)?;
-    for w in planning.examples.skipped() {
-        eprintln!("warning: {w}");
     }
-    Ok(planning)
 }
 
 /// A positive number of seconds, at most a day.

@@ -4,11 +4,13 @@
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use plan_host::{Host, HostOptions, RunReport, Tracer, process_env};
+use plan_host::{Host, HostOptions, RunReport, Tracer};
 use plan_manifest::Manifest;
-use plan_mcp::Listing;
 use plan_render::{exit, runs};
+use plan_runs::engine::{Engine, PlanningFiles};
+use plan_runs::goal::Planning;
 use plan_telemetry::CommandTrace;
 
 use crate::args::{Format, Times};
@@ -45,10 +47,51 @@ pub(crate) fn refuse_clobbering(
 
 /// The `--tools` file, or the built-in tools.
 pub(crate) fn load_manifest(tools: Option<&Path>) -> Result<Manifest, u8> {
-    match tools {
-        Some(path) => plan_mcp::load(path, process_env(), Listing::Cached)
-            .map_err(|e| fail(exit::USAGE, format_args!("cannot load tools file: {e}"))),
-        None => Ok(Manifest::builtin()),
+    plan_runs::engine::load_tools(tools).map_err(failed)
+}
+
+/// The engine over the `--tools` file, for commands that run plans and ask no goal.
+pub(crate) fn engine(tools: Option<&Path>, host: HostOptions) -> Result<Engine, u8> {
+    let manifest = load_manifest(tools)?;
+    Ok(Engine::new(manifest, Planning::default(), host))
+}
+
+/// The engine over the `--tools` file with what its planner is given (`files`), the
+/// examples skipped said on stderr.
+pub(crate) fn planning_engine(files: PlanningFiles<'_>, host: HostOptions) -> Result<Engine, u8> {
+    let engine = Engine::open(files, host).map_err(failed)?;
+    for w in engine.planning().examples.skipped() {
+        eprintln!("warning: {w}");
+    }
+    Ok(engine)
+}
+
+/// The engine's host, its warnings said on stderr (and in `tracer`, when given).
+pub(crate) fn host(engine: &Engine, tracer: Option<&mut Tracer>) -> Result<Arc<Host>, u8> {
+    let host = engine.host().map_err(failed)?;
+    for w in host.warnings() {
+        eprintln!("warning: {w}");
+    }
+    if let Some(tracer) = tracer {
+        for w in host.warnings() {
+            tracer.warning(w);
+        }
+    }
+    Ok(host.clone())
+}
+
+/// How the host of a command that runs plans is set up: its cassettes and times.
+pub(crate) fn host_options(
+    replay: Option<PathBuf>,
+    record: Option<PathBuf>,
+    times: &Times,
+) -> HostOptions {
+    HostOptions {
+        replay,
+        record,
+        tool_timeout: times.tool_timeout,
+        deadline: times.deadline,
+        ..HostOptions::default()
     }
 }
 
@@ -80,7 +123,7 @@ fn status_line(format: Format, tracer: &mut Tracer) -> Option<progress::StatusLi
 pub(crate) struct Session {
     pub(crate) tracer: Tracer,
     pub(crate) status_line: Option<progress::StatusLine>,
-    pub(crate) host: Host,
+    pub(crate) host: Arc<Host>,
     pub(crate) runtime: tokio::runtime::Runtime,
 }
 
@@ -112,12 +155,10 @@ pub(crate) fn block_on<T>(
     })
 }
 
-/// Sets up a [`Session`]; `output` is where the trace goes and the output format.
+/// Sets up a [`Session`] on `engine`'s host; `output` is where the trace goes and the
+/// output format.
 pub(crate) fn start_session(
-    manifest: Manifest,
-    replay: Option<PathBuf>,
-    record: Option<PathBuf>,
-    times: &Times,
+    engine: &Engine,
     output: (Option<&Path>, Format),
     warnings: &[String],
 ) -> Result<Session, u8> {
@@ -126,7 +167,7 @@ pub(crate) fn start_session(
         tracer.warning(w);
     }
     let status_line = status_line(output.1, &mut tracer);
-    let host = make_host(manifest, replay, record, times, &mut tracer)?;
+    let host = host(engine, Some(&mut tracer))?;
     let runtime = runtime()?;
     Ok(Session {
         tracer,
@@ -167,33 +208,6 @@ pub(crate) async fn traced<F: std::future::Future>(
     fut: F,
 ) -> F::Output {
     plan_telemetry::within(traced.as_ref().map(|t| &t.trace), fut).await
-}
-
-/// A host that could not be set up: its error printed, its exit code.
-pub(crate) fn host_failed(e: plan_host::HostError) -> u8 {
-    fail(exit::of_host(e.kind), e)
-}
-
-fn make_host(
-    manifest: Manifest,
-    replay: Option<PathBuf>,
-    record: Option<PathBuf>,
-    times: &Times,
-    tracer: &mut Tracer,
-) -> Result<Host, u8> {
-    let opts = HostOptions {
-        replay,
-        record,
-        tool_timeout: times.tool_timeout,
-        deadline: times.deadline,
-        ..HostOptions::default()
-    };
-    let host = Host::new(manifest, opts).map_err(host_failed)?;
-    for w in host.warnings() {
-        eprintln!("warning: {w}");
-        tracer.warning(w);
-    }
-    Ok(host)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, u8> {

@@ -131,19 +131,18 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
     ) {
         return code;
     }
-    let manifest = match session::load_manifest(args.tools.as_deref()) {
-        Ok(m) => m,
-        Err(code) => return code,
-    };
     let times = crate::args::Times {
         deadline: args.timeout,
         tool_timeout: args.tool_timeout,
     };
+    let host = session::host_options(args.replay, None, &times);
+    let engine = match session::engine(args.tools.as_deref(), host) {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
     go_on(
         "resume",
-        manifest,
-        args.replay,
-        &times,
+        &engine,
         &args.output,
         &[],
         // NB: claimed only now: a command refused above leaves the store as it was.
@@ -155,9 +154,7 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
 /// to its end journaled in its store, and prints it like `run`.
 fn go_on(
     command: &str,
-    manifest: plan_manifest::Manifest,
-    replay: Option<PathBuf>,
-    times: &crate::args::Times,
+    engine: &plan_runs::engine::Engine,
     output: &OutputArgs,
     warnings: &[String],
     claim: impl FnOnce() -> Result<plan_runs::Claimed, plan_runs::Error>,
@@ -167,14 +164,7 @@ fn go_on(
         status_line,
         host,
         runtime,
-    } = match start_session(
-        manifest,
-        replay,
-        None,
-        times,
-        (output.trace.as_deref(), output.format),
-        warnings,
-    ) {
+    } = match start_session(engine, (output.trace.as_deref(), output.format), warnings) {
         Ok(s) => s,
         Err(code) => return code,
     };
@@ -217,11 +207,12 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return failed(e),
     };
-    let manifest = match session::load_manifest(args.tools.as_deref()) {
-        Ok(m) => m,
+    let host = session::host_options(args.replay.clone(), None, &args.limits.times());
+    let engine = match session::engine(args.tools.as_deref(), host) {
+        Ok(e) => e,
         Err(code) => return code,
     };
-    let opts = point.compile_options(manifest.clone());
+    let opts = point.compile_options(engine.manifest().clone());
     let loaded = match session::loaded(plan_runs::load::load_program(&args.plan, opts)) {
         Ok(l) => l,
         Err(code) => return code,
@@ -239,22 +230,14 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
     if let Err(e) = point.check(&program, &limits, &plan) {
         return failed(e);
     }
-    go_on(
-        "branch",
-        manifest,
-        args.replay,
-        &args.limits.times(),
-        &args.output,
-        &warnings,
-        move || {
-            point.start(
-                &id,
-                &plan,
-                source.as_deref(),
-                program,
-                limits,
-                session::lease_warning,
-            )
-        },
-    )
+    go_on("branch", &engine, &args.output, &warnings, move || {
+        point.start(
+            &id,
+            &plan,
+            source.as_deref(),
+            program,
+            limits,
+            session::lease_warning,
+        )
+    })
 }

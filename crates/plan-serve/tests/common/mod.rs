@@ -152,19 +152,18 @@ fn config(db: &Path, setup: Setup) -> Config {
         ..Default::default()
     };
     let planning = plan_runs::engine::load_planning(&manifest, files).unwrap();
+    let host = HostOptions {
+        env,
+        ..HostOptions::default()
+    };
     Config {
         store: StoreAt::new(db, Durability::Full),
-        manifest,
-        host_options: HostOptions {
-            env,
-            ..HostOptions::default()
-        },
+        engine: plan_serve::Engine::new(manifest, planning, host),
         token: setup.token.then(|| TOKEN.to_owned()),
         max_runs: setup.max_runs.unwrap_or(256),
         max_body: 16 << 20,
         retry_unknown_writes: false,
         warn: |_| {},
-        planning,
         allowed_hosts: setup.allowed_hosts,
         conn_limits: ConnLimits {
             header_timeout: Duration::from_secs(10),

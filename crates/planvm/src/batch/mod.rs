@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use clap::{ArgGroup, Args};
-use plan_host::{Host, HostOptions, ReplayBackend};
+use plan_host::{HostOptions, ReplayBackend};
 use plan_render::exit;
 use plan_runs::StoreAt;
 use plan_runs::batch::{Batch, BatchStore, Job, Stored};
@@ -108,8 +108,14 @@ pub(crate) struct BatchArgs {
 }
 
 pub(crate) fn batch(args: BatchArgs) -> u8 {
-    let manifest = match session::load_manifest(args.tools.as_deref()) {
-        Ok(m) => m,
+    let times = args.limits.times();
+    let host_options = HostOptions {
+        tool_timeout: times.tool_timeout,
+        deadline: times.deadline,
+        ..HostOptions::default()
+    };
+    let engine = match session::engine(args.tools.as_deref(), host_options.clone()) {
+        Ok(e) => e,
         Err(code) => return code,
     };
     let jobs = match read_jobs(&args) {
@@ -125,19 +131,10 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     {
         return code;
     }
-    let times = args.limits.times();
-    let host_options = HostOptions {
-        tool_timeout: times.tool_timeout,
-        deadline: times.deadline,
-        ..HostOptions::default()
+    let host = match session::host(&engine, None) {
+        Ok(h) => h,
+        Err(code) => return code,
     };
-    let host = match Host::new(manifest.clone(), host_options.clone()) {
-        Ok(h) => Arc::new(h),
-        Err(e) => return session::host_failed(e),
-    };
-    for w in host.warnings() {
-        eprintln!("warning: {w}");
-    }
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,
         Err(code) => return code,
@@ -157,7 +154,7 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         crate::progress::progress_bar(jobs.len(), "runs"),
     );
     let batch = Batch {
-        manifest,
+        manifest: engine.manifest().clone(),
         host: host.clone(),
         host_options,
         limits: args.limits.limits(),
@@ -232,7 +229,7 @@ fn load_replay(path: Option<&Path>) -> Result<Option<(PathBuf, Arc<ReplayBackend
             }
             Ok(Some((p.to_owned(), Arc::new(r))))
         }
-        Err(e) => Err(session::host_failed(e)),
+        Err(e) => Err(session::failed(e)),
     }
 }
 

@@ -1,0 +1,214 @@
+//! The [`Engine`] as every face calls it, without a binary: one cache compiles a plan once
+//! for each name, source and presets (a failure is not kept); plans submitted go into the
+//! store's queue all together or not at all; the host and the planner are made once, on
+//! first use, and their failures come back typed with the kind a face maps to its exit
+//! code or HTTP status.
+
+use std::cell::Cell;
+
+use plan_host::HostOptions;
+use plan_manifest::Manifest;
+use plan_runs::engine::{Engine, PlanToSubmit, Refused, SubmitRequest};
+use plan_runs::goal::Planning;
+use plan_runs::load::LoadError;
+use plan_runs::open::Access;
+use plan_runs::{ErrorKind, StoreAt};
+use plan_store::{Durability, RunStatus};
+use plan_vm::Limits;
+use serde_json::json;
+
+const PLAN: &str = r#"[{"seq_no": 0, "type": "assign", "parameters": {"final_answer": "${who}"}}]"#;
+/// Calls a tool the tools do not have.
+const BAD: &str = r#"[
+ {"seq_no": 0, "type": "calling", "parameters": {"tool_name": "no_such_tool", "tool_params": {}, "output_vars": ["x"]}},
+ {"seq_no": 1, "type": "assign", "parameters": {"final_answer": "${x}"}}
+]"#;
+
+fn engine(host: HostOptions) -> Engine {
+    Engine::new(Manifest::builtin(), Planning::default(), host)
+}
+
+fn plan(name: &str, source: &str, vars: &[(&str, &str)]) -> PlanToSubmit {
+    PlanToSubmit {
+        name: name.to_owned(),
+        source: source.as_bytes().to_vec(),
+        vars: vars
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), json!(v)))
+            .collect(),
+    }
+}
+
+#[test]
+fn a_plan_is_compiled_once_for_each_name_source_and_presets() {
+    let engine = engine(HostOptions::default());
+    let fresh = Cell::new(0);
+    let mut count = |_: &plan_runs::engine::Compiled| fresh.set(fresh.get() + 1);
+    let who = || vec!["who".to_owned()];
+    let first = engine.compile("a.json", PLAN.into(), who(), &mut count);
+    let again = engine.compile("a.json", PLAN.into(), who(), &mut count);
+    let (first, again) = (first.ok().unwrap(), again.ok().unwrap());
+    assert!(std::sync::Arc::ptr_eq(&first, &again));
+    assert_eq!(first.pbc, plan_bytecode::encode(&first.loaded.program));
+    assert_eq!(fresh.get(), 1);
+
+    // Another name (its messages say it), or other presets (what the verifier accepts).
+    assert!(
+        engine
+            .compile("b.json", PLAN.into(), who(), &mut count)
+            .is_ok()
+    );
+    let both = vec!["who".to_owned(), "extra".to_owned()];
+    assert!(
+        engine
+            .compile("a.json", PLAN.into(), both, &mut count)
+            .is_ok()
+    );
+    assert_eq!(fresh.get(), 3);
+
+    // Without `who` preset, the plan reads a variable nobody set: a warning.
+    let unset = engine.compile("a.json", PLAN.into(), Vec::new(), &mut count);
+    let unset = unset.ok().unwrap();
+    assert!(unset.loaded.warnings.iter().any(|w| w.contains("W0201")));
+    assert!(!first.loaded.warnings.iter().any(|w| w.contains("W0201")));
+    assert_eq!(fresh.get(), 4);
+
+    // A plan with errors: refused, each time (a failure is not kept).
+    for _ in 0..2 {
+        match engine.compile("a.json", BAD.into(), Vec::new(), &mut count) {
+            Err(LoadError::Invalid(invalid)) => {
+                assert!(invalid.message.starts_with("a.json"), "{}", invalid.message);
+                assert!(!invalid.errors.is_empty());
+                assert!(
+                    invalid.errors[0].starts_with("a.json:"),
+                    "{:?}",
+                    invalid.errors
+                );
+            }
+            _ => panic!("a plan calling an unknown tool was compiled"),
+        }
+    }
+    assert_eq!(fresh.get(), 4);
+}
+
+#[test]
+fn plans_submitted_go_into_the_queue_all_together_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = StoreAt::new(dir.path().join("runs.db"), Durability::Full);
+    let engine = engine(HostOptions::default());
+    let fresh = Cell::new(0);
+    let mut count = |_: &plan_runs::engine::Compiled| fresh.set(fresh.get() + 1);
+
+    // One plan listed twice with the same presets compiles once; a line's own value of
+    // a variable wins over the request's.
+    let request = SubmitRequest {
+        plans: vec![
+            plan("a.json", PLAN, &[]),
+            plan("a.json", PLAN, &[("who", "line")]),
+        ],
+        vars: vec![("who".to_owned(), json!("everyone"))],
+        id: None,
+        limits: Limits::default(),
+    };
+    let ids = match engine.submit(&at, request, &mut count) {
+        Ok(ids) => ids,
+        Err(_) => panic!("the plans were refused"),
+    };
+    assert_eq!(ids.len(), 2);
+    assert_eq!(fresh.get(), 1);
+    let store = at.open(Access::Existing).unwrap();
+    for (id, who) in ids.iter().zip(["everyone", "line"]) {
+        let run = store.run(id).unwrap();
+        assert_eq!(run.status, RunStatus::Queued);
+        assert_eq!(run.plan, "a.json");
+        assert_eq!(run.presets["who"], json!(who));
+    }
+    let before = plan_runs::read::list(&*store).unwrap().len();
+
+    // A bad plan after a good one: neither is queued.
+    let request = SubmitRequest {
+        plans: vec![plan("a.json", PLAN, &[]), plan("bad.json", BAD, &[])],
+        vars: vec![("who".to_owned(), json!("x"))],
+        id: None,
+        limits: Limits::default(),
+    };
+    match engine.submit(&at, request, &mut count) {
+        Err(Refused::Plan(LoadError::Invalid(invalid))) => {
+            assert!(
+                invalid.message.starts_with("bad.json"),
+                "{}",
+                invalid.message
+            );
+        }
+        _ => panic!("a plan with errors was submitted"),
+    }
+    // An id taken: the store refuses the whole request.
+    let request = SubmitRequest {
+        plans: vec![plan("a.json", PLAN, &[("who", "y")])],
+        vars: Vec::new(),
+        id: Some(ids[0].clone()),
+        limits: Limits::default(),
+    };
+    match engine.submit(&at, request, &mut count) {
+        Err(Refused::Engine(e)) => assert_eq!(e.kind, ErrorKind::DuplicateRun, "{e}"),
+        _ => panic!("a run id was taken twice"),
+    }
+    assert_eq!(plan_runs::read::list(&*store).unwrap().len(), before);
+}
+
+#[test]
+fn the_host_and_the_planner_are_made_once_and_fail_typed() {
+    // A cassette that is not there: the host cannot be set up, and says so each time.
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.cassette.jsonl");
+    let engine = engine(HostOptions {
+        replay: Some(missing),
+        ..HostOptions::default()
+    });
+    let e = engine.host().err().unwrap();
+    assert_eq!(e.kind, ErrorKind::Unreadable, "{e}");
+    assert_eq!(engine.host().err(), Some(e.clone()));
+    // The planner needs the host first.
+    assert_eq!(engine.goal_planner().err(), Some(e));
+
+    // The built-in tools name no LLM: a planner is the configuration's to give.
+    let engine = self::engine(HostOptions::default());
+    let host = engine.host().unwrap().clone();
+    assert!(std::sync::Arc::ptr_eq(&host, engine.host().unwrap()));
+    let e = engine.goal_planner().err().unwrap();
+    assert_eq!(e.kind, ErrorKind::Config, "{e}");
+    assert!(e.message.contains("no backend for the planner"), "{e}");
+
+    // A cassette answers the planner as it answers the tools.
+    let cassette = dir.path().join("empty.cassette.jsonl");
+    std::fs::write(&cassette, "").unwrap();
+    let engine = self::engine(HostOptions {
+        replay: Some(cassette),
+        ..HostOptions::default()
+    });
+    let planner = engine.goal_planner().unwrap();
+    assert_eq!(
+        planner.planning.max_examples,
+        plan_planner::DEFAULT_MAX_EXAMPLES
+    );
+}
+
+#[test]
+fn a_tools_file_that_cannot_be_read_is_the_callers_mistake() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = plan_runs::engine::PlanningFiles {
+        tools: Some(&dir.path().join("nowhere.toml")),
+        ..Default::default()
+    };
+    let e = Engine::open(files, HostOptions::default()).err().unwrap();
+    assert_eq!(e.kind, ErrorKind::BadInput);
+    assert!(e.message.starts_with("cannot load tools file"), "{e}");
+
+    let examples = dir.path().join("examples");
+    let files = plan_runs::engine::PlanningFiles {
+        examples: Some(examples),
+        ..Default::default()
+    };
+    let e = Engine::open(files, HostOptions::default()).err().unwrap();
+    assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
+}
