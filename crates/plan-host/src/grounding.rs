@@ -64,7 +64,7 @@ impl Host {
     fn index(&self, tool: &str, backend: &BackendConfig) -> Result<Arc<Index>, String> {
         let db = crate::sql::database(tool, backend, &self.options().env, self.redactor())
             .map_err(|e| e.message)?;
-        let version = db.schema_version()?;
+        let version = db.schema_version().map_err(|e| e.to_string())?;
         let mut cache = self.grounds.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((v, index)) = cache.get(tool)
             && *v == version
@@ -72,9 +72,10 @@ impl Host {
             return Ok(index.clone());
         }
         let schema = match plan_manifest::cache_dir("grounding") {
-            Some(dir) => db.cached_schema(&dir)?,
-            None => db.schema()?,
-        };
+            Some(dir) => db.cached_schema(&dir),
+            None => db.schema(),
+        }
+        .map_err(|e| e.to_string())?;
         let index = Arc::new(Index::new(schema));
         cache.insert(tool.to_owned(), (version, index.clone()));
         Ok(index)

@@ -76,7 +76,9 @@ pub(crate) fn database(
             max_result_bytes: max_result_bytes.unwrap_or(plan_sql::DEFAULT_MAX_RESULT_BYTES),
             timeout,
         };
-        let db = Database::open(url, constraints).map_err(config)?;
+        // NB: a database that cannot be reached is the tool's setting too: a host is not
+        // set up with a tool whose file is not there.
+        let db = Database::open(url, constraints).map_err(|e| config(e.to_string()))?;
         match (db, password_env) {
             (db, None) => Ok(db),
             (Database::Postgres(pg), Some(var)) => match env(var) {

@@ -34,7 +34,7 @@ use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Token, Tokenizer};
 
-use crate::Constraints;
+use crate::{Constraints, QueryError};
 
 /// Operators (and `UNION`s, casts, `.`s) one query may hold: a chain of them is parsed
 /// into a tree as deep as it is long, which is walked and dropped by recursion.
@@ -507,14 +507,15 @@ const POSTGRES_FUNCTIONS: &[&str] = &[
     "current_schema",
 ];
 
-/// Checks `sql` (SQLite's dialect) against `c`: Err says what is refused and why.
-pub fn check(sql: &str, c: &Constraints) -> Result<(), String> {
-    check_in(Flavor::Sqlite, sql, c)
+/// Checks `sql` (SQLite's dialect) against `c`: [`QueryError::Refused`] says what is
+/// refused and why.
+pub fn check(sql: &str, c: &Constraints) -> Result<(), QueryError> {
+    check_in(Flavor::Sqlite, sql, c).map_err(QueryError::Refused)
 }
 
 /// [`check`] in PostgreSQL's dialect.
-pub fn check_postgres(sql: &str, c: &Constraints) -> Result<(), String> {
-    check_in(Flavor::Postgres, sql, c)
+pub fn check_postgres(sql: &str, c: &Constraints) -> Result<(), QueryError> {
+    check_in(Flavor::Postgres, sql, c).map_err(QueryError::Refused)
 }
 
 /// Whether `name` (as SQLite's authorizer names it) is a function a query may call.
@@ -1201,6 +1202,15 @@ impl Visitor for Walk<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The refusal's words, as the planner reads them.
+    fn check(sql: &str, c: &Constraints) -> Result<(), String> {
+        super::check(sql, c).map_err(|e| e.to_string())
+    }
+
+    fn check_postgres(sql: &str, c: &Constraints) -> Result<(), String> {
+        super::check_postgres(sql, c).map_err(|e| e.to_string())
+    }
 
     fn constraints() -> Constraints {
         Constraints {

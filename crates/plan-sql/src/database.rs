@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use crate::ground::Schema;
-use crate::{Constraints, Postgres, QueryError, Rows, Sqlite};
+use crate::{Constraints, DbError, Postgres, QueryError, Rows, Sqlite};
 
 /// A database a tool queries under its constraints.
 #[derive(Clone, Debug)]
@@ -16,7 +16,7 @@ pub enum Database {
 impl Database {
     /// The database `url` names (`sqlite:PATH`, `postgres://...` or `postgresql://...`),
     /// under `constraints`. A SQLite file must exist; PostgreSQL is not connected yet.
-    pub fn open(url: &str, constraints: Constraints) -> Result<Database, String> {
+    pub fn open(url: &str, constraints: Constraints) -> Result<Database, DbError> {
         if let Some(path) = url.strip_prefix("sqlite:") {
             return Sqlite::open(Path::new(path), constraints).map(Database::Sqlite);
         }
@@ -24,9 +24,9 @@ impl Database {
             return Postgres::open(url, constraints).map(Database::Postgres);
         }
         let shown = url.split_once("://").map_or(url, |(scheme, _)| scheme);
-        Err(format!(
+        Err(DbError::Config(format!(
             "url `{shown}...`: a sql backend takes `sqlite:PATH` or `postgres://...`"
-        ))
+        )))
     }
 
     pub fn constraints(&self) -> &Constraints {
@@ -46,7 +46,7 @@ impl Database {
 
     /// A number that moves when the schema changes (SQLite's `schema_version`, a
     /// fingerprint of PostgreSQL's catalog).
-    pub fn schema_version(&self) -> Result<i64, String> {
+    pub fn schema_version(&self) -> Result<i64, DbError> {
         match self {
             Database::Sqlite(db) => db.schema_version(),
             Database::Postgres(db) => db.schema_version(),
@@ -54,7 +54,7 @@ impl Database {
     }
 
     /// The schema grounding sees (read now).
-    pub fn schema(&self) -> Result<Schema, String> {
+    pub fn schema(&self) -> Result<Schema, DbError> {
         match self {
             Database::Sqlite(db) => db.schema(),
             Database::Postgres(db) => db.schema(),
@@ -64,7 +64,7 @@ impl Database {
     /// The schema as [`Database::schema`] reads it, kept in `dir` (a cache: a file per
     /// database and constraints, read back while the schema version is the one it was
     /// read at; written whole or not at all, and a failure to write it is no error).
-    pub fn cached_schema(&self, dir: &Path) -> Result<Schema, String> {
+    pub fn cached_schema(&self, dir: &Path) -> Result<Schema, DbError> {
         use sha2::{Digest, Sha256};
         let version = self.schema_version()?;
         let name = match self {

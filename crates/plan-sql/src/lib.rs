@@ -120,6 +120,20 @@ fn internal_table(table: &str) -> bool {
     t.starts_with("sqlite_") || t.starts_with("pg_")
 }
 
+/// Why a database could not be opened, reached or its schema read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DbError {
+    /// The tool's settings are wrong (a URL of no known scheme or that does not parse, a
+    /// column that cannot be denied, TLS that cannot be set up): the same call fails
+    /// again until they change.
+    #[error("{0}")]
+    Config(String),
+    /// The database cannot be reached or read now (no file, a server down or refusing
+    /// the login, a lock): worth trying again later.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
 /// Why a query did not give rows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum QueryError {

@@ -17,7 +17,7 @@ use postgres::{Client, Config};
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
-use crate::{Constraints, QueryError, Rows, name_connections};
+use crate::{Constraints, DbError, QueryError, Rows, name_connections};
 
 /// A PostgreSQL database a tool queries under its constraints.
 #[derive(Clone)]
@@ -39,10 +39,13 @@ impl fmt::Debug for Postgres {
 impl Postgres {
     /// The database `url` (`postgres://user@host/db`, or key=value settings) names,
     /// queried under `constraints`. Nothing is connected until a query runs.
-    pub fn open(url: &str, constraints: Constraints) -> Result<Postgres, String> {
-        let mut config: Config = url
-            .parse()
-            .map_err(|e| format!("`{}` is not a PostgreSQL URL: {e}", without_password(url)))?;
+    pub fn open(url: &str, constraints: Constraints) -> Result<Postgres, DbError> {
+        let mut config: Config = url.parse().map_err(|e| {
+            DbError::Config(format!(
+                "`{}` is not a PostgreSQL URL: {e}",
+                without_password(url)
+            ))
+        })?;
         name_connections(&mut config);
         config.connect_timeout(constraints.timeout);
         Ok(Postgres {
@@ -65,7 +68,7 @@ impl Postgres {
     /// Runs `sql` if both guards let it: the parser's check first, then the server's.
     /// Blocking: call it off an async runtime's threads.
     pub fn query(&self, sql: &str) -> Result<Rows, QueryError> {
-        crate::check::check_postgres(sql, &self.constraints).map_err(QueryError::Refused)?;
+        crate::check::check_postgres(sql, &self.constraints)?;
         self.execute(sql)
     }
 
@@ -197,8 +200,8 @@ impl Postgres {
 
     /// A fingerprint of the schema the tool sees (its tables', views' and columns' names
     /// and types, and the foreign keys): an index of the schema is stale once it moves.
-    pub fn schema_version(&self) -> Result<i64, String> {
-        let mut client = self.reader()?;
+    pub fn schema_version(&self) -> Result<i64, DbError> {
+        let mut client = self.reader().map_err(DbError::Unavailable)?;
         let row = client
             .query_one(
                 "SELECT (coalesce(sum(hashtext(c.relname || '.' || a.attname || ':' || a.atttypid::text)::bigint), 0) \
@@ -209,7 +212,7 @@ impl Postgres {
                  AND c.relnamespace NOT IN (SELECT oid FROM pg_namespace WHERE nspname IN ('pg_catalog', 'information_schema'))",
                 &[],
             )
-            .map_err(|e| format!("reading the schema of {}: {e}", self.shown))?;
+            .map_err(|e| DbError::Unavailable(format!("reading the schema of {}: {e}", self.shown)))?;
         Ok(row.get(0))
     }
 
@@ -217,7 +220,11 @@ impl Postgres {
     /// views on the search path the tool may query, their columns (denied ones left out)
     /// with types, primary keys and comments (`COMMENT ON COLUMN`), foreign keys, and
     /// distinct short text values sampled from each text column the role may read.
-    pub fn schema(&self) -> Result<crate::ground::Schema, String> {
+    pub fn schema(&self) -> Result<crate::ground::Schema, DbError> {
+        self.read_schema().map_err(DbError::Unavailable)
+    }
+
+    fn read_schema(&self) -> Result<crate::ground::Schema, String> {
         use crate::ground::{Column, ForeignKey, Schema, Table};
         let c = &*self.constraints;
         let mut client = self.reader()?;
@@ -564,7 +571,8 @@ mod tests {
             assert_eq!(without_password(url), shown, "{url}");
         }
         let e = Postgres::open("postgres://app:s3cret@[bad", Constraints::default()).unwrap_err();
-        assert!(!e.contains("s3cret"), "{e}");
+        assert!(matches!(e, DbError::Config(_)), "{e:?}");
+        assert!(!e.to_string().contains("s3cret"), "{e}");
     }
 
     #[test]

@@ -18,7 +18,7 @@ use rusqlite::{Connection, OpenFlags};
 use serde_json::Value;
 
 use crate::check::sqlite_function_allowed;
-use crate::{Constraints, QueryError, Rows};
+use crate::{Constraints, DbError, QueryError, Rows};
 
 const SCHEMA: &str = "only queries and writes to rows of allowed tables may run: no schema changes";
 
@@ -83,15 +83,19 @@ pub struct Sqlite {
 impl Sqlite {
     /// The database at `path` (which must exist: a tool never creates one), queried under
     /// `constraints`.
-    pub fn open(path: &Path, constraints: Constraints) -> Result<Sqlite, String> {
+    pub fn open(path: &Path, constraints: Constraints) -> Result<Sqlite, DbError> {
         if !path.is_file() {
-            return Err(format!("no SQLite database at {}", path.display()));
+            let why = format!("no SQLite database at {}", path.display());
+            return Err(DbError::Unavailable(why));
         }
         // NB: a table's INTEGER PRIMARY KEY is its rowid, which SQLite reads by other
         // means than its columns: it cannot be denied as one.
         if !constraints.deny_columns.is_empty() {
             let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-                .map_err(|e| format!("cannot open the database {}: {e}", path.display()))?;
+                .map_err(|e| {
+                    let why = format!("cannot open the database {}: {e}", path.display());
+                    DbError::Unavailable(why)
+                })?;
             for (table, column) in &constraints.deny_columns {
                 let quoted = format!("\"{}\"", table.replace('"', "\"\""));
                 let Ok(mut stmt) = conn.prepare(&format!("PRAGMA table_info({quoted})")) else {
@@ -108,9 +112,9 @@ impl Sqlite {
                         && pks == 1
                         && ty.eq_ignore_ascii_case("INTEGER")
                 }) {
-                    return Err(format!(
+                    return Err(DbError::Config(format!(
                         "deny_columns `{table}.{column}`: it is the table's INTEGER PRIMARY KEY (its rowid), which cannot be denied apart from the table: leave the table out of allow_tables instead"
-                    ));
+                    )));
                 }
             }
         }
@@ -132,17 +136,18 @@ impl Sqlite {
 
     /// SQLite's count of the database's schema changes: an index of its schema is stale
     /// once this moves.
-    pub fn schema_version(&self) -> Result<i64, String> {
+    pub fn schema_version(&self) -> Result<i64, DbError> {
+        let path = self.path.display();
         let conn = Connection::open_with_flags(&self.path, OpenFlags::SQLITE_OPEN_READ_ONLY)
-            .map_err(|e| format!("cannot open the database {}: {e}", self.path.display()))?;
+            .map_err(|e| DbError::Unavailable(format!("cannot open the database {path}: {e}")))?;
         conn.query_row("PRAGMA schema_version", [], |r| r.get(0))
-            .map_err(|e| format!("reading {}: {e}", self.path.display()))
+            .map_err(|e| DbError::Unavailable(format!("reading {path}: {e}")))
     }
 
     /// Runs `sql` if both guards let it: the parser's check first, then the database's.
     /// Blocking: call it off an async runtime's threads.
     pub fn query(&self, sql: &str) -> Result<Rows, QueryError> {
-        crate::check(sql, &self.constraints).map_err(QueryError::Refused)?;
+        crate::check(sql, &self.constraints)?;
         self.execute(sql)
     }
 
@@ -561,7 +566,11 @@ impl Sqlite {
     /// their columns (denied ones left out) with types, primary keys and the comments
     /// of the CREATE TABLE text, foreign keys, and distinct short text values sampled from
     /// each text column. Reads the database, off the tool's guard but read-only.
-    pub fn schema(&self) -> Result<crate::ground::Schema, String> {
+    pub fn schema(&self) -> Result<crate::ground::Schema, DbError> {
+        self.read_schema().map_err(DbError::Unavailable)
+    }
+
+    fn read_schema(&self) -> Result<crate::ground::Schema, String> {
         use crate::ground::Schema;
         let c = &*self.constraints;
         let conn = Connection::open_with_flags(
@@ -1256,7 +1265,12 @@ mod tests {
             ..Constraints::default()
         };
         let e = Sqlite::open(&path, c).unwrap_err();
-        assert!(e.contains("rowid"), "{e}");
+        assert!(
+            matches!(&e, DbError::Config(why) if why.contains("rowid")),
+            "{e:?}"
+        );
+        let e = Sqlite::open(&dir.path().join("none.db"), Constraints::default()).unwrap_err();
+        assert!(matches!(e, DbError::Unavailable(_)), "{e:?}");
     }
 
     #[test]

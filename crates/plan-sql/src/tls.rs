@@ -9,6 +9,8 @@ use postgres::config::SslMode;
 use postgres::{Client, Config, NoTls};
 use rustls_platform_verifier::BuilderVerifierExt;
 
+use crate::DbError;
+
 /// Names the connections of `config` `planvm` in `pg_stat_activity`, unless the URL names
 /// them (`?application_name=`): the connections of many workers are told apart so.
 pub fn name_connections(config: &mut Config) {
@@ -19,21 +21,20 @@ pub fn name_connections(config: &mut Config) {
 
 /// A client of the server `config` names, over TLS unless `sslmode=disable` (see the
 /// module docs).
-pub fn connect_postgres(config: &Config) -> Result<Client, String> {
+pub fn connect_postgres(config: &Config) -> Result<Client, DbError> {
+    let failed = |e: postgres::Error| DbError::Unavailable(connect_failure(config, &e));
     if config.get_ssl_mode() == SslMode::Disable {
-        return config
-            .connect(NoTls)
-            .map_err(|e| connect_failure(config, &e));
+        return config.connect(NoTls).map_err(failed);
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .and_then(|b| b.with_platform_verifier())
-        .map_err(|e| format!("cannot set up TLS: {e}"))?
+        .map_err(|e| DbError::Config(format!("cannot set up TLS: {e}")))?
         .with_no_client_auth();
     config
         .connect(tokio_postgres_rustls::MakeRustlsConnect::new(tls))
-        .map_err(|e| connect_failure(config, &e))
+        .map_err(failed)
 }
 
 /// Why connecting to the database `config` names failed, for messages. The client's own
