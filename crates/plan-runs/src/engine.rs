@@ -131,6 +131,19 @@ impl Engine {
         })
     }
 
+    /// `source`, which messages call `name`, compiled to go on from `point` (a branch):
+    /// verified with the variables that exist there counted as set, from its own
+    /// instruction with the point's seq_no. Not kept: no other run starts there.
+    pub fn compile_branch(
+        &self,
+        point: &crate::BranchPoint,
+        name: &str,
+        source: Vec<u8>,
+    ) -> Result<Loaded, LoadError> {
+        let options = point.compile_options(self.manifest.clone());
+        crate::load::load_bytes(name, source, options)
+    }
+
     /// Puts `request`'s runs into the queue of the store at `at`, in one transaction
     /// (all, or none), once every plan compiled: their ids, in order.
     pub fn submit(

@@ -225,18 +225,8 @@ fn compiled(
     let compiled = state
         .engine
         .compile("plan", source.as_bytes().to_vec(), presets, &mut |_| {});
-    match compiled {
-        Ok(c) => Ok((c.loaded.program.clone(), c.pbc.clone())),
-        Err(plan_runs::load::LoadError::Invalid(invalid)) => Err(invalid_plan(
-            &invalid.found.diagnostics,
-            &plan_syntax::LineIndex::new(invalid.source.as_deref().unwrap_or(source)),
-        )),
-        Err(plan_runs::load::LoadError::Unreadable(msg)) => Err(ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "invalid_plan",
-            msg,
-        )),
-    }
+    let c = compiled.map_err(|e| invalid_plan(e, source))?;
+    Ok((c.loaded.program.clone(), c.pbc.clone()))
 }
 
 /// `work`, run to its end even when the request that started it is dropped.
@@ -411,23 +401,17 @@ fn plan_text(plan: &Value) -> String {
     }
 }
 
-/// `source` compiled and verified, or `422` with every diagnostic.
-fn compile(
-    source: &str,
-    opts: &plan_compiler::CompileOptions,
-) -> Result<ValidatedProgram, ApiError> {
-    let mut compiled = plan_compiler::compile(source, opts);
-    match compiled.validate() {
-        Some(program) => Ok(program),
-        None => Err(invalid_plan(&compiled.diagnostics, &compiled.line_index)),
-    }
-}
-
-/// `422` for a plan with errors, with every diagnostic.
-fn invalid_plan(found: &[plan_syntax::Diagnostic], index: &plan_syntax::LineIndex) -> ApiError {
-    let diagnostics: Vec<Value> = found
-        .iter()
-        .map(|d| plan_render::diagnostic_json("plan", d, index))
+/// `422` for a plan `source` with errors, with every diagnostic.
+fn invalid_plan(e: plan_runs::load::LoadError, source: &str) -> ApiError {
+    let invalid = match e {
+        plan_runs::load::LoadError::Invalid(invalid) => invalid,
+        plan_runs::load::LoadError::Unreadable(msg) => {
+            return ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_plan", msg);
+        }
+    };
+    let index = plan_syntax::LineIndex::new(invalid.source.as_deref().unwrap_or(source));
+    let diagnostics: Vec<Value> = (invalid.found.diagnostics.iter())
+        .map(|d| plan_render::diagnostic_json("plan", d, &index))
         .collect();
     let errors = diagnostics
         .iter()
@@ -513,12 +497,10 @@ async fn branch_parts(
         .await?
     };
     let source = plan_text(&b.plan);
-    let opts = plan_compiler::CompileOptions {
-        source_name: Some("plan".into()),
-        ..point.compile_options(state.engine.manifest().clone())
-    };
-    let program = compile(&source, &opts)?;
-    Ok((point, source, program))
+    let loaded = (state.engine)
+        .compile_branch(&point, "plan", source.as_bytes().to_vec())
+        .map_err(|e| invalid_plan(e, &source))?;
+    Ok((point, source, loaded.program))
 }
 
 /// What a branch from run `id` with the body of `POST /v1/runs/{id}/branch` would do,

@@ -212,13 +212,15 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
-    let opts = point.compile_options(engine.manifest().clone());
-    let loaded = match session::loaded(plan_runs::load::load_program(&args.plan, opts)) {
+    let plan = args.plan.display().to_string();
+    let read = plan_compiler::read_capped(&args.plan)
+        .map_err(|e| plan_runs::load::LoadError::Unreadable(format!("cannot read {plan}: {e}")));
+    let compiled = read.and_then(|source| engine.compile_branch(&point, &plan, source));
+    let loaded = match session::loaded(compiled) {
         Ok(l) => l,
         Err(code) => return code,
     };
     let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
-    let plan = args.plan.display().to_string();
     let limits = args.limits.limits();
     let plan_runs::load::Loaded {
         program,
