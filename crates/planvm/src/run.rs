@@ -11,7 +11,7 @@ use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs};
 use plan_runs::StoreAt;
 use plan_runs::engine::{self, Engine, Hooks, StartRequest};
 
-use crate::session::{self, Session, fail, finish, refuse_clobbering, start_session};
+use crate::session::{self, fail, refuse_clobbering};
 use plan_runs::load;
 
 #[derive(Args, Debug)]
@@ -63,54 +63,14 @@ pub(crate) fn run(args: RunArgs) -> u8 {
         Err(code) => return code,
     };
 
-    let Session {
-        mut tracer,
-        status_line,
-        host,
-        runtime,
-    } = match start_session(
-        &engine,
-        (args.output.trace.as_deref(), args.output.format),
-        &loaded.warnings,
-    ) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
     let plan = args.file.display().to_string();
-    let workflow = plan_telemetry::Workflow {
-        command: "run",
-        plan: Some(&plan),
-        goal: None,
-        run_id: None,
-    };
-    let telemetry = session::telemetry(|| {
-        plan_telemetry::CommandTrace::from_env(&workflow, &host, &mut tracer)
-    });
-    tracer.restart_clock();
-    let outcome = session::block_on(
-        &runtime,
-        &host,
-        session::traced(&telemetry, run_loaded(&host, &loaded, &args, &mut tracer)),
-    );
-    match outcome {
-        Ok((report, id)) => {
-            session::end_trace(
-                telemetry,
-                &plan_telemetry::Ended::run(&report, id.as_deref()),
-            );
-            finish(
-                report,
-                (args.output.format, id.as_deref()),
-                &tracer,
-                status_line,
-            )
-        }
-        Err(code) => {
-            let ended = plan_telemetry::Ended::nothing_ran("not_started", None);
-            session::end_trace(telemetry, &ended);
-            code
-        }
-    }
+    let output = (&args.output, &loaded.warnings[..]);
+    session::run_one(
+        &engine,
+        ("run", Some(&plan)),
+        output,
+        async |host, tracer| run_loaded(host, &loaded, &args, tracer).await,
+    )
 }
 
 /// Runs a loaded plan for `run`, in the store if `--store` names one.
@@ -143,48 +103,33 @@ async fn run_loaded(
 /// are certain to run start before the input ends (docs/planner.md, streaming). The whole
 /// plan is then compiled and run as any plan is, taking the early results.
 fn run_stdin(args: RunArgs, engine: Engine) -> u8 {
-    let Session {
-        mut tracer,
-        status_line,
-        host,
-        runtime,
-    } = match start_session(
+    let output = (&args.output, &[][..]);
+    session::run_one(
         &engine,
-        (args.output.trace.as_deref(), args.output.format),
-        &[],
-    ) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let outcome = session::block_on(&runtime, &host, async {
-        let streamer =
-            plan_planner::Streamer::new(&host, args.io.vars.clone(), args.limits.limits());
-        let (tx, pieces) = tokio::sync::mpsc::unbounded_channel();
-        let bytes = streamer
-            .follow(read_stdin(tx), pieces, 0, &mut |e| {
-                let _ = plan_host::Journal::record(&mut tracer, e);
-            })
-            .await
-            .map_err(|msg| fail(exit::NO_INPUT, msg))?;
-        let opts = engine::compile_options(engine.manifest(), engine::preset_names(&args.io.vars));
-        let loaded = session::loaded(load::load_bytes("<stdin>", bytes, opts))?;
-        for w in &loaded.warnings {
-            tracer.warning(w);
-        }
-        if let Some(src) = &loaded.source {
-            streamer.settle(src);
-        }
-        run_loaded(&host, &loaded, &args, &mut tracer).await
-    });
-    match outcome {
-        Ok((report, id)) => finish(
-            report,
-            (args.output.format, id.as_deref()),
-            &tracer,
-            status_line,
-        ),
-        Err(code) => code,
-    }
+        ("run", Some("<stdin>")),
+        output,
+        async |host, tracer| {
+            let streamer =
+                plan_planner::Streamer::new(host, args.io.vars.clone(), args.limits.limits());
+            let (tx, pieces) = tokio::sync::mpsc::unbounded_channel();
+            let bytes = streamer
+                .follow(read_stdin(tx), pieces, 0, &mut |e| {
+                    let _ = plan_host::Journal::record(&mut *tracer, e);
+                })
+                .await
+                .map_err(|msg| fail(exit::NO_INPUT, msg))?;
+            let opts =
+                engine::compile_options(engine.manifest(), engine::preset_names(&args.io.vars));
+            let loaded = session::loaded(load::load_bytes("<stdin>", bytes, opts))?;
+            for w in &loaded.warnings {
+                tracer.warning(w);
+            }
+            if let Some(src) = &loaded.source {
+                streamer.settle(src);
+            }
+            run_loaded(host, &loaded, &args, tracer).await
+        },
+    )
 }
 
 /// Reads standard input to its end, sending each piece of text as it arrives (a

@@ -13,7 +13,7 @@ use plan_runs::engine::{Engine, PlanningFiles};
 use plan_runs::goal::Planning;
 use plan_telemetry::CommandTrace;
 
-use crate::args::{Format, Times};
+use crate::args::{Format, OutputArgs, Times};
 use crate::progress;
 
 /// Prints `error: ...` to stderr and returns `code`.
@@ -175,6 +175,51 @@ pub(crate) fn start_session(
         host,
         runtime,
     })
+}
+
+/// What `run`, `resume` and `branch` share: a [`Session`] on `engine`'s host, `go` run
+/// on it (traced when the environment asks: `command` over `plan`) to a report and its
+/// stored run's id, the report printed and its exit code returned; `warnings` go into the
+/// trace first.
+pub(crate) fn run_one(
+    engine: &Engine,
+    (command, plan): (&str, Option<&str>),
+    (output, warnings): (&OutputArgs, &[String]),
+    go: impl AsyncFnOnce(&Host, &mut Tracer) -> Result<(RunReport, Option<String>), u8>,
+) -> u8 {
+    let Session {
+        mut tracer,
+        status_line,
+        host,
+        runtime,
+    } = match start_session(engine, (output.trace.as_deref(), output.format), warnings) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
+    let workflow = plan_telemetry::Workflow {
+        command,
+        plan,
+        goal: None,
+        run_id: None,
+    };
+    let telemetry = telemetry(|| CommandTrace::from_env(&workflow, &host, &mut tracer));
+    tracer.restart_clock();
+    let outcome = block_on(&runtime, &host, traced(&telemetry, go(&host, &mut tracer)));
+    let (report, id) = match outcome {
+        Ok(ran) => ran,
+        Err(code) => {
+            end_trace(
+                telemetry,
+                &plan_telemetry::Ended::nothing_ran("not_started", None),
+            );
+            return code;
+        }
+    };
+    end_trace(
+        telemetry,
+        &plan_telemetry::Ended::run(&report, id.as_deref()),
+    );
+    finish(report, (output.format, id.as_deref()), &tracer, status_line)
 }
 
 /// The process's telemetry, when the environment asks for it (docs/telemetry.md), made

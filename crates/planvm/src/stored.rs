@@ -9,7 +9,7 @@ use clap::Args;
 use plan_runs::{LimitsOverride, Resume, StoreAt};
 
 use crate::args::{DurabilityArg, LimitArgs, OutputArgs, parse_run_id, parse_secs};
-use crate::session::{self, Session, failed, refuse_clobbering, start_session};
+use crate::session::{self, failed, refuse_clobbering};
 
 #[derive(Args, Debug)]
 pub(crate) struct ResumeArgs {
@@ -159,37 +159,17 @@ fn go_on(
     warnings: &[String],
     claim: impl FnOnce() -> Result<plan_runs::Claimed, plan_runs::Error>,
 ) -> u8 {
-    let Session {
-        mut tracer,
-        status_line,
-        host,
-        runtime,
-    } = match start_session(engine, (output.trace.as_deref(), output.format), warnings) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
-    let claimed = match claim() {
-        Ok(c) => c,
-        Err(e) => return failed(e),
-    };
-    let id = claimed.id().to_owned();
-    eprintln!("run {id}");
-    let workflow = plan_telemetry::Workflow {
-        command,
-        plan: None,
-        goal: None,
-        run_id: None,
-    };
-    let telemetry = session::telemetry(|| {
-        plan_telemetry::CommandTrace::from_env(&workflow, &host, &mut tracer)
-    });
-    let report = session::block_on(
-        &runtime,
-        &host,
-        session::traced(&telemetry, claimed.go(&host, &mut tracer)),
-    );
-    session::end_trace(telemetry, &plan_telemetry::Ended::run(&report, Some(&id)));
-    session::finish(report, (output.format, Some(&id)), &tracer, status_line)
+    session::run_one(
+        engine,
+        (command, None),
+        (output, warnings),
+        async |host, tracer| {
+            let claimed = claim().map_err(failed)?;
+            let id = claimed.id().to_owned();
+            eprintln!("run {id}");
+            Ok((claimed.go(host, tracer).await, Some(id)))
+        },
+    )
 }
 
 pub(crate) fn branch(args: BranchArgs) -> u8 {
