@@ -3,72 +3,78 @@
 `cargo run --release -p plan-sql --example grounding -- --per-db DIR...` (BENCHMARKS.md).
 
 Spider2: github.com/xlang-ai/Spider2 at commit e12c5f1e6550a5df88995520c3bf00bbe7bad2d2
-(2025-11-07); its spider2-lite/ and spider2-snow/ folders are all that is read.
+(2025-11-07); only its spider2-lite/ and spider2-snow/ folders are read. Re-run:
 
-    pip install sqlglot            # 30.30.0 when these sets were built
+    pip install sqlglot     # 30.30.0 built the sets
     git clone https://github.com/xlang-ai/Spider2 && git -C Spider2 checkout e12c5f1e6550
-    python3 scripts/spider2-grounding.py Spider2 /work/data/grounding
+    python3 scripts/spider2-grounding.py Spider2 /work/data/grounding [bigquery snowflake sqlite]
 
-writes OUT/{bigquery,snowflake,sqlite}/ (the data stays out of the repo), each with
-- tables.json: Spider's shape, one object per database (db_id, table_names_original,
-  column_names_original with [-1, "*"] first, column_types, primary_keys and foreign_keys
-  (empty: the resources have none), table_descriptions, column_descriptions (both indexed
-  like the names), sample_values {"table.column": [up to five strings]});
-- dev.json: instance_id, db_id, question, gold_tables, gold_columns ("table.column"), all
-  lowercase, and external_knowledge (the text of the document it names) when there is one.
+It writes OUT/{bigquery,snowflake,sqlite}/ (the data stays out of the repo), each with
+- tables.json: Spider's shape, one object per database: db_id, table_names_original,
+  column_names_original ([-1, "*"] first), column_types, primary_keys and foreign_keys (empty:
+  the resources have none), table_descriptions and column_descriptions (indexed like the
+  names), sample_values ({"table.column": [up to five distinct strings]});
+- dev.json: instance_id, db_id, question, gold_tables, gold_columns ("table.column"), both
+  lowercase, and external_knowledge (the text of the document it names) when there is one;
+and prints a summary: questions, databases, tables a database, and the questions to look at.
 
-The sets:
+The sets (a question is kept only with a gold SQL file, evaluation_suite/gold/sql/ID.sql):
 - bigquery: spider2-lite's bq*/ga* questions, schemas from resource/databases/bigquery;
 - snowflake: spider2-snow's questions but sf_local* (they repeat the held-out sqlite ones);
+  spider2-snow has no gold SQL for sf001, spider2-lite's (the same question) is used;
 - sqlite (held out): spider2-lite's local* questions, schemas from resource/databases/sqlite.
-Only questions with a gold SQL file (evaluation_suite/gold/sql/ID.sql) are kept.
 
 A database's tables are its resource JSON files (one a table: columns, types, descriptions,
-sample rows), named by file name; the DDL.csv files give table descriptions only (some are
-missing from the repository, the cybersyn ones list other databases' tables too). Date-sharded
-tables (name ending in YYYYMMDD: events_20210101) are folded into one `prefix*` table
-(events_*), and tables of the same name in two datasets of a database into one; the folded
-table has the union of the columns, the newest member giving samples and descriptions first.
-BigQuery's columns are the top-level ones (a STRUCT's fields are not columns). Sampled
-values longer than 200 characters (nested records, prose) are left out.
+sample rows), named by file name; DDL.csv gives table descriptions only (it lacks tables, or
+lists other databases', in places). Date-sharded tables (name ending in YYYYMMDD:
+events_20210101) are folded into one `prefix*` table (events_*), and tables of one name in
+two datasets of a database into one; such a table has the union of the columns, the newest
+member giving samples and descriptions first. BigQuery's columns are the top-level ones (a
+STRUCT's fields are not columns). Sampled values over 200 characters are left out.
 
-Gold: each gold SQL is parsed with sqlglot in its dialect, identifiers lowercased, and
-qualified against the schema built here (stars not expanded). Gold tables are the tables it
-reads (CTEs and tables it creates are not), their project/dataset/schema dropped and shards
-folded; a wildcard (`ga_sessions_2017*`, `gsod19*`) stands for every table of the schema it
-matches. Gold columns are the columns resolved to a table of the schema. A question with a
-gold table not in the schema keeps the ones that are (those are counted and listed); one
-with none in the schema is dropped. Output is sorted; reruns give identical files.
+Gold: each gold SQL is parsed by sqlglot in its dialect, identifiers lowercased, tables renamed
+to the schema's (project/dataset/schema dropped, shards folded), and qualified against the
+schema (stars not expanded). Gold tables are the tables it reads (not CTEs, nor the tables
+and functions it creates); a wildcard (`ga_sessions_2017*`, `gsod19*`) reads every table of
+the schema it matches. Gold columns are the columns resolved to a schema table, followed
+through `SELECT *` subqueries and CTEs; where sqlglot cannot qualify a query (fields of an
+UNNEST without alias), an unqualified column goes to the one table of its scope (or an
+enclosing one) having it. A question with gold tables missing from the schema keeps those
+found (the summary lists them); one with none found would be dropped. Output is sorted:
+reruns give identical files.
 """
 import csv
 import json
 import re
 import sys
-from collections import Counter, defaultdict
+from collections import defaultdict
 from pathlib import Path
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
-from sqlglot.optimizer.scope import traverse_scope
+from sqlglot.optimizer.scope import Scope, traverse_scope
 from sqlglot.schema import MappingSchema
 
 csv.field_size_limit(sys.maxsize)
 
-# name: (questions, question text key, keep(instance_id), databases, dialect, gold, documents)
+# name: (questions, question text key, keep(instance_id), databases, dialect,
+#        gold SQL folders (the first having a question's wins), documents)
 SETS = {
     "bigquery": ("spider2-lite/spider2-lite.jsonl", "question",
                  lambda i: i.startswith(("bq", "ga")),
                  "spider2-lite/resource/databases/bigquery", "bigquery",
-                 "spider2-lite/evaluation_suite/gold/sql", "spider2-lite/resource/documents"),
+                 ("spider2-lite/evaluation_suite/gold/sql",), "spider2-lite/resource/documents"),
     "snowflake": ("spider2-snow/spider2-snow.jsonl", "instruction",
                   lambda i: not i.startswith("sf_local"),
                   "spider2-snow/resource/databases", "snowflake",
-                  "spider2-snow/evaluation_suite/gold/sql", "spider2-snow/resource/documents"),
+                  ("spider2-snow/evaluation_suite/gold/sql",
+                   "spider2-lite/evaluation_suite/gold/sql"),
+                  "spider2-snow/resource/documents"),
     "sqlite": ("spider2-lite/spider2-lite.jsonl", "question",
                lambda i: i.startswith("local"),
                "spider2-lite/resource/databases/sqlite", "sqlite",
-               "spider2-lite/evaluation_suite/gold/sql", "spider2-lite/resource/documents"),
+               ("spider2-lite/evaluation_suite/gold/sql",), "spider2-lite/resource/documents"),
 }
 
 SHARD = re.compile(r"^(.*?)(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])$")
@@ -95,12 +101,15 @@ def table_descriptions(folder):
         for row in csv.DictReader(f):
             text = (row.get("description") or "").strip()
             ddl = row.get("ddl") or ""
-            m = re.search(r'\n\)\s*(?:PARTITION BY[^\n]*\n|CLUSTER BY[^\n]*\n)*OPTIONS\((.*)\);?\s*$', ddl, re.S)
+            # NB: BigQuery's table OPTIONS come after the columns' closing parenthesis.
+            m = re.search(r"\n\)\s*(?:(?:PARTITION|CLUSTER) BY[^\n]*\n)*OPTIONS\((.*)\);?\s*$",
+                          ddl, re.S)
             if not text and m:
                 d = re.search(r'description\s*=\s*"((?:[^"\\]|\\.)*)"', m.group(1), re.S)
                 if d:
-                    text = re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1), d.group(1))
-            out[row["table_name"].strip()] = text.strip()
+                    text = re.sub(r"\\(.)", lambda e: "\n" if e.group(1) == "n" else e.group(1),
+                                  d.group(1))
+            out[row["table_name"].split(".")[-1].strip()] = text.strip()  # DB.SCHEMA.T, some
     return out
 
 
@@ -127,8 +136,7 @@ def load_db(folder):
         tdesc = ""
         for dataset, f in files:
             d = json.load(open(f, encoding="utf-8"))
-            tdesc = tdesc or descs[dataset.name].get(f.stem.strip(), "") \
-                or descs[dataset.name].get(d.get("table_name", ""), "")
+            tdesc = tdesc or descs[dataset.name].get(f.stem.strip(), "")
             names, types = d["column_names"], d["column_types"]
             # NB: BigQuery's descriptions follow nested_column_names when that list is longer.
             described = d.get("nested_column_names") or names
@@ -176,12 +184,34 @@ def resolve(name, tables):
     return {low} if low in tables else set()
 
 
+def starred(name, scope, tables, local, depth=0):
+    """Schema tables a column of a subquery or CTE comes from when it selects `*` (or `t.*`)."""
+    if depth > 10:
+        return set()
+    if scope.set_operation_scopes:
+        return set().union(*(starred(name, s, tables, local, depth + 1)
+                             for s in scope.set_operation_scopes))
+    select = scope.expression
+    if not isinstance(select, exp.Select) or not any(
+            isinstance(p, exp.Star) or isinstance(p.this, exp.Star) for p in select.expressions):
+        return set()
+    out = set()
+    for s in scope.sources.values():
+        if isinstance(s, Scope):
+            out |= starred(name, s, tables, local, depth + 1)
+        elif isinstance(s, exp.Table) and s.name not in local:
+            out |= {low for low in resolve(s.name, tables) if name in tables[low]["columns"]}
+    return out
+
+
 def owners(col, scope, tables, local, qualified):
     """Schema tables a column is read from: its source's, or, if qualify failed and the column
     names no source, the one table read in its scope or an enclosing one having the column."""
     src = scope.sources.get(col.table)
     if isinstance(src, exp.Table) and src.name not in local:
         return {low for low in resolve(src.name, tables) if col.name in tables[low]["columns"]}
+    if isinstance(src, Scope):
+        return starred(col.name, src, tables, local)
     if qualified or src is not None:
         return set()
     having = set()
@@ -255,18 +285,20 @@ def gold(sql, dialect, tables, schema):
 
 
 def build(root, out, name):
-    jsonl, text, keep, dbroot, dialect, golddir, docs = SETS[name]
+    jsonl, text, keep, dbroot, dialect, golddirs, docs = SETS[name]
     root = Path(root)
     folders = {key(p.name): p for p in (root / dbroot).iterdir() if p.is_dir()}
+    sqls = {}
+    for d in reversed(golddirs):
+        sqls.update({p.stem: p for p in (root / d).glob("*.sql")})
     questions = [json.loads(line) for line in open(root / jsonl, encoding="utf-8")]
-    questions = [q for q in questions if keep(q["instance_id"])
-                 and (root / golddir / f'{q["instance_id"]}.sql').exists()]
-    dbs, dev, notes = {}, [], Counter()
-    partial, dropped = [], []
+    questions = [q for q in questions if keep(q["instance_id"]) and q["instance_id"] in sqls]
+    dbs, dev, notes = {}, [], defaultdict(list)  # notes: what -> instance ids
     for q in sorted(questions, key=lambda q: q["instance_id"]):
+        iid = q["instance_id"]
         folder = folders.get(key(q.get("db") or q.get("db_id")))
         if folder is None:
-            dropped.append((q["instance_id"], "no database"))
+            notes["dropped: no database"].append(iid)
             continue
         if folder.name not in dbs:
             tables = load_db(folder)
@@ -275,60 +307,57 @@ def build(root, out, name):
                 dialect=dialect, normalize=False)
             dbs[folder.name] = (tables, schema)
         tables, schema = dbs[folder.name]
-        sql = (root / golddir / f'{q["instance_id"]}.sql').read_text(encoding="utf-8")
-        g = gold(sql, dialect, tables, schema)
+        if sqls[iid].parent != root / golddirs[0]:
+            notes[f"gold SQL from {sqls[iid].parent.relative_to(root)}"].append(iid)
+        g = gold(sqls[iid].read_text(encoding="utf-8"), dialect, tables, schema)
         if g is None:
-            dropped.append((q["instance_id"], "gold SQL not parsed"))
+            notes["dropped: gold SQL not parsed"].append(iid)
             continue
         found, columns, missing, unqualified = g
-        notes["gold SQL statements sqlglot could not qualify"] += unqualified
+        if unqualified:
+            notes["gold SQL not qualified by sqlglot (columns by name)"].append(iid)
         if missing:
-            partial.append((q["instance_id"], sorted(missing)))
+            kept = "kept with the others" if found else "dropped: none in the schema"
+            notes[f"gold tables missing from the schema, {kept}"].append(
+                f"{iid} ({', '.join(sorted(missing))})")
         if not found:
-            dropped.append((q["instance_id"], f"no gold table in the schema: {sorted(missing)}"))
             continue
-        item = {"instance_id": q["instance_id"], "db_id": folder.name, "question": q[text],
+        item = {"instance_id": iid, "db_id": folder.name, "question": q[text],
                 "gold_tables": sorted(found), "gold_columns": sorted(columns)}
         if q.get("external_knowledge"):
             doc = root / docs / q["external_knowledge"]
             if doc.exists():
                 item["external_knowledge"] = doc.read_text(encoding="utf-8")
             else:
-                notes["external_knowledge document missing"] += 1
+                notes["external_knowledge document missing"].append(iid)
+        if not columns:
+            notes["no gold column"].append(iid)
+        if len(found) > 10:
+            notes["more than 10 gold tables"].append(f"{iid} ({len(found)})")
         dev.append(item)
+
     used = sorted({q["db_id"] for q in dev})
     target = Path(out) / name
     target.mkdir(parents=True, exist_ok=True)
-    json.dump([spider_db(db, dbs[db][0]) for db in used], open(target / "tables.json", "w"),
-              ensure_ascii=False, indent=1)
-    json.dump(dev, open(target / "dev.json", "w"), ensure_ascii=False, indent=1)
+    with open(target / "tables.json", "w", encoding="utf-8") as f:
+        json.dump([spider_db(db, dbs[db][0]) for db in used], f, ensure_ascii=False,
+                  separators=(",", ":"))
+    with open(target / "dev.json", "w", encoding="utf-8") as f:
+        json.dump(dev, f, ensure_ascii=False, indent=1)
 
     sizes = [len(dbs[db][0]) for db in used]
-    many = [q for q in dev if len(q["gold_tables"]) > 10]
-    print(f"{target}: {len(dev)} questions over {len(used)} databases "
-          f"({min(sizes, default=0)}-{max(sizes, default=0)} tables, "
-          f"{sum(sizes)} in all), {len(questions)} with gold SQL")
-    print(f"  gold tables per question {min(len(q['gold_tables']) for q in dev)}-"
-          f"{max(len(q['gold_tables']) for q in dev)}, "
-          f"{sum(not q['gold_columns'] for q in dev)} without gold columns, "
+    per = [len(q["gold_tables"]) for q in dev]
+    print(f"{target}: {len(dev)} of {len(questions)} questions with gold SQL, "
+          f"{len(used)} databases of {min(sizes)}-{max(sizes)} tables ({sum(sizes)} in all), "
+          f"{min(per)}-{max(per)} gold tables a question, "
           f"{sum('external_knowledge' in q for q in dev)} with external knowledge")
-    print(f"  {len(partial)} questions with gold tables missing from the schema "
-          f"({sum(len(m) for _, m in partial)} tables), kept with the rest:")
-    for i, m in partial:
-        print(f"    {i}: {', '.join(m)}")
-    print(f"  {len(dropped)} dropped:")
-    for i, why in dropped:
-        print(f"    {i}: {why}")
-    if many:
-        print(f"  {len(many)} with more than 10 gold tables (wildcards over yearly tables):")
-        for q in many:
-            print(f"    {q['instance_id']}: {len(q['gold_tables'])} tables")
-    for n, c in sorted(notes.items()):
-        print(f"  {n}: {c}")
+    for what, ids in sorted(notes.items()):
+        print(f"  {what}: {len(ids)}\n    " + "\n    ".join(ids))
 
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:
-        sys.exit("usage: spider2-grounding.py SPIDER2_CHECKOUT OUT_DIR [bigquery|snowflake|sqlite...]")
+        sys.exit("usage: spider2-grounding.py SPIDER2_CHECKOUT OUT_DIR [SET...]"
+                 f" (sets: {' '.join(SETS)})")
     for name in sys.argv[3:] or SETS:
         build(sys.argv[1], sys.argv[2], name)

@@ -18,9 +18,7 @@
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Write;
 
-use std::sync::{Arc, Mutex};
-
-use bm25::{DefaultTokenizer, Embedder, EmbedderBuilder, Language, Scorer, Tokenizer};
+use bm25::{DefaultTokenizer, Language, Tokenizer};
 use serde::{Deserialize, Serialize};
 
 /// A database's schema, as grounding sees it (denied columns and tables outside
@@ -300,43 +298,88 @@ const FAMILY_DECAY: f32 = 0.5;
 /// Rounds of score spreading; each reaches one join further.
 const GRAPH_ROUNDS: usize = 8;
 
-/// BM25 over an index's documents, tokenized by [`Words`]: `bm25`'s embedder and scorer,
-/// as its `SearchEngine` puts them together, without the engine's copy of every document
-/// (a match is wanted by its number only, and copying each out cost more than scoring).
+/// BM25 over an index's documents: `bm25`'s scores (its Okapi weights, k1 1.2 and b
+/// 0.75, its idf, a question's repeated words counted again), from an inverted index of
+/// our own. Each distinct word of the documents is tokenized once ([`Words`]) and each
+/// token is a number; a token's postings hold each document's weight for it. Building
+/// `bm25`'s embedder and scorer hashed every token into a map per document and kept a
+/// set per token: most of the time a schema's index took.
 struct Bm25 {
-    embedder: Embedder<u32, Words>,
-    scorer: Scorer<u32, u32>,
+    tokenizer: DefaultTokenizer,
+    /// Token → its number.
+    terms: foldhash::HashMap<String, u32>,
+    /// By token number: (document, its weight for the token), documents in order.
+    postings: Vec<Vec<(u32, f32)>>,
+    /// Documents indexed.
+    docs: usize,
 }
 
 impl Bm25 {
-    fn new(docs: &[String], seen: &Seen) -> Bm25 {
-        let words = Words {
-            inner: DefaultTokenizer::new(Language::English),
-            seen: seen.clone(),
+    const K1: f32 = 1.2;
+    const B: f32 = 0.75;
+    /// `bm25`'s average document length when there is none to average.
+    const FALLBACK_AVGDL: f32 = 256.0;
+
+    fn new(docs: &[String]) -> Bm25 {
+        let mut words = Words::new();
+        let tokenized: Vec<Vec<u32>> = docs.iter().map(|d| words.tokenize(d)).collect();
+        let total: u64 = tokenized.iter().map(|t| t.len() as u64).sum();
+        let avgdl = match docs.len() {
+            0 => Self::FALLBACK_AVGDL,
+            n => (total as f64 / n as f64) as f32,
         };
-        let corpus: Vec<&str> = docs.iter().map(String::as_str).collect();
-        let embedder =
-            EmbedderBuilder::<u32, Words>::with_tokenizer_and_fit_to_corpus(words, &corpus).build();
-        let mut scorer = Scorer::new();
-        for (id, doc) in (0u32..).zip(docs) {
-            scorer.upsert(&id, embedder.embed(doc));
+        let avgdl = if avgdl <= 0.0 {
+            Self::FALLBACK_AVGDL
+        } else {
+            avgdl
+        };
+        let mut postings: Vec<Vec<(u32, f32)>> = vec![Vec::new(); words.terms.len()];
+        let mut counts: Vec<(u32, u32)> = Vec::new();
+        for (doc, tokens) in (0u32..).zip(&tokenized) {
+            let norm = Self::K1 * (1.0 - Self::B + Self::B * (tokens.len() as f32 / avgdl));
+            counts.clear();
+            counts.extend(tokens.iter().map(|&t| (t, 1)));
+            counts.sort_unstable_by_key(|&(t, _)| t);
+            counts.dedup_by(|next, kept| {
+                let same = next.0 == kept.0;
+                if same {
+                    kept.1 += 1;
+                }
+                same
+            });
+            for &(term, tf) in &counts {
+                let tf = tf as f32;
+                postings[term as usize].push((doc, tf * (Self::K1 + 1.0) / (tf + norm)));
+            }
         }
-        Bm25 { embedder, scorer }
+        Bm25 {
+            tokenizer: words.inner,
+            terms: words.terms,
+            postings,
+            docs: docs.len(),
+        }
     }
 
     /// The `limit` documents that match `query` best: (number, score), best first, ties
-    /// in the documents' order. NB: `bm25` orders ties as a hash set iterates, which
-    /// differs from one process to the next: cut at `limit` as it is, which of equally
-    /// good columns or values are kept, and so what the planner is shown, would change
-    /// each time.
+    /// in the documents' order (so that which of equally good columns or values are
+    /// kept, and what the planner is shown, is the same each time).
     fn best(&self, query: &str, limit: usize) -> Vec<(usize, f32)> {
-        let query = self.embedder.embed(query);
-        let mut found: Vec<(usize, f32)> = self
-            .scorer
-            .matches(&query)
-            .into_iter()
-            .map(|m| (m.id as usize, m.score))
-            .collect();
+        let mut score: foldhash::HashMap<u32, f32> = foldhash::HashMap::default();
+        // NB: a token's score added in the query's order, each time it comes, as `bm25`
+        // adds them: the same sums to the bit.
+        for token in self.tokenizer.tokenize(query) {
+            let Some(&term) = self.terms.get(&token) else {
+                continue;
+            };
+            let postings = &self.postings[term as usize];
+            let df = postings.len() as f32;
+            let idf = (1.0 + (self.docs as f32 - df + 0.5) / (df + 0.5)).ln();
+            for &(doc, weight) in postings {
+                *score.entry(doc).or_insert(0.0) += idf * weight;
+            }
+        }
+        let mut found: Vec<(usize, f32)> =
+            score.into_iter().map(|(d, s)| (d as usize, s)).collect();
         found.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         found.truncate(limit);
         found
@@ -346,46 +389,44 @@ impl Bm25 {
 /// `bm25`'s English tokenizer (Unicode words, lowercase, stop words left out, stemmed),
 /// each distinct space-separated piece tokenized once while an index is built: its
 /// documents repeat their words (a table's name in each of its columns' documents, the
-/// same values in many columns), and the builder tokenizes every document twice. Stemming
-/// was most of the time an index took to build. The pieces' tokens are the whole text's:
-/// a Unicode word never spans a space. Once built, the cache is dropped (questions are
-/// tokenized as they come, and a service asks many).
+/// same values in many columns), and stemming was most of the time an index took to
+/// build. The pieces' tokens are the whole text's: a Unicode word never spans a space.
+/// Each token is numbered as it is first seen.
 struct Words {
     inner: DefaultTokenizer,
-    seen: Seen,
+    /// Piece → its tokens' numbers.
+    pieces: foldhash::HashMap<String, Vec<u32>>,
+    terms: foldhash::HashMap<String, u32>,
 }
-
-/// What [`Words`] tokenized so far, while an index is built; None after.
-type Seen = Arc<Mutex<Option<HashMap<String, Vec<String>>>>>;
 
 impl Words {
-    /// A cache for the [`Words`] of one index, or of several built one after another.
-    fn cache() -> Seen {
-        Arc::new(Mutex::new(Some(HashMap::new())))
+    fn new() -> Words {
+        Words {
+            inner: DefaultTokenizer::new(Language::English),
+            pieces: foldhash::HashMap::default(),
+            terms: foldhash::HashMap::default(),
+        }
     }
-}
 
-impl Tokenizer for Words {
-    fn tokenize(&self, text: &str) -> Vec<String> {
-        // NB: a poisoned lock only means another thread panicked mid-insert: the map is
-        // still a cache of correct entries.
-        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(seen) = seen.as_mut() else {
-            return self.inner.tokenize(text);
-        };
+    /// The numbers of `text`'s tokens, in order.
+    fn tokenize(&mut self, text: &str) -> Vec<u32> {
         // NB: transliterated whole first, as `bm25` does: its transliteration of a text
         // that is not all ASCII drops tabs and newlines, joining the words on either side.
         let text = deunicode::deunicode_with_tofu_cow(text, "[?]");
         let mut tokens = Vec::new();
         for piece in text.split(' ').filter(|p| !p.is_empty()) {
-            match seen.get(piece) {
-                Some(known) => tokens.extend_from_slice(known),
-                None => {
-                    let new = self.inner.tokenize(piece);
-                    tokens.extend_from_slice(&new);
-                    seen.insert(piece.to_owned(), new);
-                }
+            if let Some(known) = self.pieces.get(piece) {
+                tokens.extend_from_slice(known);
+                continue;
             }
+            let numbered: Vec<u32> = (self.inner.tokenize(piece).into_iter())
+                .map(|token| {
+                    let next = u32::try_from(self.terms.len()).unwrap_or(u32::MAX);
+                    *self.terms.entry(token).or_insert(next)
+                })
+                .collect();
+            tokens.extend_from_slice(&numbered);
+            self.pieces.insert(piece.to_owned(), numbered);
         }
         tokens
     }
@@ -477,25 +518,17 @@ impl Index {
             .iter()
             .map(|t| numbers_in(t.name.rsplit('.').next().unwrap_or(&t.name)))
             .collect();
-        // NB: the values' index, the largest, is built beside the others (each with a
-        // cache of its own, so that the two do not wait for one lock).
-        let (seen, seen_values) = (Words::cache(), Words::cache());
+        // NB: the values' index, the largest, is built beside the others.
         let wanted = signals.values && !value_docs.is_empty();
         let ((tables, columns), values) = std::thread::scope(|scope| {
-            let values = scope.spawn(|| wanted.then(|| Bm25::new(&value_docs, &seen_values)));
-            let others = (
-                Bm25::new(&table_docs, &seen),
-                Bm25::new(&column_docs, &seen),
-            );
+            let values = scope.spawn(|| wanted.then(|| Bm25::new(&value_docs)));
+            let others = (Bm25::new(&table_docs), Bm25::new(&column_docs));
             // NB: a panic in the builder is a bug: it is the caller's, as it was.
             let values = values
                 .join()
                 .unwrap_or_else(|e| std::panic::resume_unwind(e));
             (others, values)
         });
-        for seen in [seen, seen_values] {
-            *seen.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        }
         Index {
             by_name,
             tables,
@@ -1105,10 +1138,7 @@ mod tests {
     #[test]
     fn words_are_tokenized_as_the_whole_text_is() {
         let default = DefaultTokenizer::new(Language::English);
-        let words = Words {
-            inner: DefaultTokenizer::new(Language::English),
-            seen: Words::cache(),
-        };
+        let mut words = Words::new();
         let texts = [
             "customer customers customer_id the of orders",
             "Orders per region, 2019-2020: total (USD)!",
@@ -1120,12 +1150,63 @@ mod tests {
         ];
         for _ in 0..2 {
             for t in texts {
-                assert_eq!(words.tokenize(t), default.tokenize(t), "{t:?}");
+                let numbered = words.tokenize(t);
+                let mut names = vec![""; words.terms.len()];
+                for (name, &n) in &words.terms {
+                    names[n as usize] = name;
+                }
+                let tokens: Vec<&str> = numbered.iter().map(|&n| names[n as usize]).collect();
+                assert_eq!(tokens, default.tokenize(t), "{t:?}");
             }
         }
-        *words.seen.lock().unwrap() = None;
-        for t in texts {
-            assert_eq!(words.tokenize(t), default.tokenize(t), "{t:?}");
+    }
+
+    /// The index scores as `bm25`'s embedder and scorer do, to the bit: repeated words
+    /// in documents and questions, words no document has, a document with no words.
+    #[test]
+    fn scores_are_bm25s() {
+        use bm25::{Embedder, EmbedderBuilder, Scorer};
+        let docs: Vec<String> = [
+            "customer customer id customer name region",
+            "orders order id customer id total amount order date",
+            "order items order id product id quantity price",
+            "products product id product name category price",
+            "",
+            "regions region name country country country",
+            "café Zürich naïve tabs\tand\nnewlines 東京",
+        ]
+        .map(String::from)
+        .to_vec();
+        let ours = Bm25::new(&docs);
+        let corpus: Vec<&str> = docs.iter().map(String::as_str).collect();
+        let tokenizer = DefaultTokenizer::new(Language::English);
+        let embedder: Embedder<u32, DefaultTokenizer> =
+            EmbedderBuilder::with_tokenizer_and_fit_to_corpus(tokenizer, &corpus).build();
+        let mut scorer: Scorer<u32, u32> = Scorer::new();
+        for (id, doc) in (0u32..).zip(&docs) {
+            scorer.upsert(&id, embedder.embed(doc));
+        }
+        for q in [
+            "total amount per customer region",
+            "customer customer orders",
+            "price of products by category, price",
+            "nothing here matches",
+            "country Zurich",
+            "",
+        ] {
+            let mut theirs: Vec<(usize, f32)> = (scorer.matches(&embedder.embed(q)).into_iter())
+                .map(|m| (m.id as usize, m.score))
+                .collect();
+            theirs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            let ours = ours.best(q, usize::MAX);
+            assert_eq!(ours.len(), theirs.len(), "{q}");
+            for ((a, x), (b, y)) in ours.iter().zip(&theirs) {
+                assert_eq!(
+                    (a, x.to_bits()),
+                    (b, y.to_bits()),
+                    "{q}: {ours:?} {theirs:?}"
+                );
+            }
         }
     }
 
