@@ -8,7 +8,9 @@
 //!
 //! `--per-db`: each question grounded in its own database (Spider 2.0's), all gold tables
 //! in the top 3, 5 and 10 against plain BM25 over table documents, gold-column recall, and
-//! time per question (see [`per_db`]).
+//! time per question (see [`per_db`]). `GROUNDING_SHOW` prints where each question's gold
+//! tables ranked, `GROUNDING_ONLY=ID` grounds one question, `GROUNDING_MISSED` prints each
+//! gold column not shown and whether its table was.
 //!
 //! DIR holds Spider's `tables.json` and `dev.json` as its repository has them
 //! (github.com/taoyds/spider, `evaluation_examples/examples/`). Every question is grounded
@@ -427,6 +429,22 @@ fn per_db(dir: &std::path::Path, signals: Signals, quiet: bool) {
                 let got: BTreeSet<String> = s.columns.iter().map(|c| c.to_lowercase()).collect();
                 let found = columns.iter().filter(|c| got.contains(*c)).count();
                 recall += found as f64 / columns.len() as f64;
+                // NB: `GROUNDING_MISSED`: each gold column not shown, and whether its table
+                // was (then the column budget cut it) or not.
+                if std::env::var_os("GROUNDING_MISSED").is_some() {
+                    let chosen: BTreeSet<String> =
+                        s.tables.iter().map(|t| t.to_lowercase()).collect();
+                    for c in columns.iter().filter(|c| !got.contains(*c)) {
+                        let table = c.rsplit_once('.').map_or("", |(t, _)| t);
+                        let shown = if chosen.contains(table) {
+                            "shown"
+                        } else {
+                            "not shown"
+                        };
+                        let id = q["instance_id"].as_str().unwrap_or("");
+                        println!("missed {id} {c} (of {}): its table {shown}", columns.len());
+                    }
+                }
             }
         }
     }
