@@ -209,8 +209,10 @@ pub const PLANVM_SERVE: &[Meaning] = &[
     ),
     (
         DATA_ERR,
-        "the `--store` file is not a planvm store (or is newer) or is damaged",
+        "the `--store` file is not a planvm store (or is newer) or is damaged, or the \
+         `--replay` cassette is malformed",
     ),
+    (NO_INPUT, "the `--replay` cassette cannot be read"),
     (
         IO_ERR,
         "the `--store` file cannot be read or written, or the `--listen` address cannot be \
@@ -315,8 +317,10 @@ pub const PLANVM_MCP: &[Meaning] = &[
     ),
     (
         DATA_ERR,
-        "the `--store` file is not a planvm store (or is newer) or is damaged",
+        "the `--store` file is not a planvm store (or is newer) or is damaged, or the \
+         `--replay` cassette is malformed",
     ),
+    (NO_INPUT, "the `--replay` cassette cannot be read"),
     (
         CANT_CREATE,
         "without `--store`, the store of the process cannot be made",

@@ -37,10 +37,13 @@ pub struct Engine {
 }
 
 /// A plan compiled by [`Engine::compile`]: the program with its diagnostics, and its
-/// bytecode as a store keeps it.
+/// bytecode as a store keeps it. NB: its text is not kept (`loaded.source` is None):
+/// the cache holds no plan's source, which the caller has.
 pub struct Compiled {
     pub loaded: Loaded,
     pub pbc: Vec<u8>,
+    /// Whether it was read as source (else as bytecode).
+    pub from_source: bool,
 }
 
 impl Engine {
@@ -87,8 +90,9 @@ impl Engine {
     }
 
     /// The planner of goals: its LLM on [`Engine::host`], what it is given; refused
-    /// (`bad_input`) when the tools file names no usable LLM, (`config`) when the one it
-    /// names cannot be set up.
+    /// (`bad_input`) when the tools file names one wrongly (a replay backend with no
+    /// cassette, a temperature that is not a number), (`config`) when it names none or
+    /// the one it names cannot be set up.
     pub fn goal_planner(&self) -> Result<&Arc<GoalPlanner>, Error> {
         let made = self.planner.get_or_init(|| {
             let model = plan_planner::model_for(self.host()?)?;
@@ -113,21 +117,25 @@ impl Engine {
     /// `source`, which messages call `name`, compiled against the tools with `presets`
     /// counted as set (once while it comes again: a plan posted or listed many times):
     /// refused when it is not a valid program. `fresh` hears of each plan compiled anew,
-    /// not from the cache (its warnings said once).
+    /// not from the cache (its warnings said once), its source still with it.
     pub fn compile(
         &self,
         name: &str,
-        source: Vec<u8>,
+        source: &[u8],
         presets: Vec<String>,
-        fresh: &mut dyn FnMut(&Compiled),
+        fresh: &mut dyn FnMut(&Loaded),
     ) -> Result<Arc<Compiled>, LoadError> {
-        self.compiled.get(name, &source, presets, |presets| {
+        self.compiled.get(name, source, presets, |presets| {
             let options = compile_options(&self.manifest, presets);
-            let loaded = crate::load::load_bytes(name, source.clone(), options)?;
+            let mut loaded = crate::load::load_bytes(name, source.to_vec(), options)?;
+            fresh(&loaded);
             let pbc = plan_bytecode::encode(&loaded.program);
-            let compiled = Compiled { loaded, pbc };
-            fresh(&compiled);
-            Ok(Arc::new(compiled))
+            let from_source = loaded.source.take().is_some();
+            Ok(Arc::new(Compiled {
+                loaded,
+                pbc,
+                from_source,
+            }))
         })
     }
 
@@ -150,7 +158,7 @@ impl Engine {
         &self,
         at: &StoreAt,
         request: SubmitRequest,
-        fresh: &mut dyn FnMut(&Compiled),
+        fresh: &mut dyn FnMut(&Loaded),
     ) -> Result<Vec<String>, Refused> {
         let mut runs = Vec::with_capacity(request.plans.len());
         for plan in request.plans {
@@ -160,12 +168,14 @@ impl Engine {
                 vars.push((name, value));
             }
             let compiled = self
-                .compile(&plan.name, plan.source, preset_names(&vars), fresh)
+                .compile(&plan.name, &plan.source, preset_names(&vars), fresh)
                 .map_err(Refused::Plan)?;
+            // NB: a plan read as source is valid UTF-8: its text is its bytes.
+            let source = (compiled.from_source).then(|| String::from_utf8_lossy(&plan.source));
             runs.push(OwnedNewRun {
                 id: request.id.clone().unwrap_or_else(plan_store::new_run_id),
                 plan: plan.name,
-                source: compiled.loaded.source.clone(),
+                source: source.map(String::from),
                 pbc: compiled.pbc.clone(),
                 presets: vars.into_iter().collect(),
                 limits: request.limits.clone(),
@@ -174,17 +184,6 @@ impl Engine {
         }
         crate::queue::submit(at, &runs).map_err(Refused::Engine)?;
         Ok(runs.into_iter().map(|r| r.id).collect())
-    }
-
-    /// Runs `request`'s plan on the engine's host: stored in `at` when given (its id with
-    /// the report), else in memory only.
-    pub async fn start(
-        &self,
-        at: Option<&StoreAt>,
-        request: StartRequest<'_>,
-        hooks: Hooks<'_, Tracer>,
-    ) -> Result<(RunReport, Option<String>), Error> {
-        start(self.host()?, at, request, hooks).await
     }
 }
 

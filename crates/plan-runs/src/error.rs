@@ -137,8 +137,9 @@ impl From<plan_host::HostError> for Error {
 }
 
 impl From<plan_planner::ModelError> for Error {
-    /// A planner's LLM that cannot be set up: a tools file that names none usable is the
-    /// caller's mistake (`bad_input`); one that fails is the configuration's.
+    /// A planner's LLM that cannot be set up: a tools file that names one wrongly is the
+    /// caller's mistake (`bad_input`); no LLM, or one that cannot be reached, is the
+    /// configuration's.
     fn from(e: plan_planner::ModelError) -> Error {
         let kind = match e.usage {
             true => ErrorKind::BadInput,

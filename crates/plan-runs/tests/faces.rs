@@ -10,7 +10,7 @@ use plan_host::HostOptions;
 use plan_manifest::Manifest;
 use plan_runs::engine::{Engine, PlanToSubmit, Refused, SubmitRequest};
 use plan_runs::goal::Planning;
-use plan_runs::load::LoadError;
+use plan_runs::load::{LoadError, Loaded};
 use plan_runs::open::Access;
 use plan_runs::{ErrorKind, StoreAt};
 use plan_store::{Durability, RunStatus};
@@ -43,31 +43,42 @@ fn plan(name: &str, source: &str, vars: &[(&str, &str)]) -> PlanToSubmit {
 fn a_plan_is_compiled_once_for_each_name_source_and_presets() {
     let engine = engine(HostOptions::default());
     let fresh = Cell::new(0);
-    let mut count = |_: &plan_runs::engine::Compiled| fresh.set(fresh.get() + 1);
+    let mut count = |l: &Loaded| {
+        // NB: told with its source, for its warnings to be shown over it.
+        assert!(l.source.is_some());
+        fresh.set(fresh.get() + 1);
+    };
     let who = || vec!["who".to_owned()];
-    let first = engine.compile("a.json", PLAN.into(), who(), &mut count);
-    let again = engine.compile("a.json", PLAN.into(), who(), &mut count);
+    let first = engine.compile("a.json", PLAN.as_bytes(), who(), &mut count);
+    let again = engine.compile("a.json", PLAN.as_bytes(), who(), &mut count);
     let (first, again) = (first.ok().unwrap(), again.ok().unwrap());
     assert!(std::sync::Arc::ptr_eq(&first, &again));
     assert_eq!(first.pbc, plan_bytecode::encode(&first.loaded.program));
+    // The cache keeps no plan's text.
+    assert!(first.from_source && first.loaded.source.is_none());
     assert_eq!(fresh.get(), 1);
+
+    // Bytecode is compiled as well, and has no text.
+    let mut none = |_: &Loaded| {};
+    let pbc = engine.compile("a.pbc", &first.pbc, who(), &mut none);
+    assert!(!pbc.ok().unwrap().from_source);
 
     // Another name (its messages say it), or other presets (what the verifier accepts).
     assert!(
         engine
-            .compile("b.json", PLAN.into(), who(), &mut count)
+            .compile("b.json", PLAN.as_bytes(), who(), &mut count)
             .is_ok()
     );
     let both = vec!["who".to_owned(), "extra".to_owned()];
     assert!(
         engine
-            .compile("a.json", PLAN.into(), both, &mut count)
+            .compile("a.json", PLAN.as_bytes(), both, &mut count)
             .is_ok()
     );
     assert_eq!(fresh.get(), 3);
 
     // Without `who` preset, the plan reads a variable nobody set: a warning.
-    let unset = engine.compile("a.json", PLAN.into(), Vec::new(), &mut count);
+    let unset = engine.compile("a.json", PLAN.as_bytes(), Vec::new(), &mut count);
     let unset = unset.ok().unwrap();
     assert!(unset.loaded.warnings.iter().any(|w| w.contains("W0201")));
     assert!(!first.loaded.warnings.iter().any(|w| w.contains("W0201")));
@@ -75,7 +86,7 @@ fn a_plan_is_compiled_once_for_each_name_source_and_presets() {
 
     // A plan with errors: refused, each time (a failure is not kept).
     for _ in 0..2 {
-        match engine.compile("a.json", BAD.into(), Vec::new(), &mut count) {
+        match engine.compile("a.json", BAD.as_bytes(), Vec::new(), &mut count) {
             Err(LoadError::Invalid(invalid)) => {
                 assert!(invalid.message.starts_with("a.json"), "{}", invalid.message);
                 assert!(!invalid.errors.is_empty());
@@ -97,7 +108,7 @@ fn plans_submitted_go_into_the_queue_all_together_or_not_at_all() {
     let at = StoreAt::new(dir.path().join("runs.db"), Durability::Full);
     let engine = engine(HostOptions::default());
     let fresh = Cell::new(0);
-    let mut count = |_: &plan_runs::engine::Compiled| fresh.set(fresh.get() + 1);
+    let mut count = |_: &Loaded| fresh.set(fresh.get() + 1);
 
     // One plan listed twice with the same presets compiles once; a line's own value of
     // a variable wins over the request's.
@@ -122,6 +133,8 @@ fn plans_submitted_go_into_the_queue_all_together_or_not_at_all() {
         assert_eq!(run.status, RunStatus::Queued);
         assert_eq!(run.plan, "a.json");
         assert_eq!(run.presets["who"], json!(who));
+        let program = store.program(&run.program).unwrap();
+        assert_eq!(program.source.as_deref(), Some(PLAN));
     }
     let before = plan_runs::read::list(&*store).unwrap().len();
 

@@ -224,7 +224,7 @@ fn compiled(
 ) -> Result<(ValidatedProgram, Vec<u8>), ApiError> {
     let compiled = state
         .engine
-        .compile("plan", source.as_bytes().to_vec(), presets, &mut |_| {});
+        .compile("plan", source.as_bytes(), presets, &mut |_| {});
     let c = compiled.map_err(|e| invalid_plan(e, source))?;
     Ok((c.loaded.program.clone(), c.pbc.clone()))
 }
@@ -409,6 +409,14 @@ fn invalid_plan(e: plan_runs::load::LoadError, source: &str) -> ApiError {
             return ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_plan", msg);
         }
     };
+    // NB: refused before it was read (too large, not text): the message says why.
+    if invalid.found.diagnostics.is_empty() {
+        return ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid_plan",
+            invalid.message,
+        );
+    }
     let index = plan_syntax::LineIndex::new(invalid.source.as_deref().unwrap_or(source));
     let diagnostics: Vec<Value> = (invalid.found.diagnostics.iter())
         .map(|d| plan_render::diagnostic_json("plan", d, &index))

@@ -217,8 +217,8 @@ pub type TakenUp = Vec<(String, Result<(), Error>)>;
 pub enum StartError {
     /// The store cannot be opened or is not one.
     Store(Error),
-    /// The tools' host cannot be set up (a backend's configuration).
-    Host(String),
+    /// The tools' host cannot be set up (a cassette, a backend's configuration).
+    Host(Error),
 }
 
 /// A service ready to take requests.
@@ -249,7 +249,7 @@ impl Service {
         let engine = config.engine;
         let host = engine
             .host()
-            .map_err(|e| StartError::Host(e.message))?
+            .map_err(|e| StartError::Host(e.clone()))?
             .clone();
         let planner = engine.goal_planner().cloned().map_err(|e| e.message);
         let max_runs = u32::try_from(config.max_runs.max(1)).unwrap_or(u32::MAX);

@@ -300,7 +300,8 @@ const GRAPH_ROUNDS: usize = 8;
 
 /// BM25 over an index's documents: `bm25`'s scores (its Okapi weights, k1 1.2 and b
 /// 0.75, its idf, a question's repeated words counted again), from an inverted index of
-/// our own. Each distinct word of the documents is tokenized once ([`Words`]) and each
+/// our own, whose tokens are told apart by their text (`bm25` by a 32-bit hash of it,
+/// which merged the few that collide). Each distinct word of the documents is tokenized once ([`Words`]) and each
 /// token is a number; a token's postings hold each document's weight for it. Building
 /// `bm25`'s embedder and scorer hashed every token into a map per document and kept a
 /// set per token: most of the time a schema's index took.

@@ -11,7 +11,8 @@ use clap::{ArgGroup, Args};
 use plan_host::HostOptions;
 use plan_render::{exit, runs};
 use plan_runs::StoreAt;
-use plan_runs::engine::{Compiled, PlanToSubmit, Refused, SubmitRequest};
+use plan_runs::engine::{PlanToSubmit, Refused, SubmitRequest};
+use plan_runs::load::Loaded;
 use plan_runs::queue::{Event, Worker};
 use serde_json::Value;
 
@@ -172,12 +173,7 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
     let at = StoreAt::new(&args.store, args.durability.get());
     // NB: a list naming one plan many times compiles it once (for each set of presets,
     // which the verifier counts as set), its warnings said once.
-    let mut fresh = |c: &Compiled| {
-        eprint!(
-            "{}",
-            runs::found(&c.loaded.found, c.loaded.source.as_deref())
-        )
-    };
+    let mut fresh = |l: &Loaded| eprint!("{}", runs::found(&l.found, l.source.as_deref()));
     let ids = match engine.submit(&at, request, &mut fresh) {
         Ok(ids) => ids,
         Err(Refused::Plan(e)) => return session::loaded(Err(e)).err().unwrap_or(exit::DATA_ERR),

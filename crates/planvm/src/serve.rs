@@ -154,7 +154,7 @@ pub(crate) fn start(config: Config, refused: &str) -> Result<Service, u8> {
     let service = match Service::new(config) {
         Ok(s) => s,
         Err(StartError::Store(e)) => return Err(session::failed(e)),
-        Err(StartError::Host(e)) => return Err(fail(exit::RUN_FAILED, e)),
+        Err(StartError::Host(e)) => return Err(session::failed(e)),
     };
     for w in service.warnings() {
         eprintln!("warning: {w}");
