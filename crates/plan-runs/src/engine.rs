@@ -167,11 +167,18 @@ impl Engine {
                 vars.retain(|(n, _)| *n != name);
                 vars.push((name, value));
             }
+            let bytes = match plan.source {
+                PlanSource::Bytes(bytes) => bytes,
+                PlanSource::File(path) => plan_compiler::read_capped(&path).map_err(|e| {
+                    let why = format!("cannot read {}: {e}", path.display());
+                    Refused::Plan(LoadError::Unreadable(why))
+                })?,
+            };
             let compiled = self
-                .compile(&plan.name, &plan.source, preset_names(&vars), fresh)
+                .compile(&plan.name, &bytes, preset_names(&vars), fresh)
                 .map_err(Refused::Plan)?;
             // NB: a plan read as source is valid UTF-8: its text is its bytes.
-            let source = (compiled.from_source).then(|| String::from_utf8_lossy(&plan.source));
+            let source = (compiled.from_source).then(|| String::from_utf8_lossy(&bytes));
             runs.push(OwnedNewRun {
                 id: request.id.clone().unwrap_or_else(plan_store::new_run_id),
                 plan: plan.name,
@@ -211,10 +218,16 @@ pub struct SubmitRequest {
 pub struct PlanToSubmit {
     /// What messages and lists call it (its file's name).
     pub name: String,
-    /// Its source (or bytecode).
-    pub source: Vec<u8>,
+    pub source: PlanSource,
     /// The variables its run starts with, over the request's.
     pub vars: Vec<(String, Value)>,
+}
+
+/// A plan's source (or bytecode): given, or in a file read when its turn comes (a list's
+/// plans are read and compiled one after another: the first that fails is the one said).
+pub enum PlanSource {
+    Bytes(Vec<u8>),
+    File(PathBuf),
 }
 
 /// Why plans were not submitted: one of them is not a valid program, or the store did

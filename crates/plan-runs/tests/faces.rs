@@ -8,7 +8,7 @@ use std::cell::Cell;
 
 use plan_host::HostOptions;
 use plan_manifest::Manifest;
-use plan_runs::engine::{Engine, PlanToSubmit, Refused, SubmitRequest};
+use plan_runs::engine::{Engine, PlanSource, PlanToSubmit, Refused, SubmitRequest};
 use plan_runs::goal::Planning;
 use plan_runs::load::{LoadError, Loaded};
 use plan_runs::open::Access;
@@ -31,7 +31,7 @@ fn engine(host: HostOptions) -> Engine {
 fn plan(name: &str, source: &str, vars: &[(&str, &str)]) -> PlanToSubmit {
     PlanToSubmit {
         name: name.to_owned(),
-        source: source.as_bytes().to_vec(),
+        source: PlanSource::Bytes(source.as_bytes().to_vec()),
         vars: vars
             .iter()
             .map(|(n, v)| ((*n).to_owned(), json!(v)))
@@ -154,6 +154,49 @@ fn plans_submitted_go_into_the_queue_all_together_or_not_at_all() {
             );
         }
         _ => panic!("a plan with errors was submitted"),
+    }
+    // Plans are read and compiled one after another: the first that fails is the one
+    // said, a bad plan before a file that is not there.
+    let missing = PlanToSubmit {
+        name: "gone.json".to_owned(),
+        source: PlanSource::File(dir.path().join("gone.json")),
+        vars: Vec::new(),
+    };
+    let request = SubmitRequest {
+        plans: vec![plan("bad.json", BAD, &[]), missing],
+        vars: Vec::new(),
+        id: None,
+        limits: Limits::default(),
+    };
+    match engine.submit(&at, request, &mut count) {
+        Err(Refused::Plan(LoadError::Invalid(invalid))) => {
+            assert!(
+                invalid.message.starts_with("bad.json"),
+                "{}",
+                invalid.message
+            );
+        }
+        _ => panic!("the bad plan was not the one refused"),
+    }
+    let missing = PlanToSubmit {
+        name: "gone.json".to_owned(),
+        source: PlanSource::File(dir.path().join("gone.json")),
+        vars: Vec::new(),
+    };
+    let request = SubmitRequest {
+        plans: vec![plan("a.json", PLAN, &[("who", "z")]), missing],
+        vars: Vec::new(),
+        id: None,
+        limits: Limits::default(),
+    };
+    match engine.submit(&at, request, &mut count) {
+        Err(Refused::Plan(LoadError::Unreadable(why))) => {
+            assert!(
+                why.starts_with("cannot read ") && why.contains("gone.json"),
+                "{why}"
+            );
+        }
+        _ => panic!("a plan that cannot be read was submitted"),
     }
     // An id taken: the store refuses the whole request.
     let request = SubmitRequest {

@@ -11,7 +11,7 @@ use clap::{ArgGroup, Args};
 use plan_host::HostOptions;
 use plan_render::{exit, runs};
 use plan_runs::StoreAt;
-use plan_runs::engine::{PlanToSubmit, Refused, SubmitRequest};
+use plan_runs::engine::{PlanSource, PlanToSubmit, Refused, SubmitRequest};
 use plan_runs::load::Loaded;
 use plan_runs::queue::{Event, Worker};
 use serde_json::Value;
@@ -148,22 +148,13 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
         },
         (None, None) => return fail(exit::USAGE, "give a PLAN or --list FILE"),
     };
-    let mut plans = Vec::with_capacity(jobs.len());
-    for (plan, vars) in jobs {
-        match plan_compiler::read_capped(&plan) {
-            Ok(source) => plans.push(PlanToSubmit {
-                name: plan.display().to_string(),
-                source,
-                vars,
-            }),
-            Err(e) => {
-                return fail(
-                    exit::NO_INPUT,
-                    format_args!("cannot read {}: {e}", plan.display()),
-                );
-            }
-        }
-    }
+    let plans = (jobs.into_iter())
+        .map(|(plan, vars)| PlanToSubmit {
+            name: plan.display().to_string(),
+            source: PlanSource::File(plan),
+            vars,
+        })
+        .collect();
     let request = SubmitRequest {
         plans,
         vars: args.vars.clone(),
