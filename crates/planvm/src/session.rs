@@ -1,6 +1,7 @@
-//! What every command that runs plans shares: refusing outputs onto inputs, the tools
-//! file, the trace, the live status line, the host and runtime, printing a report, and
-//! the exit code of each failure.
+//! What every command that runs plans shares: refusing outputs onto inputs, the engine
+//! over the tools file (`plan_runs::engine::Engine`), the trace, the live status line,
+//! the runtime, one run from its session to its printed report (`run_one`), and the exit
+//! code of each failure.
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
