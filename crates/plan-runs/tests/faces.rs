@@ -102,6 +102,36 @@ fn a_plan_is_compiled_once_for_each_name_source_and_presets() {
     assert_eq!(fresh.get(), 4);
 }
 
+/// Plans to submit, every run starting with `vars`, the one run named `id` if given.
+fn request(plans: Vec<PlanToSubmit>, vars: &[(&str, &str)], id: Option<String>) -> SubmitRequest {
+    SubmitRequest {
+        plans,
+        vars: vars
+            .iter()
+            .map(|(n, v)| ((*n).to_owned(), json!(v)))
+            .collect(),
+        id,
+        limits: Limits::default(),
+    }
+}
+
+/// A plan in a file of `dir` that is not there.
+fn missing(dir: &std::path::Path) -> PlanToSubmit {
+    PlanToSubmit {
+        name: "gone.json".to_owned(),
+        source: PlanSource::File(dir.join("gone.json")),
+        vars: Vec::new(),
+    }
+}
+
+/// The message of the plan with errors that `submitted` was refused for.
+fn invalid(submitted: Result<Vec<String>, Refused>, what: &str) -> String {
+    match submitted {
+        Err(Refused::Plan(LoadError::Invalid(invalid))) => invalid.message,
+        _ => panic!("{what}"),
+    }
+}
+
 #[test]
 fn plans_submitted_go_into_the_queue_all_together_or_not_at_all() {
     let dir = tempfile::tempdir().unwrap();
@@ -112,16 +142,15 @@ fn plans_submitted_go_into_the_queue_all_together_or_not_at_all() {
 
     // One plan listed twice with the same presets compiles once; a line's own value of
     // a variable wins over the request's.
-    let request = SubmitRequest {
-        plans: vec![
-            plan("a.json", PLAN, &[]),
-            plan("a.json", PLAN, &[("who", "line")]),
-        ],
-        vars: vec![("who".to_owned(), json!("everyone"))],
-        id: None,
-        limits: Limits::default(),
-    };
-    let ids = match engine.submit(&at, request, &mut count) {
+    let plans = vec![
+        plan("a.json", PLAN, &[]),
+        plan("a.json", PLAN, &[("who", "line")]),
+    ];
+    let ids = match engine.submit(
+        &at,
+        request(plans, &[("who", "everyone")], None),
+        &mut count,
+    ) {
         Ok(ids) => ids,
         Err(_) => panic!("the plans were refused"),
     };
@@ -139,57 +168,18 @@ fn plans_submitted_go_into_the_queue_all_together_or_not_at_all() {
     let before = plan_runs::read::list(&*store).unwrap().len();
 
     // A bad plan after a good one: neither is queued.
-    let request = SubmitRequest {
-        plans: vec![plan("a.json", PLAN, &[]), plan("bad.json", BAD, &[])],
-        vars: vec![("who".to_owned(), json!("x"))],
-        id: None,
-        limits: Limits::default(),
-    };
-    match engine.submit(&at, request, &mut count) {
-        Err(Refused::Plan(LoadError::Invalid(invalid))) => {
-            assert!(
-                invalid.message.starts_with("bad.json"),
-                "{}",
-                invalid.message
-            );
-        }
-        _ => panic!("a plan with errors was submitted"),
-    }
+    let plans = vec![plan("a.json", PLAN, &[]), plan("bad.json", BAD, &[])];
+    let submitted = engine.submit(&at, request(plans, &[("who", "x")], None), &mut count);
+    let message = invalid(submitted, "a plan with errors was submitted");
+    assert!(message.starts_with("bad.json"), "{message}");
     // Plans are read and compiled one after another: the first that fails is the one
     // said, a bad plan before a file that is not there.
-    let missing = PlanToSubmit {
-        name: "gone.json".to_owned(),
-        source: PlanSource::File(dir.path().join("gone.json")),
-        vars: Vec::new(),
-    };
-    let request = SubmitRequest {
-        plans: vec![plan("bad.json", BAD, &[]), missing],
-        vars: Vec::new(),
-        id: None,
-        limits: Limits::default(),
-    };
-    match engine.submit(&at, request, &mut count) {
-        Err(Refused::Plan(LoadError::Invalid(invalid))) => {
-            assert!(
-                invalid.message.starts_with("bad.json"),
-                "{}",
-                invalid.message
-            );
-        }
-        _ => panic!("the bad plan was not the one refused"),
-    }
-    let missing = PlanToSubmit {
-        name: "gone.json".to_owned(),
-        source: PlanSource::File(dir.path().join("gone.json")),
-        vars: Vec::new(),
-    };
-    let request = SubmitRequest {
-        plans: vec![plan("a.json", PLAN, &[("who", "z")]), missing],
-        vars: Vec::new(),
-        id: None,
-        limits: Limits::default(),
-    };
-    match engine.submit(&at, request, &mut count) {
+    let plans = vec![plan("bad.json", BAD, &[]), missing(dir.path())];
+    let submitted = engine.submit(&at, request(plans, &[], None), &mut count);
+    let message = invalid(submitted, "the bad plan was not the one refused");
+    assert!(message.starts_with("bad.json"), "{message}");
+    let plans = vec![plan("a.json", PLAN, &[("who", "z")]), missing(dir.path())];
+    match engine.submit(&at, request(plans, &[], None), &mut count) {
         Err(Refused::Plan(LoadError::Unreadable(why))) => {
             assert!(
                 why.starts_with("cannot read ") && why.contains("gone.json"),
@@ -199,13 +189,8 @@ fn plans_submitted_go_into_the_queue_all_together_or_not_at_all() {
         _ => panic!("a plan that cannot be read was submitted"),
     }
     // An id taken: the store refuses the whole request.
-    let request = SubmitRequest {
-        plans: vec![plan("a.json", PLAN, &[("who", "y")])],
-        vars: Vec::new(),
-        id: Some(ids[0].clone()),
-        limits: Limits::default(),
-    };
-    match engine.submit(&at, request, &mut count) {
+    let plans = vec![plan("a.json", PLAN, &[("who", "y")])];
+    match engine.submit(&at, request(plans, &[], Some(ids[0].clone())), &mut count) {
         Err(Refused::Engine(e)) => assert_eq!(e.kind, ErrorKind::DuplicateRun, "{e}"),
         _ => panic!("a run id was taken twice"),
     }
