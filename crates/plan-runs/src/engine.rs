@@ -169,10 +169,7 @@ impl Engine {
             }
             let bytes = match plan.source {
                 PlanSource::Bytes(bytes) => bytes,
-                PlanSource::File(path) => plan_compiler::read_capped(&path).map_err(|e| {
-                    let why = format!("cannot read {}: {e}", path.display());
-                    Refused::Plan(LoadError::Unreadable(why))
-                })?,
+                PlanSource::File(path) => crate::load::read(&path).map_err(Refused::Plan)?,
             };
             let compiled = self
                 .compile(&plan.name, &bytes, preset_names(&vars), fresh)

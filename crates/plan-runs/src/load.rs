@@ -59,10 +59,13 @@ impl Invalid {
 /// `entry`: verify the plan as run from that instruction with those variables set (a
 /// branch), not from its start.
 pub fn load_program(path: &Path, opts: CompileOptions) -> Result<Loaded, LoadError> {
-    let shown = path.display().to_string();
-    let bytes = plan_compiler::read_capped(path)
-        .map_err(|e| LoadError::Unreadable(format!("cannot read {shown}: {e}")))?;
-    load_bytes(&shown, bytes, opts)
+    load_bytes(&path.display().to_string(), read(path)?, opts)
+}
+
+/// The bytes of the plan file at `path` (at most the size limit of a plan), or why not.
+pub fn read(path: &Path) -> Result<Vec<u8>, LoadError> {
+    plan_compiler::read_capped(path)
+        .map_err(|e| LoadError::Unreadable(format!("cannot read {}: {e}", path.display())))
 }
 
 /// [`load_program`] of bytes already read; `shown` names them in messages.

@@ -193,8 +193,7 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         Err(code) => return code,
     };
     let plan = args.plan.display().to_string();
-    let read = plan_compiler::read_capped(&args.plan)
-        .map_err(|e| plan_runs::load::LoadError::Unreadable(format!("cannot read {plan}: {e}")));
+    let read = plan_runs::load::read(&args.plan);
     let compiled = read.and_then(|source| engine.compile_branch(&point, &plan, source));
     let loaded = match session::loaded(compiled) {
         Ok(l) => l,
