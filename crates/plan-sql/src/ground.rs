@@ -15,7 +15,7 @@
 //! tables' first ones; values: the best-matching ones in the chosen tables. Each signal
 //! can be turned off ([`Signals`]) to measure it (docs/sql.md).
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::fmt::Write;
 
 use bm25::{DefaultTokenizer, Language, Tokenizer};
@@ -92,6 +92,10 @@ pub struct Selection {
     /// `table.column`.
     pub columns: Vec<String>,
     pub values: Vec<ValueMatch>,
+    /// The chosen tables that stand for a series (see [`Signals::series`]): each one's
+    /// name → every table of its series, by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub series: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -250,6 +254,11 @@ pub struct Signals {
     /// rather than `county_2015_5yr`). Off by default: it did not help on the
     /// development sets.
     pub numbers: bool,
+    /// A series of tables named the same but for a number (one per year, day, release,
+    /// shard: `gsod1929` to `gsod2024`, `events_20210101`, `activities_29`) and of like
+    /// columns is one place of the selection: its best table, shown with the names of
+    /// the others.
+    pub series: bool,
 }
 
 impl Default for Signals {
@@ -265,6 +274,7 @@ impl Default for Signals {
             families: true,
             // NB: measured neutral to harmful on the development sets (docs/sql.md).
             numbers: false,
+            series: true,
         }
     }
 }
@@ -451,6 +461,8 @@ pub struct Index {
     links: Vec<Vec<(usize, usize, usize)>>,
     /// Each table's family (see [`Signals::families`]).
     family: Vec<usize>,
+    /// Each table's series, by its newest table (see [`Signals::series`]).
+    series: Vec<usize>,
     /// The numbers in each table's name, past its dataset (`county_2017_5yr`: 2017, 5).
     numbers: Vec<Vec<String>>,
 }
@@ -514,6 +526,10 @@ impl Index {
         }
         let links = links(&schema, &by_name, signals.inferred_keys);
         let family = families(&schema);
+        let series = match signals.series {
+            true => series(&schema),
+            false => (0..schema.tables.len()).collect(),
+        };
         let numbers = schema
             .tables
             .iter()
@@ -539,6 +555,7 @@ impl Index {
             value_ids,
             links,
             family,
+            series,
             numbers,
             schema,
             signals,
@@ -559,9 +576,9 @@ impl Index {
     }
 
     /// The tables, columns and values of the schema that matter for `question`: the
-    /// `budget.tables` best tables (fewer only when `budget.min_score` cuts them), with
-    /// the tables that join them, their best columns with their keys, and the values
-    /// that match.
+    /// `budget.tables` best tables (fewer only when `budget.min_score` cuts them; a
+    /// series counted once), with the tables that join them, their best columns with
+    /// their keys, and the values that match.
     pub fn ground(&self, question: &str, budget: Budget) -> Selection {
         let Scores {
             table: score,
@@ -590,35 +607,56 @@ impl Index {
                 })
                 .collect(),
             values,
+            series: chosen
+                .iter()
+                .filter_map(|&t| {
+                    let members = self.series_of(t);
+                    (members.len() > 1).then(|| {
+                        let names = members.iter().map(|&m| self.schema.tables[m].name.clone());
+                        (self.schema.tables[t].name.clone(), names.collect())
+                    })
+                })
+                .collect(),
         }
     }
 
+    /// The tables of `t`'s series, by name (`t` alone when it is of none).
+    fn series_of(&self, t: usize) -> Vec<usize> {
+        let mut members: Vec<usize> = (0..self.series.len())
+            .filter(|&m| self.series[m] == self.series[t])
+            .collect();
+        members.sort_by_key(|&m| self.schema.tables[m].name.to_lowercase());
+        members
+    }
+
     /// Every table, best first: by score, then (among tables nothing matched) the most
-    /// joined first, then in the schema's order. With families, each table's score is
-    /// first halved for every better one of its family.
+    /// joined first, then in the schema's order; of a series, only its best. With
+    /// families, each table's score is first halved for every better one of its family.
     fn ranked(&self, score: &[f32]) -> Vec<usize> {
-        let order = |score: &[f32]| {
-            let mut ranked: Vec<usize> = (0..score.len()).collect();
+        let order = |ranked: &mut Vec<usize>, score: &[f32]| {
             ranked.sort_by(|&a, &b| {
                 score[b]
                     .total_cmp(&score[a])
                     .then(self.links[b].len().cmp(&self.links[a].len()))
                     .then(a.cmp(&b))
             });
-            ranked
         };
-        let ranked = order(score);
+        let mut ranked: Vec<usize> = (0..score.len()).collect();
+        order(&mut ranked, score);
+        let mut seen = HashSet::new();
+        ranked.retain(|&t| seen.insert(self.series[t]));
         if !self.signals.families {
             return ranked;
         }
-        let mut seen: HashMap<usize, i32> = HashMap::new();
+        let mut before: HashMap<usize, i32> = HashMap::new();
         let mut given = score.to_vec();
         for &t in &ranked {
-            let before = seen.entry(self.family[t]).or_default();
+            let before = before.entry(self.family[t]).or_default();
             given[t] *= FAMILY_DECAY.powi(*before);
             *before += 1;
         }
-        order(&given)
+        order(&mut ranked, &given);
+        ranked
     }
 
     /// How well each table, column and sampled value matches `question`. A table's own
@@ -911,7 +949,16 @@ impl Index {
                 continue;
             };
             let t = &self.schema.tables[ti];
-            let _ = writeln!(out, "\nCREATE TABLE {} (", t.name);
+            let _ = writeln!(out);
+            if let Some(series) = selection.series.get(name) {
+                let _ = writeln!(
+                    out,
+                    "-- one of {} tables named alike, of like columns: {}",
+                    series.len(),
+                    series_names(series)
+                );
+            }
+            let _ = writeln!(out, "CREATE TABLE {} (", t.name);
             let shown: Vec<usize> = (0..t.columns.len())
                 .filter(|c| chosen.contains(&(ti, *c)))
                 .collect();
@@ -965,6 +1012,15 @@ impl Index {
             }
         }
         out
+    }
+}
+
+/// A series' names as the prompt shows them: all of a short one, the first two and the
+/// last of a long one.
+fn series_names(names: &[String]) -> String {
+    match names {
+        [first, second, .., last] if names.len() > 6 => format!("{first}, {second}, ..., {last}"),
+        _ => names.join(", "),
     }
 }
 
@@ -1042,6 +1098,70 @@ fn families(schema: &Schema) -> Vec<usize> {
         }
     }
     (0..n).map(|t| root(&mut parent, t)).collect()
+}
+
+/// `name`, lowercase, with each number (and each run of numbers, `1662_2000`) as `#`:
+/// `gsod2019` → `gsod#`, `county_2017_5yr` → `county_#_#yr`; `None` without a digit.
+fn numbered(name: &str) -> Option<String> {
+    let name = name.to_lowercase();
+    let mut out = String::with_capacity(name.len());
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        if !c.is_ascii_digit() {
+            out.push(c);
+            continue;
+        }
+        while chars.next_if(char::is_ascii_digit).is_some() {}
+        // NB: `1662_2000` is one range, one place; `2017_5yr` a year and a span.
+        let whole = chars.peek().is_none_or(|c| !c.is_alphabetic());
+        if whole && (out.ends_with("#_") || out.ends_with("#-")) {
+            out.pop();
+        } else {
+            out.push('#');
+        }
+    }
+    (out != name).then_some(out)
+}
+
+/// What share of their column names (of all either has) two tables share to be of one
+/// series.
+const SERIES_LIKENESS: f32 = 0.5;
+
+/// Each table's series (see [`Signals::series`]), by one table of it: tables whose
+/// names are the same but for their numbers, and whose columns are like (half their
+/// names or more shared), newest (greatest name) first: a table not like a newer one
+/// starts a series of its own.
+fn series(schema: &Schema) -> Vec<usize> {
+    let columns = |t: usize| -> HashSet<String> {
+        schema.tables[t]
+            .columns
+            .iter()
+            .map(|c| c.name.to_lowercase())
+            .collect()
+    };
+    let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
+    for (t, table) in schema.tables.iter().enumerate() {
+        if let Some(pattern) = numbered(&table.name) {
+            by_pattern.entry(pattern).or_default().push(t);
+        }
+    }
+    let mut series: Vec<usize> = (0..schema.tables.len()).collect();
+    for members in by_pattern.values_mut().filter(|m| m.len() > 1) {
+        members.sort_by_key(|&t| std::cmp::Reverse(schema.tables[t].name.to_lowercase()));
+        let mut firsts: Vec<(usize, HashSet<String>)> = Vec::new();
+        for &t in members.iter() {
+            let ours = columns(t);
+            let like = firsts.iter().find(|(_, theirs)| {
+                let shared = ours.intersection(theirs).count();
+                shared as f32 / ours.union(theirs).count().max(1) as f32 >= SERIES_LIKENESS
+            });
+            match like {
+                Some(&(first, _)) => series[t] = first,
+                None => firsts.push((t, ours)),
+            }
+        }
+    }
+    series
 }
 
 /// The words that end a key column's name (`customer_id`, `CustomerKey`, `country_code`).
@@ -1308,9 +1428,14 @@ mod tests {
             ],
             foreign_keys: vec![],
         };
-        let noise = (0..50).map(|i| Table {
+        // NB: named by letters: numbered, they would be one series.
+        let noise = (0..50u8).map(|i| Table {
             comment: None,
-            name: format!("audit_log_{i}"),
+            name: format!(
+                "audit_log_{}{}",
+                (b'a' + i / 26) as char,
+                (b'a' + i % 26) as char
+            ),
             columns: vec![col("id", "INTEGER"), col("event", "TEXT")],
             foreign_keys: vec![],
         });
@@ -1415,5 +1540,77 @@ mod tests {
         let text = index.text("shop_db", &s);
         assert!(text.contains("CREATE TABLE stores ("), "{text}");
         assert!(text.contains("- stores.city = 'Berlin'"), "{text}");
+    }
+
+    #[test]
+    fn numbers_in_names_are_found() {
+        for (name, pattern) in [
+            ("gsod2019", Some("gsod#")),
+            ("county_2017_5yr", Some("county_#_#yr")),
+            ("events_20210131", Some("events_#")),
+            ("icoads_core_1662_2000", Some("icoads_core_#")),
+            ("Storms-1990-1995", Some("storms-#")),
+            ("irs_990_2012", Some("irs_#")),
+            ("1998_q1", Some("#_q#")),
+            ("orders", None),
+        ] {
+            assert_eq!(numbered(name).as_deref(), pattern, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_series_of_tables_by_year_is_one_place() {
+        let year = |y: u32| Table {
+            name: format!("storms_{y}"),
+            columns: vec![
+                col("state", "TEXT"),
+                col("event_type", "TEXT"),
+                col("deaths", "INT"),
+            ],
+            ..Table::default()
+        };
+        let mut tables: Vec<Table> = (2018..=2023).map(year).collect();
+        // Of another shape: not of the series, though named like it.
+        tables.push(Table {
+            name: "storms_2024".into(),
+            columns: vec![
+                col("region", "TEXT"),
+                col("kind", "TEXT"),
+                col("lost", "INT"),
+            ],
+            ..Table::default()
+        });
+        tables.push(Table {
+            name: "states".into(),
+            columns: vec![col("state", "TEXT"), col("population", "INT")],
+            ..Table::default()
+        });
+        let index = Index::new(Schema { tables });
+        let budget = Budget {
+            tables: 3,
+            ..Budget::default()
+        };
+        let s = index.ground("storm deaths per state in 2021 and 2022", budget);
+        assert_eq!(s.tables[0], "storms_2021", "{s:?}");
+        assert!(s.tables.contains(&"states".to_owned()), "{s:?}");
+        let series: Vec<String> = (2018..=2023).map(|y| format!("storms_{y}")).collect();
+        assert_eq!(s.series.get("storms_2021"), Some(&series), "{s:?}");
+        assert_eq!(s.series.len(), 1, "{s:?}");
+        let text = index.text("noaa", &s);
+        assert!(
+            text.contains("-- one of 6 tables named alike, of like columns: storms_2018, storms_2019, storms_2020, storms_2021, storms_2022, storms_2023\nCREATE TABLE storms_2021 ("),
+            "{text}"
+        );
+        let apart = Index::with(
+            index.schema().clone(),
+            Signals {
+                series: false,
+                ..Signals::default()
+            },
+        );
+        let s = apart.ground("storm deaths per state in 2021 and 2022", budget);
+        assert!(s.series.is_empty(), "{s:?}");
+        let storms = s.tables.iter().filter(|t| t.starts_with("storms_")).count();
+        assert_eq!(storms, 2, "{s:?}");
     }
 }

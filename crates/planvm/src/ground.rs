@@ -20,7 +20,8 @@ pub(crate) struct GroundArgs {
     #[arg(long, value_name = "FILE.toml")]
     tools: PathBuf,
     /// `json`: one object per database, `{"tool", "tables", "columns", "values"}`, best
-    /// first; `text`: the prompt's section.
+    /// first (and `series`: the tables a shown one stands for); `text`: the prompt's
+    /// section.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
 }
