@@ -538,6 +538,7 @@ fn signals_from_env() -> Signals {
             "families" => s.families = false,
             "numbers" => s.numbers = false,
             "series" => s.series = false,
+            "named" => s.named = false,
             other => panic!("GROUNDING_OFF: no signal `{other}`"),
         }
     }
@@ -547,7 +548,7 @@ fn signals_from_env() -> Signals {
 /// Each signal turned off alone, then all but the lexical match: a row each.
 fn ablation(dir: &std::path::Path) {
     let all = Signals::default();
-    let off: [(&str, Signals); 11] = [
+    let off: [(&str, Signals); 12] = [
         ("all signals", all),
         (
             "no columns",
@@ -613,6 +614,13 @@ fn ablation(dir: &std::path::Path) {
             },
         ),
         (
+            "no named tables",
+            Signals {
+                named: false,
+                ..all
+            },
+        ),
+        (
             "with numbers",
             Signals {
                 numbers: true,
@@ -640,6 +648,7 @@ fn ablation(dir: &std::path::Path) {
         families: false,
         numbers: false,
         series: false,
+        named: false,
     };
     print!("| table documents alone ");
     per_db(dir, lexical, true);
