@@ -539,6 +539,7 @@ fn signals_from_env() -> Signals {
             "numbers" => s.numbers = false,
             "series" => s.series = false,
             "named" => s.named = false,
+            "coverage" => s.coverage = false,
             other => panic!("GROUNDING_OFF: no signal `{other}`"),
         }
     }
@@ -548,7 +549,7 @@ fn signals_from_env() -> Signals {
 /// Each signal turned off alone, then all but the lexical match: a row each.
 fn ablation(dir: &std::path::Path) {
     let all = Signals::default();
-    let off: [(&str, Signals); 12] = [
+    let off: [(&str, Signals); 13] = [
         ("all signals", all),
         (
             "no columns",
@@ -621,6 +622,13 @@ fn ablation(dir: &std::path::Path) {
             },
         ),
         (
+            "no coverage",
+            Signals {
+                coverage: false,
+                ..all
+            },
+        ),
+        (
             "with numbers",
             Signals {
                 numbers: true,
@@ -649,6 +657,7 @@ fn ablation(dir: &std::path::Path) {
         numbers: false,
         series: false,
         named: false,
+        coverage: false,
     };
     print!("| table documents alone ");
     per_db(dir, lexical, true);

@@ -7,9 +7,11 @@
 //! text values sampled from each text column), over identifiers split into words
 //! (`store_id` → `store id`, `OrderDate` → `order date`) with their short forms spelled
 //! out. [`Index::ground`] scores every table by its own match and its best columns' and
-//! value's, spreads the scores along the foreign keys (declared, or inferred from column
-//! names), lets a family of like tables give way after its best, ranks every table, takes
-//! the best, and adds by structure: the tables on the shortest foreign-key path between
+//! value's (a table the question names as written first), spreads the scores along the
+//! foreign keys (declared, or inferred from column names), counts a series of tables
+//! named alike (a table per year) once, lets a family of like tables give way after its
+//! best, ranks every table, orders the first to cover the question's words, takes the
+//! best, and adds by structure: the tables on the shortest foreign-key path between
 //! two chosen ones (with their join columns), so a query that needs a join can be written
 //! from what the prompt shows. Columns: the best-matching, the keys, then the chosen
 //! tables' first ones; values: the best-matching ones in the chosen tables. Each signal
@@ -262,6 +264,11 @@ pub struct Signals {
     /// A table the question names as it is written (`posts_answers`, an identifier with
     /// `_` in it) ranks with the best.
     pub named: bool,
+    /// Tables are ordered to cover the question: a table matching only the words that
+    /// better ones matched gives way to one that matches words they did not (the trips
+    /// of green taxis after those of yellow ones, and before the taxi zones the question
+    /// also asks about, is one table too many).
+    pub coverage: bool,
 }
 
 impl Default for Signals {
@@ -279,6 +286,7 @@ impl Default for Signals {
             numbers: false,
             series: true,
             named: true,
+            coverage: true,
         }
     }
 }
@@ -308,6 +316,13 @@ const NEIGHBOUR_BONUS: f32 = 0.3;
 
 /// What a table keeps of its score for each better table of its family.
 const FAMILY_DECAY: f32 = 0.5;
+
+/// What a word's match keeps of itself, in the order of coverage, for each table before
+/// that matched it too (see [`Signals::coverage`]).
+const COVERED_KEEP: f32 = 0.7;
+
+/// The places ordered by coverage: three times the most tables a prompt is usually given.
+const COVERAGE_RANKS: usize = 30;
 
 /// Rounds of score spreading; each reaches one join further.
 const GRAPH_ROUNDS: usize = 8;
@@ -373,6 +388,31 @@ impl Bm25 {
             postings,
             docs: docs.len(),
         }
+    }
+
+    /// Each document's match with `query`, term by term (the query's distinct
+    /// tokens, numbered in order): (term, its share of the score).
+    fn by_term(&self, query: &str, docs: usize) -> Vec<Vec<(usize, f32)>> {
+        let mut out = vec![Vec::new(); docs];
+        let mut seen: foldhash::HashMap<u32, usize> = foldhash::HashMap::default();
+        for token in self.tokenizer.tokenize(query) {
+            let Some(&term) = self.terms.get(&token) else {
+                continue;
+            };
+            let next = seen.len();
+            let j = *seen.entry(term).or_insert(next);
+            let postings = &self.postings[term as usize];
+            let df = postings.len() as f32;
+            let idf = (1.0 + (self.docs as f32 - df + 0.5) / (df + 0.5)).ln();
+            for &(doc, weight) in postings {
+                let doc = &mut out[doc as usize];
+                match doc.iter_mut().find(|(k, _)| *k == j) {
+                    Some((_, c)) => *c += idf * weight,
+                    None => doc.push((j, idf * weight)),
+                }
+            }
+        }
+        out
     }
 
     /// The `limit` documents that match `query` best: (number, score), best first, ties
@@ -573,7 +613,7 @@ impl Index {
     /// Every table, best first, for `question`.
     pub fn rank(&self, question: &str) -> Vec<String> {
         let scores = self.scores(question);
-        self.ranked(&scores.table)
+        self.ranked(&scores.table, &scores.terms)
             .into_iter()
             .map(|t| self.schema.tables[t].name.clone())
             .collect()
@@ -585,11 +625,12 @@ impl Index {
     /// their keys, and the values that match.
     pub fn ground(&self, question: &str, budget: Budget) -> Selection {
         let Scores {
+            terms,
             table: score,
             column: column_score,
             values: value_hits,
         } = self.scores(question);
-        let mut ranked = self.ranked(&score);
+        let mut ranked = self.ranked(&score, &terms);
         if let (Some(min), Some(&best)) = (budget.min_score, ranked.first()) {
             let floor = min * score[best];
             ranked.retain(|&t| score[t] >= floor && score[t] > 0.0);
@@ -636,7 +677,7 @@ impl Index {
     /// Every table, best first: by score, then (among tables nothing matched) the most
     /// joined first, then in the schema's order; of a series, only its best. With
     /// families, each table's score is first halved for every better one of its family.
-    fn ranked(&self, score: &[f32]) -> Vec<usize> {
+    fn ranked(&self, score: &[f32], terms: &[Vec<(usize, f32)>]) -> Vec<usize> {
         let order = |ranked: &mut Vec<usize>, score: &[f32]| {
             ranked.sort_by(|&a, &b| {
                 score[b]
@@ -650,6 +691,9 @@ impl Index {
         let mut seen = HashSet::new();
         ranked.retain(|&t| seen.insert(self.series[t]));
         if !self.signals.families {
+            if self.signals.coverage {
+                covering(&mut ranked, score, terms);
+            }
             return ranked;
         }
         let mut before: HashMap<usize, i32> = HashMap::new();
@@ -660,6 +704,9 @@ impl Index {
             *before += 1;
         }
         order(&mut ranked, &given);
+        if self.signals.coverage {
+            covering(&mut ranked, &given, terms);
+        }
         ranked
     }
 
@@ -673,6 +720,7 @@ impl Index {
         for (id, s) in self.tables.best(&q, n) {
             score[id] += s;
         }
+        let terms = self.tables.by_term(&q, n);
         let mut column_score: HashMap<(usize, usize), f32> = HashMap::new();
         let mut best_column = vec![0f32; n];
         let mut per_table: HashMap<usize, Vec<f32>> = HashMap::new();
@@ -733,6 +781,7 @@ impl Index {
             self.lift_named(question, &mut score);
         }
         Scores {
+            terms,
             table: score,
             column: column_score,
             values: value_hits,
@@ -1043,6 +1092,39 @@ impl Index {
     }
 }
 
+/// `ranked`'s first [`COVERAGE_RANKS`] tables put in the order that covers the question
+/// best: each next one the best by its `score` less what of its words' match the tables
+/// before it already had (a word's match keeps [`COVERED_KEEP`] of itself for each
+/// table before it that matched it too). `terms`: each table's match, word by word.
+fn covering(ranked: &mut [usize], score: &[f32], terms: &[Vec<(usize, f32)>]) {
+    let head = ranked.len().min(COVERAGE_RANKS);
+    let words = terms
+        .iter()
+        .flatten()
+        .map(|&(w, _)| w + 1)
+        .max()
+        .unwrap_or(0);
+    // NB: by word, what a match keeps of itself now.
+    let mut kept = vec![1f32; words];
+    for at in 0..head {
+        let gain = |t: usize| {
+            let had: f32 = terms[t].iter().map(|&(w, s)| s * (1.0 - kept[w])).sum();
+            score[t] - had
+        };
+        // NB: of equal gains, the one ranked first.
+        let mut best = at;
+        for i in at + 1..head {
+            if gain(ranked[i]) > gain(ranked[best]) {
+                best = i;
+            }
+        }
+        ranked[at..=best].rotate_right(1);
+        for &(w, _) in &terms[ranked[at]] {
+            kept[w] *= COVERED_KEEP;
+        }
+    }
+}
+
 /// A series' names as the prompt shows them: all of a short one, the first two and the
 /// last of a long one.
 fn series_names(names: &[String]) -> String {
@@ -1276,6 +1358,8 @@ fn inferred_keys(schema: &Schema) -> Vec<((usize, usize), (usize, usize))> {
 /// column) and each matching sampled value's (score, table, column, value).
 struct Scores {
     table: Vec<f32>,
+    /// Each table's document's match, term by term: (the query's term, its share).
+    terms: Vec<Vec<(usize, f32)>>,
     column: HashMap<(usize, usize), f32>,
     values: Vec<(f32, usize, usize, usize)>,
 }
@@ -1579,6 +1663,26 @@ mod tests {
             ..Signals::default()
         };
         assert_ne!(Index::with(shop(), unnamed).rank(goal)[0], "audit_log_bc");
+    }
+
+    #[test]
+    fn tables_are_ordered_to_cover_the_question() {
+        // Yellow trips match words 0 and 1, green trips the same a little less, zones
+        // word 2 alone: once yellow trips are in, green trips bring less than zones.
+        let terms = vec![
+            vec![(0, 1.0), (1, 1.0)],
+            vec![(0, 0.9), (1, 0.9)],
+            vec![(2, 1.5)],
+        ];
+        let score = [2.0, 1.8, 1.5];
+        let mut ranked = vec![0, 1, 2];
+        covering(&mut ranked, &score, &terms);
+        assert_eq!(ranked, [0, 2, 1]);
+        // Words nobody else matched: the order of the scores.
+        let terms = vec![vec![(0, 1.0)], vec![(1, 0.9)], vec![(2, 1.5)]];
+        let mut ranked = vec![0, 1, 2];
+        covering(&mut ranked, &score, &terms);
+        assert_eq!(ranked, [0, 1, 2]);
     }
 
     #[test]
