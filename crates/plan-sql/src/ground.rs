@@ -265,9 +265,9 @@ pub struct Signals {
     /// `_` in it) ranks with the best.
     pub named: bool,
     /// Tables are ordered to cover the question: a table matching only the words that
-    /// better ones matched gives way to one that matches words they did not (the trips
-    /// of green taxis after those of yellow ones, and before the taxi zones the question
-    /// also asks about, is one table too many).
+    /// better ones it does not join matched gives way to one that matches words they did
+    /// not (the trips of green taxis after those of yellow ones, and before the taxi
+    /// zones the question also asks about, is one table too many).
     pub coverage: bool,
 }
 
@@ -390,9 +390,21 @@ impl Bm25 {
         }
     }
 
+    /// The numbers of `text`'s tokens that the documents have.
+    fn known(&self, text: &str) -> Vec<u32> {
+        let tokens = self.tokenizer.tokenize(text).into_iter();
+        tokens.filter_map(|t| self.terms.get(&t).copied()).collect()
+    }
+
     /// Each document's match with `query`, term by term (the query's distinct
-    /// tokens, numbered in order): (term, its share of the score).
-    fn by_term(&self, query: &str, docs: usize) -> Vec<Vec<(usize, f32)>> {
+    /// tokens, numbered in order): (term, its share of the score), but for the terms
+    /// `skip` says of the document.
+    fn by_term(
+        &self,
+        query: &str,
+        docs: usize,
+        skip: impl Fn(usize, u32) -> bool,
+    ) -> Vec<Vec<(usize, f32)>> {
         let mut out = vec![Vec::new(); docs];
         let mut seen: foldhash::HashMap<u32, usize> = foldhash::HashMap::default();
         for token in self.tokenizer.tokenize(query) {
@@ -404,7 +416,7 @@ impl Bm25 {
             let postings = &self.postings[term as usize];
             let df = postings.len() as f32;
             let idf = (1.0 + (self.docs as f32 - df + 0.5) / (df + 0.5)).ln();
-            for &(doc, weight) in postings {
+            for &(doc, weight) in postings.iter().filter(|(d, _)| !skip(*d as usize, term)) {
                 let doc = &mut out[doc as usize];
                 match doc.iter_mut().find(|(k, _)| *k == j) {
                     Some((_, c)) => *c += idf * weight,
@@ -507,6 +519,8 @@ pub struct Index {
     family: Vec<usize>,
     /// Each table's series, by its newest table (see [`Signals::series`]).
     series: Vec<usize>,
+    /// The table index's terms of each table's dataset (the name before its last `.`).
+    dataset_terms: Vec<Vec<u32>>,
     /// The numbers in each table's name, past its dataset (`county_2017_5yr`: 2017, 5).
     numbers: Vec<Vec<String>>,
 }
@@ -590,8 +604,17 @@ impl Index {
                 .unwrap_or_else(|e| std::panic::resume_unwind(e));
             (others, values)
         });
+        let dataset_terms = schema
+            .tables
+            .iter()
+            .map(|t| match t.name.rsplit_once('.') {
+                Some((dataset, _)) => tables.known(&ident(dataset)),
+                None => Vec::new(),
+            })
+            .collect();
         Index {
             by_name,
+            dataset_terms,
             tables,
             columns,
             values,
@@ -665,6 +688,11 @@ impl Index {
         }
     }
 
+    /// Whether tables `a` and `b` join (a foreign key, declared or inferred).
+    fn joined(&self, a: usize, b: usize) -> bool {
+        self.links[a].iter().any(|&(o, _, _)| o == b)
+    }
+
     /// The tables of `t`'s series, by name (`t` alone when it is of none).
     fn series_of(&self, t: usize) -> Vec<usize> {
         let mut members: Vec<usize> = (0..self.series.len())
@@ -692,7 +720,7 @@ impl Index {
         ranked.retain(|&t| seen.insert(self.series[t]));
         if !self.signals.families {
             if self.signals.coverage {
-                covering(&mut ranked, score, terms);
+                covering(&mut ranked, score, terms, |a, b| self.joined(a, b));
             }
             return ranked;
         }
@@ -705,7 +733,7 @@ impl Index {
         }
         order(&mut ranked, &given);
         if self.signals.coverage {
-            covering(&mut ranked, &given, terms);
+            covering(&mut ranked, &given, terms, |a, b| self.joined(a, b));
         }
         ranked
     }
@@ -720,7 +748,11 @@ impl Index {
         for (id, s) in self.tables.best(&q, n) {
             score[id] += s;
         }
-        let terms = self.tables.by_term(&q, n);
+        // NB: the words of a table's dataset (`sales` of `sales.orders`) are its
+        // neighbours' too: a question about the dataset is not covered by one table.
+        let terms = self
+            .tables
+            .by_term(&q, n, |t, term| self.dataset_terms[t].contains(&term));
         let mut column_score: HashMap<(usize, usize), f32> = HashMap::new();
         let mut best_column = vec![0f32; n];
         let mut per_table: HashMap<usize, Vec<f32>> = HashMap::new();
@@ -1095,33 +1127,41 @@ impl Index {
 /// `ranked`'s first [`COVERAGE_RANKS`] tables put in the order that covers the question
 /// best: each next one the best by its `score` less what of its words' match the tables
 /// before it already had (a word's match keeps [`COVERED_KEEP`] of itself for each
-/// table before it that matched it too). `terms`: each table's match, word by word.
-fn covering(ranked: &mut [usize], score: &[f32], terms: &[Vec<(usize, f32)>]) {
+/// table before it that matched it too, and that it does not join: tables that join
+/// share words, such as their keys', and are asked about together). `terms`: each
+/// table's match, word by word; `joined(a, b)`: whether tables `a` and `b` join.
+fn covering(
+    ranked: &mut [usize],
+    score: &[f32],
+    terms: &[Vec<(usize, f32)>],
+    joined: impl Fn(usize, usize) -> bool,
+) {
     let head = ranked.len().min(COVERAGE_RANKS);
-    let words = terms
-        .iter()
-        .flatten()
-        .map(|&(w, _)| w + 1)
-        .max()
-        .unwrap_or(0);
-    // NB: by word, what a match keeps of itself now.
-    let mut kept = vec![1f32; words];
     for at in 0..head {
+        let before = &ranked[..at];
         let gain = |t: usize| {
-            let had: f32 = terms[t].iter().map(|&(w, s)| s * (1.0 - kept[w])).sum();
+            let apart: Vec<usize> = before.iter().copied().filter(|&b| !joined(t, b)).collect();
+            let had: f32 = terms[t]
+                .iter()
+                .map(|&(w, s)| {
+                    let by = apart
+                        .iter()
+                        .filter(|&&b| terms[b].iter().any(|&(v, _)| v == w));
+                    s * (1.0 - COVERED_KEEP.powi(by.count() as i32))
+                })
+                .sum();
             score[t] - had
         };
         // NB: of equal gains, the one ranked first.
         let mut best = at;
-        for i in at + 1..head {
-            if gain(ranked[i]) > gain(ranked[best]) {
-                best = i;
+        let mut best_gain = gain(ranked[at]);
+        for (i, &t) in ranked.iter().enumerate().take(head).skip(at + 1) {
+            let g = gain(t);
+            if g > best_gain {
+                (best, best_gain) = (i, g);
             }
         }
         ranked[at..=best].rotate_right(1);
-        for &(w, _) in &terms[ranked[at]] {
-            kept[w] *= COVERED_KEEP;
-        }
     }
 }
 
@@ -1676,12 +1716,17 @@ mod tests {
         ];
         let score = [2.0, 1.8, 1.5];
         let mut ranked = vec![0, 1, 2];
-        covering(&mut ranked, &score, &terms);
+        covering(&mut ranked, &score, &terms, |_, _| false);
         assert_eq!(ranked, [0, 2, 1]);
+        // Joined to yellow trips, green trips share its words as its complement.
+        let mut ranked = vec![0, 1, 2];
+        let joined = |a: usize, b: usize| a.min(b) == 0 && a.max(b) == 1;
+        covering(&mut ranked, &score, &terms, joined);
+        assert_eq!(ranked, [0, 1, 2]);
         // Words nobody else matched: the order of the scores.
         let terms = vec![vec![(0, 1.0)], vec![(1, 0.9)], vec![(2, 1.5)]];
         let mut ranked = vec![0, 1, 2];
-        covering(&mut ranked, &score, &terms);
+        covering(&mut ranked, &score, &terms, |_, _| false);
         assert_eq!(ranked, [0, 1, 2]);
     }
 
