@@ -40,8 +40,8 @@ impl Host {
             let Some(backend @ BackendConfig::Sql { .. }) = &tool.backend else {
                 continue;
             };
-            let index = match self.index(&tool.name, backend) {
-                Ok(index) => index,
+            let (index, dialect) = match self.index(&tool.name, backend) {
+                Ok(found) => found,
                 Err(why) => {
                     out.warnings.push(format!(
                         "the planner is not shown the database of tool `{}`: {why}",
@@ -51,7 +51,7 @@ impl Host {
                 }
             };
             let selection = index.ground(goal, budget);
-            parts.push(index.text(&tool.name, &selection));
+            parts.push(index.text(&tool.name, dialect, &selection));
             out.selections.push((tool.name.clone(), selection));
         }
         if !parts.is_empty() {
@@ -60,16 +60,21 @@ impl Host {
         out
     }
 
-    /// Tool `tool`'s database index, built again when its schema changed.
-    fn index(&self, tool: &str, backend: &BackendConfig) -> Result<Arc<Index>, String> {
+    /// Tool `tool`'s database index, built again when its schema changed, and the SQL
+    /// the database speaks.
+    fn index(
+        &self,
+        tool: &str,
+        backend: &BackendConfig,
+    ) -> Result<(Arc<Index>, &'static str), String> {
         let db = crate::sql::database(tool, backend, &self.options().env, self.redactor())
             .map_err(|e| e.message)?;
         let version = db.schema_version().map_err(|e| e.to_string())?;
         let mut cache = self.grounds.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((v, index)) = cache.get(tool)
+        if let Some((v, index, dialect)) = cache.get(tool)
             && *v == version
         {
-            return Ok(index.clone());
+            return Ok((index.clone(), dialect));
         }
         let schema = match plan_manifest::cache_dir("grounding") {
             Some(dir) => db.cached_schema(&dir),
@@ -77,7 +82,7 @@ impl Host {
         }
         .map_err(|e| e.to_string())?;
         let index = Arc::new(Index::new(schema));
-        cache.insert(tool.to_owned(), (version, index.clone()));
-        Ok(index)
+        cache.insert(tool.to_owned(), (version, index.clone(), db.dialect()));
+        Ok((index, db.dialect()))
     }
 }

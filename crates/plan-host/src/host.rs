@@ -95,7 +95,8 @@ impl fmt::Debug for HostOptions {
 }
 
 /// A database's grounding index, and the schema version it was built at.
-pub(crate) type Cached = (i64, Arc<plan_sql::ground::Index>);
+/// A database's index with the schema version it was built at and the SQL it speaks.
+pub(crate) type Cached = (i64, Arc<plan_sql::ground::Index>, &'static str);
 
 /// Serves a run's tool requests.
 pub struct Host {

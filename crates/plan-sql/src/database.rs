@@ -29,6 +29,14 @@ impl Database {
         )))
     }
 
+    /// The SQL it speaks, as the planner is told: `SQLite` or `PostgreSQL`.
+    pub fn dialect(&self) -> &'static str {
+        match self {
+            Database::Sqlite(_) => "SQLite",
+            Database::Postgres(_) => "PostgreSQL",
+        }
+    }
+
     pub fn constraints(&self) -> &Constraints {
         match self {
             Database::Sqlite(db) => db.constraints(),

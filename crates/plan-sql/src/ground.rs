@@ -1033,8 +1033,9 @@ impl Index {
     }
 
     /// `selection` as the prompt shows it: each chosen table as a CREATE TABLE with its
-    /// chosen columns and their joins, then the matched values.
-    pub fn text(&self, tool: &str, selection: &Selection) -> String {
+    /// chosen columns and their joins, then the matched values; `dialect` is the SQL the
+    /// database speaks (`SQLite`, `PostgreSQL`), which the planner writes.
+    pub fn text(&self, tool: &str, dialect: &str, selection: &Selection) -> String {
         let mut out = String::new();
         let chosen: BTreeSet<(usize, usize)> = selection
             .columns
@@ -1051,7 +1052,7 @@ impl Index {
             .collect();
         let _ = writeln!(
             out,
-            "The database of tool `{tool}` (SQLite): the tables, columns and values that matter for the goal (the database has more; `...` marks columns left out)."
+            "The database of tool `{tool}` ({dialect}): the tables, columns and values that matter for the goal (the database has more; `...` marks columns left out)."
         );
         for name in &selection.tables {
             let Some(&ti) = self.by_name.get(&name.to_lowercase()) else {
@@ -1689,7 +1690,7 @@ mod tests {
         let s = index.ground("How many managers work in Berlin?", Budget::default());
         let values: Vec<&str> = s.values.iter().map(|v| v.value.as_str()).collect();
         assert!(values.contains(&"Berlin"), "{s:?}");
-        let text = index.text("shop_db", &s);
+        let text = index.text("shop_db", "SQLite", &s);
         assert!(text.contains("CREATE TABLE stores ("), "{text}");
         assert!(text.contains("- stores.city = 'Berlin'"), "{text}");
     }
@@ -1784,7 +1785,11 @@ mod tests {
         let series: Vec<String> = (2018..=2023).map(|y| format!("storms_{y}")).collect();
         assert_eq!(s.series.get("storms_2021"), Some(&series), "{s:?}");
         assert_eq!(s.series.len(), 1, "{s:?}");
-        let text = index.text("noaa", &s);
+        let text = index.text("noaa", "PostgreSQL", &s);
+        assert!(
+            text.contains("The database of tool `noaa` (PostgreSQL):"),
+            "{text}"
+        );
         assert!(
             text.contains("-- one of 6 tables named alike, of like columns: storms_2018, storms_2019, storms_2020, storms_2021, storms_2022, storms_2023\nCREATE TABLE storms_2021 ("),
             "{text}"

@@ -201,8 +201,8 @@ async fn the_sql_example_plans_run_on_the_example_database() {
 
 /// The example shop on PostgreSQL (PLANRT_TEST_POSTGRES, which scripts/test starts;
 /// skipped, saying so, without it unless PLANRT_REQUIRE_POSTGRES is set): a plan's join
-/// answered through a tools file naming the password's variable, which never shows, and
-/// a clear error without it. (Constraints and grounding on PostgreSQL: plan-sql's
+/// answered through a tools file naming the password's variable, which never shows, the
+/// planner told it is PostgreSQL, and a clear error without it. (Constraints and grounding on PostgreSQL: plan-sql's
 /// tests/postgres.rs.)
 #[tokio::test]
 async fn the_shop_on_postgresql() {
@@ -280,6 +280,19 @@ async fn the_shop_on_postgresql() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stdout.trim(), "Elena Bianchi in Milan");
     assert!(!out.stderr.contains(password), "{}", out.stderr);
+    // The planner is told which SQL the database speaks.
+    let out = planvm(
+        ["ground", "Who sold the most?", "--tools", &tools],
+        &pg_env(&env),
+    )
+    .await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("The database of tool `shop_db` (PostgreSQL):"),
+        "{}",
+        out.stdout
+    );
     // Without the password's variable, the tool says which is missing.
     let out = planvm(["run", &s(&best), "--tools", &tools], &pg_env(&[])).await;
     assert_eq!(out.code, Some(1), "{}", out.stderr);
