@@ -633,7 +633,8 @@ impl Index {
         &self.schema
     }
 
-    /// Every table, best first, for `question`.
+    /// Every table, best first, for `question` (of a series, only its best: see
+    /// [`Signals::series`]).
     pub fn rank(&self, question: &str) -> Vec<String> {
         let scores = self.scores(question);
         self.ranked(&scores.table, &scores.terms)
@@ -874,19 +875,23 @@ impl Index {
     /// The best tables of `ranked`, each joined to those before it by the tables on the
     /// shortest foreign-key path between them, while `budget` lasts.
     fn choose_tables(&self, ranked: &[usize], budget: usize) -> Vec<usize> {
+        // NB: a series is one place: a path through one of its tables is through it.
+        let taken =
+            |chosen: &[usize], t: usize| chosen.iter().any(|&c| self.series[c] == self.series[t]);
         let mut chosen: Vec<usize> = Vec::new();
         for &t in ranked {
             if chosen.len() >= budget {
                 break;
             }
-            if chosen.contains(&t) {
+            if taken(&chosen, t) {
                 continue;
             }
             let path = match self.signals.join_paths {
                 true => self.path_to(t, &chosen),
                 false => Vec::new(),
             };
-            let new: Vec<usize> = path.into_iter().filter(|p| !chosen.contains(p)).collect();
+            let mut new: Vec<usize> = path.into_iter().filter(|&p| !taken(&chosen, p)).collect();
+            new.dedup_by_key(|p| self.series[*p]);
             if chosen.len() + new.len() < budget || chosen.is_empty() {
                 chosen.push(t);
                 chosen.extend(new);
@@ -1729,6 +1734,39 @@ mod tests {
         let mut ranked = vec![0, 1, 2];
         covering(&mut ranked, &score, &terms, |_, _| false);
         assert_eq!(ranked, [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_join_path_through_a_series_is_through_its_place() {
+        let table = |name: &str, columns: &[&str], keys: &[(&str, &str)]| Table {
+            name: name.into(),
+            columns: columns.iter().map(|c| col(c, "INTEGER")).collect(),
+            foreign_keys: keys.iter().map(|(c, t)| fk(c, t)).collect(),
+            ..Table::default()
+        };
+        let orders = ["id", "customer_id", "amount"];
+        let schema = Schema {
+            tables: vec![
+                table("customers", &["id", "name"], &[]),
+                table("orders_2023", &orders, &[("customer_id", "customers")]),
+                table("orders_2024", &orders, &[("customer_id", "customers")]),
+                table(
+                    "refunds",
+                    &["id", "order_id"],
+                    &[("order_id", "orders_2023")],
+                ),
+            ],
+        };
+        let index = Index::new(schema);
+        for goal in [
+            "refunds of customers by name",
+            "amount of 2024 orders and refunds per customer name",
+        ] {
+            let s = index.ground(goal, Budget::default());
+            let orders = s.tables.iter().filter(|t| t.starts_with("orders_")).count();
+            assert!(orders <= 1, "{goal}: {s:?}");
+            assert!(s.tables.contains(&"refunds".to_owned()), "{goal}: {s:?}");
+        }
     }
 
     #[test]
