@@ -71,10 +71,10 @@ impl Host {
             .map_err(|e| e.message)?;
         let version = db.schema_version().map_err(|e| e.to_string())?;
         let mut cache = self.grounds.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((v, index, dialect)) = cache.get(tool)
+        if let Some((v, index)) = cache.get(tool)
             && *v == version
         {
-            return Ok((index.clone(), dialect));
+            return Ok((index.clone(), db.dialect()));
         }
         let schema = match plan_manifest::cache_dir("grounding") {
             Some(dir) => db.cached_schema(&dir),
@@ -82,7 +82,7 @@ impl Host {
         }
         .map_err(|e| e.to_string())?;
         let index = Arc::new(Index::new(schema));
-        cache.insert(tool.to_owned(), (version, index.clone(), db.dialect()));
+        cache.insert(tool.to_owned(), (version, index.clone()));
         Ok((index, db.dialect()))
     }
 }

@@ -95,8 +95,7 @@ impl fmt::Debug for HostOptions {
 }
 
 /// A database's grounding index, and the schema version it was built at.
-/// A database's index with the schema version it was built at and the SQL it speaks.
-pub(crate) type Cached = (i64, Arc<plan_sql::ground::Index>, &'static str);
+pub(crate) type Cached = (i64, Arc<plan_sql::ground::Index>);
 
 /// Serves a run's tool requests.
 pub struct Host {

@@ -522,7 +522,8 @@ fn places(s: &Selection) -> Vec<BTreeSet<String>> {
 }
 
 /// The signals `GROUNDING_OFF` (a comma-separated list: `columns`, `values`,
-/// `comments`, `abbreviations`, `graph`, `inferred_keys`, `join_paths`) does not turn off.
+/// `comments`, `abbreviations`, `graph`, `inferred_keys`, `join_paths`, `families`,
+/// `numbers`, `series`, `named`, `coverage`) does not turn off.
 fn signals_from_env() -> Signals {
     let mut s = Signals::default();
     let off = std::env::var("GROUNDING_OFF").unwrap_or_default();

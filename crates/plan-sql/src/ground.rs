@@ -253,13 +253,13 @@ pub struct Signals {
     /// their best: ten of one family would fill the prompt with one thing.
     pub families: bool,
     /// Numbers in table names weighed against the question's (`2017`: `county_2017_5yr`
-    /// rather than `county_2015_5yr`). Off by default: it did not help on the
-    /// development sets.
+    /// rather than `county_2015_5yr`). Off by default: on the development sets it helps
+    /// at 3 or 5 tables and costs at 10.
     pub numbers: bool,
-    /// A series of tables named the same but for a number (one per year, day, release,
-    /// shard: `gsod1929` to `gsod2024`, `events_20210101`, `activities_29`) and of like
-    /// columns is one place of the selection: its best table, shown with the names of
-    /// the others.
+    /// A series of tables of one dataset named the same but for a number (one per year,
+    /// day, release, shard: `gsod1929` to `gsod2024`, `events_20210101`,
+    /// `activities_29`) and of like columns is one place of the selection: its best
+    /// table, shown with the names of the others.
     pub series: bool,
     /// A table the question names as it is written (`posts_answers`, an identifier with
     /// `_` in it) ranks with the best.
@@ -321,7 +321,8 @@ const FAMILY_DECAY: f32 = 0.5;
 /// that matched it too (see [`Signals::coverage`]).
 const COVERED_KEEP: f32 = 0.7;
 
-/// The places ordered by coverage: three times the most tables a prompt is usually given.
+/// The places ordered by coverage: more than a prompt is given (5 by default, 10 in the
+/// evaluation), so that a table the coverage lifts can come from below them.
 const COVERAGE_RANKS: usize = 30;
 
 /// Rounds of score spreading; each reaches one join further.
@@ -390,6 +391,14 @@ impl Bm25 {
         }
     }
 
+    /// Term `term`'s postings and its inverse document frequency.
+    fn weighted(&self, term: u32) -> (&[(u32, f32)], f32) {
+        let postings = &self.postings[term as usize];
+        let df = postings.len() as f32;
+        let idf = (1.0 + (self.docs as f32 - df + 0.5) / (df + 0.5)).ln();
+        (postings, idf)
+    }
+
     /// The numbers of `text`'s tokens that the documents have.
     fn known(&self, text: &str) -> Vec<u32> {
         let tokens = self.tokenizer.tokenize(text).into_iter();
@@ -413,9 +422,7 @@ impl Bm25 {
             };
             let next = seen.len();
             let j = *seen.entry(term).or_insert(next);
-            let postings = &self.postings[term as usize];
-            let df = postings.len() as f32;
-            let idf = (1.0 + (self.docs as f32 - df + 0.5) / (df + 0.5)).ln();
+            let (postings, idf) = self.weighted(term);
             for &(doc, weight) in postings.iter().filter(|(d, _)| !skip(*d as usize, term)) {
                 let doc = &mut out[doc as usize];
                 match doc.iter_mut().find(|(k, _)| *k == j) {
@@ -438,9 +445,7 @@ impl Bm25 {
             let Some(&term) = self.terms.get(&token) else {
                 continue;
             };
-            let postings = &self.postings[term as usize];
-            let df = postings.len() as f32;
-            let idf = (1.0 + (self.docs as f32 - df + 0.5) / (df + 0.5)).ln();
+            let (postings, idf) = self.weighted(term);
             for &(doc, weight) in postings {
                 *score.entry(doc).or_insert(0.0) += idf * weight;
             }
@@ -519,6 +524,10 @@ pub struct Index {
     family: Vec<usize>,
     /// Each table's series, by its newest table (see [`Signals::series`]).
     series: Vec<usize>,
+    /// By a series' newest table, its tables, oldest first (empty for other tables).
+    members: Vec<Vec<usize>>,
+    /// Lowercase table name past its dataset → the tables so named.
+    by_short_name: HashMap<String, Vec<usize>>,
     /// The table index's terms of each table's dataset (the name before its last `.`).
     dataset_terms: Vec<Vec<u32>>,
     /// The numbers in each table's name, past its dataset (`county_2017_5yr`: 2017, 5).
@@ -539,26 +548,8 @@ impl Index {
             .map(|(i, t)| (t.name.to_lowercase(), i))
             .collect();
         let ident = |name: &str| identifier_words(name, signals);
-        let table_docs: Vec<String> = schema
-            .tables
-            .iter()
-            .map(|t| {
-                let mut d = ident(&t.name);
-                // NB: the table's name counts twice: a table is about what it is called.
-                d.push(' ');
-                d.push_str(&ident(&t.name));
-                if signals.comments
-                    && let Some(comment) = &t.comment
-                {
-                    d.push(' ');
-                    d.push_str(comment);
-                }
-                for c in &t.columns {
-                    d.push(' ');
-                    d.push_str(&ident(&c.name));
-                }
-                d
-            })
+        let table_docs: Vec<String> = (schema.tables.iter())
+            .map(|t| table_document(t, signals))
             .collect();
         let mut column_docs = Vec::new();
         let mut column_ids = Vec::new();
@@ -588,10 +579,17 @@ impl Index {
             true => series(&schema),
             false => (0..schema.tables.len()).collect(),
         };
+        let members = members(&schema, &series);
+        let mut by_short_name: HashMap<String, Vec<usize>> = HashMap::new();
+        for (t, table) in schema.tables.iter().enumerate() {
+            (by_short_name.entry(split_dataset(&table.name).1.to_lowercase()))
+                .or_default()
+                .push(t);
+        }
         let numbers = schema
             .tables
             .iter()
-            .map(|t| numbers_in(t.name.rsplit('.').next().unwrap_or(&t.name)))
+            .map(|t| numbers_in(split_dataset(&t.name).1))
             .collect();
         // NB: the values' index, the largest, is built beside the others.
         let wanted = signals.values && !value_docs.is_empty();
@@ -607,9 +605,9 @@ impl Index {
         let dataset_terms = schema
             .tables
             .iter()
-            .map(|t| match t.name.rsplit_once('.') {
-                Some((dataset, _)) => tables.known(&ident(dataset)),
-                None => Vec::new(),
+            .map(|t| match split_dataset(&t.name).0 {
+                "" => Vec::new(),
+                dataset => tables.known(&ident(dataset)),
             })
             .collect();
         Index {
@@ -623,6 +621,8 @@ impl Index {
             links,
             family,
             series,
+            members,
+            by_short_name,
             numbers,
             schema,
             signals,
@@ -679,7 +679,7 @@ impl Index {
             series: chosen
                 .iter()
                 .filter_map(|&t| {
-                    let members = self.series_of(t);
+                    let members = &self.members[self.series[t]];
                     (members.len() > 1).then(|| {
                         let names = members.iter().map(|&m| self.schema.tables[m].name.clone());
                         (self.schema.tables[t].name.clone(), names.collect())
@@ -692,15 +692,6 @@ impl Index {
     /// Whether tables `a` and `b` join (a foreign key, declared or inferred).
     fn joined(&self, a: usize, b: usize) -> bool {
         self.links[a].iter().any(|&(o, _, _)| o == b)
-    }
-
-    /// The tables of `t`'s series, by name (`t` alone when it is of none).
-    fn series_of(&self, t: usize) -> Vec<usize> {
-        let mut members: Vec<usize> = (0..self.series.len())
-            .filter(|&m| self.series[m] == self.series[t])
-            .collect();
-        members.sort_by_key(|&m| self.schema.tables[m].name.to_lowercase());
-        members
     }
 
     /// Every table, best first: by score, then (among tables nothing matched) the most
@@ -717,22 +708,19 @@ impl Index {
         };
         let mut ranked: Vec<usize> = (0..score.len()).collect();
         order(&mut ranked, score);
+        // NB: of a series, its best table stands for it.
         let mut seen = HashSet::new();
         ranked.retain(|&t| seen.insert(self.series[t]));
-        if !self.signals.families {
-            if self.signals.coverage {
-                covering(&mut ranked, score, terms, |a, b| self.joined(a, b));
-            }
-            return ranked;
-        }
-        let mut before: HashMap<usize, i32> = HashMap::new();
         let mut given = score.to_vec();
-        for &t in &ranked {
-            let before = before.entry(self.family[t]).or_default();
-            given[t] *= FAMILY_DECAY.powi(*before);
-            *before += 1;
+        if self.signals.families {
+            let mut before: HashMap<usize, i32> = HashMap::new();
+            for &t in &ranked {
+                let before = before.entry(self.family[t]).or_default();
+                given[t] *= FAMILY_DECAY.powi(*before);
+                *before += 1;
+            }
+            order(&mut ranked, &given);
         }
-        order(&mut ranked, &given);
         if self.signals.coverage {
             covering(&mut ranked, &given, terms, |a, b| self.joined(a, b));
         }
@@ -751,9 +739,10 @@ impl Index {
         }
         // NB: the words of a table's dataset (`sales` of `sales.orders`) are its
         // neighbours' too: a question about the dataset is not covered by one table.
-        let terms = self
-            .tables
-            .by_term(&q, n, |t, term| self.dataset_terms[t].contains(&term));
+        let terms = match self.signals.coverage {
+            true => (self.tables).by_term(&q, n, |t, term| self.dataset_terms[t].contains(&term)),
+            false => Vec::new(),
+        };
         let mut column_score: HashMap<(usize, usize), f32> = HashMap::new();
         let mut best_column = vec![0f32; n];
         let mut per_table: HashMap<usize, Vec<f32>> = HashMap::new();
@@ -795,6 +784,14 @@ impl Index {
                 }
             }
         }
+        // NB: each word's match as a share of the table's own score, which the graph,
+        // a name and the families then scale.
+        let mut terms = terms;
+        for (t, words) in terms.iter_mut().enumerate() {
+            for (_, share) in words.iter_mut() {
+                *share /= score[t].max(f32::MIN_POSITIVE);
+            }
+        }
         if self.signals.graph {
             score = self.spread(score);
             // NB: a table joined to the best one is likelier to be asked about with it
@@ -824,21 +821,22 @@ impl Index {
     /// Each table the question names as written (see [`Signals::named`]) gains the best
     /// table's score.
     fn lift_named(&self, question: &str, score: &mut [f32]) {
-        let said: HashSet<String> = question
-            .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
-            .map(|w| w.trim_matches('.').to_lowercase())
-            .filter(|w| w.contains('_'))
-            .collect();
-        if said.is_empty() {
-            return;
-        }
-        let best = score.iter().copied().fold(0f32, f32::max);
-        for (t, table) in self.schema.tables.iter().enumerate() {
-            let name = table.name.to_lowercase();
-            let short = name.rsplit('.').next().unwrap_or(&name);
-            if said.contains(&name) || said.contains(short) {
-                score[t] += best;
+        let mut named: BTreeSet<usize> = BTreeSet::new();
+        let words = question.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'));
+        for word in words.map(|w| w.trim_matches('.').to_lowercase()) {
+            // NB: `dataset.posts_answers` names `posts_answers` however the schema
+            // qualifies it.
+            let short = split_dataset(&word).1;
+            if !short.contains('_') {
+                continue;
             }
+            let full = self.by_name.get(&word).into_iter();
+            named.extend(full.chain(self.by_short_name.get(short).into_iter().flatten()));
+        }
+        // NB: with nothing else matched, a named table still comes first.
+        let best = score.iter().copied().fold(1f32, f32::max);
+        for t in named {
+            score[t] += best;
         }
     }
 
@@ -890,8 +888,10 @@ impl Index {
                 true => self.path_to(t, &chosen),
                 false => Vec::new(),
             };
-            let mut new: Vec<usize> = path.into_iter().filter(|&p| !taken(&chosen, p)).collect();
-            new.dedup_by_key(|p| self.series[*p]);
+            let mut places = HashSet::new();
+            let new: Vec<usize> = (path.into_iter())
+                .filter(|&p| !taken(&chosen, p) && places.insert(self.series[p]))
+                .collect();
             if chosen.len() + new.len() < budget || chosen.is_empty() {
                 chosen.push(t);
                 chosen.extend(new);
@@ -1008,23 +1008,28 @@ impl Index {
     }
 
     /// The tables strictly between `from` and the nearest of `to` on the foreign-key
-    /// graph (empty when `to` is empty, `from` is next to one, or none is reachable).
+    /// graph (empty when `to` is empty, `from` is next to one, or none is reachable). A
+    /// series is one place: a path leaves from any table of `from`'s and ends at any
+    /// table of a series in `to`.
     fn path_to(&self, from: usize, to: &[usize]) -> Vec<usize> {
         if to.is_empty() {
             return Vec::new();
         }
-        let targets: HashSet<usize> = to.iter().copied().collect();
+        let targets: HashSet<usize> = to.iter().map(|&t| self.series[t]).collect();
+        let starts = &self.members[self.series[from]];
         let mut prev: HashMap<usize, usize> = HashMap::new();
-        let mut queue = VecDeque::from([from]);
-        let mut seen = HashSet::from([from]);
+        let mut queue: VecDeque<usize> = starts.iter().copied().collect();
+        let mut seen: HashSet<usize> = starts.iter().copied().collect();
         while let Some(t) = queue.pop_front() {
-            if targets.contains(&t) {
+            if targets.contains(&self.series[t]) {
                 let mut path = Vec::new();
                 let mut at = prev.get(&t).copied();
-                while let Some(p) = at.filter(|&p| p != from) {
+                while let Some(p) = at {
                     path.push(p);
                     at = prev.get(&p).copied();
                 }
+                // NB: the last is where the path left from's series.
+                path.pop();
                 return path;
             }
             for &(o, _, _) in &self.links[t] {
@@ -1131,11 +1136,11 @@ impl Index {
 }
 
 /// `ranked`'s first [`COVERAGE_RANKS`] tables put in the order that covers the question
-/// best: each next one the best by its `score` less what of its words' match the tables
-/// before it already had (a word's match keeps [`COVERED_KEEP`] of itself for each
-/// table before it that matched it too, and that it does not join: tables that join
-/// share words, such as their keys', and are asked about together). `terms`: each
-/// table's match, word by word; `joined(a, b)`: whether tables `a` and `b` join.
+/// best: each next one the best by its `score` less the share of it that the tables
+/// before it already had (a word's match keeps [`COVERED_KEEP`] of itself for each table
+/// before it that matched it too, and that it does not join: tables that join share
+/// words, such as their keys', and are asked about together). `terms`: each table's
+/// match, word by word, as shares of its score; `joined(a, b)`: whether `a` and `b` join.
 fn covering(
     ranked: &mut [usize],
     score: &[f32],
@@ -1147,16 +1152,15 @@ fn covering(
         let before = &ranked[..at];
         let gain = |t: usize| {
             let apart: Vec<usize> = before.iter().copied().filter(|&b| !joined(t, b)).collect();
-            let had: f32 = terms[t]
-                .iter()
-                .map(|&(w, s)| {
+            let had: f32 = (terms[t].iter())
+                .map(|&(w, share)| {
                     let by = apart
                         .iter()
                         .filter(|&&b| terms[b].iter().any(|&(v, _)| v == w));
-                    s * (1.0 - COVERED_KEEP.powi(by.count() as i32))
+                    share * (1.0 - COVERED_KEEP.powi(by.count() as i32))
                 })
                 .sum();
-            score[t] - had
+            score[t] * (1.0 - had.min(1.0))
         };
         // NB: of equal gains, the one ranked first.
         let mut best = at;
@@ -1240,7 +1244,7 @@ fn families(schema: &Schema) -> Vec<usize> {
     let mut by_shape: HashMap<String, usize> = HashMap::new();
     for (i, t) in schema.tables.iter().enumerate() {
         let name = t.name.to_lowercase();
-        let dataset = name.rsplit_once('.').map_or("", |(d, _)| d).to_owned();
+        let dataset = split_dataset(&name).0.to_owned();
         let mut columns: Vec<String> = t.columns.iter().map(|c| c.name.to_lowercase()).collect();
         columns.sort();
         let shape: String = name.chars().filter(|c| !c.is_ascii_digit()).collect();
@@ -1256,12 +1260,43 @@ fn families(schema: &Schema) -> Vec<usize> {
     (0..n).map(|t| root(&mut parent, t)).collect()
 }
 
-/// `name`, lowercase, with each number (and each run of numbers, `1662_2000`) as `#`:
-/// `gsod2019` → `gsod#`, `county_2017_5yr` → `county_#_#yr`; `None` without a digit.
-fn numbered(name: &str) -> Option<String> {
-    let name = name.to_lowercase();
-    let mut out = String::with_capacity(name.len());
-    let mut chars = name.chars().peekable();
+/// `name` split at its last `.`: its dataset (empty without one) and its own name.
+fn split_dataset(name: &str) -> (&str, &str) {
+    name.rsplit_once('.').unwrap_or(("", name))
+}
+
+/// `a` against `b`, their runs of digits compared as numbers (`t_9` before `t_10`), then
+/// as written.
+fn by_numbers(a: &str, b: &str) -> std::cmp::Ordering {
+    fn runs(s: &str) -> impl Iterator<Item = (bool, &str)> {
+        s.as_bytes()
+            .chunk_by(|x, y| x.is_ascii_digit() == y.is_ascii_digit())
+            .map(|run| {
+                // NB: chunks split only between an ASCII digit and another byte, never
+                // inside a UTF-8 sequence.
+                let text = std::str::from_utf8(run).unwrap_or_default();
+                (run[0].is_ascii_digit(), text)
+            })
+    }
+    let key = |(digits, text): (bool, &str)| match digits {
+        true => {
+            let trimmed = text.trim_start_matches('0');
+            (trimmed.len(), trimmed.to_owned())
+        }
+        false => (0, text.to_lowercase()),
+    };
+    let (a_runs, b_runs) = (runs(a).map(key), runs(b).map(key));
+    a_runs.cmp(b_runs).then_with(|| a.cmp(b))
+}
+
+/// `name`'s own part (past its dataset), lowercase, with each number (and each run of
+/// numbers, `1662_2000`) as `\0`, and its dataset as it is: `gsod2019` → `gsod\0`,
+/// `county_2017_5yr` → `county_\0_\0yr`; `None` without a digit.
+fn numbered(name: &str) -> Option<(String, String)> {
+    let (dataset, own) = split_dataset(name);
+    let own = own.to_lowercase();
+    let mut out = String::with_capacity(own.len());
+    let mut chars = own.chars().peekable();
     while let Some(c) = chars.next() {
         if !c.is_ascii_digit() {
             out.push(c);
@@ -1270,23 +1305,27 @@ fn numbered(name: &str) -> Option<String> {
         while chars.next_if(char::is_ascii_digit).is_some() {}
         // NB: `1662_2000` is one range, one place; `2017_5yr` a year and a span.
         let whole = chars.peek().is_none_or(|c| !c.is_alphabetic());
-        if whole && (out.ends_with("#_") || out.ends_with("#-")) {
+        if whole && (out.ends_with("\0_") || out.ends_with("\0-")) {
             out.pop();
         } else {
-            out.push('#');
+            out.push('\0');
         }
     }
-    (out != name).then_some(out)
+    (out != own).then(|| (dataset.to_lowercase(), out))
 }
 
 /// What share of their column names (of all either has) two tables share to be of one
 /// series.
 const SERIES_LIKENESS: f32 = 0.5;
 
-/// Each table's series (see [`Signals::series`]), by one table of it: tables whose
-/// names are the same but for their numbers, and whose columns are like (half their
-/// names or more shared), newest (greatest name) first: a table not like a newer one
-/// starts a series of its own.
+/// How many series of one pattern a table is compared with, the latest first: a schema
+/// of thousands of unlike tables named alike costs no more than this each.
+const SERIES_TRIED: usize = 8;
+
+/// Each table's series (see [`Signals::series`]), by its newest table: tables of one
+/// dataset whose names are the same but for their numbers, newest (greatest number)
+/// first, each joining the series whose last table it is like (half their column names
+/// or more shared); a table like none starts a series of its own.
 fn series(schema: &Schema) -> Vec<usize> {
     let columns = |t: usize| -> HashSet<String> {
         schema.tables[t]
@@ -1295,7 +1334,7 @@ fn series(schema: &Schema) -> Vec<usize> {
             .map(|c| c.name.to_lowercase())
             .collect()
     };
-    let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
+    let mut by_pattern: HashMap<(String, String), Vec<usize>> = HashMap::new();
     for (t, table) in schema.tables.iter().enumerate() {
         if let Some(pattern) = numbered(&table.name) {
             by_pattern.entry(pattern).or_default().push(t);
@@ -1303,21 +1342,62 @@ fn series(schema: &Schema) -> Vec<usize> {
     }
     let mut series: Vec<usize> = (0..schema.tables.len()).collect();
     for members in by_pattern.values_mut().filter(|m| m.len() > 1) {
-        members.sort_by_key(|&t| std::cmp::Reverse(schema.tables[t].name.to_lowercase()));
-        let mut firsts: Vec<(usize, HashSet<String>)> = Vec::new();
+        members.sort_by(|&a, &b| by_numbers(&schema.tables[b].name, &schema.tables[a].name));
+        // NB: (its newest table, its last table's columns), a series each.
+        let mut open: Vec<(usize, HashSet<String>)> = Vec::new();
         for &t in members.iter() {
             let ours = columns(t);
-            let like = firsts.iter().find(|(_, theirs)| {
-                let shared = ours.intersection(theirs).count();
-                shared as f32 / ours.union(theirs).count().max(1) as f32 >= SERIES_LIKENESS
-            });
+            let like = open
+                .iter_mut()
+                .rev()
+                .take(SERIES_TRIED)
+                .find(|(_, theirs)| {
+                    let shared = ours.intersection(theirs).count();
+                    shared as f32 / ours.union(theirs).count().max(1) as f32 >= SERIES_LIKENESS
+                });
             match like {
-                Some(&(first, _)) => series[t] = first,
-                None => firsts.push((t, ours)),
+                Some((first, last)) => {
+                    series[t] = *first;
+                    *last = ours;
+                }
+                None => open.push((t, ours)),
             }
         }
     }
     series
+}
+
+/// What a table's BM25 document says: its name twice (a table is about what it is
+/// called), its comment, its columns' names.
+fn table_document(t: &Table, signals: Signals) -> String {
+    let ident = |name: &str| identifier_words(name, signals);
+    let mut d = ident(&t.name);
+    d.push(' ');
+    d.push_str(&ident(&t.name));
+    if signals.comments
+        && let Some(comment) = &t.comment
+    {
+        d.push(' ');
+        d.push_str(comment);
+    }
+    for c in &t.columns {
+        d.push(' ');
+        d.push_str(&ident(&c.name));
+    }
+    d
+}
+
+/// By each series' first table (see [`series`]), its tables in the order of their
+/// numbers; empty for the other tables.
+fn members(schema: &Schema, series: &[usize]) -> Vec<Vec<usize>> {
+    let mut members = vec![Vec::new(); series.len()];
+    for (t, &first) in series.iter().enumerate() {
+        members[first].push(t);
+    }
+    for m in &mut members {
+        m.sort_by(|&a, &b| by_numbers(&schema.tables[a].name, &schema.tables[b].name));
+    }
+    members
 }
 
 /// The words that end a key column's name (`customer_id`, `CustomerKey`, `country_code`).
@@ -1337,7 +1417,7 @@ fn inferred_keys(schema: &Schema) -> Vec<((usize, usize), (usize, usize))> {
     let mut by_noun: HashMap<String, Vec<usize>> = HashMap::new();
     let mut by_column: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
     for (ti, t) in tables.iter().enumerate() {
-        let name = words(t.name.rsplit('.').next().unwrap_or(&t.name));
+        let name = words(split_dataset(&t.name).1);
         by_noun.entry(name.replace(' ', "")).or_default().push(ti);
         if let Some(last) = name.split_whitespace().last() {
             by_noun.entry(last.to_owned()).or_default().push(ti);
@@ -1404,7 +1484,8 @@ fn inferred_keys(schema: &Schema) -> Vec<((usize, usize), (usize, usize))> {
 /// column) and each matching sampled value's (score, table, column, value).
 struct Scores {
     table: Vec<f32>,
-    /// Each table's document's match, term by term: (the query's term, its share).
+    /// Each table's document's match, word by word: (the question's word, its share of
+    /// the table's own score, before the graph).
     terms: Vec<Vec<(usize, f32)>>,
     column: HashMap<(usize, usize), f32>,
     values: Vec<(f32, usize, usize, usize)>,
@@ -1715,10 +1796,11 @@ mod tests {
     fn tables_are_ordered_to_cover_the_question() {
         // Yellow trips match words 0 and 1, green trips the same a little less, zones
         // word 2 alone: once yellow trips are in, green trips bring less than zones.
+        // (Each word's match as a share of the table's score.)
         let terms = vec![
-            vec![(0, 1.0), (1, 1.0)],
-            vec![(0, 0.9), (1, 0.9)],
-            vec![(2, 1.5)],
+            vec![(0, 0.5), (1, 0.5)],
+            vec![(0, 0.5), (1, 0.5)],
+            vec![(2, 1.0)],
         ];
         let score = [2.0, 1.8, 1.5];
         let mut ranked = vec![0, 1, 2];
@@ -1730,7 +1812,7 @@ mod tests {
         covering(&mut ranked, &score, &terms, joined);
         assert_eq!(ranked, [0, 1, 2]);
         // Words nobody else matched: the order of the scores.
-        let terms = vec![vec![(0, 1.0)], vec![(1, 0.9)], vec![(2, 1.5)]];
+        let terms = vec![vec![(0, 1.0)], vec![(1, 1.0)], vec![(2, 1.0)]];
         let mut ranked = vec![0, 1, 2];
         covering(&mut ranked, &score, &terms, |_, _| false);
         assert_eq!(ranked, [0, 1, 2]);
@@ -1761,28 +1843,54 @@ mod tests {
         for goal in [
             "refunds of customers by name",
             "amount of 2024 orders and refunds per customer name",
+            "refunds of 2024 orders",
         ] {
             let s = index.ground(goal, Budget::default());
             let orders = s.tables.iter().filter(|t| t.starts_with("orders_")).count();
             assert!(orders <= 1, "{goal}: {s:?}");
+            assert!(s.series.len() <= 1, "{goal}: {s:?}");
             assert!(s.tables.contains(&"refunds".to_owned()), "{goal}: {s:?}");
         }
+        // Refunds join the orders' place directly: no table between them.
+        let s = index.ground(
+            "refunds of 2024 orders",
+            Budget {
+                tables: 2,
+                ..Budget::default()
+            },
+        );
+        assert_eq!(s.tables, ["refunds", "orders_2024"], "{s:?}");
     }
 
     #[test]
     fn numbers_in_names_are_found() {
         for (name, pattern) in [
-            ("gsod2019", Some("gsod#")),
-            ("county_2017_5yr", Some("county_#_#yr")),
-            ("events_20210131", Some("events_#")),
-            ("icoads_core_1662_2000", Some("icoads_core_#")),
-            ("Storms-1990-1995", Some("storms-#")),
-            ("irs_990_2012", Some("irs_#")),
-            ("1998_q1", Some("#_q#")),
+            ("gsod2019", Some(("", "gsod#"))),
+            ("county_2017_5yr", Some(("", "county_#_#yr"))),
+            ("events_20210131", Some(("", "events_#"))),
+            ("icoads_core_1662_2000", Some(("", "icoads_core_#"))),
+            ("Storms-1990-1995", Some(("", "storms-#"))),
+            ("irs_990_2012", Some(("", "irs_#"))),
+            ("1998_q1", Some(("", "#_q#"))),
+            ("2019", Some(("", "#"))),
+            // A `#` is not a number.
+            ("a#_1", Some(("", "a#_#"))),
+            ("College_1.Course_2", Some(("college_1", "course_#"))),
+            ("college_1.course", None),
             ("orders", None),
         ] {
-            assert_eq!(numbered(name).as_deref(), pattern, "{name}");
+            let found = numbered(name).map(|(d, p)| (d, p.replace('\0', "#")));
+            let pattern = pattern.map(|(d, p)| (d.to_owned(), p.to_owned()));
+            assert_eq!(found, pattern, "{name}");
         }
+        assert_ne!(numbered("a#_1"), numbered("a1"));
+    }
+
+    #[test]
+    fn numbers_in_names_order_as_numbers() {
+        let mut names = vec!["t_10", "t_9", "T_2", "t_1a", "t_01"];
+        names.sort_by(|a, b| by_numbers(a, b));
+        assert_eq!(names, ["t_01", "t_1a", "T_2", "t_9", "t_10"]);
     }
 
     #[test]

@@ -202,8 +202,8 @@ async fn the_sql_example_plans_run_on_the_example_database() {
 /// The example shop on PostgreSQL (PLANRT_TEST_POSTGRES, which scripts/test starts;
 /// skipped, saying so, without it unless PLANRT_REQUIRE_POSTGRES is set): a plan's join
 /// answered through a tools file naming the password's variable, which never shows, the
-/// planner told it is PostgreSQL, and a clear error without it. (Constraints and grounding on PostgreSQL: plan-sql's
-/// tests/postgres.rs.)
+/// planner told it is PostgreSQL, and a clear error without it. (Constraints and
+/// grounding on PostgreSQL: plan-sql's tests/postgres.rs.)
 #[tokio::test]
 async fn the_shop_on_postgresql() {
     let Ok(url) = std::env::var("PLANRT_TEST_POSTGRES") else {
