@@ -450,10 +450,8 @@ fn per_db(dir: &std::path::Path, signals: Signals, quiet: bool) {
                     .iter()
                     .flat_map(|tc| {
                         let (t, c) = tc.rsplit_once('.').unwrap_or(("", tc));
-                        let members = s.series.get(t).cloned().unwrap_or_default();
-                        std::iter::once(t.to_owned())
-                            .chain(members)
-                            .map(move |m| format!("{m}.{c}").to_lowercase())
+                        let c = c.to_lowercase();
+                        stands_for(&s, t).map(move |m| format!("{m}.{c}"))
                     })
                     .collect();
                 let found = columns.iter().filter(|c| got.contains(*c)).count();
@@ -511,14 +509,16 @@ fn per_db(dir: &std::path::Path, signals: Signals, quiet: bool) {
 fn places(s: &Selection) -> Vec<BTreeSet<String>> {
     s.tables
         .iter()
-        .map(|t| {
-            let series = s.series.get(t).into_iter().flatten();
-            std::iter::once(t)
-                .chain(series)
-                .map(|m| m.to_lowercase())
-                .collect()
-        })
+        .map(|t| stands_for(s, t).collect())
         .collect()
+}
+
+/// Table `t` of `s` and the tables of its series, lowercase.
+fn stands_for<'a>(s: &'a Selection, t: &'a str) -> impl Iterator<Item = String> + 'a {
+    let series = s.series.get(t).into_iter().flatten();
+    std::iter::once(t)
+        .chain(series.map(String::as_str))
+        .map(str::to_lowercase)
 }
 
 /// The signals `GROUNDING_OFF` (a comma-separated list: `columns`, `values`,

@@ -739,7 +739,7 @@ impl Index {
         }
         // NB: the words of a table's dataset (`sales` of `sales.orders`) are its
         // neighbours' too: a question about the dataset is not covered by one table.
-        let terms = match self.signals.coverage {
+        let mut terms = match self.signals.coverage {
             true => (self.tables).by_term(&q, n, |t, term| self.dataset_terms[t].contains(&term)),
             false => Vec::new(),
         };
@@ -786,7 +786,6 @@ impl Index {
         }
         // NB: each word's match as a share of the table's own score, which the graph,
         // a name and the families then scale.
-        let mut terms = terms;
         for (t, words) in terms.iter_mut().enumerate() {
             for (_, share) in words.iter_mut() {
                 *share /= score[t].max(f32::MIN_POSITIVE);
