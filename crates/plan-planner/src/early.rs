@@ -96,7 +96,9 @@ struct Schedule {
     blocked: Option<usize>,
     /// The straight length last compiled, when that compile ended and how long it took.
     compiled: usize,
-    cost: Option<(std::time::Instant, Duration)>,
+    /// NB: on tokio's clock, like the wait it sets: a compile measured on the real clock
+    /// but waited for on a paused one (tests) would put off a call by chance of load.
+    cost: Option<(tokio::time::Instant, Duration)>,
     /// When a compile put off by the schedule is due.
     later: Option<tokio::time::Instant>,
 }
@@ -218,9 +220,9 @@ impl<'h> Streamer<'h> {
         arrived: &[Value],
         schedule: &mut Schedule,
     ) -> Option<BoxFuture<'h, ()>> {
-        let began = std::time::Instant::now();
+        let began = tokio::time::Instant::now();
         let program = prefix_program(arrived, self.calls.host.manifest());
-        schedule.cost = Some((std::time::Instant::now(), began.elapsed()));
+        schedule.cost = Some((tokio::time::Instant::now(), began.elapsed()));
         let Some((program, len)) = program else {
             schedule.blocked = Some(schedule.started);
             return None;
