@@ -258,7 +258,8 @@ impl Tally {
                     ..Budget::default()
                 },
             );
-            self.columns[i] += usize::from(has_all(&s.columns, columns));
+            let got = shown_columns(&s);
+            self.columns[i] += usize::from(columns.iter().all(|c| got.contains(c)));
         }
     }
 
@@ -444,16 +445,7 @@ fn per_db(dir: &std::path::Path, signals: Signals, quiet: bool) {
             base[i] += usize::from(has_all(&baseline.top(&question, k)));
             if k == 10 && !columns.is_empty() {
                 with_columns += 1;
-                // NB: a series' tables have the columns its shown table has.
-                let got: BTreeSet<String> = s
-                    .columns
-                    .iter()
-                    .flat_map(|tc| {
-                        let (t, c) = tc.rsplit_once('.').unwrap_or(("", tc));
-                        let c = c.to_lowercase();
-                        stands_for(&s, t).map(move |m| format!("{m}.{c}"))
-                    })
-                    .collect();
+                let got = shown_columns(&s);
                 let found = columns.iter().filter(|c| got.contains(*c)).count();
                 recall += found as f64 / columns.len() as f64;
                 // NB: `GROUNDING_MISSED`: each gold column not shown, and whether its table
@@ -513,6 +505,24 @@ fn places(s: &Selection) -> Vec<BTreeSet<String>> {
         .collect()
 }
 
+/// The columns `s` shows, `table.column` in lowercase: a series' tables have the columns
+/// its shown table has, and a column shown stands for its series of columns, whose names
+/// the prompt gives.
+fn shown_columns(s: &Selection) -> BTreeSet<String> {
+    let mut got = BTreeSet::new();
+    for tc in &s.columns {
+        let (t, c) = tc.rsplit_once('.').unwrap_or(("", tc));
+        let own = [c.to_owned()];
+        let series = s.column_series.get(tc).map_or(&own[..], Vec::as_slice);
+        for c in series {
+            for m in stands_for(s, t) {
+                got.insert(format!("{m}.{}", c.to_lowercase()));
+            }
+        }
+    }
+    got
+}
+
 /// Table `t` of `s` and the tables of its series, lowercase.
 fn stands_for<'a>(s: &'a Selection, t: &'a str) -> impl Iterator<Item = String> + 'a {
     let series = s.series.get(t).into_iter().flatten();
@@ -523,7 +533,7 @@ fn stands_for<'a>(s: &'a Selection, t: &'a str) -> impl Iterator<Item = String> 
 
 /// The signals `GROUNDING_OFF` (a comma-separated list: `columns`, `values`,
 /// `comments`, `abbreviations`, `graph`, `inferred_keys`, `join_paths`, `families`,
-/// `numbers`, `series`, `named`, `coverage`) does not turn off.
+/// `numbers`, `series`, `named`, `coverage`, `column_series`) does not turn off.
 fn signals_from_env() -> Signals {
     let mut s = Signals::default();
     let off = std::env::var("GROUNDING_OFF").unwrap_or_default();
@@ -541,6 +551,7 @@ fn signals_from_env() -> Signals {
             "series" => s.series = false,
             "named" => s.named = false,
             "coverage" => s.coverage = false,
+            "column_series" => s.column_series = false,
             other => panic!("GROUNDING_OFF: no signal `{other}`"),
         }
     }
@@ -550,7 +561,7 @@ fn signals_from_env() -> Signals {
 /// Each signal turned off alone, then all but the lexical match: a row each.
 fn ablation(dir: &std::path::Path) {
     let all = Signals::default();
-    let off: [(&str, Signals); 13] = [
+    let off: [(&str, Signals); 14] = [
         ("all signals", all),
         (
             "no columns",
@@ -630,6 +641,13 @@ fn ablation(dir: &std::path::Path) {
             },
         ),
         (
+            "no column series",
+            Signals {
+                column_series: false,
+                ..all
+            },
+        ),
+        (
             "with numbers",
             Signals {
                 numbers: true,
@@ -659,6 +677,7 @@ fn ablation(dir: &std::path::Path) {
         series: false,
         named: false,
         coverage: false,
+        column_series: false,
     };
     print!("| table documents alone ");
     per_db(dir, lexical, true);

@@ -98,6 +98,11 @@ pub struct Selection {
     /// name → every table of its series, by name.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub series: BTreeMap<String, Vec<String>>,
+    /// The columns shown that stand for a series of columns (see
+    /// [`Signals::column_series`]): each one's `table.column` → the names of every
+    /// column of its series, in the table's order.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub column_series: BTreeMap<String, Vec<String>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -269,6 +274,10 @@ pub struct Signals {
     /// not (the trips of green taxis after those of yellow ones, and before the taxi
     /// zones the question also asks about, is one table too many).
     pub coverage: bool,
+    /// Columns of one table named the same but for a number (`year_1960` to
+    /// `year_2019`, `address_line1`, `address_line2`) take one place among the columns
+    /// shown: the first of them, shown with the names of the others.
+    pub column_series: bool,
 }
 
 impl Default for Signals {
@@ -287,6 +296,7 @@ impl Default for Signals {
             series: true,
             named: true,
             coverage: true,
+            column_series: true,
         }
     }
 }
@@ -661,18 +671,26 @@ impl Index {
         }
         let chosen = self.choose_tables(&ranked, budget.tables);
         let set: HashSet<usize> = chosen.iter().copied().collect();
-        let ordered = self.choose_columns(&chosen, &set, &column_score, budget.columns);
+        let column_series = self.column_series(&chosen);
+        let ordered = self.choose_columns(&chosen, &column_score, &column_series, budget.columns);
         let values = self.choose_values(value_hits, &set, budget.values);
+        let name = |(t, c): (usize, usize)| {
+            let table = &self.schema.tables[t];
+            format!("{}.{}", table.name, table.columns[c].name)
+        };
         Selection {
             tables: chosen
                 .iter()
                 .map(|&t| self.schema.tables[t].name.clone())
                 .collect(),
-            columns: ordered
+            columns: ordered.iter().map(|&tc| name(tc)).collect(),
+            column_series: ordered
                 .iter()
-                .map(|&(t, c)| {
-                    let table = &self.schema.tables[t];
-                    format!("{}.{}", table.name, table.columns[c].name)
+                .filter_map(|tc| {
+                    let (t, members) = &column_series.members[*column_series.of.get(tc)?];
+                    let columns = &self.schema.tables[*t].columns;
+                    let names = members.iter().map(|&c| columns[c].name.clone());
+                    Some((name(*tc), names.collect()))
                 })
                 .collect(),
             values,
@@ -902,38 +920,27 @@ impl Index {
         chosen
     }
 
-    /// The columns of the `chosen` tables (`set`) to show, at most `budget`: the
-    /// best-matching ones first (the selection is best first), leaving room for the keys
-    /// that join the chosen tables, then those keys, then the chosen tables' other
+    /// The columns of the `chosen` tables to show, at most `budget`: the best-matching
+    /// ones first (of equal matches, the better table's first), leaving room for the
+    /// keys that join the chosen tables, then those keys, then the chosen tables' other
     /// columns, best table first: a query needs the columns a question does not name too
-    /// (`name`, `id`).
+    /// (`name`, `id`). Of a series of columns, one is shown.
     fn choose_columns(
         &self,
         chosen: &[usize],
-        set: &HashSet<usize>,
         column_score: &HashMap<(usize, usize), f32>,
+        series: &ColumnSeries,
         budget: usize,
     ) -> Vec<(usize, usize)> {
-        let push = |cols: &mut Vec<(usize, usize)>, tc: (usize, usize)| {
-            if !cols.contains(&tc) {
-                cols.push(tc);
-            }
-        };
-        let mut cols: Vec<(usize, usize)> = Vec::new();
+        let mut joins: Vec<(usize, usize)> = Vec::new();
         for &t in chosen {
             for &(o, a, _) in &self.links[t] {
-                if set.contains(&o) {
-                    push(&mut cols, (t, a));
+                if chosen.contains(&o) && !joins.contains(&(t, a)) {
+                    joins.push((t, a));
                 }
             }
         }
-        let mut matched: Vec<((usize, usize), f32)> = column_score
-            .iter()
-            .filter(|((t, _), _)| set.contains(t))
-            .map(|(&k, &s)| (k, s))
-            .collect();
-        matched.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        let mut best: Vec<(usize, usize)> = matched.into_iter().map(|(k, _)| k).collect();
+        let mut best = matched_columns(chosen, column_score);
         for &t in chosen {
             if let Some(c) = self.schema.tables[t]
                 .columns
@@ -943,13 +950,16 @@ impl Index {
                 best.push((t, c));
             }
         }
-        let room = budget.saturating_sub(cols.len()).max(1);
-        let mut ordered: Vec<(usize, usize)> = Vec::new();
-        for tc in best.iter().filter(|tc| !cols.contains(tc)).take(room) {
-            push(&mut ordered, *tc);
+        let room = budget.saturating_sub(joins.len()).max(1);
+        let mut picked = Picked::default();
+        for tc in best.into_iter().filter(|tc| !joins.contains(tc)) {
+            if picked.columns.len() >= room {
+                break;
+            }
+            picked.push(tc, series);
         }
-        for tc in cols {
-            push(&mut ordered, tc);
+        for tc in joins {
+            picked.push_key(tc, series);
         }
         // NB: round the chosen tables, each one's first columns first (its keys and names,
         // as schemas are written): one wide table must not take every place.
@@ -960,16 +970,45 @@ impl Index {
             .unwrap_or(0);
         'fill: for c in 0..widest {
             for &t in chosen {
-                if ordered.len() >= budget {
+                if picked.columns.len() >= budget {
                     break 'fill;
                 }
                 if c < self.schema.tables[t].columns.len() {
-                    push(&mut ordered, (t, c));
+                    picked.push((t, c), series);
                 }
             }
         }
+        let mut ordered = picked.columns;
         ordered.truncate(budget.max(1));
         ordered
+    }
+
+    /// The series of columns of the `chosen` tables (see [`Signals::column_series`]):
+    /// none when that signal is off.
+    fn column_series(&self, chosen: &[usize]) -> ColumnSeries {
+        let mut out = ColumnSeries::default();
+        if !self.signals.column_series {
+            return out;
+        }
+        for &t in chosen {
+            let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
+            for (c, column) in self.schema.tables[t].columns.iter().enumerate() {
+                if let Some((_, pattern)) = numbered(&column.name) {
+                    by_pattern.entry(pattern).or_default().push(c);
+                }
+            }
+            let mut found: Vec<Vec<usize>> =
+                (by_pattern.into_values()).filter(|m| m.len() > 1).collect();
+            // NB: in the table's order, so that the same columns are shown each time.
+            found.sort_unstable();
+            for members in found {
+                for &c in &members {
+                    out.of.insert((t, c), out.members.len());
+                }
+                out.members.push((t, members));
+            }
+        }
+        out
     }
 
     /// The best of the values that matched, of the chosen tables (`set`), at most
@@ -1098,6 +1137,16 @@ impl Index {
                     line.push(',');
                 }
                 let mut notes: Vec<String> = c.comment.iter().cloned().collect();
+                if let Some(series) = selection
+                    .column_series
+                    .get(&format!("{}.{}", t.name, c.name))
+                {
+                    notes.push(format!(
+                        "one of {} columns named alike: {}",
+                        series.len(),
+                        series_names(series)
+                    ));
+                }
                 // NB: keys inferred from names are shown as what they are, not as
                 // declared REFERENCES.
                 if declared.is_none() {
@@ -1171,6 +1220,63 @@ fn covering(
             }
         }
         ranked[at..=best].rotate_right(1);
+    }
+}
+
+/// The columns of the `chosen` tables that matched, best first; of equal matches, the
+/// better table's first (a column that every table of a family has).
+fn matched_columns(
+    chosen: &[usize],
+    column_score: &HashMap<(usize, usize), f32>,
+) -> Vec<(usize, usize)> {
+    let place: HashMap<usize, usize> = (chosen.iter().enumerate()).map(|(i, &t)| (t, i)).collect();
+    let mut matched: Vec<((usize, usize), f32, usize)> = (column_score.iter())
+        .filter_map(|(&tc, &s)| Some((tc, s, *place.get(&tc.0)?)))
+        .collect();
+    matched.sort_by(|a, b| {
+        (b.1.total_cmp(&a.1))
+            .then(a.2.cmp(&b.2))
+            .then(a.0.cmp(&b.0))
+    });
+    matched.into_iter().map(|(tc, _, _)| tc).collect()
+}
+
+/// The series of columns of some tables (see [`Signals::column_series`]).
+#[derive(Default)]
+struct ColumnSeries {
+    /// (table, column) → its series, for the columns of one.
+    of: HashMap<(usize, usize), usize>,
+    /// Each series: its table and its columns, in the table's order.
+    members: Vec<(usize, Vec<usize>)>,
+}
+
+/// The columns chosen so far, in order, and the series of columns they stand for.
+#[derive(Default)]
+struct Picked {
+    columns: Vec<(usize, usize)>,
+    series: HashSet<usize>,
+}
+
+impl Picked {
+    /// Adds `tc`, unless it is there or a column of its series is.
+    fn push(&mut self, tc: (usize, usize), series: &ColumnSeries) {
+        if let Some(&s) = series.of.get(&tc)
+            && self.series.contains(&s)
+        {
+            return;
+        }
+        self.push_key(tc, series);
+    }
+
+    /// Adds `tc` unless it is there: a join's key is shown whatever its series.
+    fn push_key(&mut self, tc: (usize, usize), series: &ColumnSeries) {
+        if self.columns.contains(&tc) {
+            return;
+        }
+        if let Some(&s) = series.of.get(&tc) {
+            self.series.insert(s);
+        }
+        self.columns.push(tc);
     }
 }
 
@@ -1950,5 +2056,63 @@ mod tests {
         assert!(s.series.is_empty(), "{s:?}");
         let storms = s.tables.iter().filter(|t| t.starts_with("storms_")).count();
         assert_eq!(storms, 2, "{s:?}");
+    }
+
+    #[test]
+    fn a_series_of_columns_by_year_is_one_place() {
+        let mut columns = vec![col("country_code", "TEXT"), col("country", "TEXT")];
+        columns.extend((1960..=2019).map(|y| col(&format!("year_{y}"), "INT")));
+        columns.push(col("region", "TEXT"));
+        let population = Table {
+            name: "population_by_country".into(),
+            columns,
+            ..Table::default()
+        };
+        let index = Index::new(Schema {
+            tables: vec![population],
+        });
+        let budget = Budget {
+            columns: 5,
+            ..Budget::default()
+        };
+        let s = index.ground("population of each country and region per year", budget);
+        let years: Vec<&String> = (s.columns.iter())
+            .filter(|c| c.contains(".year_"))
+            .collect();
+        assert_eq!(years.len(), 1, "{s:?}");
+        let all: Vec<String> = (1960..=2019).map(|y| format!("year_{y}")).collect();
+        assert_eq!(s.column_series.get(years[0]), Some(&all), "{s:?}");
+        // NB: the place the other years would have taken goes to the region.
+        assert!(
+            s.columns
+                .contains(&"population_by_country.region".to_owned()),
+            "{s:?}"
+        );
+        let text = index.text("world_bank", "SQLite", &s);
+        assert!(
+            text.contains("-- one of 60 columns named alike: year_1960, year_1961, ..., year_2019"),
+            "{text}"
+        );
+        let apart = Index::with(
+            index.schema().clone(),
+            Signals {
+                column_series: false,
+                ..Signals::default()
+            },
+        );
+        let s = apart.ground("population of each country and region per year", budget);
+        assert!(s.column_series.is_empty(), "{s:?}");
+        assert!(
+            s.columns.iter().filter(|c| c.contains(".year_")).count() > 1,
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn of_equal_matches_the_better_tables_column_comes_first() {
+        // Table 7 is chosen first, table 3 second, table 5 not at all.
+        let chosen = [7, 3];
+        let scores = HashMap::from([((3, 0), 1.5), ((7, 2), 1.0), ((3, 1), 1.0), ((5, 0), 9.0)]);
+        assert_eq!(matched_columns(&chosen, &scores), [(3, 0), (7, 2), (3, 1)]);
     }
 }
