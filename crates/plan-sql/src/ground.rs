@@ -991,9 +991,11 @@ impl Index {
             return out;
         }
         for &t in chosen {
-            let mut by_pattern: HashMap<String, Vec<usize>> = HashMap::new();
+            // NB: keyed by the whole name's pattern: a nested field's path (`geo.lat1`) is
+            // part of what it is named.
+            let mut by_pattern: HashMap<(String, String), Vec<usize>> = HashMap::new();
             for (c, column) in self.schema.tables[t].columns.iter().enumerate() {
-                if let Some((_, pattern)) = numbered(&column.name) {
+                if let Some(pattern) = numbered(&column.name) {
                     by_pattern.entry(pattern).or_default().push(c);
                 }
             }
@@ -2106,6 +2108,22 @@ mod tests {
             s.columns.iter().filter(|c| c.contains(".year_")).count() > 1,
             "{s:?}"
         );
+    }
+
+    #[test]
+    fn a_series_of_columns_keeps_to_one_nested_field() {
+        let names = ["home.line1", "home.line2", "work.line3", "work.line4", "id"];
+        let index = Index::new(Schema {
+            tables: vec![Table {
+                name: "people".into(),
+                columns: names.iter().map(|c| col(c, "TEXT")).collect(),
+                ..Table::default()
+            }],
+        });
+        let series = index.column_series(&[0]);
+        let members: Vec<&Vec<usize>> = series.members.iter().map(|(_, m)| m).collect();
+        assert_eq!(members, [&vec![0, 1], &vec![2, 3]]);
+        assert!(!series.of.contains_key(&(0, 4)));
     }
 
     #[test]
