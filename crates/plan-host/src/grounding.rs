@@ -1,14 +1,34 @@
 //! Grounding for the planner: the tables, columns and values of each `sql` tool's
 //! database that matter for a goal (`plan_sql::ground`), as the prompt's `{{schema}}`
 //! section. Each database's index is built at first use and kept by the host, and built
-//! again when SQLite says the schema changed.
+//! again when SQLite says the schema changed. With `[grounding] embeddings`, the tables
+//! are embedded by that model when the index is built (kept on disk between processes).
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use plan_embed::Model;
 
 use plan_manifest::BackendConfig;
 use plan_sql::ground::{Budget, Index, Selection};
 
 use crate::host::Host;
+
+/// The embedding model in `dir`, loaded once a process: hosts of one manifest (a batch
+/// makes one a run) share it.
+fn model(dir: &str) -> Result<Arc<Model>, String> {
+    static MODELS: Mutex<BTreeMap<String, Arc<Model>>> = Mutex::new(BTreeMap::new());
+    let mut models = MODELS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(m) = models.get(dir) {
+        return Ok(m.clone());
+    }
+    let model = Model::load(Path::new(dir))
+        .map_err(|e| format!("[grounding] embeddings = {dir:?}: {e}"))?;
+    let model = Arc::new(model);
+    models.insert(dir.to_owned(), model.clone());
+    Ok(model)
+}
 
 /// The databases' parts that matter for a goal.
 #[derive(Debug, Default)]
@@ -81,7 +101,18 @@ impl Host {
             None => db.schema(),
         }
         .map_err(|e| e.to_string())?;
-        let index = Arc::new(Index::new(schema));
+        let mut index = Index::new(schema);
+        if let Some(dir) = self
+            .manifest()
+            .grounding
+            .as_ref()
+            .and_then(|g| g.embeddings.as_deref())
+        {
+            let model = model(dir)?;
+            let kept = plan_manifest::cache_dir("embeddings");
+            index = plan_sql::embedded::embedded(index, model, kept.as_deref());
+        }
+        let index = Arc::new(index);
         cache.insert(tool.to_owned(), (version, index.clone()));
         Ok((index, db.dialect()))
     }

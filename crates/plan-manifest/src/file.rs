@@ -513,7 +513,8 @@ impl Manifest {
     }
 
     /// Reads a TOML manifest file; see [`Manifest::from_toml_str`]. Paths in it (a `sql`
-    /// backend's `sqlite:` path, a `replay` backend's cassette) are relative to the file.
+    /// backend's `sqlite:` path, a `replay` backend's cassette, the judge's prompt, the
+    /// grounding's embedding model) are relative to the file.
     pub fn load(path: impl AsRef<Path>) -> Result<Manifest, ManifestError> {
         let path = path.as_ref();
         let name = path.display().to_string();
@@ -535,6 +536,12 @@ impl Manifest {
                 .filter(|p| Path::new(p.as_str()).is_relative())
             {
                 *prompt = dir.join(&*prompt).display().to_string();
+            }
+            if let Some(model) = (manifest.grounding.as_mut())
+                .and_then(|g| g.embeddings.as_mut())
+                .filter(|m| Path::new(m.as_str()).is_relative())
+            {
+                *model = dir.join(&*model).display().to_string();
             }
             let planner = manifest.planner.as_mut().and_then(|p| p.backend.as_mut());
             let backends = manifest

@@ -423,6 +423,12 @@ pub struct GroundingConfig {
     /// (default: the best `max_tables` are, however weakly they match).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_score: Option<f64>,
+    /// A sentence-embedding model's directory (relative to the tools file): a BERT model
+    /// as sentence-transformers saves one (`config.json`, `tokenizer.json`,
+    /// `model.safetensors`), installed beforehand; nothing is downloaded. Tables are
+    /// then ranked by their words' match and their meaning's, fused (docs/sql.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<String>,
 }
 
 impl Manifest {

@@ -10,7 +10,9 @@
 //! in the top 3, 5 and 10 against plain BM25 over table documents, gold-column recall, and
 //! time per question (see [`per_db`]). `GROUNDING_SHOW` prints where each question's gold
 //! tables ranked, `GROUNDING_ONLY=ID` grounds one question, `GROUNDING_MISSED` prints each
-//! gold column not shown and whether its table was.
+//! gold column not shown and whether its table was. `GROUNDING_EMBEDDINGS=DIR` adds a
+//! sentence-embedding model's order (a BERT model's directory, see `plan-embed`), fused
+//! with the words' order; the time to embed the tables is the index's.
 //!
 //! DIR holds Spider's `tables.json` and `dev.json` as its repository has them
 //! (github.com/taoyds/spider, `evaluation_examples/examples/`). Every question is grounded
@@ -350,7 +352,10 @@ fn per_db(dir: &std::path::Path, signals: Signals, quiet: bool) {
         .map(|(db, s)| {
             (
                 db.as_str(),
-                (Index::with(s.clone(), signals), Baseline::new(s)),
+                (
+                    with_model(Index::with(s.clone(), signals)),
+                    Baseline::new(s),
+                ),
             )
         })
         .collect();
@@ -683,6 +688,22 @@ fn ablation(dir: &std::path::Path) {
     per_db(dir, lexical, true);
 }
 
+/// `index` with the embeddings of `GROUNDING_EMBEDDINGS`'s model, when it is set.
+fn with_model(index: Index) -> Index {
+    static MODEL: std::sync::OnceLock<Option<std::sync::Arc<plan_embed::Model>>> =
+        std::sync::OnceLock::new();
+    let model = MODEL.get_or_init(|| {
+        let dir = std::env::var_os("GROUNDING_EMBEDDINGS")?;
+        let model = plan_embed::Model::load(dir.as_ref())
+            .unwrap_or_else(|e| panic!("GROUNDING_EMBEDDINGS: {e}"));
+        Some(std::sync::Arc::new(model))
+    });
+    match model {
+        Some(m) => index.embedded(m.clone()),
+        None => index,
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -715,7 +736,7 @@ fn main() {
     let schemas: HashMap<String, Schema> = dbs.iter().cloned().collect();
     let all = union(&dbs);
     let start = Instant::now();
-    let index = Index::with(all.clone(), signals_from_env());
+    let index = with_model(Index::with(all.clone(), signals_from_env()));
     let baseline = Baseline::new(&all);
     println!(
         "index of {} tables built in {:?}",

@@ -96,14 +96,21 @@ impl Database {
         let schema = self.schema()?;
         let cached = Cached { version, schema };
         if let Ok(text) = serde_json::to_string(&cached) {
-            let tmp = dir.join(format!("{key}.{}.tmp", std::process::id()));
-            let written = std::fs::create_dir_all(dir)
-                .and_then(|()| std::fs::write(&tmp, text))
-                .and_then(|()| std::fs::rename(&tmp, &file));
-            if written.is_err() {
-                let _ = std::fs::remove_file(&tmp);
-            }
+            keep(dir, &file, text.as_bytes());
         }
         Ok(cached.schema)
+    }
+}
+
+/// Writes `bytes` to `file` in `dir` whole or not at all (through a file of this
+/// process's own, renamed): what a cache keeps, so a failure is only a slower next run.
+pub(crate) fn keep(dir: &Path, file: &Path, bytes: &[u8]) {
+    let name = file.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!("{name}.{}.tmp", std::process::id()));
+    let written = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&tmp, bytes))
+        .and_then(|()| std::fs::rename(&tmp, file));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
     }
 }

@@ -337,6 +337,14 @@ const COVERAGE_RANKS: usize = 30;
 
 /// Rounds of score spreading; each reaches one join further.
 const GRAPH_ROUNDS: usize = 8;
+/// Reciprocal-rank fusion's constant for the embeddings' order and the words' order: a
+/// table's place in the fused order is by `1/(K + its place in one) + 1/(K + in the
+/// other)`. Small, so the top of each order counts most (measured 5 to 60 on the
+/// development sets: 10 was best at 3 and 5 tables).
+const FUSION_K: f32 = 10.0;
+/// A table's comment, at most, in its embedding's document: the comment's start says
+/// what the table holds, and the model reads a bounded number of tokens.
+const EMBEDDED_COMMENT: usize = 200;
 
 /// BM25 over an index's documents: `bm25`'s scores (its Okapi weights, k1 1.2 and b
 /// 0.75, its idf, a question's repeated words counted again), from an inverted index of
@@ -542,6 +550,16 @@ pub struct Index {
     dataset_terms: Vec<Vec<u32>>,
     /// The numbers in each table's name, past its dataset (`county_2017_5yr`: 2017, 5).
     numbers: Vec<Vec<String>>,
+    /// The model and each series' embedding (by its first table), when grounding has one.
+    embeddings: Option<Embeddings>,
+}
+
+/// A sentence-embedding model and the embedding of each place's document (see
+/// [`Index::embedding_documents`]).
+struct Embeddings {
+    model: std::sync::Arc<plan_embed::Model>,
+    /// By table: its series' embedding at the series' first table, empty elsewhere.
+    tables: Vec<Vec<f32>>,
 }
 
 impl Index {
@@ -636,6 +654,101 @@ impl Index {
             numbers,
             schema,
             signals,
+            embeddings: None,
+        }
+    }
+
+    /// What each table's embedding is made of, by table: for a series' first table, its
+    /// name as words, the start of its comment and its columns' names; `None` for the
+    /// series' other tables, which it stands for.
+    pub fn embedding_documents(&self) -> Vec<Option<String>> {
+        (self.schema.tables.iter().enumerate())
+            .map(|(i, t)| {
+                if self.series[i] != i {
+                    return None;
+                }
+                let mut d = words(&t.name);
+                if let Some(comment) = &t.comment {
+                    d.push_str(". ");
+                    d.extend(comment.chars().take(EMBEDDED_COMMENT));
+                }
+                d.push_str(". columns: ");
+                let columns: Vec<String> = t.columns.iter().map(|c| words(&c.name)).collect();
+                d.push_str(&columns.join(", "));
+                Some(d)
+            })
+            .collect()
+    }
+
+    /// This index with `model`'s embeddings of its [`Index::embedding_documents`]
+    /// (`vectors`, in their order and with an empty one where a document is `None`):
+    /// tables are then ranked by the words' order and the embeddings' fused.
+    ///
+    /// Panics if `vectors` does not have one entry per table.
+    pub fn with_embeddings(
+        mut self,
+        model: std::sync::Arc<plan_embed::Model>,
+        vectors: Vec<Vec<f32>>,
+    ) -> Index {
+        assert_eq!(
+            vectors.len(),
+            self.schema.tables.len(),
+            "one vector a table"
+        );
+        self.embeddings = Some(Embeddings {
+            model,
+            tables: vectors,
+        });
+        self
+    }
+
+    /// Each table's embedding, as [`Index::with_embeddings`] takes them (none without a
+    /// model).
+    pub fn embedding_vectors(&self) -> Vec<Vec<f32>> {
+        self.embeddings
+            .as_ref()
+            .map_or_else(Vec::new, |e| e.tables.clone())
+    }
+
+    /// This index with `model`'s embeddings, computed now (see
+    /// [`Index::with_embeddings`]).
+    pub fn embedded(self, model: std::sync::Arc<plan_embed::Model>) -> Index {
+        let documents = self.embedding_documents();
+        let wanted: Vec<String> = documents.iter().flatten().cloned().collect();
+        let mut computed = model.embed_all(&wanted).into_iter();
+        let vectors = (documents.iter())
+            .map(|d| match d {
+                Some(_) => computed.next().unwrap_or_default(),
+                None => Vec::new(),
+            })
+            .collect();
+        self.with_embeddings(model, vectors)
+    }
+
+    /// `ranked` reordered by the fusion of its order with the embeddings' order (by
+    /// each place's similarity to `question`), when the index has embeddings.
+    fn fuse(&self, question: &str, ranked: &mut [usize]) {
+        let Some(e) = &self.embeddings else {
+            return;
+        };
+        let q = e.model.embed(question);
+        let similarity: Vec<f32> = (ranked.iter())
+            .map(|&t| plan_embed::similarity(&q, &e.tables[self.series[t]]))
+            .collect();
+        let mut by_meaning: Vec<usize> = (0..ranked.len()).collect();
+        by_meaning.sort_by(|&a, &b| similarity[b].total_cmp(&similarity[a]).then(a.cmp(&b)));
+        let mut meaning_place = vec![0usize; ranked.len()];
+        for (place, &i) in by_meaning.iter().enumerate() {
+            meaning_place[i] = place;
+        }
+        let fused = |i: usize| {
+            1.0 / (FUSION_K + i as f32 + 1.0) + 1.0 / (FUSION_K + meaning_place[i] as f32 + 1.0)
+        };
+        let mut order: Vec<usize> = (0..ranked.len()).collect();
+        order.sort_by(|&a, &b| fused(b).total_cmp(&fused(a)).then(a.cmp(&b)));
+        let before = ranked.to_vec();
+        for (slot, i) in ranked.iter_mut().zip(order) {
+            *slot = before[i];
         }
     }
 
@@ -647,7 +760,9 @@ impl Index {
     /// [`Signals::series`]).
     pub fn rank(&self, question: &str) -> Vec<String> {
         let scores = self.scores(question);
-        self.ranked(&scores.table, &scores.terms)
+        let mut ranked = self.ranked(&scores.table, &scores.terms);
+        self.fuse(question, &mut ranked);
+        ranked
             .into_iter()
             .map(|t| self.schema.tables[t].name.clone())
             .collect()
@@ -669,6 +784,7 @@ impl Index {
             let floor = min * score[best];
             ranked.retain(|&t| score[t] >= floor && score[t] > 0.0);
         }
+        self.fuse(question, &mut ranked);
         let chosen = self.choose_tables(&ranked, budget.tables);
         let set: HashSet<usize> = chosen.iter().copied().collect();
         let column_series = self.column_series(&chosen);

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 mod check;
 mod database;
+pub mod embedded;
 pub mod ground;
 mod pg;
 mod sqlite;

@@ -113,6 +113,55 @@ async fn a_query_that_breaks_a_constraint_fails_the_run_and_says_why() {
 }
 
 #[tokio::test]
+async fn grounding_ranks_by_an_embedding_model_and_keeps_the_tables_embeddings() {
+    let dir = tempfile::tempdir().unwrap();
+    shop(dir.path());
+    std::fs::create_dir(dir.path().join("model")).unwrap();
+    plan_embed::testing::write_tiny_model(&dir.path().join("model"), 16);
+    let toml = std::fs::read_to_string(root().join("examples/sql.toml")).unwrap();
+    let tools = dir.path().join("sql.toml");
+    std::fs::write(
+        &tools,
+        format!("{toml}\n[grounding]\nembeddings = \"model\"\n"),
+    )
+    .unwrap();
+    let cache = dir.path().join("cache");
+    let ground = async |tools: &Path| {
+        let args = [
+            "ground",
+            "Which staff sold the most?",
+            "--tools",
+            &s(tools),
+            "--format",
+            "json",
+        ];
+        planvm(args, &[("PLANVM_CACHE_DIR", &s(&cache))]).await
+    };
+    let out = ground(&tools).await;
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let chosen: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert!(chosen["tables"].to_string().contains("staff"), "{chosen}");
+    let kept = std::fs::read_dir(cache.join("embeddings")).unwrap().count();
+    assert_eq!(
+        kept, 1,
+        "the tables' embeddings are kept for the next process"
+    );
+    // The same answer from the kept embeddings.
+    let again = ground(&tools).await;
+    assert_eq!(again.stdout, out.stdout);
+    // A model that cannot be read leaves the database out, and says why.
+    std::fs::remove_file(dir.path().join("model/model.safetensors")).unwrap();
+    std::fs::remove_dir_all(&cache).unwrap();
+    let out = ground(&tools).await;
+    assert_eq!(out.code, Some(66), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("[grounding] embeddings =") && out.stderr.contains("model.safetensors"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[tokio::test]
 async fn grounding_shows_the_planner_the_tables_a_question_needs_and_nothing_denied() {
     let tools = s(&root().join("examples/sql.toml"));
     let out = run(&[
