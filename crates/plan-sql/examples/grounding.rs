@@ -12,7 +12,8 @@
 //! tables ranked, `GROUNDING_ONLY=ID` grounds one question, `GROUNDING_MISSED` prints each
 //! gold column not shown and whether its table was. `GROUNDING_EMBEDDINGS=DIR` adds a
 //! sentence-embedding model's order (a BERT model's directory, see `plan-embed`), fused
-//! with the words' order; the time to embed the tables is the index's.
+//! with the words' order; the time to embed the tables is the index's, unless
+//! `GROUNDING_CACHE=DIR` kept them from an earlier run.
 //!
 //! DIR holds Spider's `tables.json` and `dev.json` as its repository has them
 //! (github.com/taoyds/spider, `evaluation_examples/examples/`). Every question is grounded
@@ -698,8 +699,9 @@ fn with_model(index: Index) -> Index {
             .unwrap_or_else(|e| panic!("GROUNDING_EMBEDDINGS: {e}"));
         Some(std::sync::Arc::new(model))
     });
+    let kept = std::env::var_os("GROUNDING_CACHE").map(std::path::PathBuf::from);
     match model {
-        Some(m) => index.embedded(m.clone()),
+        Some(m) => plan_sql::embedded::embedded(index, m.clone(), kept.as_deref()),
         None => index,
     }
 }
