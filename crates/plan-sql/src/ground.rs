@@ -339,8 +339,8 @@ const COVERAGE_RANKS: usize = 30;
 const GRAPH_ROUNDS: usize = 8;
 /// Reciprocal-rank fusion's constant for the embeddings' order and the words' order: a
 /// table's place in the fused order is by `1/(K + its place in one) + 1/(K + in the
-/// other)`. Small, so the top of each order counts most (measured 5 to 60 on the
-/// development sets: 10 was best at 3 and 5 tables).
+/// other)`. Small, so the top of each order counts most (measured from 3 to 60 on the
+/// development sets: 10 was the best at 5 and 10 tables together, docs/sql.md).
 const FUSION_K: f32 = 10.0;
 /// A table's comment, at most, in its embedding's document: the comment's start says
 /// what the table holds, and the model reads a bounded number of tokens.
