@@ -138,3 +138,17 @@ fn edit(dir: &std::path::Path, file: &str, change: fn(&mut serde_json::Value)) {
     change(&mut value);
     std::fs::write(path, value.to_string()).unwrap();
 }
+
+#[test]
+fn a_model_changed_anywhere_has_another_fingerprint() {
+    let (dir, model) = tiny(16);
+    let path = dir.path().join("model.safetensors");
+    let mut bytes = std::fs::read(&path).unwrap();
+    // NB: a weight in the middle of the file, as fine-tuning one layer changes it.
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    let changed = Model::load(dir.path()).unwrap();
+    assert_ne!(model.fingerprint(), changed.fingerprint());
+    assert_eq!(model.fingerprint().len(), 32);
+}
