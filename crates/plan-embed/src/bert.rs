@@ -132,9 +132,16 @@ impl Bert {
             other => return Err(LoadError::Config(format!("activation `{other}`"))),
         };
         let (h, heads) = (config.hidden_size, config.num_attention_heads);
-        if h == 0 || heads == 0 || h % heads != 0 || config.max_position_embeddings == 0 {
+        if h == 0 || heads == 0 || h % heads != 0 {
             return Err(LoadError::Config(format!(
                 "{h} hidden units in {heads} attention heads"
+            )));
+        }
+        // NB: a text is `[CLS]`, at least one piece, `[SEP]`.
+        if config.max_position_embeddings < 3 {
+            return Err(LoadError::Config(format!(
+                "{} positions: a text needs 3 at least",
+                config.max_position_embeddings
             )));
         }
         let file =

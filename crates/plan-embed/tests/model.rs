@@ -103,6 +103,15 @@ fn a_damaged_model_is_an_error() {
             "tokenizer.json: ids up to 99, past the model's 23 words",
         ),
         (
+            "too few positions",
+            |d| {
+                edit(d, "config.json", |c| {
+                    c["max_position_embeddings"] = 2.into()
+                })
+            },
+            "config.json: 2 positions: a text needs 3 at least",
+        ),
+        (
             "an unknown activation",
             |d| edit(d, "config.json", |c| c["hidden_act"] = "relu".into()),
             "config.json: activation `relu`",
