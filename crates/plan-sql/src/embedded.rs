@@ -46,10 +46,9 @@ pub fn embedded(index: Index, model: Arc<Model>, dir: Option<&Path>) -> Index {
     {
         return index.with_embeddings(model, vectors);
     }
-    let index = index.embedded(model.clone());
-    let bytes = encode(&index.embedding_vectors(), model.dimensions());
-    crate::database::keep(dir, &file, &bytes);
-    index
+    let vectors = crate::ground::embed_documents(&model, &documents);
+    crate::database::keep(dir, &file, &encode(&vectors, model.dimensions()));
+    index.with_embeddings(model, vectors)
 }
 
 /// `MAGIC`, the count and the dimensions (u32, little-endian), then each table's

@@ -713,15 +713,7 @@ impl Index {
     /// This index with `model`'s embeddings, computed now (see
     /// [`Index::with_embeddings`]).
     pub fn embedded(self, model: std::sync::Arc<plan_embed::Model>) -> Index {
-        let documents = self.embedding_documents();
-        let wanted: Vec<String> = documents.iter().flatten().cloned().collect();
-        let mut computed = model.embed_all(&wanted).into_iter();
-        let vectors = (documents.iter())
-            .map(|d| match d {
-                Some(_) => computed.next().unwrap_or_default(),
-                None => Vec::new(),
-            })
-            .collect();
+        let vectors = embed_documents(&model, &self.embedding_documents());
         self.with_embeddings(model, vectors)
     }
 
@@ -1343,6 +1335,22 @@ fn covering(
 
 /// The columns of the `chosen` tables that matched, best first; of equal matches, the
 /// better table's first (a column that every table of a family has).
+/// `model`'s embedding of each of `documents` (see [`Index::embedding_documents`]),
+/// empty where there is none, as [`Index::with_embeddings`] takes them.
+pub(crate) fn embed_documents(
+    model: &plan_embed::Model,
+    documents: &[Option<String>],
+) -> Vec<Vec<f32>> {
+    let wanted: Vec<String> = documents.iter().flatten().cloned().collect();
+    let mut computed = model.embed_all(&wanted).into_iter();
+    (documents.iter())
+        .map(|d| match d {
+            Some(_) => computed.next().unwrap_or_default(),
+            None => Vec::new(),
+        })
+        .collect()
+}
+
 fn matched_columns(
     chosen: &[usize],
     column_score: &HashMap<(usize, usize), f32>,
