@@ -12,10 +12,13 @@
 //!   beside it; people's verdicts on a baseline's runs; the JSON report.
 //! - `report`: the summary (pass rate with its 95% interval, latency, failures by cause),
 //!   the comparison with an earlier report, and the report as text for people.
+//! - `evaluation`: an evaluation as a face asks for one: read, checked, set up, run and
+//!   concluded.
 //! - `conclude`: how an evaluation ends: its summary stored, the comparison, the gates.
 
 mod conclude;
 mod dataset;
+mod evaluation;
 mod grade;
 mod judge;
 mod report;
@@ -24,6 +27,7 @@ mod store;
 
 pub use conclude::{Concluded, conclude};
 pub use dataset::{Case, parse};
+pub use evaluation::{EvalRequest, Evaluated, Evaluation};
 pub use grade::{Check, Grade, grade};
 pub use judge::{JUDGE_TOOL, Judge, Verdict};
 pub use report::{CaseReport, Change, Comparison, Summary, compare, summarize, text_report};

@@ -78,10 +78,10 @@ impl Cassettes {
 }
 
 /// How the cases are asked and graded.
-pub struct Setup<'h> {
+pub struct Setup {
     /// Serves every case with [`Cassettes::Shared`]; the manifest and options of each
     /// case's own host otherwise.
-    pub host: &'h Host,
+    pub host: Arc<Host>,
     /// The planner's LLM; None when every case replays its own.
     pub model: Option<Arc<dyn PlannerModel>>,
     pub template: Template,
@@ -94,29 +94,30 @@ pub struct Setup<'h> {
     /// [`crate::store::begin`].
     pub store: Option<Stored>,
     /// Each case a trace of its own, when traces are exported.
-    pub telemetry: Option<&'h plan_telemetry::Telemetry>,
+    pub telemetry: Option<Arc<plan_telemetry::Telemetry>>,
 }
 
-impl<'h> Setup<'h> {
+impl Setup {
     /// An evaluation on `host`: the planner's LLM it names (none when every case replays
     /// its own) and the judge its tools file names; no store and no telemetry, which the
     /// caller adds. Refused as the planner's model is (`usage` when the tools file is
     /// wrong, as a judge it cannot make is).
     pub fn on(
-        host: &'h Host,
+        host: Arc<Host>,
         cassettes: Cassettes,
         (template, examples): (Template, Examples),
         options: AskOptions,
-    ) -> Result<Setup<'h>, plan_planner::ModelError> {
+    ) -> Result<Setup, plan_planner::ModelError> {
         let replays = matches!(cassettes, Cassettes::Replay(_));
-        let judge = Judge::for_host(host, replays).map_err(|message| plan_planner::ModelError {
-            usage: true,
-            message,
-        })?;
+        let judge =
+            Judge::for_host(&host, replays).map_err(|message| plan_planner::ModelError {
+                usage: true,
+                message,
+            })?;
         // NB: each case replays its own planner: none is needed here.
         let model = match replays {
             true => None,
-            false => Some(plan_planner::model_for(host)?),
+            false => Some(plan_planner::model_for(&host)?),
         };
         Ok(Setup {
             host,
@@ -209,7 +210,7 @@ fn case_host(base: &Host, cassettes: &Cassettes, name: &str) -> Result<Option<Ho
 /// The reports of `cases`, in the dataset's order; `done` hears of each as it ends (a
 /// progress bar).
 pub async fn run(
-    setup: &Setup<'_>,
+    setup: &Setup,
     cases: &[Case],
     jobs: usize,
     done: &mut dyn FnMut(&CaseReport),
@@ -231,13 +232,13 @@ pub async fn run(
 
 /// `case` asked as a goal of its own (on a host of its own when it has a cassette),
 /// graded, judged, traced and stored.
-async fn ask_case(setup: &Setup<'_>, case: &Case, name: &str) -> CaseReport {
+async fn ask_case(setup: &Setup, case: &Case, name: &str) -> CaseReport {
     let start = Instant::now();
-    let own = match case_host(setup.host, &setup.cassettes, name) {
+    let own = match case_host(&setup.host, &setup.cassettes, name) {
         Ok(own) => own,
         Err(why) => return not_started(case, why, start),
     };
-    let host = own.as_ref().unwrap_or(setup.host);
+    let host = own.as_ref().unwrap_or(&setup.host);
     let model = match (&setup.cassettes, &setup.model) {
         (Cassettes::Replay(_), _) | (_, None) => match plan_planner::model_for(host) {
             Ok(m) => m,
@@ -245,7 +246,7 @@ async fn ask_case(setup: &Setup<'_>, case: &Case, name: &str) -> CaseReport {
         },
         (_, Some(m)) => m.clone(),
     };
-    let trace = setup.telemetry.map(|t| {
+    let trace = setup.telemetry.as_ref().map(|t| {
         let workflow = plan_telemetry::Workflow {
             command: "eval",
             plan: None,
@@ -315,7 +316,7 @@ async fn ask_case(setup: &Setup<'_>, case: &Case, name: &str) -> CaseReport {
 /// What the checks, and the judge if there is one, say of `outcome`. A case passes when
 /// every check and the judge pass; its score is the mean of the checks' and the judge's.
 async fn judged(
-    setup: &Setup<'_>,
+    setup: &Setup,
     host: &Host,
     case: &Case,
     outcome: &AskOutcome,

@@ -68,7 +68,7 @@ fn tools(dir: &Path, toml: &str) -> Manifest {
 
 /// The host every case is asked on (or whose manifest each case's own host has);
 /// `replay`: the one cassette that serves every case.
-fn host(manifest: Manifest, replay: Option<PathBuf>) -> Host {
+fn host(manifest: Manifest, replay: Option<PathBuf>) -> Arc<Host> {
     // NB: no API key of the environment is sent to the loopback servers.
     let env: plan_host::EnvLookup = Arc::new(|_| Err(std::env::VarError::NotPresent));
     let opts = HostOptions {
@@ -76,17 +76,17 @@ fn host(manifest: Manifest, replay: Option<PathBuf>) -> Host {
         env,
         ..HostOptions::default()
     };
-    Host::new(manifest, opts).unwrap()
+    Arc::new(Host::new(manifest, opts).unwrap())
 }
 
 /// The evaluation `planvm eval` sets up (`Setup::on`), with one repair and `store`.
-fn setup(host: &Host, cassettes: Cassettes, store: Option<Stored>) -> Setup<'_> {
+fn setup(host: &Arc<Host>, cassettes: Cassettes, store: Option<Stored>) -> Setup {
     let options = AskOptions {
         max_repairs: 1,
         ..AskOptions::default()
     };
     let planned = (Template::default(), Examples::default());
-    let setup = Setup::on(host, cassettes, planned, options).map_err(|e| e.message);
+    let setup = Setup::on(host.clone(), cassettes, planned, options).map_err(|e| e.message);
     Setup {
         store,
         ..setup.unwrap()
@@ -94,7 +94,7 @@ fn setup(host: &Host, cassettes: Cassettes, store: Option<Stored>) -> Setup<'_> 
 }
 
 /// Every case of `dataset`, two at once; each report is heard of once as it ends.
-async fn run(setup: &Setup<'_>, dataset: &str) -> Vec<CaseReport> {
+async fn run(setup: &Setup, dataset: &str) -> Vec<CaseReport> {
     let (cases, skipped) = plan_eval::parse(dataset);
     assert!(skipped.is_empty(), "{skipped:?}");
     let mut heard = Vec::new();
@@ -451,8 +451,9 @@ async fn each_case_of_an_evaluation_is_a_trace() {
     let recordings = root.join("examples/eval/recordings");
     let cassettes = Cassettes::open(None, None, Some(&recordings)).unwrap();
     let (telemetry, kept) = plan_telemetry::Telemetry::in_memory(host.redactor().clone(), false);
+    let telemetry = Arc::new(telemetry);
     let setup = Setup {
-        telemetry: Some(&telemetry),
+        telemetry: Some(telemetry.clone()),
         ..setup(&host, cassettes, None)
     };
     let dataset = std::fs::read_to_string(root.join("examples/eval/tidb.jsonl")).unwrap();
@@ -490,4 +491,63 @@ async fn each_case_of_an_evaluation_is_a_trace() {
             "{names:?}"
         );
     }
+}
+
+/// An evaluation asked for refuses, before any case is asked or anything stored, what it
+/// cannot read or would write over, each with its kind; the lines of the dataset it
+/// skips are said once.
+#[test]
+fn an_evaluation_refuses_what_it_cannot_read_or_would_write_over() {
+    use plan_eval::{EvalRequest, Evaluation};
+    use plan_runs::ErrorKind;
+    let dir = tempfile::tempdir().unwrap();
+    let dataset = dir.path().join("cases.jsonl");
+    let store = dir.path().join("runs.db");
+    let prepared = |change: &dyn Fn(&mut EvalRequest)| {
+        let mut request = EvalRequest {
+            dataset: dataset.clone(),
+            jobs: 1,
+            ..EvalRequest::default()
+        };
+        change(&mut request);
+        let mut warned = Vec::new();
+        let kind = Evaluation::prepare(request, &mut |w| warned.push(w))
+            .err()
+            .map(|e| e.kind);
+        (kind, warned)
+    };
+    assert_eq!(prepared(&|_| {}).0, Some(ErrorKind::Unreadable));
+    std::fs::write(
+        &dataset,
+        "{\"id\": \"one\", \"goal\": \"Say hello.\"}\nnot json\n",
+    )
+    .unwrap();
+    let over_dataset = |r: &mut EvalRequest| r.outputs = vec![("--output", dataset.clone())];
+    assert_eq!(prepared(&over_dataset).0, Some(ErrorKind::OutputIsInput));
+    let over_store = |r: &mut EvalRequest| {
+        r.store = Some(StoreAt::new(&store, plan_store::Durability::Normal));
+        r.outputs = vec![("--output", store.clone())];
+    };
+    assert_eq!(prepared(&over_store).0, Some(ErrorKind::OutputIsInput));
+    // A case's cassette recorded over the dataset itself.
+    let cassettes = |r: &mut EvalRequest| {
+        r.record = Some(dir.path().to_owned());
+        r.outputs = vec![("--output", dir.path().join("one.cassette.jsonl"))];
+    };
+    assert_eq!(prepared(&cassettes).0, Some(ErrorKind::OutputIsInput));
+    let missing = |r: &mut EvalRequest| r.replay = Some(dir.path().join("missing"));
+    assert_eq!(prepared(&missing).0, Some(ErrorKind::Unreadable));
+    let not_a_report = |r: &mut EvalRequest| r.baseline = Some(dataset.clone());
+    assert_eq!(prepared(&not_a_report).0, Some(ErrorKind::Invalid));
+    // The built-in tools name no planner's LLM: nothing to ask the cases with.
+    let with_store =
+        |r: &mut EvalRequest| r.store = Some(StoreAt::new(&store, plan_store::Durability::Normal));
+    let (kind, warned) = prepared(&with_store);
+    assert_eq!(kind, Some(ErrorKind::Config));
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    assert!(warned[0].contains("line 2"), "{warned:?}");
+    assert!(
+        !store.exists(),
+        "nothing is stored for an evaluation refused"
+    );
 }

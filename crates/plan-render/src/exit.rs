@@ -378,6 +378,7 @@ pub fn of_engine(kind: plan_runs::ErrorKind) -> u8 {
         K::ReadOnly | K::Io => IO_ERR,
         K::Unreadable => NO_INPUT,
         K::CannotCreate => CANT_CREATE,
+        K::OutputIsInput => OUTPUT_IS_INPUT,
     }
 }
 

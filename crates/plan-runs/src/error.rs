@@ -54,6 +54,9 @@ pub enum ErrorKind {
     Unreadable,
     /// A file the engine was to write cannot be created (a cassette recorded).
     CannotCreate,
+    /// A file to be written is one the command reads (its plan, tools, cassette, store)
+    /// or another it writes.
+    OutputIsInput,
     /// The configuration does not allow it: a tool with no backend, a key's variable
     /// unset, no LLM for the planner.
     Config,
@@ -80,6 +83,7 @@ impl ErrorKind {
             ErrorKind::NotWaiting => "not_waiting",
             ErrorKind::Unreadable => "unreadable",
             ErrorKind::CannotCreate => "cannot_create",
+            ErrorKind::OutputIsInput => "output_is_input",
             ErrorKind::Config => "config",
         }
     }

@@ -98,6 +98,21 @@ impl StoreAt {
     }
 }
 
+/// Refuses (`output_is_input`) `outputs` that are one of a command's inputs (its plan,
+/// tools file, cassette, store and the files SQLite keeps beside it) or one another;
+/// `inputs` are named for messages, as `outputs` are (`("--trace", path)`).
+pub fn check_outputs(
+    inputs: &[(&str, &Path)],
+    store: Option<&Path>,
+    outputs: &[(&str, &Path)],
+) -> Result<(), Error> {
+    let store_files = store.map(files).unwrap_or_default();
+    let mut all = inputs.to_vec();
+    all.extend(store_files.iter().map(|p| (STORE_FILE, p.as_path())));
+    plan_compiler::files::check_outputs(outputs, &all)
+        .map_err(|msg| Error::new(crate::ErrorKind::OutputIsInput, msg))
+}
+
 /// See [`StoreAt::files`] (a link to a store not created yet included).
 pub fn files(path: &Path) -> Vec<PathBuf> {
     let mut files = SqliteStore::files(path).to_vec();

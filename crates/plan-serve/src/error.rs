@@ -78,9 +78,10 @@ impl From<plan_runs::Error> for ApiError {
             | ErrorKind::UnknownWrites
             | ErrorKind::Cancelled
             | ErrorKind::NotWaiting => StatusCode::CONFLICT,
-            ErrorKind::NotReached | ErrorKind::Invalid | ErrorKind::BadInput => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            ErrorKind::NotReached
+            | ErrorKind::Invalid
+            | ErrorKind::BadInput
+            | ErrorKind::OutputIsInput => StatusCode::UNPROCESSABLE_ENTITY,
             ErrorKind::NotAStore
             | ErrorKind::Damaged
             | ErrorKind::Unreadable

@@ -1,17 +1,16 @@
 //! `planvm eval DATASET --tools FILE`: every goal of a dataset asked as `planvm ask` asks
 //! it, its answer checked, a report with the pass rate (docs/eval.md). The engine is
-//! `plan_eval`; this file sets it up, prints the report and picks the exit code.
+//! `plan_eval::Evaluation`; this file fills in its request, draws the progress bar,
+//! prints the report and picks the exit code.
 
 use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Args;
-use plan_eval::{Cassettes, CassettesError, Setup};
-use plan_host::{Host, HostOptions};
+use plan_eval::{EvalRequest, Evaluated, Evaluation};
 use plan_planner::AskOptions;
 use plan_render::exit;
 use plan_runs::StoreAt;
-use serde_json::Value;
 
 use crate::args::{DurabilityArg, Format, LimitArgs};
 use crate::session::{self, fail};
@@ -91,192 +90,62 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 }
 
 pub(crate) fn eval(args: EvalArgs) -> u8 {
-    let (cases, skipped) = match read_cases(&args) {
-        Ok(read) => read,
-        Err(code) => return code,
-    };
-    let (cassettes, single) = match open_cassettes(&args, &cases) {
-        Ok(opened) => opened,
-        Err(code) => return code,
-    };
-    let baseline = match read_baseline(&args) {
-        Ok(b) => b,
-        Err(code) => return code,
-    };
-    let options = HostOptions {
-        replay: single,
-        tool_timeout: args.limits.times().tool_timeout,
-        ..HostOptions::default()
-    };
-    let tools = crate::serve::tools(args.tools.as_deref());
-    let engine = match session::planning_engine(tools, options) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
-    let host = match session::host(&engine, None) {
-        Ok(h) => h,
-        Err(code) => return code,
-    };
-    let planning = engine.planning();
-    let (reports, stored) = match ask_cases(&args, &host, (planning, cassettes), &cases) {
-        Ok(asked) => asked,
-        Err(code) => return code,
-    };
-    report(
-        &args,
-        &reports,
-        &skipped,
-        stored.as_ref(),
-        baseline.as_ref(),
-    )
-}
-
-/// The dataset's cases, and the lines skipped (each said on stderr).
-fn read_cases(args: &EvalArgs) -> Result<(Vec<plan_eval::Case>, Vec<String>), u8> {
-    let text = std::fs::read_to_string(&args.dataset).map_err(|e| {
-        fail(
-            exit::NO_INPUT,
-            format_args!("cannot read {}: {e}", args.dataset.display()),
-        )
-    })?;
-    let (cases, skipped) = plan_eval::parse(&text);
-    for s in &skipped {
-        eprintln!("warning: {}: {s}: skipped", args.dataset.display());
-    }
-    Ok((cases, skipped))
-}
-
-/// Where each case's calls are recorded or replayed from, and the one cassette all
-/// replay from, if that is what `--replay` names; refused when a cassette written would
-/// be one of the inputs.
-fn open_cassettes(
-    args: &EvalArgs,
-    cases: &[plan_eval::Case],
-) -> Result<(Cassettes, Option<PathBuf>), u8> {
-    let opened = Cassettes::open(
-        args.record.as_deref(),
-        args.tools_from.as_deref(),
-        args.replay.as_deref(),
-    );
-    let cassettes = match opened {
-        Ok(c) => c,
-        Err(CassettesError::Create(e)) => return Err(fail(exit::CANT_CREATE, e)),
-        Err(CassettesError::Missing(e)) => return Err(fail(exit::NO_INPUT, e)),
-    };
-    let single = match &cassettes {
-        Cassettes::Shared => args.replay.as_deref(),
-        _ => None,
-    };
-    let written = match &cassettes {
-        Cassettes::Record(dir) => Some(("--record", dir)),
-        Cassettes::ToolsFrom(dir) => Some(("--tools-from", dir)),
-        Cassettes::Shared | Cassettes::Replay(_) => None,
-    };
-    let files: Vec<PathBuf> = written.map_or_else(Vec::new, |(_, dir)| {
-        plan_eval::cassette_names(cases)
+    let request = EvalRequest {
+        dataset: args.dataset.clone(),
+        tools: args.tools.clone(),
+        replay: args.replay.clone(),
+        record: args.record.clone(),
+        tools_from: args.tools_from.clone(),
+        outputs: args
+            .output
             .iter()
-            .map(|n| dir.join(n))
-            .collect()
-    });
-    let mut outputs: Vec<(&str, &std::path::Path)> = Vec::new();
-    if let Some(o) = &args.output {
-        outputs.push(("--output", o));
-    }
-    if let Some((flag, _)) = written {
-        outputs.extend(files.iter().map(|f| (flag, f.as_path())));
-    }
-    session::refuse_clobbering(
-        Some(("the dataset", args.dataset.as_path())),
-        args.tools.as_deref(),
-        single,
-        args.store.as_deref(),
-        &outputs,
-    )?;
-    let single = single.map(PathBuf::from);
-    Ok((cassettes, single))
-}
-
-/// `--compare`'s earlier report.
-fn read_baseline(args: &EvalArgs) -> Result<Option<Value>, u8> {
-    let Some(path) = &args.compare else {
-        return Ok(None);
+            .map(|o| ("--output", o.clone()))
+            .collect(),
+        baseline: args.compare.clone(),
+        store: (args.store.as_ref()).map(|p| StoreAt::new(p, args.durability.get())),
+        eval_id: args.eval_id.clone(),
+        options: AskOptions {
+            max_repairs: args.max_repairs,
+            max_replans: args.max_replans,
+            limits: args.limits.limits(),
+            deadline: args.limits.times().deadline,
+            ..AskOptions::default()
+        },
+        tool_timeout: args.limits.times().tool_timeout,
+        jobs: args.jobs as usize,
+        fail_under: args.fail_under,
     };
-    std::fs::read_to_string(path)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str::<Value>(&t).map_err(|e| e.to_string()))
-        .map(Some)
-        .map_err(|e| {
-            fail(
-                exit::DATA_ERR,
-                format_args!("cannot read the baseline {}: {e}", path.display()),
-            )
-        })
-}
-
-/// Every case asked on `host`, `--jobs` at once, with a progress bar; with `--store`, as
-/// an evaluation begun there once everything else is ready.
-fn ask_cases(
-    args: &EvalArgs,
-    host: &Host,
-    (planning, cassettes): (&plan_runs::goal::Planning, Cassettes),
-    cases: &[plan_eval::Case],
-) -> Result<(Vec<plan_eval::CaseReport>, Option<plan_eval::Stored>), u8> {
-    // NB: made before the runtime: its exporter has a blocking client of its own.
-    let telemetry =
-        session::telemetry(|| plan_telemetry::Telemetry::from_env(host.redactor().clone()));
-    let options = AskOptions {
-        max_repairs: args.max_repairs,
-        max_replans: args.max_replans,
-        max_examples: planning.max_examples,
-        limits: args.limits.limits(),
-        deadline: args.limits.times().deadline,
-        ..AskOptions::default()
+    let evaluation = match Evaluation::prepare(request, &mut |w| eprintln!("warning: {w}")) {
+        Ok(e) => e,
+        Err(e) => return session::failed(e),
     };
-    let planned = (planning.template.clone(), planning.examples.clone());
-    let setup = Setup::on(host, cassettes, planned, options)
-        .map_err(|e| session::failed(plan_runs::Error::from(e)))?;
-    let store = match &args.store {
-        None => None,
-        Some(path) => {
-            let at = StoreAt::new(path, args.durability.get());
-            let dataset = args.dataset.display().to_string();
-            Some(plan_eval::begin(at, args.eval_id.clone(), &dataset).map_err(session::failed)?)
-        }
+    let runtime = match session::multi_thread_runtime() {
+        Ok(r) => r,
+        Err(code) => return code,
     };
-    let setup = Setup {
-        store: store.clone(),
-        telemetry: telemetry.as_ref(),
-        ..setup
-    };
-    let runtime = session::multi_thread_runtime()?;
-    let bar = crate::progress::progress_bar(cases.len(), "cases");
-    let reports = session::block_on(&runtime, host, async {
-        plan_eval::run(&setup, cases, args.jobs as usize, &mut |r| {
-            bar.inc(1);
-            if !r.passed() {
-                bar.println(format!("fail {}: {}", r.id, r.reason));
-            }
-        })
-        .await
+    let bar = crate::progress::progress_bar(evaluation.len(), "cases");
+    let host = evaluation.host().clone();
+    let reports = session::block_on(&runtime, &host, async {
+        evaluation
+            .run(&mut |r| {
+                bar.inc(1);
+                if !r.passed() {
+                    bar.println(format!("fail {}: {}", r.id, r.reason));
+                }
+            })
+            .await
     });
     bar.finish_and_clear();
-    if let Some(t) = &telemetry {
-        session::lost_spans(t.finish());
-    }
-    Ok((reports, store))
+    drop(runtime);
+    report(&args, &evaluation.conclude(reports))
 }
 
-/// Ends the evaluation ([`plan_eval::conclude`]), promotes what passed, writes the
-/// report and picks the exit code from the gates.
-fn report(
-    args: &EvalArgs,
-    reports: &[plan_eval::CaseReport],
-    skipped: &[String],
-    stored: Option<&plan_eval::Stored>,
-    baseline: Option<&Value>,
-) -> u8 {
-    let c = plan_eval::conclude(reports, stored, baseline, args.fail_under);
-    if let Some(st) = stored {
+/// Says how the evaluation ended, promotes what passed, writes the report and picks the
+/// exit code from the gates.
+fn report(args: &EvalArgs, evaluated: &Evaluated) -> u8 {
+    let c = &evaluated.concluded;
+    session::lost_spans(evaluated.lost_spans);
+    if let Some(st) = &evaluated.stored {
         eprintln!("evaluation {} stored in {}", st.eval, st.at.shown());
     }
     for w in &c.warnings {
@@ -285,16 +154,19 @@ fn report(
     if let Some(e) = &c.baseline_error {
         return fail(exit::DATA_ERR, e);
     }
-    if let Some(dir) = &args.promote {
-        promote(dir, reports);
-    }
-    let comparison = c.comparison.as_ref();
-    let text = match args.format {
-        Format::Json => {
-            let v = plan_eval::report_json(&c.summary, reports, skipped, stored, comparison);
-            format!("{v}\n")
+    for (id, promoted) in args
+        .promote
+        .as_deref()
+        .map_or_else(Vec::new, |d| evaluated.promote(d))
+    {
+        match promoted {
+            Ok(path) => eprintln!("promoted {id}: {}", path.display()),
+            Err(e) => eprintln!("warning: case {id} not promoted: {e}"),
         }
-        Format::Text => plan_eval::text_report(&c.summary, reports, comparison, skipped),
+    }
+    let text = match args.format {
+        Format::Json => format!("{}\n", evaluated.json()),
+        Format::Text => evaluated.text(),
     };
     let written = match &args.output {
         Some(path) => std::fs::write(path, &text).map_err(|e| (path.display().to_string(), e)),
@@ -319,16 +191,5 @@ fn report(
         exit::OK
     } else {
         exit::RUN_FAILED
-    }
-}
-
-/// Each passing case's plan as an example in `dir`.
-fn promote(dir: &std::path::Path, reports: &[plan_eval::CaseReport]) {
-    for r in reports.iter().filter(|r| r.passed()) {
-        let Some(plan) = &r.plan else { continue };
-        match plan_planner::save_example(dir, &r.goal, &r.labels, plan) {
-            Ok(path) => eprintln!("promoted {}: {}", r.id, path.display()),
-            Err(e) => eprintln!("warning: case {} not promoted: {e}", r.id),
-        }
     }
 }

@@ -32,18 +32,10 @@ pub(crate) fn refuse_clobbering(
     store: Option<&Path>,
     outputs: &[(&str, &Path)],
 ) -> Result<(), u8> {
-    let store_files = store.map(plan_runs::open::files);
     let mut inputs: Vec<(&str, &Path)> = plan.into_iter().collect();
     inputs.extend(tools.map(|p| ("the --tools file", p)));
     inputs.extend(replay.map(|p| ("the --replay cassette", p)));
-    inputs.extend(
-        store_files
-            .iter()
-            .flatten()
-            .map(|p| (plan_runs::open::STORE_FILE, &**p)),
-    );
-    plan_compiler::files::check_outputs(outputs, &inputs)
-        .map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
+    plan_runs::open::check_outputs(&inputs, store, outputs).map_err(failed)
 }
 
 /// The `--tools` file, or the built-in tools.

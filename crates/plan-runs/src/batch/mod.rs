@@ -5,7 +5,8 @@
 //! with the cassette beside it if there is one) or a list file (one run per line:
 //! `PLAN [CASSETTE] [NAME=VALUE]...`): `list`. A batch's runs may be journaled in a store
 //! under `<batch id>.<run name>` and a batch stopped mid-way continued from it
-//! (`--resume`): `ids`, [`BatchStore`]. The scheduler is `drive`.
+//! (`--resume`): `ids`, [`BatchStore`]. The scheduler is `drive`; what a face asks for,
+//! set up, is `request` ([`BatchRequest`]).
 //!
 //! Why the pieces are shaped this way:
 //! - Plans and cassettes are loaded once per path (a list of 10,000 lines naming one plan
@@ -21,6 +22,7 @@
 mod drive;
 mod ids;
 mod list;
+mod request;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,6 +35,7 @@ use serde_json::Value;
 
 pub use drive::Tally;
 pub use list::{Job, name_runs, parse_var, read_list, scan_dir};
+pub use request::{BatchInput, BatchRequest, Prepared};
 
 use crate::open::Access;
 use crate::{Error, ErrorKind, Lease, StoreAt};

@@ -1,16 +1,15 @@
 //! `planvm batch`: many runs in one process (its help is `BATCH_NOTES`). The engine is
-//! `plan_runs::batch`; this module parses, checks the outputs, draws the progress bar,
-//! writes one JSON line per run and picks the exit code.
+//! `plan_runs::batch` (set up by its `BatchRequest`); this module parses, draws the
+//! progress bar, writes one JSON line per run and picks the exit code.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use clap::{ArgGroup, Args};
-use plan_host::{HostOptions, ReplayBackend};
+use plan_host::HostOptions;
 use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_runs::batch::{Batch, BatchStore, Job, Stored};
+use plan_runs::batch::{BatchInput, BatchRequest, BatchStore, Prepared};
 use serde_json::Value;
 
 use crate::args::{DurabilityArg, LimitArgs, parse_run_id, parse_var};
@@ -109,65 +108,60 @@ pub(crate) struct BatchArgs {
 
 pub(crate) fn batch(args: BatchArgs) -> u8 {
     let times = args.limits.times();
-    let host_options = HostOptions {
-        tool_timeout: times.tool_timeout,
-        deadline: times.deadline,
-        ..HostOptions::default()
+    let input = match (&args.dir, &args.list) {
+        (_, Some(list)) => BatchInput::List(list.clone()),
+        (Some(dir), None) => BatchInput::Dir(dir.clone()),
+        // clap's required group makes this unreachable; still, no panic.
+        (None, None) => return fail(exit::USAGE, "give a DIR or --list FILE"),
     };
-    let engine = match session::engine(args.tools.as_deref(), host_options.clone()) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
-    let jobs = match read_jobs(&args) {
-        Ok(jobs) => jobs,
-        Err(code) => return code,
-    };
-    let replay = match load_replay(args.replay.as_deref()) {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
-    if let Some(output) = &args.output
-        && let Err(code) = check_output(output, &args, &jobs)
-    {
-        return code;
-    }
-    let host = match session::host(&engine, None) {
-        Ok(h) => h,
-        Err(code) => return code,
+    let store = (args.store.as_ref()).map(|path| BatchStore {
+        at: StoreAt::new(path, args.durability.get()),
+        batch_id: args.batch_id.clone().unwrap_or_else(plan_store::new_run_id),
+        resume: args.resume,
+        retry_unknown_writes: args.retry_unknown_writes,
+    });
+    let batch_id = store.as_ref().map(|s| s.batch_id.clone());
+    let request = BatchRequest {
+        input,
+        tools: args.tools,
+        replay: args.replay,
+        vars: args.vars,
+        limits: args.limits.limits(),
+        host: HostOptions {
+            tool_timeout: times.tool_timeout,
+            deadline: times.deadline,
+            ..HostOptions::default()
+        },
+        jobs: args.jobs as usize,
+        output: args.output.clone(),
+        record_dir: args.record,
+        trace_dir: args.trace,
+        store,
+        lease_warning: session::lease_warning,
     };
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let mut store = match open_store(&args, &jobs) {
-        Ok(s) => s,
-        Err(code) => return code,
+    let Prepared {
+        batch,
+        jobs,
+        mut store,
+    } = match request.prepare(&mut |w| eprintln!("warning: {w}")) {
+        Ok(p) => p,
+        Err(e) => return session::failed(e),
     };
+    if let Some(id) = batch_id {
+        eprintln!("batch {id}");
+    }
     // NB: created only now: a batch refused above leaves an earlier --output file alone.
     let (out, out_name) = match open_output(args.output.as_deref()) {
         Ok(o) => o,
         Err(code) => return code,
     };
-    let mut sink = Sink::new(
-        out,
-        out_name,
-        crate::progress::progress_bar(jobs.len(), "runs"),
-    );
-    let batch = Batch {
-        manifest: engine.manifest().clone(),
-        host: host.clone(),
-        host_options,
-        limits: args.limits.limits(),
-        vars: args.vars,
-        replay,
-        record_dir: args.record,
-        trace_dir: args.trace,
-        jobs: args.jobs as usize,
-        telemetry: session::telemetry(|| {
-            plan_telemetry::Telemetry::from_env(host.redactor().clone())
-        })
-        .map(Arc::new),
-    };
+    let bar = crate::progress::progress_bar(jobs.len(), "runs");
+    let mut sink = Sink::new(out, out_name, bar);
+    let host = batch.host.clone();
     let tally = session::block_on(
         &runtime,
         &host,
@@ -193,64 +187,6 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     exit::of_batch(&tally)
 }
 
-/// The runs of the list or directory, named, with the `--record` and `--trace`
-/// directories they write to made.
-fn read_jobs(args: &BatchArgs) -> Result<Vec<Job>, u8> {
-    let mut jobs = match (&args.dir, &args.list) {
-        (_, Some(list)) => {
-            plan_runs::batch::read_list(list).map_err(|msg| fail(exit::USAGE, msg))?
-        }
-        (Some(dir), None) => plan_runs::batch::scan_dir(dir, args.replay.is_none())
-            .map_err(|msg| fail(exit::NO_INPUT, msg))?,
-        // clap's required group makes this unreachable; still, no panic.
-        (None, None) => return Err(fail(exit::USAGE, "give a DIR or --list FILE")),
-    };
-    plan_runs::batch::name_runs(&mut jobs);
-    for dir in [&args.record, &args.trace].into_iter().flatten() {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            fail(
-                exit::CANT_CREATE,
-                format_args!("cannot create directory {}: {e}", dir.display()),
-            )
-        })?;
-    }
-    Ok(jobs)
-}
-
-/// The `--replay` cassette, loaded once for every run that replays it.
-fn load_replay(path: Option<&Path>) -> Result<Option<(PathBuf, Arc<ReplayBackend>)>, u8> {
-    let Some(p) = path else {
-        return Ok(None);
-    };
-    match ReplayBackend::load(p) {
-        Ok(r) => {
-            for w in r.warnings() {
-                eprintln!("warning: {w}");
-            }
-            Ok(Some((p.to_owned(), Arc::new(r))))
-        }
-        Err(e) => Err(session::failed(e)),
-    }
-}
-
-/// The `--store`, set up for the batch (`batch ID` printed once it is).
-fn open_store(args: &BatchArgs, jobs: &[Job]) -> Result<Option<Stored>, u8> {
-    let Some(path) = &args.store else {
-        return Ok(None);
-    };
-    let setup = BatchStore {
-        at: StoreAt::new(path, args.durability.get()),
-        batch_id: args.batch_id.clone().unwrap_or_else(plan_store::new_run_id),
-        resume: args.resume,
-        retry_unknown_writes: args.retry_unknown_writes,
-    };
-    let stored = setup
-        .open(jobs, &args.vars, session::lease_warning)
-        .map_err(session::failed)?;
-    eprintln!("batch {}", setup.batch_id);
-    Ok(Some(stored))
-}
-
 /// Where the lines go: `--output`, created (emptied), or stdout; and its name for
 /// messages (empty for stdout).
 fn open_output(path: Option<&Path>) -> Result<(Box<dyn Write + Send>, String), u8> {
@@ -272,29 +208,4 @@ fn open_output(path: Option<&Path>) -> Result<(Box<dyn Write + Send>, String), u
             String::new(),
         ),
     })
-}
-
-/// Refuses an `--output` that is one of the batch's inputs.
-fn check_output(output: &Path, args: &BatchArgs, jobs: &[Job]) -> Result<(), u8> {
-    let mut inputs: Vec<(&str, &Path)> = Vec::new();
-    inputs.extend(args.list.as_deref().map(|p| ("the --list file", p)));
-    inputs.extend(args.tools.as_deref().map(|p| ("the --tools file", p)));
-    inputs.extend(args.replay.as_deref().map(|p| ("the --replay cassette", p)));
-    let store_files = args.store.as_deref().map(plan_runs::open::files);
-    inputs.extend(
-        store_files
-            .iter()
-            .flatten()
-            .map(|p| (plan_runs::open::STORE_FILE, &**p)),
-    );
-    // NB: each file once: a list runs the same few plans and cassettes many times, and
-    // each check of a path asks the file system (two calls a path, four a run).
-    let mut seen = std::collections::HashSet::new();
-    for j in jobs {
-        let files = std::iter::once(("a plan", j.plan.as_path()))
-            .chain(j.cassette.as_deref().map(|p| ("a cassette", p)));
-        inputs.extend(files.filter(|(_, p)| seen.insert(*p)));
-    }
-    plan_compiler::files::check_outputs(&[("--output", output)], &inputs)
-        .map_err(|msg| fail(exit::OUTPUT_IS_INPUT, msg))
 }

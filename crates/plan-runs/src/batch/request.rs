@@ -1,0 +1,146 @@
+//! A batch as a face asks for one ([`BatchRequest`]): its runs read from a directory or a
+//! list and named, the directories they write made, the shared cassette loaded, the
+//! output checked against every input, the engine and store set up
+//! ([`BatchRequest::prepare`]). The face then drives [`super::run`] and renders its
+//! events.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use plan_host::{HostOptions, ReplayBackend};
+use plan_vm::Limits;
+use serde_json::Value;
+
+use super::{Batch, BatchStore, Job, Stored};
+use crate::engine::Engine;
+use crate::goal::Planning;
+use crate::{Error, ErrorKind};
+
+/// Where a batch's runs are listed.
+#[derive(Clone, Debug)]
+pub enum BatchInput {
+    /// Every plan file of a directory, each with the cassette beside it.
+    Dir(PathBuf),
+    /// One run per line: `PLAN [CASSETTE] [NAME=VALUE]...`.
+    List(PathBuf),
+}
+
+/// What a batch is asked to be.
+pub struct BatchRequest {
+    pub input: BatchInput,
+    pub tools: Option<PathBuf>,
+    /// Serves every run that has no cassette of its own.
+    pub replay: Option<PathBuf>,
+    pub vars: Vec<(String, Value)>,
+    pub limits: Limits,
+    /// Each run's host: its deadline and per-call limit.
+    pub host: HostOptions,
+    /// Runs in flight at once.
+    pub jobs: usize,
+    /// Where the face writes the runs' lines, checked against every input.
+    pub output: Option<PathBuf>,
+    pub record_dir: Option<PathBuf>,
+    pub trace_dir: Option<PathBuf>,
+    pub store: Option<BatchStore>,
+    /// Hears that the lease on the batch's runs cannot be renewed (they go on).
+    pub lease_warning: fn(&Error),
+}
+
+/// A batch ready to run.
+pub struct Prepared {
+    pub batch: Batch,
+    pub jobs: Vec<Job>,
+    pub store: Option<Stored>,
+}
+
+impl BatchRequest {
+    /// Sets up the batch, `warn` hearing of what it goes on without (a cassette's
+    /// warnings, the host's, a trace that cannot be exported). Refused: a list that cannot
+    /// be read (`bad_input`), a directory (`unreadable`), an output directory that cannot
+    /// be made, an output onto an input, a tools file or cassette that cannot be read, a
+    /// store that refuses the batch's ids; the store is opened last.
+    pub fn prepare(self, warn: &mut dyn FnMut(&str)) -> Result<Prepared, Error> {
+        let engine = Engine::new(
+            crate::engine::load_tools(self.tools.as_deref())?,
+            Planning::default(),
+            self.host.clone(),
+        );
+        let jobs = self.read_jobs()?;
+        let replay = match &self.replay {
+            None => None,
+            Some(p) => {
+                let r = ReplayBackend::load(p)?;
+                r.warnings().iter().for_each(|w| warn(w));
+                Some((p.clone(), Arc::new(r)))
+            }
+        };
+        if let Some(output) = &self.output {
+            self.check_output(output, &jobs)?;
+        }
+        let host = engine.host()?.clone();
+        host.warnings().iter().for_each(|w| warn(w));
+        let store = match &self.store {
+            Some(setup) => Some(setup.open(&jobs, &self.vars, self.lease_warning)?),
+            None => None,
+        };
+        // NB: made outside any async runtime: its exporter has a blocking client.
+        let telemetry = plan_telemetry::Telemetry::from_env(host.redactor().clone())
+            .unwrap_or_else(|e| {
+                warn(&format!("{e}: no trace is exported"));
+                None
+            });
+        let batch = Batch {
+            manifest: engine.manifest().clone(),
+            host,
+            host_options: self.host,
+            limits: self.limits,
+            vars: self.vars,
+            replay,
+            record_dir: self.record_dir,
+            trace_dir: self.trace_dir,
+            jobs: self.jobs,
+            telemetry: telemetry.map(Arc::new),
+        };
+        Ok(Prepared { batch, jobs, store })
+    }
+
+    /// The runs of the list or directory, named, with the directories they write to made.
+    fn read_jobs(&self) -> Result<Vec<Job>, Error> {
+        let mut jobs = match &self.input {
+            BatchInput::List(list) => {
+                super::read_list(list).map_err(|msg| Error::new(ErrorKind::BadInput, msg))?
+            }
+            BatchInput::Dir(dir) => super::scan_dir(dir, self.replay.is_none())
+                .map_err(|msg| Error::new(ErrorKind::Unreadable, msg))?,
+        };
+        super::name_runs(&mut jobs);
+        for dir in [&self.record_dir, &self.trace_dir].into_iter().flatten() {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                let message = format!("cannot create directory {}: {e}", dir.display());
+                Error::new(ErrorKind::CannotCreate, message)
+            })?;
+        }
+        Ok(jobs)
+    }
+
+    /// Refuses an output that is one of the batch's inputs.
+    fn check_output(&self, output: &Path, jobs: &[Job]) -> Result<(), Error> {
+        let mut inputs: Vec<(&str, &Path)> = Vec::new();
+        if let BatchInput::List(list) = &self.input {
+            inputs.push(("the --list file", list));
+        }
+        inputs.extend(self.tools.as_deref().map(|p| ("the --tools file", p)));
+        inputs.extend(self.replay.as_deref().map(|p| ("the --replay cassette", p)));
+        // NB: each file once: a list runs the same few plans and cassettes many times,
+        // and each check of a path asks the file system (two calls a path, four a run).
+        let mut seen = HashSet::new();
+        for j in jobs {
+            let files = std::iter::once(("a plan", j.plan.as_path()))
+                .chain(j.cassette.as_deref().map(|p| ("a cassette", p)));
+            inputs.extend(files.filter(|(_, p)| seen.insert(*p)));
+        }
+        let store = self.store.as_ref().map(|s| s.at.path());
+        crate::open::check_outputs(&inputs, store, &[("--output", output)])
+    }
+}
