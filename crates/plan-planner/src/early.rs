@@ -145,6 +145,21 @@ impl<'h> Streamer<'h> {
         }
     }
 
+    /// Follows a plan read from `reader` (`from` names it in messages: "standard
+    /// input") as it arrives, as [`Streamer::follow`] does, and returns all its bytes: at
+    /// most the size limit of a plan. A character cut between two reads waits for the
+    /// rest; bytes that are not text (a .pbc) are only read.
+    pub async fn follow_reader(
+        &self,
+        reader: impl tokio::io::AsyncRead + Unpin,
+        from: &str,
+        on_event: &mut (dyn FnMut(&TraceEvent<'_>) + Send),
+    ) -> Result<Vec<u8>, String> {
+        let (tx, pieces) = tokio::sync::mpsc::unbounded_channel();
+        self.follow(read_pieces(reader, from, tx), pieces, 0, on_event)
+            .await
+    }
+
     /// Follows a plan arriving as `pieces` while `whole` reads all of it (the reply, the
     /// bytes of a file), and returns what `whole` returns. The instructions that have
     /// arrived may start calls, as the schedule below compiles longer prefixes; `on_event`
@@ -538,9 +553,89 @@ pub(crate) fn prefix_program(
     None
 }
 
+/// Reads `reader` to its end, sending each piece of text as it arrives (see
+/// [`Streamer::follow_reader`]).
+async fn read_pieces(
+    mut reader: impl tokio::io::AsyncRead + Unpin,
+    from: &str,
+    pieces: tokio::sync::mpsc::UnboundedSender<String>,
+) -> Result<Vec<u8>, String> {
+    use tokio::io::AsyncReadExt;
+    let limit = plan_syntax::limits::MAX_SOURCE_BYTES;
+    let mut all: Vec<u8> = Vec::new();
+    let mut sent = 0;
+    let mut buf = vec![0u8; 16 << 10];
+    loop {
+        let n = (reader.read(&mut buf).await)
+            .map_err(|e| format!("cannot read the plan from {from}: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        if all.len() + n > limit {
+            return Err(format!("the plan on {from} is larger than {limit} bytes"));
+        }
+        all.extend_from_slice(&buf[..n]);
+        let upto = match std::str::from_utf8(&all[sent..]) {
+            Ok(_) => all.len(),
+            Err(e) if e.error_len().is_none() => sent + e.valid_up_to(),
+            // Not text (a .pbc, say): nothing to follow; the whole is still loaded.
+            Err(_) => sent,
+        };
+        if upto > sent {
+            let _ = pieces.send(String::from_utf8_lossy(&all[sent..upto]).into_owned());
+            sent = upto;
+        }
+    }
+    Ok(all)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader that gives `chunks` one read at a time.
+    struct Chunks(std::collections::VecDeque<Vec<u8>>);
+
+    impl tokio::io::AsyncRead for Chunks {
+        fn poll_read(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<std::io::Result<()>> {
+            if let Some(chunk) = self.0.pop_front() {
+                buf.put_slice(&chunk);
+            }
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A character cut between two reads is sent whole, once the rest arrives; bytes
+    /// that are not text are read, not sent.
+    #[tokio::test]
+    async fn a_plan_read_as_it_arrives_is_sent_in_whole_characters() {
+        let text = "[\"é\"]".as_bytes();
+        let cut = vec![text[..3].to_vec(), text[3..].to_vec()];
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let all = read_pieces(Chunks(cut.into()), "the test", tx)
+            .await
+            .unwrap();
+        assert_eq!(all, text);
+        let mut sent = Vec::new();
+        while let Ok(piece) = rx.try_recv() {
+            sent.push(piece);
+        }
+        assert_eq!(sent, ["[\"", "é\"]"]);
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let pbc = vec![vec![0xff, 0xfe, b'P']];
+        assert_eq!(
+            read_pieces(Chunks(pbc.into()), "x", tx)
+                .await
+                .unwrap()
+                .len(),
+            3
+        );
+        assert!(rx.try_recv().is_err());
+    }
 
     fn call(seq: i64, tool: &str, query: &str) -> Value {
         json!({"seq_no": seq, "type": "calling", "parameters": {"tool_name": tool,

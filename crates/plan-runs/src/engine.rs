@@ -114,6 +114,36 @@ impl Engine {
         })
     }
 
+    /// The prompt the planner would be given for `request` asked with `options`, calling
+    /// nothing: a session's earlier rounds as its store holds them (a summary due is made
+    /// by the ask itself), the examples chosen, and what grounding shows of the databases
+    /// (what it went on without told to `warn`).
+    pub fn prompt(
+        &self,
+        request: &AskRequest<'_>,
+        mut options: AskOptions,
+        warn: &mut dyn FnMut(&str),
+    ) -> Result<String, Error> {
+        if let Some(AskAt {
+            at,
+            session: Some(session),
+            ..
+        }) = &request.store
+        {
+            options.conversation = crate::ask::stored_conversation(at, session, None)?;
+        }
+        let chosen = (self.planning.examples).select(request.goal, options.max_examples);
+        // NB: the host serves no call here: it only reads the databases grounding covers.
+        let grounded = self.host()?.ground(request.goal);
+        grounded.warnings.iter().for_each(|w| warn(w));
+        Ok(self.planning.template.render(
+            (request.goal, request.response_format),
+            &self.manifest,
+            &chosen,
+            (&options.conversation, &grounded.text),
+        ))
+    }
+
     /// `source`, which messages call `name`, compiled against the tools with `presets`
     /// counted as set (once while it comes again: a plan posted or listed many times):
     /// refused when it is not a valid program. `fresh` hears of each plan compiled anew,

@@ -130,19 +130,23 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
         deadline: args.limits.times().deadline,
         conversation: plan_planner::Conversation::default(),
     };
+    let request = AskRequest {
+        goal: &args.goal,
+        response_format: response_format.as_ref(),
+        store: args.store.store.as_ref().map(|path| AskAt {
+            at: StoreAt::new(path, args.store.durability.get()),
+            id: args.store.run_id.as_deref(),
+            session: args.session.as_deref(),
+        }),
+    };
     if args.print_prompt {
-        return print_prompt(&args, &engine, options, response_format.as_ref());
+        return print_prompt(&engine, options, &request);
     }
-    ask_planned(&args, &engine, options, response_format.as_ref())
+    ask_planned(&args, &engine, options, request)
 }
 
 /// Asks the planner for the goal and prints what came of it.
-fn ask_planned(
-    args: &AskArgs,
-    engine: &Engine,
-    options: AskOptions,
-    response_format: Option<&Value>,
-) -> u8 {
+fn ask_planned(args: &AskArgs, engine: &Engine, options: AskOptions, request: AskRequest) -> u8 {
     let session::Session {
         mut tracer,
         status_line,
@@ -173,15 +177,6 @@ fn ask_planned(
         );
     }
     tracer.restart_clock();
-    let request = AskRequest {
-        goal: &args.goal,
-        response_format,
-        store: args.store.store.as_ref().map(|path| AskAt {
-            at: StoreAt::new(path, args.store.durability.get()),
-            id: args.store.run_id.as_deref(),
-            session: args.session.as_deref(),
-        }),
-    };
     let hooks = Hooks {
         journal: &mut tracer,
         warn: session::lease_warning,
@@ -259,39 +254,18 @@ fn traced(
 }
 
 /// `--print-prompt`: the prompt the planner would get, on stdout.
-fn print_prompt(
-    args: &AskArgs,
-    engine: &Engine,
-    mut options: AskOptions,
-    response_format: Option<&Value>,
-) -> u8 {
-    // NB: the session as stored; a summary due is made by the ask itself.
-    if let (Some(session), Some(path)) = (&args.session, &args.store.store) {
-        let at = StoreAt::new(path, args.store.durability.get());
-        match plan_runs::ask::stored_conversation(&at, session, None) {
-            Ok(c) => options.conversation = c,
-            Err(e) => return session::failed(e),
+fn print_prompt(engine: &Engine, options: AskOptions, request: &AskRequest) -> u8 {
+    // NB: a host serves no call here: its warnings are said all the same.
+    if let Err(code) = session::host(engine, None) {
+        return code;
+    }
+    match engine.prompt(request, options, &mut |w| eprintln!("warning: {w}")) {
+        Ok(prompt) => {
+            let _ = writeln!(std::io::stdout().lock(), "{prompt}");
+            exit::OK
         }
+        Err(e) => session::failed(e),
     }
-    let planning = engine.planning();
-    let chosen = planning.examples.select(&args.goal, options.max_examples);
-    // NB: a host serves no call here: it only reads the databases grounding covers.
-    let grounded = match session::host(engine, None) {
-        Ok(host) => host.ground(&args.goal),
-        Err(code) => return code,
-    };
-    for w in &grounded.warnings {
-        eprintln!("warning: {w}");
-    }
-    let prompt = planning.template.render(
-        (&args.goal, response_format),
-        engine.manifest(),
-        &chosen,
-        (&options.conversation, &grounded.text),
-    );
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{prompt}");
-    exit::OK
 }
 
 /// A goal, refused when empty: the planner's reply to nothing would be paid for.

@@ -1,33 +1,15 @@
 //! `planvm`: runs a plan (source or `.pbc`) against real or recorded tools.
 //!
-//! ```text
-//! planvm ask GOAL [--response-format JSON] [--tools FILE.toml] [--examples DIR]
-//!                 [--prompt FILE] [--max-repairs N] [--max-replans N] [--show-plan]
-//!                 [--save-example DIR] [run's options]
-//! planvm run FILE [--tools FILE.toml] [--replay CASSETTE] [--record CASSETTE]
-//!                 [--var NAME=VALUE]... [--max-steps N] [--max-bytes BYTES]
-//!                 [--max-concurrency N] [--timeout SECS] [--tool-timeout SECS]
-//!                 [--trace FILE] [--format text|json]
-//! planvm batch (DIR | --list FILE) [--jobs N] [--output FILE] [run's options]
-//! planvm resume ID --store DB [--tools FILE] [--replay FILE] [--retry-unknown-writes] [limits]
-//! planvm branch ID --at SEQ --plan NEW_PLAN --store DB [run's options]
-//! planvm runs list|show|cancel [ID] --store DB [--at SEQ] [--format text|json]
-//! planvm serve --store DB [--tools FILE] [--listen ADDR] [--token-env NAME] [--max-runs N]
-//!                 [--allowed-host NAME] [--header-timeout SECS] [--body-timeout SECS]
-//! planvm ground QUESTION --tools FILE [--format text|json]
-//! planvm tools list|refresh --tools FILE [--format text|json]
-//! planvm mcp [--tools FILE] [--store DB] [--replay FILE]
-//! planvm eval DATASET.jsonl [--tools FILE] [--replay FILE] [--jobs N] [--compare BASELINE]
-//!                 [--fail-under RATE] [--promote DIR] [--format text|json] [--output FILE]
-//! ```
+//! The commands and their options are in `planvm --help` and `planvm COMMAND --help`,
+//! generated from the argument types below and in each command's module.
 //!
 //! Exit codes (see `plan_render::exit`) are printed by `planvm run --help`.
 //!
 //! Module map: this file picks the command; `args` holds the argument groups commands
 //! share; `session` what every command that runs plans sets up, prints and exits with;
 //! `progress` draws the live status line; `run`, `ask` (docs/planner.md), `batch`,
-//! `stored` (`resume`, `branch`), `runs`, `sessions`, `ground`, `tools`, `eval`, `serve`
-//! and `mcp` are the commands.
+//! `stored` (`resume`, `branch`), `queue` (`submit`, `worker`), `runs`, `sessions`,
+//! `ground`, `tools`, `eval`, `serve` and `mcp` are the commands.
 //! The engine is in libraries: `plan_host` runs a plan, `plan_planner` writes one,
 //! `plan_runs` keeps runs in a store (docs/durability.md). Only this crate prints.
 

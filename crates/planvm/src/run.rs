@@ -111,13 +111,12 @@ fn run_stdin(args: RunArgs, engine: Engine) -> u8 {
         async |host, tracer| {
             let streamer =
                 plan_planner::Streamer::new(host, args.io.vars.clone(), args.limits.limits());
-            let (tx, pieces) = tokio::sync::mpsc::unbounded_channel();
-            let bytes = streamer
-                .follow(read_stdin(tx), pieces, 0, &mut |e| {
-                    let _ = plan_host::Journal::record(&mut *tracer, e);
-                })
-                .await
-                .map_err(|msg| fail(exit::NO_INPUT, msg))?;
+            let stdin = tokio::io::stdin();
+            let bytes = (streamer.follow_reader(stdin, "standard input", &mut |e| {
+                let _ = plan_host::Journal::record(&mut *tracer, e);
+            }))
+            .await
+            .map_err(|msg| fail(exit::NO_INPUT, msg))?;
             let opts =
                 engine::compile_options(engine.manifest(), engine::preset_names(&args.io.vars));
             let loaded = session::loaded(load::load_bytes("<stdin>", bytes, opts))?;
@@ -130,41 +129,4 @@ fn run_stdin(args: RunArgs, engine: Engine) -> u8 {
             run_loaded(host, &loaded, &args, tracer).await
         },
     )
-}
-
-/// Reads standard input to its end, sending each piece of text as it arrives (a
-/// character cut between two reads waits for the rest). At most the size limit of a plan.
-async fn read_stdin(pieces: tokio::sync::mpsc::UnboundedSender<String>) -> Result<Vec<u8>, String> {
-    use tokio::io::AsyncReadExt;
-    let limit = plan_syntax::limits::MAX_SOURCE_BYTES;
-    let mut stdin = tokio::io::stdin();
-    let mut all: Vec<u8> = Vec::new();
-    let mut sent = 0;
-    let mut buf = vec![0u8; 16 << 10];
-    loop {
-        let n = stdin
-            .read(&mut buf)
-            .await
-            .map_err(|e| format!("cannot read the plan from standard input: {e}"))?;
-        if n == 0 {
-            break;
-        }
-        if all.len() + n > limit {
-            return Err(format!(
-                "the plan on standard input is larger than {limit} bytes"
-            ));
-        }
-        all.extend_from_slice(&buf[..n]);
-        let upto = match std::str::from_utf8(&all[sent..]) {
-            Ok(_) => all.len(),
-            Err(e) if e.error_len().is_none() => sent + e.valid_up_to(),
-            // Not text (a .pbc, say): nothing to follow; the whole is still loaded.
-            Err(_) => sent,
-        };
-        if upto > sent {
-            let _ = pieces.send(String::from_utf8_lossy(&all[sent..upto]).into_owned());
-            sent = upto;
-        }
-    }
-    Ok(all)
 }
