@@ -20,7 +20,9 @@ use serde_json::{Map, Value};
 use crate::ask::AskStore;
 use crate::compiled::CompileCache;
 use crate::goal::{GoalPlanner, Planning};
+pub use crate::load::load_tools;
 use crate::load::{LoadError, Loaded};
+use crate::queue::Worker;
 use crate::{Error, ErrorKind, Held, StoreAt};
 
 /// What a face sets up once and asks everything of: the tools (their manifest), the host
@@ -182,6 +184,30 @@ impl Engine {
         crate::load::load_bytes(name, source, options)
     }
 
+    /// A worker on the host taking runs from the store at `at`, and goals too when the
+    /// engine has a planner (else why it takes none, beside it), one run at a time and
+    /// polling every second until the caller says otherwise. Refused when the host cannot
+    /// be set up or the tools file names its planner wrongly (`bad_input`).
+    pub fn worker(&self, at: StoreAt, warn: fn(&Error)) -> Result<(Worker, Option<Error>), Error> {
+        let host = self.host()?.clone();
+        let (planner, no_goals) = match self.goal_planner() {
+            Ok(planner) => (Some(planner.clone()), None),
+            Err(e) if e.kind == ErrorKind::BadInput => return Err(e),
+            Err(e) => (None, Some(e)),
+        };
+        let worker = Worker {
+            at,
+            host,
+            concurrency: 1,
+            retry_unknown_writes: false,
+            poll: std::time::Duration::from_secs(1),
+            warn,
+            watch: None,
+            planner,
+        };
+        Ok((worker, no_goals))
+    }
+
     /// Puts `request`'s runs into the queue of the store at `at`, in one transaction
     /// (all, or none), once every plan compiled: their ids, in order.
     pub fn submit(
@@ -221,16 +247,6 @@ impl Engine {
     }
 }
 
-/// The tools file at `path` (its MCP servers' tools as last listed), or the built-in
-/// tools: refused (`bad_input`) when it cannot be read or is not a tools file.
-pub fn load_tools(path: Option<&Path>) -> Result<Manifest, Error> {
-    let Some(path) = path else {
-        return Ok(Manifest::builtin());
-    };
-    plan_mcp::load(path, plan_host::process_env(), plan_mcp::Listing::Cached)
-        .map_err(|e| Error::new(ErrorKind::BadInput, format!("cannot load tools file: {e}")))
-}
-
 /// Plans to put into a store's queue ([`Engine::submit`]).
 pub struct SubmitRequest {
     pub plans: Vec<PlanToSubmit>,
@@ -248,6 +264,36 @@ pub struct PlanToSubmit {
     pub source: PlanSource,
     /// The variables its run starts with, over the request's.
     pub vars: Vec<(String, Value)>,
+}
+
+impl PlanToSubmit {
+    /// The plan in the file at `path`, named by it.
+    pub fn file(path: PathBuf) -> PlanToSubmit {
+        PlanToSubmit {
+            name: path.display().to_string(),
+            source: PlanSource::File(path),
+            vars: Vec::new(),
+        }
+    }
+
+    /// The runs a list file names (as `planvm batch` reads one): refused (`bad_input`)
+    /// when it cannot be read or a line names a cassette (the workers' serves a queue).
+    pub fn listed(list: &Path) -> Result<Vec<PlanToSubmit>, Error> {
+        let bad = |msg: String| Error::new(ErrorKind::BadInput, msg);
+        let jobs = crate::batch::read_list(list).map_err(bad)?;
+        if let Some(j) = jobs.iter().find(|j| j.cassette.is_some()) {
+            let line = j.line.unwrap_or(0);
+            return Err(bad(format!(
+                "{}: line {line}: a submitted run takes no cassette (give its worker --replay)",
+                list.display(),
+            )));
+        }
+        let plans = jobs.into_iter().map(|j| PlanToSubmit {
+            vars: j.vars,
+            ..PlanToSubmit::file(j.plan)
+        });
+        Ok(plans.collect())
+    }
 }
 
 /// A plan's source (or bytecode): given, or in a file read when its turn comes (a list's

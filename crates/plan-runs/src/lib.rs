@@ -8,7 +8,7 @@
 //! runs, each stored), `batch` (many runs at once, from a
 //! directory or a list, stored and resumed as a batch), `writer` (many runs of one
 //! process through one writer thread: a service's), `load` (a plan file to a validated
-//! program, its diagnostics as data), `held` (a run this process holds: created or claimed, journaled, its
+//! program, its diagnostics as data; the tools file), `held` (a run this process holds: created or claimed, journaled, its
 //! lease renewed), `resume` (a stored run by id: read, checked, claimed), `branch` (a new
 //! run from a point of another, and its preview), `cancel`, `feedback` (a person's verdict
 //! on a run), `take_up` (what a stored run goes on from, and the

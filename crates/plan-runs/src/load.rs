@@ -1,6 +1,7 @@
 //! FILE → validated program, by `plan_compiler::load` (bytecode by its magic bytes, else
 //! compiled source), with its diagnostics as data: the caller renders them where it wants
 //! (`run` prints them, `batch` once per distinct plan and only when the plan is invalid).
+//! Also the tools file every plan is checked against ([`load_tools`]).
 
 use std::path::Path;
 
@@ -124,4 +125,16 @@ fn one_line(file: &str, d: &Diagnostic, index: &LineIndex) -> String {
         None => file.to_owned(),
     };
     format!("{loc}: {}[{}]: {}", d.severity.as_str(), d.code, d.message)
+}
+
+/// The tools file at `path` (its MCP servers' tools as last listed), or the built-in
+/// tools: refused (`bad_input`) when it cannot be read or is not a tools file.
+pub fn load_tools(path: Option<&Path>) -> Result<plan_manifest::Manifest, crate::Error> {
+    let Some(path) = path else {
+        return Ok(plan_manifest::Manifest::builtin());
+    };
+    plan_mcp::load(path, plan_host::process_env(), plan_mcp::Listing::Cached).map_err(|e| {
+        let message = format!("cannot load tools file: {e}");
+        crate::Error::new(crate::ErrorKind::BadInput, message)
+    })
 }

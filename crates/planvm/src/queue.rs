@@ -11,7 +11,7 @@ use clap::{ArgGroup, Args};
 use plan_host::HostOptions;
 use plan_render::{exit, runs};
 use plan_runs::StoreAt;
-use plan_runs::engine::{PlanSource, PlanToSubmit, Refused, SubmitRequest};
+use plan_runs::engine::{PlanToSubmit, Refused, SubmitRequest};
 use plan_runs::load::Loaded;
 use plan_runs::queue::{Event, Worker};
 use serde_json::Value;
@@ -128,33 +128,14 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
             "a submitted run keeps no --timeout or --tool-timeout: give its worker --tool-timeout (the queue keeps no deadline for a run)",
         );
     }
-    let jobs: Vec<(PathBuf, Vec<(String, Value)>)> = match (&args.plan, &args.list) {
-        (Some(plan), _) => vec![(plan.clone(), Vec::new())],
-        (None, Some(list)) => match plan_runs::batch::read_list(list) {
-            Ok(jobs) => {
-                if let Some(j) = jobs.iter().find(|j| j.cassette.is_some()) {
-                    return fail(
-                        exit::USAGE,
-                        format_args!(
-                            "{}: line {}: a submitted run takes no cassette (give its worker --replay)",
-                            list.display(),
-                            j.line.unwrap_or(0)
-                        ),
-                    );
-                }
-                jobs.into_iter().map(|j| (j.plan, j.vars)).collect()
-            }
-            Err(msg) => return fail(exit::USAGE, msg),
+    let plans = match (&args.plan, &args.list) {
+        (Some(plan), _) => vec![PlanToSubmit::file(plan.clone())],
+        (None, Some(list)) => match PlanToSubmit::listed(list) {
+            Ok(plans) => plans,
+            Err(e) => return session::failed(e),
         },
         (None, None) => return fail(exit::USAGE, "give a PLAN or --list FILE"),
     };
-    let plans = (jobs.into_iter())
-        .map(|(plan, vars)| PlanToSubmit {
-            name: plan.display().to_string(),
-            source: PlanSource::File(plan),
-            vars,
-        })
-        .collect();
     let request = SubmitRequest {
         plans,
         vars: args.vars.clone(),
@@ -217,27 +198,24 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
         Ok(h) => h,
         Err(code) => return code,
     };
-    let planner = match engine.goal_planner() {
-        Ok(planner) => Some(planner.clone()),
-        Err(e) if e.kind == plan_runs::ErrorKind::BadInput => return session::failed(e),
-        Err(e) => {
-            eprintln!("worker: taking runs only, no goals: {e}");
-            None
+    let at = StoreAt::new(&args.store, args.durability.get());
+    let worker = match engine.worker(at, session::lease_warning) {
+        Ok((worker, no_goals)) => {
+            if let Some(e) = no_goals {
+                eprintln!("worker: taking runs only, no goals: {e}");
+            }
+            Worker {
+                concurrency: args.concurrency as usize,
+                retry_unknown_writes: args.retry_unknown_writes,
+                poll: args.poll,
+                ..worker
+            }
         }
+        Err(e) => return session::failed(e),
     };
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,
         Err(code) => return code,
-    };
-    let worker = Worker {
-        at: StoreAt::new(&args.store, args.durability.get()),
-        host: host.clone(),
-        concurrency: args.concurrency as usize,
-        retry_unknown_writes: args.retry_unknown_writes,
-        poll: args.poll,
-        warn: session::lease_warning,
-        watch: None,
-        planner,
     };
     let worked = session::block_on(&runtime, &host, async {
         let signals = crate::serve::signals()

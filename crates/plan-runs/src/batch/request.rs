@@ -8,13 +8,11 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use plan_host::{HostOptions, ReplayBackend};
+use plan_host::{Host, HostOptions, ReplayBackend};
 use plan_vm::Limits;
 use serde_json::Value;
 
 use super::{Batch, BatchStore, Job, Stored};
-use crate::engine::Engine;
-use crate::goal::Planning;
 use crate::{Error, ErrorKind};
 
 /// Where a batch's runs are listed.
@@ -61,11 +59,7 @@ impl BatchRequest {
     /// be made, an output onto an input, a tools file or cassette that cannot be read, a
     /// store that refuses the batch's ids; the store is opened last.
     pub fn prepare(self, warn: &mut dyn FnMut(&str)) -> Result<Prepared, Error> {
-        let engine = Engine::new(
-            crate::engine::load_tools(self.tools.as_deref())?,
-            Planning::default(),
-            self.host.clone(),
-        );
+        let manifest = crate::load::load_tools(self.tools.as_deref())?;
         let jobs = self.read_jobs()?;
         let replay = match &self.replay {
             None => None,
@@ -78,7 +72,7 @@ impl BatchRequest {
         if let Some(output) = &self.output {
             self.check_output(output, &jobs)?;
         }
-        let host = engine.host()?.clone();
+        let host = Arc::new(Host::new(manifest.clone(), self.host.clone())?);
         host.warnings().iter().for_each(|w| warn(w));
         let store = match &self.store {
             Some(setup) => Some(setup.open(&jobs, &self.vars, self.lease_warning)?),
@@ -91,7 +85,7 @@ impl BatchRequest {
                 None
             });
         let batch = Batch {
-            manifest: engine.manifest().clone(),
+            manifest,
             host,
             host_options: self.host,
             limits: self.limits,
