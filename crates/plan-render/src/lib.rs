@@ -7,11 +7,13 @@
 //! - [`render_json`]: one JSON object per line, for tools and for feeding back to an LLM.
 //! - [`summary`]: the `plan.json: 2 errors, 1 warning` line.
 //! - [`runs`]: reports, `ask`'s outcome, runs, goals and sessions, as text or JSON.
+//! - [`tools`]: the tools of a tools file, as `planvm tools list` shows them.
 //! - [`exit`]: the exit codes of both CLIs, and the one mapping from what went wrong to
 //!   them. [`color_stderr`]: when they colour.
 
 pub mod exit;
 pub mod runs;
+pub mod tools;
 
 /// Whether diagnostics on stderr get colour: only on a terminal, and not when `NO_COLOR`
 /// is set to a non-empty value (no-color.org). One rule for both CLIs.

@@ -74,6 +74,24 @@ pub type MakeTelemetry = Box<
     dyn FnOnce(Arc<plan_llm::Redactor>) -> Result<Option<plan_telemetry::Telemetry>, String> + Send,
 >;
 
+/// What [`Service::run`] says of itself as it goes.
+pub enum Notice<'a> {
+    /// A run or goal the last process left interrupted was taken up, or why it was not.
+    TakenUp(&'a str, Option<&'a Error>),
+    /// It serves on this address.
+    Listening(SocketAddr),
+    /// Told to stop: the runs (this many) finish the calls they have out.
+    Stopping(usize),
+    /// Told again: it stops at once; the runs cut go on from their last commit point at
+    /// the next start.
+    StoppedAtOnce,
+}
+
+/// Resolves once `counted` reaches `n`.
+async fn nth(mut counted: tokio::sync::watch::Receiver<u32>, n: u32) {
+    let _ = counted.wait_for(|c| *c >= n).await;
+}
+
 /// The service's state, shared by its requests and its runs.
 pub(crate) struct State {
     pub(crate) at: StoreAt,
@@ -394,6 +412,29 @@ impl Service {
             shutdown,
         )
         .await
+    }
+
+    /// What a service of its own process does from start to end: takes up what the last
+    /// process left interrupted, serves on `listener` until `stops` has counted one
+    /// request to stop, then lets the runs finish the calls they have out unless a second
+    /// comes. `notice` hears each step, for the people watching.
+    pub async fn run(
+        &self,
+        listener: tokio::net::TcpListener,
+        stops: tokio::sync::watch::Receiver<u32>,
+        notice: &mut dyn FnMut(Notice<'_>),
+    ) -> std::io::Result<()> {
+        for (what, taken) in self.resume_interrupted() {
+            notice(Notice::TakenUp(&what, taken.as_ref().err()));
+        }
+        notice(Notice::Listening(listener.local_addr()?));
+        let served = self.serve(listener, nth(stops.clone(), 1)).await;
+        notice(Notice::Stopping(self.running()));
+        tokio::select! {
+            () = self.drained() => {}
+            () = nth(stops, 2) => notice(Notice::StoppedAtOnce),
+        }
+        served
     }
 
     /// How many runs or goals hold a slot now (running, or stopping); runs taken from a

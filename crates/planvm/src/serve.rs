@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_serve::{Config, Service, StartError};
+use plan_serve::{Config, Notice, Service, StartError};
 
 use crate::args::{DurabilityArg, HostArgs};
 use crate::session::{self, fail};
@@ -174,33 +174,25 @@ async fn run(config: Config, listen: SocketAddr) -> u8 {
         Ok(l) => l,
         Err(e) => return fail(exit::IO_ERR, format_args!("cannot listen on {listen}: {e}")),
     };
-    let addr = listener.local_addr().unwrap_or(listen);
-    for (id, resumed) in service.resume_interrupted() {
-        match resumed {
-            Ok(()) => eprintln!("taken up: {id}"),
-            Err(e) => eprintln!("warning: {id} was not taken up: {e}"),
-        }
-    }
     // NB: the handlers are installed before the service says it listens: a SIGTERM right
     // after that line stops it cleanly rather than killing it.
     let signals = match signals() {
         Ok(s) => s,
-        Err(e) => {
-            return fail(exit::RUN_FAILED, format_args!("cannot handle SIGTERM: {e}"));
-        }
+        Err(e) => return fail(exit::RUN_FAILED, format_args!("cannot handle SIGTERM: {e}")),
     };
-    eprintln!("listening on http://{addr}");
-    let served = service.serve(listener, nth(signals.clone(), 1)).await;
-    let going = service.running();
-    if going > 0 {
-        eprintln!(
+    let mut say = |notice: Notice<'_>| match notice {
+        Notice::TakenUp(id, None) => eprintln!("taken up: {id}"),
+        Notice::TakenUp(id, Some(e)) => eprintln!("warning: {id} was not taken up: {e}"),
+        Notice::Listening(addr) => eprintln!("listening on http://{addr}"),
+        Notice::Stopping(0) => {}
+        Notice::Stopping(going) => eprintln!(
             "stopping: {going} run(s) finish the calls they have out (signal again to stop at once)"
-        );
-    }
-    tokio::select! {
-        () = service.drained() => {}
-        () = nth(signals, 2) => eprintln!("stopped at once: the runs cut go on from their last commit point at the next start"),
-    }
+        ),
+        Notice::StoppedAtOnce => eprintln!(
+            "stopped at once: the runs cut go on from their last commit point at the next start"
+        ),
+    };
+    let served = service.run(listener, signals, &mut say).await;
     session::lost_spans(service.finish_telemetry());
     match served {
         Ok(()) => exit::OK,

@@ -6,10 +6,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use plan_manifest::{BackendConfig, ToolSpec};
 use plan_mcp::Listing;
 use plan_render::exit;
-use serde_json::json;
 
 use crate::args::Format;
 use crate::session::fail;
@@ -59,48 +57,9 @@ pub(crate) fn tools(cmd: ToolsCommand) -> u8 {
     };
     let mut out = std::io::stdout().lock();
     for t in &manifest.tools {
-        let line = match format {
-            Format::Json => {
-                let mut v = json!(t);
-                v["served_by"] = json!(served_by(t));
-                v.to_string()
-            }
-            Format::Text => text(t),
-        };
-        if writeln!(out, "{line}").is_err() {
+        if writeln!(out, "{}", plan_render::tools::tool(t, format.is_json())).is_err() {
             break;
         }
     }
     exit::OK
-}
-
-/// What serves `t`: `mcp:SERVER`, a backend kind, `person`, or `default`.
-fn served_by(t: &ToolSpec) -> String {
-    match &t.backend {
-        Some(BackendConfig::Mcp { server, .. }) => format!("mcp:{server}"),
-        Some(b) => json!(b)["kind"].as_str().unwrap_or("?").to_owned(),
-        None if t.effects == plan_manifest::Effects::Human => "person".into(),
-        None => "default".into(),
-    }
-}
-
-/// `name (effects, served by)`, the description, then one line per param.
-fn text(t: &ToolSpec) -> String {
-    let effects = json!(t.effects);
-    let mut s = format!(
-        "{} ({}, {})",
-        t.name,
-        effects.as_str().unwrap_or("?"),
-        served_by(t)
-    );
-    if let Some(line) = t.description.lines().find(|l| !l.trim().is_empty()) {
-        s.push_str(&format!("\n  {}", line.trim()));
-    }
-    for p in &t.params {
-        s.push_str(&format!("\n  - {}: {}", p.name, p.summary()));
-        if !p.description.trim().is_empty() {
-            s.push_str(&format!(" — {}", p.description.trim()));
-        }
-    }
-    s
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use plan_host::HostOptions;
 use plan_manifest::Manifest;
 use plan_runs::StoreAt;
-use plan_serve::{Config, ConnLimits, Service};
+use plan_serve::{Config, ConnLimits, Notice, Service};
 use plan_store::Durability;
 
 /// The token of services started with [`Setup::token`].
@@ -42,8 +42,9 @@ pub struct Setup {
 pub struct Served {
     /// `http://127.0.0.1:PORT`.
     pub base: String,
-    /// Tells the service to stop: `true` to wait until its runs have drained.
-    stop: Option<tokio::sync::oneshot::Sender<bool>>,
+    /// Counts the requests to stop, as `planvm serve` counts signals: one drains the
+    /// runs, two cut them.
+    stop: Option<tokio::sync::watch::Sender<u32>>,
     /// How the service stopped when told to drain: what serving returned.
     ended: std::sync::mpsc::Receiver<std::io::Result<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -56,7 +57,7 @@ impl Served {
     /// (a give-up, far beyond what stopping takes).
     pub fn stop(mut self, patience: Duration) -> std::io::Result<()> {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(true);
+            let _ = stop.send(1);
         }
         let ended = self
             .ended
@@ -74,7 +75,7 @@ impl Served {
 impl Drop for Served {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
-            let _ = stop.send(false);
+            let _ = stop.send(2);
         }
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -83,11 +84,12 @@ impl Drop for Served {
 }
 
 /// Starts the service over the store `db` (an SQLite file, or a PostgreSQL URL as a path)
-/// as `setup` says, takes up what was interrupted, and listens.
+/// as `setup` says and runs it as `planvm serve` does ([`Service::run`]): it takes up
+/// what was interrupted, and listens.
 pub fn serve(db: &Path, setup: Setup) -> Served {
     plan_host::install_crypto();
     let config = config(db, setup);
-    let (stop, stopped) = tokio::sync::oneshot::channel::<bool>();
+    let (stop, stops) = tokio::sync::watch::channel(0);
     let (listening, base) = std::sync::mpsc::channel();
     let (ending, ended) = std::sync::mpsc::channel();
     let thread = std::thread::spawn(move || {
@@ -98,28 +100,19 @@ pub fn serve(db: &Path, setup: Setup) -> Served {
             .unwrap();
         runtime.block_on(async move {
             let service = Service::new(config).unwrap_or_else(|_| panic!("the service starts"));
-            for (id, taken) in service.resume_interrupted() {
-                taken.unwrap_or_else(|e| panic!("{id} was not taken up: {e}"));
-            }
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let _ = listening.send(format!("http://{}", listener.local_addr().unwrap()));
-            let drain = Arc::new(std::sync::atomic::AtomicBool::new(false));
-            let shutdown = {
-                let drain = drain.clone();
-                async move {
-                    let told = stopped.await.unwrap_or(false);
-                    drain.store(told, std::sync::atomic::Ordering::SeqCst);
-                }
-            };
-            let served = service.serve(listener, shutdown).await;
-            // NB: dropped rather than stopped, the runs are cut where they are (the
-            // runtime goes with them), as a killed process's would be.
-            if drain.load(std::sync::atomic::Ordering::SeqCst) {
-                service.drained().await;
-                let _ = ending.send(served);
-            } else {
-                served.unwrap();
-            }
+            // NB: cut rather than drained (told twice), the runs stop where they are (the
+            // runtime goes with them), as a killed process's would.
+            let served = service
+                .run(listener, stops, &mut |notice| match notice {
+                    Notice::TakenUp(id, Some(e)) => panic!("{id} was not taken up: {e}"),
+                    Notice::Listening(addr) => {
+                        let _ = listening.send(format!("http://{addr}"));
+                    }
+                    _ => {}
+                })
+                .await;
+            let _ = ending.send(served);
         });
     });
     let base = base.recv().expect("the service listens");
