@@ -128,8 +128,24 @@ pub fn ask_outcome(outcome: &AskOutcome, json: bool, run_id: Option<&str>) -> Pr
     }
 }
 
+/// `planvm runs list`: a line per goal none of whose plans has run yet, then per run,
+/// their ids in one column.
+pub fn listing<'a>(
+    runs: &'a [RunInfo],
+    goals: &'a [GoalInfo],
+    json: bool,
+) -> impl Iterator<Item = String> + 'a {
+    let ids = runs
+        .iter()
+        .map(|r| &r.id)
+        .chain(goals.iter().map(|g| &g.id));
+    let width = ids.map(String::len).max().unwrap_or(0);
+    let goal_lines = goals.iter().map(move |g| goal_line(g, width, json));
+    goal_lines.chain(runs.iter().map(move |r| run_line(r, width, json)))
+}
+
 /// Run `r`'s line in `runs list`, its id padded to `width`.
-pub fn run_line(r: &RunInfo, width: usize, json: bool) -> String {
+fn run_line(r: &RunInfo, width: usize, json: bool) -> String {
     if json {
         let mut line = json!({
             "id": r.id,
@@ -167,7 +183,7 @@ pub fn run_line(r: &RunInfo, width: usize, json: bool) -> String {
 
 /// Goal `g`'s line in `runs list` (a goal none of whose plans has run yet), its id padded
 /// to `width`.
-pub fn goal_line(g: &GoalInfo, width: usize, json: bool) -> String {
+fn goal_line(g: &GoalInfo, width: usize, json: bool) -> String {
     let status = plan_runs::goal::listed_status(g.status);
     if json {
         return json!({
@@ -415,6 +431,40 @@ pub fn found(found: &plan_runs::load::Found, source: Option<&str>) -> String {
         }
         _ => String::new(),
     }
+}
+
+/// A run of a batch as its line of `planvm batch`'s output, into `text` (emptied first):
+/// the `planvm run --format json` object preceded by `plan`, `line` (of a list) and
+/// `run_id` (when stored), and a newline.
+pub fn batch_line(
+    text: &mut Vec<u8>,
+    (plan, line, run_id): (&std::path::Path, Option<usize>, Option<&str>),
+    report: &RunReport,
+) {
+    use std::io::Write;
+    // NB: written straight into the line, the report's fields after the job's: the same
+    // text as building a JSON object of both and printing it, which was a tenth of a
+    // batch of replayed runs' instructions.
+    text.clear();
+    text.extend_from_slice(b"{\"plan\":");
+    plan_value::json::write_str(text, &plan.to_string_lossy());
+    if let Some(l) = line {
+        let _ = write!(text, ",\"line\":{l}");
+    }
+    if let Some(id) = run_id {
+        text.extend_from_slice(b",\"run_id\":");
+        plan_value::json::write_str(text, id);
+    }
+    let fields = text.len();
+    match serde_json::to_writer(&mut *text, report) {
+        // `{"status":...}` goes on as `,"status":...}`.
+        Ok(()) if text.len() > fields + 2 => text[fields] = b',',
+        _ => {
+            text.truncate(fields);
+            text.push(b'}');
+        }
+    }
+    text.push(b'\n');
 }
 
 /// The line `batch` ends with on stderr: runs by outcome, time and rate.

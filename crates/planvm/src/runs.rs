@@ -143,16 +143,8 @@ fn list(path: &Path, format: Format) -> u8 {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let json = format.is_json();
-    let ids = runs
-        .iter()
-        .map(|r| &r.id)
-        .chain(goals.iter().map(|g| &g.id));
-    let width = ids.map(String::len).max().unwrap_or(0);
-    let goal_lines = goals.iter().map(|g| text::goal_line(g, width, json));
-    let run_lines = runs.iter().map(|r| text::run_line(r, width, json));
     let mut out = std::io::stdout().lock();
-    for line in goal_lines.chain(run_lines) {
+    for line in text::listing(&runs, &goals, format.is_json()) {
         // NB: a closed stdout (`| head`) is the reader's choice.
         if writeln!(out, "{line}").is_err() {
             break;

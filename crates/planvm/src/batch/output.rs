@@ -7,7 +7,6 @@ use std::path::Path;
 use indicatif::ProgressBar;
 use plan_host::RunReport;
 use plan_runs::batch::{Event, Finished};
-use plan_value::json;
 
 /// Where the JSON lines go; remembers the first write failure.
 pub(super) struct Sink {
@@ -73,32 +72,13 @@ impl Sink {
         if self.error.is_some() {
             return;
         }
-        // NB: written straight into the line, the report's fields after the job's: the
-        // same text as building a JSON object of both and printing it, which was a tenth
-        // of a batch of replayed runs' instructions.
-        let text = &mut self.text;
-        text.clear();
-        text.extend_from_slice(b"{\"plan\":");
-        json::write_str(text, &plan.to_string_lossy());
-        if let Some(l) = line {
-            let _ = write!(text, ",\"line\":{l}");
-        }
-        if let Some(id) = run_id {
-            text.extend_from_slice(b",\"run_id\":");
-            json::write_str(text, id);
-        }
-        let fields = text.len();
-        match serde_json::to_writer(&mut *text, report) {
-            // `{"status":...}` goes on as `,"status":...}`.
-            Ok(()) if text.len() > fields + 2 => text[fields] = b',',
-            _ => {
-                text.truncate(fields);
-                text.push(b'}');
-            }
-        }
-        text.push(b'\n');
+        plan_render::runs::batch_line(&mut self.text, (plan, line, run_id), report);
         // NB: flushed per line so a consumer (`tail -f`, a pipe) sees each run as it ends.
-        if let Err(e) = self.out.write_all(text).and_then(|()| self.out.flush()) {
+        if let Err(e) = self
+            .out
+            .write_all(&self.text)
+            .and_then(|()| self.out.flush())
+        {
             self.failed(&e);
         }
     }
