@@ -69,6 +69,34 @@ pub struct Config {
     pub telemetry: MakeTelemetry,
 }
 
+impl Config {
+    /// A service over `store` with `engine`, as `planvm serve` starts one by default: no
+    /// token, [`DEFAULT_MAX_RUNS`] at once, bodies up to [`DEFAULT_MAX_BODY`], the `write`
+    /// calls of interrupted runs not sent again, loopback names only, the default
+    /// connection limits, traces exported when the environment asks; `warn` hears of a
+    /// lease that cannot be renewed.
+    pub fn new(store: StoreAt, engine: Engine, warn: fn(&Error)) -> Config {
+        Config {
+            store,
+            engine,
+            token: None,
+            max_runs: DEFAULT_MAX_RUNS,
+            max_body: DEFAULT_MAX_BODY,
+            retry_unknown_writes: false,
+            warn,
+            allowed_hosts: Vec::new(),
+            conn_limits: ConnLimits::default(),
+            telemetry: Box::new(plan_telemetry::Telemetry::from_env),
+        }
+    }
+}
+
+/// Runs executing at once by default; the rest wait in order.
+pub const DEFAULT_MAX_RUNS: usize = 256;
+
+/// The largest request body by default, in bytes.
+pub const DEFAULT_MAX_BODY: usize = 16 << 20;
+
 /// See [`Config::telemetry`]; `Ok(None)`: no trace is exported.
 pub type MakeTelemetry = Box<
     dyn FnOnce(Arc<plan_llm::Redactor>) -> Result<Option<plan_telemetry::Telemetry>, String> + Send,

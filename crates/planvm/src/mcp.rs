@@ -57,16 +57,13 @@ pub(crate) fn mcp(args: McpArgs) -> u8 {
         },
     };
     let config = Config {
-        store: StoreAt::new(&store, args.durability.get()),
-        engine,
-        token: None,
         max_runs: args.max_runs as usize,
         max_body: usize::MAX,
-        retry_unknown_writes: false,
-        warn: session::lease_warning,
-        allowed_hosts: Vec::new(),
-        conn_limits: plan_serve::ConnLimits::default(),
-        telemetry: Box::new(plan_telemetry::Telemetry::from_env),
+        ..Config::new(
+            StoreAt::new(&store, args.durability.get()),
+            engine,
+            session::lease_warning,
+        )
     };
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,

@@ -13,9 +13,6 @@ use plan_serve::{Config, Notice, Service, StartError};
 use crate::args::{DurabilityArg, HostArgs};
 use crate::session::{self, fail};
 
-/// The largest request body.
-const MAX_BODY: usize = 16 << 20;
-
 #[derive(Args, Debug)]
 pub(crate) struct ServeArgs {
     /// The run store (an SQLite file, created if missing). Default: $PLANVM_STORE.
@@ -32,7 +29,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "NAME")]
     token_env: Option<String>,
     /// Runs executing at once; the rest wait in order.
-    #[arg(long, value_name = "N", default_value_t = 256,
+    #[arg(long, value_name = "N", default_value_t = plan_serve::DEFAULT_MAX_RUNS as u32,
           value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     max_runs: u32,
     /// When resuming interrupted runs at start, send again the `write` calls they left in
@@ -75,23 +72,20 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         Ok(e) => e,
         Err(code) => return code,
     };
+    let at = StoreAt::new(&args.store, args.durability.get());
+    let conn_limits = plan_serve::ConnLimits {
+        header_timeout: std::time::Duration::from_secs_f64(args.header_timeout),
+        body_timeout: std::time::Duration::from_secs_f64(args.body_timeout),
+        max_connections: (args.max_connections)
+            .map_or_else(plan_serve::default_max_connections, |n| n as usize),
+    };
     let config = Config {
-        store: StoreAt::new(&args.store, args.durability.get()),
-        engine,
         token,
         max_runs: args.max_runs as usize,
-        max_body: MAX_BODY,
         retry_unknown_writes: args.retry_unknown_writes,
-        warn: session::lease_warning,
         allowed_hosts: args.allowed_hosts.clone(),
-        conn_limits: plan_serve::ConnLimits {
-            header_timeout: std::time::Duration::from_secs_f64(args.header_timeout),
-            body_timeout: std::time::Duration::from_secs_f64(args.body_timeout),
-            max_connections: args
-                .max_connections
-                .map_or_else(plan_serve::default_max_connections, |n| n as usize),
-        },
-        telemetry: Box::new(plan_telemetry::Telemetry::from_env),
+        conn_limits,
+        ..Config::new(at, engine, session::lease_warning)
     };
     let runtime = match session::multi_thread_runtime() {
         Ok(r) => r,

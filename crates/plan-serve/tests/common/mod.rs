@@ -13,7 +13,7 @@ use std::time::Duration;
 use plan_host::HostOptions;
 use plan_manifest::Manifest;
 use plan_runs::StoreAt;
-use plan_serve::{Config, ConnLimits, Notice, Service};
+use plan_serve::{Config, Notice, Service};
 use plan_store::Durability;
 
 /// The token of services started with [`Setup::token`].
@@ -149,20 +149,16 @@ fn config(db: &Path, setup: Setup) -> Config {
         env,
         ..HostOptions::default()
     };
+    let store = StoreAt::new(db, Durability::Full);
     Config {
-        store: StoreAt::new(db, Durability::Full),
-        engine: plan_serve::Engine::new(manifest, planning, host),
         token: setup.token.then(|| TOKEN.to_owned()),
-        max_runs: setup.max_runs.unwrap_or(256),
-        max_body: 16 << 20,
-        retry_unknown_writes: false,
-        warn: |_| {},
+        max_runs: setup.max_runs.unwrap_or(plan_serve::DEFAULT_MAX_RUNS),
         allowed_hosts: setup.allowed_hosts,
-        conn_limits: ConnLimits {
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
-            max_connections: 1024,
-        },
         telemetry: setup.telemetry.unwrap_or_else(|| Box::new(|_| Ok(None))),
+        ..Config::new(
+            store,
+            plan_serve::Engine::new(manifest, planning, host),
+            |_| {},
+        )
     }
 }
