@@ -14,6 +14,7 @@ use serde_json::Value;
 
 use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs, parse_run_id};
 use crate::session;
+use crate::session::Exit;
 use plan_render::exit;
 use plan_runs::StoreAt;
 use plan_runs::engine::{AskAt, AskRequest, Asked, Engine, Hooks, PlanningFiles, ask_goal};
@@ -86,17 +87,15 @@ pub(crate) struct AskArgs {
     store: StoreArgs,
 }
 
-pub(crate) fn ask(args: AskArgs) -> u8 {
+pub(crate) fn ask(args: AskArgs) -> Exit {
     let outputs = args.io.outputs(&args.output);
-    if let Err(code) = session::refuse_clobbering(
+    session::refuse_clobbering(
         None,
         args.io.tools.as_deref(),
         args.io.replay.as_deref(),
         args.store.store.as_deref(),
         &outputs,
-    ) {
-        return code;
-    }
+    )?;
     let files = PlanningFiles {
         tools: args.io.tools.as_deref(),
         examples: args.examples.clone(),
@@ -111,10 +110,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
             session::host_options(replay, record, &args.limits.times())
         }
     };
-    let engine = match session::planning_engine(files, host) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
+    let engine = session::planning_engine(files, host)?;
     let response_format = args
         .response_format
         .as_deref()
@@ -146,7 +142,7 @@ pub(crate) fn ask(args: AskArgs) -> u8 {
 }
 
 /// Asks the planner for the goal and prints what came of it.
-fn ask_planned(args: &AskArgs, engine: &Engine, options: AskOptions, request: AskRequest) -> u8 {
+fn ask_planned(args: &AskArgs, engine: &Engine, options: AskOptions, request: AskRequest) -> Exit {
     let session::Session {
         mut tracer,
         status_line,
@@ -158,12 +154,9 @@ fn ask_planned(args: &AskArgs, engine: &Engine, options: AskOptions, request: As
         engine.planning().examples.skipped(),
     ) {
         Ok(s) => s,
-        Err(code) => return code,
+        Err(code) => return Ok(code),
     };
-    let mut planner = match engine.planner(options) {
-        Ok(p) => p,
-        Err(e) => return session::failed(e),
-    };
+    let mut planner = engine.planner(options).map_err(session::failed)?;
     let telemetry = traced(args, &mut planner, &mut tracer);
     // NB: also builds each database's index once, which the prompt then reuses.
     for w in host.ground(&args.goal).warnings {
@@ -187,10 +180,7 @@ fn ask_planned(args: &AskArgs, engine: &Engine, options: AskOptions, request: As
         &host,
         session::traced(&telemetry, ask_goal(&mut planner, request, hooks)),
     );
-    let asked = match asked {
-        Ok(asked) => asked,
-        Err(e) => return session::failed(e),
-    };
+    let asked = asked.map_err(session::failed)?;
     for w in &asked.warnings {
         eprintln!("warning: {w}");
     }
@@ -210,7 +200,7 @@ fn ask_planned(args: &AskArgs, engine: &Engine, options: AskOptions, request: As
 
 /// Keeps the plan as an example when asked to, prints what the ask came to and picks
 /// the exit code (the store's failure's, if it failed).
-fn finish(args: &AskArgs, asked: &Asked) -> u8 {
+fn finish(args: &AskArgs, asked: &Asked) -> Exit {
     let outcome = &asked.outcome;
     if outcome.status == AskStatus::Answered
         && let (Some(dir), Some(plan)) = (&args.save_example, &outcome.plan)
@@ -230,7 +220,7 @@ fn finish(args: &AskArgs, asked: &Asked) -> u8 {
     let run_id = asked.runs.last().map(String::as_str);
     session::print(plan_render::runs::ask_outcome(outcome, json, run_id));
     let store_failed = asked.failed.as_ref().map(|e| exit::of_engine(e.kind));
-    store_failed.unwrap_or(exit::of_ask(outcome.status))
+    Ok(store_failed.unwrap_or(exit::of_ask(outcome.status)))
 }
 
 /// The command's trace, when the environment asks for one, with the calls of `planner`'s
@@ -254,17 +244,15 @@ fn traced(
 }
 
 /// `--print-prompt`: the prompt the planner would get, on stdout.
-fn print_prompt(engine: &Engine, options: AskOptions, request: &AskRequest) -> u8 {
+fn print_prompt(engine: &Engine, options: AskOptions, request: &AskRequest) -> Exit {
     // NB: a host serves no call here: its warnings are said all the same.
-    if let Err(code) = session::host(engine, None) {
-        return code;
-    }
+    session::host(engine, None)?;
     match engine.prompt(request, options, &mut |w| eprintln!("warning: {w}")) {
         Ok(prompt) => {
             let _ = writeln!(std::io::stdout().lock(), "{prompt}");
-            exit::OK
+            Ok(exit::OK)
         }
-        Err(e) => session::failed(e),
+        Err(e) => Err(session::failed(e)),
     }
 }
 

@@ -13,6 +13,7 @@ use plan_render::exit;
 use plan_runs::StoreAt;
 
 use crate::args::{DurabilityArg, Format, LimitArgs};
+use crate::session::Exit;
 use crate::session::{self, fail};
 
 /// `eval --help`'s text after the options.
@@ -89,7 +90,7 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     }
 }
 
-pub(crate) fn eval(args: EvalArgs) -> u8 {
+pub(crate) fn eval(args: EvalArgs) -> Exit {
     let request = EvalRequest {
         dataset: args.dataset.clone(),
         tools: args.tools.clone(),
@@ -115,14 +116,9 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
         jobs: args.jobs as usize,
         fail_under: args.fail_under,
     };
-    let evaluation = match Evaluation::prepare(request, &mut |w| eprintln!("warning: {w}")) {
-        Ok(e) => e,
-        Err(e) => return session::failed(e),
-    };
-    let runtime = match session::multi_thread_runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+    let evaluation = Evaluation::prepare(request, &mut |w| eprintln!("warning: {w}"))
+        .map_err(session::failed)?;
+    let runtime = session::multi_thread_runtime()?;
     let bar = crate::progress::progress_bar(evaluation.len(), "cases");
     let host = evaluation.host().clone();
     let reports = session::block_on(&runtime, &host, async {
@@ -142,7 +138,7 @@ pub(crate) fn eval(args: EvalArgs) -> u8 {
 
 /// Says how the evaluation ended, promotes what passed, writes the report and picks the
 /// exit code from the gates.
-fn report(args: &EvalArgs, evaluated: &Evaluated) -> u8 {
+fn report(args: &EvalArgs, evaluated: &Evaluated) -> Exit {
     let c = &evaluated.concluded;
     session::lost_spans(evaluated.lost_spans);
     if let Some(st) = &evaluated.stored {
@@ -152,7 +148,7 @@ fn report(args: &EvalArgs, evaluated: &Evaluated) -> u8 {
         eprintln!("warning: {w}");
     }
     if let Some(e) = &c.baseline_error {
-        return fail(exit::DATA_ERR, e);
+        return Err(fail(exit::DATA_ERR, e));
     }
     for (id, promoted) in args
         .promote
@@ -176,10 +172,10 @@ fn report(args: &EvalArgs, evaluated: &Evaluated) -> u8 {
             .map_err(|e| ("stdout".to_owned(), e)),
     };
     if let Err((to, e)) = written {
-        return fail(
+        return Err(fail(
             exit::CANT_CREATE,
             format_args!("cannot write the report to {to}: {e}"),
-        );
+        ));
     }
     if let Some(gate) = c.below {
         eprintln!(
@@ -188,8 +184,8 @@ fn report(args: &EvalArgs, evaluated: &Evaluated) -> u8 {
         );
     }
     if c.passed() {
-        exit::OK
+        Ok(exit::OK)
     } else {
-        exit::RUN_FAILED
+        Ok(exit::RUN_FAILED)
     }
 }

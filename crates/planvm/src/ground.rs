@@ -9,6 +9,7 @@ use plan_render::exit;
 use serde_json::json;
 
 use crate::args::Format;
+use crate::session::Exit;
 use crate::session::fail;
 
 #[derive(Args, Debug)]
@@ -26,24 +27,20 @@ pub(crate) struct GroundArgs {
     format: Format,
 }
 
-pub(crate) fn ground(args: GroundArgs) -> u8 {
-    let engine = match crate::session::engine(Some(&args.tools), Default::default()) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
+pub(crate) fn ground(args: GroundArgs) -> Exit {
+    let engine = crate::session::engine(Some(&args.tools), Default::default())?;
     if engine.manifest().grounded_tools().is_empty() {
-        return fail(
+        return Err(fail(
             exit::USAGE,
             format!(
                 "{} has no sql tool for grounding to cover",
                 args.tools.display()
             ),
-        );
+        ));
     }
-    let host = match engine.host() {
-        Ok(h) => h,
-        Err(e) => return crate::session::failed(e.clone()),
-    };
+    let host = engine
+        .host()
+        .map_err(|e| crate::session::failed(e.clone()))?;
     let grounded = host.ground(&args.question);
     for w in &grounded.warnings {
         eprintln!("error: {w}");
@@ -62,8 +59,8 @@ pub(crate) fn ground(args: GroundArgs) -> u8 {
         }
     }
     if grounded.warnings.is_empty() {
-        exit::OK
+        Ok(exit::OK)
     } else {
-        exit::NO_INPUT
+        Ok(exit::NO_INPUT)
     }
 }

@@ -102,20 +102,21 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Run(args) => ExitCode::from(run::run(args)),
-        Command::Ask(args) => ExitCode::from(ask::ask(args)),
-        Command::Batch(args) => ExitCode::from(batch::batch(args)),
-        Command::Resume(args) => ExitCode::from(stored::resume(args)),
-        Command::Branch(args) => ExitCode::from(stored::branch(args)),
-        Command::Runs(cmd) => ExitCode::from(runs::runs(cmd)),
-        Command::Sessions(cmd) => ExitCode::from(sessions::sessions(cmd)),
-        Command::Ground(args) => ExitCode::from(ground::ground(args)),
-        Command::Tools(cmd) => ExitCode::from(tools::tools(cmd)),
-        Command::Mcp(args) => ExitCode::from(mcp::mcp(args)),
-        Command::Eval(args) => ExitCode::from(eval::eval(args)),
-        Command::Serve(args) => ExitCode::from(serve::serve(args)),
-        Command::Submit(args) => ExitCode::from(queue::submit(args)),
-        Command::Worker(args) => ExitCode::from(queue::worker(args)),
-    }
+    let exit = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Ask(args) => ask::ask(args),
+        Command::Batch(args) => batch::batch(args),
+        Command::Resume(args) => stored::resume(args),
+        Command::Branch(args) => stored::branch(args),
+        Command::Runs(cmd) => runs::runs(cmd),
+        Command::Sessions(cmd) => sessions::sessions(cmd),
+        Command::Ground(args) => ground::ground(args),
+        Command::Tools(cmd) => tools::tools(cmd),
+        Command::Mcp(args) => mcp::mcp(args),
+        Command::Eval(args) => eval::eval(args),
+        Command::Serve(args) => serve::serve(args),
+        Command::Submit(args) => queue::submit(args),
+        Command::Worker(args) => queue::worker(args),
+    };
+    ExitCode::from(exit.unwrap_or_else(|code| code))
 }

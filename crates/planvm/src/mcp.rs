@@ -10,6 +10,7 @@ use plan_runs::StoreAt;
 use plan_serve::Config;
 
 use crate::args::{DurabilityArg, HostArgs};
+use crate::session::Exit;
 use crate::session::{self, fail};
 
 #[derive(Args, Debug)]
@@ -33,12 +34,9 @@ pub(crate) struct McpArgs {
     durability: DurabilityArg,
 }
 
-pub(crate) fn mcp(args: McpArgs) -> u8 {
+pub(crate) fn mcp(args: McpArgs) -> Exit {
     let tools = crate::serve::tools(args.tools.as_deref());
-    let engine = match session::planning_engine(tools, args.host.options()) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
+    let engine = session::planning_engine(tools, args.host.options())?;
     // NB: kept until the end: the store of a process that names none lives in it.
     let scratch;
     let store = match &args.store {
@@ -49,10 +47,10 @@ pub(crate) fn mcp(args: McpArgs) -> u8 {
                 scratch.path().join("runs.db")
             }
             Err(e) => {
-                return fail(
+                return Err(fail(
                     exit::CANT_CREATE,
                     format_args!("cannot make a store for this process: {e}"),
-                );
+                ));
             }
         },
     };
@@ -65,15 +63,9 @@ pub(crate) fn mcp(args: McpArgs) -> u8 {
             session::lease_warning,
         )
     };
-    let runtime = match session::multi_thread_runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+    let runtime = session::multi_thread_runtime()?;
     let code = runtime.block_on(async {
-        let service = match crate::serve::start(config, "`ask`") {
-            Ok(s) => s,
-            Err(code) => return code,
-        };
+        let service = crate::serve::start(config, "`ask`")?;
         if args.store.is_some() {
             for (id, resumed) in service.resume_interrupted() {
                 if let Err(e) = resumed {
@@ -84,8 +76,8 @@ pub(crate) fn mcp(args: McpArgs) -> u8 {
         let served = service.serve_stdio().await;
         session::lost_spans(service.finish_telemetry());
         match served {
-            Ok(()) => exit::OK,
-            Err(e) => fail(exit::IO_ERR, e),
+            Ok(()) => Ok(exit::OK),
+            Err(e) => Err(fail(exit::IO_ERR, e)),
         }
     });
     // NB: as `serve`: runs still going stop with the runtime, and resume at the next start.

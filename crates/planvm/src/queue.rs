@@ -17,6 +17,7 @@ use plan_runs::queue::{Event, Worker};
 use serde_json::Value;
 
 use crate::args::{DurabilityArg, HostArgs, LimitArgs, parse_run_id, parse_secs, parse_var};
+use crate::session::Exit;
 use crate::session::{self, fail};
 
 #[derive(Args, Debug)]
@@ -113,28 +114,22 @@ pub(crate) fn worker_help() -> String {
     exit::help(exit::PLANVM_WORKER)
 }
 
-pub(crate) fn submit(args: SubmitArgs) -> u8 {
+pub(crate) fn submit(args: SubmitArgs) -> Exit {
     if let Some(goal) = &args.goal {
         return submit_goal(&args, goal);
     }
-    let engine = match session::engine(args.tools.as_deref(), HostOptions::default()) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
+    let engine = session::engine(args.tools.as_deref(), HostOptions::default())?;
     let times = args.limits.times();
     if times.deadline.is_some() || times.tool_timeout.is_some() {
-        return fail(
+        return Err(fail(
             exit::USAGE,
             "a submitted run keeps no --timeout or --tool-timeout: give its worker --tool-timeout (the queue keeps no deadline for a run)",
-        );
+        ));
     }
     let plans = match (&args.plan, &args.list) {
         (Some(plan), _) => vec![PlanToSubmit::file(plan.clone())],
-        (None, Some(list)) => match PlanToSubmit::listed(list) {
-            Ok(plans) => plans,
-            Err(e) => return session::failed(e),
-        },
-        (None, None) => return fail(exit::USAGE, "give a PLAN or --list FILE"),
+        (None, Some(list)) => PlanToSubmit::listed(list).map_err(session::failed)?,
+        (None, None) => return Err(fail(exit::USAGE, "give a PLAN or --list FILE")),
     };
     let request = SubmitRequest {
         plans,
@@ -148,24 +143,26 @@ pub(crate) fn submit(args: SubmitArgs) -> u8 {
     let mut fresh = |l: &Loaded| eprint!("{}", runs::found(&l.found, l.source.as_deref()));
     let ids = match engine.submit(&at, request, &mut fresh) {
         Ok(ids) => ids,
-        Err(Refused::Plan(e)) => return session::loaded(Err(e)).err().unwrap_or(exit::DATA_ERR),
-        Err(Refused::Engine(e)) => return session::failed(e),
+        Err(Refused::Plan(e)) => {
+            return Err(session::loaded(Err(e)).err().unwrap_or(exit::DATA_ERR));
+        }
+        Err(Refused::Engine(e)) => return Err(session::failed(e)),
     };
     let mut out = std::io::stdout().lock();
     for id in &ids {
         let _ = writeln!(out, "{id}");
     }
-    exit::OK
+    Ok(exit::OK)
 }
 
 /// `submit --goal`: the goal stored for a worker to ask; its id printed.
-fn submit_goal(args: &SubmitArgs, goal: &str) -> u8 {
+fn submit_goal(args: &SubmitArgs, goal: &str) -> Exit {
     let times = args.limits.times();
     if times.tool_timeout.is_some() {
-        return fail(
+        return Err(fail(
             exit::USAGE,
             "a submitted goal keeps no --tool-timeout: give it to its worker",
-        );
+        ));
     }
     let request = plan_runs::goal::Request::new(&args.vars, &args.limits.limits(), times.deadline);
     let response_format = args
@@ -177,27 +174,21 @@ fn submit_goal(args: &SubmitArgs, goal: &str) -> u8 {
     let about = (response_format.as_ref(), args.session.as_deref());
     let goals = [(id.clone(), goal.to_owned())];
     if let Err(e) = plan_runs::goal::submit(&at, &goals, about, &request) {
-        return session::failed(e);
+        return Err(session::failed(e));
     }
     println!("{id}");
-    exit::OK
+    Ok(exit::OK)
 }
 
-pub(crate) fn worker(args: WorkerArgs) -> u8 {
+pub(crate) fn worker(args: WorkerArgs) -> Exit {
     // NB: before anything is held: every lease this process takes and renews lasts it.
     let lease = i64::try_from(args.lease.as_millis()).unwrap_or(i64::MAX);
     if let Err(e) = plan_store::set_lease_ms(lease) {
-        return fail(exit::USAGE, format_args!("--lease: {e}"));
+        return Err(fail(exit::USAGE, format_args!("--lease: {e}")));
     }
     let tools = crate::serve::tools(args.tools.as_deref());
-    let engine = match session::planning_engine(tools, args.host.options()) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
-    let host = match session::host(&engine, None) {
-        Ok(h) => h,
-        Err(code) => return code,
-    };
+    let engine = session::planning_engine(tools, args.host.options())?;
+    let host = session::host(&engine, None)?;
     let at = StoreAt::new(&args.store, args.durability.get());
     let worker = match engine.worker(at, session::lease_warning) {
         Ok((worker, no_goals)) => {
@@ -211,12 +202,9 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
                 ..worker
             }
         }
-        Err(e) => return session::failed(e),
+        Err(e) => return Err(session::failed(e)),
     };
-    let runtime = match session::multi_thread_runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+    let runtime = session::multi_thread_runtime()?;
     let worked = session::block_on(&runtime, &host, async {
         let signals = crate::serve::signals()
             .map_err(|e| fail(exit::RUN_FAILED, format_args!("cannot handle SIGTERM: {e}")))?;
@@ -249,8 +237,8 @@ pub(crate) fn worker(args: WorkerArgs) -> u8 {
                 "worker: runs {} ok, {} failed; goals {} answered, {} unanswered, {} waiting for a person; {} refused, {} stopped to go on elsewhere",
                 t.ok, t.failed, t.answered, t.unanswered, t.waiting, t.refused, t.stopped
             );
-            exit::OK
+            Ok(exit::OK)
         }
-        Err(code) => code,
+        Err(code) => Err(code),
     }
 }

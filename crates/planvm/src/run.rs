@@ -11,6 +11,7 @@ use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs};
 use plan_runs::StoreAt;
 use plan_runs::engine::{self, Engine, Hooks, StartRequest};
 
+use crate::session::Exit;
 use crate::session::{self, fail, refuse_clobbering};
 use plan_runs::load;
 
@@ -32,36 +33,28 @@ pub(crate) struct RunArgs {
     store: StoreArgs,
 }
 
-pub(crate) fn run(args: RunArgs) -> u8 {
+pub(crate) fn run(args: RunArgs) -> Exit {
     let stdin = args.file.as_os_str() == "-";
     let outputs = args.io.outputs(&args.output);
-    if let Err(code) = refuse_clobbering(
+    refuse_clobbering(
         (!stdin).then_some(("the plan FILE", args.file.as_path())),
         args.io.tools.as_deref(),
         args.io.replay.as_deref(),
         args.store.store.as_deref(),
         &outputs,
-    ) {
-        return code;
-    }
+    )?;
     let host = session::host_options(
         args.io.replay.clone(),
         args.io.record.clone(),
         &args.limits.times(),
     );
-    let engine = match session::engine(args.io.tools.as_deref(), host) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
+    let engine = session::engine(args.io.tools.as_deref(), host)?;
     if stdin {
         return run_stdin(args, engine);
     }
 
     let opts = engine::compile_options(engine.manifest(), engine::preset_names(&args.io.vars));
-    let loaded = match session::loaded(load::load_program(&args.file, opts)) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+    let loaded = session::loaded(load::load_program(&args.file, opts))?;
 
     let plan = args.file.display().to_string();
     let output = (&args.output, &loaded.warnings[..]);
@@ -102,7 +95,7 @@ async fn run_loaded(
 /// `planvm run -`: the plan comes from standard input and runs as it arrives: calls that
 /// are certain to run start before the input ends (docs/planner.md, streaming). The whole
 /// plan is then compiled and run as any plan is, taking the early results.
-fn run_stdin(args: RunArgs, engine: Engine) -> u8 {
+fn run_stdin(args: RunArgs, engine: Engine) -> Exit {
     let output = (&args.output, &[][..]);
     session::run_one(
         &engine,

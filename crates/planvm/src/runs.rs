@@ -13,6 +13,7 @@ use plan_runs::{StoreAt, read};
 use plan_store::{Durability, RunStore};
 
 use crate::args::{Format, Verdict, parse_days};
+use crate::session::Exit;
 use crate::session::failed;
 
 #[derive(Subcommand, Debug)]
@@ -80,7 +81,7 @@ pub(crate) enum RunsCommand {
     },
 }
 
-pub(crate) fn runs(cmd: RunsCommand) -> u8 {
+pub(crate) fn runs(cmd: RunsCommand) -> Exit {
     match cmd {
         RunsCommand::List { store, format } => list(&store, format),
         RunsCommand::Show {
@@ -96,11 +97,9 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
             store,
         } => {
             let at = StoreAt::new(&store, Durability::Normal);
-            match plan_runs::feedback(&at, &id, verdict.as_str(), note) {
-                Ok(()) => eprintln!("run {id}: {}", verdict.as_str()),
-                Err(e) => return failed(e),
-            }
-            exit::OK
+            plan_runs::feedback(&at, &id, verdict.as_str(), note).map_err(failed)?;
+            eprintln!("run {id}: {}", verdict.as_str());
+            Ok(exit::OK)
         }
         RunsCommand::Prune {
             store,
@@ -109,19 +108,17 @@ pub(crate) fn runs(cmd: RunsCommand) -> u8 {
         } => {
             let at = StoreAt::new(&store, Durability::Normal);
             let days = std::time::Duration::from_secs_f64(older_than * 86_400.0);
-            match plan_runs::prune(&at, days, keep_failed) {
-                Ok(n) => println!("{n}"),
-                Err(e) => return failed(e),
-            }
-            exit::OK
+            let n = plan_runs::prune(&at, days, keep_failed).map_err(failed)?;
+            println!("{n}");
+            Ok(exit::OK)
         }
         RunsCommand::Cancel { id, store } => {
-            match plan_runs::cancel(&StoreAt::new(&store, Durability::Normal), &id) {
-                Ok(true) => eprintln!("cancelled run {id}"),
-                Ok(false) => eprintln!("run {id} had finished: nothing to cancel"),
-                Err(e) => return failed(e),
+            let at = StoreAt::new(&store, Durability::Normal);
+            match plan_runs::cancel(&at, &id).map_err(failed)? {
+                true => eprintln!("cancelled run {id}"),
+                false => eprintln!("run {id} had finished: nothing to cancel"),
             }
-            exit::OK
+            Ok(exit::OK)
         }
     }
 }
@@ -133,16 +130,13 @@ pub(crate) fn open_to_read(path: &Path) -> Result<Box<dyn RunStore>, u8> {
         .map_err(failed)
 }
 
-fn list(path: &Path, format: Format) -> u8 {
+fn list(path: &Path, format: Format) -> Exit {
     let read = open_to_read(path).and_then(|store| {
         let runs = read::list(&*store).map_err(failed)?;
         let goals = read::goals_without_runs(&*store, &runs).map_err(failed)?;
         Ok((runs, goals))
     });
-    let (runs, goals) = match read {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+    let (runs, goals) = read?;
     let mut out = std::io::stdout().lock();
     for line in text::listing(&runs, &goals, format.is_json()) {
         // NB: a closed stdout (`| head`) is the reader's choice.
@@ -150,14 +144,11 @@ fn list(path: &Path, format: Format) -> u8 {
             break;
         }
     }
-    exit::OK
+    Ok(exit::OK)
 }
 
-fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
-    let store = match open_to_read(path) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> Exit {
+    let store = open_to_read(path)?;
     let json = format.is_json();
     let text = match at {
         Some(seq) => read::variables_at(&*store, id, seq).map(|vars| text::variables(vars, json)),
@@ -173,8 +164,8 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> u8 {
     match text {
         Ok(text) => {
             let _ = std::io::stdout().lock().write_all(text.as_bytes());
-            exit::OK
+            Ok(exit::OK)
         }
-        Err(e) => failed(e),
+        Err(e) => Err(failed(e)),
     }
 }

@@ -11,6 +11,7 @@ use plan_runs::StoreAt;
 use plan_serve::{Config, Notice, Service, StartError};
 
 use crate::args::{DurabilityArg, HostArgs};
+use crate::session::Exit;
 use crate::session::{self, fail};
 
 #[derive(Args, Debug)]
@@ -63,15 +64,9 @@ pub(crate) fn help() -> String {
     exit::help(exit::PLANVM_SERVE)
 }
 
-pub(crate) fn serve(args: ServeArgs) -> u8 {
-    let token = match token(&args) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
-    let engine = match session::planning_engine(tools(args.tools.as_deref()), args.host.options()) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
+pub(crate) fn serve(args: ServeArgs) -> Exit {
+    let token = token(&args)?;
+    let engine = session::planning_engine(tools(args.tools.as_deref()), args.host.options())?;
     let at = StoreAt::new(&args.store, args.durability.get());
     let conn_limits = plan_serve::ConnLimits {
         header_timeout: std::time::Duration::from_secs_f64(args.header_timeout),
@@ -87,10 +82,7 @@ pub(crate) fn serve(args: ServeArgs) -> u8 {
         conn_limits,
         ..Config::new(at, engine, session::lease_warning)
     };
-    let runtime = match session::multi_thread_runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+    let runtime = session::multi_thread_runtime()?;
     let code = runtime.block_on(run(config, args.listen));
     // NB: the runs still going are dropped with the runtime (each reads as interrupted
     // once the process is gone, and is resumed at the next start), and with the last of
@@ -145,11 +137,9 @@ fn token(args: &ServeArgs) -> Result<Option<String>, u8> {
 /// The service over `config`, its warnings printed (`refused`: what a service with no
 /// planner refuses, for the note that says so).
 pub(crate) fn start(config: Config, refused: &str) -> Result<Service, u8> {
-    let service = match Service::new(config) {
-        Ok(s) => s,
-        Err(StartError::Store(e)) => return Err(session::failed(e)),
-        Err(StartError::Host(e)) => return Err(session::failed(e)),
-    };
+    let service = Service::new(config).map_err(|e| match e {
+        StartError::Store(e) | StartError::Host(e) => session::failed(e),
+    })?;
     for w in service.warnings() {
         eprintln!("warning: {w}");
     }
@@ -159,20 +149,27 @@ pub(crate) fn start(config: Config, refused: &str) -> Result<Service, u8> {
     Ok(service)
 }
 
-async fn run(config: Config, listen: SocketAddr) -> u8 {
-    let service = match start(config, "goals") {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+async fn run(config: Config, listen: SocketAddr) -> Exit {
+    let service = start(config, "goals")?;
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
-        Err(e) => return fail(exit::IO_ERR, format_args!("cannot listen on {listen}: {e}")),
+        Err(e) => {
+            return Err(fail(
+                exit::IO_ERR,
+                format_args!("cannot listen on {listen}: {e}"),
+            ));
+        }
     };
     // NB: the handlers are installed before the service says it listens: a SIGTERM right
     // after that line stops it cleanly rather than killing it.
     let signals = match signals() {
         Ok(s) => s,
-        Err(e) => return fail(exit::RUN_FAILED, format_args!("cannot handle SIGTERM: {e}")),
+        Err(e) => {
+            return Err(fail(
+                exit::RUN_FAILED,
+                format_args!("cannot handle SIGTERM: {e}"),
+            ));
+        }
     };
     let mut say = |notice: Notice<'_>| match notice {
         Notice::TakenUp(id, None) => eprintln!("taken up: {id}"),
@@ -189,8 +186,8 @@ async fn run(config: Config, listen: SocketAddr) -> u8 {
     let served = service.run(listener, signals, &mut say).await;
     session::lost_spans(service.finish_telemetry());
     match served {
-        Ok(()) => exit::OK,
-        Err(e) => fail(exit::IO_ERR, format_args!("the service stopped: {e}")),
+        Ok(()) => Ok(exit::OK),
+        Err(e) => Err(fail(exit::IO_ERR, format_args!("the service stopped: {e}"))),
     }
 }
 

@@ -17,6 +17,10 @@ use plan_telemetry::CommandTrace;
 use crate::args::{Format, OutputArgs, Times};
 use crate::progress;
 
+/// What a command comes to: its exit code, or (`Err`) the code of what stopped it early,
+/// said on stderr already; `?` passes the latter on.
+pub(crate) type Exit = Result<u8, u8>;
+
 /// Prints `error: ...` to stderr and returns `code`.
 pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
     eprintln!("error: {message}");
@@ -179,16 +183,13 @@ pub(crate) fn run_one(
     (command, plan): (&str, Option<&str>),
     (output, warnings): (&OutputArgs, &[String]),
     go: impl AsyncFnOnce(&Host, &mut Tracer) -> Result<(RunReport, Option<String>), u8>,
-) -> u8 {
+) -> Exit {
     let Session {
         mut tracer,
         status_line,
         host,
         runtime,
-    } = match start_session(engine, (output.trace.as_deref(), output.format), warnings) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    } = start_session(engine, (output.trace.as_deref(), output.format), warnings)?;
     let workflow = plan_telemetry::Workflow {
         command,
         plan,
@@ -205,7 +206,7 @@ pub(crate) fn run_one(
                 telemetry,
                 &plan_telemetry::Ended::nothing_ran("not_started", None),
             );
-            return code;
+            return Ok(code);
         }
     };
     end_trace(
@@ -291,7 +292,7 @@ pub(crate) fn finish(
     (format, run_id): (Format, Option<&str>),
     tracer: &Tracer,
     status_line: Option<progress::StatusLine>,
-) -> u8 {
+) -> Exit {
     if let Some(line) = status_line {
         line.finish();
     }
@@ -299,7 +300,7 @@ pub(crate) fn finish(
         eprintln!("warning: writing the trace failed: {e}");
     }
     print(runs::report(&report, format.is_json(), run_id));
-    exit::of_run(report.status)
+    Ok(exit::of_run(report.status))
 }
 
 /// Writes what a command prints: stdout, then stderr.

@@ -9,6 +9,7 @@ use plan_render::runs as text;
 use plan_runs::read;
 
 use crate::args::Format;
+use crate::session::Exit;
 use crate::session::failed;
 
 #[derive(Subcommand, Debug)]
@@ -35,34 +36,28 @@ pub(crate) enum SessionsCommand {
     },
 }
 
-pub(crate) fn sessions(cmd: SessionsCommand) -> u8 {
+pub(crate) fn sessions(cmd: SessionsCommand) -> Exit {
     let (path, format) = match &cmd {
         SessionsCommand::List { store, format } | SessionsCommand::Show { store, format, .. } => {
             (store, *format)
         }
     };
-    let store = match crate::runs::open_to_read(path) {
-        Ok(s) => s,
-        Err(code) => return code,
-    };
+    let store = crate::runs::open_to_read(path)?;
     let json = format.is_json();
     let mut out = std::io::stdout().lock();
     match &cmd {
         SessionsCommand::List { .. } => {
-            let all = match read::sessions(&*store) {
-                Ok(s) => s,
-                Err(e) => return failed(e),
-            };
+            let all = read::sessions(&*store).map_err(failed)?;
             for s in &all {
                 if writeln!(out, "{}", text::session_line(s, json)).is_err() {
                     break;
                 }
             }
         }
-        SessionsCommand::Show { id, .. } => match read::session(&*store, id) {
-            Ok(shown) => _ = write!(out, "{}", text::session_shown(&shown, json)),
-            Err(e) => return failed(e),
-        },
+        SessionsCommand::Show { id, .. } => {
+            let shown = read::session(&*store, id).map_err(failed)?;
+            let _ = write!(out, "{}", text::session_shown(&shown, json));
+        }
     }
-    exit::OK
+    Ok(exit::OK)
 }

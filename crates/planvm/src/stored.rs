@@ -9,6 +9,7 @@ use clap::Args;
 use plan_runs::{LimitsOverride, Resume, StoreAt};
 
 use crate::args::{DurabilityArg, LimitArgs, OutputArgs, parse_run_id, parse_secs};
+use crate::session::Exit;
 use crate::session::{self, failed, refuse_clobbering};
 
 #[derive(Args, Debug)]
@@ -99,7 +100,7 @@ fn trace_output(output: &OutputArgs) -> Vec<(&'static str, &Path)> {
         .collect()
 }
 
-pub(crate) fn resume(args: ResumeArgs) -> u8 {
+pub(crate) fn resume(args: ResumeArgs) -> Exit {
     let at = StoreAt::new(&args.store, args.durability.get());
     let limits = LimitsOverride {
         max_steps: args.max_steps,
@@ -117,29 +118,24 @@ pub(crate) fn resume(args: ResumeArgs) -> u8 {
             let json = args.output.format.is_json();
             session::print(plan_render::runs::report(&report, json, Some(&args.id)));
             // NB: a run still waiting for input says so again (exit 3), nothing run.
-            return plan_render::exit::of_run(report.status);
+            return Ok(plan_render::exit::of_run(report.status));
         }
         Ok(Resume::Ready(ready)) => ready,
-        Err(e) => return failed(e),
+        Err(e) => return Err(failed(e)),
     };
-    if let Err(code) = refuse_clobbering(
+    refuse_clobbering(
         None,
         args.tools.as_deref(),
         args.replay.as_deref(),
         Some(&args.store),
         &trace_output(&args.output),
-    ) {
-        return code;
-    }
+    )?;
     let times = crate::args::Times {
         deadline: args.timeout,
         tool_timeout: args.tool_timeout,
     };
     let host = session::host_options(args.replay, None, &times);
-    let engine = match session::engine(args.tools.as_deref(), host) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
+    let engine = session::engine(args.tools.as_deref(), host)?;
     go_on(
         "resume",
         &engine,
@@ -158,7 +154,7 @@ fn go_on(
     output: &OutputArgs,
     warnings: &[String],
     claim: impl FnOnce() -> Result<plan_runs::Claimed, plan_runs::Error>,
-) -> u8 {
+) -> Exit {
     session::run_one(
         engine,
         (command, None),
@@ -172,33 +168,22 @@ fn go_on(
     )
 }
 
-pub(crate) fn branch(args: BranchArgs) -> u8 {
-    if let Err(code) = refuse_clobbering(
+pub(crate) fn branch(args: BranchArgs) -> Exit {
+    refuse_clobbering(
         Some(("the --plan file", &args.plan)),
         args.tools.as_deref(),
         args.replay.as_deref(),
         Some(&args.store),
         &trace_output(&args.output),
-    ) {
-        return code;
-    }
+    )?;
     let at = StoreAt::new(&args.store, args.durability.get());
-    let point = match plan_runs::branch_point(&at, &args.id, args.at) {
-        Ok(p) => p,
-        Err(e) => return failed(e),
-    };
+    let point = plan_runs::branch_point(&at, &args.id, args.at).map_err(session::failed)?;
     let host = session::host_options(args.replay.clone(), None, &args.limits.times());
-    let engine = match session::engine(args.tools.as_deref(), host) {
-        Ok(e) => e,
-        Err(code) => return code,
-    };
+    let engine = session::engine(args.tools.as_deref(), host)?;
     let plan = args.plan.display().to_string();
     let read = plan_runs::load::read(&args.plan);
     let compiled = read.and_then(|source| engine.compile_branch(&point, &plan, source));
-    let loaded = match session::loaded(compiled) {
-        Ok(l) => l,
-        Err(code) => return code,
-    };
+    let loaded = session::loaded(compiled)?;
     let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
     let limits = args.limits.limits();
     let plan_runs::load::Loaded {
@@ -208,9 +193,7 @@ pub(crate) fn branch(args: BranchArgs) -> u8 {
         ..
     } = loaded;
     // NB: before the session: a refused branch creates no trace file.
-    if let Err(e) = point.check(&program, &limits, &plan) {
-        return failed(e);
-    }
+    point.check(&program, &limits, &plan).map_err(failed)?;
     go_on("branch", &engine, &args.output, &warnings, move || {
         point.start(
             &id,

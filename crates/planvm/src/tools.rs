@@ -10,6 +10,7 @@ use plan_mcp::Listing;
 use plan_render::exit;
 
 use crate::args::Format;
+use crate::session::Exit;
 use crate::session::fail;
 
 #[derive(Subcommand, Debug)]
@@ -34,24 +35,29 @@ pub(crate) enum ToolsCommand {
     },
 }
 
-pub(crate) fn tools(cmd: ToolsCommand) -> u8 {
+pub(crate) fn tools(cmd: ToolsCommand) -> Exit {
     let (manifest, format) = match cmd {
         ToolsCommand::List { tools, format } => {
             match crate::session::load_manifest(tools.as_deref()) {
                 Ok(m) => (m, format),
-                Err(code) => return code,
+                Err(code) => return Ok(code),
             }
         }
         ToolsCommand::Refresh { tools, format } => {
             match plan_mcp::load(&tools, plan_host::process_env(), Listing::Fresh) {
                 Ok(m) if m.mcp.is_empty() => {
-                    return fail(
+                    return Err(fail(
                         exit::USAGE,
                         format!("{} has no [[mcp]] server to list", tools.display()),
-                    );
+                    ));
                 }
                 Ok(m) => (m, format),
-                Err(e) => return fail(exit::USAGE, format_args!("cannot load tools file: {e}")),
+                Err(e) => {
+                    return Err(fail(
+                        exit::USAGE,
+                        format_args!("cannot load tools file: {e}"),
+                    ));
+                }
             }
         }
     };
@@ -61,5 +67,5 @@ pub(crate) fn tools(cmd: ToolsCommand) -> u8 {
             break;
         }
     }
-    exit::OK
+    Ok(exit::OK)
 }

@@ -17,6 +17,7 @@ use crate::session::{self, fail};
 
 mod output;
 
+use crate::session::Exit;
 use output::Sink;
 
 /// `batch --help`'s text after the options.
@@ -106,13 +107,13 @@ pub(crate) struct BatchArgs {
     durability: DurabilityArg,
 }
 
-pub(crate) fn batch(args: BatchArgs) -> u8 {
+pub(crate) fn batch(args: BatchArgs) -> Exit {
     let times = args.limits.times();
     let input = match (&args.dir, &args.list) {
         (_, Some(list)) => BatchInput::List(list.clone()),
         (Some(dir), None) => BatchInput::Dir(dir.clone()),
         // clap's required group makes this unreachable; still, no panic.
-        (None, None) => return fail(exit::USAGE, "give a DIR or --list FILE"),
+        (None, None) => return Err(fail(exit::USAGE, "give a DIR or --list FILE")),
     };
     let store = (args.store.as_ref()).map(|path| BatchStore {
         at: StoreAt::new(path, args.durability.get()),
@@ -139,26 +140,19 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
         store,
         lease_warning: session::lease_warning,
     };
-    let runtime = match session::multi_thread_runtime() {
-        Ok(r) => r,
-        Err(code) => return code,
-    };
+    let runtime = session::multi_thread_runtime()?;
     let Prepared {
         batch,
         jobs,
         mut store,
-    } = match request.prepare(&mut |w| eprintln!("warning: {w}")) {
-        Ok(p) => p,
-        Err(e) => return session::failed(e),
-    };
+    } = request
+        .prepare(&mut |w| eprintln!("warning: {w}"))
+        .map_err(session::failed)?;
     if let Some(id) = batch_id {
         eprintln!("batch {id}");
     }
     // NB: created only now: a batch refused above leaves an earlier --output file alone.
-    let (out, out_name) = match open_output(args.output.as_deref()) {
-        Ok(o) => o,
-        Err(code) => return code,
-    };
+    let (out, out_name) = open_output(args.output.as_deref())?;
     let bar = crate::progress::progress_bar(jobs.len(), "runs");
     let mut sink = Sink::new(out, out_name, bar);
     let host = batch.host.clone();
@@ -182,9 +176,9 @@ pub(crate) fn batch(args: BatchArgs) -> u8 {
     let unwritten = sink.finish();
     eprintln!("{}", plan_render::runs::batch_summary(&tally));
     if let Some(e) = unwritten {
-        return fail(exit::CANT_CREATE, e);
+        return Err(fail(exit::CANT_CREATE, e));
     }
-    exit::of_batch(&tally)
+    Ok(exit::of_batch(&tally))
 }
 
 /// Where the lines go: `--output`, created (emptied), or stdout; and its name for
