@@ -16,11 +16,6 @@ use crate::args::{DurabilityArg, Format, LimitArgs};
 use crate::session::Exit;
 use crate::session::{self, fail};
 
-/// `eval --help`'s text after the options.
-pub(crate) fn help() -> String {
-    exit::help(exit::PLANVM_EVAL)
-}
-
 #[derive(Args, Debug)]
 pub(crate) struct EvalArgs {
     /// The dataset: one JSON object per line, `{"id"?, "goal", "response_format"?,

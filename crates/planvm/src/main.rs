@@ -32,13 +32,14 @@ mod tools;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use plan_render::exit;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "planvm",
     version,
     about = "Run LLM-written plans (source or .pbc bytecode) against real or recorded tools",
-    after_help = plan_render::exit::help(plan_render::exit::PLANVM)
+    after_help = exit::help(exit::PLANVM)
 )]
 struct Cli {
     #[command(subcommand)]
@@ -48,7 +49,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run a plan and print its final answer.
-    #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM))]
+    #[command(after_help = exit::help(exit::PLANVM))]
     Run(run::RunArgs),
     /// From a goal to an answer: an LLM writes the plan, errors go back for repair, a
     /// failed step for a re-plan.
@@ -60,22 +61,22 @@ enum Command {
     Batch(batch::BatchArgs),
     /// Continue a stored run from its last commit point (a finished run prints its
     /// stored answer and calls nothing).
-    #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM))]
+    #[command(after_help = exit::help(exit::PLANVM))]
     Resume(stored::ResumeArgs),
     /// Start a new run from a stored run's state just before it first executed seq_no
     /// SEQ, continuing with another plan at its instruction SEQ (the parent is untouched).
-    #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM))]
+    #[command(after_help = exit::help(exit::PLANVM))]
     Branch(stored::BranchArgs),
     /// Serve the run store over HTTP: runs submitted, listed, shown and cancelled
     /// (docs/serve.md).
-    #[command(after_help = serve::help())]
+    #[command(after_help = exit::help(exit::PLANVM_SERVE))]
     Serve(serve::ServeArgs),
     /// Put runs in the queue of a store for workers to take up; prints their ids
     /// (docs/scale-out.md).
-    #[command(after_help = queue::submit_help())]
+    #[command(after_help = exit::help(exit::PLANVM_SUBMIT))]
     Submit(queue::SubmitArgs),
     /// Take runs from the queue of a store and run them, until SIGTERM (docs/scale-out.md).
-    #[command(after_help = queue::worker_help())]
+    #[command(after_help = exit::help(exit::PLANVM_WORKER))]
     Worker(queue::WorkerArgs),
     /// List, inspect or cancel the runs of a store.
     #[command(subcommand)]
@@ -88,11 +89,11 @@ enum Command {
     Ground(ground::GroundArgs),
     /// Measure the planner on a dataset of goals: each asked, its answer checked; a report
     /// with the pass rate, compared with a baseline (docs/eval.md).
-    #[command(after_help = eval::help())]
+    #[command(after_help = exit::help(exit::PLANVM_EVAL))]
     Eval(eval::EvalArgs),
     /// planrt as an MCP server over stdio: tools `ask`, `run_plan` and `run_status`
     /// (docs/mcp.md).
-    #[command(after_help = plan_render::exit::help(plan_render::exit::PLANVM_MCP))]
+    #[command(after_help = exit::help(exit::PLANVM_MCP))]
     Mcp(mcp::McpArgs),
     /// The tools of a tools file as resolved, those of its MCP servers included; or list
     /// the MCP servers' tools again.

@@ -104,16 +104,6 @@ fn parse_lease(s: &str) -> Result<Duration, String> {
     Ok(lease)
 }
 
-/// `submit --help`'s text after the options.
-pub(crate) fn submit_help() -> String {
-    exit::help(exit::PLANVM_SUBMIT)
-}
-
-/// `worker --help`'s text after the options.
-pub(crate) fn worker_help() -> String {
-    exit::help(exit::PLANVM_WORKER)
-}
-
 pub(crate) fn submit(args: SubmitArgs) -> Exit {
     if let Some(goal) = &args.goal {
         return submit_goal(&args, goal);

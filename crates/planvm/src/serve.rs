@@ -59,11 +59,6 @@ pub(crate) struct ServeArgs {
     durability: DurabilityArg,
 }
 
-/// `serve --help`'s text after the options.
-pub(crate) fn help() -> String {
-    exit::help(exit::PLANVM_SERVE)
-}
-
 pub(crate) fn serve(args: ServeArgs) -> Exit {
     let token = token(&args)?;
     let engine = session::planning_engine(tools(args.tools.as_deref()), args.host.options())?;

@@ -94,16 +94,14 @@ pub(crate) fn host_options(
 
 /// Opens `--trace FILE` (or traces nothing).
 fn open_trace(path: Option<&Path>) -> Result<Tracer, u8> {
-    match path {
-        Some(path) => match std::fs::File::create(path) {
-            Ok(f) => Ok(Tracer::to_writer(Box::new(std::io::BufWriter::new(f)))),
-            Err(e) => Err(fail(
-                exit::CANT_CREATE,
-                format_args!("cannot create trace file {}: {e}", path.display()),
-            )),
-        },
-        None => Ok(Tracer::none()),
-    }
+    let Some(path) = path else {
+        return Ok(Tracer::none());
+    };
+    let file = std::fs::File::create(path).map_err(|e| {
+        let message = format_args!("cannot create trace file {}: {e}", path.display());
+        fail(exit::CANT_CREATE, message)
+    })?;
+    Ok(Tracer::to_writer(Box::new(std::io::BufWriter::new(file))))
 }
 
 /// The live status line, for people watching a terminal.
@@ -206,7 +204,7 @@ pub(crate) fn run_one(
                 telemetry,
                 &plan_telemetry::Ended::nothing_ran("not_started", None),
             );
-            return Ok(code);
+            return Err(code);
         }
     };
     end_trace(
