@@ -13,8 +13,7 @@ use plan_telemetry::CommandTrace;
 use serde_json::Value;
 
 use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs, parse_run_id};
-use crate::session;
-use crate::session::Exit;
+use crate::session::{self, Exit};
 use plan_render::exit;
 use plan_runs::StoreAt;
 use plan_runs::engine::{AskAt, AskRequest, Asked, Engine, Hooks, PlanningFiles, ask_goal};

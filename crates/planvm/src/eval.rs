@@ -13,8 +13,7 @@ use plan_render::exit;
 use plan_runs::StoreAt;
 
 use crate::args::{DurabilityArg, Format, LimitArgs};
-use crate::session::Exit;
-use crate::session::{self, fail};
+use crate::session::{self, Exit, fail};
 
 #[derive(Args, Debug)]
 pub(crate) struct EvalArgs {

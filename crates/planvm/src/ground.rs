@@ -9,8 +9,7 @@ use plan_render::exit;
 use serde_json::json;
 
 use crate::args::Format;
-use crate::session::Exit;
-use crate::session::fail;
+use crate::session::{Exit, fail};
 
 #[derive(Args, Debug)]
 pub(crate) struct GroundArgs {

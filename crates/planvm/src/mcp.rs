@@ -10,8 +10,7 @@ use plan_runs::StoreAt;
 use plan_serve::Config;
 
 use crate::args::{DurabilityArg, HostArgs};
-use crate::session::Exit;
-use crate::session::{self, fail};
+use crate::session::{self, Exit, fail};
 
 #[derive(Args, Debug)]
 pub(crate) struct McpArgs {

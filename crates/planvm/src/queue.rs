@@ -17,8 +17,7 @@ use plan_runs::queue::{Event, Worker};
 use serde_json::Value;
 
 use crate::args::{DurabilityArg, HostArgs, LimitArgs, parse_run_id, parse_secs, parse_var};
-use crate::session::Exit;
-use crate::session::{self, fail};
+use crate::session::{self, Exit, fail};
 
 #[derive(Args, Debug)]
 #[command(group(ArgGroup::new("input").required(true).args(["plan", "list", "goal"])))]
@@ -163,9 +162,7 @@ fn submit_goal(args: &SubmitArgs, goal: &str) -> Exit {
     let at = StoreAt::new(&args.store, args.durability.get());
     let about = (response_format.as_ref(), args.session.as_deref());
     let goals = [(id.clone(), goal.to_owned())];
-    if let Err(e) = plan_runs::goal::submit(&at, &goals, about, &request) {
-        return Err(session::failed(e));
-    }
+    plan_runs::goal::submit(&at, &goals, about, &request).map_err(session::failed)?;
     println!("{id}");
     Ok(exit::OK)
 }
@@ -180,19 +177,17 @@ pub(crate) fn worker(args: WorkerArgs) -> Exit {
     let engine = session::planning_engine(tools, args.host.options())?;
     let host = session::host(&engine, None)?;
     let at = StoreAt::new(&args.store, args.durability.get());
-    let worker = match engine.worker(at, session::lease_warning) {
-        Ok((worker, no_goals)) => {
-            if let Some(e) = no_goals {
-                eprintln!("worker: taking runs only, no goals: {e}");
-            }
-            Worker {
-                concurrency: args.concurrency as usize,
-                retry_unknown_writes: args.retry_unknown_writes,
-                poll: args.poll,
-                ..worker
-            }
-        }
-        Err(e) => return Err(session::failed(e)),
+    let (worker, no_goals) = engine
+        .worker(at, session::lease_warning)
+        .map_err(session::failed)?;
+    if let Some(e) = no_goals {
+        eprintln!("worker: taking runs only, no goals: {e}");
+    }
+    let worker = Worker {
+        concurrency: args.concurrency as usize,
+        retry_unknown_writes: args.retry_unknown_writes,
+        poll: args.poll,
+        ..worker
     };
     let runtime = session::multi_thread_runtime()?;
     let worked = session::block_on(&runtime, &host, async {

@@ -11,8 +11,7 @@ use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs};
 use plan_runs::StoreAt;
 use plan_runs::engine::{self, Engine, Hooks, StartRequest};
 
-use crate::session::Exit;
-use crate::session::{self, fail, refuse_clobbering};
+use crate::session::{self, Exit, fail, refuse_clobbering};
 use plan_runs::load;
 
 #[derive(Args, Debug)]

@@ -13,8 +13,7 @@ use plan_runs::{StoreAt, read};
 use plan_store::{Durability, RunStore};
 
 use crate::args::{Format, Verdict, parse_days};
-use crate::session::Exit;
-use crate::session::failed;
+use crate::session::{Exit, failed};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum RunsCommand {

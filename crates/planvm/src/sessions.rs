@@ -9,8 +9,7 @@ use plan_render::runs as text;
 use plan_runs::read;
 
 use crate::args::Format;
-use crate::session::Exit;
-use crate::session::failed;
+use crate::session::{Exit, failed};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum SessionsCommand {

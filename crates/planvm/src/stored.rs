@@ -9,8 +9,7 @@ use clap::Args;
 use plan_runs::{LimitsOverride, Resume, StoreAt};
 
 use crate::args::{DurabilityArg, LimitArgs, OutputArgs, parse_run_id, parse_secs};
-use crate::session::Exit;
-use crate::session::{self, failed, refuse_clobbering};
+use crate::session::{self, Exit, failed, refuse_clobbering};
 
 #[derive(Args, Debug)]
 pub(crate) struct ResumeArgs {

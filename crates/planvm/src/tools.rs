@@ -10,8 +10,7 @@ use plan_mcp::Listing;
 use plan_render::exit;
 
 use crate::args::Format;
-use crate::session::Exit;
-use crate::session::fail;
+use crate::session::{Exit, fail};
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ToolsCommand {

@@ -13,11 +13,10 @@ use plan_runs::batch::{BatchInput, BatchRequest, BatchStore, Prepared};
 use serde_json::Value;
 
 use crate::args::{DurabilityArg, LimitArgs, parse_run_id, parse_var};
-use crate::session::{self, fail};
+use crate::session::{self, Exit, fail};
 
 mod output;
 
-use crate::session::Exit;
 use output::Sink;
 
 /// `batch --help`'s text after the options.
