@@ -2,7 +2,8 @@
 //! that every run replays from its start, a record and a trace file per run. And on
 //! tokio's paused clock, where a replayed call's latency is a timer, the virtual time a
 //! batch takes: its critical path when its runs and their calls overlap, their sum when
-//! they do not (counted, not timed, whatever the load).
+//! they do not (counted, not timed, whatever the load). A batch asked for refuses what it
+//! cannot read or would write over, and a list for a queue refuses cassettes.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -454,4 +455,87 @@ async fn a_resumed_batch_pairs_its_lines_with_their_runs_by_what_they_run() {
         .collect();
     topics.sort();
     assert_eq!(topics, ["t2", "t2", "t9", "t9"]);
+}
+
+/// A batch asked for (`BatchRequest`) refuses, before any run starts or anything is
+/// created, what it cannot read, make or would write over, each with its kind; one that
+/// can run comes back with its runs read and named.
+#[test]
+fn a_batch_request_refuses_what_it_cannot_read_or_would_write_over() {
+    use plan_runs::ErrorKind;
+    use plan_runs::batch::{BatchInput, BatchRequest, BatchStore};
+    let d = tempfile::tempdir().unwrap();
+    write_greeting(d.path());
+    let list = d.path().join("runs.txt");
+    std::fs::write(&list, "greet.json tapes/en.jsonl who=Ann\n").unwrap();
+    let store = d.path().join("runs.db");
+    let request = |change: &dyn Fn(&mut BatchRequest)| {
+        let mut r = BatchRequest {
+            input: BatchInput::List(list.clone()),
+            tools: None,
+            replay: None,
+            vars: Vec::new(),
+            limits: Limits::default(),
+            host: HostOptions::default(),
+            jobs: 1,
+            output: None,
+            record_dir: None,
+            trace_dir: None,
+            store: None,
+            lease_warning: |_| {},
+        };
+        change(&mut r);
+        r.prepare(&mut |_| {})
+    };
+    let kind = |change: &dyn Fn(&mut BatchRequest)| request(change).err().map(|e| e.kind);
+    let no_list = |r: &mut BatchRequest| r.input = BatchInput::List(d.path().join("no.txt"));
+    assert_eq!(kind(&no_list), Some(ErrorKind::BadInput));
+    let no_dir = |r: &mut BatchRequest| r.input = BatchInput::Dir(d.path().join("nowhere"));
+    assert_eq!(kind(&no_dir), Some(ErrorKind::Unreadable));
+    let over_plan = |r: &mut BatchRequest| r.output = Some(d.path().join("greet.json"));
+    assert_eq!(kind(&over_plan), Some(ErrorKind::OutputIsInput));
+    let over_cassette = |r: &mut BatchRequest| r.output = Some(d.path().join("tapes/en.jsonl"));
+    assert_eq!(kind(&over_cassette), Some(ErrorKind::OutputIsInput));
+    let over_store = |r: &mut BatchRequest| {
+        r.output = Some(store.clone());
+        r.store = Some(BatchStore {
+            at: plan_runs::StoreAt::new(&store, plan_store::Durability::Normal),
+            batch_id: "b1".into(),
+            resume: false,
+            retry_unknown_writes: false,
+        });
+    };
+    assert_eq!(kind(&over_store), Some(ErrorKind::OutputIsInput));
+    assert!(!store.exists(), "a refused batch creates no store");
+    let record_on_a_file = |r: &mut BatchRequest| r.record_dir = Some(list.clone());
+    assert_eq!(kind(&record_on_a_file), Some(ErrorKind::CannotCreate));
+    let no_replay = |r: &mut BatchRequest| r.replay = Some(d.path().join("none.jsonl"));
+    assert_eq!(kind(&no_replay), Some(ErrorKind::Unreadable));
+    let prepared = request(&|r| r.output = Some(d.path().join("out.jsonl"))).unwrap();
+    let plans: Vec<_> = prepared.jobs.iter().map(|j| j.plan.clone()).collect();
+    assert_eq!(plans, [d.path().join("greet.json")]);
+    assert!(prepared.store.is_none());
+}
+
+/// A list submitted to a queue takes no cassette: its workers' serve it.
+#[test]
+fn a_list_submitted_to_a_queue_names_no_cassette() {
+    use plan_runs::engine::PlanToSubmit;
+    let d = tempfile::tempdir().unwrap();
+    write_greeting(d.path());
+    let list = d.path().join("runs.txt");
+    std::fs::write(&list, "greet.json who=Ann\ngreet.json who=Bob\n").unwrap();
+    let plans = PlanToSubmit::listed(&list).unwrap();
+    let vars: Vec<_> = plans.iter().map(|p| p.vars.clone()).collect();
+    assert_eq!(
+        vars,
+        [
+            vec![("who".into(), json!("Ann"))],
+            vec![("who".into(), json!("Bob"))]
+        ]
+    );
+    std::fs::write(&list, "greet.json\ngreet.json tapes/en.jsonl\n").unwrap();
+    let e = PlanToSubmit::listed(&list).err().unwrap();
+    assert_eq!(e.kind, plan_runs::ErrorKind::BadInput);
+    assert!(e.message.contains("line 2"), "{e}");
 }

@@ -2,7 +2,7 @@
 //! for each name, source and presets (a failure is not kept); plans submitted go into the
 //! store's queue all together or not at all; the host and the planner are made once, on
 //! first use, and their failures come back typed with the kind a face maps to its exit
-//! code or HTTP status.
+//! code or HTTP status; a goal's prompt and a worker come from the engine too.
 
 use std::cell::Cell;
 
@@ -252,4 +252,32 @@ fn a_tools_file_that_cannot_be_read_is_the_callers_mistake() {
     };
     let e = Engine::open(files, HostOptions::default()).err().unwrap();
     assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
+}
+
+/// The prompt a goal would get (`ask --print-prompt`) is the planner's, made without a
+/// call: the goal, its answer's format and the tools; a worker is made on the same host,
+/// and one whose tools file names no planner's LLM takes runs only, saying why.
+#[test]
+fn a_goals_prompt_and_a_worker_come_from_the_engine_without_a_call() {
+    use plan_runs::engine::AskRequest;
+    let engine = engine(HostOptions::default());
+    let format = json!({"lang": "Japanese"});
+    let request = AskRequest {
+        goal: "Does TiDB support SQL?",
+        response_format: Some(&format),
+        store: None,
+    };
+    let options = plan_planner::AskOptions::default();
+    let prompt = engine
+        .prompt(&request, options, &mut |w| panic!("{w}"))
+        .unwrap();
+    assert!(prompt.contains("Does TiDB support SQL?"), "{prompt}");
+    assert!(prompt.contains("Japanese"), "{prompt}");
+    assert!(prompt.contains("vector_search"), "{prompt}");
+    let dir = tempfile::tempdir().unwrap();
+    let at = StoreAt::new(dir.path().join("runs.db"), Durability::Normal);
+    let (worker, no_goals) = engine.worker(at, |_| {}).unwrap();
+    assert!(worker.planner.is_none());
+    assert_eq!(no_goals.map(|e| e.kind), Some(ErrorKind::Config));
+    assert!(std::sync::Arc::ptr_eq(&worker.host, engine.host().unwrap()));
 }
