@@ -139,7 +139,6 @@ pub(crate) fn batch(args: BatchArgs) -> Exit {
         store,
         lease_warning: session::lease_warning,
     };
-    let runtime = session::multi_thread_runtime()?;
     let Prepared {
         batch,
         jobs,
@@ -150,6 +149,9 @@ pub(crate) fn batch(args: BatchArgs) -> Exit {
     if let Some(id) = batch_id {
         eprintln!("batch {id}");
     }
+    // NB: made once the batch is set up: with its worker threads already there, setting up
+    // the host costs the process about 2 MiB more at its peak.
+    let runtime = session::multi_thread_runtime()?;
     // NB: created only now: a batch refused above leaves an earlier --output file alone.
     let (out, out_name) = open_output(args.output.as_deref())?;
     let bar = crate::progress::progress_bar(jobs.len(), "runs");
