@@ -92,10 +92,7 @@ impl Evaluation {
             tool_timeout: request.tool_timeout,
             ..HostOptions::default()
         };
-        let files = PlanningFiles {
-            tools: request.tools.as_deref(),
-            ..PlanningFiles::default()
-        };
+        let files = PlanningFiles::of_tools(request.tools.as_deref());
         let engine = Engine::open(files, host_options)?;
         let planning = engine.planning();
         planning
@@ -106,10 +103,7 @@ impl Evaluation {
         let host = engine.host()?.clone();
         host.warnings().iter().for_each(|w| warn(w.clone()));
         // NB: made outside any async runtime: its exporter has a blocking client.
-        let telemetry = Telemetry::from_env(host.redactor().clone()).unwrap_or_else(|e| {
-            warn(format!("{e}: no trace is exported"));
-            None
-        });
+        let telemetry = Telemetry::from_env_or_warn(host.redactor().clone(), &mut *warn);
         let telemetry = telemetry.map(Arc::new);
         let options = AskOptions {
             max_examples: planning.max_examples,
@@ -259,13 +253,16 @@ fn open_cassettes(request: &EvalRequest, cases: &[Case]) -> Result<Cassettes, Er
     if let Some((flag, _)) = written {
         outputs.extend(files.iter().map(|f| (flag, f.as_path())));
     }
-    let mut inputs = vec![("the dataset", r.dataset.as_path())];
-    inputs.extend(r.tools.as_deref().map(|p| ("the --tools file", p)));
-    if let Cassettes::Shared = cassettes {
-        inputs.extend(r.replay.as_deref().map(|p| ("the --replay cassette", p)));
-    }
-    let store = r.store.as_ref().map(StoreAt::path);
-    plan_runs::open::check_outputs(&inputs, store, &outputs)?;
+    let inputs = plan_runs::open::Inputs {
+        named: vec![("the dataset", r.dataset.as_path())],
+        tools: r.tools.as_deref(),
+        replay: r
+            .replay
+            .as_deref()
+            .filter(|_| matches!(cassettes, Cassettes::Shared)),
+        store: r.store.as_ref().map(StoreAt::path),
+    };
+    inputs.check(&outputs)?;
     Ok(cassettes)
 }
 

@@ -234,6 +234,25 @@ impl Host {
         self.mcp.shutdown().await;
     }
 
+    /// `fut` run to its end, then the MCP servers shut down (cleanly, rather than killed
+    /// when the process exits); `None` when a Ctrl-C came first, the servers shut down all
+    /// the same, for the process to exit as interrupted.
+    pub async fn to_end<T>(&self, fut: impl std::future::Future<Output = T>) -> Option<T> {
+        // NB: the servers run in process groups of their own, which a Ctrl-C at the
+        // terminal does not reach: they are stopped here.
+        let interrupted = async {
+            if self.manifest().mcp.is_empty() || tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        };
+        let out = tokio::select! {
+            out = fut => Some(out),
+            () = interrupted => None,
+        };
+        self.shutdown().await;
+        out
+    }
+
     /// The clients of the `[[mcp]]` servers, for another host to share
     /// ([`HostOptions::mcp`]).
     pub fn mcp(&self) -> &Arc<plan_mcp::Servers> {

@@ -468,6 +468,14 @@ pub fn batch_line(
 }
 
 /// The line `batch` ends with on stderr: runs by outcome, time and rate.
+/// What a worker did, said as it stops.
+pub fn worker_summary(t: &plan_runs::queue::Tally) -> String {
+    format!(
+        "worker: runs {} ok, {} failed; goals {} answered, {} unanswered, {} waiting for a person; {} refused, {} stopped to go on elsewhere",
+        t.ok, t.failed, t.answered, t.unanswered, t.waiting, t.refused, t.stopped
+    )
+}
+
 pub fn batch_summary(tally: &plan_runs::batch::Tally) -> String {
     let secs = tally.elapsed.as_secs_f64();
     let rate = if secs > 0.0 {

@@ -146,6 +146,17 @@ impl Engine {
         ))
     }
 
+    /// What the planner is shown of each database for `question` (`planvm ground`):
+    /// refused (`bad_input`) when no `sql` tool has a database to ground, or the host
+    /// cannot be set up. Blocking: it reads the schemas that changed.
+    pub fn ground(&self, question: &str) -> Result<plan_host::Grounded, Error> {
+        if self.manifest.grounded_tools().is_empty() {
+            let message = "the tools file has no sql tool for grounding to cover";
+            return Err(Error::new(ErrorKind::BadInput, message));
+        }
+        Ok(self.host()?.ground(question))
+    }
+
     /// `source`, which messages call `name`, compiled against the tools with `presets`
     /// counted as set (once while it comes again: a plan posted or listed many times):
     /// refused when it is not a valid program. `fresh` hears of each plan compiled anew,
@@ -169,6 +180,18 @@ impl Engine {
                 from_source,
             }))
         })
+    }
+
+    /// `source`, which messages call `name`, compiled for one run that starts with `vars`
+    /// set (not kept: `planvm run`'s plan).
+    pub fn load(
+        &self,
+        name: &str,
+        source: Vec<u8>,
+        vars: &[(String, Value)],
+    ) -> Result<Loaded, LoadError> {
+        let options = compile_options(&self.manifest, preset_names(vars));
+        crate::load::load_bytes(name, source, options)
     }
 
     /// `source`, which messages call `name`, compiled to go on from `point` (a branch):
@@ -377,6 +400,9 @@ pub async fn ask_goal(
     };
     let mut warnings = Vec::new();
     if let Some(s) = session {
+        if !planner.template.uses("conversation") {
+            warnings.push(format!("the prompt template has no {{{{conversation}}}}: the planner is not told session `{s}`"));
+        }
         warnings.extend(crate::ask::remember(planner, &at, (s, None)).await?);
     }
     let asked_with = crate::goal::request_of(&planner.options);
@@ -509,6 +535,16 @@ pub struct PlanningFiles<'a> {
     pub max_examples: Option<usize>,
     /// A prompt template instead of the built-in one.
     pub prompt: Option<&'a Path>,
+}
+
+impl<'a> PlanningFiles<'a> {
+    /// The tools file alone: its `[planner]` says the rest (a service's, a worker's).
+    pub fn of_tools(tools: Option<&'a Path>) -> PlanningFiles<'a> {
+        PlanningFiles {
+            tools,
+            ..Default::default()
+        }
+    }
 }
 
 /// What a planner over `manifest` is given: its prompt's template and its examples, each

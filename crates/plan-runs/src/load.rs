@@ -130,10 +130,29 @@ fn one_line(file: &str, d: &Diagnostic, index: &LineIndex) -> String {
 /// The tools file at `path` (its MCP servers' tools as last listed), or the built-in
 /// tools: refused (`bad_input`) when it cannot be read or is not a tools file.
 pub fn load_tools(path: Option<&Path>) -> Result<plan_manifest::Manifest, crate::Error> {
-    let Some(path) = path else {
-        return Ok(plan_manifest::Manifest::builtin());
-    };
-    plan_mcp::load(path, plan_host::process_env(), plan_mcp::Listing::Cached).map_err(|e| {
+    match path {
+        None => Ok(plan_manifest::Manifest::builtin()),
+        Some(path) => load_listed(path, plan_mcp::Listing::Cached),
+    }
+}
+
+/// The tools file at `path` with its MCP servers started and their tools listed again
+/// (the listings kept for the next loads): refused (`bad_input`) as [`load_tools`], and
+/// when the file has no MCP server to list.
+pub fn refresh_tools(path: &Path) -> Result<plan_manifest::Manifest, crate::Error> {
+    let manifest = load_listed(path, plan_mcp::Listing::Fresh)?;
+    if manifest.mcp.is_empty() {
+        let message = format!("{} has no [[mcp]] server to list", path.display());
+        return Err(crate::Error::new(crate::ErrorKind::BadInput, message));
+    }
+    Ok(manifest)
+}
+
+fn load_listed(
+    path: &Path,
+    listing: plan_mcp::Listing,
+) -> Result<plan_manifest::Manifest, crate::Error> {
+    plan_mcp::load(path, plan_host::process_env(), listing).map_err(|e| {
         let message = format!("cannot load tools file: {e}");
         crate::Error::new(crate::ErrorKind::BadInput, message)
     })

@@ -98,19 +98,31 @@ impl StoreAt {
     }
 }
 
-/// Refuses (`output_is_input`) `outputs` that are one of a command's inputs (its plan,
-/// tools file, cassette, store and the files SQLite keeps beside it) or one another;
-/// `inputs` are named for messages, as `outputs` are (`("--trace", path)`).
-pub fn check_outputs(
-    inputs: &[(&str, &Path)],
-    store: Option<&Path>,
-    outputs: &[(&str, &Path)],
-) -> Result<(), Error> {
-    let store_files = store.map(files).unwrap_or_default();
-    let mut all = inputs.to_vec();
-    all.extend(store_files.iter().map(|p| (STORE_FILE, p.as_path())));
-    plan_compiler::files::check_outputs(outputs, &all)
-        .map_err(|msg| Error::new(crate::ErrorKind::OutputIsInput, msg))
+/// What a command reads, which nothing it writes may be (see [`Inputs::check`]).
+#[derive(Default)]
+pub struct Inputs<'a> {
+    /// Its own inputs, named for messages (`("the dataset", path)`).
+    pub named: Vec<(&'a str, &'a Path)>,
+    /// The tools file (`--tools`).
+    pub tools: Option<&'a Path>,
+    /// The cassette every call is answered from (`--replay`).
+    pub replay: Option<&'a Path>,
+    /// The store, with the files SQLite keeps beside it.
+    pub store: Option<&'a Path>,
+}
+
+impl Inputs<'_> {
+    /// Refuses (`output_is_input`) `outputs` that are one of the inputs or one another;
+    /// they are named for messages (`("--trace", path)`).
+    pub fn check(&self, outputs: &[(&str, &Path)]) -> Result<(), Error> {
+        let store_files = self.store.map(files).unwrap_or_default();
+        let mut all = self.named.clone();
+        all.extend(self.tools.map(|p| ("the --tools file", p)));
+        all.extend(self.replay.map(|p| ("the --replay cassette", p)));
+        all.extend(store_files.iter().map(|p| (STORE_FILE, p.as_path())));
+        plan_compiler::files::check_outputs(outputs, &all)
+            .map_err(|msg| Error::new(crate::ErrorKind::OutputIsInput, msg))
+    }
 }
 
 /// See [`StoreAt::files`] (a link to a store not created yet included).

@@ -76,6 +76,24 @@ pub fn show(store: &dyn RunStore, id: &str) -> Result<Shown, Error> {
     checked(store, read())
 }
 
+/// What an id names: a run, or a goal none of whose plans has run yet.
+pub enum Found {
+    Run(Box<Shown>),
+    Goal(Box<plan_store::GoalInfo>),
+}
+
+/// Run `id` with its steps and calls, else goal `id` (`unknown_run`: neither).
+pub fn show_run_or_goal(store: &dyn RunStore, id: &str) -> Result<Found, Error> {
+    match show(store, id) {
+        Ok(shown) => Ok(Found::Run(Box::new(shown))),
+        Err(e) if e.kind == crate::ErrorKind::UnknownRun => match store.goal(id) {
+            Ok(Some(goal)) => Ok(Found::Goal(Box::new(goal))),
+            _ => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
 /// The evaluation case run `id`'s goal was asked for, if any.
 fn eval_of(store: &dyn RunStore, id: &str) -> Result<Option<EvalOfRun>, StoreError> {
     let mut found = store.eval_case_of_goal(id)?;

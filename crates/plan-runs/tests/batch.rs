@@ -511,10 +511,32 @@ fn a_batch_request_refuses_what_it_cannot_read_or_would_write_over() {
     assert_eq!(kind(&record_on_a_file), Some(ErrorKind::CannotCreate));
     let no_replay = |r: &mut BatchRequest| r.replay = Some(d.path().join("none.jsonl"));
     assert_eq!(kind(&no_replay), Some(ErrorKind::Unreadable));
-    let prepared = request(&|r| r.output = Some(d.path().join("out.jsonl"))).unwrap();
+    let out = d.path().join("out.jsonl");
+    std::fs::write(&out, "an earlier batch's lines\n").unwrap();
+    let refused_with_output = |r: &mut BatchRequest| {
+        no_replay(r);
+        r.output = Some(out.clone());
+    };
+    assert_eq!(kind(&refused_with_output), Some(ErrorKind::Unreadable));
+    let earlier = std::fs::read_to_string(&out).unwrap();
+    assert_eq!(
+        earlier, "an earlier batch's lines\n",
+        "a refused batch leaves its output"
+    );
+    let onto_a_dir = |r: &mut BatchRequest| r.output = Some(d.path().join("tapes"));
+    assert_eq!(kind(&onto_a_dir), Some(ErrorKind::CannotCreate));
+
+    let prepared = request(&|r| r.output = Some(out.clone())).unwrap();
     let plans: Vec<_> = prepared.jobs.iter().map(|j| j.plan.clone()).collect();
     assert_eq!(plans, [d.path().join("greet.json")]);
     assert!(prepared.store.is_none());
+    // The output is created (emptied) once nothing refuses the batch, each line written
+    // through as it comes.
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "");
+    let mut lines = prepared.lines;
+    lines.write(b"{\"run\": 1}\n");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "{\"run\": 1}\n");
+    assert_eq!(lines.finish(), None);
 }
 
 /// A list submitted to a queue takes no cassette: its workers' serve it.

@@ -237,10 +237,8 @@ fn the_host_and_the_planner_are_made_once_and_fail_typed() {
 #[test]
 fn a_tools_file_that_cannot_be_read_is_the_callers_mistake() {
     let dir = tempfile::tempdir().unwrap();
-    let files = plan_runs::engine::PlanningFiles {
-        tools: Some(&dir.path().join("nowhere.toml")),
-        ..Default::default()
-    };
+    let nowhere = dir.path().join("nowhere.toml");
+    let files = plan_runs::engine::PlanningFiles::of_tools(Some(&nowhere));
     let e = Engine::open(files, HostOptions::default()).err().unwrap();
     assert_eq!(e.kind, ErrorKind::BadInput);
     assert!(e.message.starts_with("cannot load tools file"), "{e}");
@@ -280,4 +278,53 @@ fn a_goals_prompt_and_a_worker_come_from_the_engine_without_a_call() {
     assert!(worker.planner.is_none());
     assert_eq!(no_goals.map(|e| e.kind), Some(ErrorKind::Config));
     assert!(std::sync::Arc::ptr_eq(&worker.host, engine.host().unwrap()));
+}
+
+/// What `planvm ground` and `planvm tools refresh` refuse comes back typed: tools with
+/// no `sql` tool to ground, a tools file with no MCP server to list again.
+#[test]
+fn grounding_and_listing_again_refuse_tools_with_nothing_for_them() {
+    let e = engine(HostOptions::default())
+        .ground("How many orders were shipped?")
+        .err()
+        .unwrap();
+    assert_eq!(e.kind, ErrorKind::BadInput);
+    assert!(e.message.contains("no sql tool"), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let tools = dir.path().join("tools.toml");
+    std::fs::write(&tools, "").unwrap();
+    let e = plan_runs::load::refresh_tools(&tools).err().unwrap();
+    assert_eq!(e.kind, ErrorKind::BadInput);
+    assert!(e.message.ends_with("has no [[mcp]] server to list"), "{e}");
+}
+
+/// An id shows its run, else its goal none of whose plans has run yet, else it is
+/// unknown (`planvm runs show`).
+#[test]
+fn an_id_shows_its_run_else_its_goal() {
+    use plan_runs::read::{Found, show_run_or_goal};
+    let dir = tempfile::tempdir().unwrap();
+    let at = StoreAt::new(dir.path().join("runs.db"), Durability::Normal);
+    let engine = engine(HostOptions::default());
+    let plans = vec![plan("a.json", PLAN, &[])];
+    let submitted = engine.submit(
+        &at,
+        request(plans, &[("who", "Ann")], Some("r1".into())),
+        &mut |_| {},
+    );
+    assert!(submitted.is_ok());
+    let asked = plan_runs::goal::Request::new(&[], &Limits::default(), None);
+    let goals = [("g1".to_owned(), "Does TiDB support SQL?".to_owned())];
+    plan_runs::goal::submit(&at, &goals, (None, None), &asked).unwrap();
+    let store = at.open(Access::Read).unwrap();
+    match show_run_or_goal(&*store, "r1").unwrap() {
+        Found::Run(shown) => assert_eq!(shown.run.status, RunStatus::Queued),
+        Found::Goal(_) => panic!("r1 is a run"),
+    }
+    match show_run_or_goal(&*store, "g1").unwrap() {
+        Found::Goal(goal) => assert_eq!(goal.goal, "Does TiDB support SQL?"),
+        Found::Run(_) => panic!("g1 is a goal"),
+    }
+    let e = show_run_or_goal(&*store, "nothing").err().unwrap();
+    assert_eq!(e.kind, ErrorKind::UnknownRun);
 }

@@ -115,8 +115,27 @@ pub enum Notice<'a> {
     StoppedAtOnce,
 }
 
-/// Resolves once `counted` reaches `n`.
-async fn nth(mut counted: tokio::sync::watch::Receiver<u32>, n: u32) {
+/// Counts the SIGTERMs and SIGINTs the process receives from now on: the stops a
+/// [`Service::run`] or a [`plan_runs::queue::Worker`] is given. Call it on a runtime.
+pub fn stop_signals() -> std::io::Result<tokio::sync::watch::Receiver<u32>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let (count, counted) = tokio::sync::watch::channel(0);
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            count.send_modify(|n| *n += 1);
+        }
+    });
+    Ok(counted)
+}
+
+/// Resolves once `counted` reaches `n`: the `n`th stop.
+pub async fn nth(mut counted: tokio::sync::watch::Receiver<u32>, n: u32) {
     let _ = counted.wait_for(|c| *c >= n).await;
 }
 
@@ -283,6 +302,47 @@ pub struct Service {
 /// Whether the service may listen on `addr` without a token: only on loopback.
 pub fn needs_token(addr: &SocketAddr) -> bool {
     !addr.ip().is_loopback()
+}
+
+/// The token of a service listening on `listen`, from the environment variable `name`
+/// (none given: no token, refused off loopback).
+pub fn token_from_env(
+    name: Option<&str>,
+    listen: &SocketAddr,
+) -> Result<Option<String>, TokenError> {
+    let Some(name) = name else {
+        return match needs_token(listen) {
+            true => Err(TokenError::Needed(*listen)),
+            false => Ok(None),
+        };
+    };
+    match std::env::var(name) {
+        Ok(t) if !t.is_empty() => Ok(Some(t)),
+        _ => Err(TokenError::Unset(name.to_owned())),
+    }
+}
+
+/// Why a service cannot have the token it needs (see [`token_from_env`]).
+#[derive(Debug)]
+pub enum TokenError {
+    /// Off loopback with no token: anyone who can reach the address could run plans.
+    Needed(SocketAddr),
+    /// The variable that should hold the token is unset or empty.
+    Unset(String),
+}
+
+impl std::fmt::Display for TokenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TokenError::Needed(addr) => write!(
+                f,
+                "{addr} is not a loopback address: anyone who can reach it could run plans; give --token-env NAME"
+            ),
+            TokenError::Unset(name) => {
+                write!(f, "--token-env {name}: the variable is unset or empty")
+            }
+        }
+    }
 }
 
 impl Service {

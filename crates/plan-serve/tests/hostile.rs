@@ -18,6 +18,25 @@ fn addr(s: &Served) -> &str {
 
 const HELLO: &str = r#"[{"seq_no": 0, "type": "assign", "parameters": {"final_answer": "hello"}}]"#;
 
+/// A service off loopback is not started without a token (anyone who can reach it could
+/// run plans), nor with a token variable that holds none.
+#[test]
+fn a_service_off_loopback_needs_its_token() {
+    use plan_serve::{TokenError, token_from_env};
+    let loopback: std::net::SocketAddr = "127.0.0.1:8910".parse().unwrap();
+    let open: std::net::SocketAddr = "0.0.0.0:8910".parse().unwrap();
+    assert!(matches!(token_from_env(None, &loopback), Ok(None)));
+    let e = token_from_env(None, &open).err().unwrap();
+    assert!(matches!(e, TokenError::Needed(_)));
+    assert!(e.to_string().contains("not a loopback address"), "{e}");
+    let unset = "PLANRT_TEST_TOKEN_THAT_IS_NEVER_SET";
+    let e = token_from_env(Some(unset), &loopback).err().unwrap();
+    assert!(matches!(&e, TokenError::Unset(name) if name == unset));
+    // A set variable's token: PATH is set wherever the tests run.
+    let path = std::env::var("PATH").unwrap();
+    assert_eq!(token_from_env(Some("PATH"), &open).ok(), Some(Some(path)));
+}
+
 #[test]
 fn requests_for_another_host_or_from_another_origin_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -203,6 +203,18 @@ impl Telemetry {
         )))
     }
 
+    /// [`Telemetry::from_env`] for a process that goes on without a trace when none can
+    /// be set up: why not is said to `warn`.
+    pub fn from_env_or_warn(
+        redactor: Arc<plan_llm::Redactor>,
+        warn: impl FnOnce(String),
+    ) -> Option<Telemetry> {
+        Telemetry::from_env(redactor).unwrap_or_else(|e| {
+            warn(format!("{e}: no trace is exported"));
+            None
+        })
+    }
+
     /// Telemetry exporting through `exporter` (tests, embedders).
     pub fn with_exporter(
         exporter: impl SpanExporter + 'static,
@@ -295,18 +307,17 @@ pub struct CommandTrace {
 
 impl CommandTrace {
     /// The command's trace on `host`, when the environment asks for one (see
-    /// [`Telemetry::from_env`]), its tool spans taken from `tracer`'s events.
+    /// [`Telemetry::from_env_or_warn`]), its tool spans taken from `tracer`'s events.
     pub fn from_env(
         workflow: &Workflow<'_>,
         host: &plan_host::Host,
         tracer: &mut plan_host::Tracer,
-    ) -> Result<Option<CommandTrace>, String> {
-        let Some(telemetry) = Telemetry::from_env(host.redactor().clone())? else {
-            return Ok(None);
-        };
+        warn: impl FnOnce(String),
+    ) -> Option<CommandTrace> {
+        let telemetry = Telemetry::from_env_or_warn(host.redactor().clone(), warn)?;
         let trace = telemetry.start(workflow, None);
         tracer.also(Box::new(trace.journal(host.manifest())));
-        Ok(Some(CommandTrace { telemetry, trace }))
+        Some(CommandTrace { telemetry, trace })
     }
 
     /// Ends the trace as `ended` says and sends what is left; the spans lost (see

@@ -139,6 +139,11 @@ pub(crate) fn parse_var(s: &str) -> Result<(String, Value), String> {
     plan_runs::batch::parse_var(s)
 }
 
+/// JSON when it parses, else the text itself (`--response-format`).
+pub(crate) fn json_or_text(s: &str) -> Result<Value, String> {
+    Ok(serde_json::from_str(s).unwrap_or_else(|_| Value::String(s.to_owned())))
+}
+
 pub(crate) fn parse_secs(s: &str) -> Result<Duration, String> {
     let secs: f64 = s
         .trim()

@@ -8,11 +8,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 use plan_host::HostOptions;
-use plan_planner::{AskOptions, AskStatus, Planner};
+use plan_planner::{AskOptions, AskStatus, Planner, model_name};
 use plan_telemetry::CommandTrace;
 use serde_json::Value;
 
-use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs, parse_run_id};
+use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs, json_or_text, parse_run_id};
 use crate::session::{self, Exit};
 use plan_render::exit;
 use plan_runs::StoreAt;
@@ -33,8 +33,8 @@ pub(crate) struct AskArgs {
     #[arg(value_name = "GOAL", value_parser = goal_text)]
     goal: String,
     /// What the answer must look like: JSON such as '{"lang": "Japanese"}', or text.
-    #[arg(long, value_name = "JSON")]
-    response_format: Option<String>,
+    #[arg(long, value_name = "JSON", value_parser = json_or_text)]
+    response_format: Option<Value>,
     /// Directory of example plans (default: [planner] examples of the tools file, relative
     /// to that file).
     #[arg(long, value_name = "DIR")]
@@ -88,13 +88,13 @@ pub(crate) struct AskArgs {
 
 pub(crate) fn ask(args: AskArgs) -> Exit {
     let outputs = args.io.outputs(&args.output);
-    session::refuse_clobbering(
-        None,
-        args.io.tools.as_deref(),
-        args.io.replay.as_deref(),
-        args.store.store.as_deref(),
-        &outputs,
-    )?;
+    let inputs = plan_runs::open::Inputs {
+        tools: args.io.tools.as_deref(),
+        replay: args.io.replay.as_deref(),
+        store: args.store.store.as_deref(),
+        ..Default::default()
+    };
+    inputs.check(&outputs).map_err(session::failed)?;
     let files = PlanningFiles {
         tools: args.io.tools.as_deref(),
         examples: args.examples.clone(),
@@ -110,10 +110,6 @@ pub(crate) fn ask(args: AskArgs) -> Exit {
         }
     };
     let engine = session::planning_engine(files, host)?;
-    let response_format = args
-        .response_format
-        .as_deref()
-        .map(|s| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_owned())));
     let options = AskOptions {
         max_repairs: args.max_repairs,
         max_replans: args.max_replans,
@@ -127,7 +123,7 @@ pub(crate) fn ask(args: AskArgs) -> Exit {
     };
     let request = AskRequest {
         goal: &args.goal,
-        response_format: response_format.as_ref(),
+        response_format: args.response_format.as_ref(),
         store: args.store.store.as_ref().map(|path| AskAt {
             at: StoreAt::new(path, args.store.durability.get()),
             id: args.store.run_id.as_deref(),
@@ -147,26 +143,16 @@ fn ask_planned(args: &AskArgs, engine: &Engine, options: AskOptions, request: As
         status_line,
         host,
         runtime,
-    } = match session::start_session(
+    } = session::start_session(
         engine,
         (args.output.trace.as_deref(), args.output.format),
         engine.planning().examples.skipped(),
-    ) {
-        Ok(s) => s,
-        Err(code) => return Ok(code),
-    };
+    )?;
     let mut planner = engine.planner(options).map_err(session::failed)?;
     let telemetry = traced(args, &mut planner, &mut tracer);
     // NB: also builds each database's index once, which the prompt then reuses.
     for w in host.ground(&args.goal).warnings {
         eprintln!("warning: {w}");
-    }
-    if let Some(session) = &args.session
-        && !planner.template.uses("conversation")
-    {
-        eprintln!(
-            "warning: the --prompt template has no {{{{conversation}}}}: the planner is not told session `{session}`"
-        );
     }
     tracer.restart_clock();
     let hooks = Hooks {
@@ -235,11 +221,9 @@ fn traced(
         goal: Some(&args.goal),
         run_id: None,
     };
-    let host = planner.host;
-    let telemetry = session::telemetry(|| CommandTrace::from_env(&workflow, host, tracer))?;
-    let name = plan_planner::model_name(host);
-    planner.model = telemetry.trace.model(planner.model.clone(), &name);
-    Some(telemetry)
+    let t = CommandTrace::from_env(&workflow, planner.host, tracer, session::no_telemetry)?;
+    planner.model = (t.trace).model(planner.model.clone(), &model_name(planner.host));
+    Some(t)
 }
 
 /// `--print-prompt`: the prompt the planner would get, on stdout.

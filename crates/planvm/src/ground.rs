@@ -9,7 +9,7 @@ use plan_render::exit;
 use serde_json::json;
 
 use crate::args::Format;
-use crate::session::{Exit, fail};
+use crate::session::{Exit, failed};
 
 #[derive(Args, Debug)]
 pub(crate) struct GroundArgs {
@@ -28,19 +28,7 @@ pub(crate) struct GroundArgs {
 
 pub(crate) fn ground(args: GroundArgs) -> Exit {
     let engine = crate::session::engine(Some(&args.tools), Default::default())?;
-    if engine.manifest().grounded_tools().is_empty() {
-        return Err(fail(
-            exit::USAGE,
-            format!(
-                "{} has no sql tool for grounding to cover",
-                args.tools.display()
-            ),
-        ));
-    }
-    let host = engine
-        .host()
-        .map_err(|e| crate::session::failed(e.clone()))?;
-    let grounded = host.ground(&args.question);
+    let grounded = engine.ground(&args.question).map_err(failed)?;
     for w in &grounded.warnings {
         eprintln!("error: {w}");
     }

@@ -34,7 +34,7 @@ pub(crate) struct McpArgs {
 }
 
 pub(crate) fn mcp(args: McpArgs) -> Exit {
-    let tools = crate::serve::tools(args.tools.as_deref());
+    let tools = plan_runs::engine::PlanningFiles::of_tools(args.tools.as_deref());
     let engine = session::planning_engine(tools, args.host.options())?;
     // NB: kept until the end: the store of a process that names none lives in it.
     let scratch;

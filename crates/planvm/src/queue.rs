@@ -16,7 +16,9 @@ use plan_runs::load::Loaded;
 use plan_runs::queue::{Event, Worker};
 use serde_json::Value;
 
-use crate::args::{DurabilityArg, HostArgs, LimitArgs, parse_run_id, parse_secs, parse_var};
+use crate::args::{
+    DurabilityArg, HostArgs, LimitArgs, json_or_text, parse_run_id, parse_secs, parse_var,
+};
 use crate::session::{self, Exit, fail};
 
 #[derive(Args, Debug)]
@@ -34,8 +36,8 @@ pub(crate) struct SubmitArgs {
     #[arg(long, value_name = "TEXT")]
     goal: Option<String>,
     /// The goal's expected answer format (JSON, or text).
-    #[arg(long, value_name = "JSON", requires = "goal")]
-    response_format: Option<String>,
+    #[arg(long, value_name = "JSON", requires = "goal", value_parser = json_or_text)]
+    response_format: Option<Value>,
     /// The conversation the goal is a round of (see `planvm ask --session`).
     #[arg(long, value_name = "ID", requires = "goal", value_parser = parse_run_id)]
     session: Option<String>,
@@ -154,13 +156,9 @@ fn submit_goal(args: &SubmitArgs, goal: &str) -> Exit {
         ));
     }
     let request = plan_runs::goal::Request::new(&args.vars, &args.limits.limits(), times.deadline);
-    let response_format = args
-        .response_format
-        .as_deref()
-        .map(|s| serde_json::from_str::<Value>(s).unwrap_or_else(|_| Value::String(s.to_owned())));
     let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
     let at = StoreAt::new(&args.store, args.durability.get());
-    let about = (response_format.as_ref(), args.session.as_deref());
+    let about = (args.response_format.as_ref(), args.session.as_deref());
     let goals = [(id.clone(), goal.to_owned())];
     plan_runs::goal::submit(&at, &goals, about, &request).map_err(session::failed)?;
     println!("{id}");
@@ -173,7 +171,7 @@ pub(crate) fn worker(args: WorkerArgs) -> Exit {
     if let Err(e) = plan_store::set_lease_ms(lease) {
         return Err(fail(exit::USAGE, format_args!("--lease: {e}")));
     }
-    let tools = crate::serve::tools(args.tools.as_deref());
+    let tools = plan_runs::engine::PlanningFiles::of_tools(args.tools.as_deref());
     let engine = session::planning_engine(tools, args.host.options())?;
     let host = session::host(&engine, None)?;
     let at = StoreAt::new(&args.store, args.durability.get());
@@ -190,40 +188,31 @@ pub(crate) fn worker(args: WorkerArgs) -> Exit {
         ..worker
     };
     let runtime = session::multi_thread_runtime()?;
-    let worked = session::block_on(&runtime, &host, async {
-        let signals = crate::serve::signals()
+    let what = if worker.planner.is_some() {
+        "runs and goals"
+    } else {
+        "runs"
+    };
+    let (pid, from) = (std::process::id(), worker.at.shown());
+    let mut out = std::io::stdout();
+    let tally = session::block_on(&runtime, &host, async {
+        let signals = plan_serve::stop_signals()
             .map_err(|e| fail(exit::RUN_FAILED, format_args!("cannot handle SIGTERM: {e}")))?;
-        let what = match worker.planner {
-            Some(_) => "runs and goals",
-            None => "runs",
-        };
-        eprintln!(
-            "worker {}: taking {what} from {}",
-            std::process::id(),
-            worker.at.shown()
-        );
-        let mut out = std::io::stdout();
-        let stop = crate::serve::nth(signals, 1);
-        worker
-            .work(stop, &mut |e| {
-                if let Event::Unavailable { error } = &e {
-                    eprintln!("warning: cannot take runs now (tried again): {error}");
-                } else if let Some(line) = plan_render::runs::worker_event(&e) {
+        eprintln!("worker {pid}: taking {what} from {from}");
+        let stop = plan_serve::nth(signals, 1);
+        let mut said = |e: Event<'_>| match &e {
+            Event::Unavailable { error } => {
+                eprintln!("warning: cannot take runs now (tried again): {error}");
+            }
+            e => {
+                if let Some(line) = plan_render::runs::worker_event(e) {
                     let _ = writeln!(out, "{line}");
                 }
-            })
-            .await
-            .map_err(session::failed)
+            }
+        };
+        worker.work(stop, &mut said).await.map_err(session::failed)
     });
     drop(runtime);
-    match worked {
-        Ok(t) => {
-            eprintln!(
-                "worker: runs {} ok, {} failed; goals {} answered, {} unanswered, {} waiting for a person; {} refused, {} stopped to go on elsewhere",
-                t.ok, t.failed, t.answered, t.unanswered, t.waiting, t.refused, t.stopped
-            );
-            Ok(exit::OK)
-        }
-        Err(code) => Err(code),
-    }
+    eprintln!("{}", plan_render::runs::worker_summary(&tally?));
+    Ok(exit::OK)
 }

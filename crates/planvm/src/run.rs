@@ -9,10 +9,11 @@ use plan_render::exit;
 
 use crate::args::{LimitArgs, OutputArgs, StoreArgs, ToolArgs};
 use plan_runs::StoreAt;
-use plan_runs::engine::{self, Engine, Hooks, StartRequest};
+use plan_runs::engine::{Engine, Hooks, StartRequest};
 
-use crate::session::{self, Exit, fail, refuse_clobbering};
+use crate::session::{self, Exit, fail};
 use plan_runs::load;
+use plan_runs::open::Inputs;
 
 #[derive(Args, Debug)]
 pub(crate) struct RunArgs {
@@ -35,13 +36,16 @@ pub(crate) struct RunArgs {
 pub(crate) fn run(args: RunArgs) -> Exit {
     let stdin = args.file.as_os_str() == "-";
     let outputs = args.io.outputs(&args.output);
-    refuse_clobbering(
-        (!stdin).then_some(("the plan FILE", args.file.as_path())),
-        args.io.tools.as_deref(),
-        args.io.replay.as_deref(),
-        args.store.store.as_deref(),
-        &outputs,
-    )?;
+    let inputs = Inputs {
+        named: (!stdin)
+            .then_some(("the plan FILE", args.file.as_path()))
+            .into_iter()
+            .collect(),
+        tools: args.io.tools.as_deref(),
+        replay: args.io.replay.as_deref(),
+        store: args.store.store.as_deref(),
+    };
+    inputs.check(&outputs).map_err(session::failed)?;
     let host = session::host_options(
         args.io.replay.clone(),
         args.io.record.clone(),
@@ -52,10 +56,9 @@ pub(crate) fn run(args: RunArgs) -> Exit {
         return run_stdin(args, engine);
     }
 
-    let opts = engine::compile_options(engine.manifest(), engine::preset_names(&args.io.vars));
-    let loaded = session::loaded(load::load_program(&args.file, opts))?;
-
     let plan = args.file.display().to_string();
+    let read = load::read(&args.file);
+    let loaded = session::loaded(read.and_then(|src| engine.load(&plan, src, &args.io.vars)))?;
     let output = (&args.output, &loaded.warnings[..]);
     session::run_one(
         &engine,
@@ -109,9 +112,7 @@ fn run_stdin(args: RunArgs, engine: Engine) -> Exit {
             }))
             .await
             .map_err(|msg| fail(exit::NO_INPUT, msg))?;
-            let opts =
-                engine::compile_options(engine.manifest(), engine::preset_names(&args.io.vars));
-            let loaded = session::loaded(load::load_bytes("<stdin>", bytes, opts))?;
+            let loaded = session::loaded(engine.load("<stdin>", bytes, &args.io.vars))?;
             for w in &loaded.warnings {
                 tracer.warning(w);
             }

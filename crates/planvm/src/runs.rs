@@ -150,21 +150,12 @@ fn show(path: &Path, id: &str, at: Option<i64>, format: Format) -> Exit {
     let store = open_to_read(path)?;
     let json = format.is_json();
     let text = match at {
-        Some(seq) => read::variables_at(&*store, id, seq).map(|vars| text::variables(vars, json)),
-        None => match read::show(&*store, id) {
-            Ok(shown) => Ok(text::run_shown(&shown, json)),
-            Err(e) if e.kind == plan_runs::ErrorKind::UnknownRun => match store.goal(id) {
-                Ok(Some(goal)) => Ok(text::goal_shown(&goal, json)),
-                _ => Err(e),
-            },
-            Err(e) => Err(e),
+        Some(seq) => text::variables(read::variables_at(&*store, id, seq).map_err(failed)?, json),
+        None => match read::show_run_or_goal(&*store, id).map_err(failed)? {
+            read::Found::Run(shown) => text::run_shown(&shown, json),
+            read::Found::Goal(goal) => text::goal_shown(&goal, json),
         },
     };
-    match text {
-        Ok(text) => {
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
-            Ok(exit::OK)
-        }
-        Err(e) => Err(failed(e)),
-    }
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+    Ok(exit::OK)
 }

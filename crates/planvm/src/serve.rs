@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use clap::Args;
 use plan_render::exit;
 use plan_runs::StoreAt;
+use plan_runs::engine::PlanningFiles;
 use plan_serve::{Config, Notice, Service, StartError};
 
 use crate::args::{DurabilityArg, HostArgs};
@@ -59,8 +60,12 @@ pub(crate) struct ServeArgs {
 }
 
 pub(crate) fn serve(args: ServeArgs) -> Exit {
-    let token = token(&args)?;
-    let engine = session::planning_engine(tools(args.tools.as_deref()), args.host.options())?;
+    let token = plan_serve::token_from_env(args.token_env.as_deref(), &args.listen)
+        .map_err(|e| fail(exit::USAGE, e))?;
+    let engine = session::planning_engine(
+        PlanningFiles::of_tools(args.tools.as_deref()),
+        args.host.options(),
+    )?;
     let at = StoreAt::new(&args.store, args.durability.get());
     let conn_limits = plan_serve::ConnLimits {
         header_timeout: std::time::Duration::from_secs_f64(args.header_timeout),
@@ -85,45 +90,12 @@ pub(crate) fn serve(args: ServeArgs) -> Exit {
     code
 }
 
-/// Where `serve`, `mcp`, `worker` and `eval` find their tools and what the planner of
-/// goals is given: the tools file, and its `[planner]` examples.
-pub(crate) fn tools(tools: Option<&std::path::Path>) -> plan_runs::engine::PlanningFiles<'_> {
-    plan_runs::engine::PlanningFiles {
-        tools,
-        ..Default::default()
-    }
-}
-
 /// A positive number of seconds, at most a day.
 fn positive_secs(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(t) if t > 0.0 && t <= 86_400.0 => Ok(t),
         _ => Err(format!(
             "`{text}` is not a number of seconds over 0 and at most 86400"
-        )),
-    }
-}
-
-/// The token, from the environment; refused when missing off loopback.
-fn token(args: &ServeArgs) -> Result<Option<String>, u8> {
-    let Some(name) = &args.token_env else {
-        if plan_serve::needs_token(&args.listen) {
-            return Err(fail(
-                exit::USAGE,
-                format_args!(
-                    "{} is not a loopback address: anyone who can reach it could run plans; \
-                     give --token-env NAME",
-                    args.listen
-                ),
-            ));
-        }
-        return Ok(None);
-    };
-    match std::env::var(name) {
-        Ok(t) if !t.is_empty() => Ok(Some(t)),
-        _ => Err(fail(
-            exit::USAGE,
-            format_args!("--token-env {name}: the variable is unset or empty"),
         )),
     }
 }
@@ -156,7 +128,7 @@ async fn run(config: Config, listen: SocketAddr) -> Exit {
     };
     // NB: the handlers are installed before the service says it listens: a SIGTERM right
     // after that line stops it cleanly rather than killing it.
-    let signals = match signals() {
+    let signals = match plan_serve::stop_signals() {
         Ok(s) => s,
         Err(e) => {
             return Err(fail(
@@ -183,27 +155,4 @@ async fn run(config: Config, listen: SocketAddr) -> Exit {
         Ok(()) => Ok(exit::OK),
         Err(e) => Err(fail(exit::IO_ERR, format_args!("the service stopped: {e}"))),
     }
-}
-
-/// Counts the SIGTERMs and SIGINTs received from now on.
-pub(crate) fn signals() -> std::io::Result<tokio::sync::watch::Receiver<u32>> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let (count, counted) = tokio::sync::watch::channel(0);
-    tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-            count.send_modify(|n| *n += 1);
-        }
-    });
-    Ok(counted)
-}
-
-/// Resolves once `n` signals have come.
-pub(crate) async fn nth(mut counted: tokio::sync::watch::Receiver<u32>, n: u32) {
-    let _ = counted.wait_for(|c| *c >= n).await;
 }

@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use plan_host::{Host, HostOptions, RunReport, Tracer};
-use plan_manifest::Manifest;
 use plan_render::{exit, runs};
 use plan_runs::engine::{Engine, PlanningFiles};
 use plan_runs::goal::Planning;
@@ -27,29 +26,9 @@ pub(crate) fn fail(code: u8, message: impl std::fmt::Display) -> u8 {
     code
 }
 
-/// Refuses (exit 64) `outputs` that are one of a run's inputs (the plan, `--tools`,
-/// `--replay`, the store and the files SQLite keeps beside it) or one another.
-pub(crate) fn refuse_clobbering(
-    plan: Option<(&str, &Path)>,
-    tools: Option<&Path>,
-    replay: Option<&Path>,
-    store: Option<&Path>,
-    outputs: &[(&str, &Path)],
-) -> Result<(), u8> {
-    let mut inputs: Vec<(&str, &Path)> = plan.into_iter().collect();
-    inputs.extend(tools.map(|p| ("the --tools file", p)));
-    inputs.extend(replay.map(|p| ("the --replay cassette", p)));
-    plan_runs::open::check_outputs(&inputs, store, outputs).map_err(failed)
-}
-
-/// The `--tools` file, or the built-in tools.
-pub(crate) fn load_manifest(tools: Option<&Path>) -> Result<Manifest, u8> {
-    plan_runs::engine::load_tools(tools).map_err(failed)
-}
-
 /// The engine over the `--tools` file, for commands that run plans and ask no goal.
 pub(crate) fn engine(tools: Option<&Path>, host: HostOptions) -> Result<Engine, u8> {
-    let manifest = load_manifest(tools)?;
+    let manifest = plan_runs::engine::load_tools(tools).map_err(failed)?;
     Ok(Engine::new(manifest, Planning::default(), host))
 }
 
@@ -123,30 +102,15 @@ pub(crate) struct Session {
 }
 
 /// Runs `fut` to its end on `runtime`, then shuts down the MCP servers `host` started
-/// (cleanly, rather than killed when the process exits).
+/// ([`Host::to_end`]); a Ctrl-C stops them and exits as interrupted.
 pub(crate) fn block_on<T>(
     runtime: &tokio::runtime::Runtime,
     host: &Host,
     fut: impl std::future::Future<Output = T>,
 ) -> T {
-    runtime.block_on(async {
-        // NB: the servers run in process groups of their own, which a Ctrl-C at the
-        // terminal does not reach: planvm stops them, then exits as interrupted.
-        let interrupted = async {
-            if host.manifest().mcp.is_empty() || tokio::signal::ctrl_c().await.is_err() {
-                std::future::pending::<()>().await;
-            }
-        };
-        let out = tokio::select! {
-            out = fut => out,
-            () = interrupted => {
-                eprintln!("interrupted: stopping the MCP servers");
-                host.shutdown().await;
-                std::process::exit(130);
-            }
-        };
-        host.shutdown().await;
-        out
+    runtime.block_on(host.to_end(fut)).unwrap_or_else(|| {
+        eprintln!("interrupted: the MCP servers were stopped");
+        std::process::exit(130)
     })
 }
 
@@ -194,7 +158,7 @@ pub(crate) fn run_one(
         goal: None,
         run_id: None,
     };
-    let telemetry = telemetry(|| CommandTrace::from_env(&workflow, &host, &mut tracer));
+    let telemetry = CommandTrace::from_env(&workflow, &host, &mut tracer, no_telemetry);
     tracer.restart_clock();
     let outcome = block_on(&runtime, &host, traced(&telemetry, go(&host, &mut tracer)));
     let (report, id) = match outcome {
@@ -214,14 +178,9 @@ pub(crate) fn run_one(
     finish(report, (output.format, id.as_deref()), &tracer, status_line)
 }
 
-/// The process's telemetry, when the environment asks for it (docs/telemetry.md), made
-/// by `make`; why it cannot be set up is a warning, never a failure. Made outside any
-/// async runtime (its exporter has a blocking client of its own).
-pub(crate) fn telemetry<T>(make: impl FnOnce() -> Result<Option<T>, String>) -> Option<T> {
-    make().unwrap_or_else(|e| {
-        eprintln!("warning: {e}: no trace is exported");
-        None
-    })
+/// Says why the process's telemetry cannot be set up: a warning, never a failure.
+pub(crate) fn no_telemetry(why: String) {
+    eprintln!("warning: {why}");
 }
 
 /// Ends the command's trace as `ended` says, sending what is left.

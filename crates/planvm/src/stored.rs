@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use clap::Args;
 
+use plan_runs::open::Inputs;
 use plan_runs::{LimitsOverride, Resume, StoreAt};
 
 use crate::args::{DurabilityArg, LimitArgs, OutputArgs, parse_run_id, parse_secs};
-use crate::session::{self, Exit, failed, refuse_clobbering};
+use crate::session::{self, Exit, failed};
 
 #[derive(Args, Debug)]
 pub(crate) struct ResumeArgs {
@@ -122,13 +123,13 @@ pub(crate) fn resume(args: ResumeArgs) -> Exit {
         Ok(Resume::Ready(ready)) => ready,
         Err(e) => return Err(failed(e)),
     };
-    refuse_clobbering(
-        None,
-        args.tools.as_deref(),
-        args.replay.as_deref(),
-        Some(&args.store),
-        &trace_output(&args.output),
-    )?;
+    let inputs = Inputs {
+        tools: args.tools.as_deref(),
+        replay: args.replay.as_deref(),
+        store: Some(&args.store),
+        ..Default::default()
+    };
+    inputs.check(&trace_output(&args.output)).map_err(failed)?;
     let times = crate::args::Times {
         deadline: args.timeout,
         tool_timeout: args.tool_timeout,
@@ -168,13 +169,13 @@ fn go_on(
 }
 
 pub(crate) fn branch(args: BranchArgs) -> Exit {
-    refuse_clobbering(
-        Some(("the --plan file", &args.plan)),
-        args.tools.as_deref(),
-        args.replay.as_deref(),
-        Some(&args.store),
-        &trace_output(&args.output),
-    )?;
+    let inputs = Inputs {
+        named: vec![("the --plan file", &args.plan)],
+        tools: args.tools.as_deref(),
+        replay: args.replay.as_deref(),
+        store: Some(&args.store),
+    };
+    inputs.check(&trace_output(&args.output)).map_err(failed)?;
     let at = StoreAt::new(&args.store, args.durability.get());
     let point = plan_runs::branch_point(&at, &args.id, args.at).map_err(session::failed)?;
     let host = session::host_options(args.replay.clone(), None, &args.limits.times());

@@ -6,11 +6,10 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Subcommand;
-use plan_mcp::Listing;
 use plan_render::exit;
 
 use crate::args::Format;
-use crate::session::{Exit, fail};
+use crate::session::Exit;
 
 #[derive(Subcommand, Debug)]
 pub(crate) enum ToolsCommand {
@@ -37,29 +36,11 @@ pub(crate) enum ToolsCommand {
 pub(crate) fn tools(cmd: ToolsCommand) -> Exit {
     let (manifest, format) = match cmd {
         ToolsCommand::List { tools, format } => {
-            match crate::session::load_manifest(tools.as_deref()) {
-                Ok(m) => (m, format),
-                Err(code) => return Ok(code),
-            }
+            (plan_runs::load::load_tools(tools.as_deref()), format)
         }
-        ToolsCommand::Refresh { tools, format } => {
-            match plan_mcp::load(&tools, plan_host::process_env(), Listing::Fresh) {
-                Ok(m) if m.mcp.is_empty() => {
-                    return Err(fail(
-                        exit::USAGE,
-                        format!("{} has no [[mcp]] server to list", tools.display()),
-                    ));
-                }
-                Ok(m) => (m, format),
-                Err(e) => {
-                    return Err(fail(
-                        exit::USAGE,
-                        format_args!("cannot load tools file: {e}"),
-                    ));
-                }
-            }
-        }
+        ToolsCommand::Refresh { tools, format } => (plan_runs::load::refresh_tools(&tools), format),
     };
+    let manifest = manifest.map_err(crate::session::failed)?;
     let mut out = std::io::stdout().lock();
     for t in &manifest.tools {
         if writeln!(out, "{}", plan_render::tools::tool(t, format.is_json())).is_err() {

@@ -21,6 +21,7 @@
 
 mod drive;
 mod ids;
+mod lines;
 mod list;
 mod request;
 
@@ -34,6 +35,7 @@ use plan_vm::Limits;
 use serde_json::Value;
 
 pub use drive::Tally;
+pub use lines::Lines;
 pub use list::{Job, name_runs, parse_var, read_list, scan_dir};
 pub use request::{BatchInput, BatchRequest, Prepared};
 

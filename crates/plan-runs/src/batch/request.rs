@@ -12,7 +12,7 @@ use plan_host::{Host, HostOptions, ReplayBackend};
 use plan_vm::Limits;
 use serde_json::Value;
 
-use super::{Batch, BatchStore, Job, Stored};
+use super::{Batch, BatchStore, Job, Lines, Stored};
 use crate::{Error, ErrorKind};
 
 /// Where a batch's runs are listed.
@@ -36,7 +36,8 @@ pub struct BatchRequest {
     pub host: HostOptions,
     /// Runs in flight at once.
     pub jobs: usize,
-    /// Where the face writes the runs' lines, checked against every input.
+    /// The file the runs' lines go to (else standard output), checked against every
+    /// input and created last.
     pub output: Option<PathBuf>,
     pub record_dir: Option<PathBuf>,
     pub trace_dir: Option<PathBuf>,
@@ -50,6 +51,7 @@ pub struct Prepared {
     pub batch: Batch,
     pub jobs: Vec<Job>,
     pub store: Option<Stored>,
+    pub lines: Lines,
 }
 
 impl BatchRequest {
@@ -57,7 +59,7 @@ impl BatchRequest {
     /// warnings, the host's, a trace that cannot be exported). Refused: a list that cannot
     /// be read (`bad_input`), a directory (`unreadable`), an output directory that cannot
     /// be made, an output onto an input, a tools file or cassette that cannot be read, a
-    /// store that refuses the batch's ids; the store is opened last.
+    /// store that refuses the batch's ids, an output file that cannot be created.
     pub fn prepare(self, warn: &mut dyn FnMut(&str)) -> Result<Prepared, Error> {
         let manifest = crate::load::load_tools(self.tools.as_deref())?;
         let jobs = self.read_jobs()?;
@@ -79,11 +81,8 @@ impl BatchRequest {
             None => None,
         };
         // NB: made outside any async runtime: its exporter has a blocking client.
-        let telemetry = plan_telemetry::Telemetry::from_env(host.redactor().clone())
-            .unwrap_or_else(|e| {
-                warn(&format!("{e}: no trace is exported"));
-                None
-            });
+        let telemetry =
+            plan_telemetry::Telemetry::from_env_or_warn(host.redactor().clone(), |w| warn(&w));
         let batch = Batch {
             manifest,
             host,
@@ -96,7 +95,14 @@ impl BatchRequest {
             jobs: self.jobs,
             telemetry: telemetry.map(Arc::new),
         };
-        Ok(Prepared { batch, jobs, store })
+        // NB: created last: a batch refused leaves an earlier output file as it was.
+        let lines = Lines::create(self.output.as_deref())?;
+        Ok(Prepared {
+            batch,
+            jobs,
+            store,
+            lines,
+        })
     }
 
     /// The runs of the list or directory, named, with the directories they write to made.
@@ -120,21 +126,23 @@ impl BatchRequest {
 
     /// Refuses an output that is one of the batch's inputs.
     fn check_output(&self, output: &Path, jobs: &[Job]) -> Result<(), Error> {
-        let mut inputs: Vec<(&str, &Path)> = Vec::new();
+        let mut inputs = crate::open::Inputs {
+            tools: self.tools.as_deref(),
+            replay: self.replay.as_deref(),
+            store: self.store.as_ref().map(|s| s.at.path()),
+            ..Default::default()
+        };
         if let BatchInput::List(list) = &self.input {
-            inputs.push(("the --list file", list));
+            inputs.named.push(("the --list file", list));
         }
-        inputs.extend(self.tools.as_deref().map(|p| ("the --tools file", p)));
-        inputs.extend(self.replay.as_deref().map(|p| ("the --replay cassette", p)));
         // NB: each file once: a list runs the same few plans and cassettes many times,
         // and each check of a path asks the file system (two calls a path, four a run).
         let mut seen = HashSet::new();
         for j in jobs {
             let files = std::iter::once(("a plan", j.plan.as_path()))
                 .chain(j.cassette.as_deref().map(|p| ("a cassette", p)));
-            inputs.extend(files.filter(|(_, p)| seen.insert(*p)));
+            inputs.named.extend(files.filter(|(_, p)| seen.insert(*p)));
         }
-        let store = self.store.as_ref().map(|s| s.at.path());
-        crate::open::check_outputs(&inputs, store, &[("--output", output)])
+        inputs.check(&[("--output", output)])
     }
 }

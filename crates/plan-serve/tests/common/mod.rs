@@ -140,10 +140,7 @@ fn config(db: &Path, setup: Setup) -> Config {
         Some(path) => plan_mcp::load(path, env.clone(), plan_mcp::Listing::Cached).unwrap(),
         None => Manifest::builtin(),
     };
-    let files = plan_runs::engine::PlanningFiles {
-        tools: setup.tools.as_deref(),
-        ..Default::default()
-    };
+    let files = plan_runs::engine::PlanningFiles::of_tools(setup.tools.as_deref());
     let planning = plan_runs::engine::load_planning(&manifest, files).unwrap();
     let host = HostOptions {
         env,

@@ -2,8 +2,7 @@
 //! `plan_runs::batch` (set up by its `BatchRequest`); this module parses, draws the
 //! progress bar, writes one JSON line per run and picks the exit code.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{ArgGroup, Args};
 use plan_host::HostOptions;
@@ -143,6 +142,7 @@ pub(crate) fn batch(args: BatchArgs) -> Exit {
         batch,
         jobs,
         mut store,
+        lines,
     } = request
         .prepare(&mut |w| eprintln!("warning: {w}"))
         .map_err(session::failed)?;
@@ -152,17 +152,15 @@ pub(crate) fn batch(args: BatchArgs) -> Exit {
     // NB: made once the batch is set up: with its worker threads already there, setting up
     // the host costs the process about 2 MiB more at its peak.
     let runtime = session::multi_thread_runtime()?;
-    // NB: created only now: a batch refused above leaves an earlier --output file alone.
-    let (out, out_name) = open_output(args.output.as_deref())?;
     let bar = crate::progress::progress_bar(jobs.len(), "runs");
-    let mut sink = Sink::new(out, out_name, bar);
+    let mut sink = Sink::new(lines, bar);
     let host = batch.host.clone();
     let tally = session::block_on(
         &runtime,
         &host,
         plan_runs::batch::run(&batch, store.as_mut(), jobs, &mut |e| sink.event(e)),
     );
-    sink.clear_bar();
+    let unwritten = sink.finish();
     // NB: every run is written by now; the store's connections are closed before the
     // process exits (the writer's here, the lease's when it is dropped), so that the last
     // one copies the WAL back and removes it (docs/durability.md). The runtime goes first:
@@ -174,33 +172,9 @@ pub(crate) fn batch(args: BatchArgs) -> Exit {
     if let Some(t) = &batch.telemetry {
         session::lost_spans(t.finish());
     }
-    let unwritten = sink.finish();
     eprintln!("{}", plan_render::runs::batch_summary(&tally));
     if let Some(e) = unwritten {
         return Err(fail(exit::CANT_CREATE, e));
     }
     Ok(exit::of_batch(&tally))
-}
-
-/// Where the lines go: `--output`, created (emptied), or stdout; and its name for
-/// messages (empty for stdout).
-fn open_output(path: Option<&Path>) -> Result<(Box<dyn Write + Send>, String), u8> {
-    Ok(match path {
-        Some(p) => {
-            let f = std::fs::File::create(p).map_err(|e| {
-                fail(
-                    exit::CANT_CREATE,
-                    format_args!("cannot create {}: {e}", p.display()),
-                )
-            })?;
-            (
-                Box::new(std::io::BufWriter::new(f)),
-                p.display().to_string(),
-            )
-        }
-        None => (
-            Box::new(std::io::BufWriter::new(std::io::stdout())),
-            String::new(),
-        ),
-    })
 }
