@@ -8,6 +8,7 @@ use plan_store::{NewRun, Owner, RunInfo, RunStore, Seen};
 use plan_vm::Limits;
 use serde_json::{Map, Value};
 
+use crate::load::Loaded;
 use crate::open::{Access, StoreAt};
 use crate::{Claimed, Error, ErrorKind, Going, Held};
 
@@ -18,6 +19,77 @@ pub struct BranchPoint {
     parent: RunInfo,
     seq_no: i64,
     vars: Map<String, Value>,
+}
+
+/// A new run from a point of a stored run, going on with another plan (`planvm branch`,
+/// the service's branch and its preview); see [`crate::engine::Engine::branch`].
+pub struct BranchRequest<'a> {
+    /// The run branched from, which is not changed.
+    pub parent: &'a str,
+    /// Just before the parent first executed this seq_no.
+    pub at: i64,
+    /// The new plan's name, in messages and in the runs listed.
+    pub name: &'a str,
+    /// The new plan: source, or `.pbc` bytes.
+    pub plan: Vec<u8>,
+    pub limits: Limits,
+}
+
+/// A branch ready to start or to preview: its point, and its plan compiled and checked
+/// to go on from there.
+pub struct Branch {
+    pub point: BranchPoint,
+    /// The new plan, with its warnings.
+    pub loaded: Loaded,
+    name: String,
+    limits: Limits,
+}
+
+impl Branch {
+    pub(crate) fn new(point: BranchPoint, loaded: Loaded, name: &str, limits: Limits) -> Branch {
+        Branch {
+            point,
+            loaded,
+            name: name.to_owned(),
+            limits,
+        }
+    }
+
+    /// Starts the new run `id`, held by this process (see [`BranchPoint::start`]).
+    pub fn start(self, id: &str, warn: fn(&Error)) -> Result<Claimed, Error> {
+        let Loaded {
+            program, source, ..
+        } = self.loaded;
+        (self.point).start(
+            id,
+            &self.name,
+            source.as_deref(),
+            program,
+            self.limits,
+            warn,
+        )
+    }
+
+    /// What the branch would reuse and call, nothing run (see [`BranchPoint::preview`]).
+    pub fn preview(&self) -> Result<Preview, Error> {
+        let source = self.loaded.source.as_deref().unwrap_or_default();
+        self.point.preview(&self.loaded.program, source)
+    }
+}
+
+/// [`branch_point`], where a goal none of whose plans has run yet is `busy`: its plan is
+/// being written, or none was.
+pub(crate) fn point_of(at: &StoreAt, parent: &str, seq_no: i64) -> Result<BranchPoint, Error> {
+    branch_point(at, parent, seq_no).map_err(|e| {
+        let goal = at.open(Access::Read).and_then(|s| Ok(s.goal(parent)?));
+        match goal {
+            Ok(Some(_)) if e.kind == ErrorKind::UnknownRun => Error::new(
+                ErrorKind::Busy,
+                format!("goal `{parent}` has no run yet to branch from: the planner is writing its plan, or wrote none"),
+            ),
+            _ => e,
+        }
+    })
 }
 
 /// The point of run `id` of the store at `at` just before it first executed `seq_no`,

@@ -23,7 +23,7 @@ use crate::goal::{GoalPlanner, Planning};
 pub use crate::load::load_tools;
 use crate::load::{LoadError, Loaded};
 use crate::queue::Worker;
-use crate::{Error, ErrorKind, Held, StoreAt};
+use crate::{Branch, BranchRequest, Error, ErrorKind, Held, StoreAt};
 
 /// What a face sets up once and asks everything of: the tools (their manifest), the host
 /// that serves them (made when first needed: submitting plans only compiles them), the
@@ -194,17 +194,24 @@ impl Engine {
         crate::load::load_bytes(name, source, options)
     }
 
-    /// `source`, which messages call `name`, compiled to go on from `point` (a branch):
-    /// verified with the variables that exist there counted as set, from its own
-    /// instruction with the point's seq_no. Not kept: no other run starts there.
-    pub fn compile_branch(
-        &self,
-        point: &crate::BranchPoint,
-        name: &str,
-        source: Vec<u8>,
-    ) -> Result<Loaded, LoadError> {
+    /// `request`'s branch in the store at `at`: its parent's point found (a goal none of
+    /// whose plans has run yet is `busy`), its plan compiled to go on from there (verified
+    /// with the variables that exist there counted as set, from its own instruction with
+    /// the point's seq_no; not kept: no other run starts there) and checked against the
+    /// state it starts in. Blocking: it reads the store.
+    pub fn branch(&self, at: &StoreAt, request: BranchRequest<'_>) -> Result<Branch, Refused> {
+        let BranchRequest {
+            parent,
+            at: seq_no,
+            name,
+            plan,
+            limits,
+        } = request;
+        let point = crate::branch::point_of(at, parent, seq_no).map_err(Refused::Engine)?;
         let options = point.compile_options(self.manifest.clone());
-        crate::load::load_bytes(name, source, options)
+        let loaded = crate::load::load_bytes(name, plan, options).map_err(Refused::Plan)?;
+        (point.check(&loaded.program, &limits, name)).map_err(Refused::Engine)?;
+        Ok(Branch::new(point, loaded, name, limits))
     }
 
     /// A worker on the host taking runs from the store at `at`, and goals too when the
@@ -326,8 +333,8 @@ pub enum PlanSource {
     File(PathBuf),
 }
 
-/// Why plans were not submitted: one of them is not a valid program, or the store did
-/// not take them.
+/// Why plans were not submitted or a branch not made: a plan is not a valid program, or
+/// the store did not take them.
 pub enum Refused {
     Plan(LoadError),
     Engine(Error),

@@ -278,7 +278,11 @@ pub(crate) async fn take_up(
         Next::GoOn(run) => {
             // NB: `Busy`: another process goes on with the run; this goal's lease lapses
             // and it is taken up again once the run has ended.
-            let resumed = crate::resume(at, &run, &Default::default(), retry_unknown_writes, None);
+            let request = crate::ResumeRequest {
+                retry_unknown_writes,
+                ..crate::ResumeRequest::new(&run)
+            };
+            let resumed = crate::resume(at, request);
             let report = match resumed? {
                 Resume::Finished(report) => *report,
                 Resume::Ready(ready) => ready.claim(warn)?.go(host, also).await,

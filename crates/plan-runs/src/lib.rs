@@ -37,7 +37,9 @@ mod resume;
 mod take_up;
 mod writer;
 
-pub use branch::{BranchPoint, Preview, PreviewCall, branch_point, variables_before};
+pub use branch::{
+    Branch, BranchPoint, BranchRequest, Preview, PreviewCall, branch_point, variables_before,
+};
 pub use cancel::{cancel, prune};
 pub use error::{Error, ErrorKind};
 pub use feedback::feedback;
@@ -46,7 +48,7 @@ pub use held::{Claimed, Held};
 pub use lease::{Lease, Opener};
 pub use open::StoreAt;
 pub use plan_store::OnWritten;
-pub use resume::{LimitsOverride, Ready, Resume, resume};
+pub use resume::{LimitsOverride, Ready, Resume, ResumeRequest, resume};
 pub use take_up::{
     Going, RunParts, Taken, held_elsewhere, question_of, read_run, saved_state, stored_program,
     stored_report, take_up, unknown_writes,

@@ -48,18 +48,43 @@ pub struct Ready {
     goal: Option<String>,
 }
 
-/// Reads run `id` of the store at `at` to go on under its own limits with `limits` set,
-/// with every check first: a run a live process holds, one that stopped with a `write`
-/// call in flight (unless `retry_unknown_writes`), damage, an `input` that does not
-/// answer the run's question or a run that asks none. With `input`, `id` may be a goal's:
-/// its latest run is the one answered.
-pub fn resume(
-    at: &StoreAt,
-    id: &str,
-    limits: &LimitsOverride,
-    retry_unknown_writes: bool,
-    input: Option<&str>,
-) -> Result<Resume, Error> {
+/// A stored run to go on (`planvm resume`, a service's runs taken up at start or
+/// answered, `Store.resume` in Python).
+#[derive(Clone, Debug)]
+pub struct ResumeRequest<'a> {
+    /// The run; with `input`, it may be a goal's id: its latest run is the one answered.
+    pub id: &'a str,
+    /// What is set instead of the run's own limits.
+    pub limits: LimitsOverride,
+    /// Send again the `write` calls the run left in flight (their outcome is unknown).
+    pub retry_unknown_writes: bool,
+    /// The answer to the question the run stopped at (`ask_user`).
+    pub input: Option<&'a str>,
+}
+
+impl<'a> ResumeRequest<'a> {
+    /// Run `id` to go on as it was: its own limits, no `write` sent again, no answer.
+    pub fn new(id: &'a str) -> ResumeRequest<'a> {
+        ResumeRequest {
+            id,
+            limits: LimitsOverride::default(),
+            retry_unknown_writes: false,
+            input: None,
+        }
+    }
+}
+
+/// Reads `request`'s run of the store at `at` to go on, with every check first: a run a
+/// live process holds, one that stopped with a `write` call in flight (unless
+/// `retry_unknown_writes`), damage, an `input` that does not answer the run's question
+/// or a run that asks none.
+pub fn resume(at: &StoreAt, request: ResumeRequest<'_>) -> Result<Resume, Error> {
+    let ResumeRequest {
+        id,
+        limits,
+        retry_unknown_writes,
+        input,
+    } = request;
     let store = at.open(Access::Existing)?;
     let run = match input {
         Some(_) => waiting_run(&*store, id)?,

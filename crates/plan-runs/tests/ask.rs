@@ -14,7 +14,7 @@ use plan_planner::{
     AskOptions, AskStatus, Examples, Planner, PlannerCall, PlannerModel, RoundKind, Template,
 };
 use plan_runs::engine::{AskAt, AskRequest, Asked, Hooks, ask_goal};
-use plan_runs::{ErrorKind, LimitsOverride, Resume, StoreAt, open::Access};
+use plan_runs::{ErrorKind, Resume, ResumeRequest, StoreAt, open::Access};
 use plan_store::{Durability, RunStatus};
 use plan_vm::ToolRequest;
 use serde_json::{Value, json};
@@ -364,8 +364,15 @@ async fn a_plan_that_asks_stops_the_goal_until_its_answer_and_the_session_rememb
 
     // Answered through the goal's id; the planner is not asked again. An answer that is
     // not one of the choices is refused.
-    let answer =
-        |input: &str| plan_runs::resume(&at, "g1", &LimitsOverride::default(), false, Some(input));
+    let answer = |input: &str| {
+        plan_runs::resume(
+            &at,
+            ResumeRequest {
+                input: Some(input),
+                ..ResumeRequest::new("g1")
+            },
+        )
+    };
     let e = answer("2022").err().unwrap();
     assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
     let Resume::Ready(ready) = answer("2024").unwrap() else {

@@ -16,7 +16,7 @@ use futures::future::BoxFuture;
 use plan_host::{Backend, Host, HostOptions, RunReport, ToolError, ToolErrorKind, Tracer};
 use plan_manifest::Manifest;
 use plan_runs::open::Access;
-use plan_runs::{Error, ErrorKind, LimitsOverride, StoreAt};
+use plan_runs::{Error, ErrorKind, StoreAt};
 use plan_store::Durability;
 use plan_vm::ToolRequest;
 use serde_json::json;
@@ -82,7 +82,7 @@ fn variables_at(at: &StoreAt, id: &str, seq: i64) -> Result<(), Error> {
 }
 
 fn resume(at: &StoreAt, id: &str) -> Result<(), Error> {
-    plan_runs::resume(at, id, &LimitsOverride::default(), false, None).map(drop)
+    plan_runs::resume(at, plan_runs::ResumeRequest::new(id)).map(drop)
 }
 
 fn copy(db: &Path, to: &Path) -> StoreAt {

@@ -15,7 +15,9 @@ use futures::future::BoxFuture;
 use plan_bytecode::ValidatedProgram;
 use plan_host::{Backend, Host, HostOptions, ToolError, ToolErrorKind};
 use plan_manifest::{Effects, Manifest, ToolSpec};
-use plan_runs::{ErrorKind, GoOn, Taken};
+use plan_runs::engine::{Engine, Refused};
+use plan_runs::load::LoadError;
+use plan_runs::{BranchRequest, ErrorKind, GoOn, ResumeRequest, Taken};
 use plan_store::{Durability, NewRun, Owner, RunStatus, RunStore, SqliteStore, StoreJournal};
 use plan_vm::{Limits, ToolRequest};
 use serde_json::{Map, Value, json};
@@ -273,8 +275,7 @@ async fn resume_by_id_then_branch_then_read_back() {
     let m = manifest();
 
     // Resumed by id: read, checked, claimed, journaled to its end.
-    let none = plan_runs::LimitsOverride::default();
-    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), "r", &none, false, None)
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), ResumeRequest::new("r"))
     else {
         panic!("an interrupted run on a read is ready to go on");
     };
@@ -284,10 +285,10 @@ async fn resume_by_id_then_branch_then_read_back() {
     let report = claimed.go(&host(&m, &tools), &mut ()).await;
     assert!(report.is_ok(), "{:?}", report.error);
     assert!(matches!(
-        plan_runs::resume(&at(&dir), "r", &none, false, None),
+        plan_runs::resume(&at(&dir), ResumeRequest::new("r")),
         Ok(plan_runs::Resume::Finished(_))
     ));
-    let e = plan_runs::resume(&at(&dir), "nope", &none, false, None)
+    let e = plan_runs::resume(&at(&dir), ResumeRequest::new("nope"))
         .err()
         .unwrap();
     assert_eq!(e.kind, ErrorKind::UnknownRun);
@@ -300,32 +301,49 @@ async fn resume_by_id_then_branch_then_read_back() {
     assert_eq!(names, ["a", "b"]);
     let e = plan_runs::branch_point(&at(&dir), "r", 9).err().unwrap();
     assert_eq!(e.kind, ErrorKind::NotReached, "{e}");
+    // As a face asks for it: the plan compiled to go on from there, or refused.
+    let engine = Engine::new(m.clone(), Default::default(), HostOptions::default());
+    let request = |plan: &str, parent: &'static str| BranchRequest {
+        parent,
+        at: 2,
+        name: "branch.json",
+        plan: plan.as_bytes().to_vec(),
+        limits: Limits::default(),
+    };
+    let unset =
+        r#"[{"seq_no": 2, "type": "assign", "parameters": {"final_answer": "${nowhere}"}}]"#;
+    match engine.branch(&at(&dir), request(unset, "r")) {
+        Err(Refused::Plan(LoadError::Invalid(invalid))) => {
+            assert!(
+                invalid.message.contains("branch.json"),
+                "{}",
+                invalid.message
+            );
+        }
+        _ => panic!("a variable set nowhere is the plan's error"),
+    }
     let branch_plan = r#"[
  {"seq_no": 2, "type": "assign", "parameters": {"final_answer": "branched: ${b}"}}
 ]"#;
-    let opts = plan_compiler::CompileOptions {
-        manifest: m.clone(),
-        entry: Some(plan_compiler::Entry {
-            seq_no: 2,
-            vars: point.vars().keys().cloned().collect(),
-        }),
-        ..Default::default()
+    match engine.branch(&at(&dir), request(branch_plan, "nope")) {
+        Err(Refused::Engine(e)) => assert_eq!(e.kind, ErrorKind::UnknownRun),
+        _ => panic!("no run to branch from"),
+    }
+    let Ok(branch) = engine.branch(&at(&dir), request(branch_plan, "r")) else {
+        panic!("a plan that reads what is set at the point branches");
     };
-    let program = plan_compiler::compile(branch_plan, &opts)
-        .validate()
-        .unwrap();
+    let preview = branch.preview().unwrap();
+    assert_eq!((preview.at, preview.variables.len()), (2, 2));
+    assert_eq!(preview.reused.len(), 2);
+    // Nothing called anew; the parent's two calls the new plan leaves out are edits
+    // before the point, which have no effect.
+    assert_eq!(
+        (preview.calls.len(), &preview.ignored[..]),
+        (0, &[0, 1][..])
+    );
     let calls_before = tools.seen.lock().unwrap().len();
-    let b = point.vars()["b"].clone();
-    let claimed = point
-        .start(
-            "r.b",
-            "branch.json",
-            Some(branch_plan),
-            program,
-            Limits::default(),
-            no_warning,
-        )
-        .unwrap();
+    let b = branch.point.vars()["b"].clone();
+    let claimed = branch.start("r.b", no_warning).unwrap();
     let report = claimed.go(&host(&m, &tools), &mut ()).await;
     assert_eq!(
         report.final_answer,
@@ -369,8 +387,7 @@ fn a_lease_renewed_holds_the_run_and_a_lapsed_one_frees_it() {
         let new = new_run(id, &pbc);
         store.create_run(&new, &owner).unwrap();
     }
-    let none = plan_runs::LimitsOverride::default();
-    let busy = |id: &str| match plan_runs::resume(&at(&dir), id, &none, false, None) {
+    let busy = |id: &str| match plan_runs::resume(&at(&dir), ResumeRequest::new(id)) {
         Err(e) => e.kind == ErrorKind::Busy,
         Ok(_) => false,
     };
@@ -506,8 +523,7 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
 
     // Resumed in this same process while its first run still waits: the first run's
     // commit points are refused from then on; the resumed one goes on.
-    let none = plan_runs::LimitsOverride::default();
-    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), "c", &none, false, None)
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), ResumeRequest::new("c"))
     else {
         panic!("a cancelled run can be resumed");
     };
@@ -515,7 +531,7 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
     let new = NewRun { id: "d", ..new };
     let mut first = plan_runs::Held::create(&at(&dir), &new, no_warning).unwrap();
     assert!(plan_runs::cancel(&at(&dir), "d").unwrap());
-    let Ok(plan_runs::Resume::Ready(again)) = plan_runs::resume(&at(&dir), "d", &none, false, None)
+    let Ok(plan_runs::Resume::Ready(again)) = plan_runs::resume(&at(&dir), ResumeRequest::new("d"))
     else {
         panic!("d can be resumed");
     };
@@ -543,7 +559,7 @@ async fn a_cancelled_run_ends_failed_and_its_process_stops_at_its_next_commit_po
     drop(e_run);
     assert_eq!(store(&dir).run("e").unwrap().status, RunStatus::Interrupted);
     let Ok(plan_runs::Resume::Ready(read_before)) =
-        plan_runs::resume(&at(&dir), "e", &none, false, None)
+        plan_runs::resume(&at(&dir), ResumeRequest::new("e"))
     else {
         panic!("a run let go of is interrupted");
     };
@@ -607,22 +623,19 @@ async fn an_answer_whose_process_died_before_it_was_on_record_is_taken_again() {
 
     // Answered, claimed, and its process gone before the answer was on record: the run
     // reads as interrupted, its question unanswered.
-    let none = plan_runs::LimitsOverride::default();
-    let Ok(plan_runs::Resume::Ready(ready)) =
-        plan_runs::resume(&at(&dir), "q", &none, false, Some("EU"))
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), answered("q", "EU"))
     else {
         panic!("a waiting run takes an answer");
     };
     drop(ready.claim(no_warning).unwrap());
     assert_eq!(s.run("q").unwrap().status, RunStatus::Interrupted);
-    let e = plan_runs::resume(&at(&dir), "q", &none, false, Some("Asia"))
+    let e = plan_runs::resume(&at(&dir), answered("q", "Asia"))
         .err()
         .unwrap();
     assert_eq!(e.kind, ErrorKind::BadInput, "{e}");
     assert!(e.message.contains("`EU`, `US`"), "{e}");
 
-    let Ok(plan_runs::Resume::Ready(ready)) =
-        plan_runs::resume(&at(&dir), "q", &none, false, Some("US"))
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), answered("q", "US"))
     else {
         panic!("the question left unanswered takes the answer again");
     };
@@ -641,7 +654,7 @@ async fn an_answer_whose_process_died_before_it_was_on_record_is_taken_again() {
         "each call once"
     );
     // A finished run takes no answer.
-    let e = plan_runs::resume(&at(&dir), "q", &none, false, Some("EU"))
+    let e = plan_runs::resume(&at(&dir), answered("q", "EU"))
         .err()
         .unwrap();
     assert_eq!(e.kind, ErrorKind::NotWaiting, "{e}");
@@ -657,9 +670,7 @@ async fn an_answer_given_while_the_host_drains_is_on_record_before_the_run_stops
     let m = manifest();
     asked(&dir, &m, &tools).await;
 
-    let none = plan_runs::LimitsOverride::default();
-    let Ok(plan_runs::Resume::Ready(ready)) =
-        plan_runs::resume(&at(&dir), "q", &none, false, Some("EU"))
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), answered("q", "EU"))
     else {
         panic!("a waiting run takes an answer");
     };
@@ -678,7 +689,7 @@ async fn an_answer_given_while_the_host_drains_is_on_record_before_the_run_stops
     );
 
     // Later, elsewhere: it goes on with the answer on record, asking nothing.
-    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), "q", &none, false, None)
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), ResumeRequest::new("q"))
     else {
         panic!("a stopped run goes on");
     };
@@ -709,8 +720,11 @@ async fn resumed(
     retry: bool,
     host: &Host,
 ) -> Result<plan_host::RunReport, plan_runs::Error> {
-    let none = plan_runs::LimitsOverride::default();
-    match plan_runs::resume(&at(dir), id, &none, retry, None)? {
+    let request = ResumeRequest {
+        retry_unknown_writes: retry,
+        ..ResumeRequest::new(id)
+    };
+    match plan_runs::resume(&at(dir), request)? {
         plan_runs::Resume::Ready(ready) => Ok(ready.claim(no_warning)?.go(host, &mut ()).await),
         plan_runs::Resume::Finished(report) => Ok(*report),
     }
@@ -791,4 +805,12 @@ async fn a_write_call_that_timed_out_is_unknown_and_sent_again_only_when_asked()
         sent.len() == 1 && sent[0].starts_with("post_note("),
         "{sent:?}"
     );
+}
+
+/// Run `id` to go on with `input`, the answer to its question.
+fn answered<'a>(id: &'a str, input: &'a str) -> ResumeRequest<'a> {
+    ResumeRequest {
+        input: Some(input),
+        ..ResumeRequest::new(id)
+    }
 }

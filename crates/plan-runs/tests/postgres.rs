@@ -13,7 +13,7 @@ use common::pg::{PgSchema, until};
 use plan_host::{Host, HostOptions, RunReport, Tracer};
 use plan_manifest::Manifest;
 use plan_runs::engine::{Hooks, StartRequest, start};
-use plan_runs::{LimitsOverride, Resume, StoreAt};
+use plan_runs::{Resume, ResumeRequest, StoreAt};
 use plan_store::Durability;
 use serde_json::json;
 use wiremock::{Mock, MockServer, ResponseTemplate};
@@ -132,8 +132,7 @@ async fn a_run_whose_connections_are_dropped_keeps_its_lease_and_resumes() {
         assert_eq!(code, Some("R0012"), "{:?}", report.error);
     }
     // NB: a run that ended is reported as stored, and calls nothing.
-    let none = LimitsOverride::default();
-    let resumed = match plan_runs::resume(&at, "slow", &none, false, None) {
+    let resumed = match plan_runs::resume(&at, ResumeRequest::new("slow")) {
         Ok(Resume::Finished(report)) => *report,
         Ok(Resume::Ready(ready)) => {
             let claimed = ready.claim(warn).unwrap();

@@ -178,10 +178,11 @@ async fn a_question_to_a_person_is_a_span_from_when_it_was_asked() {
     let wait = Duration::from_millis(400);
     tokio::time::sleep(wait).await;
 
-    let none = plan_runs::LimitsOverride::default();
-    let Ok(plan_runs::Resume::Ready(ready)) =
-        plan_runs::resume(&at(&dir), "q", &none, false, Some("EU"))
-    else {
+    let answered = plan_runs::ResumeRequest {
+        input: Some("EU"),
+        ..plan_runs::ResumeRequest::new("q")
+    };
+    let Ok(plan_runs::Resume::Ready(ready)) = plan_runs::resume(&at(&dir), answered) else {
         panic!("a waiting run takes an answer");
     };
     let claimed = ready.claim(no_warning).unwrap();

@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use plan_bytecode::ValidatedProgram;
 use plan_host::Deadline;
+use plan_runs::engine::Refused;
 use plan_runs::{Claimed, ErrorKind, read};
 use plan_store::OwnedNewRun;
 use plan_vm::Limits;
@@ -460,15 +461,13 @@ pub(crate) async fn branch(
     body: Result<Json<Branch>, JsonRejection>,
 ) -> Result<(StatusCode, Json<RunSummary>), ApiError> {
     let Json(b) = body?;
-    let (point, source, program) = branch_parts(&state, parent, &b).await?;
-    let limits = limits(b.max_steps)?;
+    let branch = branched(&state, parent, &b).await?;
     let id = run_id(&state, b.run_id).await?;
     // NB: in a task of its own, as a new run (see `submit`).
     let row = detached(async move {
         let warn = state.warn;
         let (claimed, row) = blocking(move || {
-            point.check(&program, &limits, "the plan")?;
-            let claimed = point.start(&id, "branch", Some(&source), program, limits, warn)?;
+            let claimed = branch.start(&id, warn)?;
             let row = claimed.row();
             Ok((claimed, row))
         })
@@ -480,35 +479,32 @@ pub(crate) async fn branch(
     Ok((StatusCode::CREATED, Json(RunSummary::of_run(&row))))
 }
 
-/// The point of run `parent` that `b` branches from, and its new plan, compiled and
-/// verified to start there (`422` with its diagnostics otherwise).
-async fn branch_parts(
+/// `b`'s branch from run `parent`: its point, and its new plan compiled and checked to go
+/// on from there (`422` with its diagnostics otherwise).
+async fn branched(
     state: &Arc<Shared>,
     parent: String,
     b: &Branch,
-) -> Result<(plan_runs::BranchPoint, String, ValidatedProgram), ApiError> {
-    let point = {
-        let (at, seq) = (state.at.clone(), b.at);
-        blocking(move || {
-            plan_runs::branch_point(&at, &parent, seq).map_err(|e| {
-                // NB: a goal no plan of which has run yet is there, just not a run.
-                let goal = at.open(plan_runs::open::Access::Read).and_then(|s| Ok(s.goal(&parent)?));
-                match goal {
-                    Ok(Some(_)) if e.kind == ErrorKind::UnknownRun => plan_runs::Error::new(
-                        ErrorKind::Busy,
-                        format!("goal `{parent}` has no run yet to branch from: the planner is writing its plan, or wrote none"),
-                    ),
-                    _ => e,
-                }
-            })
-        })
-        .await?
-    };
+) -> Result<plan_runs::Branch, ApiError> {
     let source = plan_text(&b.plan);
-    let loaded = (state.engine)
-        .compile_branch(&point, "plan", source.as_bytes().to_vec())
-        .map_err(|e| invalid_plan(e, &source))?;
-    Ok((point, source, loaded.program))
+    let limits = limits(b.max_steps)?;
+    let (state, at, plan) = (state.clone(), b.at, source.as_bytes().to_vec());
+    let branched = blocking(move || {
+        let request = plan_runs::BranchRequest {
+            parent: &parent,
+            at,
+            name: "plan",
+            plan,
+            limits,
+        };
+        match state.engine.branch(&state.at, request) {
+            Ok(branch) => Ok(Ok(branch)),
+            Err(Refused::Plan(e)) => Ok(Err(e)),
+            Err(Refused::Engine(e)) => Err(e),
+        }
+    })
+    .await?;
+    branched.map_err(|e| invalid_plan(e, &source))
 }
 
 /// What a branch from run `id` with the body of `POST /v1/runs/{id}/branch` would do,
@@ -526,14 +522,8 @@ pub(crate) async fn preview(
     body: Result<Json<Branch>, JsonRejection>,
 ) -> Result<Json<plan_runs::Preview>, ApiError> {
     let Json(b) = body?;
-    let (point, source, program) = branch_parts(&state, parent, &b).await?;
-    let limits = limits(b.max_steps)?;
-    let preview = blocking(move || {
-        point.check(&program, &limits, "the plan")?;
-        point.preview(&program, &source)
-    })
-    .await?;
-    Ok(Json(preview))
+    let branch = branched(&state, parent, &b).await?;
+    Ok(Json(blocking(move || branch.preview()).await?))
 }
 
 /// Runs a new run (created through the writer) in the service, once a slot is free.
@@ -755,8 +745,11 @@ pub(crate) async fn input(
         let (claimed, row) = blocking({
             let state = state.clone();
             move || {
-                let none = plan_runs::LimitsOverride::default();
-                let claimed = match plan_runs::resume(&state.at, &id, &none, false, Some(&text))? {
+                let request = plan_runs::ResumeRequest {
+                    input: Some(&text),
+                    ..plan_runs::ResumeRequest::new(&id)
+                };
+                let claimed = match plan_runs::resume(&state.at, request)? {
                     plan_runs::Resume::Ready(ready) => ready.claim(state.warn)?,
                     // NB: an answer is never taken by a run that waits for none.
                     plan_runs::Resume::Finished(_) => {

@@ -36,7 +36,7 @@ use std::sync::Arc;
 
 use plan_host::Host;
 pub use plan_runs::engine::Engine;
-use plan_runs::{Error, LimitsOverride, Resume, StoreAt, read};
+use plan_runs::{Error, Resume, ResumeRequest, StoreAt, read};
 use plan_store::{RunStatus, RunStore};
 use tokio::sync::Semaphore;
 
@@ -235,8 +235,11 @@ impl State {
         id: &str,
         retry_unknown_writes: bool,
     ) -> Result<Option<plan_runs::Claimed>, Error> {
-        let none = LimitsOverride::default();
-        match plan_runs::resume(&self.at, id, &none, retry_unknown_writes, None)? {
+        let request = ResumeRequest {
+            retry_unknown_writes,
+            ..ResumeRequest::new(id)
+        };
+        match plan_runs::resume(&self.at, request)? {
             Resume::Finished(_) => Ok(None),
             Resume::Ready(ready) => ready.claim(self.warn).map(Some),
         }

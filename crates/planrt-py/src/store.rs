@@ -184,13 +184,13 @@ impl Store {
         let (host, raised) = crate::setup::host(py, &locals, tools, (deadline, None))?;
         let resumed = py
             .detach(|| {
-                plan_runs::resume(
-                    &self.at,
-                    &id,
-                    &limits,
+                let request = plan_runs::ResumeRequest {
+                    id: &id,
+                    limits,
                     retry_unknown_writes,
-                    input.as_deref(),
-                )
+                    input: input.as_deref(),
+                };
+                plan_runs::resume(&self.at, request)
             })
             .map_err(store_error)?;
         let ready = match resumed {

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use clap::{ArgGroup, Args};
 use plan_host::HostOptions;
-use plan_render::{exit, runs};
+use plan_render::exit;
 use plan_runs::StoreAt;
-use plan_runs::engine::{PlanToSubmit, Refused, SubmitRequest};
+use plan_runs::engine::{PlanToSubmit, SubmitRequest};
 use plan_runs::load::Loaded;
 use plan_runs::queue::{Event, Worker};
 use serde_json::Value;
@@ -131,14 +131,8 @@ pub(crate) fn submit(args: SubmitArgs) -> Exit {
     let at = StoreAt::new(&args.store, args.durability.get());
     // NB: a list naming one plan many times compiles it once (for each set of presets,
     // which the verifier counts as set), its warnings said once.
-    let mut fresh = |l: &Loaded| eprint!("{}", runs::found(&l.found, l.source.as_deref()));
-    let ids = match engine.submit(&at, request, &mut fresh) {
-        Ok(ids) => ids,
-        Err(Refused::Plan(e)) => {
-            return Err(session::loaded(Err(e)).err().unwrap_or(exit::DATA_ERR));
-        }
-        Err(Refused::Engine(e)) => return Err(session::failed(e)),
-    };
+    let mut fresh = |l: &Loaded| session::found(l);
+    let ids = (engine.submit(&at, request, &mut fresh)).map_err(session::refused)?;
     let mut out = std::io::stdout().lock();
     for id in &ids {
         let _ = writeln!(out, "{id}");

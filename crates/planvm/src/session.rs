@@ -9,8 +9,9 @@ use std::sync::Arc;
 
 use plan_host::{Host, HostOptions, RunReport, Tracer};
 use plan_render::{exit, runs};
-use plan_runs::engine::{Engine, PlanningFiles};
+use plan_runs::engine::{Engine, PlanningFiles, Refused};
 use plan_runs::goal::Planning;
+use plan_runs::load::{LoadError, Loaded};
 use plan_telemetry::CommandTrace;
 
 use crate::args::{Format, OutputArgs, Times};
@@ -227,19 +228,34 @@ fn build(mut builder: tokio::runtime::Builder) -> Result<tokio::runtime::Runtime
 
 /// A plan file loaded (its diagnostics printed on stderr), or the exit code of why not:
 /// an unreadable file (66), or a plan with errors (65).
-pub(crate) fn loaded(
-    result: Result<plan_runs::load::Loaded, plan_runs::load::LoadError>,
-) -> Result<plan_runs::load::Loaded, u8> {
-    match result {
-        Ok(l) => {
-            eprint!("{}", runs::found(&l.found, l.source.as_deref()));
-            Ok(l)
-        }
-        Err(plan_runs::load::LoadError::Unreadable(msg)) => Err(fail(exit::NO_INPUT, msg)),
-        Err(plan_runs::load::LoadError::Invalid(inv)) => {
+pub(crate) fn loaded(result: Result<Loaded, LoadError>) -> Result<Loaded, u8> {
+    let loaded = result.map_err(bad_plan)?;
+    found(&loaded);
+    Ok(loaded)
+}
+
+/// Prints what the compiler found in a plan it loaded (its warnings) on stderr.
+pub(crate) fn found(loaded: &Loaded) {
+    eprint!("{}", runs::found(&loaded.found, loaded.source.as_deref()));
+}
+
+/// Reports why a plan was not loaded and returns the exit code: an unreadable file (66),
+/// or a plan with errors (65, its diagnostics printed).
+pub(crate) fn bad_plan(e: LoadError) -> u8 {
+    match e {
+        LoadError::Unreadable(msg) => fail(exit::NO_INPUT, msg),
+        LoadError::Invalid(inv) => {
             eprint!("{}", runs::found(&inv.found, inv.source.as_deref()));
-            Err(fail(exit::DATA_ERR, inv.message))
+            fail(exit::DATA_ERR, inv.message)
         }
+    }
+}
+
+/// Reports why plans were not submitted or a branch not made, and returns the exit code.
+pub(crate) fn refused(r: Refused) -> u8 {
+    match r {
+        Refused::Plan(e) => bad_plan(e),
+        Refused::Engine(e) => failed(e),
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use plan_runs::open::Inputs;
-use plan_runs::{LimitsOverride, Resume, StoreAt};
+use plan_runs::{BranchRequest, LimitsOverride, Resume, ResumeRequest, StoreAt};
 
 use crate::args::{DurabilityArg, LimitArgs, OutputArgs, parse_run_id, parse_secs};
 use crate::session::{self, Exit, failed};
@@ -107,13 +107,13 @@ pub(crate) fn resume(args: ResumeArgs) -> Exit {
         max_total_bytes: args.max_bytes,
         max_concurrency: args.max_concurrency,
     };
-    let ready = match plan_runs::resume(
-        &at,
-        &args.id,
-        &limits,
-        args.retry_unknown_writes,
-        args.input.as_deref(),
-    ) {
+    let request = ResumeRequest {
+        id: &args.id,
+        limits,
+        retry_unknown_writes: args.retry_unknown_writes,
+        input: args.input.as_deref(),
+    };
+    let ready = match plan_runs::resume(&at, request) {
         Ok(Resume::Finished(report)) => {
             let json = args.output.format.is_json();
             session::print(plan_render::runs::report(&report, json, Some(&args.id)));
@@ -176,32 +176,24 @@ pub(crate) fn branch(args: BranchArgs) -> Exit {
         store: Some(&args.store),
     };
     inputs.check(&trace_output(&args.output)).map_err(failed)?;
-    let at = StoreAt::new(&args.store, args.durability.get());
-    let point = plan_runs::branch_point(&at, &args.id, args.at).map_err(session::failed)?;
     let host = session::host_options(args.replay.clone(), None, &args.limits.times());
     let engine = session::engine(args.tools.as_deref(), host)?;
     let plan = args.plan.display().to_string();
-    let read = plan_runs::load::read(&args.plan);
-    let compiled = read.and_then(|source| engine.compile_branch(&point, &plan, source));
-    let loaded = session::loaded(compiled)?;
-    let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
-    let limits = args.limits.limits();
-    let plan_runs::load::Loaded {
-        program,
-        source,
-        warnings,
-        ..
-    } = loaded;
+    let source = plan_runs::load::read(&args.plan).map_err(session::bad_plan)?;
+    let request = BranchRequest {
+        parent: &args.id,
+        at: args.at,
+        name: &plan,
+        plan: source,
+        limits: args.limits.limits(),
+    };
+    let at = StoreAt::new(&args.store, args.durability.get());
     // NB: before the session: a refused branch creates no trace file.
-    point.check(&program, &limits, &plan).map_err(failed)?;
+    let branch = engine.branch(&at, request).map_err(session::refused)?;
+    session::found(&branch.loaded);
+    let warnings = branch.loaded.warnings.clone();
+    let id = args.run_id.clone().unwrap_or_else(plan_store::new_run_id);
     go_on("branch", &engine, &args.output, &warnings, move || {
-        point.start(
-            &id,
-            &plan,
-            source.as_deref(),
-            program,
-            limits,
-            session::lease_warning,
-        )
+        branch.start(&id, session::lease_warning)
     })
 }
