@@ -386,6 +386,7 @@ async fn an_evaluation_is_stored_and_peoples_verdicts_show_in_a_comparison() {
     assert_eq!(mult.runs, ["e1.mult"]);
     let baseline = plan_eval::report_json(&summary, &reports, &[], Some(&stored), None);
     assert_eq!(baseline["eval"], "e1");
+    insta::assert_snapshot!("report", timeless(&baseline, dir.path()));
     // The same id again is refused.
     let again = plan_eval::begin(at.clone(), Some("e1".into()), "set.jsonl").unwrap_err();
     assert_eq!(again.kind, plan_runs::ErrorKind::DuplicateRun, "{again:?}");
@@ -550,4 +551,27 @@ fn an_evaluation_refuses_what_it_cannot_read_or_would_write_over() {
         !store.exists(),
         "nothing is stored for an evaluation refused"
     );
+}
+
+/// `report` as pretty JSON, its times and durations and the test's directory (`dir`)
+/// redacted: what a test's run of it shares with every other.
+fn timeless(report: &Value, dir: &Path) -> String {
+    fn walk(v: &mut Value, dir: &str) {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map.iter_mut() {
+                    match k.ends_with("_ms") || k.ends_with("_at") {
+                        true => *v = json!("[varies]"),
+                        false => walk(v, dir),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| walk(v, dir)),
+            Value::String(s) => *s = s.replace(dir, "[dir]"),
+            _ => {}
+        }
+    }
+    let mut report = report.clone();
+    walk(&mut report, &dir.display().to_string());
+    serde_json::to_string_pretty(&report).unwrap()
 }
