@@ -363,13 +363,8 @@ impl Service {
         let planner = engine.goal_planner().cloned().map_err(|e| e.message);
         let max_runs = u32::try_from(config.max_runs.max(1)).unwrap_or(u32::MAX);
         let mut warnings = host.warnings().to_vec();
-        let telemetry = match (config.telemetry)(host.redactor().clone()) {
-            Ok(t) => t,
-            Err(e) => {
-                warnings.push(format!("{e}: no trace is exported"));
-                None
-            }
-        };
+        let made = (config.telemetry)(host.redactor().clone());
+        let telemetry = plan_telemetry::Telemetry::or_warn(made, |w| warnings.push(w));
         // NB: each database's grounding index is built now, not in a goal's task on the
         // runtime's threads; a goal then only asks SQLite whether the schema moved.
         for w in host.ground("").warnings {

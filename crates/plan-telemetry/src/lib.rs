@@ -209,7 +209,16 @@ impl Telemetry {
         redactor: Arc<plan_llm::Redactor>,
         warn: impl FnOnce(String),
     ) -> Option<Telemetry> {
-        Telemetry::from_env(redactor).unwrap_or_else(|e| {
+        Telemetry::or_warn(Telemetry::from_env(redactor), warn)
+    }
+
+    /// The telemetry `made`, or none when it could not be made, why not said to `warn`
+    /// (a service's, made by the maker it was configured with).
+    pub fn or_warn(
+        made: Result<Option<Telemetry>, String>,
+        warn: impl FnOnce(String),
+    ) -> Option<Telemetry> {
+        made.unwrap_or_else(|e| {
             warn(format!("{e}: no trace is exported"));
             None
         })

@@ -18,16 +18,16 @@ impl Lines {
     /// The file at `path`, created (emptied if it was there); `None`: standard output.
     pub fn create(path: Option<&Path>) -> Result<Lines, Error> {
         let Some(path) = path else {
-            return Ok(Lines::to(Box::new(std::io::stdout()), None));
+            return Ok(Lines::to(std::io::stdout(), None));
         };
         let file = std::fs::File::create(path).map_err(|e| {
             let message = format!("cannot create {}: {e}", path.display());
             Error::new(ErrorKind::CannotCreate, message)
         })?;
-        Ok(Lines::to(Box::new(file), Some(path.display().to_string())))
+        Ok(Lines::to(file, Some(path.display().to_string())))
     }
 
-    fn to(out: Box<dyn Write + Send>, name: Option<String>) -> Lines {
+    fn to(out: impl Write + Send + 'static, name: Option<String>) -> Lines {
         Lines {
             out: Box::new(std::io::BufWriter::new(out)),
             name,
